@@ -1,0 +1,106 @@
+import { awscdk, javascript } from 'projen';
+
+const project = new awscdk.AwsCdkConstructLibrary({
+  name: 'disagg',
+  description:
+    'Typed CDK + cdk8s constructs and a bundled C++ engine for disaggregated LLM inference on AWS (EKS, EFA, P5/P6/Trn2).',
+  author: 'disagg maintainers',
+  authorAddress: 'maintainers@disagg.dev',
+  repositoryUrl: 'https://github.com/disagg/disagg.git',
+  keywords: ['cdk', 'cdk8s', 'eks', 'efa', 'llm', 'inference', 'vllm', 'disaggregated', 'kv-cache'],
+  license: 'Apache-2.0',
+
+  defaultReleaseBranch: 'main',
+  packageManager: javascript.NodePackageManager.NPM,
+  projenrcTs: true,
+  // Work is tracked through issues and .ci/run; no GitHub workflows, release or mergify.
+  github: false,
+  release: false,
+  depsUpgrade: false,
+  buildWorkflow: false,
+  minNodeVersion: '20.0.0',
+
+  cdkVersion: '2.276.0',
+  constructsVersion: '10.5.1',
+  // Leave typescriptVersion unset: jsii ~6.0 brings its own compiler; ts-jest and ts-node use typescript ~6.0.
+  jsiiVersion: '~6.0.0',
+
+  peerDeps: [
+    'cdk8s@^2.70.0',
+    'cdk8s-plus-28@^2.5.6',
+    // The kubectl layer matching the default Kubernetes version of InferenceCluster (1.34).
+    '@aws-cdk/lambda-layer-kubectl-v34@^2.2.2',
+  ],
+  devDeps: [
+    'typescript@~6.0',
+    'cmake-js@^8.0.0',
+    'node-addon-api@^8.5.0',
+    'ajv@^8.17.0',
+    'cdk-nag@^3',
+    'redis@^5',
+  ],
+  bin: {
+    disagg: 'lib/cli/main.js',
+  },
+
+  jestOptions: {
+    // Snapshots are compared, never silently rewritten: update them with `npx jest -u` on purpose.
+    updateSnapshot: javascript.UpdateSnapshot.NEVER,
+    jestConfig: {
+      testMatch: ['<rootDir>/test/**/*.test.ts'],
+      // Coverage is printed by `npm run coverage`; the default run stays lean.
+      collectCoverage: false,
+      coverageReporters: ['text-summary'],
+      testTimeout: 60_000,
+    },
+  },
+
+  gitignore: [
+    '/engine/build/',
+    '/engine/build-addon/',
+    '/engine/build-*/',
+    '/bench/out/',
+    '/plan-out/',
+    'cdk.out/',
+  ],
+});
+// The package ships engine/ and images/ so a consumer's `cdk deploy` can build the engine image.
+for (const pattern of ['/engine/build/', '/engine/build-addon/', '/engine/build-*/', '/bench/', '/examples/', '/.ci/', '/cdk.out/']) {
+  project.addPackageIgnore(pattern);
+}
+
+// `npm test` runs every test: jest for src/ and ctest for engine/.
+project.addTask('engine:build', {
+  description: 'Build the C++ engine (library, disagg-engine binary, GoogleTest suite) with CMake',
+  steps: [
+    { exec: 'cmake -S engine -B engine/build -DCMAKE_BUILD_TYPE=Release -DDISAGG_BUILD_TESTS=ON' },
+    { exec: 'cmake --build engine/build --parallel 2' },
+  ],
+});
+project.addTask('engine:addon', {
+  description: 'Build the node-addon-api binding of the engine with cmake-js (offline: Node-API headers come from npm)',
+  cwd: 'engine',
+  exec: 'cmake-js compile --out build-addon --release --parallel 2',
+});
+project.addTask('engine:test', {
+  description: 'Run the engine GoogleTest suite under ctest',
+  exec: 'ctest --test-dir engine/build --output-on-failure --label-exclude soak',
+});
+const engine = project.addTask('engine', {
+  description: 'Build the engine binary, tests and addon (incremental)',
+  steps: [{ spawn: 'engine:build' }, { spawn: 'engine:addon' }],
+});
+project.compileTask.prependSpawn(engine);
+project.testTask.prependSpawn(engine);
+project.testTask.spawn(project.tasks.tryFind('engine:test')!);
+
+project.addTask('bench', {
+  description: 'Run the benchmarks (separate from tests); results go to bench/RESULTS.md by hand after review',
+  exec: 'bash bench/run.sh',
+});
+project.addTask('coverage', {
+  description: 'Run jest with coverage',
+  exec: 'jest --coverage --passWithNoTests',
+});
+
+project.synth();
