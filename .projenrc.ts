@@ -38,6 +38,8 @@ const project = new awscdk.AwsCdkConstructLibrary({
     'ajv@^8.17.0',
     'cdk-nag@^3',
     'redis@^5',
+    'aws-cdk@^2',
+    'ts-node@^10.9.2',
   ],
   bin: {
     disagg: 'lib/cli/main.js',
