@@ -39,6 +39,8 @@ const project = new awscdk.AwsCdkConstructLibrary({
     'cdk-nag@^3',
     'redis@^5',
     'aws-cdk@^2',
+    'kubernetes-models@^5',
+    'yaml@^2',
     'ts-node@^10.9.2',
   ],
   bin: {
