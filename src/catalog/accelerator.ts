@@ -1,0 +1,325 @@
+import { Precision } from './precision';
+
+/**
+ * Who makes an accelerator; decides the device plugin, the AMI family and the serving image.
+ */
+export enum AcceleratorVendor {
+  /** NVIDIA GPUs (CUDA, `nvidia.com/gpu`). */
+  NVIDIA = 'nvidia',
+  /** AWS Trainium / Inferentia (Neuron SDK, `aws.amazon.com/neuron`). */
+  AWS = 'aws',
+}
+
+/**
+ * The numbers of one accelerator device (a GPU, or a Trainium chip).
+ */
+export interface AcceleratorProps {
+  /** Display name, e.g. 'H100'. */
+  readonly name: string;
+  /** The maker. */
+  readonly vendor: AcceleratorVendor;
+  /** Device memory (HBM / GDDR) per device, GiB, as EC2 reports it. */
+  readonly memoryGib: number;
+  /** Memory bandwidth per device, GB/s (1e9 bytes/s). */
+  readonly hbmBandwidthGBps: number;
+  /** Dense (no structured sparsity) peak BF16 TFLOP/s per device. */
+  readonly peakTflopsBf16: number;
+  /**
+   * Dense peak FP8 TFLOP/s per device.
+   * @default - FP8 is not supported natively; FP8 work runs at the BF16 rate
+   */
+  readonly peakTflopsFp8?: number;
+  /**
+   * Dense peak FP4 TFLOP/s per device.
+   * @default - FP4 is not supported natively; FP4 work runs at the FP8 (or BF16) rate
+   */
+  readonly peakTflopsFp4?: number;
+  /**
+   * Dense peak INT8 TOPS per device.
+   * @default - INT8 is not supported natively; INT8 work runs at the FP8 (or BF16) rate
+   */
+  readonly peakTopsInt8?: number;
+  /** Scale-up (NVLink / NeuronLink / PCIe) bandwidth per device, GB/s, one direction. */
+  readonly interconnectGBps: number;
+  /** Scale-up link name, e.g. 'NVLink4', 'NeuronLink-v3', 'PCIe Gen4'. */
+  readonly interconnect: string;
+}
+
+/**
+ * An accelerator device: memory, bandwidth and dense peak compute per precision.
+ *
+ * Peak figures are the vendors' dense numbers (sparse figures are twice as high and never reached by
+ * LLM inference). Memory is what EC2 reports per device (DescribeInstanceTypes GPU memory in MiB, as
+ * listed in Karpenter's instance-types reference; Neuron docs for Trainium). Scale-up bandwidth is one
+ * direction: half the both-directions figure vendors quote. Use `Accelerator.of({...})` for devices the
+ * catalog does not list.
+ */
+export class Accelerator {
+  /**
+   * NVIDIA A100 SXM4 40 GB (p4d): 1,555 GB/s HBM2, 312 TFLOP/s BF16, 624 TOPS INT8 dense, no FP8.
+   * NVLink3: 600 GB/s per GPU both directions, 300 one direction.
+   * @see https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
+   */
+  public static readonly A100_40GB = new Accelerator({
+    name: 'A100-40GB',
+    vendor: AcceleratorVendor.NVIDIA,
+    memoryGib: 40, // EC2 p4d: 8 x 40 GiB = 320 GiB HBM2 (40,960 MiB per GPU)
+    hbmBandwidthGBps: 1555,
+    peakTflopsBf16: 312,
+    peakTopsInt8: 624,
+    interconnectGBps: 300,
+    interconnect: 'NVLink3',
+  });
+
+  /**
+   * NVIDIA H100 SXM5 80 GB (p5): 3.35 TB/s HBM3, 989 TFLOP/s BF16, 1,979 FP8 / INT8 dense.
+   * NVLink4: 900 GB/s per GPU both directions, 450 one direction.
+   * @see https://www.nvidia.com/en-us/data-center/h100/
+   */
+  public static readonly H100 = new Accelerator({
+    name: 'H100',
+    vendor: AcceleratorVendor.NVIDIA,
+    memoryGib: 80, // EC2 p5.48xlarge: 8 x 80 GiB = 640 GiB HBM3 (81,920 MiB per GPU)
+    hbmBandwidthGBps: 3350,
+    peakTflopsBf16: 989,
+    peakTflopsFp8: 1979,
+    peakTopsInt8: 1979,
+    interconnectGBps: 450,
+    interconnect: 'NVLink4',
+  });
+
+  /**
+   * NVIDIA H200 SXM 141 GB (p5e, p5en): H100 compute with 4.8 TB/s HBM3e.
+   * @see https://www.nvidia.com/en-us/data-center/h200/
+   */
+  public static readonly H200 = new Accelerator({
+    name: 'H200',
+    vendor: AcceleratorVendor.NVIDIA,
+    memoryGib: 141, // EC2 p5e/p5en.48xlarge: 8 x 141 GiB = 1128 GiB HBM3e (144,384 MiB per GPU)
+    hbmBandwidthGBps: 4800,
+    peakTflopsBf16: 989,
+    peakTflopsFp8: 1979,
+    peakTopsInt8: 1979,
+    interconnectGBps: 450,
+    interconnect: 'NVLink4',
+  });
+
+  /**
+   * NVIDIA B200 (HGX B200, p6-b200, 1,000 W): 7.7 TB/s HBM3e (HGX B200 table: 62 TB/s for 8 GPUs);
+   * dense BF16 2,250, FP8 / INT8 4,500, FP4 9,000 (half the datasheet's sparse 4.5 / 9 / 18 PFLOPS).
+   * NVLink5: 1.8 TB/s per GPU both directions, 900 one direction.
+   * @see https://www.nvidia.com/en-us/data-center/hgx/
+   */
+  public static readonly B200 = new Accelerator({
+    name: 'B200',
+    vendor: AcceleratorVendor.NVIDIA,
+    memoryGib: 179, // EC2 p6-b200.48xlarge: 8 x 179 GiB = 1432 GiB HBM3e (183,359 MiB per GPU)
+    hbmBandwidthGBps: 7700,
+    peakTflopsBf16: 2250,
+    peakTflopsFp8: 4500,
+    peakTflopsFp4: 9000,
+    peakTopsInt8: 4500,
+    interconnectGBps: 900,
+    interconnect: 'NVLink5',
+  });
+
+  /**
+   * One Blackwell GPU of a GB200 Grace Blackwell superchip (p6e-gb200, up to 1,200 W): 8 TB/s HBM3e
+   * (NVL72: 576 TB/s for 72 GPUs); dense BF16 2,500, FP8 / INT8 5,000, FP4 10,000 (the NVL72 table's
+   * per-GPU sparse 5 / 10 / 20 PFLOPS, halved).
+   * @see https://www.nvidia.com/en-us/data-center/gb200-nvl72/
+   */
+  public static readonly GB200 = new Accelerator({
+    name: 'GB200',
+    vendor: AcceleratorVendor.NVIDIA,
+    memoryGib: 185, // EC2 p6e-gb200.36xlarge: 4 x 185 GiB = 740 GiB HBM3e
+    hbmBandwidthGBps: 8000,
+    peakTflopsBf16: 2500,
+    peakTflopsFp8: 5000,
+    peakTflopsFp4: 10000,
+    peakTopsInt8: 5000,
+    interconnectGBps: 900,
+    interconnect: 'NVLink5',
+  });
+
+  /**
+   * NVIDIA L40S 48 GB GDDR6 (g6e): 864 GB/s; dense BF16 362, FP8 / INT8 733; no NVLink, PCIe Gen4 x16
+   * (64 GB/s both directions, 32 one direction).
+   * @see https://www.nvidia.com/en-us/data-center/l40s/
+   */
+  public static readonly L40S = new Accelerator({
+    name: 'L40S',
+    vendor: AcceleratorVendor.NVIDIA,
+    memoryGib: 44.7, // DescribeInstanceTypes (Karpenter instance-types reference): 45,776 MiB per GPU = 48 GB
+    hbmBandwidthGBps: 864,
+    peakTflopsBf16: 362,
+    peakTflopsFp8: 733,
+    peakTopsInt8: 733,
+    interconnectGBps: 32,
+    interconnect: 'PCIe Gen4',
+  });
+
+  /**
+   * AWS Trainium (trn1): 32 GiB HBM, 820 GB/s, 190 TFLOP/s BF16 / FP16 / cFP8, 380 TOPS INT8.
+   * NeuronLink-v2: 384 GB/s per chip (Neuron docs' Trainium2 comparison table); taken as both directions
+   * summed, as NVIDIA quotes NVLink, so 192 one direction.
+   * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-hardware/trainium.html
+   */
+  public static readonly TRAINIUM = new Accelerator({
+    name: 'Trainium',
+    vendor: AcceleratorVendor.AWS,
+    memoryGib: 32,
+    hbmBandwidthGBps: 820,
+    peakTflopsBf16: 190,
+    peakTflopsFp8: 190,
+    peakTopsInt8: 380,
+    interconnectGBps: 192,
+    interconnect: 'NeuronLink-v2',
+  });
+
+  /**
+   * AWS Trainium2 (trn2): 96 GiB HBM, 2.9 TB/s, dense BF16 667, FP8 1,299 TFLOP/s (no INT8 / FP4 rate
+   * published); NeuronLink-v3 1.28 TB/s per chip (2D torus within the instance), taken as both
+   * directions summed, so 640 one direction.
+   * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-hardware/trainium2.html
+   */
+  public static readonly TRAINIUM2 = new Accelerator({
+    name: 'Trainium2',
+    vendor: AcceleratorVendor.AWS,
+    memoryGib: 96, // Neuron docs: 96 GiB per chip (the EC2 spec page misreports trn2 memory)
+    hbmBandwidthGBps: 2900,
+    peakTflopsBf16: 667,
+    peakTflopsFp8: 1299,
+    interconnectGBps: 640,
+    interconnect: 'NeuronLink-v3',
+  });
+
+  /**
+   * Every catalogued accelerator.
+   */
+  public static all(): Accelerator[] {
+    return [
+      Accelerator.A100_40GB, Accelerator.H100, Accelerator.H200, Accelerator.B200, Accelerator.GB200,
+      Accelerator.L40S, Accelerator.TRAINIUM, Accelerator.TRAINIUM2,
+    ];
+  }
+
+  /**
+   * An accelerator the catalog does not list.
+   *
+   * @throws when a number is not positive or a narrower precision is slower than a wider one
+   */
+  public static of(props: AcceleratorProps): Accelerator {
+    return new Accelerator(props);
+  }
+
+  /** Display name, e.g. 'H100'. */
+  public readonly name: string;
+  /** The maker. */
+  public readonly vendor: AcceleratorVendor;
+  /** Device memory per device, GiB. */
+  public readonly memoryGib: number;
+  /** Memory bandwidth per device, GB/s. */
+  public readonly hbmBandwidthGBps: number;
+  /** Scale-up bandwidth per device, GB/s, one direction. */
+  public readonly interconnectGBps: number;
+  /** Scale-up link name. */
+  public readonly interconnect: string;
+
+  private readonly bf16: number;
+  private readonly fp8?: number;
+  private readonly fp4?: number;
+  private readonly int8?: number;
+
+  private constructor(props: AcceleratorProps) {
+    if (!props.name || props.name.trim() === '') {
+      throw new Error("Accelerator 'name' must not be empty; pass e.g. name: 'H100'");
+    }
+    const positive: Array<[string, number | undefined]> = [
+      ['memoryGib', props.memoryGib],
+      ['hbmBandwidthGBps', props.hbmBandwidthGBps],
+      ['peakTflopsBf16', props.peakTflopsBf16],
+      ['peakTflopsFp8', props.peakTflopsFp8],
+      ['peakTflopsFp4', props.peakTflopsFp4],
+      ['peakTopsInt8', props.peakTopsInt8],
+      ['interconnectGBps', props.interconnectGBps],
+    ];
+    for (const [field, value] of positive) {
+      if (value !== undefined && !(Number.isFinite(value) && value > 0)) {
+        throw new Error(`Accelerator '${props.name}': '${field}' (${value}) must be a positive number`);
+      }
+    }
+    // A narrower format slower than a wider one is a typo (e.g. a sparse BF16 figure next to a dense FP8 one).
+    const widerOrder: Array<[string, number | undefined, string, number]> = [
+      ['peakTflopsFp8', props.peakTflopsFp8, 'peakTflopsBf16', props.peakTflopsBf16],
+      ['peakTflopsFp4', props.peakTflopsFp4, props.peakTflopsFp8 !== undefined ? 'peakTflopsFp8' : 'peakTflopsBf16',
+        props.peakTflopsFp8 ?? props.peakTflopsBf16],
+    ];
+    for (const [field, value, widerField, wider] of widerOrder) {
+      if (value !== undefined && value < wider) {
+        throw new Error(`Accelerator '${props.name}': '${field}' (${value}) is below '${widerField}' (${wider}); use dense figures for both`);
+      }
+    }
+    this.name = props.name;
+    this.vendor = props.vendor;
+    this.memoryGib = props.memoryGib;
+    this.hbmBandwidthGBps = props.hbmBandwidthGBps;
+    this.interconnectGBps = props.interconnectGBps;
+    this.interconnect = props.interconnect;
+    this.bf16 = props.peakTflopsBf16;
+    this.fp8 = props.peakTflopsFp8;
+    this.fp4 = props.peakTflopsFp4;
+    this.int8 = props.peakTopsInt8;
+  }
+
+  /**
+   * Whether the device computes natively in the given precision (has tensor-core / matrix-engine
+   * support for it). BF16 and FP16 are native everywhere in this catalog.
+   */
+  public supportsNativePrecision(precision: Precision): boolean {
+    switch (precision.name) {
+      case 'bf16':
+      case 'fp16':
+        return true;
+      case 'fp8':
+        return this.fp8 !== undefined;
+      case 'fp4':
+        return this.fp4 !== undefined;
+      case 'int8':
+        return this.int8 !== undefined;
+      case 'int4':
+        // No listed device has a dense INT4 rate published for LLM kernels: INT4 weights are
+        // dequantized and computed at the activation precision.
+        return false;
+      default:
+        return false;
+    }
+  }
+
+  /**
+   * Dense peak TFLOP/s (TOPS for integer formats) per device for matrix math in the given precision.
+   *
+   * Falls back to the next wider precision the device supports when it lacks native support:
+   * FP4 -> FP8 -> BF16, INT4 -> INT8 -> FP8 -> BF16 (e.g. FP4 on H100 runs at the FP8 rate, FP8 on A100
+   * at the BF16 rate). Never throws.
+   */
+  public peakTflops(precision: Precision): number {
+    const fp8OrBf16 = this.fp8 ?? this.bf16;
+    switch (precision.name) {
+      case 'fp4':
+        return this.fp4 ?? fp8OrBf16;
+      case 'fp8':
+        return fp8OrBf16;
+      case 'int4':
+      case 'int8':
+        return this.int8 ?? fp8OrBf16;
+      default:
+        return this.bf16;
+    }
+  }
+
+  /** The display name. */
+  public toString(): string {
+    return this.name;
+  }
+}

@@ -1,0 +1,629 @@
+import { Precision } from './precision';
+
+/**
+ * How a model's attention stores keys and values; decides the KV cache size per token.
+ */
+export enum AttentionKind {
+  /** Multi-head attention: one K/V head per query head. */
+  MHA = 'MHA',
+  /** Grouped-query attention: fewer K/V heads than query heads, each shared by a group. */
+  GQA = 'GQA',
+  /** Multi-query attention: one K/V head for all query heads. */
+  MQA = 'MQA',
+  /** Multi-head latent attention (DeepSeek-V2/V3): one compressed latent plus a rope key per token and layer. */
+  MLA = 'MLA',
+}
+
+/**
+ * The architecture numbers of a model that sizing needs, as found in its Hugging Face `config.json`.
+ */
+export interface ModelArchitectureProps {
+  /** Kebab-case short name, used by the CLI, e.g. 'llama-3.3-70b'. */
+  readonly name: string;
+  /** Hugging Face repository id, e.g. 'meta-llama/Llama-3.3-70B-Instruct'. */
+  readonly huggingFaceId: string;
+  /** Total parameter count. */
+  readonly parametersTotal: number;
+  /**
+   * Parameters used per token (MoE models activate a subset of experts).
+   * @default - parametersTotal (dense model)
+   */
+  readonly parametersActive?: number;
+  /** Transformer layers (`num_hidden_layers`). */
+  readonly layers: number;
+  /** Hidden size (`hidden_size`). */
+  readonly hiddenSize: number;
+  /** Query heads (`num_attention_heads`). */
+  readonly attentionHeads: number;
+  /** K/V heads (`num_key_value_heads`): attentionHeads for MHA, 1 for MQA; informational for MLA. */
+  readonly kvHeads: number;
+  /** Per-head dimension (`head_dim`, else hidden_size / heads). */
+  readonly headDim: number;
+  /** The attention kind. */
+  readonly attentionKind: AttentionKind;
+  /**
+   * MLA latent dimension (`kv_lora_rank`).
+   * @default - undefined; required for MLA
+   */
+  readonly kvLoraRank?: number;
+  /**
+   * MLA decoupled rope key dimension (`qk_rope_head_dim`).
+   * @default - undefined; required for MLA
+   */
+  readonly qkRopeHeadDim?: number;
+  /**
+   * Window length in tokens of the layers that use sliding-window attention.
+   * @default - undefined: every layer attends to the full context
+   */
+  readonly slidingWindow?: number;
+  /**
+   * How many layers use the sliding window.
+   * @default - layers when slidingWindow is set, else 0
+   */
+  readonly slidingWindowLayers?: number;
+  /**
+   * Routed experts per MoE layer.
+   * @default - undefined: dense model
+   */
+  readonly expertsTotal?: number;
+  /**
+   * Routed experts selected per token.
+   * @default - undefined: dense model
+   */
+  readonly expertsActive?: number;
+  /**
+   * Shared (always active) experts per MoE layer.
+   * @default 0
+   */
+  readonly expertsShared?: number;
+  /**
+   * Layers that carry experts.
+   * @default - layers for MoE models, 0 for dense ones
+   */
+  readonly moeLayers?: number;
+  /**
+   * Parameters of all routed experts together (what expert parallelism shards).
+   * @default - 0 for dense models; required for MoE models
+   */
+  readonly expertParameters?: number;
+  /** Vocabulary size (`vocab_size`). */
+  readonly vocabSize: number;
+  /** Longest supported context in tokens (`max_position_embeddings`, or the documented extended context). */
+  readonly maxContext: number;
+  /**
+   * The dtype of the published checkpoint's (largest) weights.
+   * @default Precision.BF16
+   */
+  readonly nativePrecision?: Precision;
+}
+
+/**
+ * A model architecture: the numbers weight and KV-cache sizing needs.
+ *
+ * Every preset cites the `config.json` it was read from. Parameter counts are the model cards'
+ * published totals; expert parameter counts are computed from the config as
+ * `moeLayers * expertsTotal * 3 * hidden_size * moe_intermediate_size` (gate, up and down projections).
+ */
+export class ModelArchitecture {
+  /**
+   * Mistral-7B-Instruct-v0.3: 32 layers, hidden 4096, 32 heads, 8 KV heads x 128, vocab 32768, 32k context,
+   * no sliding window (v0.1 used a 4096 window; v0.3 sets `sliding_window: null`).
+   * @see https://huggingface.co/mistralai/Mistral-7B-Instruct-v0.3/blob/main/config.json
+   */
+  public static readonly MISTRAL_7B = new ModelArchitecture({
+    name: 'mistral-7b',
+    huggingFaceId: 'mistralai/Mistral-7B-Instruct-v0.3',
+    parametersTotal: 7.25e9, // model card: 7.25B (safetensors)
+    layers: 32,
+    hiddenSize: 4096,
+    attentionHeads: 32,
+    kvHeads: 8,
+    headDim: 128,
+    attentionKind: AttentionKind.GQA,
+    vocabSize: 32768,
+    maxContext: 32768,
+  });
+
+  /**
+   * Llama-3.1-8B-Instruct: 32 layers, hidden 4096, 32 heads, 8 KV heads x 128, vocab 128256, 128k context.
+   * @see https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/blob/main/config.json
+   */
+  public static readonly LLAMA_3_1_8B = new ModelArchitecture({
+    name: 'llama-3.1-8b',
+    huggingFaceId: 'meta-llama/Llama-3.1-8B-Instruct',
+    parametersTotal: 8.03e9, // model card: 8.03B
+    layers: 32,
+    hiddenSize: 4096,
+    attentionHeads: 32,
+    kvHeads: 8,
+    headDim: 128,
+    attentionKind: AttentionKind.GQA,
+    vocabSize: 128256,
+    maxContext: 131072,
+  });
+
+  /**
+   * Llama-3.3-70B-Instruct: 80 layers, hidden 8192, 64 heads, 8 KV heads x 128, vocab 128256, 128k context.
+   * @see https://huggingface.co/meta-llama/Llama-3.3-70B-Instruct/blob/main/config.json
+   */
+  public static readonly LLAMA_3_3_70B = new ModelArchitecture({
+    name: 'llama-3.3-70b',
+    huggingFaceId: 'meta-llama/Llama-3.3-70B-Instruct',
+    parametersTotal: 70.6e9, // model card: 70.6B
+    layers: 80,
+    hiddenSize: 8192,
+    attentionHeads: 64,
+    kvHeads: 8,
+    headDim: 128,
+    attentionKind: AttentionKind.GQA,
+    vocabSize: 128256,
+    maxContext: 131072,
+  });
+
+  /**
+   * Llama-3.1-405B-Instruct: 126 layers, hidden 16384, 128 heads, 8 KV heads x 128, vocab 128256, 128k context.
+   * @see https://huggingface.co/meta-llama/Llama-3.1-405B-Instruct/blob/main/config.json
+   */
+  public static readonly LLAMA_3_1_405B = new ModelArchitecture({
+    name: 'llama-3.1-405b',
+    huggingFaceId: 'meta-llama/Llama-3.1-405B-Instruct',
+    parametersTotal: 405e9, // model card: 405B
+    layers: 126,
+    hiddenSize: 16384,
+    attentionHeads: 128,
+    kvHeads: 8,
+    headDim: 128,
+    attentionKind: AttentionKind.GQA,
+    vocabSize: 128256,
+    maxContext: 131072,
+  });
+
+  /**
+   * Mixtral-8x7B-Instruct-v0.1: 32 layers, hidden 4096, 32 heads, 8 KV heads x 128, 8 experts (2 active,
+   * intermediate 14336), vocab 32000, 32k context.
+   * @see https://huggingface.co/mistralai/Mixtral-8x7B-Instruct-v0.1/blob/main/config.json
+   */
+  public static readonly MIXTRAL_8X7B = new ModelArchitecture({
+    name: 'mixtral-8x7b',
+    huggingFaceId: 'mistralai/Mixtral-8x7B-Instruct-v0.1',
+    parametersTotal: 46.7e9, // model card: 46.7B total
+    parametersActive: 12.9e9, // Mistral announcement: 12.9B used per token
+    layers: 32,
+    hiddenSize: 4096,
+    attentionHeads: 32,
+    kvHeads: 8,
+    headDim: 128,
+    attentionKind: AttentionKind.GQA,
+    expertsTotal: 8,
+    expertsActive: 2,
+    moeLayers: 32,
+    expertParameters: 32 * 8 * 3 * 4096 * 14336, // 45.1e9
+    vocabSize: 32000,
+    maxContext: 32768,
+  });
+
+  /**
+   * Qwen3-32B: 64 layers, hidden 5120, 64 heads, 8 KV heads x 128, vocab 151936, 40960 native context
+   * (131072 with YaRN).
+   * @see https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json
+   */
+  public static readonly QWEN3_32B = new ModelArchitecture({
+    name: 'qwen3-32b',
+    huggingFaceId: 'Qwen/Qwen3-32B',
+    parametersTotal: 32.8e9, // model card: 32.8B
+    layers: 64,
+    hiddenSize: 5120,
+    attentionHeads: 64,
+    kvHeads: 8,
+    headDim: 128,
+    attentionKind: AttentionKind.GQA,
+    vocabSize: 151936,
+    maxContext: 40960,
+  });
+
+  /**
+   * Qwen3-235B-A22B: 94 layers, hidden 4096, 64 heads, 4 KV heads x 128, 128 experts (8 active,
+   * moe_intermediate 1536, no shared expert), vocab 151936, 40960 native context.
+   * @see https://huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json
+   */
+  public static readonly QWEN3_235B_A22B = new ModelArchitecture({
+    name: 'qwen3-235b-a22b',
+    huggingFaceId: 'Qwen/Qwen3-235B-A22B',
+    parametersTotal: 235e9, // model card: 235B total
+    parametersActive: 22e9, // model card: 22B activated
+    layers: 94,
+    hiddenSize: 4096,
+    attentionHeads: 64,
+    kvHeads: 4,
+    headDim: 128,
+    attentionKind: AttentionKind.GQA,
+    expertsTotal: 128,
+    expertsActive: 8,
+    moeLayers: 94,
+    expertParameters: 94 * 128 * 3 * 4096 * 1536, // 227.1e9
+    vocabSize: 151936,
+    maxContext: 40960,
+  });
+
+  /**
+   * DeepSeek-V3: 61 layers (first 3 dense), hidden 7168, 128 heads, MLA with kv_lora_rank 512 and
+   * qk_rope_head_dim 64 (qk_nope_head_dim 128, so a query/key head is 192 wide), 256 routed experts
+   * (8 active, moe_intermediate 2048) plus 1 shared, vocab 129280, 163840 context, FP8 checkpoint.
+   * @see https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json
+   */
+  public static readonly DEEPSEEK_V3 = new ModelArchitecture(deepseekV3Like({
+    name: 'deepseek-v3',
+    huggingFaceId: 'deepseek-ai/DeepSeek-V3',
+  }));
+
+  /**
+   * DeepSeek-R1: the DeepSeek-V3 architecture (identical config.json numbers).
+   * @see https://huggingface.co/deepseek-ai/DeepSeek-R1/blob/main/config.json
+   */
+  public static readonly DEEPSEEK_R1 = new ModelArchitecture(deepseekV3Like({
+    name: 'deepseek-r1',
+    huggingFaceId: 'deepseek-ai/DeepSeek-R1',
+  }));
+
+  /**
+   * gpt-oss-120b: 36 layers, hidden 2880, 64 heads, 8 KV heads x 64, alternating sliding-window (128)
+   * and full attention, 128 experts (4 active, intermediate 2880), vocab 201088, 131072 context,
+   * MXFP4 expert weights.
+   * @see https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json
+   */
+  public static readonly GPT_OSS_120B = new ModelArchitecture({
+    name: 'gpt-oss-120b',
+    huggingFaceId: 'openai/gpt-oss-120b',
+    parametersTotal: 116.8e9, // OpenAI model card: 116.8B total
+    parametersActive: 5.1e9, // 5.1B active per token
+    layers: 36,
+    hiddenSize: 2880,
+    attentionHeads: 64,
+    kvHeads: 8,
+    headDim: 64,
+    attentionKind: AttentionKind.GQA,
+    slidingWindow: 128,
+    slidingWindowLayers: 18, // layer_types alternates sliding_attention / full_attention
+    expertsTotal: 128,
+    expertsActive: 4,
+    moeLayers: 36,
+    expertParameters: 36 * 128 * 3 * 2880 * 2880, // 114.7e9
+    vocabSize: 201088,
+    maxContext: 131072,
+    nativePrecision: Precision.FP4,
+  });
+
+  /**
+   * gpt-oss-20b: 24 layers, hidden 2880, 64 heads, 8 KV heads x 64, alternating sliding-window (128)
+   * and full attention, 32 experts (4 active, intermediate 2880), vocab 201088, 131072 context,
+   * MXFP4 expert weights.
+   * @see https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json
+   */
+  public static readonly GPT_OSS_20B = new ModelArchitecture({
+    name: 'gpt-oss-20b',
+    huggingFaceId: 'openai/gpt-oss-20b',
+    parametersTotal: 20.9e9, // OpenAI model card: 20.9B total
+    parametersActive: 3.6e9, // 3.6B active per token
+    layers: 24,
+    hiddenSize: 2880,
+    attentionHeads: 64,
+    kvHeads: 8,
+    headDim: 64,
+    attentionKind: AttentionKind.GQA,
+    slidingWindow: 128,
+    slidingWindowLayers: 12,
+    expertsTotal: 32,
+    expertsActive: 4,
+    moeLayers: 24,
+    expertParameters: 24 * 32 * 3 * 2880 * 2880, // 19.1e9
+    vocabSize: 201088,
+    maxContext: 131072,
+    nativePrecision: Precision.FP4,
+  });
+
+  /**
+   * Kimi-K2-Instruct: the DeepSeek-V3 architecture with 64 heads, 384 routed experts (8 active) plus
+   * 1 shared, 1 dense layer (60 MoE layers), vocab 163840, 131072 context, FP8 checkpoint.
+   * @see https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/main/config.json
+   */
+  public static readonly KIMI_K2 = new ModelArchitecture({
+    name: 'kimi-k2',
+    huggingFaceId: 'moonshotai/Kimi-K2-Instruct',
+    // The model card rounds to "1T"; counted from config.json: routed experts 1.0147e12 plus attention
+    // (6.2e9), embeddings (2.35e9), shared experts, the dense layer and routers (3.2e9).
+    parametersTotal: 1.026e12,
+    parametersActive: 32e9, // 32B activated
+    layers: 61,
+    hiddenSize: 7168,
+    attentionHeads: 64,
+    kvHeads: 64,
+    headDim: 192,
+    attentionKind: AttentionKind.MLA,
+    kvLoraRank: 512,
+    qkRopeHeadDim: 64,
+    expertsTotal: 384,
+    expertsActive: 8,
+    expertsShared: 1,
+    moeLayers: 60, // first_k_dense_replace: 1
+    expertParameters: 60 * 384 * 3 * 7168 * 2048, // 1.015e12
+    vocabSize: 163840,
+    maxContext: 131072,
+    nativePrecision: Precision.FP8,
+  });
+
+  /**
+   * Every preset.
+   */
+  public static all(): ModelArchitecture[] {
+    return [
+      ModelArchitecture.MISTRAL_7B,
+      ModelArchitecture.LLAMA_3_1_8B,
+      ModelArchitecture.LLAMA_3_3_70B,
+      ModelArchitecture.LLAMA_3_1_405B,
+      ModelArchitecture.MIXTRAL_8X7B,
+      ModelArchitecture.QWEN3_32B,
+      ModelArchitecture.QWEN3_235B_A22B,
+      ModelArchitecture.DEEPSEEK_V3,
+      ModelArchitecture.DEEPSEEK_R1,
+      ModelArchitecture.GPT_OSS_120B,
+      ModelArchitecture.GPT_OSS_20B,
+      ModelArchitecture.KIMI_K2,
+    ];
+  }
+
+  /**
+   * A model the catalog does not list.
+   *
+   * @throws when a count is not a positive integer, kvHeads does not divide attentionHeads or contradicts
+   * the attention kind, an MLA model lacks kvLoraRank / qkRopeHeadDim, or the expert numbers disagree
+   */
+  public static custom(props: ModelArchitectureProps): ModelArchitecture {
+    return new ModelArchitecture(props);
+  }
+
+  /**
+   * Looks a preset up by short name ('llama-3.3-70b') or Hugging Face id, case-insensitively.
+   *
+   * @throws when nothing matches; the message lists the known names
+   */
+  public static fromName(name: string): ModelArchitecture {
+    const key = name.trim().toLowerCase();
+    const found = ModelArchitecture.all().find(m => m.name === key || m.huggingFaceId.toLowerCase() === key);
+    if (!found) {
+      const known = ModelArchitecture.all().map(m => m.name).join(', ');
+      throw new Error(`Unknown model '${name}'; known: ${known} (or their Hugging Face ids), or use ModelArchitecture.custom({...})`);
+    }
+    return found;
+  }
+
+  /** Kebab-case short name. */
+  public readonly name: string;
+  /** Hugging Face repository id. */
+  public readonly huggingFaceId: string;
+  /** Total parameters. */
+  public readonly parametersTotal: number;
+  /** Parameters used per token. */
+  public readonly parametersActive: number;
+  /** Transformer layers. */
+  public readonly layers: number;
+  /** Hidden size. */
+  public readonly hiddenSize: number;
+  /** Query heads. */
+  public readonly attentionHeads: number;
+  /** K/V heads. */
+  public readonly kvHeads: number;
+  /** Per-head dimension. */
+  public readonly headDim: number;
+  /** Attention kind. */
+  public readonly attentionKind: AttentionKind;
+  /**
+   * MLA latent dimension.
+   * @default - undefined unless MLA
+   */
+  public readonly kvLoraRank?: number;
+  /**
+   * MLA rope key dimension.
+   * @default - undefined unless MLA
+   */
+  public readonly qkRopeHeadDim?: number;
+  /**
+   * Sliding-window length.
+   * @default - undefined: full attention everywhere
+   */
+  public readonly slidingWindow?: number;
+  /** Layers that use the sliding window (0 when none). */
+  public readonly slidingWindowLayers: number;
+  /** Routed experts per MoE layer (0 for dense models). */
+  public readonly expertsTotal: number;
+  /** Routed experts per token (0 for dense models). */
+  public readonly expertsActive: number;
+  /** Shared experts per MoE layer. */
+  public readonly expertsShared: number;
+  /** Layers that carry experts (0 for dense models). */
+  public readonly moeLayers: number;
+  /** Parameters of all routed experts together (0 for dense models). */
+  public readonly expertParameters: number;
+  /** Vocabulary size. */
+  public readonly vocabSize: number;
+  /** Longest supported context, tokens. */
+  public readonly maxContext: number;
+  /** Dtype of the published checkpoint. */
+  public readonly nativePrecision: Precision;
+  /** Whether the model routes tokens to experts. */
+  public readonly isMoe: boolean;
+  /** Parameters outside the routed experts (attention, embeddings, dense and shared MLPs). */
+  public readonly denseParameters: number;
+
+  private constructor(props: ModelArchitectureProps) {
+    const name = (props.name ?? '').trim();
+    if (!/^[a-z0-9][a-z0-9.-]*$/.test(name)) {
+      throw new Error(`'name' ('${props.name}') must be a lower-case kebab-case model name such as 'llama-3.3-70b'`);
+    }
+    const where = `model '${name}'`;
+    if (!props.huggingFaceId || !/^[^\s/]+\/[^\s/]+$/.test(props.huggingFaceId)) {
+      throw new Error(`${where}: 'huggingFaceId' ('${props.huggingFaceId}') must be 'owner/repo', e.g. 'meta-llama/Llama-3.3-70B-Instruct'`);
+    }
+    const positiveInt = (field: string, value: number | undefined) => {
+      if (!(value !== undefined && Number.isInteger(value) && value > 0)) {
+        throw new Error(`${where}: '${field}' (${value}) must be a positive integer`);
+      }
+    };
+    for (const [field, value] of [
+      ['layers', props.layers], ['hiddenSize', props.hiddenSize], ['attentionHeads', props.attentionHeads],
+      ['kvHeads', props.kvHeads], ['headDim', props.headDim], ['vocabSize', props.vocabSize], ['maxContext', props.maxContext],
+    ] as Array<[string, number]>) {
+      positiveInt(field, value);
+    }
+    if (!(Number.isFinite(props.parametersTotal) && props.parametersTotal > 0)) {
+      throw new Error(`${where}: 'parametersTotal' (${props.parametersTotal}) must be a positive number`);
+    }
+    const parametersActive = props.parametersActive ?? props.parametersTotal;
+    if (!(Number.isFinite(parametersActive) && parametersActive > 0 && parametersActive <= props.parametersTotal)) {
+      throw new Error(`${where}: 'parametersActive' (${props.parametersActive}) must be positive and at most 'parametersTotal' (${props.parametersTotal})`);
+    }
+
+    // Attention.
+    if (props.attentionHeads % props.kvHeads !== 0) {
+      throw new Error(`${where}: 'kvHeads' (${props.kvHeads}) must divide 'attentionHeads' (${props.attentionHeads})`);
+    }
+    switch (props.attentionKind) {
+      case AttentionKind.MHA:
+      case AttentionKind.MLA:
+        if (props.kvHeads !== props.attentionHeads) {
+          throw new Error(`${where}: 'kvHeads' (${props.kvHeads}) must equal 'attentionHeads' (${props.attentionHeads}) for ${props.attentionKind}; use GQA for fewer K/V heads`);
+        }
+        break;
+      case AttentionKind.MQA:
+        if (props.kvHeads !== 1) {
+          throw new Error(`${where}: 'kvHeads' (${props.kvHeads}) must be 1 for MQA; use GQA for ${props.kvHeads} K/V heads`);
+        }
+        break;
+      case AttentionKind.GQA:
+        if (props.kvHeads === props.attentionHeads || props.kvHeads === 1) {
+          throw new Error(`${where}: GQA needs 1 < 'kvHeads' (${props.kvHeads}) < 'attentionHeads' (${props.attentionHeads}); use ${props.kvHeads === 1 ? 'MQA' : 'MHA'}`);
+        }
+        break;
+      default:
+        throw new Error(`${where}: unknown 'attentionKind' (${props.attentionKind}); use MHA, GQA, MQA or MLA`);
+    }
+    if (props.attentionKind === AttentionKind.MLA) {
+      positiveInt('kvLoraRank (required for MLA)', props.kvLoraRank);
+      positiveInt('qkRopeHeadDim (required for MLA)', props.qkRopeHeadDim);
+    } else if (props.kvLoraRank !== undefined || props.qkRopeHeadDim !== undefined) {
+      throw new Error(`${where}: 'kvLoraRank' / 'qkRopeHeadDim' only apply to MLA, not ${props.attentionKind}; remove them or set attentionKind MLA`);
+    }
+
+    // Sliding window.
+    let slidingWindowLayers = 0;
+    if (props.slidingWindow !== undefined) {
+      positiveInt('slidingWindow', props.slidingWindow);
+      slidingWindowLayers = props.slidingWindowLayers ?? props.layers;
+      if (!(Number.isInteger(slidingWindowLayers) && slidingWindowLayers >= 1 && slidingWindowLayers <= props.layers)) {
+        throw new Error(`${where}: 'slidingWindowLayers' (${props.slidingWindowLayers}) must be an integer from 1 to 'layers' (${props.layers})`);
+      }
+    } else if (props.slidingWindowLayers !== undefined && props.slidingWindowLayers !== 0) {
+      throw new Error(`${where}: 'slidingWindowLayers' (${props.slidingWindowLayers}) needs 'slidingWindow'; set the window length in tokens`);
+    }
+
+    // Experts.
+    if (props.expertsTotal !== undefined && !(Number.isInteger(props.expertsTotal) && props.expertsTotal >= 0)) {
+      throw new Error(`${where}: 'expertsTotal' (${props.expertsTotal}) must be a non-negative integer; omit it (or use 0) for a dense model`);
+    }
+    // 0 routed experts reads as dense, so a resolved preset can be fed back into custom().
+    const isMoe = (props.expertsTotal ?? 0) > 0;
+    let moeLayers = 0;
+    let expertParameters = 0;
+    if (isMoe) {
+      positiveInt('expertsActive', props.expertsActive);
+      if (props.expertsActive! > props.expertsTotal!) {
+        throw new Error(`${where}: 'expertsActive' (${props.expertsActive}) must not exceed 'expertsTotal' (${props.expertsTotal})`);
+      }
+      moeLayers = props.moeLayers ?? props.layers;
+      if (!(Number.isInteger(moeLayers) && moeLayers >= 1 && moeLayers <= props.layers)) {
+        throw new Error(`${where}: 'moeLayers' (${props.moeLayers}) must be an integer from 1 to 'layers' (${props.layers})`);
+      }
+      if (props.expertParameters === undefined || !(props.expertParameters > 0 && props.expertParameters < props.parametersTotal)) {
+        throw new Error(`${where}: 'expertParameters' (${props.expertParameters}) must be positive and below 'parametersTotal' (${props.parametersTotal}); ` +
+          'estimate it as moeLayers * expertsTotal * 3 * hiddenSize * moe_intermediate_size');
+      }
+      expertParameters = props.expertParameters;
+      if (props.parametersActive === undefined) {
+        throw new Error(`${where}: 'parametersActive' is required for an MoE model; take it from the model card`);
+      }
+    } else {
+      for (const [field, value] of [
+        ['expertsActive', props.expertsActive], ['moeLayers', props.moeLayers], ['expertParameters', props.expertParameters],
+      ] as Array<[string, number | undefined]>) {
+        if (value !== undefined && value !== 0) {
+          throw new Error(`${where}: '${field}' (${value}) needs 'expertsTotal' > 0; set the routed expert count or remove '${field}'`);
+        }
+      }
+    }
+    const expertsShared = props.expertsShared ?? 0;
+    if (!(Number.isInteger(expertsShared) && expertsShared >= 0)) {
+      throw new Error(`${where}: 'expertsShared' (${props.expertsShared}) must be a non-negative integer`);
+    }
+    if (expertsShared > 0 && !isMoe) {
+      throw new Error(`${where}: 'expertsShared' (${expertsShared}) needs 'expertsTotal'; a dense model has no shared experts`);
+    }
+
+    this.name = name;
+    this.huggingFaceId = props.huggingFaceId;
+    this.parametersTotal = props.parametersTotal;
+    this.parametersActive = parametersActive;
+    this.layers = props.layers;
+    this.hiddenSize = props.hiddenSize;
+    this.attentionHeads = props.attentionHeads;
+    this.kvHeads = props.kvHeads;
+    this.headDim = props.headDim;
+    this.attentionKind = props.attentionKind;
+    this.kvLoraRank = props.kvLoraRank;
+    this.qkRopeHeadDim = props.qkRopeHeadDim;
+    this.slidingWindow = props.slidingWindow;
+    this.slidingWindowLayers = slidingWindowLayers;
+    this.expertsTotal = props.expertsTotal ?? 0;
+    this.expertsActive = props.expertsActive ?? 0;
+    this.expertsShared = expertsShared;
+    this.moeLayers = moeLayers;
+    this.expertParameters = expertParameters;
+    this.vocabSize = props.vocabSize;
+    this.maxContext = props.maxContext;
+    this.nativePrecision = props.nativePrecision ?? Precision.BF16;
+    this.isMoe = isMoe;
+    this.denseParameters = props.parametersTotal - expertParameters;
+  }
+
+  /** The short name. */
+  public toString(): string {
+    return this.name;
+  }
+}
+
+/**
+ * The DeepSeek-V3 / R1 config.json numbers (identical in both repositories).
+ * Parameters: 671B total of the main model (the 685B on the Hub adds the 14B multi-token-prediction
+ * module, which serving without speculative decoding does not load), 37B activated.
+ */
+function deepseekV3Like(id: { name: string; huggingFaceId: string }): ModelArchitectureProps {
+  return {
+    ...id,
+    parametersTotal: 671e9,
+    parametersActive: 37e9,
+    layers: 61,
+    hiddenSize: 7168,
+    attentionHeads: 128,
+    kvHeads: 128,
+    headDim: 192, // qk_nope_head_dim 128 + qk_rope_head_dim 64 (v_head_dim 128)
+    attentionKind: AttentionKind.MLA,
+    kvLoraRank: 512,
+    qkRopeHeadDim: 64,
+    expertsTotal: 256,
+    expertsActive: 8,
+    expertsShared: 1,
+    moeLayers: 58, // first_k_dense_replace: 3
+    expertParameters: 58 * 256 * 3 * 7168 * 2048, // 653.9e9
+    vocabSize: 129280,
+    maxContext: 163840,
+    nativePrecision: Precision.FP8,
+  };
+}

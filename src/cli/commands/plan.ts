@@ -1,0 +1,364 @@
+import { parseArgs } from 'util';
+import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
+import { ServingPlan, ServingPlanProps } from '../../sizing';
+import { formatGbAndGib, formatGib, formatInt, formatSeconds, GIB } from '../../sizing/private/units';
+import { CliIo, Command, ExitCode, UsageError } from '../command';
+import { DEFAULT_DEPLOYMENT } from '../defaults';
+import { renderTable } from '../table';
+
+const HELP = `Usage: disagg plan [options]
+
+Says whether a model fits an instance type and how to split it: valid tensor-parallel sizes per pod with
+memory per accelerator, KV tokens and concurrent sequences per replica, EFA interfaces per pod, and
+roofline estimates of time to first token (TTFT) and time per output token (TPOT).
+With no options it plans the default deployment: ${DEFAULT_DEPLOYMENT.model} with ${DEFAULT_DEPLOYMENT.weights} weights and
+${DEFAULT_DEPLOYMENT.kv} KV cache on ${DEFAULT_DEPLOYMENT.instance} at ${DEFAULT_DEPLOYMENT.context} tokens of context.
+
+Options:
+  --model NAME                 catalog model name or Hugging Face id (default ${DEFAULT_DEPLOYMENT.model})
+  --instance NAME              EC2 instance type (default ${DEFAULT_DEPLOYMENT.instance})
+  --weights PRECISION          bf16, fp16, fp8, int8, fp4 (mxfp4), int4 (awq), or native for the
+                               checkpoint's own (default ${DEFAULT_DEPLOYMENT.weights})
+  --kv PRECISION               KV cache precision: bf16 (auto), fp16 or fp8 (default ${DEFAULT_DEPLOYMENT.kv})
+  --context TOKENS             longest sequence, prompt plus output (default ${DEFAULT_DEPLOYMENT.context})
+  --tp N                       tensor-parallel size (default: the smallest valid size that fits)
+  --pp N                       pipeline-parallel size (default 1)
+  --dp N                       data-parallel attention ranks per replica (default 1)
+  --expert-parallel            shard MoE experts over tp x dp ranks
+  --redundant-experts N        extra expert replicas for load balancing (default 0)
+  --gpu-memory-utilization F   fraction of accelerator memory vLLM may use (default 0.9)
+  --price-per-hour PRICE       price of one instance per hour; adds cost per million output tokens
+  --batch-sizes LIST           decode batch sizes to estimate (default 1,8,32,128)
+  --prompt-lengths LIST        prompt lengths for TTFT (default 1024,4096,<context>)
+  --decode-context TOKENS      context per sequence in the TPOT estimates (default: --context)
+  --json                       print machine-readable JSON only
+  -h, --help                   show this help
+
+Exit codes: 0 fits, 1 does not fit (the reasons are printed), 2 usage error (unknown model or
+instance type, bad value).`;
+
+/** `disagg plan`: the sizing plan of one deployment. */
+export const command: Command = {
+  name: 'plan',
+  summary: 'Check that a model fits an instance type; tensor-parallel options, KV capacity, latency estimates',
+  help: HELP,
+  run: runPlan,
+};
+
+async function runPlan(argv: string[], io: CliIo): Promise<number> {
+  let values;
+  try {
+    values = parseArgs({
+      args: argv,
+      allowPositionals: false,
+      strict: true,
+      options: {
+        'model': { type: 'string' },
+        'instance': { type: 'string' },
+        'weights': { type: 'string' },
+        'kv': { type: 'string' },
+        'context': { type: 'string' },
+        'tp': { type: 'string' },
+        'pp': { type: 'string' },
+        'dp': { type: 'string' },
+        'expert-parallel': { type: 'boolean' },
+        'redundant-experts': { type: 'string' },
+        'gpu-memory-utilization': { type: 'string' },
+        'price-per-hour': { type: 'string' },
+        'batch-sizes': { type: 'string' },
+        'prompt-lengths': { type: 'string' },
+        'decode-context': { type: 'string' },
+        'json': { type: 'boolean' },
+        'help': { type: 'boolean', short: 'h' },
+      },
+    }).values;
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  if (values.help) {
+    io.out(HELP);
+    return ExitCode.OK;
+  }
+
+  const model = lookupModel(values.model ?? DEFAULT_DEPLOYMENT.model);
+  const instanceType = lookupInstance(values.instance ?? DEFAULT_DEPLOYMENT.instance);
+  const weightsName = values.weights ?? DEFAULT_DEPLOYMENT.weights;
+  const props: ServingPlanProps = {
+    model,
+    instanceType,
+    weightPrecision: weightsName.toLowerCase() === 'native' ? undefined : precision('--weights', weightsName),
+    kvPrecision: kvPrecision(values.kv ?? DEFAULT_DEPLOYMENT.kv),
+    maxContext: integer('--context', values.context) ?? DEFAULT_DEPLOYMENT.context,
+    tensorParallel: integer('--tp', values.tp),
+    pipelineParallel: integer('--pp', values.pp),
+    dataParallel: integer('--dp', values.dp),
+    expertParallel: values['expert-parallel'],
+    redundantExperts: integer('--redundant-experts', values['redundant-experts'], true),
+    gpuMemoryUtilization: decimal('--gpu-memory-utilization', values['gpu-memory-utilization']),
+    pricePerHour: decimal('--price-per-hour', values['price-per-hour']),
+    batchSizes: integerList('--batch-sizes', values['batch-sizes']),
+    promptLengths: integerList('--prompt-lengths', values['prompt-lengths']),
+    decodeContextTokens: integer('--decode-context', values['decode-context']),
+  };
+
+  let plan: ServingPlan;
+  try {
+    plan = ServingPlan.create(props);
+  } catch (e) {
+    // Malformed values the library rejects (e.g. a utilization above 1): a usage error.
+    throw new UsageError((e as Error).message);
+  }
+  if (values.json) {
+    io.out(JSON.stringify(planToJson(plan), null, 2));
+  } else {
+    io.out(renderPlan(plan).join('\n'));
+  }
+  return plan.fits ? ExitCode.OK : ExitCode.NEGATIVE;
+}
+
+function lookupModel(name: string): ModelArchitecture {
+  try {
+    return ModelArchitecture.fromName(name);
+  } catch {
+    throw new UsageError(`unknown model '${name}' (--model); known models: ${ModelArchitecture.all().map(m => m.name).join(', ')}`);
+  }
+}
+
+function lookupInstance(name: string): AcceleratedInstanceType {
+  try {
+    return AcceleratedInstanceType.fromName(name);
+  } catch {
+    throw new UsageError(`unknown instance type '${name}' (--instance); known instance types: ${AcceleratedInstanceType.all().map(t => t.name).join(', ')}`);
+  }
+}
+
+function precision(flag: string, name: string): Precision {
+  try {
+    return Precision.of(name);
+  } catch (e) {
+    throw new UsageError(`${flag}: ${(e as Error).message}`);
+  }
+}
+
+function kvPrecision(name: string): Precision {
+  // vLLM's 'auto' keeps the KV cache in the activation dtype: BF16 for every catalog model.
+  const p = name.toLowerCase() === 'auto' ? Precision.BF16 : precision('--kv', name);
+  if (!p.supportedForKvCache) {
+    const usable = Precision.all().filter(x => x.supportedForKvCache).map(x => x.name).join(', ');
+    throw new UsageError(`--kv '${name}': vLLM cannot hold a KV cache in ${p.name}; use ${usable}`);
+  }
+  return p;
+}
+
+function integer(flag: string, text: string | undefined, allowZero = false): number | undefined {
+  if (text === undefined) {
+    return undefined;
+  }
+  const ok = /^\d+$/.test(text.trim()) && (allowZero || Number(text) > 0);
+  if (!ok) {
+    throw new UsageError(`${flag} expects a ${allowZero ? 'non-negative' : 'positive'} integer, got '${text}'`);
+  }
+  return Number(text);
+}
+
+function decimal(flag: string, text: string | undefined): number | undefined {
+  if (text === undefined) {
+    return undefined;
+  }
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value) || value <= 0) {
+    throw new UsageError(`${flag} expects a positive number, got '${text}'`);
+  }
+  return value;
+}
+
+function integerList(flag: string, text: string | undefined): number[] | undefined {
+  if (text === undefined) {
+    return undefined;
+  }
+  const items = text.split(',').map(s => s.trim()).filter(s => s !== '');
+  if (items.length === 0) {
+    throw new UsageError(`${flag} expects a comma-separated list of positive integers, got '${text}'`);
+  }
+  return items.map(item => integer(flag, item)!);
+}
+
+/** Human-readable plan: header, verdict, memory, TP options, latency tables, notes, assumptions. */
+function renderPlan(plan: ServingPlan): string[] {
+  const lines: string[] = [];
+  const t = plan.instanceType;
+  const a = t.accelerator;
+  const p = plan.parallelism;
+  const ctx = formatInt(plan.maxContext);
+  lines.push(`disagg plan: ${plan.model.name} on ${t.name} (${t.acceleratorCount} x ${a.name}, ${a.memoryGib} GiB each)`);
+  lines.push(`  weights   ${formatGbAndGib(plan.weights.totalBytes)}, ${plan.weights.description}`);
+  lines.push(`  KV cache  ${plan.kvCache.precision.name}, ${formatInt(plan.kvCache.bytesPerToken)} bytes per token (all layers)`);
+  lines.push(`  context   ${ctx} tokens; gpuMemoryUtilization ${plan.memory.gpuMemoryUtilization}`);
+  lines.push('');
+
+  const how = describeLayout(plan);
+  if (plan.fits) {
+    lines.push(`FITS: ${how}`);
+  } else {
+    lines.push(`DOES NOT FIT: ${how}`);
+    for (const reason of plan.reasons) {
+      lines.push(`  - ${reason}`);
+    }
+  }
+  lines.push('');
+
+  const m = plan.memory;
+  lines.push(`Memory per accelerator at tensorParallel ${p.tensorParallel}`);
+  lines.push(`  usable    ${formatGib(m.usableBytes)} (${a.memoryGib} GiB x ${m.gpuMemoryUtilization})`);
+  lines.push(`  weights   ${formatGib(plan.weightBytesPerRank)}`);
+  lines.push(`  reserve   ${formatGib(m.reserveBytes)} (activations ${formatGib(m.activationReserveBytes)}, runtime ${formatGib(m.runtimeReserveBytes)})`);
+  lines.push(`  KV cache  ${formatGib(plan.kvCacheBytesPerRank)}: ${formatInt(plan.kvTokens)} tokens and ${formatInt(plan.maxConcurrency)} sequences of ${ctx} tokens per replica`);
+  lines.push('');
+
+  lines.push(`Tensor-parallel options (one replica per pod${p.pipelineParallel > 1 || p.dataParallel > 1 ? ', other settings as given' : ''})`);
+  const optionRows = plan.tensorParallelOptions.map(o => [
+    String(o.tensorParallel),
+    formatGib(o.weightBytesPerRank),
+    formatGib(o.kvCacheBytesPerRank),
+    formatInt(o.kvTokens),
+    formatInt(o.maxConcurrency),
+    String(o.replicasPerNode),
+    String(o.efaInterfacesPerPod),
+    (o.fits ? 'yes' : 'no') + (o.tensorParallel === p.tensorParallel ? '  <- plan' : ''),
+  ]);
+  lines.push(...renderTable(
+    ['TP', 'weights/rank', 'KV/rank', 'KV tokens', `seqs @${ctx}`, 'replicas/node', 'EFA/pod', 'fits'],
+    optionRows, [true, true, true, true, true, true, true, false]));
+  lines.push('');
+
+  lines.push('Time to first token (one prompt, idle replica)');
+  lines.push(...renderTable(
+    ['prompt tokens', 'TTFT', 'prefill tok/s', 'bound'],
+    plan.prefillEstimates.map(e => [formatInt(e.promptTokens), formatSeconds(e.seconds), formatInt(e.tokensPerSecond), e.bound]),
+    [true, true, true, false]));
+  lines.push('');
+
+  const priced = plan.pricePerHour !== undefined;
+  lines.push(`Time per output token (each sequence at ${formatInt(plan.decodeContextTokens)} tokens of context)`);
+  lines.push(...renderTable(
+    ['batch', 'TPOT', 'output tok/s/replica', 'bound', ...(priced ? ['cost/M output tokens'] : []),
+      plan.decodeContextTokens === plan.maxContext ? `KV fits (max ${formatInt(plan.maxConcurrency)})` : 'KV fits'],
+    plan.decodeEstimates.map(e => [
+      formatInt(e.batchSize),
+      formatSeconds(e.stepSeconds),
+      formatInt(e.tokensPerSecond),
+      e.bound,
+      ...(priced ? [e.costPerMillionOutputTokens!.toFixed(2)] : []),
+      e.withinKvCapacity ? 'yes' : 'no',
+    ]),
+    [true, true, true, false, ...(priced ? [true] : []), false]));
+  lines.push('');
+
+  if (plan.notes.length > 0) {
+    lines.push('Notes');
+    lines.push(...plan.notes.map(n => `  - ${n}`));
+    lines.push('');
+  }
+  const r = plan.roofline;
+  lines.push(
+    `Assumptions: roofline estimates at ${pct(r.computeEfficiency)} of peak FLOP/s, ${pct(r.memoryBandwidthEfficiency)} of HBM bandwidth, ` +
+    `${pct(r.interconnectEfficiency)} of link bandwidth, ${r.collectiveLatencyUs} us per collective; lower bounds on latency, not measurements.` +
+    (priced ? ` Cost: ${plan.pricePerHour} per instance-hour, shared by the replicas on it, decode time only.` : '') +
+    ' GiB = 2^30 bytes, GB = 1e9 bytes.');
+  return lines;
+}
+
+function describeLayout(plan: ServingPlan): string {
+  const p = plan.parallelism;
+  const l = plan.layout;
+  const parts = [`tensorParallel ${p.tensorParallel}${plan.tensorParallelChosen ? ` (chosen: ${plan.fits ? 'the smallest size that fits' : 'the largest valid size'})` : ''}`];
+  if (p.pipelineParallel > 1) parts.push(`pipelineParallel ${p.pipelineParallel}`);
+  if (p.dataParallel > 1) parts.push(`dataParallel ${p.dataParallel}`);
+  if (p.expertParallel) parts.push(`expert parallel over ${p.expertParallelSize} ranks`);
+  const placement = l.nodesPerReplica > 1
+    ? `${l.podsPerReplica} pods (nodes) per replica`
+    : `${l.replicasPerNode} replica${l.replicasPerNode === 1 ? '' : 's'} per node`;
+  return `${parts.join(', ')}; ${placement}, ${l.acceleratorsPerPod} accelerator${l.acceleratorsPerPod === 1 ? '' : 's'} and ${l.efaInterfacesPerPod} EFA interface${l.efaInterfacesPerPod === 1 ? '' : 's'} per pod`;
+}
+
+function pct(fraction: number): string {
+  return `${Math.round(fraction * 100)}%`;
+}
+
+/** The plan as plain JSON (bytes as numbers; GiB helpers alongside). */
+function planToJson(plan: ServingPlan): Record<string, unknown> {
+  const t = plan.instanceType;
+  const m = plan.memory;
+  const r = plan.roofline;
+  return {
+    fits: plan.fits,
+    problems: plan.problems,
+    notes: plan.notes,
+    model: {
+      name: plan.model.name,
+      huggingFaceId: plan.model.huggingFaceId,
+      parametersTotal: plan.model.parametersTotal,
+      parametersActive: plan.model.parametersActive,
+      maxContext: plan.model.maxContext,
+    },
+    instanceType: {
+      name: t.name,
+      accelerator: t.accelerator.name,
+      acceleratorCount: t.acceleratorCount,
+      acceleratorMemoryGib: t.accelerator.memoryGib,
+      maxEfaInterfaces: t.maxEfaInterfaces,
+    },
+    maxContext: plan.maxContext,
+    weights: {
+      description: plan.weights.description,
+      expertPrecision: plan.weights.expertPrecision.name,
+      densePrecision: plan.weights.densePrecision.name,
+      totalBytes: plan.weights.totalBytes,
+    },
+    kvCache: {
+      precision: plan.kvCache.precision.name,
+      bytesPerToken: plan.kvCache.bytesPerToken,
+      bytesPerSequencePerRank: plan.kvBytesPerSequencePerRank,
+    },
+    parallelism: {
+      tensorParallel: plan.parallelism.tensorParallel,
+      tensorParallelChosen: plan.tensorParallelChosen,
+      pipelineParallel: plan.parallelism.pipelineParallel,
+      dataParallel: plan.parallelism.dataParallel,
+      expertParallel: plan.parallelism.expertParallel,
+      expertParallelSize: plan.parallelism.expertParallelSize,
+      redundantExperts: plan.parallelism.redundantExperts,
+    },
+    layout: plan.layout,
+    memoryPerRank: {
+      deviceBytes: m.deviceBytes,
+      gpuMemoryUtilization: m.gpuMemoryUtilization,
+      usableBytes: m.usableBytes,
+      weightBytes: plan.weightBytesPerRank,
+      activationReserveBytes: m.activationReserveBytes,
+      runtimeReserveBytes: m.runtimeReserveBytes,
+      kvCacheBytes: plan.kvCacheBytesPerRank,
+      kvCacheGib: plan.kvCacheBytesPerRank / GIB,
+    },
+    kvTokens: plan.kvTokens,
+    maxConcurrency: plan.maxConcurrency,
+    validTensorParallelSizes: plan.validTensorParallelSizes,
+    tensorParallelOptions: plan.tensorParallelOptions,
+    estimates: {
+      assumptions: {
+        computeEfficiency: r.computeEfficiency,
+        memoryBandwidthEfficiency: r.memoryBandwidthEfficiency,
+        interconnectEfficiency: r.interconnectEfficiency,
+        collectiveLatencyUs: r.collectiveLatencyUs,
+        networkLatencyUs: r.networkLatencyUs,
+        denseComputePrecision: r.denseComputePrecision.name,
+        expertComputePrecision: r.expertComputePrecision.name,
+        maxNumBatchedTokens: r.maxNumBatchedTokens,
+      },
+      pricePerHour: plan.pricePerHour ?? null,
+      decodeContextTokens: plan.decodeContextTokens,
+      prefill: plan.prefillEstimates,
+      decode: plan.decodeEstimates,
+    },
+  };
+}

@@ -1,0 +1,16 @@
+/**
+ * The default deployment: what `disagg plan` with no flags plans, and what every missing plan flag
+ * falls back to. One place, so the README, tests and later commands (synth) agree.
+ */
+export const DEFAULT_DEPLOYMENT = {
+  /** Llama-3.3-70B-Instruct (catalog name). */
+  model: 'llama-3.3-70b',
+  /** 8 x H200 141 GiB, 16 EFA interfaces. */
+  instance: 'p5en.48xlarge',
+  /** FP8 weights (vLLM `--quantization fp8`). */
+  weights: 'fp8',
+  /** FP8 KV cache (vLLM `--kv-cache-dtype fp8`). */
+  kv: 'fp8',
+  /** Longest sequence, tokens (vLLM `--max-model-len`). */
+  context: 8192,
+} as const;

@@ -1,0 +1,96 @@
+import { Accelerator, AcceleratorProps, AcceleratorVendor, Precision } from '../../src';
+
+const base: AcceleratorProps = {
+  name: 'X1',
+  vendor: AcceleratorVendor.NVIDIA,
+  memoryGib: 64,
+  hbmBandwidthGBps: 2000,
+  peakTflopsBf16: 400,
+  interconnectGBps: 100,
+  interconnect: 'PCIe Gen5',
+};
+
+describe('Accelerator', () => {
+  test('every catalogued accelerator validates and has sane numbers', () => {
+    for (const a of Accelerator.all()) {
+      // GIVEN a catalogued accelerator rebuilt through the public factory
+      const copy = Accelerator.of({
+        name: a.name,
+        vendor: a.vendor,
+        memoryGib: a.memoryGib,
+        hbmBandwidthGBps: a.hbmBandwidthGBps,
+        peakTflopsBf16: a.peakTflops(Precision.BF16),
+        interconnectGBps: a.interconnectGBps,
+        interconnect: a.interconnect,
+      });
+      // THEN the copy has the same BF16 rate and memory
+      expect(copy.peakTflops(Precision.BF16)).toBe(a.peakTflops(Precision.BF16));
+      expect(a.memoryGib).toBeGreaterThan(0);
+      // AND narrower formats are never slower than wider ones
+      expect(a.peakTflops(Precision.FP8)).toBeGreaterThanOrEqual(a.peakTflops(Precision.BF16));
+      expect(a.peakTflops(Precision.FP4)).toBeGreaterThanOrEqual(a.peakTflops(Precision.FP8));
+      expect(a.peakTflops(Precision.INT4)).toBeGreaterThanOrEqual(a.peakTflops(Precision.BF16));
+      expect(a.peakTflops(Precision.FP16)).toBe(a.peakTflops(Precision.BF16));
+    }
+  });
+
+  test('names are unique', () => {
+    const names = Accelerator.all().map(a => a.name);
+    expect(new Set(names).size).toBe(names.length);
+  });
+
+  test('unsupported precisions fall back to the next wider supported rate', () => {
+    // H100 has no FP4: FP4 runs at the FP8 rate
+    expect(Accelerator.H100.supportsNativePrecision(Precision.FP4)).toBe(false);
+    expect(Accelerator.H100.peakTflops(Precision.FP4)).toBe(Accelerator.H100.peakTflops(Precision.FP8));
+    // A100 has no FP8: FP8 runs at the BF16 rate
+    expect(Accelerator.A100_40GB.supportsNativePrecision(Precision.FP8)).toBe(false);
+    expect(Accelerator.A100_40GB.peakTflops(Precision.FP8)).toBe(Accelerator.A100_40GB.peakTflops(Precision.BF16));
+    // Trainium2 has no INT8 rate: INT8 runs at the FP8 rate
+    expect(Accelerator.TRAINIUM2.peakTflops(Precision.INT8)).toBe(Accelerator.TRAINIUM2.peakTflops(Precision.FP8));
+  });
+
+  test('Blackwell runs FP4 natively at twice its FP8 rate', () => {
+    for (const a of [Accelerator.B200, Accelerator.GB200]) {
+      expect(a.supportsNativePrecision(Precision.FP4)).toBe(true);
+      expect(a.peakTflops(Precision.FP4)).toBe(2 * a.peakTflops(Precision.FP8));
+    }
+  });
+
+  test('H200 differs from H100 in memory and bandwidth, not compute', () => {
+    expect(Accelerator.H200.memoryGib).toBeGreaterThan(Accelerator.H100.memoryGib);
+    expect(Accelerator.H200.hbmBandwidthGBps).toBeGreaterThan(Accelerator.H100.hbmBandwidthGBps);
+    expect(Accelerator.H200.peakTflops(Precision.FP8)).toBe(Accelerator.H100.peakTflops(Precision.FP8));
+  });
+
+  test('of() builds a custom device with the fallbacks', () => {
+    const x = Accelerator.of(base);
+    expect(x.name).toBe('X1');
+    expect(x.supportsNativePrecision(Precision.BF16)).toBe(true);
+    expect(x.supportsNativePrecision(Precision.FP8)).toBe(false);
+    expect(x.peakTflops(Precision.FP4)).toBe(400);
+  });
+
+  test.each([
+    ['memoryGib', { memoryGib: 0 }],
+    ['hbmBandwidthGBps', { hbmBandwidthGBps: -1 }],
+    ['peakTflopsBf16', { peakTflopsBf16: Number.NaN }],
+    ['peakTflopsFp8', { peakTflopsFp8: 0 }],
+    ['interconnectGBps', { interconnectGBps: 0 }],
+  ])('of() rejects a non-positive %s', (field, patch) => {
+    expect(() => Accelerator.of({ ...base, ...patch })).toThrow(new RegExp(`'${field}' \\(.*\\) must be a positive number`));
+  });
+
+  test('of() rejects an empty name', () => {
+    expect(() => Accelerator.of({ ...base, name: ' ' })).toThrow(/'name' must not be empty/);
+  });
+});
+
+describe('Accelerator.of precision ordering', () => {
+  test('rejects FP8 slower than BF16', () => {
+    expect(() => Accelerator.of({ ...base, peakTflopsFp8: 300 })).toThrow(/'peakTflopsFp8' \(300\) is below 'peakTflopsBf16' \(400\)/);
+  });
+  test('rejects FP4 slower than FP8', () => {
+    expect(() => Accelerator.of({ ...base, peakTflopsFp8: 800, peakTflopsFp4: 500 })).toThrow(/'peakTflopsFp4' \(500\) is below 'peakTflopsFp8' \(800\)/);
+  });
+});

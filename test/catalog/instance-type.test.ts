@@ -1,0 +1,99 @@
+import { propsOf } from './util';
+import {
+  AcceleratedInstanceType, Accelerator, AcceleratorVendor, CpuArchitecture, EksAmiType, PurchaseOption,
+} from '../../src';
+
+describe('AcceleratedInstanceType catalog', () => {
+  test('lists the eleven types of the issue, each once', () => {
+    const names = AcceleratedInstanceType.all().map(t => t.name);
+    expect(names.sort()).toEqual([
+      'g6e.12xlarge', 'g6e.48xlarge', 'p4d.24xlarge', 'p5.48xlarge', 'p5e.48xlarge', 'p5en.48xlarge',
+      'p6-b200.48xlarge', 'p6e-gb200.36xlarge', 'trn1.32xlarge', 'trn2.48xlarge', 'trn2u.48xlarge',
+    ]);
+  });
+
+  test.each(AcceleratedInstanceType.all().map(t => [t.name, t]))('%s passes the validation of of() with its own numbers', (_, t) => {
+    // GIVEN a catalogued type read back through its public surface
+    // WHEN it is rebuilt with the public factory
+    const copy = AcceleratedInstanceType.of(propsOf(t));
+    // THEN the copy has the same layout, EFA share and derived facts
+    expect(copy.networkInterfaceLayout()).toEqual(t.networkInterfaceLayout());
+    expect(copy.efaInterfacesFor(t.acceleratorCount)).toBe(t.efaInterfacesFor(t.acceleratorCount));
+    expect(copy.totalAcceleratorMemoryGib).toBe(t.totalAcceleratorMemoryGib);
+  });
+
+  test.each(AcceleratedInstanceType.all().map(t => [t.name, t]))('%s derives its facts from its props', (_, t) => {
+    expect(t.totalAcceleratorMemoryGib).toBeCloseTo(t.accelerator.memoryGib * t.acceleratorCount, 6);
+    expect(t.localNvmeTotalGb).toBe(t.localNvmeCount * t.localNvmeGbEach);
+    expect(t.family).toBe(t.name.slice(0, t.name.indexOf('.')));
+    expect(t.supportsEfa).toBe(t.maxEfaInterfaces > 0);
+    expect(t.efaResourceName).toBe('vpc.amazonaws.com/efa');
+    const neuron = t.accelerator.vendor === AcceleratorVendor.AWS;
+    expect(t.isNeuron).toBe(neuron);
+    expect(t.acceleratorResourceName).toBe(neuron ? 'aws.amazon.com/neuron' : 'nvidia.com/gpu');
+    expect(t.neuronCoresPerDevice !== undefined).toBe(neuron);
+    // The AMI matches the CPU and the accelerator.
+    const ami = neuron ? EksAmiType.AL2023_X86_64_NEURON
+      : t.architecture === CpuArchitecture.ARM_64 ? EksAmiType.AL2023_ARM_64_NVIDIA : EksAmiType.AL2023_X86_64_NVIDIA;
+    expect(t.amiType).toBe(ami);
+  });
+
+  test('published totals (EC2 specs / Karpenter reference)', () => {
+    // p5en: 8 x 141 GiB = 1128 GiB of HBM
+    expect(AcceleratedInstanceType.P5EN_48XLARGE.totalAcceleratorMemoryGib).toBe(1128);
+    // p6-b200: 8 x 179 = 1432 GiB
+    expect(AcceleratedInstanceType.P6_B200_48XLARGE.totalAcceleratorMemoryGib).toBe(1432);
+    // p6e-gb200: 4 x 185 = 740 GiB
+    expect(AcceleratedInstanceType.P6E_GB200_36XLARGE.totalAcceleratorMemoryGib).toBe(740);
+    // trn2: 16 x 96 = 1536 GiB, 128 NeuronCores
+    expect(AcceleratedInstanceType.TRN2_48XLARGE.totalAcceleratorMemoryGib).toBe(1536);
+    expect(AcceleratedInstanceType.TRN2_48XLARGE.acceleratorCount * AcceleratedInstanceType.TRN2_48XLARGE.neuronCoresPerDevice!).toBe(128);
+    // trn1: 32 NeuronCores
+    expect(AcceleratedInstanceType.TRN1_32XLARGE.acceleratorCount * AcceleratedInstanceType.TRN1_32XLARGE.neuronCoresPerDevice!).toBe(32);
+    // p5: 8 x 3800 GB NVMe
+    expect(AcceleratedInstanceType.P5_48XLARGE.localNvmeTotalGb).toBe(30400);
+  });
+
+  test('accelerators per type', () => {
+    expect(AcceleratedInstanceType.P4D_24XLARGE.accelerator).toBe(Accelerator.A100_40GB);
+    expect(AcceleratedInstanceType.P5_48XLARGE.accelerator).toBe(Accelerator.H100);
+    expect(AcceleratedInstanceType.P5E_48XLARGE.accelerator).toBe(Accelerator.H200);
+    expect(AcceleratedInstanceType.P5EN_48XLARGE.accelerator).toBe(Accelerator.H200);
+    expect(AcceleratedInstanceType.P6_B200_48XLARGE.accelerator).toBe(Accelerator.B200);
+    expect(AcceleratedInstanceType.P6E_GB200_36XLARGE.accelerator).toBe(Accelerator.GB200);
+    expect(AcceleratedInstanceType.TRN2U_48XLARGE.accelerator).toBe(Accelerator.TRAINIUM2);
+    expect(AcceleratedInstanceType.G6E_48XLARGE.accelerator).toBe(Accelerator.L40S);
+  });
+
+  test('purchase constraints', () => {
+    // p6e-gb200 is sold only as Capacity Blocks
+    const gb200 = AcceleratedInstanceType.P6E_GB200_36XLARGE;
+    expect(gb200.purchaseOptions).toEqual([PurchaseOption.CAPACITY_BLOCK]);
+    expect(gb200.supportsPurchaseOption(PurchaseOption.ON_DEMAND)).toBe(false);
+    expect(gb200.minKubernetesVersion).toBe('1.33');
+    expect(gb200.ultraServerSize).toBe(18);
+    // trn2u has no Spot
+    expect(AcceleratedInstanceType.TRN2U_48XLARGE.supportsPurchaseOption(PurchaseOption.SPOT)).toBe(false);
+    expect(AcceleratedInstanceType.TRN2U_48XLARGE.ultraServerSize).toBe(4);
+    // g6e is not offered as Capacity Blocks; p5 allows everything
+    expect(AcceleratedInstanceType.G6E_12XLARGE.supportsPurchaseOption(PurchaseOption.CAPACITY_BLOCK)).toBe(false);
+    for (const option of [PurchaseOption.ON_DEMAND, PurchaseOption.SPOT, PurchaseOption.CAPACITY_RESERVATION, PurchaseOption.CAPACITY_BLOCK]) {
+      expect(AcceleratedInstanceType.P5_48XLARGE.supportsPurchaseOption(option)).toBe(true);
+    }
+  });
+});
+
+describe('AcceleratedInstanceType.fromName', () => {
+  test('finds every catalogued type, case-insensitively', () => {
+    for (const t of AcceleratedInstanceType.all()) {
+      expect(AcceleratedInstanceType.fromName(t.name)).toBe(t);
+      expect(AcceleratedInstanceType.fromName(` ${t.name.toUpperCase()} `)).toBe(t);
+    }
+  });
+
+  test('an unknown name lists the known ones and the escape hatch', () => {
+    expect(() => AcceleratedInstanceType.fromName('p7.96xlarge')).toThrow(
+      /Unknown instance type 'p7\.96xlarge'; known: p4d\.24xlarge, p5\.48xlarge, .*g6e\.48xlarge, or use AcceleratedInstanceType\.of\(\{\.\.\.\}\)/,
+    );
+  });
+});

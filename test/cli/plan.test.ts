@@ -1,0 +1,163 @@
+import { ModelArchitecture, AcceleratedInstanceType } from '../../src/catalog';
+import { DEFAULT_DEPLOYMENT } from '../../src/cli/defaults';
+import { runCli } from '../../src/cli/run-cli';
+
+/** Runs the CLI in-process and collects what it writes. */
+async function disagg(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(argv, { out: t => out.push(t), err: t => err.push(t) });
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+describe('disagg plan', () => {
+  test('with no flags plans the default deployment and exits 0 because it fits', async () => {
+    // WHEN
+    const { code, out, err } = await disagg('plan');
+    // THEN the header names the default model, instance and context
+    expect(code).toBe(0);
+    expect(err).toBe('');
+    expect(out).toMatch(new RegExp(`^disagg plan: ${DEFAULT_DEPLOYMENT.model} on ${DEFAULT_DEPLOYMENT.instance.replace('.', '\\.')} \\(8 x H200`));
+    expect(out).toMatch(/all weights fp8/);
+    expect(out).toMatch(/KV cache {2}fp8, 163,840 bytes per token/);
+    expect(out).toMatch(/context {3}8,192 tokens/);
+    expect(out).toMatch(/^FITS: tensorParallel 1 \(chosen: the smallest size that fits\); 8 replicas per node, 1 accelerator and 2 EFA interfaces per pod$/m);
+    // AND the tables are there: TP options with the plan marked, TTFT per prompt, TPOT per batch
+    expect(out).toMatch(/^ {2}TP {2}weights\/rank +KV\/rank +KV tokens +seqs @8,192 +replicas\/node +EFA\/pod +fits$/m);
+    expect(out).toMatch(/^ {3}1 +65\.8 GiB .* yes {2}<- plan$/m);
+    expect(out).toMatch(/^ {3}8 +8\.2 GiB .* 16 {2}yes$/m);
+    expect(out).toMatch(/^ +1,024 +[\d.]+ ms +[\d,]+ +compute$/m);
+    for (const batch of ['1', '8', '32', '128']) {
+      expect(out).toMatch(new RegExp(`^ +${batch} +[\\d.]+ ms +[\\d,]+ +memory`, 'm'));
+    }
+    expect(out).toMatch(/Assumptions: roofline estimates at 50% of peak FLOP\/s, 70% of HBM bandwidth/);
+  });
+
+  test('the issue example with --tp and --price-per-hour adds a cost column', async () => {
+    const { code, out } = await disagg('plan', '--model', 'llama-3.3-70b', '--instance', 'p5en.48xlarge', '--weights', 'fp8',
+      '--kv', 'fp8', '--context', '8192', '--tp', '2', '--price-per-hour', '98.32');
+    expect(code).toBe(0);
+    expect(out).toMatch(/^FITS: tensorParallel 2; 4 replicas per node, 2 accelerators and 4 EFA interfaces per pod$/m);
+    expect(out).toMatch(/cost\/M output tokens/);
+    expect(out).toMatch(/^ +1 +[\d.]+ ms +[\d,]+ +memory +\d+\.\d\d +yes$/m);
+    expect(out).toMatch(/Cost: 98.32 per instance-hour/);
+  });
+
+  test('--json emits only JSON describing the plan', async () => {
+    const { code, out } = await disagg('plan', '--json');
+    expect(code).toBe(0);
+    const json = JSON.parse(out);
+    expect(json.fits).toBe(true);
+    expect(json.problems).toEqual([]);
+    expect(json.model.name).toBe(DEFAULT_DEPLOYMENT.model);
+    expect(json.instanceType.name).toBe(DEFAULT_DEPLOYMENT.instance);
+    expect(json.maxContext).toBe(DEFAULT_DEPLOYMENT.context);
+    expect(json.kvCache).toMatchObject({ precision: 'fp8', bytesPerToken: 163_840 });
+    expect(json.parallelism).toMatchObject({ tensorParallel: 1, tensorParallelChosen: true });
+    expect(json.validTensorParallelSizes).toEqual([1, 2, 4, 8]);
+    expect(json.tensorParallelOptions.map((o: { efaInterfacesPerPod: number }) => o.efaInterfacesPerPod)).toEqual([2, 4, 8, 16]);
+    expect(json.estimates.decode.map((d: { batchSize: number }) => d.batchSize)).toEqual([1, 8, 32, 128]);
+    expect(json.estimates.prefill.map((p: { promptTokens: number }) => p.promptTokens)).toEqual([1024, 4096, 8192]);
+    expect(json.kvTokens).toBeGreaterThan(0);
+    expect(json.memoryPerRank.usableBytes).toBeCloseTo(141 * 1024 ** 3 * 0.9, 0);
+  });
+
+  test('a configuration that does not fit prints why and exits 1', async () => {
+    const { code, out } = await disagg('plan', '--instance', 'p5.48xlarge', '--weights', 'bf16', '--kv', 'bf16', '--tp', '1');
+    expect(code).toBe(1);
+    expect(out).toMatch(/^DOES NOT FIT: tensorParallel 1;/m);
+    expect(out).toMatch(/- 'tensorParallel' \(1\) leaves too little memory for the weights: llama-3.3-70b needs 141.2 GB \(131.5 GiB\) of bf16 weights.*use tensorParallel >= 2, fp8 weights or a B200/);
+    const json = JSON.parse((await disagg('plan', '--instance', 'p5.48xlarge', '--weights', 'bf16', '--tp', '1', '--json')).out);
+    expect(json.fits).toBe(false);
+    expect(json.problems[0].field).toBe('tensorParallel');
+  });
+
+  test('an invalid tensor-parallel size exits 1 with the valid sizes', async () => {
+    const { code, out } = await disagg('plan', '--tp', '3');
+    expect(code).toBe(1);
+    expect(out).toMatch(/'tensorParallel' \(3\) must divide the 64 attention heads of llama-3.3-70b; use 1, 2, 4 or 8/);
+  });
+
+  test('native weights of an MoE model, and expert parallelism', async () => {
+    const { code, out } = await disagg('plan', '--model', 'openai/gpt-oss-120b', '--weights', 'native', '--json');
+    expect(code).toBe(0);
+    expect(JSON.parse(out).weights).toMatchObject({ expertPrecision: 'fp4', densePrecision: 'bf16' });
+    const ep = JSON.parse((await disagg('plan', '--model', 'deepseek-v3', '--weights', 'native', '--tp', '1', '--dp', '16', '--expert-parallel', '--json')).out);
+    expect(ep.fits).toBe(true);
+    expect(ep.parallelism).toMatchObject({ expertParallel: true, expertParallelSize: 16 });
+    expect(ep.layout).toMatchObject({ nodesPerReplica: 2, efaInterfacesPerPod: 16 });
+  });
+
+  test('unknown model or instance exits 2 and lists the known names', async () => {
+    const model = await disagg('plan', '--model', 'llama-9000');
+    expect(model.code).toBe(2);
+    expect(model.out).toBe('');
+    expect(model.err).toMatch(/unknown model 'llama-9000' \(--model\); known models: /);
+    for (const m of ModelArchitecture.all()) {
+      expect(model.err).toContain(m.name);
+    }
+    const instance = await disagg('plan', '--instance', 'p9.huge', '--json');
+    expect(instance.code).toBe(2);
+    expect(instance.out).toBe('');
+    for (const t of AcceleratedInstanceType.all()) {
+      expect(instance.err).toContain(t.name);
+    }
+  });
+
+  test.each([
+    [['--weights', 'fp7'], /--weights: Unknown precision 'fp7'; known: /],
+    [['--kv', 'int4'], /--kv 'int4': vLLM cannot hold a KV cache in int4; use bf16, fp16, fp8/],
+    [['--context', 'abc'], /--context expects a positive integer, got 'abc'/],
+    [['--tp', '0'], /--tp expects a positive integer, got '0'/],
+    [['--price-per-hour=-3'], /--price-per-hour expects a positive number, got '-3'/],
+    [['--price-per-hour', '0'], /--price-per-hour expects a positive number, got '0'/],
+    [['--batch-sizes', '1,x'], /--batch-sizes expects a positive integer, got 'x'/],
+    [['--batch-sizes', ','], /--batch-sizes expects a comma-separated list/],
+    [['--gpu-memory-utilization', '1.5'], /'gpuMemoryUtilization' \(1.5\) must be greater than 0 and at most 1/],
+    [['--frobnicate'], /Unknown option '--frobnicate'/],
+    [['extra'], /Unexpected argument 'extra'|positional/i],
+  ])('bad arguments %p exit 2 with a message', async (args, pattern) => {
+    const { code, out, err } = await disagg('plan', ...args);
+    expect(code).toBe(2);
+    expect(out).toBe('');
+    expect(err).toMatch(pattern);
+    expect(err).toMatch(/Run 'disagg plan --help' for the options/);
+  });
+
+  test('--kv auto means bf16, --batch-sizes and --prompt-lengths choose the estimates', async () => {
+    const json = JSON.parse((await disagg('plan', '--kv', 'auto', '--batch-sizes', '2,4', '--prompt-lengths', '100', '--decode-context', '512', '--json')).out);
+    expect(json.kvCache.precision).toBe('bf16');
+    expect(json.estimates.decode.map((d: { batchSize: number }) => d.batchSize)).toEqual([2, 4]);
+    expect(json.estimates.prefill.map((p: { promptTokens: number }) => p.promptTokens)).toEqual([100]);
+    expect(json.estimates.decodeContextTokens).toBe(512);
+  });
+
+  test('plan --help and -h print the options', async () => {
+    for (const flag of ['--help', '-h']) {
+      const { code, out } = await disagg('plan', flag);
+      expect(code).toBe(0);
+      expect(out).toMatch(/^Usage: disagg plan \[options\]/);
+      expect(out).toMatch(/--model NAME/);
+      expect(out).toMatch(/--json/);
+      expect(out).toContain(`default ${DEFAULT_DEPLOYMENT.instance}`);
+    }
+  });
+});
+
+describe('disagg', () => {
+  test('--help lists the commands', async () => {
+    const { code, out } = await disagg('--help');
+    expect(code).toBe(0);
+    expect(out).toMatch(/^Usage: disagg <command> \[options\]/);
+    expect(out).toMatch(/^ {2}plan {6}Check that a model fits/m);
+  });
+
+  test('no command or an unknown one exits 2 with the usage', async () => {
+    const none = await disagg();
+    expect(none.code).toBe(2);
+    expect(none.err).toMatch(/Usage: disagg/);
+    const unknown = await disagg('deploy');
+    expect(unknown.code).toBe(2);
+    expect(unknown.err).toMatch(/unknown command 'deploy'; known: plan/);
+  });
+});
