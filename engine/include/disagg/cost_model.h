@@ -1,0 +1,190 @@
+// disagg/cost_model.h — roofline step time of one model replica (one tensor-parallel group).
+//
+// The engine keeps no hardware or model table: the constructs resolve every number (weights per rank,
+// KV bytes per token, peak FLOP/s, ...) and pass them in the engine configuration (see
+// engine/schema/engine-config.schema.json and disagg/cost_model_config.h for the JSON names).
+//
+// Model of one forward step, evaluated per tensor-parallel rank (all ranks work in parallel):
+//   compute       = (2 * activeParameters * tokens + 4 * layers * attentionWidth * attendedPairs)
+//                   / tensorParallel / (peakFlopsPerSecond * efficiency.compute)
+//   memory        = (weightBytesPerRank + kvBytesPerTokenPerRank * (kvRead + kvWritten))
+//                   / (hbmBytesPerSecond * efficiency.memory)
+//   communication = 2 all-reduces per layer of tokens * hiddenSize * activationBytes, ring algorithm
+//                   (2 (tp-1)/tp of the payload per rank), plus interconnectLatencySeconds each; 0 at tp 1
+//   total         = max(compute, memory) + communication + efficiency.stepOverheadSeconds
+// where attendedPairs counts (query token, key token) pairs under the causal mask.
+// A KV transfer over the fabric takes fabricLatencySeconds + bytes / (fabricBytesPerSecond * efficiency.fabric).
+// Defaults of the efficiency factors and latencies match src/sizing/roofline.ts (the closed-form
+// estimate of the construct library), so both sides start from the same stated assumptions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "disagg/expected.h"
+
+namespace disagg {
+
+/// Resolved numbers the cost model reads. Field names in the JSON configuration are given in
+/// brackets; units are in the names. Fields documented "0 = ..." take a derived default when 0.
+struct CostModelParams {
+  // --- model ---
+  /// [model.weightBytesPerRank] Weight bytes one tensor-parallel rank holds and reads every step.
+  double weight_bytes_per_rank = 0;
+  /// [model.kvBytesPerToken] KV-cache bytes of one token for the whole model (all layers, all KV
+  /// heads); what a prefill-to-decode transfer moves per token.
+  double kv_bytes_per_token = 0;
+  /// [model.kvBytesPerTokenPerRank] KV bytes of one token held by one rank. 0 = kvBytesPerToken /
+  /// tensorParallel (set it when KV heads are replicated because they are fewer than the ranks).
+  double kv_bytes_per_token_per_rank = 0;
+  /// [model.activeParameters] Parameters that one token passes through (MoE: the active ones).
+  double active_parameters = 0;
+  /// [model.layers] Transformer layers.
+  double layers = 0;
+  /// [model.hiddenSize] Hidden size (width of the all-reduced activations).
+  double hidden_size = 0;
+  /// [model.attentionWidth] Query heads x head dim. 0 = hiddenSize.
+  double attention_width = 0;
+  /// [model.activationBytes] Bytes per activation element exchanged in all-reduces.
+  double activation_bytes = 2;
+
+  // --- hardware (one accelerator) ---
+  /// [hardware.peakFlopsPerSecond] Dense peak FLOP/s at the compute precision.
+  double peak_flops_per_second = 0;
+  /// [hardware.hbmBytesPerSecond] HBM bandwidth.
+  double hbm_bytes_per_second = 0;
+  /// [hardware.interconnectBytesPerSecond] Per-accelerator bandwidth of the intra-node link
+  /// (NVLink / NeuronLink) used by tensor-parallel all-reduces. Required when tensorParallel > 1.
+  double interconnect_bytes_per_second = 0;
+  /// [hardware.interconnectLatencySeconds] Fixed latency of one all-reduce (launch and sync).
+  double interconnect_latency_seconds = 8e-6;
+  /// [hardware.fabricBytesPerSecond] Bandwidth one pod gets for a KV transfer (EFA, all interfaces).
+  double fabric_bytes_per_second = 0;
+  /// [hardware.fabricLatencySeconds] Fixed latency of one KV transfer over EFA.
+  double fabric_latency_seconds = 3e-5;
+
+  // --- parallel ---
+  /// [parallel.tensorParallel] Ranks that split every layer.
+  int tensor_parallel = 1;
+
+  // --- efficiency (fractions of peak that a real step reaches) ---
+  /// [efficiency.compute] Fraction of peak FLOP/s reached (model FLOPs utilization).
+  double compute_efficiency = 0.5;
+  /// [efficiency.memory] Fraction of HBM bandwidth reached.
+  double memory_efficiency = 0.7;
+  /// [efficiency.interconnect] Fraction of interconnect bandwidth reached by all-reduces.
+  double interconnect_efficiency = 0.7;
+  /// [efficiency.fabric] Fraction of fabric bandwidth reached by KV transfers.
+  double fabric_efficiency = 0.7;
+  /// [efficiency.stepOverheadSeconds] Fixed cost of every non-empty step (scheduling, launches).
+  double step_overhead_seconds = 0;
+};
+
+/// Work in one forward step of a replica: prefill chunks and decode tokens, in aggregate, so that
+/// a scheduler can describe any mixed batch without allocating. All counts are >= 0.
+struct StepBatch {
+  /// New prompt tokens computed in this step, summed over every prefill chunk.
+  std::int64_t prefill_tokens = 0;
+  /// Tokens already in the KV cache before the chunks (read by attention), summed over chunks.
+  std::int64_t prefill_prior_tokens = 0;
+  /// Causal (query, key) pairs of the chunks: sum of n*p + n(n+1)/2 for a chunk of n after p.
+  std::int64_t prefill_attended_pairs = 0;
+  /// Sequences that each generate one token in this step.
+  std::int64_t decode_sequences = 0;
+  /// Tokens already in the KV cache of those sequences, summed.
+  std::int64_t decode_context_tokens = 0;
+
+  /// Adds a chunk of `new_tokens` prompt tokens after `prior_tokens` cached ones.
+  /// Preconditions: new_tokens >= 0, prior_tokens >= 0.
+  constexpr StepBatch& add_prefill_chunk(std::int64_t new_tokens, std::int64_t prior_tokens) {
+    prefill_tokens += new_tokens;
+    prefill_prior_tokens += prior_tokens;
+    prefill_attended_pairs += new_tokens * prior_tokens + new_tokens * (new_tokens + 1) / 2;
+    return *this;
+  }
+  /// Adds `sequences` decoding sequences whose contexts hold `context_tokens` tokens in total.
+  /// Preconditions: sequences >= 0, context_tokens >= 0.
+  constexpr StepBatch& add_decodes(std::int64_t sequences, std::int64_t context_tokens) {
+    decode_sequences += sequences;
+    decode_context_tokens += context_tokens;
+    return *this;
+  }
+  /// Tokens that pass through the layers in this step.
+  constexpr std::int64_t tokens() const { return prefill_tokens + decode_sequences; }
+};
+
+/// Time of one step, split by roofline term. total = max(compute, memory) + communication + overhead.
+struct StepTime {
+  double compute_seconds = 0;
+  double memory_seconds = 0;
+  double communication_seconds = 0;
+  double overhead_seconds = 0;
+  double total_seconds = 0;
+};
+
+/// Why a CostModelParams was refused.
+enum class CostModelErrc {
+  missing_field,           ///< a required field is absent from the configuration
+  wrong_type,              ///< a field or section has the wrong JSON type
+  not_positive,            ///< must be > 0
+  negative,                ///< must be >= 0
+  not_a_fraction,          ///< must be in (0, 1]
+  not_an_integer,          ///< must be a whole number
+  interconnect_required,   ///< tensorParallel > 1 needs hardware.interconnectBytesPerSecond > 0
+};
+
+/// Stable lower-case name of an error code, e.g. "not_positive".
+std::string_view to_string(CostModelErrc code);
+
+/// A refused field: the code, the JSON path of the field and the value received.
+struct CostModelError {
+  CostModelErrc code = CostModelErrc::missing_field;
+  std::string field;  ///< e.g. "hardware.peakFlopsPerSecond"
+  double value = 0;   ///< the value received (0 when missing or of the wrong type)
+  std::string hint;   ///< how to fix it
+
+  /// One sentence naming the field, the value and the fix, e.g.
+  /// "'hardware.peakFlopsPerSecond' (0) must be > 0; pass the dense peak FLOP/s ...".
+  std::string message() const;
+};
+
+/// Step-time calculator for one replica. Immutable and cheap to copy; every method is const,
+/// allocation-free and safe to call from several threads.
+class CostModel {
+ public:
+  /// Validates `params` (every field of disagg/cost_model_config.h against its constraint, and
+  /// interconnectBytesPerSecond > 0 when tensorParallel > 1) and resolves derived defaults.
+  /// Fails with the first refused field.
+  static Expected<CostModel, CostModelError> create(const CostModelParams& params);
+
+  /// The validated parameters, with derived defaults (attention width, KV per rank) filled in.
+  const CostModelParams& params() const { return params_; }
+
+  /// Time of a step doing `batch`. A batch with no tokens takes 0 s (no step runs).
+  /// Precondition: every count in `batch` is >= 0.
+  StepTime step_time(const StepBatch& batch) const;
+
+  /// Time to prefill `new_tokens` prompt tokens of one sequence after `prior_tokens` cached ones.
+  StepTime prefill_chunk_time(std::int64_t new_tokens, std::int64_t prior_tokens) const;
+
+  /// Time of one decode step of `sequences` sequences holding `context_tokens` tokens in total.
+  StepTime decode_batch_time(std::int64_t sequences, std::int64_t context_tokens) const;
+
+  /// Seconds to move `bytes` over the fabric: latency + bytes / effective bandwidth; 0 for 0 bytes.
+  double transfer_seconds(double bytes) const;
+
+  /// Bytes of KV cache for `tokens` tokens of the whole model.
+  double kv_transfer_bytes(std::int64_t tokens) const;
+
+  /// Seconds to move the KV cache of `tokens` tokens from a prefill to a decode replica.
+  double kv_transfer_seconds(std::int64_t tokens) const {
+    return transfer_seconds(kv_transfer_bytes(tokens));
+  }
+
+ private:
+  explicit CostModel(const CostModelParams& params) : params_(params) {}
+  CostModelParams params_;
+};
+
+}  // namespace disagg

@@ -1,0 +1,113 @@
+#include "disagg/cost_model_config.h"
+
+#include <array>
+#include <string>
+
+namespace disagg {
+
+namespace {
+
+// X(section, key, member, required, default, constraint, hint). Defaults of optional fields are
+// the CostModelParams initializers; engine-config.schema.json states the same defaults.
+#define DISAGG_COST_FIELDS(X)                                                                     \
+  X("model", "weightBytesPerRank", weight_bytes_per_rank, true, 0, positive,                      \
+    "pass the weight bytes one tensor-parallel rank holds (total weight bytes / tensorParallel)") \
+  X("model", "kvBytesPerToken", kv_bytes_per_token, true, 0, positive,                            \
+    "pass 2 x layers x KV heads x head dim x KV bytes per element (MLA: latent + rope dims)")      \
+  X("model", "kvBytesPerTokenPerRank", kv_bytes_per_token_per_rank, false, 0, non_negative,       \
+    "pass the KV bytes of one token on one rank, or 0 for kvBytesPerToken / tensorParallel")      \
+  X("model", "activeParameters", active_parameters, true, 0, positive,                            \
+    "pass the parameters one token passes through (for MoE models, the active ones)")             \
+  X("model", "layers", layers, true, 0, positive_integer, "pass the model's transformer layers")  \
+  X("model", "hiddenSize", hidden_size, true, 0, positive_integer,                                \
+    "pass the model's hidden size")                                                               \
+  X("model", "attentionWidth", attention_width, false, 0, non_negative,                           \
+    "pass query heads x head dim, or 0 for hiddenSize")                                           \
+  X("model", "activationBytes", activation_bytes, false, 2, positive,                             \
+    "pass the bytes of one activation element (2 for BF16)")                                      \
+  X("hardware", "peakFlopsPerSecond", peak_flops_per_second, true, 0, positive,                   \
+    "pass the accelerator's dense peak FLOP/s at the compute precision")                          \
+  X("hardware", "hbmBytesPerSecond", hbm_bytes_per_second, true, 0, positive,                     \
+    "pass the accelerator's HBM bandwidth in bytes/s")                                            \
+  X("hardware", "interconnectBytesPerSecond", interconnect_bytes_per_second, false, 0,            \
+    non_negative, "pass the per-accelerator NVLink/NeuronLink bandwidth in bytes/s")              \
+  X("hardware", "interconnectLatencySeconds", interconnect_latency_seconds, false, 8e-6,             \
+    non_negative, "pass the latency of one all-reduce in seconds (e.g. 8e-6)")                          \
+  X("hardware", "fabricBytesPerSecond", fabric_bytes_per_second, true, 0, positive,               \
+    "pass the EFA bandwidth one pod gets in bytes/s (e.g. 3200 Gb/s = 4e11)")                     \
+  X("hardware", "fabricLatencySeconds", fabric_latency_seconds, false, 3e-5, non_negative,           \
+    "pass the fixed latency of one KV transfer in seconds (e.g. 3e-5)")                                 \
+  X("parallel", "tensorParallel", tensor_parallel, false, 1, positive_integer,                    \
+    "pass the number of ranks that split every layer (1, 2, 4, 8, ...)")                          \
+  X("efficiency", "compute", compute_efficiency, false, 0.5, fraction,                            \
+    "pass the fraction of peak FLOP/s a step reaches, e.g. 0.5")                                  \
+  X("efficiency", "memory", memory_efficiency, false, 0.7, fraction,                              \
+    "pass the fraction of HBM bandwidth a step reaches, e.g. 0.7")                                \
+  X("efficiency", "interconnect", interconnect_efficiency, false, 0.7, fraction,                  \
+    "pass the fraction of interconnect bandwidth an all-reduce reaches, e.g. 0.7")                \
+  X("efficiency", "fabric", fabric_efficiency, false, 0.7, fraction,                              \
+    "pass the fraction of fabric bandwidth a KV transfer reaches, e.g. 0.7")                      \
+  X("efficiency", "stepOverheadSeconds", step_overhead_seconds, false, 0, non_negative,           \
+    "pass the fixed cost of one step in seconds, or 0")
+
+#define DISAGG_FIELD_ENTRY(section, key, member, required, dflt, constraint, hint)   \
+  CostModelField{section,                                                             \
+                 key,                                                                 \
+                 required,                                                            \
+                 dflt,                                                                \
+                 FieldConstraint::constraint,                                         \
+                 [](const CostModelParams& p) { return static_cast<double>(p.member); }, \
+                 [](CostModelParams& p, double v) {                                   \
+                   p.member = static_cast<decltype(p.member)>(v);                     \
+                 },                                                                   \
+                 hint},
+
+const auto kFields = std::to_array<CostModelField>({DISAGG_COST_FIELDS(DISAGG_FIELD_ENTRY)});
+
+#undef DISAGG_FIELD_ENTRY
+#undef DISAGG_COST_FIELDS
+
+constexpr std::array<std::string_view, 4> kSections{"model", "hardware", "parallel", "efficiency"};
+
+}  // namespace
+
+std::span<const CostModelField> cost_model_fields() { return kFields; }
+
+std::span<const std::string_view> cost_model_sections() { return kSections; }
+
+Expected<CostModel, CostModelError> read_cost_model(const ConfigSource& source) {
+  CostModelParams params;
+  for (std::string_view section : kSections) {
+    const Lookup s = source.section(section);
+    if (s == Lookup::wrong_type) {
+      return unexpected(CostModelError{CostModelErrc::wrong_type, std::string(section), 0,
+                                       "pass an object"});
+    }
+    for (const CostModelField& f : kFields) {
+      if (f.section != section) continue;
+      std::string path = std::string(f.section) + "." + std::string(f.key);
+      double v = 0;
+      const Lookup found = s == Lookup::found ? source.number(f.section, f.key, &v) : Lookup::missing;
+      if (found == Lookup::wrong_type) {
+        return unexpected(
+            CostModelError{CostModelErrc::wrong_type, std::move(path), 0, "pass a number"});
+      }
+      if (found == Lookup::missing) {
+        if (f.required) {
+          return unexpected(CostModelError{CostModelErrc::missing_field, std::move(path), 0,
+                                           std::string(f.hint)});
+        }
+        v = f.default_value;
+      } else if (f.constraint == FieldConstraint::positive_integer &&
+                 !(v >= 1 && v <= (1 << 20) && v == static_cast<double>(static_cast<long>(v)))) {
+        // Refuse before the narrowing store into an int field can change the value.
+        return unexpected(CostModelError{CostModelErrc::not_an_integer, std::move(path), v,
+                                         std::string(f.hint)});
+      }
+      f.set(params, v);
+    }
+  }
+  return CostModel::create(params);
+}
+
+}  // namespace disagg

@@ -1,0 +1,325 @@
+#include "disagg/kv_block_pool.h"
+
+#include <algorithm>
+
+namespace disagg {
+
+std::string_view to_string(PoolErrc code) {
+  switch (code) {
+    case PoolErrc::invalid_capacity: return "invalid_capacity";
+    case PoolErrc::invalid_block_size: return "invalid_block_size";
+    case PoolErrc::out_of_blocks: return "out_of_blocks";
+    case PoolErrc::stale_plan: return "stale_plan";
+    case PoolErrc::output_too_small: return "output_too_small";
+    case PoolErrc::invalid_block: return "invalid_block";
+    case PoolErrc::not_in_use: return "not_in_use";
+    case PoolErrc::already_published: return "already_published";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr BlockId kNoBlock = -1;
+
+// Callers may pass weak hashes (sequential ids in tests, truncated digests): mix before masking.
+constexpr std::uint64_t spread(std::uint64_t x) noexcept {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return x;
+}
+
+}  // namespace
+
+Expected<KvBlockPool, PoolErrc> KvBlockPool::create(std::int32_t num_blocks,
+                                                    std::int32_t block_size) {
+  if (num_blocks < 1 || num_blocks > kMaxBlocks) return unexpected(PoolErrc::invalid_capacity);
+  if (block_size < 1) return unexpected(PoolErrc::invalid_block_size);
+  KvBlockPool pool;
+  const auto n = static_cast<std::size_t>(num_blocks);
+  pool.num_blocks_ = num_blocks;
+  pool.block_size_ = block_size;
+  pool.hash_.assign(n, 0);
+  pool.ref_.assign(n, 0);
+  pool.cached_flag_.assign(n, 0);
+  pool.prev_.assign(n + 2, 0);
+  pool.next_.assign(n + 2, 0);
+  for (std::int32_t head : {pool.empty_head(), pool.lru_head()}) {
+    pool.prev_[static_cast<std::size_t>(head)] = head;
+    pool.next_[static_cast<std::size_t>(head)] = head;
+  }
+  // Ids in ascending order, so that allocation order is predictable (and matches the reference
+  // model in the tests).
+  for (std::int32_t id = 0; id < num_blocks; ++id) pool.list_push_back(pool.empty_head(), id);
+  pool.free_empty_ = num_blocks;
+  std::size_t slots = 1;
+  while (slots < 2 * n) slots <<= 1;
+  pool.slots_.assign(slots, kNoBlock);
+  pool.slot_mask_ = slots - 1;
+  return pool;
+}
+
+void KvBlockPool::list_push_back(std::int32_t head, std::int32_t id) {
+  const auto h = static_cast<std::size_t>(head);
+  const auto i = static_cast<std::size_t>(id);
+  const std::int32_t tail = prev_[h];
+  prev_[i] = tail;
+  next_[i] = head;
+  next_[static_cast<std::size_t>(tail)] = id;
+  prev_[h] = id;
+}
+
+void KvBlockPool::list_unlink(std::int32_t id) {
+  const auto i = static_cast<std::size_t>(id);
+  next_[static_cast<std::size_t>(prev_[i])] = next_[i];
+  prev_[static_cast<std::size_t>(next_[i])] = prev_[i];
+  prev_[i] = next_[i] = id;
+}
+
+std::size_t KvBlockPool::slot_of(BlockHash hash) const { return spread(hash) & slot_mask_; }
+
+BlockId KvBlockPool::find(BlockHash hash) const {
+  for (std::size_t s = slot_of(hash);; s = (s + 1) & slot_mask_) {
+    const BlockId id = slots_[s];
+    if (id == kNoBlock) return kNoBlock;
+    if (hash_[static_cast<std::size_t>(id)] == hash) return id;
+  }
+}
+
+void KvBlockPool::index_insert(BlockId id) {
+  std::size_t s = slot_of(hash_[static_cast<std::size_t>(id)]);
+  while (slots_[s] != kNoBlock) s = (s + 1) & slot_mask_;
+  slots_[s] = id;
+}
+
+void KvBlockPool::index_erase(BlockId id) {
+  std::size_t s = slot_of(hash_[static_cast<std::size_t>(id)]);
+  while (slots_[s] != id) s = (s + 1) & slot_mask_;
+  // Backward-shift deletion: move later entries of the probe run into the hole when their home
+  // slot does not lie cyclically in (hole, current], so lookups never need tombstones.
+  std::size_t hole = s;
+  for (std::size_t j = (hole + 1) & slot_mask_;; j = (j + 1) & slot_mask_) {
+    const BlockId moved = slots_[j];
+    if (moved == kNoBlock) break;
+    const std::size_t home = slot_of(hash_[static_cast<std::size_t>(moved)]);
+    const bool home_in_range =
+        hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (!home_in_range) {
+      slots_[hole] = moved;
+      hole = j;
+    }
+  }
+  slots_[hole] = kNoBlock;
+}
+
+void KvBlockPool::evict(BlockId id) {
+  // Precondition: id is a free cached block.
+  list_unlink(id);
+  index_erase(id);
+  cached_flag_[static_cast<std::size_t>(id)] = 0;
+  --free_cached_;
+  --cached_;
+  if (listener_ != nullptr) listener_->on_block_removed(hash_[static_cast<std::size_t>(id)]);
+}
+
+std::int32_t KvBlockPool::match_prefix(std::span<const BlockHash> hashes) const {
+  std::int32_t hits = 0;
+  for (BlockHash h : hashes) {
+    if (find(h) == kNoBlock) break;
+    ++hits;
+  }
+  return hits;
+}
+
+PoolPlan KvBlockPool::plan(std::span<const BlockHash> hashes, std::int32_t blocks_total) const {
+  PoolPlan p;
+  p.generation = generation_;
+  blocks_total = std::max(blocks_total, 0);
+  const std::size_t considered = std::min(hashes.size(), static_cast<std::size_t>(blocks_total));
+  for (std::size_t i = 0; i < considered; ++i) {
+    const BlockId id = find(hashes[i]);
+    if (id == kNoBlock) break;
+    ++p.cached_blocks;
+    if (ref_[static_cast<std::size_t>(id)] == 0) ++p.revived_blocks;
+  }
+  p.new_blocks = blocks_total - p.cached_blocks;
+  const std::int64_t available =
+      static_cast<std::int64_t>(free_empty_) + free_cached_ - p.revived_blocks;
+  p.fits = p.new_blocks <= available;
+  p.evictions = p.fits ? std::max(0, p.new_blocks - free_empty_) : 0;
+  return p;
+}
+
+Expected<std::int32_t, PoolErrc> KvBlockPool::commit(const PoolPlan& p,
+                                                     std::span<const BlockHash> hashes,
+                                                     std::span<BlockId> out) {
+  if (p.generation != generation_) return unexpected(PoolErrc::stale_plan);
+  if (!p.fits) return unexpected(PoolErrc::out_of_blocks);
+  if (out.size() < static_cast<std::size_t>(p.total_blocks())) {
+    return unexpected(PoolErrc::output_too_small);
+  }
+  if (hashes.size() < static_cast<std::size_t>(p.cached_blocks)) {
+    // Not the span the plan was made with; refuse rather than guess.
+    return unexpected(PoolErrc::stale_plan);
+  }
+  // Revive hits first, so that allocating the new blocks cannot evict them.
+  for (std::int32_t i = 0; i < p.cached_blocks; ++i) {
+    const BlockId id = find(hashes[static_cast<std::size_t>(i)]);
+    const auto u = static_cast<std::size_t>(id);
+    if (ref_[u]++ == 0) {
+      list_unlink(id);
+      --free_cached_;
+    }
+    out[static_cast<std::size_t>(i)] = id;
+  }
+  for (std::int32_t i = 0; i < p.new_blocks; ++i) {
+    BlockId id;
+    if (free_empty_ > 0) {
+      id = next_[static_cast<std::size_t>(empty_head())];
+      list_unlink(id);
+      --free_empty_;
+    } else {
+      id = next_[static_cast<std::size_t>(lru_head())];
+      evict(id);
+    }
+    ref_[static_cast<std::size_t>(id)] = 1;
+    out[static_cast<std::size_t>(p.cached_blocks + i)] = id;
+  }
+  ++generation_;
+  return p.total_blocks();
+}
+
+Expected<bool, PoolErrc> KvBlockPool::publish(BlockId id, BlockHash hash) {
+  if (id < 0 || id >= num_blocks_) return unexpected(PoolErrc::invalid_block);
+  const auto u = static_cast<std::size_t>(id);
+  if (ref_[u] == 0) return unexpected(PoolErrc::not_in_use);
+  if (cached_flag_[u] != 0) return unexpected(PoolErrc::already_published);
+  if (find(hash) != kNoBlock) return false;
+  ++generation_;
+  hash_[u] = hash;
+  cached_flag_[u] = 1;
+  index_insert(id);
+  ++cached_;
+  if (listener_ != nullptr) listener_->on_block_stored(hash);
+  return true;
+}
+
+bool KvBlockPool::check_ids(std::span<const BlockId> blocks) const {
+  return std::all_of(blocks.begin(), blocks.end(),
+                     [this](BlockId id) { return id >= 0 && id < num_blocks_; });
+}
+
+Expected<void, PoolErrc> KvBlockPool::retain(std::span<const BlockId> blocks) {
+  if (!check_ids(blocks)) return unexpected(PoolErrc::invalid_block);
+  for (BlockId id : blocks) {
+    if (ref_[static_cast<std::size_t>(id)] == 0) return unexpected(PoolErrc::not_in_use);
+  }
+  for (BlockId id : blocks) ++ref_[static_cast<std::size_t>(id)];
+  ++generation_;
+  return {};
+}
+
+Expected<void, PoolErrc> KvBlockPool::release(std::span<const BlockId> blocks) {
+  if (!check_ids(blocks)) return unexpected(PoolErrc::invalid_block);
+  // Pass 1: drop the references, undoing them all if a block runs out (listed too often), so
+  // that a refused call leaves the pool unchanged without a scratch buffer.
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    std::int32_t& ref = ref_[static_cast<std::size_t>(blocks[i])];
+    if (ref == 0) {
+      for (std::size_t j = 0; j < i; ++j) ++ref_[static_cast<std::size_t>(blocks[j])];
+      return unexpected(PoolErrc::not_in_use);
+    }
+    --ref;
+  }
+  // Pass 2, last block first: blocks that reached 0 join a free list. A block listed twice is
+  // seen twice; the cached flag on its list links tells whether it was already moved.
+  for (std::size_t i = blocks.size(); i-- > 0;) {
+    const BlockId id = blocks[i];
+    const auto u = static_cast<std::size_t>(id);
+    if (ref_[u] != 0 || prev_[u] != id) continue;  // still in use, or already on a free list
+    if (cached_flag_[u] != 0) {
+      list_push_back(lru_head(), id);
+      ++free_cached_;
+    } else {
+      list_push_back(empty_head(), id);
+      ++free_empty_;
+    }
+  }
+  ++generation_;
+  return {};
+}
+
+std::int32_t KvBlockPool::evict_all_free() {
+  std::int32_t n = 0;
+  while (free_cached_ > 0) {
+    const BlockId id = next_[static_cast<std::size_t>(lru_head())];
+    evict(id);
+    list_push_back(empty_head(), id);
+    ++free_empty_;
+    ++n;
+  }
+  if (n > 0) ++generation_;
+  return n;
+}
+
+Expected<void, std::string> KvBlockPool::check_invariants() const {
+  auto fail = [](std::string what) { return unexpected(std::move(what)); };
+  std::int32_t used = 0, cached = 0, free_cached = 0;
+  for (std::int32_t id = 0; id < num_blocks_; ++id) {
+    const auto u = static_cast<std::size_t>(id);
+    if (ref_[u] < 0) return fail("block " + std::to_string(id) + " has a negative ref count");
+    if (ref_[u] > 0) {
+      ++used;
+      if (prev_[u] != id || next_[u] != id) {
+        return fail("in-use block " + std::to_string(id) + " is on a free list");
+      }
+    }
+    if (cached_flag_[u] != 0) {
+      ++cached;
+      if (find(hash_[u]) != id) {
+        return fail("cached block " + std::to_string(id) + " is not found by its hash");
+      }
+      if (ref_[u] == 0) ++free_cached;
+    }
+  }
+  // Walk both free lists and check their membership and lengths.
+  auto walk = [&](std::int32_t head, bool want_cached, std::int32_t want_len) -> std::string {
+    std::int32_t len = 0;
+    std::int32_t prev = head;
+    for (std::int32_t id = next_[static_cast<std::size_t>(head)]; id != head;
+         id = next_[static_cast<std::size_t>(id)]) {
+      if (id < 0 || id >= num_blocks_) return "free list holds bad id " + std::to_string(id);
+      const auto u = static_cast<std::size_t>(id);
+      if (prev_[u] != prev) return "free list link broken at " + std::to_string(id);
+      if (ref_[u] != 0) return "in-use block " + std::to_string(id) + " on a free list";
+      if ((cached_flag_[u] != 0) != want_cached) {
+        return "block " + std::to_string(id) + " on the wrong free list";
+      }
+      prev = id;
+      if (++len > num_blocks_) return "free list cycles";
+    }
+    if (len != want_len) {
+      return "free list length " + std::to_string(len) + " != counter " + std::to_string(want_len);
+    }
+    return {};
+  };
+  if (auto e = walk(empty_head(), false, free_empty_); !e.empty()) return fail(e);
+  if (auto e = walk(lru_head(), true, free_cached_); !e.empty()) return fail(e);
+  if (used + free_empty_ + free_cached_ != num_blocks_) return fail("used + free != total");
+  if (used != used_blocks()) return fail("used counter drifted");
+  if (cached != cached_) return fail("cached counter drifted");
+  if (free_cached != free_cached_) return fail("free cached counter drifted");
+  std::int32_t indexed = 0;
+  for (BlockId id : slots_) {
+    if (id == kNoBlock) continue;
+    ++indexed;
+    if (id < 0 || id >= num_blocks_ || cached_flag_[static_cast<std::size_t>(id)] == 0) {
+      return fail("index holds a block without a hash");
+    }
+  }
+  if (indexed != cached_) return fail("index size != cached blocks");
+  return {};
+}
+
+}  // namespace disagg

@@ -1,0 +1,66 @@
+// disagg-engine: one binary, one role per invocation (see engine/README.md).
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string_view>
+
+#include "cli/cost_command.h"
+#include "disagg/version.h"
+
+#ifdef DISAGG_HAVE_KVSTORE
+#include "server/kvstore/kvstore_main.h"
+#endif
+
+namespace {
+
+constexpr std::string_view kUsage =
+    "usage: disagg-engine <role> [flags]\n"
+    "roles:\n"
+    "  router       KV-aware request router (not built in this version)\n"
+    "  sim-worker   vLLM-compatible worker emulator (not built in this version)\n"
+    "  kvstore      shared KV-cache store speaking the Redis protocol\n"
+    "  cost         print the cost model's step times: cost --config FILE.json\n"
+    "  version      print the engine version\n"
+    "Run `disagg-engine <role> --help` for a role's flags.\n";
+
+int not_built(std::string_view role) {
+  std::cerr << "disagg-engine: role '" << role
+            << "' is not built in this version; available: cost, version"
+#ifdef DISAGG_HAVE_KVSTORE
+            << ", kvstore"
+#endif
+            << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string_view role = argv[1];
+  // Each role sees its own name as argv[0].
+  const int role_argc = argc - 1;
+  char** role_argv = argv + 1;
+  if (role == "--help" || role == "-h" || role == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (role == "version" || role == "--version") {
+    std::cout << disagg::engine_version() << "\n";
+    return 0;
+  }
+  if (role == "cost") return disagg::cli::run_cost_command(role_argc, role_argv);
+  if (role == "kvstore") {
+#ifdef DISAGG_HAVE_KVSTORE
+    return disagg::kvstore::run(role_argc, role_argv);
+#else
+    return not_built(role);
+#endif
+  }
+  if (role == "router" || role == "sim-worker") return not_built(role);
+  std::cerr << "disagg-engine: unknown role '" << role << "'\n" << kUsage;
+  return 2;
+}

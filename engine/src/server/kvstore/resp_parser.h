@@ -1,0 +1,91 @@
+// Incremental, bounded parser for Redis protocol (RESP2) requests.
+//
+// Requests are arrays of bulk strings (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`) or inline commands
+// (`PING\r\n`, as typed into telnet). The parser never copies payload bytes: arguments are views
+// into the caller's buffer. Its state survives partial input, so bytes fed one at a time cost the
+// same total work as bytes fed at once (no rescanning), and it never allocates per byte (the
+// argument table is reused and grows only with the argument count).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace disagg::kvstore {
+
+/// Bounds every request must respect.
+struct ParserLimits {
+  /// Longest single argument (a value for SET); longer ones are skipped and the command rejected.
+  std::size_t max_bulk_bytes = 512u << 20;
+  /// Most arguments in one command; more is a protocol error (the stream cannot be trusted).
+  std::size_t max_args = 1u << 20;
+  /// Most argument bytes in one command (MSET of many values); beyond it the command is rejected.
+  std::size_t max_request_bytes = 1u << 30;
+  /// Longest inline command line.
+  std::size_t max_inline_bytes = 64u << 10;
+};
+
+enum class ParseStatus {
+  kNeedMore,       ///< Incomplete: feed more bytes (after dropping `take_discardable()` bytes).
+  kCommand,        ///< A complete command: see args(); then drop consumed() bytes.
+  kRejected,       ///< A complete but refused command (limit breached): reply error(), drop consumed().
+  kProtocolError,  ///< Malformed stream: reply error() and close the connection.
+};
+
+class RespParser {
+ public:
+  explicit RespParser(ParserLimits limits = {});
+
+  /// Parses at most one command. `data` must start at the first byte not yet consumed or
+  /// discarded, and must keep (unchanged) every byte given to earlier calls that returned kNeedMore.
+  ParseStatus parse(std::string_view data);
+
+  /// After kCommand or kRejected: the command's length in bytes. The parser is ready for the next one.
+  [[nodiscard]] std::size_t consumed() const { return consumed_; }
+
+  /// After kCommand: the arguments, views into the `data` of the last parse() call. Empty for
+  /// no-op input (a blank inline line, `*0`), which callers skip without a reply.
+  [[nodiscard]] const std::vector<std::string_view>& args() const { return args_; }
+
+  /// After kNeedMore: bytes at the front of the buffer that the caller may drop now (payload of a
+  /// rejected argument being skipped). Calling this commits the drop; the caller must do it.
+  std::size_t take_discardable();
+
+  /// After kNeedMore: total bytes (from the buffer front) the current command is known to need, so
+  /// the caller can size its buffer once instead of growing it repeatedly for a large value.
+  [[nodiscard]] std::size_t wanted() const { return wanted_; }
+
+  /// After kRejected or kProtocolError: the message for the error reply, without "-" and CRLF.
+  [[nodiscard]] const std::string& error() const { return error_; }
+
+  /// Forgets any partial command (used when a connection is reset).
+  void reset();
+
+ private:
+  enum class State { kStart, kArrayLen, kBulkLen, kBulkData, kInline };
+
+  // Finds "\r\n" at or after pos_ within `limit` bytes. Returns the index of '\r', or npos.
+  std::size_t find_line_end(std::string_view data, std::size_t limit, bool* too_long) const;
+  ParseStatus fail(std::string message);
+  void reject(std::string message);
+  ParseStatus finish_command(std::string_view data);
+  ParseStatus parse_inline(std::string_view data);
+
+  ParserLimits limits_;
+  State state_ = State::kStart;
+  std::size_t pos_ = 0;          // next byte to examine, relative to the buffer front
+  std::size_t args_expected_ = 0;
+  std::size_t bulk_len_ = 0;
+  std::size_t skip_remaining_ = 0;  // bytes of a rejected argument (and CRLF) still to skip
+  std::size_t request_bytes_ = 0;
+  bool rejected_ = false;        // a limit was breached: skip the rest, then report kRejected
+  std::size_t consumed_ = 0;
+  std::size_t wanted_ = 0;
+  std::vector<std::pair<std::size_t, std::size_t>> offsets_;  // (offset, length) per argument
+  std::vector<std::string_view> args_;
+  std::string error_;
+};
+
+}  // namespace disagg::kvstore

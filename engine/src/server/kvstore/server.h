@@ -1,0 +1,75 @@
+// The kvstore network server: one epoll loop on one thread serving RESP clients and /metrics.
+//
+// Why one thread: values are large (KV blocks of 256 KiB - 1 MiB), so throughput is bound by
+// memory copies and socket syscalls, not by command dispatch; one thread keeps the store lock-free
+// and replies in order. GET replies reference stored values (no copy); SET copies once.
+//
+// Limits: --max-clients (new connections beyond it get "-ERR max number of clients reached" and are
+// closed), --max-value-bytes / --max-request-bytes (the command is skipped without buffering it and
+// gets an error; the connection stays usable), --max-pipeline (a connection with that many
+// unanswered replies queued is not read from until the client drains them: TCP backpressure).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "commands.h"
+#include "metrics.h"
+#include "server_config.h"
+#include "tiered_store.h"
+
+namespace disagg::kvstore {
+
+class Server {
+ public:
+  /// Opens the store (recovering the disk tier) and binds both ports. nullptr + `error` on failure.
+  static std::unique_ptr<Server> create(const ServerConfig& config, std::string* error);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// Serves until stop() is called. Returns 0.
+  int run();
+  /// Asks run() to return; safe from a signal handler or another thread.
+  void stop();
+
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] int metrics_port() const { return metrics_port_; }
+  [[nodiscard]] const TieredStore& store() const { return *store_; }
+
+ private:
+  struct Connection;
+  struct MetricsConnection;
+  explicit Server(const ServerConfig& config);
+
+  void accept_clients();
+  void accept_metrics();
+  void on_client_event(Connection* c, std::uint32_t events);
+  void on_metrics_event(MetricsConnection* m, std::uint32_t events);
+  // Parses and executes buffered commands until input runs out or backpressure applies.
+  void process_input(Connection* c);
+  // Writes queued replies; updates the epoll interest set. False when the connection must close.
+  bool flush(Connection* c);
+  void update_interest(Connection* c);
+  void close_client(Connection* c);
+
+  ServerConfig config_;
+  std::unique_ptr<TieredStore> store_;
+  std::unique_ptr<CommandExecutor> executor_;
+  ServerCounters counters_;
+  int epoll_fd_ = -1;
+  int listen_fd_ = -1;
+  int metrics_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: stop() wakes epoll_wait
+  int port_ = 0;
+  int metrics_port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::uint64_t next_client_id_ = 1;
+  std::unordered_map<int, std::unique_ptr<Connection>> clients_;
+  std::unordered_map<int, std::unique_ptr<MetricsConnection>> metrics_clients_;
+};
+
+}  // namespace disagg::kvstore

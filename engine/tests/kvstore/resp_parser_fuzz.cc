@@ -1,0 +1,38 @@
+// libFuzzer target: the RESP parser must never crash, read out of bounds or loop, whatever the
+// bytes and however they are split. Build with -DDISAGG_FUZZ=ON and clang.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "resp_parser.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  // The first byte picks the chunk size, so the same input is also explored fragmented.
+  const std::size_t chunk = 1 + data[0] % 64;
+  disagg::kvstore::ParserLimits limits;
+  limits.max_bulk_bytes = 4096;
+  limits.max_args = 1024;
+  limits.max_request_bytes = 16384;
+  limits.max_inline_bytes = 1024;
+  disagg::kvstore::RespParser parser(limits);
+  std::string buffer;
+  for (std::size_t pos = 1; pos < size; pos += chunk) {
+    buffer.append(reinterpret_cast<const char*>(data) + pos, std::min(chunk, size - pos));
+    for (int guard = 0; guard < 100000; ++guard) {
+      const auto st = parser.parse(buffer);
+      if (st == disagg::kvstore::ParseStatus::kNeedMore) {
+        buffer.erase(0, parser.take_discardable());
+        if (buffer.size() > 64 * 1024) __builtin_trap();  // bounded buffering
+        break;
+      }
+      if (st == disagg::kvstore::ParseStatus::kProtocolError) return 0;
+      if (parser.consumed() == 0 || parser.consumed() > buffer.size()) __builtin_trap();  // progress
+      for (auto arg : parser.args()) {
+        if (arg.data() < buffer.data() || arg.data() + arg.size() > buffer.data() + buffer.size()) __builtin_trap();
+      }
+      buffer.erase(0, parser.consumed());
+    }
+  }
+  return 0;
+}
