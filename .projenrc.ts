@@ -66,6 +66,7 @@ const project = new awscdk.AwsCdkConstructLibrary({
     '/bench/out/',
     '/plan-out/',
     'cdk.out/',
+    '/examples/*/dist/',
   ],
 });
 // The package ships engine/ and images/ so a consumer's `cdk deploy` can build the engine image.

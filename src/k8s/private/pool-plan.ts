@@ -1,0 +1,106 @@
+import { Precision, ModelArchitecture } from '../../catalog';
+import { Parallelism, ParallelismRules, ReplicaLayout, ServingPlan } from '../../sizing';
+import { InferencePoolOptions } from '../inference-pool-options';
+
+/** A pool's options resolved and checked against the hardware (internal). */
+export interface PoolPlan {
+  readonly role: 'prefill' | 'decode';
+  readonly options: InferencePoolOptions;
+  readonly replicas: number;
+  readonly plan: ServingPlan;
+  readonly parallelism: Parallelism;
+  readonly layout: ReplicaLayout;
+  readonly gpuMemoryUtilization: number;
+  readonly efaInterfacesPerPod: number;
+  /** Pods of one replica sit on several nodes (a LeaderWorkerSet group). */
+  readonly multiNode: boolean;
+  /** Fraction of a node one pod takes: accelerators per pod / accelerators per node. */
+  readonly nodeShare: number;
+}
+
+/** Inputs shared by both pools (internal). */
+export interface PoolPlanInputs {
+  readonly where: string;
+  readonly model: ModelArchitecture;
+  readonly maxContext: number;
+  readonly weightPrecision: Precision;
+  readonly kvCachePrecision: Precision;
+  readonly kvBlockSize: number;
+}
+
+// Pool props whose names the sizing messages use; they are renamed 'prefill.<field>' in errors.
+const POOL_FIELDS = ['tensorParallel', 'pipelineParallel', 'dataParallel', 'gpuMemoryUtilization', 'replicas', 'efaInterfaces'];
+
+/**
+ * Resolves a pool through src/sizing and throws with every problem, each naming the prop, the value
+ * and a fix.
+ */
+export function planPool(role: 'prefill' | 'decode', options: InferencePoolOptions, inputs: PoolPlanInputs): PoolPlan {
+  const type = options.instanceType;
+  const fail = (messages: string[]): never => {
+    const renamed = messages.map(m => m.replace(/^'([A-Za-z]+)'/, (all, field: string) => (POOL_FIELDS.includes(field) ? `'${role}.${field}'` : all)));
+    throw new Error(`${inputs.where}: the ${role} pool cannot run ${inputs.model.name} on ${type.name}:\n` + renamed.map(m => `- ${m}`).join('\n'));
+  };
+  const replicas = options.replicas ?? 1;
+  if (!(Number.isInteger(replicas) && replicas >= 1)) {
+    fail([`'replicas' (${replicas}) must be a positive integer; use 1 or more`]);
+  }
+  if (options.pipelineParallel !== undefined && !(Number.isInteger(options.pipelineParallel) && options.pipelineParallel >= 1)) {
+    fail([`'pipelineParallel' (${options.pipelineParallel}) must be a positive integer; use 1 unless a replica spans nodes`]);
+  }
+  if (options.tensorParallel !== undefined && !(Number.isInteger(options.tensorParallel) && options.tensorParallel >= 1)) {
+    fail([`'tensorParallel' (${options.tensorParallel}) must be a positive integer; use ${ParallelismRules.validTensorParallelSizes(inputs.model, type.acceleratorCount).join(', ')}`]);
+  }
+  let plan: ServingPlan;
+  try {
+    plan = ServingPlan.create({
+      model: inputs.model,
+      instanceType: type,
+      maxContext: inputs.maxContext,
+      weightPrecision: inputs.weightPrecision,
+      kvPrecision: inputs.kvCachePrecision,
+      tensorParallel: options.tensorParallel,
+      pipelineParallel: options.pipelineParallel,
+      gpuMemoryUtilization: options.gpuMemoryUtilization,
+      kvBlockSize: inputs.kvBlockSize,
+    });
+  } catch (e) {
+    return fail([(e as Error).message]);
+  }
+  const problems = plan.problems.map(p => p.message);
+  const parallelism = plan.parallelism;
+  const perNode = type.acceleratorCount;
+  const perReplica = parallelism.acceleratorsPerReplica;
+  // A pod smaller than a node must tile it, or the remainder of every node idles.
+  if (perReplica < perNode && perNode % perReplica !== 0) {
+    const tiling = ParallelismRules.validTensorParallelSizes(inputs.model, perNode).filter(tp => perNode % tp === 0);
+    problems.push(`'tensorParallel' (${parallelism.tensorParallel}) gives pods of ${perReplica} accelerators, which do not divide the ${perNode} of one ${type.name}; use ${tiling.join(', ')}`);
+  }
+  const layout = ParallelismRules.layout(parallelism, type);
+  const podsPerNode = Math.max(1, Math.floor(perNode / layout.acceleratorsPerPod));
+  const efaTotal = type.supportsEfa ? type.efaInterfacesFor(perNode) : 0;
+  const efa = options.efaInterfaces ?? layout.efaInterfacesPerPod;
+  if (!(Number.isInteger(efa) && efa >= 0)) {
+    problems.push(`'efaInterfaces' (${efa}) must be an integer >= 0; omit it for the pod's share of the node's interfaces`);
+  } else if (efa * podsPerNode > efaTotal) {
+    const share = efaTotal === 0 ? 0 : Math.floor(efaTotal / podsPerNode);
+    problems.push(`'efaInterfaces' (${efa}) x ${podsPerNode} pods per node exceeds the ${efaTotal} EFA interfaces of one ${type.name}; ` +
+      (efaTotal === 0 ? `${type.name} has no EFA: remove efaInterfaces` : `use at most ${share}, or omit it`));
+  }
+  const utilization = options.gpuMemoryUtilization ?? 0.9;
+  if (problems.length > 0) {
+    fail(problems);
+  }
+  return {
+    role,
+    options,
+    replicas,
+    plan,
+    parallelism,
+    layout,
+    gpuMemoryUtilization: utilization,
+    efaInterfacesPerPod: efa,
+    multiNode: layout.podsPerReplica > 1,
+    nodeShare: layout.acceleratorsPerPod / perNode,
+  };
+}

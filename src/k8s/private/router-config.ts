@@ -1,0 +1,87 @@
+import { ModelArchitecture, Precision } from '../../catalog';
+import { RouterPolicy } from '../router-policy';
+import { PORTS } from './labels';
+import { PoolPlan } from './pool-plan';
+
+/** Inputs of the router's JSON configuration (internal). */
+export interface RouterConfigInputs {
+  readonly model: ModelArchitecture;
+  readonly servedModelName: string;
+  readonly weightPrecision: Precision;
+  readonly kvBlockSize: number;
+  readonly policy: RouterPolicy;
+  readonly disaggregationThresholdTokens: number;
+  readonly prefill: PoolPlan;
+  readonly decode: PoolPlan;
+  /** DNS name of each pool's headless Service. */
+  readonly prefillHost: string;
+  readonly decodeHost: string;
+  readonly kvTransfer: string;
+}
+
+/**
+ * The engine's configuration (engine/schema/engine-config.schema.json): the cost-model sections
+ * (`model`, `hardware`, `parallel`) resolved for the decode pool, plus the router's `router`, `policy`
+ * and `pools` sections. Every hardware and model number comes from src/catalog through src/sizing: the
+ * engine keeps no table of its own.
+ */
+export function routerConfig(inputs: RouterConfigInputs): Record<string, unknown> {
+  const decode = inputs.decode;
+  const plan = decode.plan;
+  const type = decode.options.instanceType;
+  const model = inputs.model;
+  const kvPerRank = plan.kvCache.bytesPerToken * plan.kvCache.rankShare(decode.parallelism.tensorParallel, decode.parallelism.pipelineParallel);
+  return {
+    model: {
+      weightBytesPerRank: Math.round(plan.weightBytesPerRank),
+      kvBytesPerToken: plan.kvCache.bytesPerToken,
+      kvBytesPerTokenPerRank: kvPerRank,
+      activeParameters: model.parametersActive,
+      layers: model.layers,
+      hiddenSize: model.hiddenSize,
+      attentionWidth: model.attentionHeads * model.headDim,
+    },
+    hardware: {
+      peakFlopsPerSecond: type.accelerator.peakTflops(inputs.weightPrecision) * 1e12,
+      hbmBytesPerSecond: type.accelerator.hbmBandwidthGBps * 1e9,
+      interconnectBytesPerSecond: type.accelerator.interconnectGBps * 1e9,
+      // A pod's share of the node's network (EFA, or TCP without it), Gbit/s -> bytes/s.
+      fabricBytesPerSecond: (type.networkBandwidthGbps * decode.nodeShare * 1e9) / 8,
+    },
+    parallel: { tensorParallel: decode.parallelism.tensorParallel },
+    router: {
+      listenPort: PORTS.router,
+      servedModelName: inputs.servedModelName,
+      kvBlockSize: inputs.kvBlockSize,
+      kvTransfer: inputs.kvTransfer,
+    },
+    policy: {
+      name: inputs.policy.name,
+      weights: { ...inputs.policy.weights },
+      disaggregation: { minUncachedPromptTokens: inputs.disaggregationThresholdTokens },
+    },
+    pools: [
+      poolEntry(inputs.prefill, inputs.prefillHost),
+      poolEntry(decode, inputs.decodeHost),
+    ],
+  };
+}
+
+function poolEntry(pool: PoolPlan, host: string): Record<string, unknown> {
+  const p = pool.parallelism;
+  return {
+    name: pool.role,
+    role: pool.role,
+    discovery: { type: 'dns', host, port: PORTS.http },
+    kvEvents: { port: PORTS.kvEvents, topicPrefix: 'kv@' },
+    replicas: pool.replicas,
+    instanceType: pool.options.instanceType.name,
+    accelerator: pool.options.instanceType.accelerator.name,
+    tensorParallel: p.tensorParallel,
+    pipelineParallel: p.pipelineParallel,
+    weightBytesPerRank: Math.round(pool.plan.weightBytesPerRank),
+    kvCacheBytesPerRank: Math.round(pool.plan.kvCacheBytesPerRank),
+    kvTokensPerReplica: pool.plan.kvTokens,
+    maxConcurrencyPerReplica: pool.plan.maxConcurrency,
+  };
+}

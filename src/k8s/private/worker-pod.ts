@@ -1,0 +1,307 @@
+import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
+import { ModelCache } from '../model-cache';
+import { ModelSource } from '../model-source';
+import { APP_COMPONENT, APP_INSTANCE, HOSTNAME, LWS_WORKER_INDEX, NODE_INSTANCE_TYPE, NODE_POOL_ROLE, PORTS, TOPOLOGY_ZONE } from './labels';
+import { PoolPlan } from './pool-plan';
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+/** What every worker pod of one deployment shares (internal). */
+export interface WorkerContext {
+  readonly instance: string;
+  readonly model: ModelArchitecture;
+  readonly source: ModelSource;
+  readonly servedModelName: string;
+  readonly image: string;
+  readonly imagePullPolicy?: string;
+  readonly serviceAccountName: string;
+  readonly maxContext: number;
+  readonly weightPrecision: Precision;
+  readonly kvCachePrecision: Precision;
+  readonly prequantizedCheckpoint: boolean;
+  readonly kvBlockSize: number;
+  /** NIXL backend: 'LIBFABRIC' or 'UCX'. */
+  readonly nixlBackend: string;
+  readonly modelCache: ModelCache;
+  readonly runAsNonRoot: boolean;
+  /** Seconds a model load may take before the startup probe gives up. */
+  readonly startupSeconds: number;
+  readonly zone?: string;
+}
+
+/** Pod kinds: a single-node server, or the leader / a worker of a multi-node group. */
+export type WorkerKind = 'server' | 'leader' | 'worker';
+
+/** Where model files go inside the container. */
+const CACHE_MOUNT = '/models';
+
+/**
+ * The instance families whose EFA supports device RDMA (RDMA read/write of GPU memory), where
+ * libfabric needs FI_EFA_USE_DEVICE_RDMA=1: P4d (EFA v1 with RDMA), P5/P5e/P5en, P6, Trn1, Trn2.
+ * @see https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types
+ */
+const RDMA_FAMILIES = ['p4d', 'p4de', 'p5', 'p5e', 'p5en', 'p6-b200', 'p6e-gb200', 'trn1', 'trn1n', 'trn2', 'trn2u'];
+
+/** vLLM server arguments for one pool (the leader's in a multi-node group). */
+export function vllmArgs(ctx: WorkerContext, pool: PoolPlan): string[] {
+  const p = pool.parallelism;
+  const args = [
+    '--model', ctx.source.uri,
+    '--served-model-name', ctx.servedModelName,
+    '--tensor-parallel-size', String(p.tensorParallel),
+  ];
+  if (p.pipelineParallel > 1) {
+    args.push('--pipeline-parallel-size', String(p.pipelineParallel));
+  }
+  if (pool.multiNode) {
+    // vLLM spans nodes through Ray; the group's pods form one Ray cluster (leader = head).
+    args.push('--distributed-executor-backend', 'ray');
+  }
+  args.push(
+    '--max-model-len', String(ctx.maxContext),
+    '--gpu-memory-utilization', String(pool.gpuMemoryUtilization),
+    '--block-size', String(ctx.kvBlockSize),
+    '--kv-cache-dtype', ctx.kvCachePrecision.vllmKvCacheDtype!,
+  );
+  const quantization = quantizationFlag(ctx);
+  if (quantization !== undefined) {
+    args.push('--quantization', quantization);
+  }
+  if (ctx.source.kind === 's3') {
+    args.push('--load-format', 'runai_streamer');
+  }
+  if (ctx.source.revision !== undefined) {
+    args.push('--revision', ctx.source.revision);
+  }
+  args.push('--kv-transfer-config', JSON.stringify(kvTransferConfig(ctx.nixlBackend)));
+  args.push('--kv-events-config', JSON.stringify(kvEventsConfig(ctx.servedModelName)));
+  args.push('--port', String(PORTS.http));
+  return [...args, ...(pool.options.extraArgs ?? [])];
+}
+
+/** `--quantization` for the weights, or undefined when vLLM reads the scheme from the checkpoint. */
+export function quantizationFlag(ctx: WorkerContext): string | undefined {
+  if (ctx.prequantizedCheckpoint || ctx.weightPrecision === ctx.model.nativePrecision) {
+    return undefined;
+  }
+  return ctx.weightPrecision.vllmQuantization;
+}
+
+/** vLLM's `--kv-transfer-config` for NixlConnector with the chosen NIXL backend. */
+export function kvTransferConfig(backend: string): Record<string, unknown> {
+  return {
+    kv_connector: 'NixlConnector',
+    kv_role: 'kv_both',
+    kv_connector_extra_config: { backends: [backend] },
+  };
+}
+
+/**
+ * vLLM's `--kv-events-config`: a ZMQ PUB socket on every pod that the router subscribes to. The topic
+ * names the pod (`$(POD_IP)` is expanded by the kubelet from the POD_IP variable) so the router can
+ * tell endpoints apart: `kv@<pod IP>:<port>@<model>`.
+ */
+export function kvEventsConfig(servedModelName: string): Record<string, unknown> {
+  return {
+    enable_kv_cache_events: true,
+    publisher: 'zmq',
+    endpoint: `tcp://*:${PORTS.kvEvents}`,
+    topic: `kv@$(POD_IP):${PORTS.http}@${servedModelName}`,
+  };
+}
+
+/** Environment of a worker container. */
+export function workerEnv(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind): any[] {
+  const podIp = { valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } };
+  const env: any[] = [
+    { name: 'POD_IP', ...podIp },
+    // NIXL's handshake address must be routable from the other pool: the pod IP, not the host name.
+    { name: 'VLLM_NIXL_SIDE_CHANNEL_HOST', ...podIp },
+    { name: 'VLLM_NIXL_SIDE_CHANNEL_PORT', value: String(PORTS.nixlSideChannel) },
+    // Block hashes (prefix cache, KV events) must agree across pods and with the router's index.
+    { name: 'PYTHONHASHSEED', value: '0' },
+    { name: 'HF_HOME', value: `${CACHE_MOUNT}/huggingface` },
+  ];
+  if (pool.multiNode) {
+    env.push({ name: 'VLLM_HOST_IP', ...podIp });
+  }
+  if (ctx.nixlBackend === 'LIBFABRIC' && pool.efaInterfacesPerPod > 0) {
+    env.push({ name: 'FI_PROVIDER', value: 'efa' });
+    if (RDMA_FAMILIES.includes(pool.options.instanceType.family)) {
+      env.push({ name: 'FI_EFA_USE_DEVICE_RDMA', value: '1' });
+    }
+  }
+  if (pool.role === 'prefill') {
+    // The router holds the prefill connection while it forwards to decode; keep it open (vLLM's P/D docs).
+    env.push({ name: 'VLLM_HTTP_TIMEOUT_KEEP_ALIVE', value: '120' });
+  }
+  if (ctx.source.tokenSecret !== undefined) {
+    env.push({
+      name: 'HF_TOKEN',
+      valueFrom: { secretKeyRef: { name: ctx.source.tokenSecret.name, key: ctx.source.tokenSecret.key ?? 'token' } },
+    });
+  }
+  if (ctx.source.region !== undefined) {
+    env.push({ name: 'AWS_REGION', value: ctx.source.region });
+  }
+  if (kind === 'worker') {
+    return env.filter(e => e.name !== 'VLLM_HTTP_TIMEOUT_KEEP_ALIVE');
+  }
+  return env;
+}
+
+/** GiB of host memory and whole CPUs a pod requests: its share of the node less a system reserve. */
+export function hostShare(type: AcceleratedInstanceType, nodeShare: number): { memoryGib: number; cpus: number } {
+  // 10% of memory and CPU stay with the kubelet, the OS and DaemonSets (EKS reserves less; headroom for
+  // the device plugins, CNI and node agents).
+  const usable = 0.9;
+  return {
+    memoryGib: Math.floor(type.memoryGib * nodeShare * usable),
+    cpus: Math.floor(type.vcpus * nodeShare * usable),
+  };
+}
+
+/** MiB of 2 MiB hugepages a pod with EFA requests: its share of what the EFA driver allocates per node. */
+export function hugepagesMib(nodeShare: number): number {
+  // The EFA driver pre-allocates 5128 x 2 MiB hugepages per node (EKS EFA docs).
+  const nodeMib = 5128 * 2;
+  return Math.floor((nodeMib * nodeShare) / 2) * 2;
+}
+
+/** /dev/shm size, GiB: 8 GiB per accelerator (NCCL and vLLM's shared-memory broadcast), at most a quarter of the pod's memory. */
+export function shmGib(acceleratorsPerPod: number, podMemoryGib: number): number {
+  return Math.max(1, Math.min(8 * acceleratorsPerPod, Math.floor(podMemoryGib / 4)));
+}
+
+/** The container resources of a worker. */
+export function workerResources(pool: PoolPlan): any {
+  const type = pool.options.instanceType;
+  const host = hostShare(type, pool.nodeShare);
+  const requests: Record<string, string | number> = {
+    cpu: String(host.cpus),
+    memory: `${host.memoryGib}Gi`,
+  };
+  const limits: Record<string, string | number> = {
+    memory: `${host.memoryGib}Gi`,
+    [type.acceleratorResourceName]: pool.layout.acceleratorsPerPod,
+  };
+  requests[type.acceleratorResourceName] = pool.layout.acceleratorsPerPod;
+  if (pool.efaInterfacesPerPod > 0) {
+    requests[type.efaResourceName] = pool.efaInterfacesPerPod;
+    limits[type.efaResourceName] = pool.efaInterfacesPerPod;
+    const huge = `${hugepagesMib(pool.nodeShare)}Mi`;
+    requests['hugepages-2Mi'] = huge;
+    limits['hugepages-2Mi'] = huge;
+  }
+  return { requests, limits };
+}
+
+/** The pod template (metadata and spec) of one worker kind. */
+export function workerPodTemplate(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind, labels: Record<string, string>, checkpointGib: number): any {
+  const type = pool.options.instanceType;
+  const host = hostShare(type, pool.nodeShare);
+  const other = pool.role === 'prefill' ? 'decode' : 'prefill';
+  const serves = kind !== 'worker';
+  const container: any = {
+    name: 'vllm',
+    image: ctx.image,
+    imagePullPolicy: ctx.imagePullPolicy,
+    ...workerCommand(ctx, pool, kind),
+    env: workerEnv(ctx, pool, kind),
+    ports: serves ? [
+      { name: 'http', containerPort: PORTS.http, protocol: 'TCP' },
+      { name: 'kv-events', containerPort: PORTS.kvEvents, protocol: 'TCP' },
+      { name: 'nixl', containerPort: PORTS.nixlSideChannel, protocol: 'TCP' },
+    ] : [{ name: 'ray', containerPort: PORTS.ray, protocol: 'TCP' }],
+    resources: workerResources(pool),
+    volumeMounts: [
+      { name: 'dshm', mountPath: '/dev/shm' },
+      { name: 'model-cache', mountPath: CACHE_MOUNT },
+    ],
+    securityContext: {
+      allowPrivilegeEscalation: false,
+      // EFA registers (pins) memory; IPC_LOCK lifts the memlock limit for root. A non-root process relies on
+      // the node's unlimited memlock limit instead (the EKS AMI's containerd sets LimitMEMLOCK=infinity).
+      capabilities: { add: ['IPC_LOCK'] },
+      ...(ctx.runAsNonRoot ? { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000 } : {}),
+    },
+  };
+  if (serves) {
+    const http = { path: '/health', port: 'http' };
+    const period = 10;
+    container.startupProbe = { httpGet: http, periodSeconds: period, failureThreshold: Math.ceil(ctx.startupSeconds / period), timeoutSeconds: 5 };
+    container.readinessProbe = { httpGet: http, periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 5 };
+    container.livenessProbe = { httpGet: http, periodSeconds: 30, failureThreshold: 5, timeoutSeconds: 10 };
+  }
+  const cacheVolume = ctx.modelCache.kind === 'host-path'
+    ? { name: 'model-cache', hostPath: { path: ctx.modelCache.hostPath, type: 'DirectoryOrCreate' } }
+    : { name: 'model-cache', emptyDir: { sizeLimit: `${ctx.modelCache.sizeGib ?? Math.ceil(checkpointGib * 2)}Gi` } };
+  const nodeSelector: Record<string, string> = { [NODE_INSTANCE_TYPE]: type.name };
+  if (pool.options.nodePoolRole !== undefined) {
+    nodeSelector[NODE_POOL_ROLE] = pool.options.nodePoolRole;
+  }
+  if (ctx.zone !== undefined) {
+    nodeSelector[TOPOLOGY_ZONE] = ctx.zone;
+  }
+  const instanceSelector = (component: string) => ({ matchLabels: { [APP_INSTANCE]: ctx.instance, [APP_COMPONENT]: component } });
+  const spec: any = {
+    serviceAccountName: ctx.serviceAccountName,
+    automountServiceAccountToken: false,
+    // Let in-flight requests finish (vLLM drains on SIGTERM) before the pod is killed.
+    terminationGracePeriodSeconds: 120,
+    securityContext: {
+      seccompProfile: { type: 'RuntimeDefault' },
+      ...(ctx.runAsNonRoot ? { fsGroup: 1000 } : {}),
+    },
+    nodeSelector,
+    tolerations: [
+      { key: type.acceleratorResourceName, operator: 'Exists', effect: 'NoSchedule' },
+    ],
+    affinity: {
+      // Prefill and decode on one host fight over the EFA devices and NIXL reports EAGAIN: keep them apart.
+      podAntiAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: instanceSelector(other), topologyKey: HOSTNAME }],
+      },
+      // KV transfer and the router's hops stay inside one Availability Zone (EFA does not cross zones).
+      podAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [{
+          weight: 100,
+          podAffinityTerm: { labelSelector: { matchLabels: { [APP_INSTANCE]: ctx.instance } }, topologyKey: TOPOLOGY_ZONE },
+        }],
+      },
+    },
+    containers: [container],
+    volumes: [
+      { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: `${shmGib(pool.layout.acceleratorsPerPod, host.memoryGib)}Gi` } },
+      cacheVolume,
+    ],
+  };
+  return { metadata: { labels }, spec };
+}
+
+/** The command and arguments of a worker container. */
+function workerCommand(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind): { command: string[]; args: string[] } {
+  const serve = ['python3', '-m', 'vllm.entrypoints.openai.api_server'];
+  if (kind === 'server') {
+    return { command: serve, args: vllmArgs(ctx, pool) };
+  }
+  if (kind === 'worker') {
+    return {
+      command: ['/bin/sh', '-c'],
+      args: [`exec ray start --address=$(LWS_LEADER_ADDRESS):${PORTS.ray} --block`],
+    };
+  }
+  // Leader: start the Ray head, wait until every pod of the group has joined, then serve. "$@" carries
+  // the vLLM arguments unchanged (the kubelet has already expanded $(POD_IP) in them).
+  const script = [
+    `ray start --head --port=${PORTS.ray}`,
+    'until [ "$(python3 -c \'import ray; ray.init(address="auto", logging_level="ERROR"); print(len([n for n in ray.nodes() if n["Alive"]]))\')" -ge "$LWS_GROUP_SIZE" ]; do sleep 5; done',
+    `exec ${serve.join(' ')} "$@"`,
+  ].join(' && ');
+  return { command: ['/bin/sh', '-c', script, 'vllm'], args: vllmArgs(ctx, pool) };
+}
+
+/** The selector labels of the pods that serve HTTP in a pool (LWS: the leaders only). */
+export function servingSelector(labels: Record<string, string>, pool: PoolPlan): Record<string, string> {
+  return pool.multiNode ? { ...labels, [LWS_WORKER_INDEX]: '0' } : labels;
+}

@@ -1,0 +1,97 @@
+import { container, defaultProps, find, flag, synthInference } from './util';
+import { AcceleratedInstanceType, ModelSource, Precision } from '../../src';
+
+describe('vLLM arguments of the workers', () => {
+  test('default P/D: served model, parallelism, memory, block size, KV dtype and quantization', () => {
+    // GIVEN the default configuration WHEN synthesized
+    const { manifests } = synthInference(defaultProps());
+    const args: string[] = container(find(manifests, 'Deployment', '-decode')).args;
+    // THEN every sizing value lands in its flag
+    expect(flag(args, '--model')).toBe('meta-llama/Llama-3.3-70B-Instruct');
+    expect(flag(args, '--served-model-name')).toBe('meta-llama/Llama-3.3-70B-Instruct');
+    expect(flag(args, '--tensor-parallel-size')).toBe('4');
+    expect(flag(args, '--max-model-len')).toBe('32768');
+    expect(flag(args, '--gpu-memory-utilization')).toBe('0.9');
+    expect(flag(args, '--block-size')).toBe('16');
+    expect(flag(args, '--kv-cache-dtype')).toBe('fp8');
+    // BF16 checkpoint served in FP8: vLLM quantizes at load time.
+    expect(flag(args, '--quantization')).toBe('fp8');
+    expect(flag(args, '--port')).toBe('8000');
+    expect(args).not.toContain('--pipeline-parallel-size');
+  });
+
+  test('KV transfer and KV events configs are the JSON vLLM expects', () => {
+    // GIVEN the default configuration on EFA instances WHEN synthesized
+    const { manifests } = synthInference(defaultProps());
+    const args: string[] = container(find(manifests, 'Deployment', '-prefill')).args;
+    // THEN NIXL uses LIBFABRIC, and KV events publish on ZMQ with a per-pod topic
+    expect(JSON.parse(flag(args, '--kv-transfer-config')!)).toEqual({
+      kv_connector: 'NixlConnector', kv_role: 'kv_both', kv_connector_extra_config: { backends: ['LIBFABRIC'] },
+    });
+    expect(JSON.parse(flag(args, '--kv-events-config')!)).toEqual({
+      enable_kv_cache_events: true, publisher: 'zmq', endpoint: 'tcp://*:5557', topic: 'kv@$(POD_IP):8000@meta-llama/Llama-3.3-70B-Instruct',
+    });
+  });
+
+  test('BF16 weights and KV: no --quantization, KV dtype auto', () => {
+    // GIVEN native precision WHEN synthesized
+    const { manifests } = synthInference(defaultProps({ weightPrecision: Precision.BF16, kvCachePrecision: Precision.BF16 }));
+    const args: string[] = container(find(manifests, 'Deployment', '-decode')).args;
+    // THEN
+    expect(args).not.toContain('--quantization');
+    expect(flag(args, '--kv-cache-dtype')).toBe('auto');
+  });
+
+  test('a prequantized checkpoint passes no --quantization', () => {
+    // GIVEN an FP8 repository WHEN synthesized
+    const { manifests } = synthInference(defaultProps({
+      modelSource: ModelSource.huggingFace('RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic'),
+      prequantizedCheckpoint: true,
+    }));
+    // THEN vLLM reads the scheme from the checkpoint
+    expect(container(find(manifests, 'Deployment', '-decode')).args).not.toContain('--quantization');
+  });
+
+  test('an S3 source streams with the Run:ai loader and exports the Region', () => {
+    // GIVEN an S3 model source WHEN synthesized
+    const { manifests } = synthInference(defaultProps({ modelSource: ModelSource.s3('s3://models-bucket/llama-3.3-70b', { region: 'us-west-2' }) }));
+    const c = container(find(manifests, 'Deployment', '-decode'));
+    // THEN
+    expect(flag(c.args, '--model')).toBe('s3://models-bucket/llama-3.3-70b');
+    expect(flag(c.args, '--load-format')).toBe('runai_streamer');
+    expect(c.env).toContainEqual({ name: 'AWS_REGION', value: 'us-west-2' });
+  });
+
+  test('extraArgs come last; servedModelName overrides', () => {
+    // GIVEN WHEN
+    const { manifests } = synthInference(defaultProps({
+      servedModelName: 'llama',
+      decode: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, tensorParallel: 4, extraArgs: ['--max-num-seqs', '256'] },
+    }));
+    const args: string[] = container(find(manifests, 'Deployment', '-decode')).args;
+    // THEN
+    expect(args.slice(-2)).toEqual(['--max-num-seqs', '256']);
+    expect(flag(args, '--served-model-name')).toBe('llama');
+  });
+
+  test('a replica spanning nodes becomes a LeaderWorkerSet running vLLM over Ray', () => {
+    // GIVEN decode at TP8 x PP2 on 8-GPU nodes WHEN synthesized
+    const { manifests, inference } = synthInference(defaultProps({
+      decode: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, replicas: 1, tensorParallel: 8, pipelineParallel: 2 },
+    }));
+    const lws = find(manifests, 'LeaderWorkerSet');
+    const leader = container(lws, 'leaderTemplate');
+    const worker = container(lws, 'workerTemplate');
+    // THEN a group of 2 pods, the leader serving with Ray, the worker joining the leader's Ray head
+    expect(inference.decodeIsMultiNode).toBe(true);
+    expect(lws.spec.leaderWorkerTemplate.size).toBe(2);
+    expect(lws.spec.leaderWorkerTemplate.restartPolicy).toBe('RecreateGroupOnPodRestart');
+    expect(flag(leader.args, '--pipeline-parallel-size')).toBe('2');
+    expect(flag(leader.args, '--distributed-executor-backend')).toBe('ray');
+    expect(leader.command.join(' ')).toContain('ray start --head');
+    expect(worker.args[0]).toContain('--address=$(LWS_LEADER_ADDRESS):6379');
+    expect(worker.startupProbe).toBeUndefined();
+    // and the headless Service selects only the leaders
+    expect(find(manifests, 'Service', '-decode').spec.selector['leaderworkerset.sigs.k8s.io/worker-index']).toBe('0');
+  });
+});
