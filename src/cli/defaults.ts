@@ -13,4 +13,14 @@ export const DEFAULT_DEPLOYMENT = {
   kv: 'fp8',
   /** Longest sequence, tokens (vLLM `--max-model-len`). */
   context: 8192,
+  /**
+   * Tensor-parallel size of prefill and decode pods in `disagg synth` (`disagg plan` lists every valid
+   * size and picks the smallest that fits). TP4 halves decode latency against TP1 at this size and
+   * leaves ~100 GiB of KV cache per H200.
+   */
+  tensorParallel: 4,
+  /** Prefill replicas in `disagg synth`: two TP4 replicas fill one node. */
+  prefillReplicas: 2,
+  /** Decode replicas in `disagg synth`: two TP4 replicas fill one node. */
+  decodeReplicas: 2,
 } as const;

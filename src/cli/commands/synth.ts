@@ -1,0 +1,215 @@
+import * as path from 'path';
+import { parseArgs } from 'util';
+import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
+import { ServingPlan } from '../../sizing';
+import { formatGib, formatInt, formatSeconds } from '../../sizing/private/units';
+import { CliIo, Command, ExitCode, UsageError } from '../command';
+import { defaultDeploymentSpec, DeploymentSpec, synthesizeDeployment } from '../default-deployment';
+import { DEFAULT_DEPLOYMENT } from '../defaults';
+import { renderTable } from '../table';
+
+const DEFAULT_OUT = 'disagg.out';
+
+const HELP = `Usage: disagg synth [options]
+
+Synthesizes a disaggregated (prefill/decode) deployment with no AWS account and no Docker, then prints
+what was written and the plan of each pool:
+  <out>/cdk  one CloudFormation stack: VPC, EKS with its add-ons (VPC CNI, EFA and NVIDIA device
+             plugins, LeaderWorkerSet, Gateway API, Istio), an EFA node group per pool, the engine
+             image as a Docker asset built at deploy time, and the serving workloads on the cluster
+  <out>/k8s  the same workloads as plain Kubernetes YAML, for a cluster that already exists
+With no options it synthesizes the default deployment: ${DEFAULT_DEPLOYMENT.model}, ${DEFAULT_DEPLOYMENT.weights} weights and ${DEFAULT_DEPLOYMENT.kv} KV cache,
+${DEFAULT_DEPLOYMENT.prefillReplicas} prefill and ${DEFAULT_DEPLOYMENT.decodeReplicas} decode replicas of TP${DEFAULT_DEPLOYMENT.tensorParallel} on ${DEFAULT_DEPLOYMENT.instance}, ${DEFAULT_DEPLOYMENT.context} tokens of context.
+
+Options:
+  --model NAME             catalog model name or Hugging Face id (default ${DEFAULT_DEPLOYMENT.model})
+  --instance NAME          EC2 instance type of both pools (default ${DEFAULT_DEPLOYMENT.instance})
+  --weights PRECISION      weight precision (default ${DEFAULT_DEPLOYMENT.weights})
+  --kv PRECISION           KV cache precision (default ${DEFAULT_DEPLOYMENT.kv})
+  --context TOKENS         longest sequence (default ${DEFAULT_DEPLOYMENT.context})
+  --tp N                   tensor-parallel size of every pod (default ${DEFAULT_DEPLOYMENT.tensorParallel})
+  --prefill-replicas N     prefill replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas})
+  --decode-replicas N      decode replicas (default ${DEFAULT_DEPLOYMENT.decodeReplicas})
+  --out DIR                output folder (default ${DEFAULT_OUT})
+  --json                   print a machine-readable summary only
+  -h, --help               show this help
+
+Exit codes: 0 synthesized, 2 usage error or a configuration that cannot run (the reason is printed).`;
+
+/** `disagg synth`: the whole deployment as CloudFormation and as Kubernetes YAML, plus its plan. */
+export const command: Command = {
+  name: 'synth',
+  summary: 'Synthesize a P/D deployment (CloudFormation + Kubernetes YAML) and print its plan; no AWS account needed',
+  help: HELP,
+  run: runSynth,
+};
+
+async function runSynth(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parseArgsOrThrow(argv);
+  const spec = specFrom(values);
+  const outdir = path.resolve(values.out ?? DEFAULT_OUT);
+
+  let result;
+  try {
+    result = synthesizeDeployment(spec, outdir);
+  } catch (e) {
+    // Construct validation errors name the prop, the value and the fix: show them as they are.
+    throw new UsageError((e as Error).message);
+  }
+
+  const plans = {
+    prefill: poolPlan(spec, result.inference.prefillTensorParallel),
+    decode: poolPlan(spec, result.inference.decodeTensorParallel),
+  };
+  const resourceTypes = countBy(Object.values(result.template.Resources).map((r) => r.Type));
+  const kinds = countBy(result.manifests.map((m) => m.kind));
+
+  if (values.json) {
+    io.out(JSON.stringify({
+      model: spec.model.name,
+      instanceType: spec.instanceType.name,
+      cloudFormation: { templateFile: result.templateFile, resources: Object.keys(result.template.Resources).length, resourceTypes },
+      kubernetes: { manifestFile: result.manifestFile, objects: result.manifests.length, kinds },
+      pools: {
+        prefill: poolJson(plans.prefill, spec.prefillReplicas, result.nodesPerPool.prefill),
+        decode: poolJson(plans.decode, spec.decodeReplicas, result.nodesPerPool.decode),
+      },
+      warnings: result.inference.warnings,
+    }, undefined, 2));
+    return ExitCode.OK;
+  }
+
+  const rel = (file: string) => {
+    const relative = path.relative(process.cwd(), file);
+    return relative && !relative.startsWith('..') ? relative : file;
+  };
+  io.out(`disagg synth: ${spec.model.name} (${spec.weights.name} weights, ${spec.kv.name} KV), prefill/decode on ${spec.instanceType.name}`);
+  io.out(`  wrote ${rel(result.templateFile)}  (CloudFormation, ${Object.keys(result.template.Resources).length} resources)`);
+  io.out(`  wrote ${rel(result.manifestFile)}  (${result.manifests.length} Kubernetes objects, for an existing cluster)`);
+  io.out('');
+  io.out('CloudFormation resources by type');
+  io.out(renderTable(['type', 'count'], topCounts(resourceTypes, 12), [false, true]).join('\n'));
+  io.out('');
+  io.out('Kubernetes objects by kind');
+  io.out(renderTable(['kind', 'count'], topCounts(kinds, 20), [false, true]).join('\n'));
+  io.out('');
+  io.out(`Pools (roofline estimates at ${formatInt(spec.context)} tokens of context; \`disagg plan\` explains each number)`);
+  const headers = ['pool', 'replicas', 'TP', 'nodes', 'EFA/pod', 'weights/GPU', 'KV/GPU', 'KV tokens/replica', 'max seqs', 'TTFT 1k', 'TPOT b32'];
+  const row = (name: string, plan: ServingPlan, replicas: number, nodes: number) => {
+    const ttft = plan.roofline.prefill(1024).seconds;
+    const tpot = plan.roofline.decodeStep(32, spec.context).stepSeconds;
+    return [name, String(replicas), String(plan.parallelism.tensorParallel), String(nodes),
+      String(plan.layout.efaInterfacesPerPod), formatGib(plan.weightBytesPerRank), formatGib(plan.kvCacheBytesPerRank),
+      formatInt(plan.kvTokens), formatInt(plan.maxConcurrency), formatSeconds(ttft), formatSeconds(tpot)];
+  };
+  io.out(renderTable(headers, [
+    row('prefill', plans.prefill, spec.prefillReplicas, result.nodesPerPool.prefill),
+    row('decode', plans.decode, spec.decodeReplicas, result.nodesPerPool.decode),
+  ], headers.map((_, i) => i > 0)).join('\n'));
+  for (const warning of result.inference.warnings) {
+    io.err(`warning: ${warning}`);
+  }
+  io.out('');
+  io.out(`Next: \`npx cdk deploy --app ${rel(path.join(outdir, 'cdk'))}\` (needs an AWS account), or \`kubectl apply -f ${rel(result.manifestFile)}\` on an existing cluster.`);
+  return ExitCode.OK;
+}
+
+interface SynthValues {
+  model?: string; instance?: string; weights?: string; kv?: string; context?: string; tp?: string;
+  'prefill-replicas'?: string; 'decode-replicas'?: string; out?: string; json?: boolean;
+}
+
+function parseArgsOrThrow(argv: string[]): { values: SynthValues } {
+  try {
+    return parseArgs({
+      args: argv,
+      allowPositionals: false,
+      strict: true,
+      options: {
+        'model': { type: 'string' },
+        'instance': { type: 'string' },
+        'weights': { type: 'string' },
+        'kv': { type: 'string' },
+        'context': { type: 'string' },
+        'tp': { type: 'string' },
+        'prefill-replicas': { type: 'string' },
+        'decode-replicas': { type: 'string' },
+        'out': { type: 'string' },
+        'json': { type: 'boolean' },
+      },
+    });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+function specFrom(values: SynthValues): DeploymentSpec {
+  const base = defaultDeploymentSpec();
+  const lookup = <T>(flag: string, value: string | undefined, fallback: T, parse: (v: string) => T): T => {
+    if (value === undefined) return fallback;
+    try {
+      return parse(value);
+    } catch (e) {
+      throw new UsageError(`${(e as Error).message} (--${flag})`);
+    }
+  };
+  return {
+    model: lookup('model', values.model, base.model, ModelArchitecture.fromName),
+    instanceType: lookup('instance', values.instance, base.instanceType, AcceleratedInstanceType.fromName),
+    weights: lookup('weights', values.weights, base.weights, Precision.of),
+    kv: lookup('kv', values.kv, base.kv, Precision.of),
+    context: positiveInt('context', values.context, base.context),
+    tensorParallel: positiveInt('tp', values.tp, base.tensorParallel!),
+    prefillReplicas: positiveInt('prefill-replicas', values['prefill-replicas'], base.prefillReplicas),
+    decodeReplicas: positiveInt('decode-replicas', values['decode-replicas'], base.decodeReplicas),
+  };
+}
+
+function positiveInt(flag: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) {
+    throw new UsageError(`--${flag} (${value}) must be a positive integer`);
+  }
+  return n;
+}
+
+function poolPlan(spec: DeploymentSpec, tensorParallel: number): ServingPlan {
+  return ServingPlan.create({
+    model: spec.model,
+    instanceType: spec.instanceType,
+    maxContext: spec.context,
+    weightPrecision: spec.weights,
+    kvPrecision: spec.kv,
+    tensorParallel,
+  });
+}
+
+function poolJson(plan: ServingPlan, replicas: number, nodes: number) {
+  return {
+    replicas,
+    nodes,
+    tensorParallel: plan.parallelism.tensorParallel,
+    efaInterfacesPerPod: plan.layout.efaInterfacesPerPod,
+    weightBytesPerRank: plan.weightBytesPerRank,
+    kvCacheBytesPerRank: plan.kvCacheBytesPerRank,
+    kvTokensPerReplica: plan.kvTokens,
+    maxConcurrency: plan.maxConcurrency,
+  };
+}
+
+function countBy(items: string[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const item of items) counts[item] = (counts[item] ?? 0) + 1;
+  return counts;
+}
+
+function topCounts(counts: Record<string, number>, limit: number): string[][] {
+  const sorted = Object.entries(counts).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  const rows = sorted.slice(0, limit).map(([k, n]) => [k, String(n)]);
+  const rest = sorted.slice(limit);
+  if (rest.length > 0) {
+    rows.push([`(${rest.length} more types)`, String(rest.reduce((sum, [, n]) => sum + n, 0))]);
+  }
+  return rows;
+}

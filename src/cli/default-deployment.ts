@@ -1,0 +1,113 @@
+import * as path from 'path';
+import * as cdk from 'aws-cdk-lib';
+import * as cdk8s from 'cdk8s';
+import { EngineImage, InferenceCluster } from '../aws';
+import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
+import { DisaggregatedInference, DisaggregatedInferenceProps, GatewayExposure, ModelSource, RouterPolicy } from '../k8s';
+import { DEFAULT_DEPLOYMENT } from './defaults';
+
+/** What `disagg synth` builds: one P/D deployment of one model on one instance type. */
+export interface DeploymentSpec {
+  readonly model: ModelArchitecture;
+  readonly instanceType: AcceleratedInstanceType;
+  readonly weights: Precision;
+  readonly kv: Precision;
+  readonly context: number;
+  readonly prefillReplicas: number;
+  readonly decodeReplicas: number;
+  /** Tensor-parallel size of prefill and decode pods; undefined: the smallest that fits. */
+  readonly tensorParallel?: number;
+}
+
+/**
+ * The default deployment: Llama-3.3-70B with FP8 weights and KV cache, prefill and decode pools of
+ * two TP4 replicas each on p5en.48xlarge (one node per pool). Prefill is compute-bound and decode is
+ * bandwidth-bound, so they get separate nodes; TP4 leaves ~100 GiB of KV cache per H200 for decode.
+ */
+export function defaultDeploymentSpec(): DeploymentSpec {
+  return {
+    model: ModelArchitecture.fromName(DEFAULT_DEPLOYMENT.model),
+    instanceType: AcceleratedInstanceType.fromName(DEFAULT_DEPLOYMENT.instance),
+    weights: Precision.of(DEFAULT_DEPLOYMENT.weights),
+    kv: Precision.of(DEFAULT_DEPLOYMENT.kv),
+    context: DEFAULT_DEPLOYMENT.context,
+    prefillReplicas: DEFAULT_DEPLOYMENT.prefillReplicas,
+    decodeReplicas: DEFAULT_DEPLOYMENT.decodeReplicas,
+    tensorParallel: DEFAULT_DEPLOYMENT.tensorParallel,
+  };
+}
+
+/** The workload props shared by the CDK stack and the plain-YAML chart. */
+export function workloadProps(spec: DeploymentSpec, image: string): DisaggregatedInferenceProps {
+  const pool = (replicas: number) => ({ instanceType: spec.instanceType, replicas, tensorParallel: spec.tensorParallel });
+  return {
+    model: spec.model,
+    modelSource: ModelSource.huggingFace(spec.model.huggingFaceId, { tokenSecret: { name: 'hf-token' } }),
+    image,
+    weightPrecision: spec.weights,
+    kvCachePrecision: spec.kv,
+    maxContext: spec.context,
+    prefill: pool(spec.prefillReplicas),
+    decode: pool(spec.decodeReplicas),
+    routerPolicy: RouterPolicy.KV_AWARE,
+    gateway: GatewayExposure.gateway({ loadBalancerScheme: 'internal' }),
+  };
+}
+
+/** What a synthesis produced, for the summary `disagg synth` prints. */
+export interface SynthResult {
+  readonly templateFile: string;
+  readonly template: { Resources: Record<string, { Type: string }> };
+  readonly manifestFile: string;
+  readonly manifests: Array<{ kind: string; metadata: { name: string } }>;
+  readonly inference: DisaggregatedInference;
+  readonly nodesPerPool: { prefill: number; decode: number };
+}
+
+/**
+ * Synthesizes the deployment twice, without AWS credentials or Docker:
+ * - `<outdir>/cdk`: one CloudFormation stack (VPC, EKS with add-ons, an EFA node group per pool, the
+ *   engine image as a Docker asset built at deploy time) with the workloads on the cluster;
+ * - `<outdir>/k8s`: the same workloads as plain YAML for an existing cluster.
+ */
+export function synthesizeDeployment(spec: DeploymentSpec, outdir: string): SynthResult {
+  // Plain YAML first: it validates the workload (and fails fast) before the slower CDK synthesis.
+  const k8sDir = path.join(outdir, 'k8s');
+  const yamlApp = new cdk8s.App({ outdir: k8sDir });
+  const yamlChart = new cdk8s.Chart(yamlApp, 'disagg', { namespace: 'inference' });
+  const inference = new DisaggregatedInference(yamlChart, 'Inference',
+    workloadProps(spec, 'REPLACE_WITH_ENGINE_IMAGE_URI'));
+  yamlApp.synth();
+  const manifests = yamlApp.charts.flatMap((c) => c.toJson());
+
+  const acceleratorsPerNode = spec.instanceType.acceleratorCount;
+  const nodes = (replicas: number, tp: number) => Math.ceil((replicas * tp) / acceleratorsPerNode);
+  const nodesPerPool = {
+    prefill: nodes(spec.prefillReplicas, inference.prefillTensorParallel),
+    decode: nodes(spec.decodeReplicas, inference.decodeTensorParallel),
+  };
+
+  const cdkDir = path.join(outdir, 'cdk');
+  const app = new cdk.App({ outdir: cdkDir });
+  const stack = new cdk.Stack(app, 'DisaggDefault', {
+    description: `disagg: ${spec.model.name} prefill/decode on ${spec.instanceType.name}`,
+  });
+  const cluster = new InferenceCluster(stack, 'Inference');
+  cluster.addAcceleratedNodeGroup('Prefill', { instanceType: spec.instanceType, desiredSize: nodesPerPool.prefill, poolRole: 'prefill' });
+  cluster.addAcceleratedNodeGroup('Decode', { instanceType: spec.instanceType, desiredSize: nodesPerPool.decode, poolRole: 'decode' });
+  const image = EngineImage.fromAsset({ platform: EngineImage.platformFor(spec.instanceType) }).bind(stack);
+  const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: 'inference' });
+  new DisaggregatedInference(chart, 'Inference', workloadProps(spec, image.imageUri));
+  cluster.addWorkload(chart);
+  const assembly = app.synth();
+  const artifact = assembly.getStackByName(stack.stackName);
+
+  return {
+    templateFile: path.join(cdkDir, artifact.templateFile),
+    template: artifact.template,
+    manifestFile: path.join(k8sDir, 'disagg.k8s.yaml'),
+    manifests,
+    inference,
+    nodesPerPool,
+  };
+}
