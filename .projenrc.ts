@@ -64,7 +64,7 @@ const project = new awscdk.AwsCdkConstructLibrary({
     '/engine/build-addon/',
     '/engine/build-*/',
     '/bench/out/',
-    '/plan-out/',
+    '/disagg.out/',
     'cdk.out/',
     '/examples/*/dist/',
   ],
