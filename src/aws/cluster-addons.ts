@@ -11,7 +11,7 @@ export interface AddonOptions {
 
   /**
    * The version to install: the EKS add-on version (`v1.20.4-eksbuild.1`), the Helm chart version
-   * (`0.18.0`) or the release tag, depending on the add-on.
+   * (`0.18.2`) or the release tag, depending on the add-on.
    *
    * @default - the version pinned in {@link AddonVersions}
    */
@@ -102,7 +102,7 @@ export interface InferenceClusterAddons {
    * Gateway API standard-channel CRDs (version = Envoy Gateway's `gateway-crds-helm` chart version
    * that bundles the wanted Gateway API release).
    *
-   * @default - enabled, AddonVersions.GATEWAY_API_CRDS_CHART (Gateway API v1.4.0)
+   * @default - enabled, AddonVersions.GATEWAY_API_CRDS_CHART (Gateway API v1.4.1)
    */
   readonly gatewayApiCrds?: AddonOptions;
 
@@ -122,46 +122,98 @@ export interface InferenceClusterAddons {
 }
 
 /**
- * The versions this library pins by default. Bump them here, in one place.
+ * The versions this library pins by default. Bump them here, in one place; each pin names where it
+ * was confirmed to exist.
  */
 export class AddonVersions {
   /**
-   * Amazon VPC CNI EKS add-on. `efa-only` interfaces need >= 1.18.5 (EKS node-efa docs);
-   * v1.20.4 is a build EKS offers for Kubernetes 1.34 (`aws eks describe-addon-versions`).
+   * Amazon VPC CNI EKS add-on. `efa-only` interfaces need >= 1.18.5 (EKS node-efa docs).
+   * Source: v1.20.4-eksbuild.1 is installed on Kubernetes 1.34 clusters in public Terraform configs and
+   * pinned for 1.30-1.33 in a public aws-eks-v2 CDK template; the EKS user guide table lists
+   * v1.20.1-eksbuild.3 up to 1.33. Confirm for a new Kubernetes version with
+   * `aws eks describe-addon-versions --addon-name vpc-cni --kubernetes-version 1.34`.
    */
   public static readonly VPC_CNI = 'v1.20.4-eksbuild.1';
 
-  /** EKS Pod Identity agent EKS add-on. */
+  /**
+   * EKS Pod Identity agent EKS add-on.
+   * Source: v1.3.9-eksbuild.5 is pinned for Kubernetes 1.30-1.33 in a public aws-eks-v2 CDK template and
+   * installed next to kube-proxy v1.34.0 in public Terragrunt configs (`aws eks describe-addon-versions
+   * --addon-name eks-pod-identity-agent` confirms it for a given Kubernetes version).
+   */
   public static readonly POD_IDENTITY_AGENT = 'v1.3.9-eksbuild.5';
 
-  /** Helm chart `aws-load-balancer-controller` 1.17.1 (controller v2.17.1; aws-cdk-lib 2.276 AlbControllerVersion table). */
+  /**
+   * Helm chart `aws-load-balancer-controller` 1.17.1 (controller v2.17.1).
+   * Source: aws/eks-charts index.yaml (gh-pages) lists 1.17.1 / appVersion v2.17.1; aws-cdk-lib 2.276's
+   * `AlbControllerVersion.V2_17_1` maps to the same chart. 3.x charts (controller v3) exist but the IAM
+   * policy here follows the v2 controller.
+   */
   public static readonly LOAD_BALANCER_CONTROLLER = '1.17.1';
 
-  /** Helm chart `nvidia-device-plugin` (NVIDIA/k8s-device-plugin; image nvcr.io/nvidia/k8s-device-plugin:v0.18.0). */
-  public static readonly NVIDIA_DEVICE_PLUGIN = '0.18.0';
+  /**
+   * Helm chart `nvidia-device-plugin` from https://nvidia.github.io/k8s-device-plugin.
+   * Source: NVIDIA/k8s-device-plugin gh-pages index.yaml lists 0.18.2 (tag v0.18.2, 2026-01-23). The chart
+   * value `mofedEnabled` (a bool) becomes the plugin's MOFED_ENABLED env var in every chart from v0.17 to v0.20
+   * (templates/daemonset-device-plugin.yml); v0.19.0 turned MOFED on by default, so it is set explicitly.
+   */
+  public static readonly NVIDIA_DEVICE_PLUGIN = '0.18.2';
 
-  /** Helm chart `aws-efa-k8s-device-plugin` (aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml). */
-  public static readonly EFA_DEVICE_PLUGIN = 'v0.5.15';
+  /**
+   * Helm chart `aws-efa-k8s-device-plugin` from https://aws.github.io/eks-charts.
+   * Source: aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml and gh-pages index.yaml: v0.5.30
+   * (image v0.5.20), whose supported-instance list includes p5en, p6-b200, p6e-gb200, trn2 and trn2u.
+   * (The index skips v0.5.15: that chart version was never published.)
+   */
+  public static readonly EFA_DEVICE_PLUGIN = 'v0.5.30';
 
-  /** Helm chart `oci://public.ecr.aws/neuron/neuron-helm-chart` (aws-neuron/neuron-helm-charts). */
-  public static readonly NEURON_HELM_CHART = '1.1.2';
+  /**
+   * Helm chart `oci://public.ecr.aws/neuron/neuron-helm-chart`.
+   * Source: aws-neuron/neuron-helm-charts GitHub releases list 1.10.0 as the latest (after 1.9.0 for
+   * Neuron SDK 2.31); `helm show values ... --version 1.10.0` shows device plugin 2.32.0.0, trn2/trn2u
+   * in `neuronInstances` and the `npd.enabled` switch used here.
+   */
+  public static readonly NEURON_HELM_CHART = '1.10.0';
 
-  /** Helm chart `oci://registry.k8s.io/lws/charts/lws` (LeaderWorkerSet v0.10.0, the API the workloads target). */
+  /**
+   * Helm chart `oci://registry.k8s.io/lws/charts/lws`, LeaderWorkerSet v0.10.0 (the API the workloads target).
+   * Source: kubernetes-sigs/lws site docs (installation, v0.10.0): `helm install lws
+   * oci://registry.k8s.io/lws/charts/lws --version=0.10.0`; it needs Kubernetes >= 1.33.
+   */
   public static readonly LEADER_WORKER_SET = '0.10.0';
 
   /**
-   * Helm chart `oci://docker.io/envoyproxy/gateway-crds-helm`: Envoy Gateway v1.6 compiles in
-   * Gateway API v1.4.0 (Envoy Gateway compatibility matrix); only its Gateway API part is installed.
+   * Helm chart `oci://docker.io/envoyproxy/gateway-crds-helm` v1.6.3; only its Gateway API part
+   * (`crds.gatewayAPI`, standard channel) is installed.
+   * Source: envoyproxy/gateway tag v1.6.3: go.mod has sigs.k8s.io/gateway-api v1.4.1 and the chart's
+   * standard CRDs carry `gateway.networking.k8s.io/bundle-version: v1.4.1`. That is the v1.4 API of the
+   * shared v1.4.0 schemas plus patch fixes (303/307/308 redirects, BackendTLSPolicy status); chart v1.6.0
+   * is the one that bundles exactly v1.4.0.
    */
   public static readonly GATEWAY_API_CRDS_CHART = 'v1.6.3';
 
-  /** Gateway API Inference Extension release (InferencePool `inference.networking.k8s.io/v1`). */
+  /**
+   * Gateway API Inference Extension release (InferencePool `inference.networking.k8s.io/v1`).
+   * Source: kubernetes-sigs/gateway-api-inference-extension tag v1.6.0: `make artifacts` builds
+   * `manifests.yaml` (every CRD), `v1-manifests.yaml` and `experimental-manifests.yaml`, and the release
+   * checklist has the `manifests.yaml` asset applied after publishing; the CRD Job applies `manifests.yaml`.
+   */
   public static readonly INFERENCE_EXTENSION = 'v1.6.0';
 
-  /** Istio Helm charts `base`, `istiod`, `gateway` (Istio >= 1.28 serves InferencePool v1). */
-  public static readonly ISTIO = '1.28.0';
+  /**
+   * Istio Helm charts `base`, `istiod`, `gateway` at https://istio-release.storage.googleapis.com/charts.
+   * Source: istio.io release notes: 1.28.0 (2025-11-04) introduced InferencePool v1; 1.28.1 added several
+   * `targetPorts` per InferencePool (one per data-parallel rank in wide-EP pools) and the
+   * ISTIO-SECURITY-2025-003 fixes; 1.28.10 (2026-07-01) is the latest 1.28 patch found. Istio 1.28 supports
+   * Kubernetes 1.29-1.35.
+   */
+  public static readonly ISTIO = '1.28.10';
 
-  /** Image that applies the Inference Extension CRDs in the cluster (shell-less official kubectl image). */
+  /**
+   * Image that applies the Inference Extension CRDs in the cluster (shell-less official kubectl image).
+   * Source: registry.k8s.io/kubectl:v1.34.1 is pulled by digest in public Dockerfiles
+   * (sha256:59bafa07ff3a6d4b417e7633ddb9d79a9606ca98bf64bac080b3e65748669250).
+   */
   public static readonly KUBECTL_IMAGE = 'registry.k8s.io/kubectl:v1.34.1';
 
   private constructor() {}

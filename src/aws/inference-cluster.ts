@@ -1,5 +1,5 @@
 import { KubectlV34Layer } from '@aws-cdk/lambda-layer-kubectl-v34';
-import { Annotations } from 'aws-cdk-lib';
+import { Annotations, Validations } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import * as kms from 'aws-cdk-lib/aws-kms';
@@ -9,6 +9,7 @@ import { Construct, IDependable } from 'constructs';
 import { AcceleratedNodeGroup, AcceleratedNodeGroupOptions, NodeLabels } from './accelerated-node-group';
 import { AddonOptions, AddonVersions, InferenceClusterAddons, LoadBalancerScheme } from './cluster-addons';
 import { EfaSecurityGroup } from './efa-security-group';
+import { LoadBalancerAnnotations } from './load-balancer-annotations';
 import { usesEfaOnlyInterfaces } from './private/efa-layout';
 import { inferenceExtensionCrdJob } from './private/inference-extension-crds';
 import { LoadBalancerController } from './private/load-balancer-controller';
@@ -132,6 +133,17 @@ export class InferenceCluster extends Construct {
   /** Scheme of the Istio ingress gateway's load balancer (undefined when no gateway is installed). */
   public readonly ingressScheme?: LoadBalancerScheme;
 
+  /**
+   * Annotations to put under `spec.infrastructure.annotations` of a Gateway API `Gateway` with
+   * `gatewayClassName: istio` that a workload creates on this cluster. Istio deploys that Gateway's
+   * Deployment and Service itself and copies these annotations onto the Service, so the AWS Load
+   * Balancer Controller gives it an NLB targeting pod IPs, with the scheme of `addons.istio.ingressScheme`
+   * (internal by default). Without them the Service still becomes a LoadBalancer, but not the one chosen here.
+   *
+   * @see LoadBalancerAnnotations.networkLoadBalancer
+   */
+  public readonly gatewayInfrastructureAnnotations: { [key: string]: string };
+
   private readonly addons: InferenceClusterAddons;
   private readonly nodeGroups: AcceleratedNodeGroup[] = [];
   /** Everything that workloads must wait for (CRDs, controllers). */
@@ -176,6 +188,14 @@ export class InferenceCluster extends Construct {
       ],
     });
 
+    // aws-cdk-lib's CfnCluster writes EncryptionConfig.Resources: ['secrets'], which the CloudFormation
+    // spec marks deprecated but EKS still needs for envelope encryption of secrets: without this every
+    // user's synth prints the warning.
+    Validations.of(this.cluster).acknowledge({
+      id: 'CloudFormation-Validate::W9009',
+      reason: 'EncryptionConfig.Resources ["secrets"] is what EKS requires for KMS envelope encryption of Kubernetes secrets.',
+    });
+
     (props.adminRoleArns ?? []).forEach((arn, i) => this.cluster.grantClusterAdmin(`Admin${i}`, arn));
 
     const system = props.systemNodes ?? {};
@@ -191,6 +211,8 @@ export class InferenceCluster extends Construct {
     });
 
     this.efaSecurityGroup = new EfaSecurityGroup(this, 'EfaSecurityGroup', { vpc: this.vpc }).securityGroup;
+    this.gatewayInfrastructureAnnotations = LoadBalancerAnnotations.networkLoadBalancer(
+      this.addons.istio?.ingressScheme ?? LoadBalancerScheme.INTERNAL);
 
     // --- EKS add-ons -------------------------------------------------------------------------
     if (enabled(this.addons.vpcCni)) {
@@ -332,12 +354,8 @@ export class InferenceCluster extends Construct {
           values: {
             service: {
               type: 'LoadBalancer',
-              annotations: {
-                // Handled by the AWS Load Balancer Controller: an NLB targeting pod IPs.
-                'service.beta.kubernetes.io/aws-load-balancer-type': 'external',
-                'service.beta.kubernetes.io/aws-load-balancer-nlb-target-type': 'ip',
-                'service.beta.kubernetes.io/aws-load-balancer-scheme': this.ingressScheme,
-              },
+              // Handled by the AWS Load Balancer Controller: an NLB targeting pod IPs.
+              annotations: LoadBalancerAnnotations.networkLoadBalancer(this.ingressScheme),
             },
           },
         });
