@@ -41,6 +41,7 @@ const project = new awscdk.AwsCdkConstructLibrary({
     'aws-cdk@^2',
     'kubernetes-models@^5',
     'yaml@^2',
+    'openai@^6',
     'ts-node@^10.9.2',
   ],
   bin: {
