@@ -2,6 +2,7 @@
 // bytes and however they are split. Build with -DDISAGG_FUZZ=ON and clang.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "resp_parser.h"
@@ -15,10 +16,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   limits.max_args = 1024;
   limits.max_request_bytes = 16384;
   limits.max_inline_bytes = 1024;
+  limits.direct_bulk_bytes = (data[0] & 0x80) ? 32 : 0;  // also explore payloads read into their own Blob
   disagg::kvstore::RespParser parser(limits);
   std::string buffer;
   for (std::size_t pos = 1; pos < size; pos += chunk) {
-    buffer.append(reinterpret_cast<const char*>(data) + pos, std::min(chunk, size - pos));
+    const std::size_t n = std::min(chunk, size - pos);
+    const std::size_t direct = std::min(n, parser.payload_missing());
+    if (direct > 0) {
+      std::memcpy(parser.payload_space(), data + pos, direct);
+      parser.commit_payload(direct);
+    }
+    buffer.append(reinterpret_cast<const char*>(data) + pos + direct, n - direct);
     for (int guard = 0; guard < 100000; ++guard) {
       const auto st = parser.parse(buffer);
       if (st == disagg::kvstore::ParseStatus::kNeedMore) {
@@ -26,10 +34,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (buffer.size() > 64 * 1024) __builtin_trap();  // bounded buffering
         break;
       }
+      if (st == disagg::kvstore::ParseStatus::kPayload) {
+        if (parser.payload_offset() > buffer.size() || parser.payload_missing() == 0) __builtin_trap();
+        buffer.resize(parser.payload_offset());
+        continue;
+      }
       if (st == disagg::kvstore::ParseStatus::kProtocolError) return 0;
       if (parser.consumed() == 0 || parser.consumed() > buffer.size()) __builtin_trap();  // progress
-      for (auto arg : parser.args()) {
-        if (arg.data() < buffer.data() || arg.data() + arg.size() > buffer.data() + buffer.size()) __builtin_trap();
+      std::size_t next_payload = 0;
+      for (std::size_t i = 0; i < parser.args().size(); ++i) {
+        const auto arg = parser.args()[i];
+        const auto& payloads = parser.payloads();
+        if (next_payload < payloads.size() && payloads[next_payload].index == i) {
+          const auto& blob = payloads[next_payload++].blob;
+          if (arg.data() != blob.data() || arg.size() != blob.size()) __builtin_trap();
+        } else if (arg.data() < buffer.data() || arg.data() + arg.size() > buffer.data() + buffer.size()) {
+          __builtin_trap();
+        }
       }
       buffer.erase(0, parser.consumed());
     }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,12 +21,14 @@ std::string encode(const Command& cmd) {
 
 struct Outcome {
   std::vector<Command> commands;
+  std::size_t payload_args = 0;  // arguments received into their own Blob (kPayload)
   std::vector<std::string> errors;  // rejected commands, in order (as "!<message>" entries too)
   std::vector<std::string> sequence;  // "C" for command, "R" for rejected, "P" for protocol error
 };
 
-// Feeds `input` in chunks whose sizes come from `cut`, the way a connection does: append to a
-// buffer, parse until NeedMore, drop consumed/discardable bytes.
+// Feeds `input` in chunks whose sizes come from `cut`, the way a connection does: bytes of a
+// payload in flight go straight into it, the rest is appended to a buffer; parse until NeedMore,
+// drop consumed/discardable bytes (and, on kPayload, the bytes copied into the payload).
 template <typename Cut>
 Outcome feed(RespParser& parser, const std::string& input, Cut cut) {
   Outcome out;
@@ -33,13 +36,22 @@ Outcome feed(RespParser& parser, const std::string& input, Cut cut) {
   std::size_t pos = 0;
   while (pos < input.size()) {
     const std::size_t n = std::min(cut(), input.size() - pos);
-    buffer.append(input, pos, n);
+    const std::size_t direct = std::min(n, parser.payload_missing());
+    if (direct > 0) {
+      std::memcpy(parser.payload_space(), input.data() + pos, direct);
+      parser.commit_payload(direct);
+    }
+    buffer.append(input, pos + direct, n - direct);
     pos += n;
     for (;;) {
       const ParseStatus st = parser.parse(buffer);
       if (st == ParseStatus::kNeedMore) {
         buffer.erase(0, parser.take_discardable());
         break;
+      }
+      if (st == ParseStatus::kPayload) {
+        buffer.resize(parser.payload_offset());
+        continue;
       }
       if (st == ParseStatus::kProtocolError) {
         out.sequence.push_back("P");
@@ -54,6 +66,11 @@ Outcome feed(RespParser& parser, const std::string& input, Cut cut) {
         Command c;
         for (auto a : parser.args()) c.emplace_back(a);
         out.commands.push_back(std::move(c));
+        for (const PayloadArg& p : parser.payloads()) {
+          // A payload argument views its own Blob, never the buffer.
+          if (parser.args()[p.index].data() != p.blob.data()) ADD_FAILURE() << "payload arg not in its blob";
+          ++out.payload_args;
+        }
       }
       buffer.erase(0, parser.consumed());
     }
@@ -142,6 +159,16 @@ TEST(RespParser, RandomFragmentationGivesIdenticalCommands) {
   RespParser parser;
   const Outcome bytewise = feed(parser, input, [] { return std::size_t{1}; });
   EXPECT_EQ(bytewise.commands, sent);
+  // AND with large arguments received into their own Blobs, the commands are identical too
+  ParserLimits direct;
+  direct.direct_bulk_bytes = 100;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 cuts(seed);
+    RespParser p(direct);
+    const Outcome split = feed(p, input, [&] { return 1 + cuts() % 1500; });
+    ASSERT_EQ(split.commands, sent) << "seed " << seed;
+    EXPECT_GT(split.payload_args, 0u) << "seed " << seed;
+  }
 }
 
 TEST(RespParser, OversizedValueIsRejectedWithoutBufferingAndStreamContinues) {
@@ -221,6 +248,68 @@ TEST(RespParser, WantedHintCoversALargeValue) {
   ASSERT_EQ(parser.parse(head), ParseStatus::kNeedMore);
   // THEN the parser asks for the whole command at once, so the buffer grows once
   EXPECT_EQ(parser.wanted(), head.size() + 1048576 + 2);
+}
+
+TEST(RespParser, LargeArgumentIsReceivedIntoItsOwnBlob) {
+  // GIVEN direct payloads from 1 KiB, and a SET whose 4 KiB value has only 10 bytes buffered
+  ParserLimits limits;
+  limits.direct_bulk_bytes = 1024;
+  RespParser parser(limits);
+  std::string value(4096, '\0');
+  for (std::size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 7 + 3);
+  const std::string head = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4096\r\n";
+  std::string buffer = head + value.substr(0, 10);
+  // WHEN parsed
+  ASSERT_EQ(parser.parse(buffer), ParseStatus::kPayload);
+  // THEN the parser took the 10 bytes and asks for the other 4086 straight into the payload
+  EXPECT_EQ(parser.payload_offset(), head.size());
+  ASSERT_EQ(parser.payload_missing(), 4086u);
+  buffer.resize(parser.payload_offset());
+  std::memcpy(parser.payload_space(), value.data() + 10, 4000);
+  parser.commit_payload(4000);
+  EXPECT_EQ(parser.parse(buffer), ParseStatus::kNeedMore);
+  std::memcpy(parser.payload_space(), value.data() + 4010, 86);
+  parser.commit_payload(86);
+  EXPECT_EQ(parser.payload_missing(), 0u);
+  EXPECT_EQ(parser.parse(buffer), ParseStatus::kNeedMore);  // its CRLF is still to come
+  buffer += "\r\n";
+  ASSERT_EQ(parser.parse(buffer), ParseStatus::kCommand);
+  // AND the command carries the value as a Blob the store can keep without copying
+  EXPECT_EQ(parser.consumed(), buffer.size());
+  ASSERT_EQ(parser.args().size(), 3u);
+  EXPECT_EQ(parser.args()[2], value);
+  ASSERT_EQ(parser.payloads().size(), 1u);
+  EXPECT_EQ(parser.payloads()[0].index, 2u);
+  EXPECT_EQ(parser.payloads()[0].blob.view(), value);
+  parser.release_payloads();
+  EXPECT_TRUE(parser.payloads().empty());
+}
+
+TEST(RespParser, PayloadWithoutCrlfIsAProtocolError) {
+  ParserLimits limits;
+  limits.direct_bulk_bytes = 16;
+  RespParser parser(limits);
+  std::string buffer = "*2\r\n$4\r\nECHO\r\n$32\r\n";
+  ASSERT_EQ(parser.parse(buffer), ParseStatus::kPayload);
+  std::memset(parser.payload_space(), 'x', 32);
+  parser.commit_payload(32);
+  buffer += "xx";  // where CRLF belongs
+  EXPECT_EQ(parser.parse(buffer), ParseStatus::kProtocolError);
+}
+
+TEST(RespParser, RejectedCommandDropsItsPayloads) {
+  // GIVEN an MSET whose first value is received as a payload and whose second breaks the request limit
+  ParserLimits limits;
+  limits.direct_bulk_bytes = 64;
+  limits.max_request_bytes = 300;
+  RespParser parser(limits);
+  const std::string input = encode({"MSET", "a", std::string(200, 'a'), "b", std::string(200, 'b')}) + encode({"PING"});
+  // WHEN it is fed in small pieces
+  const Outcome out = feed(parser, input, [] { return std::size_t{50}; });
+  // THEN the MSET is rejected, no payload survives it, and the stream goes on
+  EXPECT_EQ(out.sequence, (std::vector<std::string>{"R", "C"}));
+  EXPECT_EQ(out.payload_args, 0u);
+  EXPECT_TRUE(parser.payloads().empty());
 }
 
 }  // namespace

@@ -8,8 +8,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <random>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "test_util.h"
 
 namespace disagg::kvstore {
 namespace {
@@ -224,6 +231,119 @@ TEST(Server, MetricsEndpointServesPrometheusText) {
   EXPECT_NE(body.find("kvstore_hits_total{tier=\"memory\"} 1\n"), std::string::npos);
   EXPECT_NE(body.find("kvstore_misses_total 1\n"), std::string::npos);
   EXPECT_NE(body.find("kvstore_command_duration_seconds_bucket{command=\"get\",le=\"+Inf\"} 2\n"), std::string::npos);
+}
+
+TEST(Server, PipelinedLargeValuesRoundTrip) {
+  // GIVEN 12 SETs of 200 KiB values (received straight into their stored Blobs) and their GETs,
+  // sent in one write so that values, headers and CRLFs straddle every read boundary
+  ServerConfig cfg = small_config();
+  cfg.store.memory_bytes = 64u << 20;
+  RunningServer server(cfg);
+  Client c(server.port());
+  std::mt19937_64 rng(77);
+  std::vector<std::string> values;
+  std::string batch, expected;
+  for (int i = 0; i < 12; ++i) {
+    values.push_back(testing::make_value(rng, 200 * 1024 + static_cast<std::size_t>(i)));
+    batch += cmd({"SET", "k" + std::to_string(i), values.back()});
+    expected += "+OK\r\n";
+  }
+  for (int i = 11; i >= 0; --i) {
+    batch += cmd({"GET", "k" + std::to_string(i)});
+    expected += "$" + std::to_string(values[i].size()) + "\r\n" + values[i] + "\r\n";
+  }
+  std::thread writer([&] { c.send(batch); });
+  // THEN every reply is right and in order
+  const std::string replies = c.read_exactly(expected.size());
+  writer.join();
+  EXPECT_TRUE(replies == expected);
+}
+
+// A server whose memory tier holds two of three 400 KiB values, so "cold" (written first) is
+// demoted to disk while "hot" stays in memory; disk reads named "cold" wait for the test's gate.
+class SlowDiskServer {
+ public:
+  SlowDiskServer() {
+    ServerConfig cfg = small_config();
+    cfg.store.memory_bytes = 1u << 20;
+    cfg.store.disk_dir = dir_.path();
+    cfg.store.disk_bytes = 64u << 20;
+    cfg.store.demote_min_reads = 0;
+    cfg.disk_read_hook = [this](std::string_view key) {
+      if (key != "cold") return;
+      entered_.set_value();
+      gate_.wait();
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.push_back("cold read done");
+    };
+    server_ = std::make_unique<RunningServer>(cfg);
+    Client c(server_->port());
+    std::mt19937_64 rng(5);
+    cold_ = testing::make_value(rng, 400 * 1024);
+    hot_ = testing::make_value(rng, 400 * 1024);
+    EXPECT_EQ(c.call(cmd({"SET", "cold", cold_}), 5), "+OK\r\n");
+    EXPECT_EQ(c.call(cmd({"SET", "hot", hot_}), 5), "+OK\r\n");
+    EXPECT_EQ(c.call(cmd({"SET", "filler", hot_}), 5), "+OK\r\n");
+  }
+  ~SlowDiskServer() { open_gate(); }  // never leave the I/O thread blocked
+  int port() const { return server_->port(); }
+  // Waits (bounded, so a broken server fails instead of hanging) until a "cold" read is held.
+  bool cold_read_started() { return entered_future_.wait_for(std::chrono::seconds(10)) == std::future_status::ready; }
+  void open_gate() {
+    if (!opened_) release_.set_value();
+    opened_ = true;
+  }
+  void note(const std::string& event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(event);
+  }
+  std::vector<std::string> events() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+  static std::string bulk(const std::string& v) { return "$" + std::to_string(v.size()) + "\r\n" + v + "\r\n"; }
+  std::string cold_, hot_;
+
+ private:
+  testing::TempDir dir_;
+  std::promise<void> entered_;
+  std::future<void> entered_future_ = entered_.get_future();
+  std::promise<void> release_;
+  std::shared_future<void> gate_ = release_.get_future().share();
+  bool opened_ = false;
+  std::mutex mu_;
+  std::vector<std::string> events_;
+  std::unique_ptr<RunningServer> server_;
+};
+
+TEST(Server, SlowDiskReadDoesNotStallMemoryHits) {
+  // GIVEN client A's GET of the disk-resident key, held inside the disk read
+  SlowDiskServer s;
+  Client a(s.port());
+  a.send(cmd({"GET", "cold"}));
+  ASSERT_TRUE(s.cold_read_started());
+  // WHEN client B asks for the memory-resident key while that read is still held
+  Client b(s.port());
+  const std::string hot_reply = b.call(cmd({"GET", "hot"}), SlowDiskServer::bulk(s.hot_).size());
+  s.note("hot reply received");
+  s.open_gate();
+  // THEN B was answered first (a server blocked on the disk could not have answered it at all),
+  // and A then gets its value intact
+  EXPECT_TRUE(hot_reply == SlowDiskServer::bulk(s.hot_));
+  EXPECT_TRUE(a.read_exactly(SlowDiskServer::bulk(s.cold_).size()) == SlowDiskServer::bulk(s.cold_));
+  EXPECT_EQ(s.events(), (std::vector<std::string>{"hot reply received", "cold read done"}));
+}
+
+TEST(Server, RepliesStayInOrderBehindADiskRead) {
+  // GIVEN one connection that pipelines a disk hit, a memory hit and a PING
+  SlowDiskServer s;
+  Client a(s.port());
+  a.send(cmd({"GET", "cold"}) + cmd({"GET", "filler"}) + cmd({"PING"}));
+  ASSERT_TRUE(s.cold_read_started());
+  s.open_gate();
+  // THEN its replies come back in request order, the disk hit first
+  const std::string expected = SlowDiskServer::bulk(s.cold_) + SlowDiskServer::bulk(s.hot_) + "+PONG\r\n";
+  EXPECT_TRUE(a.read_exactly(expected.size()) == expected);
 }
 
 }  // namespace

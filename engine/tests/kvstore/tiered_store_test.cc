@@ -3,6 +3,7 @@
 #include "tiered_store.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 #include <random>
@@ -344,6 +345,59 @@ TEST(TieredStore, FlushAllEmptiesBothTiers) {
   // AND nothing comes back after a restart
   store = TieredStore::open(disk_config(dir, 100 * 1024, 8u << 20, 0), 0, &error);
   EXPECT_EQ(store->key_count(), 0u);
+}
+
+TEST(TieredStore, SplitGetReconcilesChangesDuringTheRead) {
+  // GIVEN two values demoted to disk (memory holds one 64 KiB value; demotion unconditional)
+  TempDir dir;
+  std::string error;
+  auto store = TieredStore::open(disk_config(dir, 100 * 1024, 16u << 20, 0), 0, &error);
+  ASSERT_TRUE(store) << error;
+  std::mt19937_64 rng(11);
+  const std::string a1 = testing::make_value(rng, 64 * 1024), b1 = testing::make_value(rng, 64 * 1024);
+  const std::string a2 = testing::make_value(rng, 64 * 1024);
+  store->set("a", a1, 0, 0);
+  store->set("b", b1, 0, 0);
+  store->set("x", a2, 0, 0);
+  store->set("y", a2, 0, 0);
+  ASSERT_EQ(store->disk_keys(), 3u);
+  Blob v;
+  // WHEN a read of "a" begins, then "a" is overwritten before it completes
+  DiskRead ra;
+  ASSERT_EQ(store->begin_get("a", 0, &v, &ra), StoreStatus::kPending);
+  Blob loaded;
+  const int fd = store->dup_disk_fd(ra.location.segment);
+  ASSERT_GE(fd, 0);
+  const DiskError err = DiskTier::read_record(fd, ra.location, ra.key, &loaded);
+  ::close(fd);
+  store->set("a", a2, 0, 0);
+  // THEN the completed read serves the value of when the GET began, and does not clobber the new one
+  ASSERT_EQ(store->finish_get(ra, err, loaded, 0, &v), StoreStatus::kOk);
+  EXPECT_EQ(v.view(), a1);
+  ASSERT_EQ(store->get("a", 0, &v), StoreStatus::kOk);
+  EXPECT_EQ(v.view(), a2);
+  // WHEN a read of "b" fails because "b" was deleted (its record killed) before the read ran
+  DiskRead rb;
+  ASSERT_EQ(store->begin_get("b", 0, &v, &rb), StoreStatus::kPending);
+  store->del("b", 0);
+  const int fd2 = store->dup_disk_fd(rb.location.segment);
+  Blob dead;
+  const DiskError err2 = fd2 >= 0 ? DiskTier::read_record(fd2, rb.location, rb.key, &dead) : DiskError::kIo;
+  if (fd2 >= 0) ::close(fd2);
+  // THEN it is a miss, not an error and not the deleted bytes
+  EXPECT_NE(err2, DiskError::kOk);
+  EXPECT_EQ(store->finish_get(rb, err2, dead, 0, &v), StoreStatus::kNotFound);
+  // AND an unchanged entry completes like a synchronous disk hit (promoted to memory)
+  DiskRead rx;
+  ASSERT_EQ(store->begin_get("x", 0, &v, &rx), StoreStatus::kPending);
+  const int fd3 = store->dup_disk_fd(rx.location.segment);
+  Blob lx;
+  ASSERT_EQ(DiskTier::read_record(fd3, rx.location, rx.key, &lx), DiskError::kOk);
+  ::close(fd3);
+  const std::uint64_t promotions = store->stats().promotions;
+  ASSERT_EQ(store->finish_get(rx, DiskError::kOk, lx, 0, &v), StoreStatus::kOk);
+  EXPECT_EQ(v.view(), a2);
+  EXPECT_EQ(store->stats().promotions, promotions + 1);
 }
 
 }  // namespace

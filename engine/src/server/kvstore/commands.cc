@@ -61,10 +61,20 @@ class CommandTable {
   }
   static void echo(CommandExecutor&, const Args& a, Session*, ReplyQueue* out) { out->bulk(a[1]); }
 
-  static void get(CommandExecutor& x, const Args& a, Session*, ReplyQueue* out) {
+  static void get(CommandExecutor& x, const Args& a, Session* s, ReplyQueue* out) {
     Blob value;
-    if (x.store_->get(a[1], CommandExecutor::now_ms(), &value) == StoreStatus::kOk) out->bulk(value);
-    else out->null_bulk();
+    const std::int64_t now = CommandExecutor::now_ms();
+    StoreStatus st;
+    if (x.async_disk_reads_) {
+      st = x.store_->begin_get(a[1], now, &value, &s->pending_read);
+      if (st == StoreStatus::kPending) {
+        s->read_pending = true;  // the server reads it off-thread and calls finish_get()
+        return;
+      }
+    } else {
+      st = x.store_->get(a[1], now, &value);
+    }
+    if (st == StoreStatus::kOk) out->bulk(value); else out->null_bulk();
   }
 
   static void set(CommandExecutor& x, const Args& a, Session*, ReplyQueue* out) {
@@ -101,7 +111,8 @@ class CommandTable {
       x.store_->del(a[1], now);
       return out->simple("OK");
     }
-    const StoreStatus st = x.store_->set(a[1], a[2], expire_at, now, cond, keep_ttl);
+    std::size_t cursor = 0;
+    const StoreStatus st = x.store_arg(a[1], a, 2, &cursor, expire_at, now, cond, keep_ttl);
     x.reply_store_status(st, out);
   }
 
@@ -117,8 +128,9 @@ class CommandTable {
   static void mset(CommandExecutor& x, const Args& a, Session*, ReplyQueue* out) {
     if (a.size() % 2 != 1) return wrong_arity(a, out);
     const std::int64_t now = CommandExecutor::now_ms();
+    std::size_t cursor = 0;
     for (std::size_t i = 1; i + 1 < a.size(); i += 2) {
-      const StoreStatus st = x.store_->set(a[i], a[i + 1], 0, now);
+      const StoreStatus st = x.store_arg(a[i], a, i + 1, &cursor, 0, now, SetCondition::kAlways, false);
       if (st != StoreStatus::kOk) return x.reply_store_status(st, out);
     }
     out->simple("OK");
@@ -503,16 +515,31 @@ void CommandExecutor::reply_store_status(StoreStatus st, ReplyQueue* out) {
       return error(out, "OOM value does not fit the memory tier (--memory-bytes " +
                             std::to_string(config_->store.memory_bytes) + ") nor the disk tier; add --disk-dir/--disk-bytes or raise the budgets");
     case StoreStatus::kIoError: return error(out, "ERR disk tier I/O error; see the server log");
-    case StoreStatus::kNotFound: return out->null_bulk();
+    case StoreStatus::kNotFound:
+    case StoreStatus::kPending: return out->null_bulk();
   }
 }
 
-void CommandExecutor::execute(const std::vector<std::string_view>& args, Session* session, ReplyQueue* out) {
+StoreStatus CommandExecutor::store_arg(std::string_view key, const std::vector<std::string_view>& args, std::size_t i,
+                                       std::size_t* cursor, std::int64_t expire_at_ms, std::int64_t now_ms,
+                                       SetCondition condition, bool keep_ttl) {
+  if (payloads_ != nullptr) {
+    while (*cursor < payloads_->size() && (*payloads_)[*cursor].index < i) ++*cursor;
+    if (*cursor < payloads_->size() && (*payloads_)[*cursor].index == i) {
+      return store_->set(key, (*payloads_)[*cursor].blob, expire_at_ms, now_ms, condition, keep_ttl);
+    }
+  }
+  return store_->set(key, args[i], expire_at_ms, now_ms, condition, keep_ttl);
+}
+
+void CommandExecutor::execute(const std::vector<std::string_view>& args, Session* session, ReplyQueue* out,
+                              const std::vector<PayloadArg>* payloads) {
   ++counters_->commands;
+  payloads_ = payloads;
   const CommandSpec* spec = CommandTable::find(args[0]);
   if (spec == nullptr) {
     std::string msg = "ERR unknown command '" + std::string(args[0].substr(0, 128)) + "', with args beginning with: ";
-    for (std::size_t i = 1; i < args.size() && i < 4; ++i) msg += "'" + std::string(args[i].substr(0, 64)) + "' ";
+    for (std::size_t i = 1; i < args.size() && i < 4; ++i) msg.append("'").append(args[i].substr(0, 64)).append("' ");
     return error(out, msg);
   }
   if (spec->needs_auth && !session->authenticated && !config_->requirepass.empty()) {
@@ -525,10 +552,24 @@ void CommandExecutor::execute(const std::vector<std::string_view>& args, Session
   }
   const double start = monotonic_seconds();
   spec->run(*this, args, session, out);
+  payloads_ = nullptr;
+  if (session->read_pending) {
+    session->pending_since = start;  // observed when finish_get() answers it
+    return;
+  }
   const double elapsed = monotonic_seconds() - start;
   if (spec->run == &CommandTable::get || spec->run == &CommandTable::mget) counters_->latency_get.observe(elapsed);
   else if (spec->run == &CommandTable::set || spec->run == &CommandTable::mset) counters_->latency_set.observe(elapsed);
   else counters_->latency_other.observe(elapsed);
+}
+
+void CommandExecutor::finish_get(Session* session, DiskError error, Blob loaded, ReplyQueue* out) {
+  Blob value;
+  const StoreStatus st = store_->finish_get(session->pending_read, error, std::move(loaded), now_ms(), &value);
+  if (st == StoreStatus::kOk) out->bulk(value); else out->null_bulk();
+  session->read_pending = false;
+  session->pending_read = DiskRead{};
+  counters_->latency_get.observe(monotonic_seconds() - session->pending_since);
 }
 
 }  // namespace disagg::kvstore

@@ -41,9 +41,16 @@ bool pread_all(int fd, void* buf, std::size_t n, std::uint64_t off) {
   return true;
 }
 
-bool pwritev_all(int fd, iovec* iov, int count, std::uint64_t off) {
+// pwritev / preadv until every byte of `iov` moved; false on error or end of file.
+template <bool kWrite>
+bool pv_all(int fd, iovec* iov, int count, std::uint64_t off) {
+  while (count > 0 && iov->iov_len == 0) {
+    ++iov;
+    --count;
+  }
   while (count > 0) {
-    const ssize_t w = ::pwritev(fd, iov, count, static_cast<off_t>(off));
+    const ssize_t w = kWrite ? ::pwritev(fd, iov, count, static_cast<off_t>(off))
+                             : ::preadv(fd, iov, count, static_cast<off_t>(off));
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return false;
     off += static_cast<std::uint64_t>(w);
@@ -60,6 +67,9 @@ bool pwritev_all(int fd, iovec* iov, int count, std::uint64_t off) {
   }
   return true;
 }
+
+bool pwritev_all(int fd, iovec* iov, int count, std::uint64_t off) { return pv_all<true>(fd, iov, count, off); }
+bool preadv_all(int fd, iovec* iov, int count, std::uint64_t off) { return pv_all<false>(fd, iov, count, off); }
 
 std::uint32_t record_crc(const Header& h, std::string_view key, std::string_view value) {
   std::uint32_t crc = crc32c_extend(0, &h.key_len, kCrcCoveredHeader);
@@ -224,23 +234,30 @@ DiskError DiskTier::append(std::string_view key, std::string_view value, std::in
 DiskError DiskTier::read(const DiskLocation& location, std::string_view key, Blob* value) const {
   auto it = segments_.find(location.segment);
   if (it == segments_.end()) return DiskError::kIo;
+  return read_record(it->second.fd, location, key, value);
+}
+
+DiskError DiskTier::read_record(int fd, const DiskLocation& location, std::string_view key, Blob* value) {
   Header h{};
-  if (!pread_all(it->second.fd, &h, sizeof(h), location.offset)) return DiskError::kIo;
+  if (!pread_all(fd, &h, sizeof(h), location.offset)) return DiskError::kIo;
   if (h.magic != kLiveMagic || h.key_len != key.size() ||
       record_bytes(h.key_len, h.value_len) != location.record_bytes) {
     return DiskError::kCorrupt;
   }
-  // Read key and value into one blob, check, then drop the key by moving the value down: one
-  // read syscall, and the blob handed to replies holds exactly the value.
-  Blob buf = Blob::allocate(h.key_len + h.value_len);
-  if (!pread_all(it->second.fd, buf.data(), buf.size(), location.offset + sizeof(Header))) return DiskError::kIo;
-  const std::string_view stored_key(buf.data(), h.key_len);
-  if (stored_key != key) return DiskError::kCorrupt;
-  if (record_crc(h, stored_key, {buf.data() + h.key_len, h.value_len}) != h.crc) return DiskError::kCorrupt;
+  // One preadv: the key into a scratch string, the value straight into the blob handed to replies.
+  std::string stored_key(h.key_len, '\0');
   Blob out = Blob::allocate(h.value_len);
-  if (h.value_len > 0) std::memcpy(out.data(), buf.data() + h.key_len, h.value_len);
+  iovec iov[2] = {{stored_key.data(), stored_key.size()}, {out.data(), out.size()}};
+  if (!preadv_all(fd, iov, 2, location.offset + sizeof(Header))) return DiskError::kIo;
+  if (stored_key != key) return DiskError::kCorrupt;
+  if (record_crc(h, stored_key, out.view()) != h.crc) return DiskError::kCorrupt;
   *value = std::move(out);
   return DiskError::kOk;
+}
+
+int DiskTier::dup_segment_fd(std::uint32_t segment) const {
+  auto it = segments_.find(segment);
+  return it == segments_.end() ? -1 : ::fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
 }
 
 DiskError DiskTier::for_each_record(

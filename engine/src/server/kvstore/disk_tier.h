@@ -81,6 +81,14 @@ class DiskTier {
   /// Reads the value at `location`, checking magic, key and checksum.
   DiskError read(const DiskLocation& location, std::string_view key, Blob* value) const;
 
+  /// read() through `fd`, any descriptor of the record's segment (see dup_segment_fd()). Touches
+  /// no DiskTier state, so it may run on another thread while the server goes on.
+  static DiskError read_record(int fd, const DiskLocation& location, std::string_view key, Blob* value);
+
+  /// A new descriptor (close-on-exec) of `segment`, or -1. Reading through it stays valid after the
+  /// segment is dropped (the file lives on until the last descriptor closes).
+  [[nodiscard]] int dup_segment_fd(std::uint32_t segment) const;
+
   /// Reads the header and key of each record of `segment` (compaction uses it to find live ones).
   DiskError for_each_record(std::uint32_t segment,
                             const std::function<void(const DiskLocation&, std::string_view key)>& fn) const;

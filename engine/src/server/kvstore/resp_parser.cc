@@ -48,6 +48,9 @@ void RespParser::reset() {
   consumed_ = 0;
   wanted_ = 0;
   offsets_.clear();
+  payloads_.clear();
+  payload_ = Blob();
+  payload_filled_ = 0;
 }
 
 std::size_t RespParser::take_discardable() {
@@ -83,6 +86,7 @@ void RespParser::reject(std::string message) {
   if (!rejected_) error_ = std::move(message);
   rejected_ = true;
   offsets_.clear();
+  payloads_.clear();
 }
 
 ParseStatus RespParser::finish_command(std::string_view data) {
@@ -95,15 +99,24 @@ ParseStatus RespParser::finish_command(std::string_view data) {
   rejected_ = false;
   if (rejected) {
     offsets_.clear();
+    payloads_.clear();
     return ParseStatus::kRejected;
   }
   args_.clear();
-  for (const auto& [off, len] : offsets_) args_.push_back(data.substr(off, len));
+  for (const auto& [off, len] : offsets_) {
+    if (off == kPayloadOffset) {
+      payloads_[len].index = args_.size();
+      args_.push_back(payloads_[len].blob.view());
+    } else {
+      args_.push_back(data.substr(off, len));
+    }
+  }
   offsets_.clear();
   return ParseStatus::kCommand;
 }
 
 ParseStatus RespParser::parse_inline(std::string_view data) {
+  payloads_.clear();
   const std::size_t available = data.size() - pos_;
   const std::size_t scan = available < limits_.max_inline_bytes ? available : limits_.max_inline_bytes;
   const void* hit = scan == 0 ? nullptr : std::memchr(data.data() + pos_, '\n', scan);
@@ -164,6 +177,7 @@ ParseStatus RespParser::parse(std::string_view data) {
         }
         args_expected_ = static_cast<std::size_t>(n);
         offsets_.clear();
+        payloads_.clear();
         if (offsets_.capacity() < args_expected_ && args_expected_ <= 1024) offsets_.reserve(args_expected_);
         state_ = State::kBulkLen;
         break;
@@ -213,10 +227,37 @@ ParseStatus RespParser::parse(std::string_view data) {
           state_ = State::kBulkLen;
           break;
         }
-        if (data.size() < pos_ + bulk_len_ + 2) return ParseStatus::kNeedMore;
+        if (data.size() < pos_ + bulk_len_ + 2) {
+          const std::size_t buffered = data.size() - pos_;
+          if (limits_.direct_bulk_bytes == 0 || bulk_len_ < limits_.direct_bulk_bytes || buffered >= bulk_len_) {
+            return ParseStatus::kNeedMore;
+          }
+          // Receive the rest of this argument into its final buffer: copy the (short) prefix that
+          // arrived with the header, and let the caller read the socket straight into the blob.
+          payload_ = Blob::allocate(bulk_len_);
+          if (buffered > 0) std::memcpy(payload_.data(), data.data() + pos_, buffered);
+          payload_filled_ = buffered;
+          payload_offset_ = pos_;
+          wanted_ = pos_ + 2;  // the CRLF after the payload comes into the caller's buffer
+          state_ = State::kPayload;
+          return ParseStatus::kPayload;
+        }
         offsets_.emplace_back(pos_, bulk_len_);
         pos_ += bulk_len_;
         if (data[pos_] != '\r' || data[pos_ + 1] != '\n') return fail("expected CRLF after bulk data");
+        pos_ += 2;
+        if (--args_expected_ == 0) return finish_command(data);
+        state_ = State::kBulkLen;
+        break;
+      }
+      case State::kPayload: {
+        // The payload bytes are not in `data`: pos_ is where its CRLF goes.
+        if (payload_filled_ < payload_.size() || data.size() < pos_ + 2) return ParseStatus::kNeedMore;
+        if (data[pos_] != '\r' || data[pos_ + 1] != '\n') return fail("expected CRLF after bulk data");
+        offsets_.emplace_back(kPayloadOffset, payloads_.size());
+        payloads_.push_back({0, std::move(payload_)});
+        payload_ = Blob();
+        payload_filled_ = 0;
         pos_ += 2;
         if (--args_expected_ == 0) return finish_command(data);
         state_ = State::kBulkLen;

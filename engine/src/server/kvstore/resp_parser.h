@@ -1,8 +1,10 @@
 // Incremental, bounded parser for Redis protocol (RESP2) requests.
 //
 // Requests are arrays of bulk strings (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`) or inline commands
-// (`PING\r\n`, as typed into telnet). The parser never copies payload bytes: arguments are views
-// into the caller's buffer. Its state survives partial input, so bytes fed one at a time cost the
+// (`PING\r\n`, as typed into telnet). Arguments are views into the caller's buffer, except large
+// ones (ParserLimits::direct_bulk_bytes): those get a Blob of their exact size that the caller reads
+// the socket straight into (kPayload), so a 1 MiB SET value is never copied in user space and
+// becomes the stored value as is. Its state survives partial input, so bytes fed one at a time cost the
 // same total work as bytes fed at once (no rescanning), and it never allocates per byte (the
 // argument table is reused and grows only with the argument count).
 #pragma once
@@ -12,6 +14,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "blob.h"
 
 namespace disagg::kvstore {
 
@@ -25,6 +29,15 @@ struct ParserLimits {
   std::size_t max_request_bytes = 1u << 30;
   /// Longest inline command line.
   std::size_t max_inline_bytes = 64u << 10;
+  /// Arguments at least this long that are not yet fully buffered are received into their own
+  /// Blob (kPayload) instead of the caller's buffer. 0 = never (every argument is a buffer view).
+  std::size_t direct_bulk_bytes = 0;
+};
+
+/// An argument received into its own Blob: args()[index] views blob.
+struct PayloadArg {
+  std::size_t index;
+  Blob blob;
 };
 
 enum class ParseStatus {
@@ -32,6 +45,9 @@ enum class ParseStatus {
   kCommand,        ///< A complete command: see args(); then drop consumed() bytes.
   kRejected,       ///< A complete but refused command (limit breached): reply error(), drop consumed().
   kProtocolError,  ///< Malformed stream: reply error() and close the connection.
+  /// A large argument started: the caller drops its buffered bytes from payload_offset() on (they
+  /// were copied into the payload), then fills payload_space() / commit_payload() before parsing on.
+  kPayload,
 };
 
 class RespParser {
@@ -57,6 +73,24 @@ class RespParser {
   /// the caller can size its buffer once instead of growing it repeatedly for a large value.
   [[nodiscard]] std::size_t wanted() const { return wanted_; }
 
+  /// After kCommand: the arguments received as payloads (in argument order); they stay valid until
+  /// release_payloads() or the next parse(). Take a Blob copy to keep one (no byte copy).
+  [[nodiscard]] const std::vector<PayloadArg>& payloads() const { return payloads_; }
+  /// Drops the payloads of the last command (call once it has executed, so a value deleted later is
+  /// not kept alive by the parser).
+  void release_payloads() { payloads_.clear(); }
+
+  /// After kPayload: the buffer offset from which the caller must drop every buffered byte.
+  [[nodiscard]] std::size_t payload_offset() const { return payload_offset_; }
+  /// Bytes of the current payload still to come from the socket (0 when none is in progress).
+  [[nodiscard]] std::size_t payload_missing() const {
+    return state_ == State::kPayload ? payload_.size() - payload_filled_ : 0;
+  }
+  /// Where the next payload byte goes; payload_missing() bytes are writable there.
+  [[nodiscard]] char* payload_space() { return payload_.data() + payload_filled_; }
+  /// Records `n` (at most payload_missing()) bytes written at payload_space().
+  void commit_payload(std::size_t n) { payload_filled_ += n; }
+
   /// After kRejected or kProtocolError: the message for the error reply, without "-" and CRLF.
   [[nodiscard]] const std::string& error() const { return error_; }
 
@@ -64,7 +98,9 @@ class RespParser {
   void reset();
 
  private:
-  enum class State { kStart, kArrayLen, kBulkLen, kBulkData, kInline };
+  enum class State { kStart, kArrayLen, kBulkLen, kBulkData, kPayload, kInline };
+  // offsets_ entry of a payload argument: (kPayloadOffset, index into payloads_).
+  static constexpr std::size_t kPayloadOffset = ~static_cast<std::size_t>(0);
 
   // Finds "\r\n" at or after pos_ within `limit` bytes. Returns the index of '\r', or npos.
   std::size_t find_line_end(std::string_view data, std::size_t limit, bool* too_long) const;
@@ -85,6 +121,10 @@ class RespParser {
   std::size_t wanted_ = 0;
   std::vector<std::pair<std::size_t, std::size_t>> offsets_;  // (offset, length) per argument
   std::vector<std::string_view> args_;
+  std::vector<PayloadArg> payloads_;  // payload arguments of the command being parsed / last parsed
+  Blob payload_;                      // the payload being received (state kPayload)
+  std::size_t payload_filled_ = 0;
+  std::size_t payload_offset_ = 0;
   std::string error_;
 };
 

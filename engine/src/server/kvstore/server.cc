@@ -7,6 +7,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,11 +20,15 @@
 namespace disagg::kvstore {
 namespace {
 
-enum : std::uint64_t { kListen = 1, kMetricsListen = 2, kWake = 3, kClient = 4, kMetricsClient = 5 };
+enum : std::uint64_t { kListen = 1, kMetricsListen = 2, kWake = 3, kClient = 4, kMetricsClient = 5, kDiskDone = 6 };
 
 std::uint64_t tag(std::uint64_t kind, int fd) { return (kind << 32) | static_cast<std::uint32_t>(fd); }
 
 constexpr std::size_t kReadChunk = 256u << 10;
+// Reads into the input buffer are this long unless the parser knows the command needs more. Kept
+// short so little of a large value arrives with its header (that prefix is the only part of a
+// value copied in user space; the rest is read straight into the value's Blob). Redis uses 16 KiB.
+constexpr std::size_t kSmallRead = 16u << 10;
 constexpr std::size_t kMaxReadPerEvent = 8u << 20;  // fairness between connections
 constexpr std::size_t kIdleBufferCap = 1u << 20;    // shrink buffers above this when idle
 
@@ -90,6 +95,11 @@ class InputBuffer {
     begin_ = 0;
     end_ = used;
   }
+  // Drops the unconsumed bytes from `offset` (relative to the view) on.
+  void truncate(std::size_t offset) {
+    end_ = begin_ + offset;
+    if (begin_ == end_) begin_ = end_ = 0;
+  }
   char* write_ptr() { return data_.get() + end_; }
   std::size_t free_space() const { return cap_ - end_; }
   void commit(std::size_t n) { end_ += n; }
@@ -154,6 +164,15 @@ std::unique_ptr<Server> Server::create(const ServerConfig& config, std::string* 
   };
   add(s->listen_fd_, kListen);
   add(s->wake_fd_, kWake);
+  if (s->store_->has_disk()) {
+    s->disk_reader_ = std::make_unique<DiskReader>(config.disk_read_hook);
+    if (s->disk_reader_->event_fd() < 0) {
+      *error = std::string("eventfd for the disk reader: ") + std::strerror(errno);
+      return nullptr;
+    }
+    add(s->disk_reader_->event_fd(), kDiskDone);
+    s->executor_->set_async_disk_reads(true);
+  }
   if (s->metrics_fd_ >= 0) add(s->metrics_fd_, kMetricsListen);
   return s;
 }
@@ -188,6 +207,8 @@ int Server::run() {
       } else if (kind == kWake) {
         std::uint64_t v;
         (void)!::read(wake_fd_, &v, sizeof(v));
+      } else if (kind == kDiskDone) {
+        on_disk_reads_done();
       } else if (kind == kClient) {
         auto it = clients_.find(fd);
         if (it != clients_.end()) on_client_event(it->second.get(), events[i].events);
@@ -234,6 +255,7 @@ void Server::accept_clients() {
 }
 
 void Server::close_client(Connection* c) {
+  waiting_disk_.erase(c->session.id);  // a read still in flight is dropped when it completes
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
   ::close(c->fd);
   --counters_.connections_current;
@@ -242,7 +264,7 @@ void Server::close_client(Connection* c) {
 
 void Server::update_interest(Connection* c) {
   std::uint32_t want = 0;
-  if (!c->stalled && !c->peer_closed && !c->close_after_flush) want |= EPOLLIN;
+  if (!c->stalled && !c->peer_closed && !c->close_after_flush && !c->session.read_pending) want |= EPOLLIN;
   if (!c->out.empty()) want |= EPOLLOUT;
   if (want == c->interest) return;
   epoll_event ev{};
@@ -263,7 +285,7 @@ bool Server::flush(Connection* c) {
 
 void Server::process_input(Connection* c) {
   const std::size_t max_out_bytes = std::max<std::size_t>(64u << 20, 2 * config_.store.max_value_bytes);
-  while (!c->close_after_flush) {
+  while (!c->close_after_flush && !c->session.read_pending) {
     if (c->unanswered >= config_.max_pipeline || c->out.bytes() >= max_out_bytes) {
       if (!flush(c)) {
         c->close_after_flush = true;
@@ -286,14 +308,20 @@ void Server::process_input(Connection* c) {
         c->in.reserve(0, c->parser.wanted() > used ? c->parser.wanted() : 0);
         return;
       }
+      case ParseStatus::kPayload:
+        // The payload's buffered prefix was copied into its Blob; the rest is read into it directly.
+        c->in.truncate(c->parser.payload_offset());
+        return;
       case ParseStatus::kCommand: {
         const auto& args = c->parser.args();
         if (!args.empty()) {
-          executor_->execute(args, &c->session, &c->out);
+          executor_->execute(args, &c->session, &c->out, &c->parser.payloads());
           ++c->unanswered;
           if (c->session.close_after_reply) c->close_after_flush = true;
         }
+        c->parser.release_payloads();
         c->in.consume(c->parser.consumed());
+        if (c->session.read_pending) submit_disk_read(c);
         break;
       }
       case ParseStatus::kRejected:
@@ -325,15 +353,31 @@ void Server::on_client_event(Connection* c, std::uint32_t events) {
     }
     if (c->stalled && c->out.empty()) process_input(c);
   }
-  if ((events & (EPOLLIN | EPOLLHUP)) && !c->stalled && !c->close_after_flush) {
+  if ((events & EPOLLHUP) && c->session.read_pending) {
+    // Both directions are shut: the pending reply cannot be delivered, and level-triggered HUP
+    // would spin the loop until the read completes.
+    close_client(c);
+    return;
+  }
+  if ((events & (EPOLLIN | EPOLLHUP)) && !c->stalled && !c->close_after_flush && !c->session.read_pending) {
     std::size_t total = 0;
-    while (total < kMaxReadPerEvent && !c->stalled && !c->close_after_flush) {
-      // Size reads to the command in flight: exactly the rest of a large value, else 64 KiB, so a
-      // 1 MiB SET needs one buffer of ~1 MiB rather than repeated doubling.
+    while (total < kMaxReadPerEvent && !c->stalled && !c->close_after_flush && !c->session.read_pending) {
+      // A large argument in flight is read straight into its Blob (exactly its missing bytes), and
+      // what follows it (its CRLF, the next command) into the buffer, in one readv. Otherwise read
+      // into the buffer exactly the rest of the command in flight when the parser knows it, else
+      // kSmallRead: never far past what is needed, so a following large value's bytes mostly land
+      // in its own Blob.
+      const std::size_t missing = c->parser.payload_missing();
       const std::size_t used = c->in.view().size();
       const std::size_t wanted = c->parser.wanted();
-      c->in.reserve(wanted > used ? std::min<std::size_t>(kReadChunk, wanted - used) : (64u << 10), wanted);
-      const ssize_t r = ::read(c->fd, c->in.write_ptr(), c->in.free_space());
+      const std::size_t buffer_len =
+          missing == 0 && wanted > used ? std::min<std::size_t>(kReadChunk, wanted - used) : kSmallRead;
+      c->in.reserve(buffer_len, missing == 0 ? wanted : 0);
+      iovec iov[2];
+      int iov_count = 0;
+      if (missing > 0) iov[iov_count++] = {c->parser.payload_space(), missing};
+      iov[iov_count++] = {c->in.write_ptr(), buffer_len};
+      const ssize_t r = ::readv(c->fd, iov, iov_count);
       if (r < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -344,12 +388,22 @@ void Server::on_client_event(Connection* c, std::uint32_t events) {
         c->peer_closed = true;
         break;
       }
-      c->in.commit(static_cast<std::size_t>(r));
-      total += static_cast<std::size_t>(r);
-      counters_.bytes_in += static_cast<std::uint64_t>(r);
-      process_input(c);
+      const auto got = static_cast<std::size_t>(r);
+      total += got;
+      counters_.bytes_in += got;
+      const std::size_t to_payload = std::min(got, missing);
+      if (to_payload > 0) c->parser.commit_payload(to_payload);
+      if (got > to_payload) c->in.commit(got - to_payload);
+      if (c->parser.payload_missing() == 0) process_input(c);
+      // A short read drained the socket: skip the read that would only say EAGAIN (epoll is
+      // level-triggered, so anything arriving meanwhile is reported again).
+      if (got < missing + buffer_len) break;
     }
   }
+  finish_event(c);
+}
+
+void Server::finish_event(Connection* c) {
   if (!flush(c)) {
     close_client(c);
     return;
@@ -361,12 +415,41 @@ void Server::on_client_event(Connection* c, std::uint32_t events) {
       return;
     }
   }
-  if ((c->close_after_flush || c->peer_closed) && c->out.empty()) {
+  if ((c->close_after_flush || c->peer_closed) && c->out.empty() && !c->session.read_pending) {
     close_client(c);
     return;
   }
   if (c->out.empty()) c->in.shrink_if_idle();
   update_interest(c);
+}
+
+void Server::submit_disk_read(Connection* c) {
+  DiskReader::Job job;
+  job.cookie = c->session.id;
+  job.read = c->session.pending_read;
+  job.fd = store_->dup_disk_fd(job.read.location.segment);
+  if (job.fd < 0) {
+    // No descriptor (segment gone, or out of fds): let the store settle it synchronously.
+    executor_->finish_get(&c->session, DiskError::kIo, Blob(), &c->out);
+    return;
+  }
+  waiting_disk_[c->session.id] = c;
+  disk_reader_->submit(std::move(job));
+}
+
+void Server::on_disk_reads_done() {
+  done_jobs_.clear();
+  disk_reader_->drain(&done_jobs_);
+  for (DiskReader::Job& job : done_jobs_) {
+    auto it = waiting_disk_.find(job.cookie);
+    if (it == waiting_disk_.end()) continue;  // the client left meanwhile
+    Connection* c = it->second;
+    waiting_disk_.erase(it);
+    executor_->finish_get(&c->session, job.error, std::move(job.value), &c->out);
+    process_input(c);  // commands that arrived behind the GET
+    finish_event(c);
+  }
+  done_jobs_.clear();
 }
 
 void Server::accept_metrics() {

@@ -2,7 +2,12 @@
 //
 // Why one thread: values are large (KV blocks of 256 KiB - 1 MiB), so throughput is bound by
 // memory copies and socket syscalls, not by command dispatch; one thread keeps the store lock-free
-// and replies in order. GET replies reference stored values (no copy); SET copies once.
+// and replies in order. GET replies reference stored values (no copy); SET reads values of 32 KiB
+// or more straight into the Blob that is stored (no copy either; see RespParser kPayload).
+//
+// Disk-tier GETs are the exception: their preads run on DiskReader I/O threads (4), so a disk hit
+// does not hold up other clients. The connection that issued it reads no further commands until
+// the value is back, so its replies stay in order.
 //
 // Limits: --max-clients (new connections beyond it get "-ERR max number of clients reached" and are
 // closed), --max-value-bytes / --max-request-bytes (the command is skipped without buffering it and
@@ -17,6 +22,7 @@
 #include <unordered_map>
 
 #include "commands.h"
+#include "disk_reader.h"
 #include "metrics.h"
 #include "server_config.h"
 #include "tiered_store.h"
@@ -55,10 +61,16 @@ class Server {
   bool flush(Connection* c);
   void update_interest(Connection* c);
   void close_client(Connection* c);
+  // After input was processed or a disk read completed: writes replies, closes or re-arms epoll.
+  void finish_event(Connection* c);
+  // Hands the session's pending GET to the I/O thread (or answers it at once if it cannot).
+  void submit_disk_read(Connection* c);
+  void on_disk_reads_done();
 
   ServerConfig config_;
   std::unique_ptr<TieredStore> store_;
   std::unique_ptr<CommandExecutor> executor_;
+  std::unique_ptr<DiskReader> disk_reader_;  // with a disk tier only
   ServerCounters counters_;
   int epoll_fd_ = -1;
   int listen_fd_ = -1;
@@ -70,6 +82,8 @@ class Server {
   std::uint64_t next_client_id_ = 1;
   std::unordered_map<int, std::unique_ptr<Connection>> clients_;
   std::unordered_map<int, std::unique_ptr<MetricsConnection>> metrics_clients_;
+  std::unordered_map<std::uint64_t, Connection*> waiting_disk_;  // by session id
+  std::vector<DiskReader::Job> done_jobs_;
 };
 
 }  // namespace disagg::kvstore

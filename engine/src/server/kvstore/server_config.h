@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "resp_parser.h"
@@ -19,7 +21,14 @@ struct ServerConfig {
   /// Replies a connection may have queued and unwritten before the server stops reading from it.
   std::size_t max_pipeline = 1024;
   StoreConfig store;
-  ParserLimits parser;
+  /// Tests only: runs on the disk-read I/O thread before each read (e.g. to hold a read back).
+  std::function<void(std::string_view key)> disk_read_hook;
+  /// Request bounds; arguments of 32 KiB or more are received straight into their stored Blob.
+  ParserLimits parser = [] {
+    ParserLimits limits;
+    limits.direct_bulk_bytes = 32u << 10;
+    return limits;
+  }();
 };
 
 /// Parses `--flag value` / `--flag=value` arguments (argv[0] is skipped). Sizes accept a suffix:

@@ -12,6 +12,7 @@ const char* to_string(StoreStatus status) {
     case StoreStatus::kTooLarge: return "value too large";
     case StoreStatus::kNoSpace: return "no space in either tier";
     case StoreStatus::kIoError: return "disk I/O error";
+    case StoreStatus::kPending: return "disk read pending";
   }
   return "unknown";
 }
@@ -220,6 +221,15 @@ bool TieredStore::compact(std::uint32_t segment) {
 }
 
 StoreStatus TieredStore::get(std::string_view key, std::int64_t now_ms, Blob* value) {
+  DiskRead read;
+  const StoreStatus st = begin_get(key, now_ms, value, &read);
+  if (st != StoreStatus::kPending) return st;
+  Blob loaded;
+  const DiskError err = disk_->read(read.location, read.key, &loaded);
+  return finish_get(read, err, std::move(loaded), now_ms, value);
+}
+
+StoreStatus TieredStore::begin_get(std::string_view key, std::int64_t now_ms, Blob* value, DiskRead* read) {
   Entry* e = find_live(key, now_ms);
   if (e == nullptr) {
     ++stats_.misses;
@@ -233,8 +243,23 @@ StoreStatus TieredStore::get(std::string_view key, std::int64_t now_ms, Blob* va
     *value = e->value;
     return StoreStatus::kOk;
   }
-  Blob loaded;
-  const DiskError err = disk_->read(e->disk, e->key, &loaded);
+  read->key.assign(key);
+  read->location = e->disk;
+  read->epoch = epoch_;
+  return StoreStatus::kPending;
+}
+
+StoreStatus TieredStore::finish_get(const DiskRead& read, DiskError err, Blob loaded, std::int64_t now_ms,
+                                    Blob* value) {
+  Entry* e = index_.find(read.key);
+  const bool unchanged = e != nullptr && read.epoch == epoch_ && e->tier == Tier::kDisk &&
+                         e->disk.segment == read.location.segment && e->disk.offset == read.location.offset;
+  if (!unchanged) {
+    if (err != DiskError::kOk) return get(read.key, now_ms, value);  // the record died under the read
+    ++stats_.hits_disk;
+    *value = std::move(loaded);
+    return StoreStatus::kOk;
+  }
   if (err != DiskError::kOk) {
     // Never serve a record that fails its checks: drop the key and report a miss.
     if (err == DiskError::kCorrupt) ++stats_.corrupt_reads; else ++stats_.disk_errors;
@@ -266,6 +291,17 @@ StoreStatus TieredStore::get(std::string_view key, std::int64_t now_ms, Blob* va
 
 StoreStatus TieredStore::set(std::string_view key, std::string_view value, std::int64_t expire_at_ms,
                              std::int64_t now_ms, SetCondition condition, bool keep_ttl) {
+  return set_value(key, value, nullptr, expire_at_ms, now_ms, condition, keep_ttl);
+}
+
+StoreStatus TieredStore::set(std::string_view key, const Blob& value, std::int64_t expire_at_ms, std::int64_t now_ms,
+                             SetCondition condition, bool keep_ttl) {
+  return set_value(key, value.view(), &value, expire_at_ms, now_ms, condition, keep_ttl);
+}
+
+StoreStatus TieredStore::set_value(std::string_view key, std::string_view value, const Blob* owned,
+                                   std::int64_t expire_at_ms, std::int64_t now_ms, SetCondition condition,
+                                   bool keep_ttl) {
   if (value.size() > config_.max_value_bytes || key.size() > kMaxKeyBytes) return StoreStatus::kTooLarge;
   Entry* e = find_live(key, now_ms);
   if ((condition == SetCondition::kIfAbsent && e != nullptr) ||
@@ -283,7 +319,7 @@ StoreStatus TieredStore::set(std::string_view key, std::string_view value, std::
   if (!(keep_ttl && existed)) e->expire_at_ms = expire_at_ms;
   e->reads = 0;
   if (charge <= config_.memory_bytes) {
-    Blob blob = Blob::copy_of(value);
+    Blob blob = owned != nullptr ? *owned : Blob::copy_of(value);
     if (make_memory_room(charge)) {
       place_in_memory(e, std::move(blob));
       return StoreStatus::kOk;
@@ -341,6 +377,7 @@ bool TieredStore::expire(std::string_view key, std::int64_t expire_at_ms, std::i
 }
 
 void TieredStore::flush_all() {
+  ++epoch_;
   index_.clear();
   memory_lru_ = {};
   disk_lru_ = {};

@@ -44,7 +44,14 @@ struct StoreConfig {
   std::uint32_t demote_min_reads = 2;
 };
 
-enum class StoreStatus { kOk, kNotFound, kNotSet, kTooLarge, kNoSpace, kIoError };
+enum class StoreStatus { kOk, kNotFound, kNotSet, kTooLarge, kNoSpace, kIoError, kPending };
+
+/// A disk hit handed to the caller to read (begin_get), e.g. on an I/O thread.
+struct DiskRead {
+  std::string key;
+  DiskLocation location;
+  std::uint64_t epoch = 0;  // TieredStore::flush_all() count: segment ids restart after it
+};
 const char* to_string(StoreStatus status);
 
 enum class SetCondition { kAlways, kIfAbsent /* NX */, kIfPresent /* XX */ };
@@ -70,9 +77,24 @@ class TieredStore {
 
   /// kOk with the value (shared, not copied), or kNotFound. A corrupt disk record is a miss.
   StoreStatus get(std::string_view key, std::int64_t now_ms, Blob* value);
+  /// get() in two halves, so the disk read can run off the store's thread: kOk (memory hit, `value`
+  /// set), kNotFound, or kPending with `read` filled: read it with DiskTier::read_record() through
+  /// dup_disk_fd(read->location.segment), then call finish_get(). Other calls may come in between.
+  StoreStatus begin_get(std::string_view key, std::int64_t now_ms, Blob* value, DiskRead* read);
+  /// Completes a kPending begin_get with the read's outcome: kOk with the value or kNotFound. If the
+  /// key was overwritten, deleted or moved meanwhile, a good read is still served (it was the value
+  /// when the GET began) but not promoted; a failed one is retried synchronously.
+  StoreStatus finish_get(const DiskRead& read, DiskError error, Blob loaded, std::int64_t now_ms, Blob* value);
+  /// See DiskTier::dup_segment_fd(); -1 without a disk tier.
+  [[nodiscard]] int dup_disk_fd(std::uint32_t segment) const { return disk_ ? disk_->dup_segment_fd(segment) : -1; }
+
   /// kOk, kNotSet (NX/XX condition false), kTooLarge, kNoSpace (fits neither tier) or kIoError.
   /// `expire_at_ms` 0 = no expiry; `keep_ttl` keeps an existing key's expiry.
   StoreStatus set(std::string_view key, std::string_view value, std::int64_t expire_at_ms, std::int64_t now_ms,
+                  SetCondition condition = SetCondition::kAlways, bool keep_ttl = false);
+  /// The same, storing `value` itself (shared, not copied) when it goes to the memory tier: the
+  /// server receives large values straight into a Blob, so SET costs no user-space copy.
+  StoreStatus set(std::string_view key, const Blob& value, std::int64_t expire_at_ms, std::int64_t now_ms,
                   SetCondition condition = SetCondition::kAlways, bool keep_ttl = false);
   bool del(std::string_view key, std::int64_t now_ms);
   bool exists(std::string_view key, std::int64_t now_ms);
@@ -128,6 +150,9 @@ class TieredStore {
   // Writes `value` for `e` (already detached) to disk; on success e is disk-resident.
   StoreStatus write_to_disk(Entry* e, std::string_view value);
   void place_in_memory(Entry* e, Blob value);
+  // set(): `owned` (when not an empty handle) holds exactly `value`'s bytes and is stored as is.
+  StoreStatus set_value(std::string_view key, std::string_view value, const Blob* owned, std::int64_t expire_at_ms,
+                        std::int64_t now_ms, SetCondition condition, bool keep_ttl);
 
   StoreConfig config_;
   KeyIndex index_;
@@ -138,6 +163,7 @@ class TieredStore {
   std::uint64_t index_bytes_ = 0;
   std::size_t memory_keys_ = 0;
   std::uint64_t expire_cursor_ = 0;
+  std::uint64_t epoch_ = 0;  // flush_all() count
   StoreStats stats_;
 };
 
