@@ -201,7 +201,7 @@ describeIfBuilt('kvstore crash recovery', () => {
       '--segment-bytes', '1m', '--demote-min-reads', '0'];
     let kv = await startKvstore(args);
     const value = (key: string, version: number) => Buffer.from(`${key}:${version}:`.padEnd(100_000, String(version % 10)));
-    const acked = new Map<string, number>();    // last version the server confirmed
+    const acked = new Map<string, number>(); // last version the server confirmed
     const inFlight = new Map<string, number>(); // version sent but not yet confirmed
     const client = createClient({ url: `redis://127.0.0.1:${kv.port}`, disableOfflineQueue: true });
     client.on('error', () => undefined);
