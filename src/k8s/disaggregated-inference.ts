@@ -1,82 +1,56 @@
 import { createHash } from 'crypto';
 import { ApiObject, Chart } from 'cdk8s';
 import { Construct } from 'constructs';
-import { ModelArchitecture, Precision } from '../catalog';
+import { AcceleratedInstanceType } from '../catalog';
+import { DataParallelEndpoints } from './data-parallel-endpoints';
+import { ExpertParallelPool, ExpertParallelPoolOptions, ExpertParallelPoolProps } from './expert-parallel-pool';
 import { GatewayExposure } from './gateway-exposure';
 import { InferencePoolOptions } from './inference-pool-options';
 import { KvTransfer } from './kv-transfer';
-import { ModelCache } from './model-cache';
-import { ModelSource } from './model-source';
+import { ModelDeploymentOptions } from './model-deployment-options';
+import { PoolRole } from './pool-role';
 import { gatewayObjects } from './private/gateway-objects';
-import { APP_INSTANCE, APP_PART_OF, PORTS, componentLabels } from './private/labels';
-import { PoolPlan, planPool } from './private/pool-plan';
+import { FIELD_PREFIX, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
+import { APP_PART_OF, PORTS, componentLabels } from './private/labels';
+import { resolveModel, strip } from './private/model-inputs';
+import { planPool } from './private/pool-plan';
 import { routerConfig } from './private/router-config';
-import { WorkerContext, servingSelector, workerPodTemplate } from './private/worker-pod';
+import { WorkerContext, servingSelector } from './private/worker-pod';
+import { WorkerPool } from './private/worker-pool';
 import { RouterPolicy } from './router-policy';
+import { IServingPool } from './serving-pool';
 
 /**
  * Props of {@link DisaggregatedInference}.
  */
-export interface DisaggregatedInferenceProps {
-  /** The model architecture (a catalog preset or `ModelArchitecture.custom(...)`): sizes and validates the pools. */
-  readonly model: ModelArchitecture;
+export interface DisaggregatedInferenceProps extends ModelDeploymentOptions {
   /**
-   * Where the weights come from.
-   * @default - ModelSource.huggingFace(model.huggingFaceId), without a token
-   */
-  readonly modelSource?: ModelSource;
-  /**
-   * The container image of the workers (vLLM with NIXL and libfabric) and, unless `routerImage` is
-   * set, of the router (`disagg-engine router`): the project's engine image.
-   */
-  readonly image: string;
-  /**
-   * Image of the router pods (the slim engine image without vLLM).
+   * Image of the router pods (the slim engine image without vLLM, `images/engine-slim`).
    * @default - `image`
    */
   readonly routerImage?: string;
   /**
-   * Image pull policy of every container.
-   * @default - Kubernetes' default (IfNotPresent for tagged images)
+   * The prefill pool (tensor parallel): computes prompts' KV cache and hands it to decode.
+   * @default - none; then `prefillExpertParallel` is required
    */
-  readonly imagePullPolicy?: string;
-  /** The prefill pool: computes prompts' KV cache and hands it to decode. */
-  readonly prefill: InferencePoolOptions;
-  /** The decode pool: receives KV cache and generates tokens. */
-  readonly decode: InferencePoolOptions;
+  readonly prefill?: InferencePoolOptions;
   /**
-   * Longest sequence (prompt plus output) served, tokens (vLLM `--max-model-len`).
-   * @default - the model's maximum context
+   * The decode pool (tensor parallel): receives KV cache and generates tokens.
+   * @default - none; then `decodeExpertParallel` is required
    */
-  readonly maxContext?: number;
+  readonly decode?: InferencePoolOptions;
   /**
-   * Precision of the weights. FP8 on a BF16 checkpoint is quantized by vLLM at load time
-   * (`--quantization fp8`); other precisions need a checkpoint stored in them (`prequantizedCheckpoint`).
-   * @default - the model's native checkpoint precision
+   * An expert-parallel prefill pool (MoE models) instead of `prefill`: an `ExpertParallelPool` with the
+   * prefill role, sharing this deployment's model, image, ServiceAccount and KV transfer.
+   * @default - none; then `prefill` is required
    */
-  readonly weightPrecision?: Precision;
+  readonly prefillExpertParallel?: ExpertParallelPoolOptions;
   /**
-   * The checkpoint at `modelSource` is already stored at `weightPrecision` (e.g. an FP8 or AWQ
-   * repository): vLLM reads the scheme from its config, so no `--quantization` flag is passed.
-   * @default false
+   * An expert-parallel decode pool (MoE models) instead of `decode`. Its endpoints default to
+   * `DataParallelEndpoints.SINGLE`, the one port per pod the router discovers.
+   * @default - none; then `decode` is required
    */
-  readonly prequantizedCheckpoint?: boolean;
-  /**
-   * Precision of the KV cache (vLLM `--kv-cache-dtype`); prefill and decode must agree, since NIXL
-   * copies blocks as they are.
-   * @default Precision.BF16
-   */
-  readonly kvCachePrecision?: Precision;
-  /**
-   * Paged KV block size, tokens (vLLM `--block-size`); also the block size of the router's prefix index.
-   * @default 16
-   */
-  readonly kvBlockSize?: number;
-  /**
-   * Name of the served model in the OpenAI API (vLLM `--served-model-name`).
-   * @default - the model's Hugging Face id
-   */
-  readonly servedModelName?: string;
+  readonly decodeExpertParallel?: ExpertParallelPoolOptions;
   /**
    * How the router picks endpoints.
    * @default RouterPolicy.KV_AWARE
@@ -94,68 +68,19 @@ export interface DisaggregatedInferenceProps {
    */
   readonly routerReplicas?: number;
   /**
-   * How KV cache moves from prefill to decode.
-   * @default KvTransfer.AUTO
-   */
-  readonly kvTransfer?: KvTransfer;
-  /**
    * How clients reach the router from outside the cluster.
    * @default GatewayExposure.none()
    */
   readonly gateway?: GatewayExposure;
-  /**
-   * Where workers cache model files.
-   * @default ModelCache.nodeLocal()
-   */
-  readonly modelCache?: ModelCache;
-  /**
-   * Base name of every object (DNS label; pools add '-prefill', '-decode', '-router').
-   * @default - the model name with dots replaced by dashes
-   */
-  readonly name?: string;
-  /**
-   * Namespace of every object.
-   * @default - the chart's namespace
-   */
-  readonly namespace?: string;
-  /**
-   * Availability Zone to pin every worker to (EFA traffic stays within one zone).
-   * @default - no zone pin; workers prefer the zone of the deployment's other pods
-   */
-  readonly zone?: string;
-  /**
-   * Annotations of the workers' ServiceAccount (e.g. `eks.amazonaws.com/role-arn` for IRSA access to an
-   * S3 model source).
-   * @default - none
-   */
-  readonly serviceAccountAnnotations?: { [key: string]: string };
-  /**
-   * Run worker containers as UID/GID 1000 with `runAsNonRoot`. vLLM images run as root and hostPath
-   * model caches are created root-owned, so enable it only with an image whose user owns its home and
-   * with `ModelCache.podLocal()` (emptyDir honours `fsGroup`). The router always runs non-root.
-   * @default false
-   */
-  readonly runWorkersAsNonRoot?: boolean;
-  /**
-   * Sustained download rate of the model checkpoint into the cache, GB/s; sizes the startup probe
-   * (checkpoint bytes / rate + `startupOverheadSeconds`).
-   * @default 0.5
-   */
-  readonly modelLoadBandwidthGBps?: number;
-  /**
-   * Seconds a worker needs after the download: loading into GPU memory, profiling, CUDA graph capture,
-   * NIXL registration.
-   * @default 600
-   */
-  readonly startupOverheadSeconds?: number;
 }
 
 /**
  * Disaggregated prefill/decode serving of one model with vLLM: a prefill pool and a decode pool that move
  * KV cache over NIXL (libfabric on EFA), behind the project's KV-aware router.
  *
- * Emits a ServiceAccount; per pool a Deployment (a LeaderWorkerSet when a replica spans nodes), a headless
- * Service for endpoint discovery and a PodDisruptionBudget; the router's ConfigMap, Deployment, Service and
+ * Emits a ServiceAccount; per pool a Deployment (a LeaderWorkerSet when a replica spans nodes, or an
+ * `ExpertParallelPool` for `prefillExpertParallel` / `decodeExpertParallel`), a headless Service for
+ * endpoint discovery and a PodDisruptionBudget; the router's ConfigMap, Deployment, Service and
  * PodDisruptionBudget; and the Gateway API objects `gateway` asks for. Pools are sized and checked with
  * src/sizing when constructed: every error names the prop, the value and a fix.
  *
@@ -185,36 +110,18 @@ export class DisaggregatedInference extends Construct {
   public readonly decodeTensorParallel: number;
   /** Warnings with stable ids, e.g. 'disagg:tcpKvTransfer: ...'. */
   public readonly warnings: string[] = [];
+  /** The prefill pool: add env, arguments or a KV cache (`TieredKvCache.attachTo`). */
+  public readonly prefill: IServingPool;
+  /** The decode pool: add env, arguments or a KV cache. */
+  public readonly decode: IServingPool;
 
   constructor(scope: Construct, id: string, props: DisaggregatedInferenceProps) {
     super(scope, id);
     const where = `DisaggregatedInference '${this.node.path}'`;
-    const model = props.model;
-    const name = props.name ?? model.name.replace(/\./g, '-');
-    if (!/^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$/.test(name)) {
-      throw new Error(`${where}: 'name' ('${name}') must be a DNS label of at most 40 characters (lower case, digits, '-', starting with a letter); pass 'name'`);
-    }
+    const resolved = resolveModel(where, props, props.model.name.replace(/\./g, '-'));
+    const { name, model, weightPrecision, kvCachePrecision, maxContext, kvBlockSize, servedModelName, modelCache } = resolved;
     this.name = name;
     const namespace = props.namespace ?? Chart.of(this).namespace;
-    const source = props.modelSource ?? ModelSource.huggingFace(model.huggingFaceId);
-    const weightPrecision = props.weightPrecision ?? model.nativePrecision;
-    const kvCachePrecision = props.kvCachePrecision ?? Precision.BF16;
-    if (!kvCachePrecision.supportedForKvCache) {
-      const usable = Precision.all().filter(p => p.supportedForKvCache).map(p => p.name).join(', ');
-      throw new Error(`${where}: 'kvCachePrecision' (${kvCachePrecision.name}) cannot hold a vLLM KV cache; use ${usable}`);
-    }
-    const prequantized = props.prequantizedCheckpoint ?? false;
-    if (!prequantized && weightPrecision !== model.nativePrecision && weightPrecision !== Precision.FP8
-      && weightPrecision.bytesPerElement < model.nativePrecision.bytesPerElement) {
-      throw new Error(`${where}: 'weightPrecision' (${weightPrecision.name}) needs a checkpoint stored in ${weightPrecision.name}: vLLM quantizes ` +
-        `a ${model.nativePrecision.name} checkpoint at load time only to fp8. Point 'modelSource' at a ${weightPrecision.name} checkpoint and set ` +
-        "'prequantizedCheckpoint: true', or use Precision.FP8");
-    }
-    const maxContext = props.maxContext ?? model.maxContext;
-    const kvBlockSize = props.kvBlockSize ?? 16;
-    if (![1, 8, 16, 32, 64, 128].includes(kvBlockSize)) {
-      throw new Error(`${where}: 'kvBlockSize' (${kvBlockSize}) must be one of vLLM's block sizes 8, 16, 32, 64 or 128; use 16`);
-    }
     const threshold = props.disaggregationThresholdTokens ?? 512;
     if (!(Number.isInteger(threshold) && threshold >= 0)) {
       throw new Error(`${where}: 'disaggregationThresholdTokens' (${threshold}) must be an integer >= 0; 0 sends every request through prefill`);
@@ -223,29 +130,40 @@ export class DisaggregatedInference extends Construct {
     if (!(Number.isInteger(routerReplicas) && routerReplicas >= 1)) {
       throw new Error(`${where}: 'routerReplicas' (${routerReplicas}) must be a positive integer; use 2 for availability`);
     }
-    const bandwidth = props.modelLoadBandwidthGBps ?? 0.5;
-    const overhead = props.startupOverheadSeconds ?? 600;
-    if (!(Number.isFinite(bandwidth) && bandwidth > 0)) {
-      throw new Error(`${where}: 'modelLoadBandwidthGBps' (${bandwidth}) must be a positive number of GB/s; 0.5 suits a Hugging Face download`);
-    }
-    if (!(Number.isFinite(overhead) && overhead >= 0)) {
-      throw new Error(`${where}: 'startupOverheadSeconds' (${overhead}) must be a number >= 0`);
-    }
+    const sideOf = (role: 'prefill' | 'decode'): { options?: InferencePoolOptions; ep?: ExpertParallelPoolOptions } => {
+      const options = props[role];
+      const ep = role === 'prefill' ? props.prefillExpertParallel : props.decodeExpertParallel;
+      if ((options === undefined) === (ep === undefined)) {
+        throw new Error(`${where}: set exactly one of '${role}' (a tensor-parallel pool) and '${role}ExpertParallel' (an expert-parallel pool); ` +
+          `${options === undefined ? 'neither' : 'both'} given`);
+      }
+      if (ep?.endpoints === DataParallelEndpoints.PER_RANK) {
+        throw new Error(`${where}: '${role}ExpertParallel.endpoints' (per-rank) is not supported behind the router, which discovers one port per pod ` +
+          '(engine/schema pools[].discovery.port); use DataParallelEndpoints.SINGLE, or serve the pool alone behind an InferencePool');
+      }
+      return { options, ep };
+    };
+    const sides = { prefill: sideOf('prefill'), decode: sideOf('decode') };
 
     const inputs = { where, model, maxContext, weightPrecision, kvCachePrecision, kvBlockSize };
-    const prefill = planPool('prefill', props.prefill, inputs);
-    const decode = planPool('decode', props.decode, inputs);
-    this.prefillIsMultiNode = prefill.multiNode;
-    this.decodeIsMultiNode = decode.multiNode;
-    this.prefillTensorParallel = prefill.parallelism.tensorParallel;
-    this.decodeTensorParallel = decode.parallelism.tensorParallel;
+    const planned = {
+      prefill: sides.prefill.options ? planPool('prefill', sides.prefill.options, inputs) : undefined,
+      decode: sides.decode.options ? planPool('decode', sides.decode.options, inputs) : undefined,
+    };
 
-    // KV transfer: NIXL over libfabric needs EFA on both sides.
+    // KV transfer: NIXL over libfabric needs EFA on both pools.
+    const efaOf = (role: 'prefill' | 'decode'): { type: AcceleratedInstanceType; efa: number } => {
+      const plan = planned[role];
+      if (plan) return { type: plan.options.instanceType, efa: plan.efaInterfacesPerPod };
+      const ep = sides[role].ep!;
+      const efa = ep.efaInterfaces ?? ep.instanceType.efaInterfacesFor(ep.instanceType.acceleratorCount);
+      return { type: ep.instanceType, efa: ep.instanceType.supportsEfa ? efa : 0 };
+    };
+    const efa = { prefill: efaOf('prefill'), decode: efaOf('decode') };
     const transfer = props.kvTransfer ?? KvTransfer.AUTO;
-    const efaBoth = props.prefill.instanceType.supportsEfa && props.decode.instanceType.supportsEfa
-      && prefill.efaInterfacesPerPod > 0 && decode.efaInterfacesPerPod > 0;
+    const efaBoth = efa.prefill.type.supportsEfa && efa.decode.type.supportsEfa && efa.prefill.efa > 0 && efa.decode.efa > 0;
     if (transfer === KvTransfer.NIXL_LIBFABRIC && !efaBoth) {
-      const lacking = [prefill, decode].filter(p => p.efaInterfacesPerPod === 0).map(p => `${p.role} (${p.options.instanceType.name})`).join(' and ');
+      const lacking = (['prefill', 'decode'] as const).filter(r => efa[r].efa === 0).map(r => `${r} (${efa[r].type.name})`).join(' and ');
       throw new Error(`${where}: 'kvTransfer' (nixl-libfabric) needs EFA on both pools, but ${lacking} has none; ` +
         'use an EFA instance type or KvTransfer.NIXL_UCX');
     }
@@ -254,17 +172,13 @@ export class DisaggregatedInference extends Construct {
       this.warn('disagg:tcpKvTransfer', 'KV cache moves over NIXL/UCX on TCP: without EFA a long prompt\'s KV transfer can take longer than ' +
         'prefilling it on the decode pod; prefer EFA instance types for both pools');
     }
-    if (props.prefill.instanceType.isNeuron || props.decode.instanceType.isNeuron) {
+    if (efa.prefill.type.isNeuron || efa.decode.type.isNeuron) {
       this.warn('disagg:neuronNixl', 'vLLM\'s NixlConnector targets CUDA devices; check that your Neuron vLLM image supports disaggregated serving');
     }
-    const modelCache = props.modelCache ?? ModelCache.nodeLocal();
     if (props.runWorkersAsNonRoot && modelCache.kind === 'host-path') {
       this.warn('disagg:nonRootHostPath', 'non-root workers cannot write a hostPath model cache that the kubelet creates root-owned; use ModelCache.podLocal() or pre-create the directory');
     }
 
-    const checkpointBytes = model.parametersTotal * model.nativePrecision.bytesPerElement;
-    const startupSeconds = Math.ceil(checkpointBytes / (bandwidth * 1e9) + overhead);
-    const servedModelName = props.servedModelName ?? model.huggingFaceId;
     const meta = (objectName: string, labels: Record<string, string>, extra?: Record<string, unknown>) => strip({
       name: objectName, namespace, labels: { ...labels, [APP_PART_OF]: 'disagg' }, ...extra,
     });
@@ -280,7 +194,7 @@ export class DisaggregatedInference extends Construct {
     const ctx: WorkerContext = {
       instance: name,
       model,
-      source,
+      source: resolved.source,
       servedModelName,
       image: props.image,
       imagePullPolicy: props.imagePullPolicy,
@@ -288,21 +202,54 @@ export class DisaggregatedInference extends Construct {
       maxContext,
       weightPrecision,
       kvCachePrecision,
-      prequantizedCheckpoint: prequantized,
+      prequantizedCheckpoint: resolved.prequantized,
       kvBlockSize,
       nixlBackend: this.nixlBackend,
       modelCache,
       runAsNonRoot: props.runWorkersAsNonRoot ?? false,
-      startupSeconds,
+      startupSeconds: resolved.startupSeconds,
       zone: props.zone,
     };
     const dns = (svc: string) => (namespace ? `${svc}.${namespace}.svc.cluster.local` : svc);
     this.prefillServiceName = `${name}-prefill`;
     this.decodeServiceName = `${name}-decode`;
     this.routerServiceName = `${name}-router`;
-    for (const pool of [prefill, decode]) {
-      this.addPool(pool, ctx, meta, checkpointBytes / 2 ** 30);
+    const checkpointGib = resolved.checkpointBytes / 2 ** 30;
+    const pools: Record<'prefill' | 'decode', WorkerPool | ExpertParallelPool> = {} as any;
+    for (const role of ['prefill', 'decode'] as const) {
+      const objectName = role === 'prefill' ? this.prefillServiceName : this.decodeServiceName;
+      const constructId = role === 'prefill' ? 'Prefill' : 'Decode';
+      const plan = planned[role];
+      if (plan) {
+        pools[role] = new WorkerPool(this, constructId, { plan, ctx, meta, objectName, labels: componentLabels(name, role), checkpointGib });
+      } else {
+        const ep = sides[role].ep!;
+        const { prefill: _p, decode: _d, prefillExpertParallel: _pe, decodeExpertParallel: _de, ...common } = props;
+        const pool = new ExpertParallelPool(this, constructId, {
+          ...common,
+          ...ep,
+          role: role === 'prefill' ? PoolRole.PREFILL : PoolRole.DECODE,
+          name: objectName,
+          namespace,
+          serviceAccountName: name,
+          endpoints: ep.endpoints ?? DataParallelEndpoints.SINGLE,
+          [FIELD_PREFIX]: `${role}ExpertParallel`,
+          [NIXL_BACKEND]: this.nixlBackend,
+          [INSTANCE]: name,
+        } as ExpertParallelPoolProps);
+        this.warnings.push(...pool.warnings);
+        pools[role] = pool;
+      }
     }
+    this.prefill = pools.prefill;
+    this.decode = pools.decode;
+    const planOf = (pool: WorkerPool | ExpertParallelPool) => (pool instanceof ExpertParallelPool ? pool._plan : pool.plan);
+    const prefill = planOf(pools.prefill);
+    const decode = planOf(pools.decode);
+    this.prefillIsMultiNode = prefill.multiNode;
+    this.decodeIsMultiNode = decode.multiNode;
+    this.prefillTensorParallel = prefill.parallelism.tensorParallel;
+    this.decodeTensorParallel = decode.parallelism.tensorParallel;
 
     // Router: configuration, Deployment, Service, PodDisruptionBudget.
     const config = routerConfig({
@@ -406,6 +353,7 @@ export class DisaggregatedInference extends Construct {
       routerService: this.routerServiceName,
       decodeSelector: servingSelector(componentLabels(name, 'decode'), decode),
       labels: componentLabels(name, 'gateway'),
+      targetPorts: pools.decode instanceof ExpertParallelPool ? pools.decode.httpPorts : undefined,
     })) {
       const { id: objectId, ...body } = object;
       const metadata = (body.metadata ?? {}) as Record<string, unknown>;
@@ -413,85 +361,9 @@ export class DisaggregatedInference extends Construct {
     }
   }
 
-  private addPool(pool: PoolPlan, ctx: WorkerContext, meta: MetadataFn, checkpointGib: number): void {
-    const role = pool.role;
-    const objectName = role === 'prefill' ? this.prefillServiceName : this.decodeServiceName;
-    const labels = componentLabels(this.name, role);
-    const id = role === 'prefill' ? 'Prefill' : 'Decode';
-    if (!pool.multiNode) {
-      new ApiObject(this, id, {
-        apiVersion: 'apps/v1',
-        kind: 'Deployment',
-        metadata: meta(objectName, labels),
-        spec: {
-          replicas: pool.replicas,
-          selector: { matchLabels: labels },
-          // No spare accelerators to surge into: replace one pod at a time.
-          strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } },
-          template: stripDeep(workerPodTemplate(ctx, pool, 'server', labels, checkpointGib)),
-        },
-      } as any);
-    } else {
-      // LeaderWorkerSet: one group of podsPerReplica pods per replica; the leader serves HTTP.
-      new ApiObject(this, id, {
-        apiVersion: 'leaderworkerset.x-k8s.io/v1',
-        kind: 'LeaderWorkerSet',
-        metadata: meta(objectName, labels),
-        spec: {
-          replicas: pool.replicas,
-          startupPolicy: 'LeaderCreated',
-          rolloutStrategy: { type: 'RollingUpdate', rollingUpdateConfiguration: { maxSurge: 0, maxUnavailable: 1 } },
-          leaderWorkerTemplate: {
-            size: pool.layout.podsPerReplica,
-            restartPolicy: 'RecreateGroupOnPodRestart',
-            leaderTemplate: stripDeep(workerPodTemplate(ctx, pool, 'leader', labels, checkpointGib)),
-            workerTemplate: stripDeep(workerPodTemplate(ctx, pool, 'worker', labels, checkpointGib)),
-          },
-        },
-      } as any);
-    }
-    // Headless: DNS returns every ready pod's IP, which the router resolves for endpoints and KV events.
-    new ApiObject(this, `${id}Service`, {
-      apiVersion: 'v1',
-      kind: 'Service',
-      metadata: meta(objectName, labels),
-      spec: {
-        clusterIP: 'None',
-        selector: servingSelector(labels, pool),
-        ports: [
-          { name: 'http', port: PORTS.http, targetPort: 'http', protocol: 'TCP' },
-          { name: 'kv-events', port: PORTS.kvEvents, targetPort: 'kv-events', protocol: 'TCP' },
-        ],
-      },
-    } as any);
-    new ApiObject(this, `${id}Budget`, {
-      apiVersion: 'policy/v1',
-      kind: 'PodDisruptionBudget',
-      metadata: meta(objectName, labels),
-      // One replica at a time: voluntary evictions never take a whole pool down at once.
-      spec: { maxUnavailable: 1, selector: { matchLabels: { [APP_INSTANCE]: this.name, ...labels } } },
-    } as any);
-  }
-
   private warn(id: string, message: string): void {
     const text = `${id}: ${message}`;
     this.warnings.push(text);
     this.node.addMetadata('disagg:warning', text);
   }
-}
-
-/** Builds object metadata: name, namespace, labels and extras (internal). */
-type MetadataFn = (name: string, labels: Record<string, string>, extra?: Record<string, unknown>) => any;
-
-/** Drops undefined values (cdk8s keeps explicit undefined keys out anyway; this keeps snapshots tidy). */
-function strip<T extends Record<string, unknown>>(o: T): T {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
-}
-
-function stripDeep(o: any): any {
-  if (Array.isArray(o)) return o.map(stripDeep);
-  if (o !== null && typeof o === 'object') {
-    return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined).map(([k, v]) => [k, stripDeep(v)]));
-  }
-  return o;
 }

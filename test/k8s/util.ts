@@ -3,9 +3,9 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import Ajv, { ValidateFunction } from 'ajv';
-import { Chart, Testing } from 'cdk8s';
+import { Chart, Size, Testing } from 'cdk8s';
 import { parseAllDocuments } from 'yaml';
-import { AcceleratedInstanceType, Accelerator, CpuArchitecture, DisaggregatedInference, EksAmiType, DisaggregatedInferenceProps, GatewayExposure, ModelArchitecture, ModelSource, Precision } from '../../src';
+import { AcceleratedInstanceType, Accelerator, CpuArchitecture, DisaggregatedInference, EksAmiType, DisaggregatedInferenceProps, ExpertParallelPoolProps, GatewayExposure, KvStoreEndpoint, KvTier, ModelArchitecture, ModelSource, Precision, TieredKvCache } from '../../src';
 
 /** Groups whose objects are custom resources (validated against the shared CRDs). */
 const CRD_GROUPS = ['leaderworkerset.x-k8s.io', 'inference.networking.k8s.io', 'gateway.networking.k8s.io'];
@@ -168,5 +168,50 @@ export function noEfaInstanceType(): AcceleratedInstanceType {
     maxEfaInterfaces: 0,
     architecture: CpuArchitecture.X86_64,
     amiType: EksAmiType.AL2023_X86_64_NVIDIA,
+  });
+}
+
+/** Synthesizes whatever `build` adds to a fresh chart; returns the manifests. */
+export function synthChart<T>(build: (chart: Chart) => T, namespace = 'inference'): { manifests: any[]; chart: Chart; result: T } {
+  const chart = new Chart(Testing.app(), 'test', { namespace });
+  const result = build(chart);
+  return { manifests: Testing.synth(chart), chart, result };
+}
+
+/** DeepSeek-V3 (FP8 checkpoint) wide expert parallelism on two p5en.48xlarge per group: EP16. */
+export function wideEpProps(overrides?: Partial<ExpertParallelPoolProps>): ExpertParallelPoolProps {
+  return {
+    model: ModelArchitecture.DEEPSEEK_V3,
+    image: IMAGE,
+    instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
+    nodesPerGroup: 2,
+    maxContext: 32768,
+    kvCachePrecision: Precision.FP8,
+    ...overrides,
+  };
+}
+
+/** Result of {@link tieredPdChart}. */
+export interface TieredPd {
+  readonly manifests: any[];
+  readonly chart: Chart;
+  readonly result: { inference: DisaggregatedInference; cache: TieredKvCache };
+}
+
+/**
+ * Llama-3.3-70B P/D (defaultProps) with a TieredKvCache on the decode pool: host memory, local NVMe and
+ * the engine's kvstore (64 GiB memory, 4 TiB disk).
+ */
+export function tieredPdChart(hostGib = 500): TieredPd {
+  return synthChart(c => {
+    const inference = new DisaggregatedInference(c, 'Llama', defaultProps());
+    const cache = new TieredKvCache(c, 'Cache', {
+      tiers: [
+        KvTier.hostMemory(Size.gibibytes(hostGib)),
+        KvTier.localNvme(Size.gibibytes(2000)),
+        KvTier.remote(KvStoreEndpoint.engineKvStore({ image: 'registry.example.com/disagg/engine-slim:0.1.0', memory: Size.gibibytes(64), disk: Size.tebibytes(4) })),
+      ],
+    }).attachTo(inference.decode);
+    return { inference, cache };
   });
 }

@@ -10,6 +10,10 @@ export interface GatewayObjectsInputs {
   readonly routerService: string;
   readonly decodeSelector: Record<string, string>;
   readonly labels: Record<string, string>;
+  /** Name of the InferencePool (default `<name>-decode`). */
+  readonly poolName?: string;
+  /** Target ports of the InferencePool (default [8000]): one per data-parallel rank of a pod. */
+  readonly targetPorts?: number[];
 }
 
 /**
@@ -56,16 +60,16 @@ export function gatewayObjects(inputs: GatewayObjectsInputs): any[] {
       id: 'InferencePool',
       apiVersion: 'inference.networking.k8s.io/v1',
       kind: 'InferencePool',
-      metadata: { name: `${name}-decode`, labels },
+      metadata: { name: inputs.poolName ?? `${name}-decode`, labels },
       spec: {
         selector: { matchLabels: inputs.decodeSelector },
-        targetPorts: [{ number: 8000 }],
+        targetPorts: (inputs.targetPorts ?? [8000]).map(number => ({ number })),
         ...(pool.endpointPickerService ? {
           endpointPickerRef: { name: pool.endpointPickerService, port: { number: pool.endpointPickerPort ?? 9002 }, failureMode: 'FailClose' },
         } : {}),
       },
     });
-    backendRef = { group: 'inference.networking.k8s.io', kind: 'InferencePool', name: `${name}-decode` };
+    backendRef = { group: 'inference.networking.k8s.io', kind: 'InferencePool', name: inputs.poolName ?? `${name}-decode` };
   }
   objects.push({
     id: 'HttpRoute',

@@ -4,7 +4,7 @@ import { InferencePoolOptions } from '../inference-pool-options';
 
 /** A pool's options resolved and checked against the hardware (internal). */
 export interface PoolPlan {
-  readonly role: 'prefill' | 'decode';
+  readonly role: PoolRoleName;
   readonly options: InferencePoolOptions;
   readonly replicas: number;
   readonly plan: ServingPlan;
@@ -18,6 +18,17 @@ export interface PoolPlan {
   readonly nodeShare: number;
 }
 
+/** What a pool does: prefill or decode behind the router, or whole requests ('serve'). */
+export type PoolRoleName = 'prefill' | 'decode' | 'serve';
+
+/** Expert-parallel layout of a pool (internal). */
+export interface ExpertParallelPlanInputs {
+  /** Data-parallel ranks of one replica (all nodes of a group). */
+  readonly dataParallel: number;
+  /** Redundant experts (EPLB). */
+  readonly redundantExperts: number;
+}
+
 /** Inputs shared by both pools (internal). */
 export interface PoolPlanInputs {
   readonly where: string;
@@ -29,16 +40,19 @@ export interface PoolPlanInputs {
 }
 
 // Pool props whose names the sizing messages use; they are renamed 'prefill.<field>' in errors.
-const POOL_FIELDS = ['tensorParallel', 'pipelineParallel', 'dataParallel', 'gpuMemoryUtilization', 'replicas', 'efaInterfaces'];
+const POOL_FIELDS = ['tensorParallel', 'pipelineParallel', 'dataParallel', 'gpuMemoryUtilization', 'replicas', 'efaInterfaces', 'redundantExperts'];
 
 /**
  * Resolves a pool through src/sizing and throws with every problem, each naming the prop, the value
  * and a fix.
  */
-export function planPool(role: 'prefill' | 'decode', options: InferencePoolOptions, inputs: PoolPlanInputs): PoolPlan {
+export function planPool(
+  role: PoolRoleName, options: InferencePoolOptions, inputs: PoolPlanInputs, ep?: ExpertParallelPlanInputs, fieldPrefix: string = role,
+): PoolPlan {
   const type = options.instanceType;
   const fail = (messages: string[]): never => {
-    const renamed = messages.map(m => m.replace(/^'([A-Za-z]+)'/, (all, field: string) => (POOL_FIELDS.includes(field) ? `'${role}.${field}'` : all)));
+    const renamed = messages.map(m => m.replace(/^'([A-Za-z]+)'/, (all, field: string) =>
+      (POOL_FIELDS.includes(field) && fieldPrefix !== '' ? `'${fieldPrefix}.${field}'` : all)));
     throw new Error(`${inputs.where}: the ${role} pool cannot run ${inputs.model.name} on ${type.name}:\n` + renamed.map(m => `- ${m}`).join('\n'));
   };
   const replicas = options.replicas ?? 1;
@@ -63,6 +77,9 @@ export function planPool(role: 'prefill' | 'decode', options: InferencePoolOptio
       pipelineParallel: options.pipelineParallel,
       gpuMemoryUtilization: options.gpuMemoryUtilization,
       kvBlockSize: inputs.kvBlockSize,
+      dataParallel: ep?.dataParallel,
+      expertParallel: ep !== undefined ? true : undefined,
+      redundantExperts: ep?.redundantExperts,
     });
   } catch (e) {
     return fail([(e as Error).message]);

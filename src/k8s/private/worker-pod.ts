@@ -2,6 +2,7 @@ import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../cat
 import { ModelCache } from '../model-cache';
 import { ModelSource } from '../model-source';
 import { APP_COMPONENT, APP_INSTANCE, HOSTNAME, LWS_WORKER_INDEX, NODE_INSTANCE_TYPE, NODE_POOL_ROLE, PORTS, TOPOLOGY_ZONE } from './labels';
+import { PoolExtras } from './pool-extras';
 import { PoolPlan } from './pool-plan';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -43,7 +44,7 @@ const CACHE_MOUNT = '/models';
 const RDMA_FAMILIES = ['p4d', 'p4de', 'p5', 'p5e', 'p5en', 'p6-b200', 'p6e-gb200', 'trn1', 'trn1n', 'trn2', 'trn2u'];
 
 /** vLLM server arguments for one pool (the leader's in a multi-node group). */
-export function vllmArgs(ctx: WorkerContext, pool: PoolPlan): string[] {
+export function vllmArgs(ctx: WorkerContext, pool: PoolPlan, extras?: PoolExtras): string[] {
   const p = pool.parallelism;
   const args = [
     '--model', ctx.source.uri,
@@ -57,12 +58,22 @@ export function vllmArgs(ctx: WorkerContext, pool: PoolPlan): string[] {
     // vLLM spans nodes through Ray; the group's pods form one Ray cluster (leader = head).
     args.push('--distributed-executor-backend', 'ray');
   }
-  args.push(
+  args.push(...modelArgs(ctx, pool));
+  const own = kvTransferConfig(ctx.nixlBackend);
+  args.push(...(extras ? extras.kvTransferArgs(own) : ['--kv-transfer-config', JSON.stringify(own)]));
+  args.push('--kv-events-config', JSON.stringify(kvEventsConfig(ctx.servedModelName)));
+  args.push('--port', String(PORTS.http));
+  return [...args, ...(pool.options.extraArgs ?? []), ...(extras?.args ?? [])];
+}
+
+/** Common vLLM arguments: model, precision, memory and block size (shared with expert-parallel pools). */
+export function modelArgs(ctx: WorkerContext, pool: PoolPlan): string[] {
+  const args = [
     '--max-model-len', String(ctx.maxContext),
     '--gpu-memory-utilization', String(pool.gpuMemoryUtilization),
     '--block-size', String(ctx.kvBlockSize),
     '--kv-cache-dtype', ctx.kvCachePrecision.vllmKvCacheDtype!,
-  );
+  ];
   const quantization = quantizationFlag(ctx);
   if (quantization !== undefined) {
     args.push('--quantization', quantization);
@@ -73,10 +84,16 @@ export function vllmArgs(ctx: WorkerContext, pool: PoolPlan): string[] {
   if (ctx.source.revision !== undefined) {
     args.push('--revision', ctx.source.revision);
   }
-  args.push('--kv-transfer-config', JSON.stringify(kvTransferConfig(ctx.nixlBackend)));
-  args.push('--kv-events-config', JSON.stringify(kvEventsConfig(ctx.servedModelName)));
-  args.push('--port', String(PORTS.http));
-  return [...args, ...(pool.options.extraArgs ?? [])];
+  return args;
+}
+
+/**
+ * Host memory a vLLM pod needs besides its KV cache tiers, GiB: the Python processes, tokenizers and
+ * CUDA host allocations (about 4 GiB per accelerator) plus 16 GiB for the server. An estimate with
+ * margin; the pod's request is never below its share of the node anyway.
+ */
+export function workingSetGib(acceleratorsPerPod: number): number {
+  return 16 + 4 * acceleratorsPerPod;
 }
 
 /** `--quantization` for the weights, or undefined when vLLM reads the scheme from the checkpoint. */
@@ -173,8 +190,19 @@ export function shmGib(acceleratorsPerPod: number, podMemoryGib: number): number
   return Math.max(1, Math.min(8 * acceleratorsPerPod, Math.floor(podMemoryGib / 4)));
 }
 
-/** The container resources of a worker. */
-export function workerResources(pool: PoolPlan): any {
+/** The container resources of a worker (with a KV cache's host memory, if attached). */
+export function workerResources(pool: PoolPlan, extras?: PoolExtras): any {
+  const base = baseResources(pool);
+  const cacheGib = extras?.kvCache?.hostMemoryGib ?? 0;
+  if (extras === undefined || cacheGib === 0) {
+    return base;
+  }
+  const host = hostShare(pool.options.instanceType, pool.nodeShare);
+  const needed = cacheGib + workingSetGib(pool.layout.acceleratorsPerPod) + shmGib(pool.layout.acceleratorsPerPod, host.memoryGib);
+  return extras.applyResources(base, host.memoryGib, Math.ceil(needed));
+}
+
+function baseResources(pool: PoolPlan): any {
   const type = pool.options.instanceType;
   const host = hostShare(type, pool.nodeShare);
   const requests: Record<string, string | number> = {
@@ -197,7 +225,9 @@ export function workerResources(pool: PoolPlan): any {
 }
 
 /** The pod template (metadata and spec) of one worker kind. */
-export function workerPodTemplate(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind, labels: Record<string, string>, checkpointGib: number): any {
+export function workerPodTemplate(
+  ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind, labels: Record<string, string>, checkpointGib: number, extras?: PoolExtras,
+): any {
   const type = pool.options.instanceType;
   const host = hostShare(type, pool.nodeShare);
   const other = pool.role === 'prefill' ? 'decode' : 'prefill';
@@ -206,14 +236,14 @@ export function workerPodTemplate(ctx: WorkerContext, pool: PoolPlan, kind: Work
     name: 'vllm',
     image: ctx.image,
     imagePullPolicy: ctx.imagePullPolicy,
-    ...workerCommand(ctx, pool, kind),
-    env: workerEnv(ctx, pool, kind),
+    ...workerCommand(ctx, pool, kind, extras),
+    env: extras ? extras.mergeEnv(workerEnv(ctx, pool, kind)) : workerEnv(ctx, pool, kind),
     ports: serves ? [
       { name: 'http', containerPort: PORTS.http, protocol: 'TCP' },
       { name: 'kv-events', containerPort: PORTS.kvEvents, protocol: 'TCP' },
       { name: 'nixl', containerPort: PORTS.nixlSideChannel, protocol: 'TCP' },
     ] : [{ name: 'ray', containerPort: PORTS.ray, protocol: 'TCP' }],
-    resources: workerResources(pool),
+    resources: workerResources(pool, extras),
     volumeMounts: [
       { name: 'dshm', mountPath: '/dev/shm' },
       { name: 'model-cache', mountPath: CACHE_MOUNT },
@@ -259,9 +289,11 @@ export function workerPodTemplate(ctx: WorkerContext, pool: PoolPlan, kind: Work
     ],
     affinity: {
       // Prefill and decode on one host fight over the EFA devices and NIXL reports EAGAIN: keep them apart.
-      podAntiAffinity: {
-        requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: instanceSelector(other), topologyKey: HOSTNAME }],
-      },
+      ...(pool.role === 'serve' ? {} : {
+        podAntiAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: instanceSelector(other), topologyKey: HOSTNAME }],
+        },
+      }),
       // KV transfer and the router's hops stay inside one Availability Zone (EFA does not cross zones).
       podAffinity: {
         preferredDuringSchedulingIgnoredDuringExecution: [{
@@ -276,14 +308,19 @@ export function workerPodTemplate(ctx: WorkerContext, pool: PoolPlan, kind: Work
       cacheVolume,
     ],
   };
+  const disk = extras?.diskVolume();
+  if (disk !== undefined) {
+    container.volumeMounts.push(disk.mount);
+    spec.volumes.push(disk.volume);
+  }
   return { metadata: { labels }, spec };
 }
 
 /** The command and arguments of a worker container. */
-function workerCommand(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind): { command: string[]; args: string[] } {
+function workerCommand(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind, extras?: PoolExtras): { command: string[]; args: string[] } {
   const serve = ['python3', '-m', 'vllm.entrypoints.openai.api_server'];
   if (kind === 'server') {
-    return { command: serve, args: vllmArgs(ctx, pool) };
+    return { command: serve, args: vllmArgs(ctx, pool, extras) };
   }
   if (kind === 'worker') {
     return {
@@ -298,7 +335,7 @@ function workerCommand(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind): { 
     'until [ "$(python3 -c \'import ray; ray.init(address="auto", logging_level="ERROR"); print(len([n for n in ray.nodes() if n["Alive"]]))\')" -ge "$LWS_GROUP_SIZE" ]; do sleep 5; done',
     `exec ${serve.join(' ')} "$@"`,
   ].join(' && ');
-  return { command: ['/bin/sh', '-c', script, 'vllm'], args: vllmArgs(ctx, pool) };
+  return { command: ['/bin/sh', '-c', script, 'vllm'], args: vllmArgs(ctx, pool, extras) };
 }
 
 /** The selector labels of the pods that serve HTTP in a pool (LWS: the leaders only). */

@@ -1,0 +1,548 @@
+import { ApiObject, Chart, Lazy } from 'cdk8s';
+import { Construct } from 'constructs';
+import { AcceleratedInstanceType } from '../catalog';
+import { AllToAllBackend } from './all-to-all-backend';
+import { DataParallelEndpoints } from './data-parallel-endpoints';
+import { GatewayExposure, InferencePoolExposureOptions } from './gateway-exposure';
+import { KvTransfer } from './kv-transfer';
+import { ModelDeploymentOptions } from './model-deployment-options';
+import { PoolRole } from './pool-role';
+import { gatewayObjects } from './private/gateway-objects';
+import { FIELD_PREFIX, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
+import { APP_INSTANCE, APP_PART_OF, LWS_WORKER_INDEX, PORTS, componentLabels } from './private/labels';
+import { ResolvedModel, resolveModel, strip } from './private/model-inputs';
+import { PoolExtras } from './private/pool-extras';
+import { PoolPlan, PoolPlanInputs, planPool } from './private/pool-plan';
+import { WorkerContext, kvEventsConfig, kvTransferConfig, modelArgs, workerPodTemplate } from './private/worker-pod';
+import { podCapacity, stripDeep } from './private/worker-pool';
+import { IServingPool, KvCacheAttachment } from './serving-pool';
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+/** vLLM's data-parallel RPC port on the group's first node (any free port; llm-d and vLLM's examples use 5555). */
+const DP_RPC_PORT = 5555;
+/**
+ * Base NIXL side-channel port of expert-parallel pods. vLLM adds the data-parallel rank (times TP in
+ * some versions) to it, and adds the rank to the KV-events port (5557) too, so a base far above both
+ * keeps the two ranges apart for any group size.
+ */
+const EP_NIXL_SIDE_CHANNEL_BASE = 20000;
+/** Most groups tried when `nodesPerGroup` is left to the sizing. */
+const MAX_AUTO_NODES = 16;
+
+/**
+ * The layout of an {@link ExpertParallelPool}: where it runs and how it splits the model.
+ */
+export interface ExpertParallelPoolOptions {
+  /** The instance type of the nodes (whole nodes: one pod per node). */
+  readonly instanceType: AcceleratedInstanceType;
+  /**
+   * Nodes in one data x expert parallel group (the LeaderWorkerSet's `size`).
+   * @default - the fewest nodes whose expert shards, replicated dense weights and one `maxContext`
+   * sequence fit each accelerator and whose rank count divides the experts
+   */
+  readonly nodesPerGroup?: number;
+  /**
+   * Groups (LeaderWorkerSet replicas), each a full copy of the model.
+   * @default 1
+   */
+  readonly replicas?: number;
+  /**
+   * Tensor-parallel size of each data-parallel rank's attention (vLLM `--tensor-parallel-size`).
+   * @default 1 (data-parallel attention: each GPU one rank, MLA's latent cache not replicated)
+   */
+  readonly tensorParallel?: number;
+  /**
+   * Data-parallel ranks of one group (vLLM `--data-parallel-size`); must equal
+   * `nodesPerGroup x accelerators per node / tensorParallel`. The expert-parallel size is
+   * `dataParallel x tensorParallel`.
+   * @default - nodesPerGroup x accelerators per node / tensorParallel
+   */
+  readonly dataParallel?: number;
+  /**
+   * The all-to-all backend of the MoE layers (vLLM `--all2all-backend`).
+   * @default - AllToAllBackend.forInstanceType(instanceType): NCCL-based all-gather/reduce-scatter on EFA
+   */
+  readonly allToAllBackend?: AllToAllBackend;
+  /**
+   * Expert parallel load balancing (vLLM `--enable-eplb`): vLLM moves hot experts between ranks and
+   * keeps `redundantExperts` extra copies.
+   * @default - true when redundantExperts > 0, else false
+   * @see https://docs.vllm.ai/en/latest/serving/expert_parallel_deployment.html#expert-parallel-load-balancer-eplb
+   */
+  readonly expertLoadBalancing?: boolean;
+  /**
+   * Redundant expert copies (EPLB `num_redundant_experts`); they take memory and count towards the
+   * experts each rank holds, so `routed + redundant` must be divisible by the expert-parallel size.
+   * @default 0
+   */
+  readonly redundantExperts?: number;
+  /**
+   * How ranks take HTTP requests.
+   * @default DataParallelEndpoints.PER_RANK (SINGLE inside a DisaggregatedInference, whose router
+   * discovers one port per pod)
+   */
+  readonly endpoints?: DataParallelEndpoints;
+  /**
+   * Fraction of accelerator memory vLLM may use (`--gpu-memory-utilization`).
+   * @default 0.9
+   */
+  readonly gpuMemoryUtilization?: number;
+  /**
+   * EFA interfaces each pod requests (`vpc.amazonaws.com/efa`).
+   * @default - every interface of the node
+   */
+  readonly efaInterfaces?: number;
+  /**
+   * Value of the `disagg.dev/pool-role` node label the pods select.
+   * @default - no pool-role selector
+   */
+  readonly nodePoolRole?: string;
+  /**
+   * Extra vLLM arguments, appended after the generated ones.
+   * @default - none
+   */
+  readonly extraArgs?: string[];
+}
+
+/**
+ * Props of {@link ExpertParallelPool}.
+ */
+export interface ExpertParallelPoolProps extends ModelDeploymentOptions, ExpertParallelPoolOptions {
+  /**
+   * What the pool does: whole requests, or one side of a prefill/decode split (then it moves KV cache
+   * with NIXL, `--kv-transfer-config`).
+   * @default PoolRole.SERVE
+   */
+  readonly role?: PoolRole;
+  /**
+   * Expose the pool through a Gateway API Inference Extension InferencePool (one target port per
+   * local rank) and an HTTPRoute from an existing Gateway.
+   * @default - no InferencePool: reach the pods through the headless Service
+   */
+  readonly inferencePool?: InferencePoolExposureOptions;
+  /**
+   * An existing ServiceAccount for the pods.
+   * @default - a new ServiceAccount named after the pool
+   */
+  readonly serviceAccountName?: string;
+}
+
+/**
+ * Wide expert parallelism for MoE models (DeepSeek-V3/R1, Qwen3-235B-A22B, Kimi-K2, gpt-oss) with vLLM:
+ * data-parallel attention and expert-parallel MoE layers across the nodes of a LeaderWorkerSet group.
+ *
+ * Emits a LeaderWorkerSet (`size` = nodes per group, one pod per node holding every accelerator), a
+ * headless Service with one port per local rank, a PodDisruptionBudget, a ServiceAccount unless given,
+ * and an InferencePool with an HTTPRoute on request. vLLM's data-parallel flags are wired to the LWS
+ * environment: `--data-parallel-address $(LWS_LEADER_ADDRESS)`, ranks starting at
+ * `LWS_WORKER_INDEX x local ranks`. With per-rank endpoints each pod runs one `vllm serve` per local
+ * rank (`--data-parallel-rank`, port 8000 + local rank); with a single endpoint the leader serves and
+ * the other pods run `--headless`.
+ *
+ * Validation (src/sizing): the model has routed experts; `routed + redundant` experts divide by the
+ * expert-parallel size; dense weights, the expert shard and one `maxContext` sequence fit each
+ * accelerator; `dataParallel x tensorParallel` equals `nodesPerGroup x` accelerators per node.
+ */
+export class ExpertParallelPool extends Construct implements IServingPool {
+  public readonly poolName: string;
+  public readonly role: string;
+  public readonly instanceType: AcceleratedInstanceType;
+  public readonly acceleratorsPerPod: number;
+  public readonly serverProcessesPerPod: number;
+  public readonly kvCacheBytesPerPod: number;
+  public readonly hostMemoryGibPerPod: number;
+  public readonly sharedMemoryGib: number;
+  public readonly localDiskGibPerPod: number;
+  public readonly usesNixl: boolean;
+  /** Nodes (pods) per group. */
+  public readonly nodesPerGroup: number;
+  /** Data-parallel ranks per group (`--data-parallel-size`). */
+  public readonly dataParallel: number;
+  /** Data-parallel ranks per pod (`--data-parallel-size-local`). */
+  public readonly dataParallelLocal: number;
+  /** Expert-parallel size: dataParallel x tensorParallel. */
+  public readonly expertParallelSize: number;
+  /** The all-to-all backend in use. */
+  public readonly allToAllBackend: AllToAllBackend;
+  /** How ranks take requests. */
+  public readonly endpoints: DataParallelEndpoints;
+  /** HTTP ports of each serving pod (one per local rank, or 8000 alone). */
+  public readonly httpPorts: number[];
+  /** Warnings with stable ids. */
+  public readonly warnings: string[] = [];
+  /** @internal The resolved plan (used by DisaggregatedInference for the router configuration). */
+  public readonly _plan: PoolPlan;
+  private readonly extras: PoolExtras;
+
+  constructor(scope: Construct, id: string, props: ExpertParallelPoolProps) {
+    super(scope, id);
+    const where = `ExpertParallelPool '${this.node.path}'`;
+    const role = props.role ?? PoolRole.SERVE;
+    const defaultName = `${props.model.name.replace(/\./g, '-')}${role === PoolRole.SERVE ? '' : `-${role.name}`}`;
+    const resolved = resolveModel(where, props, defaultName, 50);
+    const model = resolved.model;
+    const type = props.instanceType;
+    const namespace = props.namespace ?? Chart.of(this).namespace;
+    // Errors name pool fields plainly here; DisaggregatedInference prefixes them with its prop.
+    const fieldPrefix = (props as any)[FIELD_PREFIX] ?? '';
+    const field = (f: string) => (fieldPrefix ? `${fieldPrefix}.${f}` : f);
+    if (!model.isMoe) {
+      throw new Error(`${where}: 'model' (${model.name}) is a dense model: expert parallelism needs routed experts; ` +
+        'serve it with DisaggregatedInference pools (tensor parallelism) or pick an MoE model');
+    }
+    const perNode = type.acceleratorCount;
+    const tp = props.tensorParallel ?? 1;
+    if (!(Number.isInteger(tp) && tp >= 1 && perNode % tp === 0)) {
+      throw new Error(`${where}: '${field('tensorParallel')}' (${tp}) must be a positive integer dividing the ${perNode} accelerators of one ${type.name}; use 1 for data-parallel attention`);
+    }
+    const redundant = props.redundantExperts ?? 0;
+    if (!(Number.isInteger(redundant) && redundant >= 0)) {
+      throw new Error(`${where}: '${field('redundantExperts')}' (${redundant}) must be an integer >= 0; use 0 without EPLB`);
+    }
+    const eplb = props.expertLoadBalancing ?? redundant > 0;
+    if (redundant > 0 && !eplb) {
+      throw new Error(`${where}: '${field('redundantExperts')}' (${redundant}) only applies with expert load balancing; set expertLoadBalancing: true or redundantExperts: 0`);
+    }
+    const replicas = props.replicas ?? 1;
+    const local = perNode / tp;
+    let nodes = props.nodesPerGroup;
+    if (nodes !== undefined && !(Number.isInteger(nodes) && nodes >= 1)) {
+      throw new Error(`${where}: '${field('nodesPerGroup')}' (${nodes}) must be a positive integer`);
+    }
+    if (props.dataParallel !== undefined) {
+      const dp = props.dataParallel;
+      if (nodes === undefined && Number.isInteger(dp) && dp > 0 && (dp * tp) % perNode === 0) {
+        nodes = (dp * tp) / perNode;
+      }
+      if (nodes === undefined || dp * tp !== nodes * perNode) {
+        const n = nodes ?? Math.max(1, Math.round((dp * tp) / perNode));
+        throw new Error(`${where}: '${field('dataParallel')}' (${dp}) x tensorParallel ${tp} must equal nodesPerGroup ${n} x ${perNode} accelerators of one ${type.name} ` +
+          `(every accelerator of the group is one rank's); use dataParallel ${(n * perNode) / tp}`);
+      }
+    }
+    const options = {
+      instanceType: type,
+      replicas,
+      tensorParallel: tp,
+      gpuMemoryUtilization: props.gpuMemoryUtilization,
+      efaInterfaces: props.efaInterfaces,
+      nodePoolRole: props.nodePoolRole,
+      extraArgs: props.extraArgs,
+    };
+    const inputs: PoolPlanInputs = {
+      where,
+      model,
+      maxContext: resolved.maxContext,
+      weightPrecision: resolved.weightPrecision,
+      kvCachePrecision: resolved.kvCachePrecision,
+      kvBlockSize: resolved.kvBlockSize,
+    };
+    const roleName = role.name as 'serve' | 'prefill' | 'decode';
+    const planFor = (n: number) =>
+      planPool(roleName, options, inputs, { dataParallel: (n * perNode) / tp, redundantExperts: redundant }, fieldPrefix);
+    let plan: PoolPlan | undefined;
+    if (nodes !== undefined) {
+      plan = planFor(nodes);
+    } else {
+      let last: Error | undefined;
+      for (let n = 1; n <= MAX_AUTO_NODES && plan === undefined; n++) {
+        try {
+          plan = planFor(n);
+          nodes = n;
+        } catch (e) {
+          last = e as Error;
+        }
+      }
+      if (plan === undefined) {
+        throw new Error(`${last!.message}\n(no group of 1 to ${MAX_AUTO_NODES} nodes fits; set '${field('nodesPerGroup')}' and read the problems above)`);
+      }
+    }
+    this._plan = plan;
+    this.nodesPerGroup = nodes!;
+    this.dataParallel = plan.parallelism.dataParallel;
+    this.dataParallelLocal = local;
+    this.expertParallelSize = plan.parallelism.expertParallelSize;
+
+    const endpoints = props.endpoints ?? DataParallelEndpoints.PER_RANK;
+    if (endpoints === DataParallelEndpoints.PER_RANK && local > 8) {
+      throw new Error(`${where}: 'endpoints' (per-rank) gives ${local} ports per pod, more than the 8 target ports of an InferencePool; ` +
+        'use tensorParallel >= 2 or DataParallelEndpoints.SINGLE');
+    }
+    this.endpoints = endpoints;
+    this.httpPorts = endpoints === DataParallelEndpoints.PER_RANK
+      ? Array.from({ length: local }, (_, r) => PORTS.http + r)
+      : [PORTS.http];
+    this.serverProcessesPerPod = endpoints === DataParallelEndpoints.PER_RANK ? local : 1;
+
+    this.allToAllBackend = props.allToAllBackend ?? AllToAllBackend.forInstanceType(type);
+    if (this.allToAllBackend.needsGpuInitiatedRdma && type.supportsEfa && this.nodesPerGroup > 1) {
+      this.warn('disagg:deepEpOnEfa', `all-to-all backend ${this.allToAllBackend.name} needs GPU-initiated RDMA (IBGDA) between nodes, which EFA ` +
+        `on ${type.name} does not offer; use AllToAllBackend.ALLGATHER_REDUCESCATTER (NCCL over EFA)`);
+    }
+
+    // KV transfer for a prefill or decode role.
+    this.usesNixl = role !== PoolRole.SERVE;
+    const efa = type.supportsEfa && plan.efaInterfacesPerPod > 0;
+    const transfer = (props as any)[NIXL_BACKEND] as string | undefined
+      ?? (this.usesNixl ? resolveNixl(props.kvTransfer ?? KvTransfer.AUTO, efa, type, where) : (efa ? 'LIBFABRIC' : 'UCX'));
+    if (this.usesNixl && transfer === 'UCX' && (props as any)[NIXL_BACKEND] === undefined) {
+      this.warn('disagg:tcpKvTransfer', `KV cache moves over NIXL/UCX on TCP: ${type.name} has no EFA`);
+    }
+
+    this.role = role.name;
+    this.poolName = resolved.name;
+    this.instanceType = type;
+    this.acceleratorsPerPod = plan.layout.acceleratorsPerPod;
+    this.kvCacheBytesPerPod = plan.plan.kvCacheBytesPerRank * plan.layout.acceleratorsPerPod;
+    const ctx: WorkerContext = {
+      instance: (props as any)[INSTANCE] ?? resolved.name,
+      model,
+      source: resolved.source,
+      servedModelName: resolved.servedModelName,
+      image: props.image,
+      imagePullPolicy: props.imagePullPolicy,
+      serviceAccountName: props.serviceAccountName ?? resolved.name,
+      maxContext: resolved.maxContext,
+      weightPrecision: resolved.weightPrecision,
+      kvCachePrecision: resolved.kvCachePrecision,
+      prequantizedCheckpoint: resolved.prequantized,
+      kvBlockSize: resolved.kvBlockSize,
+      nixlBackend: transfer,
+      modelCache: resolved.modelCache,
+      runAsNonRoot: props.runWorkersAsNonRoot ?? false,
+      startupSeconds: resolved.startupSeconds,
+      zone: props.zone,
+    };
+    const checkpointGib = resolved.checkpointBytes / 2 ** 30;
+    const capacity = podCapacity(plan, ctx, checkpointGib);
+    this.hostMemoryGibPerPod = capacity.hostMemoryGib;
+    this.sharedMemoryGib = capacity.sharedMemoryGib;
+    this.localDiskGibPerPod = capacity.localDiskGib;
+    this.extras = new PoolExtras(`pool '${this.node.path}'`);
+
+    const meta = (objectName: string, labels: Record<string, string>, extra?: Record<string, unknown>) => strip({
+      name: objectName, namespace, labels: { ...labels, [APP_PART_OF]: 'disagg' }, ...extra,
+    });
+    const labels = componentLabels(ctx.instance, role === PoolRole.SERVE ? 'serve' : role.name);
+    if (props.serviceAccountName === undefined) {
+      new ApiObject(this, 'ServiceAccount', {
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: meta(resolved.name, labels, props.serviceAccountAnnotations ? { annotations: props.serviceAccountAnnotations } : undefined),
+        automountServiceAccountToken: false,
+      } as any);
+    }
+    const shape: EpShape = {
+      ctx,
+      plan,
+      resolved,
+      labels,
+      checkpointGib,
+      extras: this.extras,
+      endpoints,
+      tp,
+      local,
+      dp: this.dataParallel,
+      eplb,
+      redundant,
+      backend: this.allToAllBackend,
+      nixl: this.usesNixl ? kvTransferConfig(transfer) : undefined,
+      ports: this.httpPorts,
+    };
+    new ApiObject(this, 'Workload', {
+      apiVersion: 'leaderworkerset.x-k8s.io/v1',
+      kind: 'LeaderWorkerSet',
+      metadata: meta(resolved.name, labels),
+      spec: {
+        replicas,
+        startupPolicy: 'LeaderCreated',
+        rolloutStrategy: { type: 'RollingUpdate', rollingUpdateConfiguration: { maxSurge: 0, maxUnavailable: 1 } },
+        leaderWorkerTemplate: {
+          size: this.nodesPerGroup,
+          // Every rank of a group joins one collective: a lost pod takes the group down, so restart it whole.
+          restartPolicy: 'RecreateGroupOnPodRestart',
+          leaderTemplate: Lazy.any({ produce: () => stripDeep(epPodTemplate(shape, 'leader')) }),
+          workerTemplate: Lazy.any({ produce: () => stripDeep(epPodTemplate(shape, 'worker')) }),
+        },
+      },
+    } as any);
+    const selector = endpoints === DataParallelEndpoints.PER_RANK ? labels : { ...labels, [LWS_WORKER_INDEX]: '0' };
+    new ApiObject(this, 'Service', {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: meta(resolved.name, labels),
+      spec: {
+        clusterIP: 'None',
+        selector,
+        ports: this.httpPorts.map((port, r) => ({ name: portName(endpoints, r), port, targetPort: port, protocol: 'TCP' })),
+      },
+    } as any);
+    new ApiObject(this, 'Budget', {
+      apiVersion: 'policy/v1',
+      kind: 'PodDisruptionBudget',
+      metadata: meta(resolved.name, labels),
+      spec: { maxUnavailable: 1, selector: { matchLabels: { [APP_INSTANCE]: ctx.instance, ...labels } } },
+    } as any);
+    if (props.inferencePool !== undefined) {
+      for (const object of gatewayObjects({
+        exposure: GatewayExposure.inferencePool(props.inferencePool),
+        name: resolved.name,
+        namespace,
+        routerService: resolved.name,
+        decodeSelector: selector,
+        labels: componentLabels(ctx.instance, 'gateway'),
+        poolName: resolved.name,
+        targetPorts: this.httpPorts,
+      })) {
+        const { id: objectId, ...body } = object;
+        const metadata = (body.metadata ?? {}) as Record<string, unknown>;
+        new ApiObject(this, objectId as string, { ...body, metadata: strip({ ...metadata, namespace: metadata.namespace ?? namespace }) } as any);
+      }
+    }
+  }
+
+  public addEnv(name: string, value: string): void {
+    this.extras.addEnv(name, value);
+  }
+
+  public addArgs(...args: string[]): void {
+    this.extras.addArgs(args);
+  }
+
+  public attachKvCache(attachment: KvCacheAttachment): void {
+    this.extras.attachKvCache(attachment);
+  }
+
+  private warn(id: string, message: string): void {
+    const text = `${id}: ${message}`;
+    this.warnings.push(text);
+    this.node.addMetadata('disagg:warning', text);
+  }
+}
+
+function resolveNixl(transfer: KvTransfer, efa: boolean, type: AcceleratedInstanceType, where: string): string {
+  if (transfer === KvTransfer.NIXL_LIBFABRIC && !efa) {
+    throw new Error(`${where}: 'kvTransfer' (nixl-libfabric) needs EFA, but ${type.name} has none; use an EFA instance type or KvTransfer.NIXL_UCX`);
+  }
+  return transfer.nixlBackend ?? (efa ? 'LIBFABRIC' : 'UCX');
+}
+
+function portName(endpoints: DataParallelEndpoints, rank: number): string {
+  return endpoints === DataParallelEndpoints.PER_RANK ? `http-${rank}` : 'http';
+}
+
+/** Everything an expert-parallel pod template needs (internal). */
+interface EpShape {
+  readonly ctx: WorkerContext;
+  readonly plan: PoolPlan;
+  readonly resolved: ResolvedModel;
+  readonly labels: Record<string, string>;
+  readonly checkpointGib: number;
+  readonly extras: PoolExtras;
+  readonly endpoints: DataParallelEndpoints;
+  readonly tp: number;
+  readonly local: number;
+  readonly dp: number;
+  readonly eplb: boolean;
+  readonly redundant: number;
+  readonly backend: AllToAllBackend;
+  readonly nixl?: Record<string, unknown>;
+  readonly ports: number[];
+}
+
+/** The vLLM arguments every process of the group shares (the model first: `vllm serve "$@"`). */
+function epArgs(s: EpShape): string[] {
+  const args = [
+    s.ctx.source.uri,
+    '--served-model-name', s.ctx.servedModelName,
+    '--tensor-parallel-size', String(s.tp),
+    '--enable-expert-parallel',
+    '--data-parallel-size', String(s.dp),
+    '--data-parallel-address', '$(LWS_LEADER_ADDRESS)',
+    '--data-parallel-rpc-port', String(DP_RPC_PORT),
+  ];
+  if (s.endpoints === DataParallelEndpoints.SINGLE) {
+    args.push('--data-parallel-size-local', String(s.local));
+  }
+  args.push('--all2all-backend', s.backend.name);
+  if (s.eplb) {
+    // vLLM's EPLB settings live in --eplb-config; window and interval keep vLLM's defaults.
+    args.push('--enable-eplb', '--eplb-config', JSON.stringify({ num_redundant_experts: s.redundant }));
+  }
+  args.push(...modelArgs(s.ctx, s.plan));
+  args.push(...s.extras.kvTransferArgs(s.nixl));
+  if (s.endpoints === DataParallelEndpoints.SINGLE) {
+    args.push('--kv-events-config', JSON.stringify(kvEventsConfig(s.ctx.servedModelName)), '--port', String(PORTS.http));
+  }
+  return [...args, ...(s.plan.options.extraArgs ?? []), ...s.extras.args];
+}
+
+/** Single-quotes a value for bash. */
+function shellQuote(value: string): string {
+  return `'${value.replace(/'/g, '\'\\\'\'')}'`;
+}
+
+/**
+ * The bash script that starts a pod's vLLM processes; "$@" holds {@link epArgs}. Kubernetes expands only
+ * `$(NAME)` of defined variables in it; the shell's `$((...))` arithmetic passes through unchanged.
+ */
+function epScript(s: EpShape, kind: 'leader' | 'worker'): string {
+  const start = `START=$((LWS_WORKER_INDEX * ${s.local}))`;
+  if (s.endpoints === DataParallelEndpoints.SINGLE) {
+    return [
+      start,
+      `exec vllm serve "$@"${kind === 'worker' ? ' --headless' : ''} --data-parallel-start-rank "$START"`,
+    ].join('\n');
+  }
+  // One API server per local rank on its own GPUs and port. vLLM adds the global rank to the KV-events
+  // port itself (5557 + rank); the topic names the rank's HTTP endpoint for the router's index.
+  const events = JSON.stringify({ ...kvEventsConfig('@MODEL@'), topic: 'kv@%s:%s@%s' });
+  return [
+    start,
+    `for LOCAL in $(seq 0 ${s.local - 1}); do`,
+    '  RANK=$((START + LOCAL))',
+    `  PORT=$((${PORTS.http} + LOCAL))`,
+    `  GPUS=$(seq -s, $((LOCAL * ${s.tp})) $((LOCAL * ${s.tp} + ${s.tp - 1})))`,
+    `  EVENTS=$(printf ${shellQuote(events)} "$POD_IP" "$PORT" ${shellQuote(s.ctx.servedModelName)})`,
+    '  CUDA_VISIBLE_DEVICES="$GPUS" vllm serve "$@" --data-parallel-rank "$RANK" --port "$PORT" --kv-events-config "$EVENTS" &',
+    'done',
+    // A rank that exits breaks the group's collectives: end the pod so the LWS restarts the group.
+    'wait -n',
+    'exit 1',
+  ].join('\n');
+}
+
+/** The leader or worker pod template of an expert-parallel group. */
+function epPodTemplate(s: EpShape, kind: 'leader' | 'worker'): any {
+  const serves = s.endpoints === DataParallelEndpoints.PER_RANK || kind === 'leader';
+  const template = workerPodTemplate(s.ctx, s.plan, serves ? 'leader' : 'worker', s.labels, s.checkpointGib, s.extras);
+  const container = template.spec.containers[0];
+  container.command = ['/bin/bash', '-c', epScript(s, kind), 'vllm'];
+  container.args = epArgs(s);
+  container.ports = serves ? s.ports.map((port, r) => ({ name: portName(s.endpoints, r), containerPort: port, protocol: 'TCP' })) : [];
+  if (s.endpoints === DataParallelEndpoints.SINGLE && kind === 'leader') {
+    container.ports.push({ name: 'kv-events', containerPort: PORTS.kvEvents, protocol: 'TCP' });
+  }
+  if (serves) {
+    const http = { path: '/health', port: portName(s.endpoints, 0) };
+    const period = 10;
+    container.startupProbe = { httpGet: http, periodSeconds: period, failureThreshold: Math.ceil(s.ctx.startupSeconds / period), timeoutSeconds: 5 };
+    container.readinessProbe = { httpGet: http, periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 5 };
+    container.livenessProbe = { httpGet: http, periodSeconds: 30, failureThreshold: 5, timeoutSeconds: 10 };
+  } else {
+    delete container.startupProbe;
+    delete container.readinessProbe;
+    delete container.livenessProbe;
+  }
+  const env = (container.env as any[]).filter(e => !['VLLM_NIXL_SIDE_CHANNEL_PORT', 'VLLM_HOST_IP'].includes(e.name));
+  env.push(
+    { name: 'VLLM_NIXL_SIDE_CHANNEL_PORT', value: String(EP_NIXL_SIDE_CHANNEL_BASE) },
+    // Keep torch.distributed's and NCCL's bootstrap on the pod network; NCCL's data path takes EFA
+    // through the libfabric plugin (vLLM's EP guide sets GLOO_SOCKET_IFNAME for the same reason on IB).
+    { name: 'GLOO_SOCKET_IFNAME', value: 'eth0' },
+    { name: 'NCCL_SOCKET_IFNAME', value: 'eth0' },
+  );
+  container.env = s.extras.mergeEnv(env);
+  return template;
+}

@@ -1,0 +1,111 @@
+import { ModelArchitecture, Precision } from '../catalog';
+import { KvTransfer } from './kv-transfer';
+import { ModelCache } from './model-cache';
+import { ModelSource } from './model-source';
+
+/**
+ * What every vLLM deployment of one model shares: the model, its weights and KV cache precision, the
+ * image, naming and placement. Extended by `DisaggregatedInferenceProps` and `ExpertParallelPoolProps`.
+ */
+export interface ModelDeploymentOptions {
+  /** The model architecture (a catalog preset or `ModelArchitecture.custom(...)`): sizes and validates the pools. */
+  readonly model: ModelArchitecture;
+  /**
+   * Where the weights come from.
+   * @default - ModelSource.huggingFace(model.huggingFaceId), without a token
+   */
+  readonly modelSource?: ModelSource;
+  /**
+   * The container image of the vLLM workers (vLLM with NIXL and libfabric): the project's engine image
+   * (`images/engine`, or `EngineImage` in a CDK app).
+   */
+  readonly image: string;
+  /**
+   * Image pull policy of every container.
+   * @default - Kubernetes' default (IfNotPresent for tagged images)
+   */
+  readonly imagePullPolicy?: string;
+  /**
+   * Longest sequence (prompt plus output) served, tokens (vLLM `--max-model-len`).
+   * @default - the model's maximum context
+   */
+  readonly maxContext?: number;
+  /**
+   * Precision of the weights. FP8 on a BF16 checkpoint is quantized by vLLM at load time
+   * (`--quantization fp8`); other precisions need a checkpoint stored in them (`prequantizedCheckpoint`).
+   * @default - the model's native checkpoint precision
+   */
+  readonly weightPrecision?: Precision;
+  /**
+   * The checkpoint at `modelSource` is already stored at `weightPrecision` (e.g. an FP8 or AWQ
+   * repository): vLLM reads the scheme from its config, so no `--quantization` flag is passed.
+   * @default false
+   */
+  readonly prequantizedCheckpoint?: boolean;
+  /**
+   * Precision of the KV cache (vLLM `--kv-cache-dtype`); prefill and decode must agree, since NIXL
+   * copies blocks as they are.
+   * @default Precision.BF16
+   */
+  readonly kvCachePrecision?: Precision;
+  /**
+   * Paged KV block size, tokens (vLLM `--block-size`); also the block size of the router's prefix index.
+   * @default 16
+   */
+  readonly kvBlockSize?: number;
+  /**
+   * Name of the served model in the OpenAI API (vLLM `--served-model-name`).
+   * @default - the model's Hugging Face id
+   */
+  readonly servedModelName?: string;
+  /**
+   * How KV cache moves from prefill to decode.
+   * @default KvTransfer.AUTO
+   */
+  readonly kvTransfer?: KvTransfer;
+  /**
+   * Where workers cache model files.
+   * @default ModelCache.nodeLocal()
+   */
+  readonly modelCache?: ModelCache;
+  /**
+   * Base name of every object (DNS label; a DisaggregatedInference's pools add '-prefill', '-decode', '-router').
+   * @default - the model name with dots replaced by dashes
+   */
+  readonly name?: string;
+  /**
+   * Namespace of every object.
+   * @default - the chart's namespace
+   */
+  readonly namespace?: string;
+  /**
+   * Availability Zone to pin every worker to (EFA traffic stays within one zone).
+   * @default - no zone pin; workers prefer the zone of the deployment's other pods
+   */
+  readonly zone?: string;
+  /**
+   * Annotations of the workers' ServiceAccount (e.g. `eks.amazonaws.com/role-arn` for IRSA access to an
+   * S3 model source).
+   * @default - none
+   */
+  readonly serviceAccountAnnotations?: { [key: string]: string };
+  /**
+   * Run worker containers as UID/GID 1000 with `runAsNonRoot`. vLLM images run as root and hostPath
+   * model caches are created root-owned, so enable it only with an image whose user owns its home and
+   * with `ModelCache.podLocal()` (emptyDir honours `fsGroup`). The router always runs non-root.
+   * @default false
+   */
+  readonly runWorkersAsNonRoot?: boolean;
+  /**
+   * Sustained download rate of the model checkpoint into the cache, GB/s; sizes the startup probe
+   * (checkpoint bytes / rate + `startupOverheadSeconds`).
+   * @default 0.5
+   */
+  readonly modelLoadBandwidthGBps?: number;
+  /**
+   * Seconds a worker needs after the download: loading into GPU memory, profiling, CUDA graph capture,
+   * NIXL registration.
+   * @default 600
+   */
+  readonly startupOverheadSeconds?: number;
+}

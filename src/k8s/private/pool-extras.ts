@@ -1,0 +1,106 @@
+import { KvCacheAttachment } from '../serving-pool';
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+/** Where a cache's disk directory is mounted when it names none. */
+export const KV_DISK_VOLUME = 'kv-disk';
+
+/**
+ * What was added to a pool after construction (internal): env, arguments and a KV cache. Read when the
+ * pool's objects are produced at synthesis.
+ */
+export class PoolExtras {
+  private readonly envs = new Map<string, string>();
+  private readonly extraArgs: string[] = [];
+  private cache?: KvCacheAttachment;
+
+  constructor(private readonly where: string) {}
+
+  public addEnv(name: string, value: string): void {
+    if (!/^[-._a-zA-Z][-._a-zA-Z0-9]*$/.test(name ?? '')) {
+      throw new Error(`${this.where}: addEnv name ('${name}') must be a C identifier-like variable name (letters, digits, '_', '-', '.')`);
+    }
+    this.envs.set(name, value);
+  }
+
+  public addArgs(args: string[]): void {
+    this.extraArgs.push(...args);
+  }
+
+  public attachKvCache(attachment: KvCacheAttachment): void {
+    if (this.cache !== undefined) {
+      throw new Error(`${this.where}: a KV cache (${this.cache.description ?? 'kv cache'}) is attached already; ` +
+        `attach one TieredKvCache per pool (${attachment.description ?? 'kv cache'} is the second)`);
+    }
+    JSON.parse(attachment.connectorConfig);
+    this.cache = attachment;
+  }
+
+  public get kvCache(): KvCacheAttachment | undefined {
+    return this.cache;
+  }
+
+  /** Arguments appended after the generated ones. */
+  public get args(): string[] {
+    return [...this.extraArgs];
+  }
+
+  /** `{name, value}` entries: the cache's env first, then addEnv's (which win). */
+  public env(): any[] {
+    const merged = new Map<string, string>(Object.entries(this.cache?.env ?? {}));
+    for (const [k, v] of this.envs) merged.set(k, v);
+    return [...merged].map(([name, value]) => ({ name, value }));
+  }
+
+  /**
+   * The KV connector arguments of one server process: the pool's own connector (NIXL), the cache's, a
+   * MultiConnector of both (the pool's first, so a remote prefill's KV is pulled before offloaded
+   * blocks are looked up), or none.
+   */
+  public kvTransferArgs(own: Record<string, unknown> | undefined): string[] {
+    const cache = this.cache;
+    if (cache === undefined) {
+      return own === undefined ? [] : ['--kv-transfer-config', JSON.stringify(own)];
+    }
+    const theirs = JSON.parse(cache.connectorConfig);
+    if (own === undefined) {
+      return cache.standaloneArgs ?? ['--kv-transfer-config', JSON.stringify(theirs)];
+    }
+    return ['--kv-transfer-config', JSON.stringify({
+      kv_connector: 'MultiConnector',
+      kv_role: 'kv_both',
+      kv_connector_extra_config: { connectors: [own, theirs] },
+    })];
+  }
+
+  /** Merges env entries, the extras replacing generated ones of the same name. */
+  public mergeEnv(generated: any[]): any[] {
+    const extra = this.env();
+    const names = new Set(extra.map(e => e.name));
+    return [...generated.filter(e => !names.has(e.name)), ...extra];
+  }
+
+  /** Adds the cache's host memory to a container's memory request and limit. */
+  public applyResources(resources: any, baseMemoryGib: number, minimumGib: number): any {
+    const memory = Math.max(baseMemoryGib, minimumGib);
+    if (memory === baseMemoryGib) {
+      return resources;
+    }
+    return {
+      requests: { ...resources.requests, memory: `${memory}Gi` },
+      limits: { ...resources.limits, memory: `${memory}Gi` },
+    };
+  }
+
+  /** The cache's disk volume and mount, if any. */
+  public diskVolume(): { volume: any; mount: any } | undefined {
+    const cache = this.cache;
+    if (cache?.diskMountPath === undefined) {
+      return undefined;
+    }
+    return {
+      volume: { name: KV_DISK_VOLUME, emptyDir: cache.diskGib !== undefined ? { sizeLimit: `${Math.ceil(cache.diskGib)}Gi` } : {} },
+      mount: { name: KV_DISK_VOLUME, mountPath: cache.diskMountPath },
+    };
+  }
+}

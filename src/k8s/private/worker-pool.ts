@@ -1,0 +1,162 @@
+import { ApiObject, Lazy } from 'cdk8s';
+import { Construct } from 'constructs';
+import { AcceleratedInstanceType } from '../../catalog';
+import { KvCacheAttachment, IServingPool } from '../serving-pool';
+import { APP_INSTANCE, PORTS } from './labels';
+import { PoolExtras } from './pool-extras';
+import { PoolPlan } from './pool-plan';
+import { WorkerContext, hostShare, servingSelector, shmGib, workerPodTemplate } from './worker-pod';
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+/** Builds object metadata: name, namespace, labels and extras (internal). */
+export type MetadataFn = (name: string, labels: Record<string, string>, extra?: Record<string, unknown>) => any;
+
+/** Inputs of a {@link WorkerPool} (internal). */
+export interface WorkerPoolInputs {
+  readonly plan: PoolPlan;
+  readonly ctx: WorkerContext;
+  readonly meta: MetadataFn;
+  /** Name of the workload, Service and budget. */
+  readonly objectName: string;
+  readonly labels: Record<string, string>;
+  /** Bytes of the checkpoint, GiB (sizes a pod-local model cache). */
+  readonly checkpointGib: number;
+}
+
+/** Host memory and disk a pod may use (shared by the pool kinds). */
+export function podCapacity(
+  plan: PoolPlan, ctx: WorkerContext, checkpointGib: number,
+): { hostMemoryGib: number; sharedMemoryGib: number; localDiskGib: number } {
+  const type = plan.options.instanceType;
+  const host = hostShare(type, plan.nodeShare);
+  // The instance store (decimal GB), the pod's share less the same 10% reserve as memory, less the model
+  // cache: a node-local cache holds one copy per node (each pod pays its share), a pod-local one its size.
+  const nvmeGib = (type.localNvmeTotalGb * 1e9) / 2 ** 30;
+  const modelCacheGib = ctx.modelCache.kind === 'host-path'
+    ? checkpointGib * plan.nodeShare
+    : ctx.modelCache.sizeGib ?? checkpointGib * 2;
+  return {
+    // The most a pod may request: its share of RAM less 5% for the kubelet, the OS and DaemonSets (the
+    // default request keeps 10% back; a host KV tier may use the difference).
+    hostMemoryGib: Math.max(host.memoryGib, Math.floor(type.memoryGib * plan.nodeShare * 0.95)),
+    sharedMemoryGib: shmGib(plan.layout.acceleratorsPerPod, host.memoryGib),
+    localDiskGib: Math.max(0, Math.floor(nvmeGib * plan.nodeShare * 0.9 - modelCacheGib)),
+  };
+}
+
+/**
+ * One pool of a DisaggregatedInference (internal): a Deployment, or a LeaderWorkerSet when a replica
+ * spans nodes, a headless Service and a PodDisruptionBudget. The pod templates are produced at synthesis,
+ * so env, arguments and KV caches added after construction land in them.
+ */
+export class WorkerPool extends Construct implements IServingPool {
+  public readonly poolName: string;
+  public readonly role: string;
+  public readonly instanceType: AcceleratedInstanceType;
+  public readonly acceleratorsPerPod: number;
+  public readonly serverProcessesPerPod = 1;
+  public readonly kvCacheBytesPerPod: number;
+  public readonly hostMemoryGibPerPod: number;
+  public readonly sharedMemoryGib: number;
+  public readonly localDiskGibPerPod: number;
+  public readonly usesNixl = true;
+  /** The resolved plan (internal). */
+  public readonly plan: PoolPlan;
+  private readonly extras: PoolExtras;
+
+  constructor(scope: Construct, id: string, inputs: WorkerPoolInputs) {
+    super(scope, id);
+    const { plan, ctx, meta, objectName, labels, checkpointGib } = inputs;
+    this.plan = plan;
+    this.poolName = objectName;
+    this.role = plan.role;
+    this.instanceType = plan.options.instanceType;
+    this.acceleratorsPerPod = plan.layout.acceleratorsPerPod;
+    this.kvCacheBytesPerPod = plan.plan.kvCacheBytesPerRank * plan.layout.acceleratorsPerPod;
+    const capacity = podCapacity(plan, ctx, checkpointGib);
+    this.hostMemoryGibPerPod = capacity.hostMemoryGib;
+    this.sharedMemoryGib = capacity.sharedMemoryGib;
+    this.localDiskGibPerPod = capacity.localDiskGib;
+    this.extras = new PoolExtras(`pool '${this.node.path}'`);
+    const extras = this.extras;
+    const template = (kind: 'server' | 'leader' | 'worker') => Lazy.any({
+      produce: () => stripDeep(workerPodTemplate(ctx, plan, kind, labels, checkpointGib, extras)),
+    });
+
+    if (!plan.multiNode) {
+      new ApiObject(this, 'Workload', {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: meta(objectName, labels),
+        spec: {
+          replicas: plan.replicas,
+          selector: { matchLabels: labels },
+          // No spare accelerators to surge into: replace one pod at a time.
+          strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } },
+          template: template('server'),
+        },
+      } as any);
+    } else {
+      // LeaderWorkerSet: one group of podsPerReplica pods per replica; the leader serves HTTP.
+      new ApiObject(this, 'Workload', {
+        apiVersion: 'leaderworkerset.x-k8s.io/v1',
+        kind: 'LeaderWorkerSet',
+        metadata: meta(objectName, labels),
+        spec: {
+          replicas: plan.replicas,
+          startupPolicy: 'LeaderCreated',
+          rolloutStrategy: { type: 'RollingUpdate', rollingUpdateConfiguration: { maxSurge: 0, maxUnavailable: 1 } },
+          leaderWorkerTemplate: {
+            size: plan.layout.podsPerReplica,
+            restartPolicy: 'RecreateGroupOnPodRestart',
+            leaderTemplate: template('leader'),
+            workerTemplate: template('worker'),
+          },
+        },
+      } as any);
+    }
+    // Headless: DNS returns every ready pod's IP, which the router resolves for endpoints and KV events.
+    new ApiObject(this, 'Service', {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: meta(objectName, labels),
+      spec: {
+        clusterIP: 'None',
+        selector: servingSelector(labels, plan),
+        ports: [
+          { name: 'http', port: PORTS.http, targetPort: 'http', protocol: 'TCP' },
+          { name: 'kv-events', port: PORTS.kvEvents, targetPort: 'kv-events', protocol: 'TCP' },
+        ],
+      },
+    } as any);
+    new ApiObject(this, 'Budget', {
+      apiVersion: 'policy/v1',
+      kind: 'PodDisruptionBudget',
+      metadata: meta(objectName, labels),
+      // One replica at a time: voluntary evictions never take a whole pool down at once.
+      spec: { maxUnavailable: 1, selector: { matchLabels: { [APP_INSTANCE]: ctx.instance, ...labels } } },
+    } as any);
+  }
+
+  public addEnv(name: string, value: string): void {
+    this.extras.addEnv(name, value);
+  }
+
+  public addArgs(...args: string[]): void {
+    this.extras.addArgs(args);
+  }
+
+  public attachKvCache(attachment: KvCacheAttachment): void {
+    this.extras.attachKvCache(attachment);
+  }
+}
+
+/** Drops undefined values recursively (keeps snapshots tidy). */
+export function stripDeep(o: any): any {
+  if (Array.isArray(o)) return o.map(stripDeep);
+  if (o !== null && typeof o === 'object') {
+    return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined).map(([k, v]) => [k, stripDeep(v)]));
+  }
+  return o;
+}

@@ -1,0 +1,145 @@
+import { container, find, flag, synthChart, wideEpProps, env, defaultProps } from './util';
+import { AcceleratedInstanceType, AllToAllBackend, DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, ModelArchitecture, PoolRole, Precision } from '../../src';
+
+describe('ExpertParallelPool', () => {
+  test('DeepSeek-V3 EP16 on two p5en: vLLM data-parallel flags wired to the LWS environment', () => {
+    // GIVEN two nodes per group WHEN synthesized
+    const { manifests, result: pool } = synthChart(c => new ExpertParallelPool(c, 'Ds', wideEpProps()));
+    const lws = find(manifests, 'LeaderWorkerSet');
+    const leader = container(lws, 'leaderTemplate');
+    // THEN a group of 2 whole-node pods, DP 16 = EP 16, TP 1
+    expect(lws.spec.leaderWorkerTemplate.size).toBe(2);
+    expect(lws.spec.leaderWorkerTemplate.restartPolicy).toBe('RecreateGroupOnPodRestart');
+    expect(pool.expertParallelSize).toBe(16);
+    expect(leader.args[0]).toBe('deepseek-ai/DeepSeek-V3');
+    expect(leader.args).toContain('--enable-expert-parallel');
+    expect(flag(leader.args, '--data-parallel-size')).toBe('16');
+    expect(flag(leader.args, '--data-parallel-address')).toBe('$(LWS_LEADER_ADDRESS)');
+    expect(flag(leader.args, '--data-parallel-rpc-port')).toBe('5555');
+    expect(flag(leader.args, '--tensor-parallel-size')).toBe('1');
+    // NCCL-based all-to-all on EFA; no KV transfer for a serving pool
+    expect(flag(leader.args, '--all2all-backend')).toBe('allgather_reducescatter');
+    expect(leader.args).not.toContain('--kv-transfer-config');
+    expect(leader.resources.limits['nvidia.com/gpu']).toBe(8);
+    expect(leader.resources.limits['vpc.amazonaws.com/efa']).toBe(16);
+  });
+
+  test('per-rank endpoints: one vllm serve per GPU, ranks from LWS_WORKER_INDEX, every port in the Service', () => {
+    // GIVEN the default endpoints WHEN synthesized
+    const { manifests } = synthChart(c => new ExpertParallelPool(c, 'Ds', wideEpProps()));
+    const lws = find(manifests, 'LeaderWorkerSet');
+    const worker = container(lws, 'workerTemplate');
+    const script: string = worker.command[2];
+    // THEN the script starts 8 ranks per pod, each on its GPU and port, from LWS_WORKER_INDEX x 8
+    expect(worker.command.slice(0, 2)).toEqual(['/bin/bash', '-c']);
+    expect(script).toContain('START=$((LWS_WORKER_INDEX * 8))');
+    expect(script).toContain('for LOCAL in $(seq 0 7)');
+    expect(script).toContain('--data-parallel-rank "$RANK" --port "$PORT"');
+    expect(script).toContain('CUDA_VISIBLE_DEVICES="$GPUS" vllm serve "$@"');
+    expect(worker.args).not.toContain('--headless');
+    expect(worker.ports.map((p: any) => p.containerPort)).toEqual([8000, 8001, 8002, 8003, 8004, 8005, 8006, 8007]);
+    expect(worker.readinessProbe.httpGet.port).toBe('http-0');
+    const svc = find(manifests, 'Service');
+    expect(svc.spec.clusterIP).toBe('None');
+    expect(svc.spec.ports.map((p: any) => p.port)).toEqual([8000, 8001, 8002, 8003, 8004, 8005, 8006, 8007]);
+    // every pod serves: no leader-only selector
+    expect(svc.spec.selector['leaderworkerset.sigs.k8s.io/worker-index']).toBeUndefined();
+  });
+
+  test('an InferencePool lists one target port per local rank', () => {
+    // GIVEN an InferencePool exposure WHEN synthesized
+    const { manifests } = synthChart(c => new ExpertParallelPool(c, 'Ds', wideEpProps({ inferencePool: { gateway: { name: 'gw' }, endpointPickerService: 'epp' } })));
+    const pool = find(manifests, 'InferencePool');
+    // THEN
+    expect(pool.spec.targetPorts).toEqual([8000, 8001, 8002, 8003, 8004, 8005, 8006, 8007].map(number => ({ number })));
+    expect(find(manifests, 'HTTPRoute').spec.rules[0].backendRefs[0]).toMatchObject({ kind: 'InferencePool', name: 'deepseek-v3' });
+  });
+
+  test('single endpoint: the leader serves on 8000, workers run --headless from their start rank', () => {
+    // GIVEN SINGLE endpoints WHEN synthesized
+    const { manifests } = synthChart(c => new ExpertParallelPool(c, 'Ds', wideEpProps({ endpoints: DataParallelEndpoints.SINGLE })));
+    const lws = find(manifests, 'LeaderWorkerSet');
+    const leader = container(lws, 'leaderTemplate');
+    const worker = container(lws, 'workerTemplate');
+    // THEN
+    expect(flag(leader.args, '--data-parallel-size-local')).toBe('8');
+    expect(flag(leader.args, '--port')).toBe('8000');
+    expect(leader.command[2]).toContain('exec vllm serve "$@" --data-parallel-start-rank "$START"');
+    expect(worker.command[2]).toContain('exec vllm serve "$@" --headless --data-parallel-start-rank "$START"');
+    expect(worker.startupProbe).toBeUndefined();
+    expect(worker.ports).toEqual([]);
+    expect(find(manifests, 'Service').spec.selector['leaderworkerset.sigs.k8s.io/worker-index']).toBe('0');
+  });
+
+  test('expert load balancing with redundant experts: --enable-eplb and --eplb-config', () => {
+    // GIVEN 32 redundant experts (256 + 32 = 288 = 18 x 16) WHEN synthesized
+    const { manifests } = synthChart(c => new ExpertParallelPool(c, 'Ds', wideEpProps({ redundantExperts: 32 })));
+    const args: string[] = container(find(manifests, 'LeaderWorkerSet'), 'leaderTemplate').args;
+    // THEN
+    expect(args).toContain('--enable-eplb');
+    expect(JSON.parse(flag(args, '--eplb-config')!)).toEqual({ num_redundant_experts: 32 });
+  });
+
+  test('env: EFA, a NIXL side channel base clear of the per-rank KV-event ports, bootstrap on eth0', () => {
+    // GIVEN WHEN
+    const { manifests } = synthChart(c => new ExpertParallelPool(c, 'Ds', wideEpProps()));
+    const c = container(find(manifests, 'LeaderWorkerSet'), 'workerTemplate');
+    // THEN
+    expect(env(c, 'FI_PROVIDER').value).toBe('efa');
+    expect(env(c, 'VLLM_NIXL_SIDE_CHANNEL_PORT').value).toBe('20000');
+    expect(env(c, 'GLOO_SOCKET_IFNAME').value).toBe('eth0');
+    expect(env(c, 'PYTHONHASHSEED').value).toBe('0');
+  });
+
+  test('a DeepEP backend on EFA is allowed with a warning', () => {
+    // GIVEN DeepEP low latency across two EFA nodes WHEN built
+    const { result: pool, manifests } = synthChart(c => new ExpertParallelPool(c, 'Ds', wideEpProps({ allToAllBackend: AllToAllBackend.DEEPEP_LOW_LATENCY })));
+    // THEN
+    expect(flag(container(find(manifests, 'LeaderWorkerSet'), 'leaderTemplate').args, '--all2all-backend')).toBe('deepep_low_latency');
+    expect(pool.warnings.some(w => w.startsWith('disagg:deepEpOnEfa'))).toBe(true);
+  });
+
+  test('nodesPerGroup defaults to the fewest nodes that fit (Qwen3-235B-A22B BF16 fits one p5en)', () => {
+    // GIVEN no nodesPerGroup WHEN built
+    const { result: pool } = synthChart(c => new ExpertParallelPool(c, 'Q', {
+      model: ModelArchitecture.QWEN3_235B_A22B, image: 'img', instanceType: AcceleratedInstanceType.P5EN_48XLARGE, maxContext: 32768,
+    }));
+    // THEN
+    expect(pool.nodesPerGroup).toBe(1);
+    expect(pool.dataParallel).toBe(8);
+  });
+
+  test('a prefill role carries the NIXL KV transfer config', () => {
+    // GIVEN WHEN
+    const { manifests } = synthChart(c => new ExpertParallelPool(c, 'Ds', wideEpProps({ role: PoolRole.PREFILL })));
+    const c = container(find(manifests, 'LeaderWorkerSet'), 'leaderTemplate');
+    // THEN
+    expect(JSON.parse(flag(c.args, '--kv-transfer-config')!)).toEqual({
+      kv_connector: 'NixlConnector', kv_role: 'kv_both', kv_connector_extra_config: { backends: ['LIBFABRIC'] },
+    });
+    expect(env(c, 'VLLM_HTTP_TIMEOUT_KEEP_ALIVE').value).toBe('120');
+  });
+
+  test('DisaggregatedInference with an expert-parallel decode side: single endpoint, router discovers it', () => {
+    // GIVEN DeepSeek-V3 with a TP8 prefill pool and an EP16 decode pool WHEN synthesized
+    const { manifests, result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds', defaultProps({
+      model: ModelArchitecture.DEEPSEEK_V3,
+      modelSource: undefined,
+      weightPrecision: Precision.FP8,
+      prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, tensorParallel: 8 },
+      decode: undefined,
+      decodeExpertParallel: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, nodesPerGroup: 2 },
+    })));
+    const lws = find(manifests, 'LeaderWorkerSet', '-decode');
+    const leader = container(lws, 'leaderTemplate');
+    // THEN the decode side is an LWS named after the deployment, in SINGLE mode, with NIXL
+    expect(lws.metadata.name).toBe('deepseek-v3-decode');
+    expect(flag(leader.args, '--data-parallel-size')).toBe('16');
+    expect(flag(leader.args, '--data-parallel-size-local')).toBe('8');
+    expect(JSON.parse(flag(leader.args, '--kv-transfer-config')!).kv_connector).toBe('NixlConnector');
+    expect(lws.spec.leaderWorkerTemplate.leaderTemplate.spec.serviceAccountName).toBe('deepseek-v3');
+    const config = JSON.parse(inference.routerConfig);
+    expect(config.pools[1]).toMatchObject({ role: 'decode', discovery: { host: 'deepseek-v3-decode.inference.svc.cluster.local', port: 8000 } });
+    expect(inference.decodeIsMultiNode).toBe(true);
+  });
+});

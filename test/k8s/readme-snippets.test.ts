@@ -1,0 +1,83 @@
+// The code snippets of the README's workload sections (/tmp/spec/readme-k8s.md), verbatim between the
+// SNIPPET markers, so they compile and synthesize.
+import { App, Chart, Size, Testing } from 'cdk8s';
+import {
+  AcceleratedInstanceType, DisaggregatedInference, ExpertParallelPool, GatewayExposure, KvStoreEndpoint, KvTier,
+  ModelArchitecture, ModelSource, Precision, TieredKvCache,
+} from '../../src';
+
+function disaggregatedInference(app: App): Chart {
+  // SNIPPET disaggregated-inference
+  const chart = new Chart(app, 'llama', { namespace: 'inference' });
+  new DisaggregatedInference(chart, 'Llama', {
+    model: ModelArchitecture.LLAMA_3_3_70B,
+    modelSource: ModelSource.huggingFace('meta-llama/Llama-3.3-70B-Instruct', { tokenSecret: { name: 'hf-token' } }),
+    image: 'registry.example.com/disagg/engine:0.1.0',
+    weightPrecision: Precision.FP8,
+    kvCachePrecision: Precision.FP8,
+    maxContext: 32768,
+    prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, replicas: 2, tensorParallel: 4 },
+    decode: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, replicas: 2, tensorParallel: 4 },
+    gateway: GatewayExposure.gateway(),
+  });
+  // END SNIPPET
+  return chart;
+}
+
+function expertParallelPool(app: App): Chart {
+  // SNIPPET expert-parallel-pool
+  const chart = new Chart(app, 'deepseek', { namespace: 'inference' });
+  new ExpertParallelPool(chart, 'DeepSeek', {
+    model: ModelArchitecture.DEEPSEEK_V3,
+    image: 'registry.example.com/disagg/engine:0.1.0',
+    instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
+    nodesPerGroup: 2, // 2 x 8 H200 = EP16
+    redundantExperts: 32, // EPLB: (256 + 32) / 16 = 18 experts per GPU
+    maxContext: 32768,
+    inferencePool: { gateway: { name: 'inference-gateway' } },
+  });
+  // END SNIPPET
+  return chart;
+}
+
+function tieredKvCache(app: App): Chart {
+  // SNIPPET tiered-kv-cache
+  const chart = new Chart(app, 'llama-tiered', { namespace: 'inference' });
+  const inference = new DisaggregatedInference(chart, 'Llama', {
+    model: ModelArchitecture.LLAMA_3_3_70B,
+    image: 'registry.example.com/disagg/engine:0.1.0',
+    weightPrecision: Precision.FP8,
+    kvCachePrecision: Precision.FP8,
+    maxContext: 32768,
+    prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, replicas: 2, tensorParallel: 4 },
+    decode: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, replicas: 2, tensorParallel: 4 },
+  });
+  new TieredKvCache(chart, 'KvCache', {
+    tiers: [
+      KvTier.hostMemory(Size.gibibytes(500)),
+      KvTier.localNvme(Size.gibibytes(2000)),
+      KvTier.remote(KvStoreEndpoint.engineKvStore({
+        image: 'registry.example.com/disagg/engine-slim:0.1.0',
+        memory: Size.gibibytes(64),
+        disk: Size.tebibytes(4),
+      })),
+    ],
+  }).attachTo(inference.decode);
+  // END SNIPPET
+  return chart;
+}
+
+describe('README snippets', () => {
+  test.each([
+    ['DisaggregatedInference', disaggregatedInference, ['Deployment', 'ConfigMap', 'Gateway', 'HTTPRoute']],
+    ['ExpertParallelPool', expertParallelPool, ['LeaderWorkerSet', 'InferencePool', 'HTTPRoute']],
+    ['TieredKvCache', tieredKvCache, ['StatefulSet', 'Deployment']],
+  ])('%s synthesizes', (_name, snippet, kinds) => {
+    // GIVEN the snippet WHEN synthesized
+    const manifests = Testing.synth(snippet(Testing.app()));
+    // THEN the kinds the README promises are there
+    for (const kind of kinds) {
+      expect(manifests.map(m => m.kind)).toContain(kind);
+    }
+  });
+});
