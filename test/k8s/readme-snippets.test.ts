@@ -1,4 +1,4 @@
-// The code snippets of the README's workload sections (/tmp/spec/readme-k8s.md), verbatim between the
+// The code snippets of the README's workload sections (README.md, "Workloads (cdk8s)"), verbatim between the
 // SNIPPET markers, so they compile and synthesize.
 import { App, Chart, Size, Testing } from 'cdk8s';
 import {
