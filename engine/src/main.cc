@@ -5,10 +5,14 @@
 #include <string_view>
 
 #include "cli/cost_command.h"
+#include "cli/simulate_command.h"
 #include "disagg/version.h"
 
 #ifdef DISAGG_HAVE_KVSTORE
 #include "server/kvstore/kvstore_main.h"
+#endif
+#ifdef DISAGG_HAVE_SIM_WORKER
+#include "sim_worker_main.h"
 #endif
 
 namespace {
@@ -17,17 +21,25 @@ constexpr std::string_view kUsage =
     "usage: disagg-engine <role> [flags]\n"
     "roles:\n"
     "  router       KV-aware request router (not built in this version)\n"
+#ifdef DISAGG_HAVE_SIM_WORKER
+    "  sim-worker   vLLM-compatible worker emulator (OpenAI API, metrics, KV events, P/D)\n"
+#else
     "  sim-worker   vLLM-compatible worker emulator (not built in this version)\n"
+#endif
     "  kvstore      shared KV-cache store speaking the Redis protocol\n"
     "  cost         print the cost model's step times: cost --config FILE.json\n"
+    "  simulate     simulate a deployment on a virtual clock: simulate --config FILE.json\n"
     "  version      print the engine version\n"
     "Run `disagg-engine <role> --help` for a role's flags.\n";
 
 int not_built(std::string_view role) {
   std::cerr << "disagg-engine: role '" << role
-            << "' is not built in this version; available: cost, version"
+            << "' is not built in this version; available: cost, simulate, version"
 #ifdef DISAGG_HAVE_KVSTORE
             << ", kvstore"
+#endif
+#ifdef DISAGG_HAVE_SIM_WORKER
+            << ", sim-worker"
 #endif
             << "\n";
   return 2;
@@ -53,6 +65,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (role == "cost") return disagg::cli::run_cost_command(role_argc, role_argv);
+  if (role == "simulate") return disagg::cli::run_simulate_command(role_argc, role_argv);
   if (role == "kvstore") {
 #ifdef DISAGG_HAVE_KVSTORE
     return disagg::kvstore::run(role_argc, role_argv);
@@ -60,7 +73,14 @@ int main(int argc, char** argv) {
     return not_built(role);
 #endif
   }
-  if (role == "router" || role == "sim-worker") return not_built(role);
+  if (role == "sim-worker") {
+#ifdef DISAGG_HAVE_SIM_WORKER
+    return disagg::sim_worker::run(role_argc, role_argv);
+#else
+    return not_built(role);
+#endif
+  }
+  if (role == "router") return not_built(role);
   std::cerr << "disagg-engine: unknown role '" << role << "'\n" << kUsage;
   return 2;
 }

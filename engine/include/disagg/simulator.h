@@ -1,0 +1,111 @@
+// disagg/simulator.h — discrete-event simulation of a whole deployment on a virtual clock.
+//
+// A deployment is either aggregated (pools of role aggregated) or disaggregated (at least one
+// prefill pool and one decode pool). Every replica of a pool is one worker: a Scheduler with its own
+// KV pool and CostModel. The router is a RoutingPolicy from disagg/routing.h; for prefill/decode it
+// first picks a decode endpoint, asks the PdDecider with the cached tokens the policy reports, then
+// (if disaggregating) picks a prefill endpoint, as llm-d's router does. A disaggregated request runs
+// prefill_only on the prefill worker; when that finishes it is submitted as remote_kv to the decode
+// worker, which allocates blocks and reports the tokens to pull; the transfer takes
+// CostModel::transfer_seconds of those bytes on the decode worker's fabric link, one transfer at a
+// time per link (FIFO); on arrival the decode worker runs it and the prefill worker frees its blocks.
+// TTFT is measured at the first token the client sees (the decode worker's for disaggregated ones).
+//
+// Policies that score prefixes read a KvBlockIndex fed by every worker's KV pool events (precise),
+// unless router.precise_prefix is false (then they keep their own approximate history).
+//
+// Events are POD structs in a binary heap ordered by (time, sequence number): no std::function per
+// event, no randomness, so a run is a pure function of the configuration and the workload (seed).
+// Requests are pulled from the Workload one at a time, so memory holds only the requests in flight.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "disagg/cost_model.h"
+#include "disagg/expected.h"
+#include "disagg/metrics.h"
+#include "disagg/routing.h"
+#include "disagg/scheduler.h"
+#include "disagg/workload.h"
+
+namespace disagg {
+
+/// Identical replicas.
+struct PoolSpec {
+  std::string name = "pool";
+  WorkerRole role = WorkerRole::aggregated;
+  std::int32_t replicas = 1;
+  /// Validated by CostModel::create.
+  CostModelParams cost;
+  /// Limits of each replica's scheduler (its `role` is replaced by the pool's).
+  SchedulerConfig scheduler;
+};
+
+struct RouterSpec {
+  /// A routing_policy_names() entry.
+  std::string policy = "round-robin";
+  /// Options of the policy (its `index` is set by the simulator when precise_prefix).
+  PolicyOptions options;
+  /// Feed a KvBlockIndex from the workers' KV events (false: approximate histories).
+  bool precise_prefix = true;
+  /// Prefill/decode decision (disaggregated deployments only).
+  PdDeciderConfig decider;
+};
+
+struct SimulationConfig {
+  std::vector<PoolSpec> pools;
+  RouterSpec router;
+  Slo slo;
+  /// Hard stop of the virtual clock in seconds (0: run until every request finished). Requests
+  /// unfinished at the stop count as submitted and not good.
+  double max_seconds = 0;
+  /// Requests in flight at once; arrivals beyond are rejected (bounds the simulator's memory).
+  std::int64_t max_in_flight = 1 << 20;
+  /// Tests: check every scheduler's invariants after every step (slow).
+  bool check_invariants = false;
+};
+
+enum class SimErrc { invalid_config, invariant_violated };
+std::string_view to_string(SimErrc code);
+
+struct SimError {
+  SimErrc code = SimErrc::invalid_config;
+  std::string message;  ///< names the field, the value and the fix
+};
+
+struct SimulationResult {
+  MetricsSummary summary;
+  std::int64_t events = 0;             ///< events processed
+  std::int64_t steps = 0;              ///< non-empty steps, all workers
+  std::int64_t tokens_sampled = 0;     ///< client-visible tokens (decode and aggregated workers)
+  std::int64_t blocks_in_use_at_end = 0;  ///< 0 when every request finished (no leak)
+  std::int64_t unfinished = 0;
+  double end_seconds = 0;              ///< virtual time of the last event
+};
+
+class Simulator {
+ public:
+  /// Validates the deployment: pools non-empty, replicas >= 1, aggregated xor (prefill + decode),
+  /// at most kMaxRoutingEndpoints workers when the policy needs endpoint ids, equal block sizes,
+  /// cost models and scheduler limits valid, policy known. Failure: invalid_config.
+  static Expected<Simulator, SimError> create(const SimulationConfig& config);
+
+  /// Runs `workload` to its end (or to max_seconds). May be called once per Simulator.
+  /// Failure: invariant_violated (only with check_invariants).
+  Expected<SimulationResult, SimError> run(Workload& workload);
+
+  Simulator(Simulator&&) noexcept;
+  Simulator& operator=(Simulator&&) noexcept;
+  ~Simulator();
+
+  struct Impl;
+
+ private:
+  explicit Simulator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace disagg

@@ -1,0 +1,104 @@
+// routing_internal.h — shared pieces of the routing policies (not a public header).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "disagg/kv_block_index.h"
+#include "disagg/routing.h"
+
+namespace disagg::routing_detail {
+
+/// Per-endpoint scratch on the stack: choose() never allocates.
+using CostArray = std::array<double, kMaxRoutingEndpoints>;
+using OverlapArray = std::array<PrefixOverlap, kMaxRoutingEndpoints>;
+
+/// Positions choose() and score() consider: min(endpoints, kMaxRoutingEndpoints).
+inline std::size_t considered(std::span<const EndpointState> endpoints) {
+  return endpoints.size() < kMaxRoutingEndpoints ? endpoints.size() : kMaxRoutingEndpoints;
+}
+
+/// Index of the least cost among finite costs[0, n), ties to the first at or after (seed mod n);
+/// -1 when every cost is infinite.
+std::int32_t argmin_rotated(std::span<const double> costs, std::uint64_t seed) noexcept;
+
+/// Seed of the tie rotation: the session key, or the request id.
+inline std::uint64_t tie_seed(const RouteRequest& r) {
+  return r.session_key != 0 ? r.session_key : r.request_id;
+}
+
+/// Prompt blocks: ceil(prompt_tokens / block_size), at least the number of hashes.
+std::int64_t prompt_blocks(const RouteRequest& r) noexcept;
+
+/// Where prefix-aware policies read cached prefixes: a KvBlockIndex fed by KV events (precise), or
+/// their own LRU history of routed block hashes (approximate, learned in on_routed()).
+class PrefixSource {
+ public:
+  /// Precise when options.index is set; otherwise allocates the history now.
+  /// Precondition: options validated.
+  explicit PrefixSource(const PolicyOptions& options);
+
+  /// Fills out[id] for every endpoint id of the index; returns the longest overlap.
+  std::int32_t overlaps(const RouteRequest& r, OverlapArray& out) const noexcept;
+
+  /// Entries the source attributes to `id` (the size of its "tree" for "sglang").
+  std::int64_t size_of(EndpointId id) const;
+
+  /// Approximate mode: remember that `id` now caches the request's blocks. Precise: no-op.
+  void learn(const RouteRequest& r, EndpointId id);
+
+  bool precise() const { return !history_.has_value(); }
+
+ private:
+  const KvBlockIndex* index_ = nullptr;
+  std::optional<KvBlockIndex> history_;
+};
+
+/// Overlap of endpoint `e` from a filled OverlapArray (zero for ids the index does not cover).
+inline const PrefixOverlap& overlap_of(const OverlapArray& all, const EndpointState& e) {
+  static constexpr PrefixOverlap kNone{};
+  return e.id < kMaxRoutingEndpoints ? all[e.id] : kNone;
+}
+
+/// Tier-weighted cached blocks: GPU counts 1, lower tiers their credit.
+double weighted_cached_blocks(const PrefixOverlap& o, const PolicyOptions& options) noexcept;
+
+/// Base of the prefix-aware policies: computes every endpoint's cached prefix once per decision,
+/// then asks the subclass for costs. choose() reports the chosen endpoint's cached blocks.
+class PrefixAwarePolicy : public RoutingPolicy {
+ public:
+  explicit PrefixAwarePolicy(const PolicyOptions& options) : options_(options), source_(options) {}
+
+  void score(const RouteRequest& request, std::span<const EndpointState> endpoints,
+             std::span<double> out) const noexcept override;
+  RouteDecision choose(const RouteRequest& request,
+                       std::span<const EndpointState> endpoints) const noexcept override;
+  void on_routed(const RouteRequest& request, const EndpointState& chosen) override {
+    source_.learn(request, chosen.id);
+  }
+
+ protected:
+  /// Writes costs[i] for i < costs.size() (== considered endpoints), kIneligible where not eligible.
+  virtual void costs(const RouteRequest& request, std::span<const EndpointState> endpoints,
+                     const OverlapArray& overlaps, std::span<double> costs) const noexcept = 0;
+
+  const PolicyOptions& options() const { return options_; }
+  const PrefixSource& source() const { return source_; }
+
+ private:
+  PolicyOptions options_;
+  PrefixSource source_;
+};
+
+// Factories of the policies (one file each).
+std::unique_ptr<RoutingPolicy> make_round_robin();
+std::unique_ptr<RoutingPolicy> make_least_load();
+std::unique_ptr<RoutingPolicy> make_llmd(const PolicyOptions& options);
+std::unique_ptr<RoutingPolicy> make_sglang(const PolicyOptions& options);
+std::unique_ptr<RoutingPolicy> make_dynamo(const PolicyOptions& options);
+std::unique_ptr<RoutingPolicy> make_disagg(const PolicyOptions& options);
+
+}  // namespace disagg::routing_detail

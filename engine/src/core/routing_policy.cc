@@ -1,0 +1,278 @@
+// routing_policy.cc — the policy interface's shared parts: choose(), options, factory, names.
+#include <array>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "disagg/routing.h"
+#include "routing_internal.h"
+
+namespace disagg {
+
+namespace routing_detail {
+
+std::int32_t argmin_rotated(std::span<const double> costs, std::uint64_t seed) noexcept {
+  const std::size_t n = costs.size();
+  if (n == 0) return -1;
+  const std::size_t start = static_cast<std::size_t>(seed % n);
+  std::int32_t best = -1;
+  double best_cost = kIneligible;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = start + k < n ? start + k : start + k - n;
+    if (costs[i] < best_cost) {  // strict: the first of equals (from `start`) wins; NaN never does
+      best_cost = costs[i];
+      best = static_cast<std::int32_t>(i);
+    }
+  }
+  return best;
+}
+
+std::int64_t prompt_blocks(const RouteRequest& r) noexcept {
+  const std::int64_t bs = r.block_size > 0 ? r.block_size : 1;
+  const std::int64_t by_tokens = (r.prompt_tokens + bs - 1) / bs;
+  const auto by_hashes = static_cast<std::int64_t>(r.block_hashes.size());
+  return by_tokens > by_hashes ? by_tokens : by_hashes;
+}
+
+PrefixSource::PrefixSource(const PolicyOptions& options) : index_(options.index) {
+  if (index_ == nullptr) {
+    KvIndexConfig config;
+    config.max_endpoints = options.max_endpoints;
+    config.max_entries = options.history_blocks_per_endpoint * options.max_endpoints;
+    config.max_entries_per_endpoint = options.history_blocks_per_endpoint;
+    history_.emplace(std::move(KvBlockIndex::create(config).value()));  // validated by the factory
+  }
+}
+
+std::int32_t PrefixSource::overlaps(const RouteRequest& r, OverlapArray& out) const noexcept {
+  const KvBlockIndex& index = history_ ? *history_ : *index_;
+  // Ids the index does not cover read as "no prefix".
+  for (std::size_t i = static_cast<std::size_t>(index.config().max_endpoints); i < out.size(); ++i) {
+    out[i] = PrefixOverlap{};
+  }
+  return index.longest_prefix(r.block_hashes, out);
+}
+
+std::int64_t PrefixSource::size_of(EndpointId id) const {
+  return (history_ ? *history_ : *index_).size(id);
+}
+
+void PrefixSource::learn(const RouteRequest& r, EndpointId id) {
+  // Ids beyond the history's range are not learned (documented precondition of the factory).
+  if (history_) (void)history_->apply_stored(id, KvTier::gpu, r.block_hashes);
+}
+
+double weighted_cached_blocks(const PrefixOverlap& o, const PolicyOptions& options) noexcept {
+  return o.by_tier[0] + options.cpu_tier_credit * o.by_tier[1] +
+         options.disk_tier_credit * o.by_tier[2] + options.remote_tier_credit * o.by_tier[3];
+}
+
+void PrefixAwarePolicy::score(const RouteRequest& request, std::span<const EndpointState> endpoints,
+                              std::span<double> out) const noexcept {
+  OverlapArray overlaps;
+  source_.overlaps(request, overlaps);
+  CostArray all;
+  const std::size_t n = considered(endpoints);
+  costs(request, endpoints.first(n), overlaps, std::span<double>(all.data(), n));
+  for (std::size_t i = 0; i < n && i < out.size(); ++i) out[i] = all[i];
+}
+
+RouteDecision PrefixAwarePolicy::choose(const RouteRequest& request,
+                                        std::span<const EndpointState> endpoints) const noexcept {
+  OverlapArray overlaps;
+  source_.overlaps(request, overlaps);
+  CostArray all;
+  const std::size_t n = considered(endpoints);
+  costs(request, endpoints.first(n), overlaps, std::span<double>(all.data(), n));
+  RouteDecision d;
+  d.index = argmin_rotated(std::span<const double>(all.data(), n), tie_seed(request));
+  if (d.index >= 0) {
+    const EndpointState& e = endpoints[static_cast<std::size_t>(d.index)];
+    d.endpoint = e.id;
+    d.score = all[static_cast<std::size_t>(d.index)];
+    d.cached_blocks = overlap_of(overlaps, e).blocks;
+  }
+  return d;
+}
+
+}  // namespace routing_detail
+
+using namespace routing_detail;
+
+RouteDecision RoutingPolicy::choose(const RouteRequest& request,
+                                    std::span<const EndpointState> endpoints) const noexcept {
+  CostArray costs;
+  const std::size_t n = considered(endpoints);
+  score(request, endpoints, std::span<double>(costs.data(), n));
+  RouteDecision d;
+  d.index = argmin_rotated(std::span<const double>(costs.data(), n), tie_seed(request));
+  if (d.index >= 0) {
+    d.endpoint = endpoints[static_cast<std::size_t>(d.index)].id;
+    d.score = costs[static_cast<std::size_t>(d.index)];
+  }
+  return d;
+}
+
+std::string_view to_string(EndpointRole role) {
+  switch (role) {
+    case EndpointRole::aggregated: return "aggregated";
+    case EndpointRole::prefill: return "prefill";
+    case EndpointRole::decode: return "decode";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(RoutingErrc code) {
+  switch (code) {
+    case RoutingErrc::unknown_policy: return "unknown_policy";
+    case RoutingErrc::unknown_option: return "unknown_option";
+    case RoutingErrc::invalid_option: return "invalid_option";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr std::array<std::string_view, 6> kPolicyNames = {
+    "round-robin", "least-load", "llm-d", "sglang", "dynamo", "disagg"};
+
+std::string join_names() {
+  std::string s;
+  for (const auto name : kPolicyNames) {
+    if (!s.empty()) s += ", ";
+    s += name;
+  }
+  return s;
+}
+
+std::string number(double v) {
+  std::string s = std::to_string(v);
+  // Trim trailing zeros of std::to_string's fixed notation for readable messages.
+  if (s.find('.') != std::string::npos) {
+    while (!s.empty() && s.back() == '0') s.pop_back();
+    if (!s.empty() && s.back() == '.') s.pop_back();
+  }
+  return s;
+}
+
+RoutingError invalid(std::string_view key, double value, std::string_view rule) {
+  // Appends rather than operator+ chains: g++ 12 reports a false -Wrestrict on those at -O2.
+  std::string message;
+  message.append("'").append(key).append("' (").append(number(value)).append(") ").append(rule);
+  return RoutingError{RoutingErrc::invalid_option, std::move(message)};
+}
+
+// One row per option: key, member, lower bound, upper bound, rule text for messages.
+struct OptionRow {
+  std::string_view key;
+  double PolicyOptions::*member;
+  double lo;
+  double hi;
+  std::string_view rule;
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+constexpr std::string_view kHistoryRule =
+    "must be an integer in [1, 4194304]; e.g. 31250 (llm-d's approximate prefix index per server)";
+constexpr std::string_view kEndpointsRule =
+    "must be an integer in [1, 64]; pass the number of endpoints in the pool";
+
+constexpr std::array<OptionRow, 16> kDoubleOptions = {{
+    {"queueWeight", &PolicyOptions::queue_weight, 0, kInf, "must be >= 0; e.g. 2 (llm-d default)"},
+    {"kvUtilizationWeight", &PolicyOptions::kv_utilization_weight, 0, kInf, "must be >= 0; e.g. 2 (llm-d default)"},
+    {"prefixWeight", &PolicyOptions::prefix_weight, 0, kInf, "must be >= 0; e.g. 3 (llm-d default)"},
+    {"cacheThreshold", &PolicyOptions::cache_threshold, 0, 1, "must be in [0, 1]; e.g. 0.3 (SGLang default)"},
+    {"balanceAbsThreshold", &PolicyOptions::balance_abs_threshold, 0, kInf, "must be >= 0; e.g. 64 (SGLang default)"},
+    {"balanceRelThreshold", &PolicyOptions::balance_rel_threshold, 1, kInf, "must be >= 1; e.g. 1.5 (SGLang default)"},
+    {"overlapCredit", &PolicyOptions::overlap_credit, 0, kInf, "must be >= 0; e.g. 1"},
+    {"cpuTierCredit", &PolicyOptions::cpu_tier_credit, 0, 1, "must be in [0, 1]; e.g. 0.8"},
+    {"diskTierCredit", &PolicyOptions::disk_tier_credit, 0, 1, "must be in [0, 1]; e.g. 0.5"},
+    {"remoteTierCredit", &PolicyOptions::remote_tier_credit, 0, 1, "must be in [0, 1]; e.g. 0.3"},
+    {"prefillTokensPerSecond", &PolicyOptions::prefill_tokens_per_second, 1e-9, kInf, "must be > 0; pass the pool's prefill throughput in tokens/s, e.g. 10000"},
+    {"requestQueueSeconds", &PolicyOptions::request_queue_seconds, 0, kInf, "must be >= 0; e.g. 0.002"},
+    {"kvPressureKnee", &PolicyOptions::kv_pressure_knee, 0, 0.999, "must be in [0, 0.999]; e.g. 0.8"},
+    {"kvPressureSeconds", &PolicyOptions::kv_pressure_seconds, 0, kInf, "must be >= 0; e.g. 1"},
+    {"guardRatio", &PolicyOptions::guard_ratio, 1, kInf, "must be >= 1; e.g. 1.5"},
+    {"guardSlack", &PolicyOptions::guard_slack, 0, kInf, "must be >= 0; e.g. 8"},
+}};
+
+Expected<void, RoutingError> validate(const PolicyOptions& o) {
+  for (const OptionRow& row : kDoubleOptions) {
+    const double v = o.*row.member;
+    if (!std::isfinite(v) || v < row.lo || v > row.hi) return unexpected(invalid(row.key, v, row.rule));
+  }
+  if (o.max_endpoints < 1 || o.max_endpoints > kMaxRoutingEndpoints) {
+    return unexpected(invalid("maxEndpoints", o.max_endpoints,
+                              kEndpointsRule));
+  }
+  if (o.history_blocks_per_endpoint < 1 || o.history_blocks_per_endpoint > (1 << 22)) {
+    return unexpected(invalid("historyBlocksPerEndpoint", static_cast<double>(o.history_blocks_per_endpoint),
+                              kHistoryRule));
+  }
+  if (o.history_blocks_per_endpoint * o.max_endpoints > (std::int64_t{1} << 28)) {
+    return unexpected(invalid("historyBlocksPerEndpoint", static_cast<double>(o.history_blocks_per_endpoint),
+                              "times 'maxEndpoints' must not exceed 268435456 history entries; lower either"));
+  }
+  return {};
+}
+
+}  // namespace
+
+std::span<const std::string_view> routing_policy_names() { return kPolicyNames; }
+
+Expected<void, RoutingError> set_policy_option(PolicyOptions& options, std::string_view key, double value) {
+  PolicyOptions next = options;
+  bool known = false;
+  for (const OptionRow& row : kDoubleOptions) {
+    if (row.key == key) {
+      next.*row.member = value;
+      known = true;
+    }
+  }
+  const auto is_integer = [](double v) { return std::isfinite(v) && v == std::floor(v); };
+  if (key == "maxEndpoints") {
+    if (!is_integer(value) || value < 1 || value > kMaxRoutingEndpoints) {
+      return unexpected(invalid(key, value, kEndpointsRule));
+    }
+    next.max_endpoints = static_cast<int>(value);
+    known = true;
+  } else if (key == "historyBlocksPerEndpoint") {
+    if (!is_integer(value) || value < 1 || value > (1 << 22)) {
+      return unexpected(invalid(key, value, kHistoryRule));
+    }
+    next.history_blocks_per_endpoint = static_cast<std::int64_t>(value);
+    known = true;
+  }
+  if (!known) {
+    std::string keys;
+    for (const OptionRow& row : kDoubleOptions) {
+      keys += keys.empty() ? "" : ", ";
+      keys += row.key;
+    }
+    std::string message;
+    message.append("unknown routing option '").append(key).append("'; use one of ").append(keys);
+    message.append(", maxEndpoints, historyBlocksPerEndpoint");
+    return unexpected(RoutingError{RoutingErrc::unknown_option, std::move(message)});
+  }
+  if (auto ok = validate(next); !ok) return unexpected(ok.error());
+  options = next;
+  return {};
+}
+
+Expected<std::unique_ptr<RoutingPolicy>, RoutingError> make_routing_policy(std::string_view name,
+                                                                         const PolicyOptions& options) {
+  if (auto ok = validate(options); !ok) return unexpected(ok.error());
+  if (name == "round-robin") return make_round_robin();
+  if (name == "least-load") return make_least_load();
+  if (name == "llm-d") return make_llmd(options);
+  if (name == "sglang") return make_sglang(options);
+  if (name == "dynamo") return make_dynamo(options);
+  if (name == "disagg") return make_disagg(options);
+  std::string message;
+  message.append("unknown routing policy '").append(name).append("'; use one of ").append(join_names());
+  return unexpected(RoutingError{RoutingErrc::unknown_policy, std::move(message)});
+}
+
+}  // namespace disagg

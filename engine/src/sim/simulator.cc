@@ -1,0 +1,526 @@
+#include "disagg/simulator.h"
+
+#include <algorithm>
+#include <deque>
+#include <optional>
+#include <queue>
+#include <utility>
+
+#include "disagg/block_hash.h"
+#include "disagg/kv_block_index.h"
+
+namespace disagg {
+
+std::string_view to_string(SimErrc code) {
+  switch (code) {
+    case SimErrc::invalid_config: return "invalid_config";
+    case SimErrc::invariant_violated: return "invariant_violated";
+  }
+  return "unknown";
+}
+
+namespace {
+
+enum class EvKind : std::uint8_t { arrival, step_done, transfer_done };
+
+// POD event; the heap orders by time, then by the order events were scheduled.
+struct Event {
+  double time;
+  std::uint64_t seq;
+  EvKind kind;
+  std::int32_t target;  // worker (step_done) or flight (transfer_done)
+
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+constexpr std::uint64_t mix64(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+EndpointRole endpoint_role(WorkerRole r) {
+  switch (r) {
+    case WorkerRole::aggregated: return EndpointRole::aggregated;
+    case WorkerRole::prefill: return EndpointRole::prefill;
+    case WorkerRole::decode: return EndpointRole::decode;
+  }
+  return EndpointRole::aggregated;
+}
+
+// Forwards a worker's prefix-cache changes into the router's index.
+class IndexFeed final : public KvPoolListener {
+ public:
+  IndexFeed(KvBlockIndex* index, EndpointId endpoint) : index_(index), endpoint_(endpoint) {}
+  void on_block_stored(BlockHash hash) override {
+    auto r = index_->apply_stored(endpoint_, KvTier::gpu, std::span<const BlockHash>(&hash, 1));
+    (void)r;
+  }
+  void on_block_removed(BlockHash hash) override {
+    auto r = index_->apply_removed(endpoint_, KvTier::gpu, std::span<const BlockHash>(&hash, 1));
+    (void)r;
+  }
+
+ private:
+  KvBlockIndex* index_;
+  EndpointId endpoint_;
+};
+
+}  // namespace
+
+struct Simulator::Impl {
+  struct Worker {
+    Scheduler sched;
+    WorkerRole role;
+    bool busy = false;
+    double busy_seconds = 0;
+    double link_free_at = 0;  // fabric link (KV pulls into this worker), FIFO
+    std::int64_t inflight_prefill_tokens = 0;
+    double prefill_tokens_per_second = 0;
+    std::unique_ptr<IndexFeed> feed;
+  };
+
+  struct Flight {
+    std::vector<BlockHash> hashes;  // prompt + output full blocks
+    double arrival = 0, first_token = -1, last_token = 0;
+    std::int32_t prompt = 0, output = 0, prompt_blocks = 0;
+    std::int32_t prefill_worker = -1, decode_worker = -1;  // decode_worker: the client-facing one
+    SeqHandle prefill_handle = -1, decode_handle = -1;
+    std::int32_t cached_tokens = 0;
+    std::int32_t preemptions = 0;
+    double kv_bytes = 0;
+    std::uint64_t route_id = 0;
+    bool disaggregated = false;
+    bool admitted_once = false;
+    bool active = false;
+  };
+
+  SimulationConfig config;
+  std::vector<Worker> workers;
+  std::vector<EndpointState> endpoints;
+  std::unique_ptr<RoutingPolicy> policy;
+  std::optional<KvBlockIndex> index;
+  PdDecider decider;
+  bool disaggregated_deployment = false;
+  std::int32_t block_size = 16;
+  bool ran = false;
+
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap;
+  std::uint64_t seq = 0;
+  std::deque<Flight> flights;
+  std::vector<std::int32_t> free_flights;
+  std::int64_t in_flight = 0;
+  MetricsCollector metrics;
+  SimulationResult result;
+  std::vector<TokenId> scratch_tokens;
+  std::optional<SimError> failure;
+
+  void push(double t, EvKind k, std::int32_t target) { heap.push({t, seq++, k, target}); }
+
+  void refresh_endpoints() {
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      const Worker& w = workers[i];
+      EndpointState& e = endpoints[i];
+      const KvBlockPool& pool = w.sched.pool();
+      e.running_requests = w.sched.num_running();
+      e.waiting_requests = w.sched.num_waiting();
+      e.total_kv_blocks = pool.total_blocks();
+      // Free cached blocks are reusable, so they count as free (as vLLM's usage metric does).
+      e.free_kv_blocks = pool.free_blocks();
+      e.kv_usage = static_cast<double>(pool.used_blocks()) / static_cast<double>(pool.total_blocks());
+      e.inflight_prefill_tokens = w.inflight_prefill_tokens;
+    }
+  }
+
+  std::int32_t new_flight() {
+    std::int32_t f;
+    if (!free_flights.empty()) {
+      f = free_flights.back();
+      free_flights.pop_back();
+    } else {
+      f = static_cast<std::int32_t>(flights.size());
+      flights.emplace_back();
+    }
+    Flight& fl = flights[static_cast<std::size_t>(f)];
+    fl.first_token = -1;
+    fl.prefill_worker = fl.decode_worker = -1;
+    fl.prefill_handle = fl.decode_handle = -1;
+    fl.cached_tokens = fl.preemptions = 0;
+    fl.kv_bytes = 0;
+    fl.disaggregated = fl.admitted_once = false;
+    fl.active = true;
+    ++in_flight;
+    return f;
+  }
+
+  void retire(std::int32_t f) {
+    flights[static_cast<std::size_t>(f)].active = false;
+    free_flights.push_back(f);
+    --in_flight;
+  }
+
+  void hash_request(Flight& fl, const WorkloadRequest& r) {
+    const std::size_t bs = static_cast<std::size_t>(block_size);
+    const std::size_t total = (r.prompt.size() + static_cast<std::size_t>(r.output_tokens)) / bs;
+    fl.hashes.resize(total);
+    if (!r.answer.empty()) {
+      scratch_tokens.assign(r.prompt.begin(), r.prompt.end());
+      scratch_tokens.insert(scratch_tokens.end(), r.answer.begin(), r.answer.end());
+      const std::size_t n = hash_blocks(scratch_tokens, bs, kRootBlockHash, fl.hashes);
+      fl.hashes.resize(n);
+      return;
+    }
+    const std::size_t n = hash_blocks(r.prompt, bs, kRootBlockHash, fl.hashes);
+    // Output tokens are unknown: give their blocks hashes unique to this request, so they occupy
+    // the cache (and get evicted) like vLLM's, without ever matching another request.
+    BlockHash h = n > 0 ? fl.hashes[n - 1] : kRootBlockHash;
+    for (std::size_t i = n; i < total; ++i) {
+      h = mix64(h ^ mix64(r.index + 0x5bd1e995ULL) ^ i);
+      fl.hashes[i] = h;
+    }
+  }
+
+  bool submit(std::int32_t w, std::int32_t f, RequestKind kind, SeqHandle* out) {
+    Flight& fl = flights[static_cast<std::size_t>(f)];
+    SchedRequest req;
+    req.id = static_cast<std::uint64_t>(f);
+    req.kind = kind;
+    req.prompt_tokens = fl.prompt;
+    req.output_tokens = fl.output;
+    req.block_hashes = fl.hashes;
+    auto h = workers[static_cast<std::size_t>(w)].sched.submit(req);
+    if (!h) return false;
+    *out = *h;
+    if (kind != RequestKind::remote_kv) workers[static_cast<std::size_t>(w)].inflight_prefill_tokens += fl.prompt;
+    return true;
+  }
+
+  void on_arrival(double now, const WorkloadRequest& r) {
+    if (in_flight >= config.max_in_flight) {
+      metrics.add_rejected();
+      return;
+    }
+    const std::int32_t f = new_flight();
+    Flight& fl = flights[static_cast<std::size_t>(f)];
+    fl.arrival = now;
+    fl.prompt = static_cast<std::int32_t>(r.prompt.size());
+    fl.output = r.output_tokens;
+    fl.route_id = r.index + 1;
+    hash_request(fl, r);
+    fl.prompt_blocks = std::min<std::int32_t>(fl.prompt / block_size, static_cast<std::int32_t>(fl.hashes.size()));
+
+    refresh_endpoints();
+    RouteRequest rr;
+    rr.request_id = fl.route_id;
+    rr.prompt_tokens = fl.prompt;
+    rr.output_tokens = fl.output;
+    rr.block_hashes = std::span<const BlockHash>(fl.hashes).first(static_cast<std::size_t>(fl.prompt_blocks));
+    rr.block_size = block_size;
+    rr.session_key = r.session_id + 1;
+    rr.tenant = r.tenant < 0 ? 0u : static_cast<std::uint32_t>(r.tenant);
+    rr.role = disaggregated_deployment ? EndpointRole::decode : EndpointRole::aggregated;
+    const RouteDecision d = policy->choose(rr, endpoints);
+    if (!d.ok()) {
+      metrics.add_rejected();
+      retire(f);
+      return;
+    }
+    bool pd = false;
+    RouteDecision p;
+    if (disaggregated_deployment) {
+      const std::int64_t cached = static_cast<std::int64_t>(d.cached_blocks) * block_size;
+      if (decider.decide(fl.prompt, cached, endpoints) == PdReason::disaggregate) {
+        RouteRequest pr = rr;
+        pr.role = EndpointRole::prefill;
+        p = policy->choose(pr, endpoints);
+        pd = p.ok();
+      }
+    }
+    fl.decode_worker = d.index;
+    if (pd) {
+      fl.disaggregated = true;
+      fl.prefill_worker = p.index;
+      if (!submit(p.index, f, RequestKind::prefill_only, &fl.prefill_handle)) {
+        metrics.add_rejected();
+        retire(f);
+        return;
+      }
+      RouteRequest pr = rr;
+      pr.role = EndpointRole::prefill;
+      policy->on_routed(pr, endpoints[static_cast<std::size_t>(p.index)]);
+      policy->on_routed(rr, endpoints[static_cast<std::size_t>(d.index)]);
+      kick(now, p.index);
+      return;
+    }
+    fl.prefill_worker = d.index;
+    if (!submit(d.index, f, RequestKind::full, &fl.decode_handle)) {
+      metrics.add_rejected();
+      retire(f);
+      return;
+    }
+    policy->on_routed(rr, endpoints[static_cast<std::size_t>(d.index)]);
+    kick(now, d.index);
+  }
+
+  void kick(double now, std::int32_t w) {
+    if (!workers[static_cast<std::size_t>(w)].busy) start_step(now, w);
+  }
+
+  void start_step(double now, std::int32_t wi) {
+    Worker& w = workers[static_cast<std::size_t>(wi)];
+    auto plan_or = w.sched.next_step();
+    if (!plan_or) return;  // cannot happen: complete_step always follows
+    const StepPlan& plan = **plan_or;
+    for (const SchedEvent& e : plan.events) {
+      Flight& fl = flights[e.id];
+      switch (e.kind) {
+        case SchedEventKind::admitted:
+          if (wi == fl.prefill_worker && !fl.admitted_once) {
+            fl.admitted_once = true;
+            fl.cached_tokens = std::min(e.value, fl.prompt);
+          }
+          break;
+        case SchedEventKind::preempted: ++fl.preemptions; break;
+        case SchedEventKind::kv_pull: {
+          const CostModel& cm = w.sched.cost_model();
+          const double bytes = cm.kv_transfer_bytes(e.value);
+          const double start = std::max(now, w.link_free_at);
+          const double done = start + cm.transfer_seconds(bytes);
+          w.link_free_at = done;
+          fl.kv_bytes += bytes;
+          push(done, EvKind::transfer_done, static_cast<std::int32_t>(e.id));
+          break;
+        }
+        default: break;
+      }
+    }
+    if (plan.empty()) {
+      auto done = w.sched.complete_step();
+      (void)done;
+      w.busy = false;
+      return;
+    }
+    w.busy = true;
+    w.busy_seconds += plan.seconds;
+    push(now + plan.seconds, EvKind::step_done, wi);
+  }
+
+  void on_step_done(double now, std::int32_t wi) {
+    Worker& w = workers[static_cast<std::size_t>(wi)];
+    w.busy = false;
+    auto events = w.sched.complete_step();
+    if (!events) return;
+    ++result.steps;
+    for (const SchedEvent& e : *events) {
+      const std::int32_t f = static_cast<std::int32_t>(e.id);
+      Flight& fl = flights[e.id];
+      const bool prefill_side = w.role == WorkerRole::prefill && fl.disaggregated && wi == fl.prefill_worker;
+      switch (e.kind) {
+        case SchedEventKind::first_token:
+          if (wi == fl.prefill_worker) w.inflight_prefill_tokens -= fl.prompt;
+          if (prefill_side) break;
+          if (fl.first_token < 0) fl.first_token = now;
+          fl.last_token = now;
+          ++result.tokens_sampled;
+          break;
+        case SchedEventKind::token:
+          metrics.add_itl(now - fl.last_token);
+          fl.last_token = now;
+          ++result.tokens_sampled;
+          break;
+        case SchedEventKind::finished:
+          if (prefill_side) {
+            if (!submit(fl.decode_worker, f, RequestKind::remote_kv, &fl.decode_handle)) {
+              // Decode queue full: the request fails, as a proxy would report it.
+              auto r = w.sched.release_held(fl.prefill_handle);
+              (void)r;
+              policy->on_finished(fl.route_id, static_cast<EndpointId>(fl.prefill_worker));
+              policy->on_finished(fl.route_id, static_cast<EndpointId>(fl.decode_worker));
+              metrics.add_rejected();
+              retire(f);
+              break;
+            }
+            kick(now, fl.decode_worker);
+          } else {
+            finish(now, f);
+          }
+          break;
+        default: break;
+      }
+    }
+    if (config.check_invariants && !failure) {
+      if (auto ok = w.sched.check_invariants(); !ok) {
+        failure = SimError{SimErrc::invariant_violated, "worker " + std::to_string(wi) + ": " + ok.error()};
+      }
+    }
+    start_step(now, wi);
+  }
+
+  void finish(double now, std::int32_t f) {
+    Flight& fl = flights[static_cast<std::size_t>(f)];
+    RequestRecord rec;
+    rec.arrival = fl.arrival;
+    rec.first_token = fl.first_token;
+    rec.finish = now;
+    rec.prompt_tokens = fl.prompt;
+    rec.output_tokens = fl.output;
+    rec.cached_tokens[static_cast<std::size_t>(CacheTier::gpu)] = fl.cached_tokens;
+    rec.preemptions = fl.preemptions;
+    rec.disaggregated = fl.disaggregated;
+    rec.kv_transfer_bytes = fl.kv_bytes;
+    metrics.add_request(rec);
+    if (fl.disaggregated) policy->on_finished(fl.route_id, static_cast<EndpointId>(fl.prefill_worker));
+    policy->on_finished(fl.route_id, static_cast<EndpointId>(fl.decode_worker));
+    retire(f);
+  }
+
+  void on_transfer_done(double now, std::int32_t f) {
+    Flight& fl = flights[static_cast<std::size_t>(f)];
+    auto a = workers[static_cast<std::size_t>(fl.decode_worker)].sched.remote_kv_ready(fl.decode_handle);
+    auto b = workers[static_cast<std::size_t>(fl.prefill_worker)].sched.release_held(fl.prefill_handle);
+    (void)a;
+    (void)b;
+    kick(now, fl.decode_worker);
+    kick(now, fl.prefill_worker);
+  }
+};
+
+Simulator::Simulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Simulator::Simulator(Simulator&&) noexcept = default;
+Simulator& Simulator::operator=(Simulator&&) noexcept = default;
+Simulator::~Simulator() = default;
+
+Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) {
+  auto bad = [](std::string m) { return unexpected(SimError{SimErrc::invalid_config, std::move(m)}); };
+  if (config.pools.empty()) return bad("'pools' is empty; declare at least one pool with role 'both' (aggregated)");
+  int aggregated = 0, prefill = 0, decode = 0;
+  std::int64_t total_workers = 0;
+  std::int64_t total_blocks = 0;
+  const std::int32_t block_size = config.pools.front().scheduler.block_size;
+  for (std::size_t i = 0; i < config.pools.size(); ++i) {
+    const PoolSpec& p = config.pools[i];
+    const std::string field = "'pools[" + std::to_string(i) + "]";
+    if (p.replicas < 1) return bad(field + ".replicas' (" + std::to_string(p.replicas) + ") must be >= 1");
+    if (p.scheduler.block_size != block_size) {
+      return bad(field + "' block size (" + std::to_string(p.scheduler.block_size) +
+                 ") differs from the first pool's (" + std::to_string(block_size) + "); use one block size");
+    }
+    (p.role == WorkerRole::aggregated ? aggregated : p.role == WorkerRole::prefill ? prefill : decode) += 1;
+    total_workers += p.replicas;
+    total_blocks += static_cast<std::int64_t>(p.replicas) * p.scheduler.num_blocks;
+  }
+  if (aggregated > 0 && (prefill > 0 || decode > 0)) {
+    return bad("'pools' mixes role 'both' with 'prefill'/'decode'; simulate either aggregated or disaggregated serving");
+  }
+  if (aggregated == 0 && (prefill == 0 || decode == 0)) {
+    return bad("'pools' needs a 'prefill' and a 'decode' pool for disaggregated serving (or one pool with role 'both')");
+  }
+  if (total_workers > kMaxRoutingEndpoints) {
+    return bad("'pools' declare " + std::to_string(total_workers) + " replicas in all; the router tracks at most " +
+               std::to_string(kMaxRoutingEndpoints) + " endpoints; use fewer, larger replicas");
+  }
+  if (config.max_in_flight < 1) return bad("'maxInFlight' must be >= 1");
+  if (!(config.max_seconds >= 0)) return bad("'maxSeconds' must be >= 0");
+
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->block_size = block_size;
+  impl->disaggregated_deployment = aggregated == 0;
+  impl->decider = PdDecider(config.router.decider);
+  PolicyOptions options = config.router.options;
+  options.max_endpoints = static_cast<int>(total_workers);
+  options.index = nullptr;
+  // Only prefix-aware policies read the index; feeding it costs time per cached block.
+  const bool reads_prefixes = config.router.policy != "round-robin" && config.router.policy != "least-load";
+  if (config.router.precise_prefix && reads_prefixes) {
+    KvIndexConfig ic;
+    ic.max_endpoints = static_cast<int>(total_workers);
+    // Every block of every pool, once: the index never needs to evict.
+    ic.max_entries = std::min<std::int64_t>(std::max<std::int64_t>(total_blocks, 1), 1LL << 28);
+    auto idx = KvBlockIndex::create(ic);
+    if (!idx) return bad("router index: " + std::string(to_string(idx.error())));
+    impl->index.emplace(std::move(*idx));
+    options.index = &*impl->index;
+  }
+  auto policy = make_routing_policy(config.router.policy, options);
+  if (!policy) return bad(policy.error().message);
+  impl->policy = std::move(*policy);
+
+  for (std::size_t i = 0; i < config.pools.size(); ++i) {
+    const PoolSpec& p = config.pools[i];
+    auto cm = CostModel::create(p.cost);
+    if (!cm) return bad("'pools[" + std::to_string(i) + "]' (" + p.name + "): " + cm.error().message());
+    SchedulerConfig sc = p.scheduler;
+    sc.role = p.role;
+    for (std::int32_t r = 0; r < p.replicas; ++r) {
+      auto s = Scheduler::create(sc, *cm);
+      if (!s) {
+        return bad("'pools[" + std::to_string(i) + "]' (" + p.name +
+                   "): scheduler limits (maxConcurrencyPerReplica, maxBatchedTokens, KV blocks) must be >= 1");
+      }
+      const EndpointId id = static_cast<EndpointId>(impl->workers.size());
+      const double chunk = static_cast<double>(sc.max_num_batched_tokens);
+      const double chunk_seconds = cm->prefill_chunk_time(sc.max_num_batched_tokens, 0).total_seconds;
+      impl->workers.push_back(Impl::Worker{std::move(*s), p.role, false, 0, 0, 0, 0, nullptr});
+      Impl::Worker& w = impl->workers.back();
+      w.prefill_tokens_per_second = chunk_seconds > 0 ? chunk / chunk_seconds : 0;
+      EndpointState e;
+      e.id = id;
+      e.role = endpoint_role(p.role);
+      e.prefill_tokens_per_second = w.prefill_tokens_per_second;
+      impl->endpoints.push_back(e);
+    }
+  }
+  if (impl->index) {
+    // Listeners point into `workers`, which no longer grows.
+    for (std::size_t i = 0; i < impl->workers.size(); ++i) {
+      impl->workers[i].feed = std::make_unique<IndexFeed>(&*impl->index, static_cast<EndpointId>(i));
+      impl->workers[i].sched.set_pool_listener(impl->workers[i].feed.get());
+    }
+  }
+  return Simulator(std::move(impl));
+}
+
+Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
+  Impl& s = *impl_;
+  if (s.ran) return unexpected(SimError{SimErrc::invalid_config, "run() was already called on this Simulator; create another"});
+  s.ran = true;
+  WorkloadRequest pending;
+  bool have_pending = workload.next(pending);
+  const double first_arrival = have_pending ? pending.arrival_seconds : 0;
+  if (have_pending) s.push(pending.arrival_seconds, EvKind::arrival, -1);
+  double now = 0;
+  while (!s.heap.empty()) {
+    const Event ev = s.heap.top();
+    if (s.config.max_seconds > 0 && ev.time > s.config.max_seconds) break;
+    s.heap.pop();
+    now = ev.time;
+    ++s.result.events;
+    switch (ev.kind) {
+      case EvKind::arrival:
+        s.on_arrival(now, pending);
+        have_pending = workload.next(pending);
+        if (have_pending) s.push(std::max(now, pending.arrival_seconds), EvKind::arrival, -1);
+        break;
+      case EvKind::step_done: s.on_step_done(now, ev.target); break;
+      case EvKind::transfer_done: s.on_transfer_done(now, ev.target); break;
+    }
+    if (s.failure) return unexpected(*s.failure);
+  }
+  // Requests never delivered (arrivals after the stop) do not count; those in flight do.
+  s.result.unfinished = s.in_flight;
+  for (std::int64_t i = 0; i < s.in_flight; ++i) s.metrics.add_unfinished();
+  std::vector<double> busy;
+  busy.reserve(s.workers.size());
+  for (const auto& w : s.workers) {
+    busy.push_back(w.busy_seconds);
+    s.result.blocks_in_use_at_end += w.sched.pool().used_blocks();
+  }
+  s.result.end_seconds = now;
+  s.result.summary = s.metrics.summarize(s.config.slo, first_arrival, busy);
+  return s.result;
+}
+
+}  // namespace disagg

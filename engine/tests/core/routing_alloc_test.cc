@@ -1,0 +1,86 @@
+// choose(), score() and KvBlockIndex::longest_prefix() must not allocate: the router calls them on
+// every request. This file replaces the global operator new of the test binary with a counting
+// pass-through (the count is per thread and only read inside the measured window).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include "disagg/routing.h"
+
+namespace {
+thread_local long g_allocations = 0;
+}  // namespace
+
+void* operator new(std::size_t size) {
+  ++g_allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) { return ::operator new(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace disagg {
+namespace {
+
+TEST(RoutingAllocation, ChooseScoreAndLongestPrefixNeverAllocate) {
+  // GIVEN every policy, precise and approximate, over 64 endpoints with cached prefixes
+  KvIndexConfig config;
+  config.max_entries = 1 << 14;
+  KvBlockIndex index = std::move(KvBlockIndex::create(config)).value();
+  std::vector<BlockHash> hashes(128);
+  for (std::size_t i = 0; i < hashes.size(); ++i) hashes[i] = 77 + i;
+  std::vector<EndpointState> eps(64);
+  for (std::size_t i = 0; i < eps.size(); ++i) {
+    eps[i].id = static_cast<EndpointId>(i);
+    eps[i].running_requests = static_cast<std::int32_t>(i % 7);
+    eps[i].kv_usage = 0.1 * static_cast<double>(i % 10);
+    eps[i].total_kv_blocks = 1000;
+    eps[i].free_kv_blocks = 500;
+    const std::size_t depth = (i * 13) % hashes.size();
+    ASSERT_TRUE(index.apply_stored(eps[i].id, static_cast<KvTier>(i % 4),
+                                   std::span(hashes).first(depth)).has_value());
+  }
+  RouteRequest r;
+  r.block_hashes = hashes;
+  r.prompt_tokens = 128 * 16;
+  std::vector<double> scores(eps.size());
+  std::vector<PrefixOverlap> overlaps(64);
+
+  for (const bool precise : {false, true}) {
+    for (const auto name : routing_policy_names()) {
+      PolicyOptions o;
+      o.index = precise ? &index : nullptr;
+      o.max_endpoints = 64;
+      o.history_blocks_per_endpoint = 256;
+      auto policy = std::move(make_routing_policy(name, o)).value();
+      policy->on_routed(r, eps[5]);  // approximate histories now hold a prefix
+      // WHEN deciding many times
+      const long before = g_allocations;
+      std::int64_t sink = 0;
+      for (std::uint64_t id = 0; id < 200; ++id) {
+        r.request_id = id;
+        const RouteDecision d = policy->choose(r, eps);
+        policy->score(r, eps, scores);
+        sink += d.index + d.cached_blocks;
+      }
+      sink += index.longest_prefix(hashes, overlaps);
+      const long during = g_allocations - before;
+      // THEN nothing was allocated
+      EXPECT_EQ(during, 0) << name << (precise ? " (precise)" : " (approximate)");
+      EXPECT_GE(sink, 0);
+    }
+  }
+  // The counter itself works (the test can fail).
+  const long before = g_allocations;
+  auto* probe = new std::vector<int>(3);
+  delete probe;
+  EXPECT_GE(g_allocations - before, 2);
+}
+
+}  // namespace
+}  // namespace disagg

@@ -1,0 +1,373 @@
+// Scheduler: unit cases per role, and a differential test against a deliberately simple reference
+// scheduler (std::deque / std::vector over ReferencePool) with seeded random request streams.
+#include "disagg/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "kv_block_pool_reference.h"
+
+namespace disagg {
+namespace {
+
+CostModel test_cost_model() {
+  CostModelParams p;
+  p.weight_bytes_per_rank = 16e9;
+  p.kv_bytes_per_token = 131072;
+  p.active_parameters = 8e9;
+  p.layers = 32;
+  p.hidden_size = 4096;
+  p.peak_flops_per_second = 989e12;
+  p.hbm_bytes_per_second = 3.35e12;
+  p.fabric_bytes_per_second = 5e10;
+  return *CostModel::create(p);
+}
+
+SchedulerConfig small_config(std::int32_t blocks, std::int32_t seqs, std::int32_t budget) {
+  SchedulerConfig c;
+  c.num_blocks = blocks;
+  c.block_size = 4;
+  c.max_num_seqs = seqs;
+  c.max_num_batched_tokens = budget;
+  c.max_waiting = 64;
+  return c;
+}
+
+// Runs steps until idle; returns every completion event.
+std::vector<SchedEvent> drain(Scheduler& s, int max_steps = 100000) {
+  std::vector<SchedEvent> all;
+  for (int i = 0; i < max_steps; ++i) {
+    auto plan = s.next_step();
+    EXPECT_TRUE(plan.has_value());
+    const bool empty = (*plan)->empty();
+    auto ev = s.complete_step();
+    EXPECT_TRUE(ev.has_value());
+    all.insert(all.end(), ev->begin(), ev->end());
+    if (empty) break;
+  }
+  return all;
+}
+
+TEST(Scheduler, ChunkedPrefillThenDecodeEmitsEveryTokenOnce) {
+  // GIVEN a budget of 8 tokens per step and a 20-token prompt with 3 output tokens
+  auto s = *Scheduler::create(small_config(64, 4, 8), test_cost_model());
+  std::vector<BlockHash> hashes;
+  ASSERT_TRUE(s.submit({7, RequestKind::full, 20, 3, hashes}).has_value());
+  // WHEN it runs: chunks of 8, 8, 4 (first token), then two decode steps
+  std::vector<std::int64_t> prefill;
+  std::vector<SchedEvent> events;
+  while (true) {
+    const StepPlan* p = *s.next_step();
+    if (p->empty()) {
+      (void)s.complete_step();
+      break;
+    }
+    prefill.push_back(p->batch.prefill_tokens);
+    auto ev = *s.complete_step();
+    events.insert(events.end(), ev.begin(), ev.end());
+  }
+  // THEN
+  EXPECT_EQ(prefill, (std::vector<std::int64_t>{8, 8, 4, 0, 0}));
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].kind, SchedEventKind::first_token);
+  EXPECT_EQ(events[2].kind, SchedEventKind::token);
+  EXPECT_EQ(events[2].value, 3);
+  EXPECT_EQ(events[3].kind, SchedEventKind::finished);
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+  EXPECT_TRUE(s.check_invariants().has_value());
+}
+
+TEST(Scheduler, PrefixHitSkipsCachedBlocksButComputesTheLastToken) {
+  // GIVEN a finished request whose 16-token prompt filled 4 published blocks
+  auto s = *Scheduler::create(small_config(64, 4, 64), test_cost_model());
+  std::vector<TokenId> tokens(16);
+  for (int i = 0; i < 16; ++i) tokens[static_cast<std::size_t>(i)] = i;
+  std::vector<BlockHash> h(4);
+  hash_blocks(tokens, 4, kRootBlockHash, h);
+  ASSERT_TRUE(s.submit({1, RequestKind::full, 16, 1, h}).has_value());
+  drain(s);
+  // WHEN the same prompt comes again
+  ASSERT_TRUE(s.submit({2, RequestKind::full, 16, 1, h}).has_value());
+  const StepPlan* p = *s.next_step();
+  // THEN 3 blocks hit (the last token must be computed), so 4 tokens are prefilled after 12 cached
+  ASSERT_EQ(p->events.size(), 1u);
+  EXPECT_EQ(p->events[0].kind, SchedEventKind::admitted);
+  EXPECT_EQ(p->events[0].value, 12);
+  EXPECT_EQ(p->batch.prefill_tokens, 4);
+  EXPECT_EQ(p->batch.prefill_prior_tokens, 12);
+  (void)s.complete_step();
+  EXPECT_EQ(s.stats().prompt_tokens_hit, 12);
+}
+
+TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOut) {
+  // GIVEN 6 blocks of 4 tokens and two requests that each grow to 3 blocks and beyond
+  auto s = *Scheduler::create(small_config(6, 4, 64), test_cost_model());
+  ASSERT_TRUE(s.submit({1, RequestKind::full, 8, 10, {}}).has_value());
+  ASSERT_TRUE(s.submit({2, RequestKind::full, 8, 10, {}}).has_value());
+  // WHEN they decode until the pool is full
+  auto events = drain(s);
+  // THEN the newer one was preempted at least once, and both still finish exactly once
+  EXPECT_GE(s.stats().preemptions, 1);
+  std::map<std::uint64_t, int> finished;
+  for (const auto& e : events) {
+    if (e.kind == SchedEventKind::finished) ++finished[e.id];
+  }
+  EXPECT_EQ(finished[1], 1);
+  EXPECT_EQ(finished[2], 1);
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+}
+
+TEST(Scheduler, PrefillOnlyHoldsBlocksUntilReleased) {
+  // GIVEN a prefill worker
+  auto c = small_config(16, 4, 64);
+  c.role = WorkerRole::prefill;
+  auto s = *Scheduler::create(c, test_cost_model());
+  EXPECT_EQ(s.submit({1, RequestKind::remote_kv, 8, 4, {}}).error(), SchedErrc::wrong_role);
+  const SeqHandle h = *s.submit({1, RequestKind::prefill_only, 10, 99, {}});
+  // WHEN it runs
+  auto events = drain(s);
+  // THEN one token, finished, blocks held until release_held
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].kind, SchedEventKind::finished);
+  EXPECT_EQ(s.num_held(), 1);
+  EXPECT_EQ(s.pool().used_blocks(), 3);
+  ASSERT_TRUE(s.release_held(h).has_value());
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+  EXPECT_EQ(s.release_held(h).error(), SchedErrc::not_found);
+}
+
+TEST(Scheduler, RemoteKvAllocatesPromptAndWaitsForTheTransfer) {
+  // GIVEN a decode worker and a remote_kv request with a 10-token prompt
+  auto c = small_config(16, 4, 64);
+  c.role = WorkerRole::decode;
+  auto s = *Scheduler::create(c, test_cost_model());
+  const SeqHandle h = *s.submit({5, RequestKind::remote_kv, 10, 2, {}});
+  // WHEN planned
+  const StepPlan* p = *s.next_step();
+  // THEN it pulls all 10 tokens, holds 3 blocks, and computes nothing yet
+  ASSERT_EQ(p->events.size(), 2u);
+  EXPECT_EQ(p->events[1].kind, SchedEventKind::kv_pull);
+  EXPECT_EQ(p->events[1].value, 10);
+  EXPECT_TRUE(p->empty());
+  (void)s.complete_step();
+  EXPECT_EQ(s.pool().used_blocks(), 3);
+  EXPECT_FALSE(s.has_work());
+  // WHEN the KV arrives THEN it decodes two tokens as decode steps
+  ASSERT_TRUE(s.remote_kv_ready(h).has_value());
+  const StepPlan* p2 = *s.next_step();
+  EXPECT_EQ(p2->batch.decode_sequences, 1);
+  EXPECT_EQ(p2->batch.decode_context_tokens, 9);
+  (void)s.complete_step();
+  auto rest = drain(s);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.back().kind, SchedEventKind::finished);
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+}
+
+TEST(Scheduler, RefusesWhatCanNeverFitAndBoundsTheQueue) {
+  auto c = small_config(4, 2, 16);
+  c.max_waiting = 2;
+  auto s = *Scheduler::create(c, test_cost_model());
+  EXPECT_EQ(s.submit({1, RequestKind::full, 16, 2, {}}).error(), SchedErrc::too_long);
+  EXPECT_EQ(s.submit({1, RequestKind::full, 0, 2, {}}).error(), SchedErrc::invalid_request);
+  ASSERT_TRUE(s.submit({1, RequestKind::full, 4, 2, {}}).has_value());
+  ASSERT_TRUE(s.submit({2, RequestKind::full, 4, 2, {}}).has_value());
+  EXPECT_EQ(s.submit({3, RequestKind::full, 4, 2, {}}).error(), SchedErrc::queue_full);
+  EXPECT_EQ(s.complete_step().error(), SchedErrc::step_pending);
+  ASSERT_TRUE(s.next_step().has_value());
+  EXPECT_EQ(s.next_step().error(), SchedErrc::step_pending);
+  EXPECT_EQ(Scheduler::create(small_config(0, 1, 1), test_cost_model()).error(), SchedErrc::invalid_config);
+}
+
+// ---- reference model -------------------------------------------------------------------------
+
+// The documented policy written the obvious way: same order of decisions, different structures.
+class ReferenceScheduler {
+ public:
+  struct Req {
+    std::uint64_t id;
+    int prompt, max_output;
+    std::vector<std::uint64_t> hashes;
+    int output = 0, computed = 0, published = 0, scheduled = 0;
+    std::vector<int> blocks;
+  };
+  using Ev = std::tuple<int, std::uint64_t, int>;  // kind, id, value
+
+  ReferenceScheduler(int blocks, int bs, int seqs, int budget)
+      : pool_(blocks), bs_(bs), seqs_(seqs), budget_(budget) {}
+
+  void submit(Req r) {
+    const std::uint64_t id = r.id;
+    reqs_[id] = std::move(r);
+    waiting_.push_back(id);
+  }
+
+  // Returns planning events, completion events and the batch's (prefill tokens, decode seqs).
+  std::tuple<std::vector<Ev>, std::vector<Ev>, std::int64_t, std::int64_t> step() {
+    std::vector<Ev> plan, done;
+    std::vector<std::uint64_t> scheduled;
+    std::int64_t prefill = 0, decode = 0;
+    int budget = budget_;
+    bool preempted = false;
+    for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
+      Req& r = reqs_[running_[i]];
+      const int want = std::min(r.prompt + r.output - r.computed, budget);
+      bool self = false;
+      while (!grow(r, r.computed + want)) {
+        const std::uint64_t victim = running_.back();
+        running_.pop_back();
+        Req& v = reqs_[victim];
+        plan.emplace_back(int(SchedEventKind::preempted), victim, v.computed);
+        pool_.release(v.blocks);
+        v.blocks.clear();
+        v.computed = v.published = 0;
+        waiting_.push_front(victim);
+        preempted = true;
+        if (victim == r.id) {
+          self = true;
+          break;
+        }
+      }
+      if (self) break;
+      r.scheduled = want;
+      budget -= want;
+      scheduled.push_back(r.id);
+      if (want == 1 && r.computed + 1 == r.prompt + r.output && r.output > 0) ++decode;
+      else prefill += want;
+    }
+    while (!preempted && !waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < seqs_) {
+      Req& r = reqs_[waiting_.front()];
+      const int known = r.prompt + r.output;
+      std::vector<std::uint64_t> lookup(r.hashes.begin(),
+                                        r.hashes.begin() + std::min<std::size_t>(r.hashes.size(), (known - 1) / bs_));
+      const int hits = pool_.plan(lookup, static_cast<int>(lookup.size())).cached;
+      lookup.resize(static_cast<std::size_t>(hits));
+      const int want = std::min(known - hits * bs_, budget);
+      const int total = (hits * bs_ + want + bs_ - 1) / bs_;
+      auto p = pool_.plan(lookup, total);
+      if (!p.fits) break;
+      r.blocks = pool_.commit(p, lookup);
+      r.computed = hits * bs_;
+      r.published = hits;
+      r.scheduled = want;
+      budget -= want;
+      prefill += want;
+      plan.emplace_back(int(SchedEventKind::admitted), r.id, hits * bs_);
+      running_.push_back(r.id);
+      scheduled.push_back(r.id);
+      waiting_.pop_front();
+    }
+    for (std::uint64_t id : scheduled) {
+      Req& r = reqs_[id];
+      r.computed += r.scheduled;
+      r.scheduled = 0;
+      const int full = std::min<int>({r.computed / bs_, static_cast<int>(r.hashes.size()), static_cast<int>(r.blocks.size())});
+      for (int b = r.published; b < full; ++b) pool_.publish(r.blocks[static_cast<std::size_t>(b)], r.hashes[static_cast<std::size_t>(b)]);
+      r.published = std::max(r.published, full);
+      if (r.computed < r.prompt + r.output) continue;
+      ++r.output;
+      done.emplace_back(int(r.output == 1 ? SchedEventKind::first_token : SchedEventKind::token), id, r.output);
+      if (r.output < r.max_output) continue;
+      done.emplace_back(int(SchedEventKind::finished), id, r.output);
+      pool_.release(r.blocks);
+      r.blocks.clear();
+      running_.erase(std::find(running_.begin(), running_.end(), id));
+    }
+    return {plan, done, prefill, decode};
+  }
+
+  int used() const { return pool_.used(); }
+
+ private:
+  bool grow(Req& r, int tokens) {
+    const int need = (tokens + bs_ - 1) / bs_;
+    const int have = static_cast<int>(r.blocks.size());
+    if (need <= have) return true;
+    auto p = pool_.plan({}, need - have);
+    if (!p.fits) return false;
+    auto fresh = pool_.commit(p, {});
+    r.blocks.insert(r.blocks.end(), fresh.begin(), fresh.end());
+    return true;
+  }
+
+  testing::ReferencePool pool_;
+  int bs_, seqs_, budget_;
+  std::map<std::uint64_t, Req> reqs_;
+  std::deque<std::uint64_t> waiting_;
+  std::vector<std::uint64_t> running_;
+};
+
+class SchedulerDifferential : public ::testing::TestWithParam<int> {};
+
+TEST_P(SchedulerDifferential, MatchesTheReferenceStepByStep) {
+  // GIVEN a seeded stream of requests sharing prefixes, on a pool small enough to preempt
+  const int seed = GetParam();
+  std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
+  const int bs = 4, blocks = 40 + seed % 3 * 20, seqs = 3 + seed % 4, budget = 8 + seed % 3 * 12;
+  auto s = *Scheduler::create(small_config(blocks, seqs, budget), test_cost_model());
+  ReferenceScheduler ref(blocks, bs, seqs, budget);
+  std::vector<std::vector<TokenId>> prefixes(3);
+  for (auto& p : prefixes) {
+    for (int i = 0; i < 12; ++i) p.push_back(static_cast<TokenId>(rng() % 1000));
+  }
+  std::deque<std::vector<BlockHash>> hash_store;  // stable storage for the spans
+  std::map<std::uint64_t, int> finished;
+  std::uint64_t next_id = 1;
+  int outstanding = 0;
+  for (int step = 0; step < 1500; ++step) {
+    // WHEN requests arrive at random between steps
+    if (next_id <= 120 && rng() % 3 == 0) {
+      std::vector<TokenId> tokens = prefixes[rng() % 3];
+      const int extra = 1 + static_cast<int>(rng() % 30);
+      for (int i = 0; i < extra; ++i) tokens.push_back(static_cast<TokenId>(rng() % 1000));
+      const int out = 1 + static_cast<int>(rng() % 25);
+      std::vector<BlockHash> h(tokens.size() / bs);
+      hash_blocks(tokens, bs, kRootBlockHash, h);
+      hash_store.push_back(h);
+      const int prompt = static_cast<int>(tokens.size());
+      if (s.submit({next_id, RequestKind::full, prompt, out, hash_store.back()}).has_value()) {
+        ref.submit({next_id, prompt, out, std::vector<std::uint64_t>(h.begin(), h.end()), 0, 0, 0, 0, {}});
+        ++outstanding;
+      }
+      ++next_id;
+    }
+    const StepPlan* p = *s.next_step();
+    std::vector<ReferenceScheduler::Ev> got_plan;
+    for (const auto& e : p->events) got_plan.emplace_back(int(e.kind), e.id, e.value);
+    const std::int64_t prefill = p->batch.prefill_tokens, decode = p->batch.decode_sequences;
+    auto done = *s.complete_step();
+    std::vector<ReferenceScheduler::Ev> got_done;
+    for (const auto& e : done) {
+      got_done.emplace_back(int(e.kind), e.id, e.value);
+      if (e.kind == SchedEventKind::finished) {
+        ++finished[e.id];
+        --outstanding;
+      }
+    }
+    auto [want_plan, want_done, want_prefill, want_decode] = ref.step();
+    // THEN every decision, token and block count agrees with the reference
+    ASSERT_EQ(got_plan, want_plan) << "seed " << seed << " step " << step;
+    ASSERT_EQ(got_done, want_done) << "seed " << seed << " step " << step;
+    ASSERT_EQ(prefill, want_prefill) << "step " << step;
+    ASSERT_EQ(decode, want_decode) << "step " << step;
+    ASSERT_EQ(s.pool().used_blocks(), ref.used()) << "step " << step;
+    ASSERT_LE(s.pool().used_blocks(), blocks);
+    ASSERT_TRUE(s.check_invariants().has_value()) << s.check_invariants().error();
+  }
+  drain(s);
+  // AND every request finished exactly once, and no block leaked
+  EXPECT_EQ(s.num_unfinished(), 0);
+  for (auto [id, n] : finished) EXPECT_EQ(n, 1) << "request " << id;
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+  EXPECT_GT(s.stats().prompt_tokens_hit, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, SchedulerDifferential, ::testing::Range(1, 13));
+
+}  // namespace
+}  // namespace disagg
