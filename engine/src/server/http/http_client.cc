@@ -1,0 +1,274 @@
+#include "http_client.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <limits>
+
+namespace disagg::http {
+
+std::string_view to_string(ClientErrc code) {
+  switch (code) {
+    case ClientErrc::resolve_failed: return "resolve_failed";
+    case ClientErrc::connect_failed: return "connect_failed";
+    case ClientErrc::connect_timeout: return "connect_timeout";
+    case ClientErrc::write_failed: return "write_failed";
+    case ClientErrc::first_byte_timeout: return "first_byte_timeout";
+    case ClientErrc::idle_timeout: return "idle_timeout";
+    case ClientErrc::read_failed: return "read_failed";
+    case ClientErrc::protocol_error: return "protocol_error";
+    case ClientErrc::body_too_large: return "body_too_large";
+    case ClientErrc::cancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+std::string ClientError::message() const {
+  return std::string(to_string(code)) + (detail.empty() ? "" : ": " + detail);
+}
+
+// ---- ConnectionPool -------------------------------------------------------------------------
+
+ConnectionPool::~ConnectionPool() {
+  for (auto& [endpoint, list] : idle_) {
+    for (const Idle& c : list) ::close(c.fd);
+  }
+}
+
+std::optional<tcp::socket> ConnectionPool::take(const std::string& endpoint,
+                                                const net::any_io_executor& executor) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  auto it = idle_.find(endpoint);
+  if (it == idle_.end()) return std::nullopt;
+  auto& list = it->second;
+  while (!list.empty()) {
+    const Idle c = list.back();  // most recently parked first: the likeliest to be open
+    list.pop_back();
+    char byte;
+    const ssize_t n = ::recv(c.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    const bool open = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (!open || now - c.since > options_.idle_ttl) {
+      ::close(c.fd);  // closed by the upstream, stray bytes, or too old
+      continue;
+    }
+    tcp::socket s(executor);
+    boost::system::error_code ec;
+    s.assign(c.v6 ? tcp::v6() : tcp::v4(), c.fd, ec);
+    if (ec) {
+      ::close(c.fd);
+      continue;
+    }
+    ++reused_;
+    return s;
+  }
+  return std::nullopt;
+}
+
+void ConnectionPool::put(const std::string& endpoint, tcp::socket socket) {
+  boost::system::error_code ec;
+  const auto local = socket.local_endpoint(ec);
+  if (ec || !socket.is_open()) return;
+  const bool v6 = local.address().is_v6();
+  std::lock_guard lock(mu_);
+  auto& list = idle_[endpoint];
+  if (list.size() >= options_.max_idle_per_endpoint) return;  // `socket` closes on return
+  const int fd = socket.release(ec);
+  if (ec) return;
+  list.push_back({fd, v6, std::chrono::steady_clock::now()});
+}
+
+std::size_t ConnectionPool::idle() const {
+  std::lock_guard lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [endpoint, list] : idle_) n += list.size();
+  return n;
+}
+
+std::uint64_t ConnectionPool::reused() const {
+  std::lock_guard lock(mu_);
+  return reused_;
+}
+
+// ---- ClientStream ---------------------------------------------------------------------------
+
+ClientStream::ClientStream(net::any_io_executor executor, ClientOptions options)
+    : options_(options), stream_(std::move(executor)) {
+  parser_.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+  // Streamed: the caller bounds what it keeps. (Not boost::none: Beast 1.74 then refuses every
+  // Content-Length body, comparing the length against an empty optional.)
+  parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
+  chunk_.resize(options_.read_chunk_bytes);
+}
+
+void ClientStream::recycle() {
+  if (options_.pool == nullptr || !parser_.is_done() || !parser_.get().keep_alive() ||
+      buffer_.size() != 0 || cancelled_) {
+    return;
+  }
+  stream_.expires_never();
+  options_.pool->put(endpoint_, std::move(stream_.socket()));
+}
+
+void ClientStream::cancel() {
+  cancelled_ = true;
+  stream_.cancel();
+}
+
+namespace {
+
+// Error results are built outside the coroutines: g++ 12 mishandles some temporaries (braced
+// initializers) in co_return expressions.
+template <class T>
+Expected<T, ClientError> client_error(ClientErrc code, std::string detail, bool before_response) {
+  ClientError e;
+  e.code = code;
+  e.detail = std::move(detail);
+  e.before_response = before_response;
+  return unexpected(std::move(e));
+}
+
+bhttp::request<bhttp::string_body> make_request(ClientRequest& request, const std::string& where,
+                                                bool keep_alive) {
+  bhttp::request<bhttp::string_body> req{request.method, request.target, 11};
+  req.set(bhttp::field::host, where);
+  req.set(bhttp::field::user_agent, "disagg-engine");
+  for (const auto& [name, value] : request.headers) req.set(name, value);
+  if (!request.body.empty() || request.method == bhttp::verb::post) {
+    req.set(bhttp::field::content_type, request.content_type);
+  }
+  req.body() = std::move(request.body);
+  req.keep_alive(keep_alive);
+  req.prepare_payload();
+  return req;
+}
+
+ClientErrc header_error_code(const boost::system::error_code& ec, bool cancelled) {
+  if (ec == beast::error::timeout) return ClientErrc::first_byte_timeout;
+  if (cancelled) return ClientErrc::cancelled;
+  if (ec.category() == bhttp::make_error_code(bhttp::error::bad_field).category() &&
+      ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+    return ClientErrc::protocol_error;
+  }
+  return ClientErrc::read_failed;
+}
+
+}  // namespace
+
+Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
+    net::any_io_executor executor, std::string host, std::uint16_t port, ClientRequest request,
+    ClientOptions options) {
+  using Stream = std::unique_ptr<ClientStream>;
+  boost::system::error_code ec;
+  const std::string where = host + ":" + std::to_string(port);
+  const bool keep_alive = options.pool != nullptr;
+  // The serialized request, kept for a retry after a stale pooled connection.
+  auto req = std::make_unique<bhttp::request<bhttp::string_body>>(make_request(request, where, keep_alive));
+
+  for (int attempt = 0;; ++attempt) {
+    Stream s(new ClientStream(executor, options));
+    s->endpoint_ = where;
+    if (keep_alive && attempt == 0) {
+      if (auto pooled = options.pool->take(where, executor)) {
+        s->stream_.socket() = std::move(*pooled);
+        s->reused_ = true;
+      }
+    }
+    if (!s->reused_) {
+      // Resolve (an IP literal resolves without DNS) and connect, both under connect_timeout.
+      tcp::resolver resolver(executor);
+      net::steady_timer resolve_timer(executor, options.connect_timeout);
+      resolve_timer.async_wait([&resolver](const boost::system::error_code& e) {
+        if (!e) resolver.cancel();
+      });
+      const auto endpoints = co_await resolver.async_resolve(
+          host, std::to_string(port), net::redirect_error(net::use_awaitable, ec));
+      resolve_timer.cancel();
+      if (ec) {
+        const ClientErrc code = ec == net::error::operation_aborted ? ClientErrc::connect_timeout
+                                                                  : ClientErrc::resolve_failed;
+        co_return client_error<Stream>(code, where + ": " + ec.message(), true);
+      }
+      s->stream_.expires_after(options.connect_timeout);
+      co_await s->stream_.async_connect(endpoints, net::redirect_error(net::use_awaitable, ec));
+      if (ec) {
+        const ClientErrc code =
+            ec == beast::error::timeout ? ClientErrc::connect_timeout : ClientErrc::connect_failed;
+        co_return client_error<Stream>(code, where + ": " + ec.message(), true);
+      }
+      s->stream_.socket().set_option(tcp::no_delay(true), ec);
+    }
+    s->stream_.expires_after(options.first_byte_timeout);
+    co_await bhttp::async_write(s->stream_, *req, net::redirect_error(net::use_awaitable, ec));
+    const bool written = !ec;
+    if (written) {
+      s->stream_.expires_after(options.first_byte_timeout);
+      co_await bhttp::async_read_header(s->stream_, s->buffer_, s->parser_,
+                                        net::redirect_error(net::use_awaitable, ec));
+      if (!ec) co_return Expected<Stream, ClientError>(std::move(s));
+    }
+    // A pooled connection the upstream closed unseen fails before any response byte: retry once
+    // on a new connection. A timeout is not retried (the upstream may be working on it).
+    if (s->reused_ && ec != beast::error::timeout && !s->cancelled_ && !s->parser_.got_some()) {
+      continue;
+    }
+    const ClientErrc code = written ? header_error_code(ec, s->cancelled_) : ClientErrc::write_failed;
+    co_return client_error<Stream>(code, where + ": " + ec.message(), true);
+  }
+}
+
+Task<Expected<std::string_view, ClientError>> ClientStream::read_some() {
+  using Result = Expected<std::string_view, ClientError>;
+  while (!parser_.is_done()) {
+    if (cancelled_) co_return client_error<std::string_view>(ClientErrc::cancelled, "", false);
+    auto& body = parser_.get().body();
+    body.data = chunk_.data();
+    body.size = chunk_.size();
+    stream_.expires_after(options_.idle_timeout);
+    boost::system::error_code ec;
+    co_await bhttp::async_read_some(stream_, buffer_, parser_,
+                                    net::redirect_error(net::use_awaitable, ec));
+    const std::size_t n = chunk_.size() - parser_.get().body().size;
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (ec) {
+      ClientErrc code = ClientErrc::read_failed;
+      if (ec == beast::error::timeout) code = ClientErrc::idle_timeout;
+      else if (cancelled_) code = ClientErrc::cancelled;
+      co_return client_error<std::string_view>(code, ec.message(), false);
+    }
+    if (n > 0) {
+      if (parser_.is_done()) recycle();
+      co_return Result(std::string_view(chunk_.data(), n));
+    }
+  }
+  recycle();
+  co_return Result(std::string_view{});
+}
+
+Task<Expected<ClientResponse, ClientError>> fetch(net::any_io_executor executor, std::string host,
+                                                  std::uint16_t port, ClientRequest request,
+                                                  ClientOptions options) {
+  using Result = Expected<ClientResponse, ClientError>;
+  auto opened = co_await ClientStream::open(executor, std::move(host), port, std::move(request),
+                                            options);
+  if (!opened) co_return Result(unexpected(opened.error()));
+  ClientStream& s = **opened;
+  ClientResponse out;
+  out.status = s.status();
+  out.headers = s.headers();
+  while (true) {
+    auto piece = co_await s.read_some();
+    if (!piece) co_return Result(unexpected(piece.error()));
+    if (piece->empty()) break;
+    if (out.body.size() + piece->size() > options.max_body_bytes) {
+      co_return client_error<ClientResponse>(
+          ClientErrc::body_too_large, "over " + std::to_string(options.max_body_bytes) + " bytes",
+          false);
+    }
+    out.body.append(*piece);
+  }
+  co_return Result(std::move(out));
+}
+
+}  // namespace disagg::http

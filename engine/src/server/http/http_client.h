@@ -1,0 +1,165 @@
+// http_client.h — HTTP/1.1 client for the router: one request per connection, streamed body.
+//
+// Timeouts (each one ends the request with its own error code):
+//   connect_timeout     resolving + TCP connect
+//   first_byte_timeout  from the end of the request write to the complete response header
+//   idle_timeout        between two body reads that each bring data
+// The error says whether anything of the response had arrived (ClientError::before_response),
+// which is what a caller needs to decide whether a retry is safe.
+//
+// Usage (inside a coroutine):
+//   auto s = co_await ClientStream::open(ex, "10.0.0.7", 8000, req, opts);
+//   if (!s) ...;                               // s.error().code
+//   (*s)->status();                            // header is there
+//   while (true) { auto piece = co_await (*s)->read_some(); if (!piece) ...; if (piece->empty()) break; }
+// cancel() (on the stream's executor) aborts a pending read, e.g. when the downstream client left.
+// Pass requests as named variables (std::move(req)), not braced temporaries inside a co_await
+// expression: g++ 12 mis-destroys such temporaries in coroutines (a double free was observed).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "asio.h"
+#include "disagg/expected.h"
+
+namespace disagg::http {
+
+class ConnectionPool;
+
+struct ClientOptions {
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds first_byte_timeout{60'000};
+  std::chrono::milliseconds idle_timeout{60'000};
+  std::size_t max_header_bytes = 64u << 10;
+  /// Limit of fetch() (read_some() streams any size).
+  std::size_t max_body_bytes = 64u << 20;
+  /// Bytes per read_some() at most.
+  std::size_t read_chunk_bytes = 16u << 10;
+  /// Reuse keep-alive connections from this pool (not owned; must outlive the requests).
+  /// nullptr: one connection per request, `Connection: close`.
+  ConnectionPool* pool = nullptr;
+};
+
+/// Idle keep-alive connections per upstream "host:port", shared by every thread. A connection
+/// goes back to the pool when its response was read to the end and both sides allow keep-alive;
+/// take() drops connections the upstream closed meanwhile (a non-blocking peek) and those idle
+/// longer than idle_ttl. A request on a reused connection that fails before any response byte is
+/// retried once on a new connection (the upstream had closed it unseen). Bounded by
+/// max_idle_per_endpoint; thread-safe.
+class ConnectionPool {
+ public:
+  struct Options {
+    std::size_t max_idle_per_endpoint = 64;
+    std::chrono::milliseconds idle_ttl{30'000};
+  };
+  ConnectionPool() : ConnectionPool(Options{}) {}
+  explicit ConnectionPool(Options options) : options_(options) {}
+  ~ConnectionPool();
+  ConnectionPool(const ConnectionPool&) = delete;
+  ConnectionPool& operator=(const ConnectionPool&) = delete;
+
+  /// An idle, still-open connection to `endpoint`, re-homed onto `executor`; nullopt if none.
+  std::optional<tcp::socket> take(const std::string& endpoint, const net::any_io_executor& executor);
+  /// Parks an open connection (closes it when the endpoint already has max_idle_per_endpoint).
+  void put(const std::string& endpoint, tcp::socket socket);
+  /// Idle connections held, all endpoints.
+  std::size_t idle() const;
+  /// Connections handed out by take() so far (for tests and metrics).
+  std::uint64_t reused() const;
+
+ private:
+  struct Idle {
+    int fd;
+    bool v6;
+    std::chrono::steady_clock::time_point since;
+  };
+  Options options_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::vector<Idle>> idle_;
+  std::uint64_t reused_ = 0;
+};
+
+enum class ClientErrc {
+  resolve_failed,      ///< the host name did not resolve
+  connect_failed,      ///< refused, unreachable, reset while connecting
+  connect_timeout,
+  write_failed,        ///< the request could not be sent
+  first_byte_timeout,  ///< no complete response header in time
+  idle_timeout,        ///< the body stopped flowing
+  read_failed,         ///< the connection broke while reading
+  protocol_error,      ///< unparsable response
+  body_too_large,      ///< fetch(): over max_body_bytes
+  cancelled,           ///< cancel() was called
+};
+std::string_view to_string(ClientErrc code);
+
+struct ClientError {
+  ClientErrc code = ClientErrc::connect_failed;
+  std::string detail;
+  /// True when no byte of the response had been parsed: the upstream did not start answering.
+  bool before_response = true;
+  std::string message() const;
+};
+
+struct ClientRequest {
+  bhttp::verb method = bhttp::verb::get;
+  std::string target = "/";
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+class ClientStream {
+ public:
+  /// Connects to host:port, sends `request` and reads the response header.
+  static Task<Expected<std::unique_ptr<ClientStream>, ClientError>> open(
+      net::any_io_executor executor, std::string host, std::uint16_t port, ClientRequest request,
+      ClientOptions options = {});
+
+  unsigned status() const { return parser_.get().result_int(); }
+  const bhttp::fields& headers() const { return parser_.get().base(); }
+
+  /// The next piece of the body; an empty view at the end. The view is valid until the next call.
+  Task<Expected<std::string_view, ClientError>> read_some();
+  /// Whether the whole body has been read.
+  bool done() const { return parser_.is_done(); }
+  /// Whether this request went over a pooled connection.
+  bool reused_connection() const { return reused_; }
+  /// Aborts pending and future reads (ClientErrc::cancelled). Call on the stream's executor.
+  void cancel();
+
+ private:
+  ClientStream(net::any_io_executor executor, ClientOptions options);
+  void recycle();
+
+  ClientOptions options_;
+  std::string endpoint_;
+  bool reused_ = false;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  bhttp::response_parser<bhttp::buffer_body> parser_;
+  std::string chunk_;
+  bool cancelled_ = false;
+};
+
+struct ClientResponse {
+  unsigned status = 0;
+  bhttp::fields headers;
+  std::string body;
+};
+
+/// open() + read the whole body (at most options.max_body_bytes).
+Task<Expected<ClientResponse, ClientError>> fetch(net::any_io_executor executor, std::string host,
+                                                  std::uint16_t port, ClientRequest request,
+                                                  ClientOptions options = {});
+
+}  // namespace disagg::http

@@ -1,0 +1,311 @@
+#include "http_server.h"
+
+#include <exception>
+#include <optional>
+
+#include "openai_error.h"
+
+namespace disagg::http {
+
+namespace {
+
+bool is_disconnect(const boost::system::error_code& ec) {
+  return ec == bhttp::error::end_of_stream || ec == net::error::eof ||
+         ec == net::error::connection_reset || ec == net::error::operation_aborted ||
+         ec == beast::error::timeout || ec == net::error::broken_pipe ||
+         ec == net::error::not_connected || ec == bhttp::error::partial_message;
+}
+
+// Answers a request that failed before it reached the handler, then the connection closes.
+Task<void> reply_and_close(beast::tcp_stream& stream, const ServerOptions& options,
+                           unsigned status, std::string_view message) {
+  bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(status), 11};
+  res.set(bhttp::field::server, options.server_name);
+  res.set(bhttp::field::content_type, "application/json");
+  res.keep_alive(false);
+  res.body() = openai_error_body(status, message);
+  res.prepare_payload();
+  stream.expires_after(options.write_timeout);
+  boost::system::error_code ec;
+  co_await bhttp::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+}
+
+}  // namespace
+
+std::string_view target_path(std::string_view target) {
+  const std::size_t q = target.find('?');
+  return q == std::string_view::npos ? target : target.substr(0, q);
+}
+
+// ---- ResponseWriter -------------------------------------------------------------------------
+
+ResponseWriter::ResponseWriter(beast::tcp_stream& stream, const Request& request, bool keep_alive,
+                               const ServerOptions& options, const std::atomic<bool>* draining)
+    : stream_(stream),
+      options_(options),
+      draining_(draining),
+      version_(request.version()),
+      keep_alive_(keep_alive) {}
+
+bool ResponseWriter::decide_keep_alive() {
+  if (draining_ != nullptr && draining_->load(std::memory_order_acquire)) keep_alive_ = false;
+  return keep_alive_;
+}
+
+void ResponseWriter::fill_common(bhttp::fields& f, std::span<const Header> headers) {
+  f.set(bhttp::field::server, options_.server_name);
+  for (const Header& h : headers) f.set(h.name, h.value);
+}
+
+Task<bool> ResponseWriter::send(unsigned status, std::string body, std::string_view content_type,
+                                std::span<const Header> headers) {
+  if (state_ != State::none || broken_) co_return false;
+  state_ = State::sent;
+  bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(status), version_};
+  fill_common(res.base(), headers);
+  res.set(bhttp::field::content_type, content_type);
+  res.keep_alive(decide_keep_alive());
+  res.body() = std::move(body);
+  res.prepare_payload();
+  stream_.expires_after(options_.write_timeout);
+  boost::system::error_code ec;
+  co_await bhttp::async_write(stream_, res, net::redirect_error(net::use_awaitable, ec));
+  if (ec) broken_ = true;
+  co_return !broken_;
+}
+
+Task<bool> ResponseWriter::send_error(unsigned status, std::string_view message,
+                                      std::string_view param, std::string_view code,
+                                      std::span<const Header> headers) {
+  co_return co_await send(status, openai_error_body(status, message, param, code),
+                          "application/json", headers);
+}
+
+Task<bool> ResponseWriter::start_stream(unsigned status, std::string_view content_type,
+                                        std::span<const Header> headers) {
+  if (state_ != State::none || broken_) co_return false;
+  state_ = State::streaming;
+  bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(status), version_};
+  fill_common(res.base(), headers);
+  res.set(bhttp::field::content_type, content_type);
+  res.set(bhttp::field::cache_control, "no-cache");
+  res.keep_alive(decide_keep_alive());
+  res.chunked(true);
+  bhttp::response_serializer<bhttp::empty_body> sr{res};
+  stream_.expires_after(options_.write_timeout);
+  boost::system::error_code ec;
+  co_await bhttp::async_write_header(stream_, sr, net::redirect_error(net::use_awaitable, ec));
+  if (ec) broken_ = true;
+  co_return !broken_;
+}
+
+Task<bool> ResponseWriter::write(std::string_view data) {
+  if (state_ != State::streaming || broken_) co_return false;
+  if (data.empty()) co_return true;
+  stream_.expires_after(options_.write_timeout);
+  boost::system::error_code ec;
+  co_await net::async_write(stream_, bhttp::make_chunk(net::buffer(data.data(), data.size())),
+                            net::redirect_error(net::use_awaitable, ec));
+  if (ec) broken_ = true;
+  co_return !broken_;
+}
+
+Task<bool> ResponseWriter::finish() {
+  if (state_ != State::streaming || broken_) co_return false;
+  state_ = State::finished;
+  stream_.expires_after(options_.write_timeout);
+  boost::system::error_code ec;
+  co_await net::async_write(stream_, bhttp::make_chunk_last(),
+                            net::redirect_error(net::use_awaitable, ec));
+  if (ec) broken_ = true;
+  co_return !broken_;
+}
+
+void ResponseWriter::abort() {
+  broken_ = true;
+  boost::system::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.close();
+}
+
+// ---- HttpServer -----------------------------------------------------------------------------
+
+struct HttpServer::Conn {
+  explicit Conn(net::any_io_executor ex) : strand(std::move(ex)) {}
+  net::any_io_executor strand;
+  beast::tcp_stream* stream = nullptr;  // set and read on the strand only
+  bool idle = true;                     // waiting for a request; strand only
+};
+
+HttpServer::HttpServer(net::io_context& ioc, ServerOptions options, Handler handler)
+    : ioc_(ioc), options_(std::move(options)), handler_(std::move(handler)), acceptor_(ioc) {}
+
+HttpServer::~HttpServer() = default;
+
+Expected<std::unique_ptr<HttpServer>, ServerError> HttpServer::create(net::io_context& ioc,
+                                                                      ServerOptions options,
+                                                                      Handler handler) {
+  std::unique_ptr<HttpServer> s(new HttpServer(ioc, std::move(options), std::move(handler)));
+  const std::string where = s->options_.host + ":" + std::to_string(s->options_.port);
+  boost::system::error_code ec;
+  const auto addr = net::ip::make_address(s->options_.host, ec);
+  if (ec) {
+    return unexpected(ServerError{"'--host' (" + s->options_.host +
+                                  ") is not an IP address; pass e.g. 127.0.0.1 or 0.0.0.0"});
+  }
+  const tcp::endpoint ep(addr, s->options_.port);
+  s->acceptor_.open(ep.protocol(), ec);
+  if (!ec) s->acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) s->acceptor_.bind(ep, ec);
+  if (!ec) s->acceptor_.listen(s->options_.listen_backlog, ec);
+  if (ec) return unexpected(ServerError{"cannot listen on " + where + ": " + ec.message()});
+  s->port_ = s->acceptor_.local_endpoint().port();
+  return s;
+}
+
+void HttpServer::start() {
+  net::co_spawn(acceptor_.get_executor(), accept_loop(), net::detached);
+}
+
+Task<void> HttpServer::accept_loop() {
+  while (!draining()) {
+    boost::system::error_code ec;
+    auto strand = net::make_strand(ioc_);
+    tcp::socket socket(strand);
+    co_await acceptor_.async_accept(socket, net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      if (ec == net::error::operation_aborted || !acceptor_.is_open()) co_return;
+      // EMFILE and the like: back off briefly instead of spinning.
+      net::steady_timer t(acceptor_.get_executor(), std::chrono::milliseconds(10));
+      co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+      continue;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    auto conn = std::make_shared<Conn>(strand);
+    {
+      std::lock_guard lock(conns_mu_);
+      // Sweep entries of finished connections now and then, so the list stays bounded
+      // (amortized O(1) per accept).
+      if (conns_.size() > 2 * active_.load(std::memory_order_acquire) + 64) {
+        conns_.remove_if([](const std::weak_ptr<Conn>& w) { return w.expired(); });
+      }
+      conns_.push_back(conn);
+    }
+    active_.fetch_add(1, std::memory_order_acq_rel);
+    net::co_spawn(strand, session(std::move(socket), conn), net::detached);
+  }
+}
+
+Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
+  beast::tcp_stream stream(std::move(socket));
+  conn->stream = &stream;
+  beast::flat_buffer buffer;
+  boost::system::error_code ec;
+  const bool over_limit = active_.load(std::memory_order_acquire) > options_.max_connections;
+  if (over_limit) {
+    co_await reply_and_close(stream, options_, 503, "too many connections; retry later");
+  }
+  while (!over_limit && !draining()) {
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+    parser.body_limit(options_.max_body_bytes);
+    conn->idle = true;
+    stream.expires_after(options_.idle_timeout);
+    co_await bhttp::async_read_header(stream, buffer, parser,
+                                      net::redirect_error(net::use_awaitable, ec));
+    conn->idle = false;
+    if (ec) {
+      if (ec == bhttp::error::header_limit) {
+        co_await reply_and_close(stream, options_, 431, "request header is larger than the limit");
+      } else if (ec == bhttp::error::body_limit) {  // Content-Length over the limit
+        co_await reply_and_close(stream, options_, 413,
+                                 "request body is larger than the limit of " +
+                                     std::to_string(options_.max_body_bytes) + " bytes");
+      } else if (!is_disconnect(ec)) {
+        co_await reply_and_close(stream, options_, 400, "malformed HTTP request: " + ec.message());
+      }
+      break;
+    }
+    const auto length = parser.content_length();
+    if (length && *length > options_.max_body_bytes) {
+      co_await reply_and_close(stream, options_, 413,
+                               "request body (" + std::to_string(*length) +
+                                   " bytes) is larger than the limit of " +
+                                   std::to_string(options_.max_body_bytes) + " bytes");
+      break;
+    }
+    const auto& hdr = parser.get();
+    if (beast::iequals(hdr[bhttp::field::expect], "100-continue")) {
+      bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, hdr.version()};
+      stream.expires_after(options_.write_timeout);
+      co_await bhttp::async_write(stream, cont, net::redirect_error(net::use_awaitable, ec));
+      if (ec) break;
+    }
+    stream.expires_after(options_.read_timeout);
+    co_await bhttp::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      if (ec == bhttp::error::body_limit) {
+        co_await reply_and_close(stream, options_, 413, "request body is larger than the limit of " +
+                                                            std::to_string(options_.max_body_bytes) +
+                                                            " bytes");
+      } else if (ec == beast::error::timeout) {
+        co_await reply_and_close(stream, options_, 408, "request body not received in time");
+      } else if (!is_disconnect(ec)) {
+        co_await reply_and_close(stream, options_, 400, "malformed HTTP request: " + ec.message());
+      }
+      break;
+    }
+    Request req = parser.release();
+    ResponseWriter writer(stream, req, req.keep_alive() && !draining(), options_, &draining_);
+    std::exception_ptr failure;
+    try {
+      co_await handler_(req, writer);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (!writer.responded() && !writer.broken()) {
+      writer.close_after();
+      co_await writer.send_error(500, failure ? "internal error while handling the request"
+                                              : "the handler sent no response");
+    } else if (failure || (writer.streaming() && !writer.broken())) {
+      writer.abort();  // a half-written response cannot be completed
+    }
+    if (!writer.keep_alive() || draining()) break;
+  }
+  conn->stream = nullptr;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.close();
+  active_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void HttpServer::drain(std::function<void()> on_drained) {
+  if (draining_.exchange(true, std::memory_order_acq_rel)) return;
+  net::post(acceptor_.get_executor(), [this] {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+  });
+  std::lock_guard lock(conns_mu_);
+  for (auto& weak : conns_) {
+    if (auto conn = weak.lock()) {
+      net::post(conn->strand, [conn] {
+        if (conn->stream != nullptr && conn->idle) conn->stream->cancel();
+      });
+    }
+  }
+  net::co_spawn(ioc_, drain_wait(std::move(on_drained)), net::detached);
+}
+
+Task<void> HttpServer::drain_wait(std::function<void()> on_drained) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.drain_timeout;
+  net::steady_timer timer(ioc_);
+  while (active_.load(std::memory_order_acquire) > 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    boost::system::error_code ec;
+    co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+  if (on_drained) on_drained();
+}
+
+}  // namespace disagg::http

@@ -1,0 +1,74 @@
+#include "fake_tokenizer.h"
+
+#include <array>
+
+namespace disagg::sim_worker {
+
+namespace {
+
+constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
+constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;
+
+// Short common English words (<= 4 bytes each, so each is exactly one fake token).
+constexpr std::array<std::string_view, 48> kFillerWords = {
+    "the",  "of",   "and",  "to",   "in",   "is",   "that", "for",  "it",   "as",   "was",  "with",
+    "be",   "by",   "on",   "not",  "this", "are",  "or",   "from", "at",   "but",  "have", "an",
+    "they", "you",  "were", "all",  "we",   "one",  "can",  "said", "its",  "more", "when", "will",
+    "time", "each", "than", "many", "then", "them", "some", "into", "made", "over", "long", "down"};
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+}  // namespace
+
+TokenId fake_token_id(std::string_view piece) {
+  std::uint64_t h = kFnvOffset;
+  for (unsigned char c : piece) {
+    h ^= c;
+    h *= kFnvPrime;
+  }
+  return static_cast<TokenId>(256 + h % static_cast<std::uint64_t>(kFakeVocabSize - 256));
+}
+
+void fake_tokenize(std::string_view text, std::vector<TokenId>& out) {
+  std::size_t i = 0;
+  const std::size_t n = text.size();
+  while (i < n) {
+    while (i < n && is_space(text[i])) ++i;
+    std::size_t j = i;
+    while (j < n && !is_space(text[j])) ++j;
+    for (std::size_t p = i; p < j; p += 4) {
+      out.push_back(fake_token_id(text.substr(p, std::min<std::size_t>(4, j - p))));
+    }
+    i = j;
+  }
+}
+
+std::string render_chat(std::span<const ChatMessage> messages) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    out.append("<|").append(m.role).append("|>\n").append(m.content).append("\n");
+  }
+  out.append("<|assistant|>\n");
+  return out;
+}
+
+std::uint64_t filler_seed(std::span<const TokenId> prompt) {
+  std::uint64_t h = kFnvOffset;
+  for (TokenId t : prompt) {
+    h ^= static_cast<std::uint32_t>(t);
+    h *= kFnvPrime;
+  }
+  return h;
+}
+
+std::string_view filler_word(std::uint64_t seed, std::int32_t k) {
+  return kFillerWords[(seed + 7u * static_cast<std::uint64_t>(k)) % kFillerWords.size()];
+}
+
+TokenId filler_token(std::uint64_t seed, std::int32_t k) {
+  return fake_token_id(filler_word(seed, k));
+}
+
+}  // namespace disagg::sim_worker

@@ -1,0 +1,601 @@
+#include "sim_worker.h"
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "fake_tokenizer.h"
+#include "server/http/http_server.h"
+#include "server/http/openai_error.h"
+#include "server/http/sse.h"
+#include "sim_engine.h"
+#include "sim_worker_main.h"
+
+namespace disagg::sim_worker {
+
+namespace {
+
+using json = nlohmann::json;
+using http::Header;
+using http::ResponseWriter;
+using http::Task;
+namespace net = http::net;
+
+std::int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// A refused request: HTTP status and the OpenAI error fields.
+struct ApiError {
+  unsigned status = 400;
+  std::string message;
+  std::string param;
+  std::string code;
+};
+
+// A generation request after validation.
+struct Generation {
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;
+  std::int32_t max_tokens = 16;
+  std::vector<TokenId> prompt;
+  RequestKind kind = RequestKind::full;
+};
+
+// What a response needs to know about its request (the JSON is built outside coroutines:
+// g++ 12 miscompiles braced initializer lists inside coroutine bodies).
+struct ResponseCtx {
+  std::string id;
+  std::string model;
+  std::int64_t created = 0;
+  std::uint64_t seed = 0;
+  bool chat = false;
+  bool include_usage = false;
+  std::int32_t prompt_len = 0;
+  RequestKind kind = RequestKind::full;
+  json kv_params;  // prefill_only: filled when the request finished
+};
+
+json usage_json(const ResponseCtx& c, const RequestState& st, std::int32_t completion) {
+  return json{{"prompt_tokens", c.prompt_len},
+              {"total_tokens", c.prompt_len + completion},
+              {"completion_tokens", completion},
+              {"prompt_tokens_details", {{"cached_tokens", st.cached_tokens.load()}}}};
+}
+
+std::string full_response(const ResponseCtx& c, const RequestState& st, std::int32_t produced) {
+  std::string text;
+  for (std::int32_t k = 0; k < produced; ++k) text.append(filler_word(c.seed, k)).append(" ");
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", "length"}, {"stop_reason", nullptr}};
+  if (c.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}, {"tool_calls", json::array()}};
+  } else {
+    choice["text"] = text;
+  }
+  json res = {{"id", c.id},
+              {"object", c.chat ? "chat.completion" : "text_completion"},
+              {"created", c.created},
+              {"model", c.model},
+              {"choices", json::array({choice})},
+              {"usage", usage_json(c, st, produced)},
+              {"kv_transfer_params", c.kv_params}};
+  return dump(res);
+}
+
+// Appends the SSE events of tokens [from, to); `done`: the request finished at `to`.
+void append_stream_events(std::string& buf, const ResponseCtx& c, const RequestState& st,
+                          std::int32_t from, std::int32_t to, bool done) {
+  const char* object = c.chat ? "chat.completion.chunk" : "text_completion";
+  for (std::int32_t k = from; k < to; ++k) {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"stop_reason", nullptr}};
+    const std::string piece = std::string(filler_word(c.seed, k)) + " ";
+    if (c.chat) {
+      if (k == 0) {
+        json first = {{"id", c.id}, {"object", object}, {"created", c.created}, {"model", c.model},
+                      {"choices", json::array({{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                                {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
+        http::append_sse_event(buf, dump(first));
+      }
+      choice["delta"] = {{"content", piece}};
+    } else {
+      choice["text"] = piece;
+    }
+    const bool last = done && k + 1 == to;
+    if (last) choice["finish_reason"] = "length";
+    json chunk = {{"id", c.id}, {"object", object}, {"created", c.created}, {"model", c.model},
+                  {"choices", json::array({choice})}};
+    if (last && c.kind == RequestKind::prefill_only) chunk["kv_transfer_params"] = c.kv_params;
+    http::append_sse_event(buf, dump(chunk));
+  }
+  if (done) {
+    if (c.include_usage) {
+      json u = {{"id", c.id}, {"object", object}, {"created", c.created}, {"model", c.model},
+                {"choices", json::array()}, {"usage", usage_json(c, st, to)}};
+      http::append_sse_event(buf, dump(u));
+    }
+    buf.append(http::kSseDone);
+  }
+}
+
+std::string models_body(const std::string& model, std::int32_t max_model_len) {
+  json m = {{"id", model},       {"object", "model"}, {"created", unix_seconds()}, {"owned_by", "vllm"},
+            {"root", model},     {"parent", nullptr}, {"max_model_len", max_model_len}};
+  return dump(json{{"object", "list"}, {"data", json::array({m})}});
+}
+
+}  // namespace
+
+struct SimWorker::Impl {
+  SimWorkerConfig config;
+  CostModel cost;
+  net::io_context ioc;
+  std::unique_ptr<KvEventPublisher> publisher;
+  std::unique_ptr<SimEngine> engine;
+  std::unique_ptr<http::HttpServer> server;
+  net::signal_set signals{ioc, SIGTERM, SIGINT};
+  std::atomic<std::uint64_t> request_counter{0};
+  std::atomic<std::int64_t> tokens_sent{0};
+
+  Impl(SimWorkerConfig c, const CostModel& m) : config(std::move(c)), cost(m) {}
+
+  Task<void> handle(http::Request& req, ResponseWriter& w);
+  Task<void> generate(http::Request& req, ResponseWriter& w, bool chat);
+  Expected<Generation, ApiError> parse(const json& body, bool chat) const;
+  void count_sent(std::int64_t tokens);
+  json kv_params_for(const RequestState& st, const std::string& request_id) const;
+};
+
+// ---- request parsing ------------------------------------------------------------------------
+
+Expected<Generation, ApiError> SimWorker::Impl::parse(const json& body, bool chat) const {
+  Generation g;
+  g.chat = chat;
+  if (!body.is_object()) return unexpected(ApiError{400, "the request body must be a JSON object", "", ""});
+  if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
+    if (!m->is_string()) return unexpected(ApiError{400, "'model' must be a string", "model", ""});
+    if (m->get<std::string>() != config.model_name) {
+      return unexpected(ApiError{404,
+                                 "The model `" + m->get<std::string>() +
+                                     "` does not exist; this worker serves `" + config.model_name + "`",
+                                 "model", "model_not_found"});
+    }
+  }
+  if (auto n = body.find("n"); n != body.end() && !n->is_null() && !(n->is_number_integer() && *n == 1)) {
+    return unexpected(ApiError{400, "'n' must be 1: sim-worker generates one choice", "n", ""});
+  }
+  if (auto s = body.find("stream"); s != body.end() && !s->is_null()) {
+    if (!s->is_boolean()) return unexpected(ApiError{400, "'stream' must be a boolean", "stream", ""});
+    g.stream = s->get<bool>();
+  }
+  if (auto so = body.find("stream_options"); so != body.end() && so->is_object()) {
+    if (auto iu = so->find("include_usage"); iu != so->end() && iu->is_boolean()) g.include_usage = *iu;
+  }
+  // Prompt.
+  if (chat) {
+    auto msgs = body.find("messages");
+    if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
+      return unexpected(ApiError{400, "'messages' must be a non-empty array of {role, content}", "messages", ""});
+    }
+    std::vector<ChatMessage> messages;
+    for (const json& m : *msgs) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+        return unexpected(ApiError{400, "every message needs a string 'role'", "messages", ""});
+      }
+      ChatMessage cm{m["role"].get<std::string>(), {}};
+      if (auto c = m.find("content"); c != m.end() && !c->is_null()) {
+        if (c->is_string()) {
+          cm.content = c->get<std::string>();
+        } else if (c->is_array()) {
+          for (const json& part : *c) {
+            if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
+                part["text"].is_string()) {
+              if (!cm.content.empty()) cm.content.push_back('\n');
+              cm.content += part["text"].get<std::string>();
+            }
+          }
+        } else {
+          return unexpected(ApiError{400, "message 'content' must be a string or an array of parts", "messages", ""});
+        }
+      }
+      messages.push_back(std::move(cm));
+    }
+    fake_tokenize(render_chat(messages), g.prompt);
+  } else {
+    auto p = body.find("prompt");
+    if (p == body.end() || p->is_null()) {
+      return unexpected(ApiError{400, "'prompt' is required (a string or an array of token ids)", "prompt", ""});
+    }
+    const json* one = &*p;
+    if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) one = &(*p)[0];
+    if (one->is_string()) {
+      fake_tokenize(one->get_ref<const std::string&>(), g.prompt);
+    } else if (one->is_array() && std::all_of(one->begin(), one->end(), [](const json& t) {
+                 return t.is_number_integer() && t.get<std::int64_t>() >= 0 &&
+                        t.get<std::int64_t>() < kFakeVocabSize;
+               })) {
+      for (const json& t : *one) g.prompt.push_back(t.get<TokenId>());
+    } else {
+      return unexpected(ApiError{400,
+                                 "'prompt' must be a string, one-element array, or an array of token ids "
+                                 "in [0, " + std::to_string(kFakeVocabSize) + "); batches are not supported",
+                                 "prompt", ""});
+    }
+  }
+  if (g.prompt.empty()) return unexpected(ApiError{400, "the prompt is empty", chat ? "messages" : "prompt", ""});
+  // Output length.
+  const json* mt = nullptr;
+  for (const char* key : {"max_completion_tokens", "max_tokens"}) {
+    if (auto it = body.find(key); it != body.end() && !it->is_null()) {
+      mt = &*it;
+      break;
+    }
+  }
+  if (mt != nullptr) {
+    if (!mt->is_number_integer() || mt->get<std::int64_t>() < 1 || mt->get<std::int64_t>() > config.max_model_len) {
+      return unexpected(ApiError{400, "'max_tokens' must be a whole number in [1, " +
+                                          std::to_string(config.max_model_len) + "]", "max_tokens", ""});
+    }
+    g.max_tokens = mt->get<std::int32_t>();
+  } else {
+    g.max_tokens = chat ? config.default_max_tokens : 16;  // OpenAI's completions default is 16
+  }
+  // P/D handshake.
+  if (auto kv = body.find("kv_transfer_params"); kv != body.end() && kv->is_object()) {
+    const bool remote_decode = kv->value("do_remote_decode", false);
+    const bool remote_prefill = kv->value("do_remote_prefill", false);
+    if (remote_decode) {
+      if (config.role != WorkerRole::prefill) {
+        return unexpected(ApiError{400, "kv_transfer_params.do_remote_decode needs a prefill worker; this one is " +
+                                            std::string(to_string(config.role)), "kv_transfer_params", ""});
+      }
+      g.kind = RequestKind::prefill_only;
+    } else if (remote_prefill) {
+      if (config.role != WorkerRole::decode) {
+        return unexpected(ApiError{400, "kv_transfer_params.do_remote_prefill needs a decode worker; this one is " +
+                                            std::string(to_string(config.role)), "kv_transfer_params", ""});
+      }
+      // Without the prefill side's blocks, vLLM prefills locally; so do we.
+      auto ids = kv->find("remote_block_ids");
+      if (ids != kv->end() && ids->is_array()) g.kind = RequestKind::remote_kv;
+    }
+  }
+  const std::int64_t total = static_cast<std::int64_t>(g.prompt.size()) +
+                             (g.kind == RequestKind::prefill_only ? 1 : g.max_tokens);
+  if (total > config.max_model_len) {
+    return unexpected(ApiError{400, "This model's maximum context length is " + std::to_string(config.max_model_len) +
+                                        " tokens. However, you requested " + std::to_string(total) + " tokens (" +
+                                        std::to_string(g.prompt.size()) + " in the prompt, " +
+                                        std::to_string(total - static_cast<std::int64_t>(g.prompt.size())) +
+                                        " in the completion). Please reduce the length of the prompt or completion.",
+                               "max_tokens", ""});
+  }
+  return g;
+}
+
+// ---- responses ------------------------------------------------------------------------------
+
+void SimWorker::Impl::count_sent(std::int64_t tokens) {
+  if (config.crash_after <= 0 || tokens <= 0) return;
+  if (tokens_sent.fetch_add(tokens) + tokens >= config.crash_after) {
+    std::fprintf(stderr, "disagg-engine sim-worker: --crash-after %lld reached; exiting with code 3\n",
+                 static_cast<long long>(config.crash_after));
+    std::fflush(stderr);
+    std::_Exit(3);
+  }
+}
+
+json SimWorker::Impl::kv_params_for(const RequestState& st, const std::string& request_id) const {
+  return json{{"do_remote_prefill", true},
+              {"do_remote_decode", false},
+              {"remote_block_ids", st.held_block_ids},
+              {"remote_engine_id", config.engine_id},
+              {"remote_request_id", request_id},
+              {"remote_host", config.advertise_host},
+              {"remote_port", config.side_channel_port},
+              {"tp_size", cost.params().tensor_parallel}};
+}
+
+Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool chat) {
+  const std::uint64_t n = request_counter.fetch_add(1);
+  if (config.fail_rate > 0) {
+    const double u = static_cast<double>(splitmix64(config.seed ^ (n * 0x9e3779b97f4a7c15ULL)) >> 11) * 0x1.0p-53;
+    if (u < config.fail_rate) {
+      co_await w.send_error(500, "injected failure (--fail-rate)", "", "injected_failure");
+      co_return;
+    }
+  }
+  const json body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    co_await w.send_error(400, "the request body is not valid JSON");
+    co_return;
+  }
+  auto parsed = parse(body, chat);
+  if (!parsed) {
+    const ApiError& e = parsed.error();
+    co_await w.send_error(e.status, e.message, e.param, e.code);
+    co_return;
+  }
+  Generation g = std::move(*parsed);
+  if (config.stall_ms > 0) {
+    net::steady_timer t(w.executor(), std::chrono::milliseconds(config.stall_ms));
+    boost::system::error_code ec;
+    co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+
+  char idbuf[40];
+  std::snprintf(idbuf, sizeof idbuf, "%s%016llx", chat ? "chatcmpl-" : "cmpl-",
+                static_cast<unsigned long long>(splitmix64(n ^ (config.seed << 32))));
+  const std::string id = idbuf;
+  const std::int64_t created = unix_seconds();
+  const std::uint64_t seed = filler_seed(g.prompt);
+  const auto prompt_len = static_cast<std::int32_t>(g.prompt.size());
+  const std::int32_t out_len = g.kind == RequestKind::prefill_only ? 1 : g.max_tokens;
+
+  auto state = std::make_shared<RequestState>(w.executor());
+  EngineRequest er;
+  er.state = state;
+  er.kind = g.kind;
+  er.prompt_tokens = prompt_len;
+  er.output_tokens = out_len;
+  er.tokens = std::move(g.prompt);
+  for (std::int32_t k = 0; k < out_len; ++k) er.tokens.push_back(filler_token(seed, k));
+  if (!engine->submit(std::move(er))) {
+    const std::array<Header, 1> retry = {Header{"Retry-After", "1"}};
+    co_await w.send_error(429, "the worker's queue is full (" + std::to_string(engine->options().max_pending) +
+                                   " requests pending); retry later",
+                          "", "queue_full", retry);
+    co_return;
+  }
+
+  auto fail_response = [&]() -> ApiError {
+    if (state->shutdown) return {503, "the worker is shutting down", "", ""};
+    switch (state->error) {
+      case SchedErrc::queue_full: return {429, "the scheduler's waiting queue is full; retry later", "", "queue_full"};
+      case SchedErrc::too_long: return {400, "prompt + max_tokens need more KV blocks than the worker has", "max_tokens", ""};
+      case SchedErrc::wrong_role:
+        return {400, "this " + std::string(to_string(config.role)) + " worker does not accept this request kind", "kv_transfer_params", ""};
+      default: return {400, "the scheduler refused the request (" + std::string(to_string(state->error)) + ")", "", ""};
+    }
+  };
+  ResponseCtx ctx;
+  ctx.id = id;
+  ctx.model = config.model_name;
+  ctx.created = created;
+  ctx.seed = seed;
+  ctx.chat = chat;
+  ctx.include_usage = g.include_usage;
+  ctx.prompt_len = prompt_len;
+  ctx.kind = g.kind;
+  const std::array<Header, 1> retry = {Header{"Retry-After", "1"}};
+
+  if (!g.stream) {
+    while (state->status.load(std::memory_order_acquire) == RequestState::running) co_await state->signal.wait();
+    if (state->status.load(std::memory_order_acquire) == RequestState::failed) {
+      const ApiError e = fail_response();
+      co_await w.send_error(e.status, e.message, e.param, e.code,
+                            e.status == 429 ? std::span<const Header>(retry) : std::span<const Header>());
+      co_return;
+    }
+    const std::int32_t produced = state->tokens.load(std::memory_order_acquire);
+    if (g.kind == RequestKind::prefill_only) ctx.kv_params = kv_params_for(*state, id);
+    count_sent(produced);
+    co_await w.send(200, full_response(ctx, *state, produced));
+    co_return;
+  }
+
+  // Streaming: the header goes out with the first token (or the error status instead).
+  std::int32_t sent = 0;
+  bool started = false;
+  std::string buf;
+  while (true) {
+    const int status = state->status.load(std::memory_order_acquire);
+    const std::int32_t produced = state->tokens.load(std::memory_order_acquire);
+    if (status == RequestState::failed) {
+      const ApiError e = fail_response();
+      if (!started) {
+        co_await w.send_error(e.status, e.message, e.param, e.code,
+                              e.status == 429 ? std::span<const Header>(retry) : std::span<const Header>());
+      } else {
+        buf.clear();
+        http::append_sse_event(buf, http::openai_error_body(e.status, e.message, e.param, e.code));
+        buf.append(http::kSseDone);
+        if (co_await w.write(buf)) co_await w.finish();
+      }
+      co_return;
+    }
+    const bool done = status == RequestState::finished;
+    if (produced > sent || done) {
+      if (!started) {
+        started = true;
+        if (!co_await w.start_stream()) break;
+      }
+      buf.clear();
+      if (done && g.kind == RequestKind::prefill_only) ctx.kv_params = kv_params_for(*state, id);
+      append_stream_events(buf, ctx, *state, sent, produced, done);
+      const std::int32_t new_tokens = produced - sent;
+      sent = produced;
+      if (!co_await w.write(buf)) break;
+      count_sent(new_tokens);
+      if (done) {
+        co_await w.finish();
+        co_return;
+      }
+      continue;
+    }
+    co_await state->signal.wait();
+  }
+  // The client left: stop reporting to it (the scheduler has no abort; the sequence runs out).
+  state->cancelled.store(true);
+}
+
+Task<void> SimWorker::Impl::handle(http::Request& req, ResponseWriter& w) {
+  const std::string_view path = http::target_path(req.target());
+  const auto method = req.method();
+  auto only = [&](http::bhttp::verb allowed, std::string_view allow) -> Task<bool> {
+    if (method == allowed) co_return true;
+    const std::array<Header, 1> h = {Header{"Allow", allow}};
+    co_await w.send_error(405, "method " + std::string(req.method_string()) + " is not allowed on " +
+                                   std::string(path) + "; use " + std::string(allow),
+                          "", "method_not_allowed", h);
+    co_return false;
+  };
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (!co_await only(http::bhttp::verb::post, "POST")) co_return;
+    co_await generate(req, w, path == "/v1/chat/completions");
+  } else if (path == "/health") {
+    if (!co_await only(http::bhttp::verb::get, "GET")) co_return;
+    if (server->draining()) {
+      co_await w.send_error(503, "draining");
+    } else {
+      co_await w.send(200, "", "text/plain");
+    }
+  } else if (path == "/v1/models") {
+    if (!co_await only(http::bhttp::verb::get, "GET")) co_return;
+    co_await w.send(200, models_body(config.model_name, config.max_model_len));
+  } else if (path == "/metrics") {
+    if (!co_await only(http::bhttp::verb::get, "GET")) co_return;
+    co_await w.send(200, engine->metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+  } else {
+    co_await w.send_error(404, "no route for " + std::string(path) +
+                                   "; sim-worker serves /v1/completions, /v1/chat/completions, "
+                                   "/v1/models, /health and /metrics",
+                          "", "not_found");
+  }
+}
+
+// ---- SimWorker ------------------------------------------------------------------------------
+
+SimWorker::SimWorker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SimWorker::~SimWorker() {
+  if (impl_ && impl_->engine) impl_->engine->stop();
+  if (impl_ && impl_->publisher) impl_->publisher->stop();
+}
+
+std::uint16_t SimWorker::port() const { return impl_->server->port(); }
+
+Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerConfig config,
+                                                                    const CostModel& cost) {
+  auto impl = std::make_unique<Impl>(std::move(config), cost);
+  SimWorkerConfig& c = impl->config;
+  if (c.model_name.empty()) c.model_name = "sim-model";
+
+  http::ServerOptions so;
+  so.host = c.host;
+  so.port = c.port;
+  so.max_body_bytes = c.max_body_bytes;
+  so.drain_timeout = std::chrono::milliseconds(c.drain_timeout_ms);
+  so.server_name = "disagg-engine sim-worker";
+  Impl* raw = impl.get();
+  auto server = http::HttpServer::create(
+      impl->ioc, so, [raw](http::Request& req, ResponseWriter& w) { return raw->handle(req, w); });
+  if (!server) return unexpected(server.error().message);
+  impl->server = std::move(*server);
+  const std::uint16_t port = impl->server->port();
+  if (c.engine_id.empty()) c.engine_id = "sim-" + c.host + "-" + std::to_string(port);
+
+  if (c.kv_events_port != 0) {
+    KvEventPublisherOptions po;
+    po.endpoint = "tcp://" + c.host + ":" + std::to_string(c.kv_events_port);
+    if (c.kv_events_replay_port != 0) {
+      po.replay_endpoint = "tcp://" + c.host + ":" + std::to_string(c.kv_events_replay_port);
+    }
+    po.topic = c.kv_events_topic.empty()
+                   ? "kv@" + c.advertise_host + ":" + std::to_string(port) + "@" + c.model_name
+                   : c.kv_events_topic;
+    po.encoding = c.kv_events_encoding;
+    auto pub = KvEventPublisher::create(po);
+    if (!pub) return unexpected(pub.error());
+    impl->publisher = std::move(*pub);
+  }
+
+  SimEngineOptions eo;
+  eo.scheduler.role = c.role;
+  eo.scheduler.max_num_seqs = c.max_num_seqs;
+  eo.scheduler.max_num_batched_tokens = c.max_num_batched_tokens;
+  // The bound that clients see is max_pending (checked at submit, answered 429 at once); the
+  // scheduler's own queue is sized so that it never refuses what was admitted to the inbox.
+  eo.scheduler.max_waiting = c.max_waiting + c.max_num_seqs;
+  eo.scheduler.num_blocks = c.kv_blocks;
+  eo.scheduler.block_size = c.block_size;
+  eo.scheduler.enable_prefix_caching = c.prefix_caching;
+  eo.speedup = c.speedup;
+  eo.max_pending = c.max_waiting + c.max_num_seqs;
+  eo.model_name = c.model_name;
+  auto engine = SimEngine::create(eo, cost, impl->publisher.get());
+  if (!engine) return unexpected(engine.error());
+  impl->engine = std::move(*engine);
+  return std::unique_ptr<SimWorker>(new SimWorker(std::move(impl)));
+}
+
+void SimWorker::drain() {
+  Impl* im = impl_.get();
+  im->server->drain([im] { im->ioc.stop(); });
+}
+
+void SimWorker::run() {
+  Impl& im = *impl_;
+  im.engine->start();
+  im.server->start();
+  im.signals.async_wait([this](const boost::system::error_code& ec, int) {
+    if (!ec) drain();
+  });
+  std::vector<std::thread> threads;
+  for (int i = 1; i < im.config.http_threads; ++i) threads.emplace_back([&im] { im.ioc.run(); });
+  im.ioc.run();
+  for (auto& t : threads) t.join();
+  im.engine->stop();
+  if (im.publisher) im.publisher->stop();
+}
+
+int run(int argc, char** argv) {
+  bool help = false;
+  auto config = parse_sim_worker_args(argc, argv, &help);
+  if (help) {
+    std::cout << sim_worker_usage();
+    return 0;
+  }
+  if (!config) {
+    std::cerr << "disagg-engine sim-worker: " << config.error() << "\n";
+    return 2;
+  }
+  auto cost = load_cost_model(*config);
+  if (!cost) {
+    std::cerr << "disagg-engine sim-worker: " << cost.error() << "\n";
+    return 2;
+  }
+  const SimWorkerConfig& c = *config;
+  auto worker = SimWorker::create(c, *cost);
+  if (!worker) {
+    std::cerr << "disagg-engine sim-worker: " << worker.error() << "\n";
+    return 1;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  std::cout << "disagg-engine sim-worker: listening on http://" << c.host << ":" << (*worker)->port()
+            << " role=" << to_string(c.role) << " model=" << c.model_name << " speedup=" << c.speedup;
+  if (c.kv_events_port != 0) std::cout << " kv-events=tcp://" << c.host << ":" << c.kv_events_port;
+  std::cout << std::endl;
+  (*worker)->run();
+  std::cout << "disagg-engine sim-worker: drained, exiting" << std::endl;
+  return 0;
+}
+
+}  // namespace disagg::sim_worker

@@ -1,0 +1,84 @@
+// sim_worker.h — `disagg-engine sim-worker`: a vLLM OpenAI-server stand-in on the real clock.
+//
+// Endpoints: POST /v1/completions, POST /v1/chat/completions (stream and non-stream),
+// GET /v1/models, GET /health (503 while draining), GET /metrics (vLLM metric names).
+// Prompts go through the fake tokenizer (fake_tokenizer.h); generated text is filler.
+// P/D (vLLM NixlConnector protocol): `kv_transfer_params.do_remote_decode: true` on a prefill
+// worker runs prefill only and answers with kv_transfer_params {do_remote_prefill: true,
+// do_remote_decode: false, remote_block_ids, remote_engine_id, remote_request_id, remote_host,
+// remote_port, tp_size}; `do_remote_prefill: true` with remote_block_ids on a decode worker
+// charges the KV transfer (cost model) instead of the prefill. A decode request whose params
+// lack remote_block_ids is prefilled locally, as vLLM does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "disagg/cost_model.h"
+#include "disagg/expected.h"
+#include "disagg/scheduler.h"
+#include "kv_events.h"
+
+namespace disagg::sim_worker {
+
+struct SimWorkerConfig {
+  std::string config_path;            ///< --config FILE.json (model/hardware/parallel/efficiency)
+  std::string host = "127.0.0.1";     ///< --host
+  std::uint16_t port = 8000;          ///< --port (0 = ephemeral; the bound port is printed)
+  std::string model_name;             ///< --model-name (default: model.name of the config, else "sim-model")
+  WorkerRole role = WorkerRole::aggregated;  ///< --role aggregated|prefill|decode
+  std::int32_t kv_blocks = 8192;      ///< --kv-blocks
+  std::int32_t block_size = 16;       ///< --block-size
+  std::int32_t max_num_seqs = 256;    ///< --max-num-seqs
+  std::int32_t max_num_batched_tokens = 8192;  ///< --max-num-batched-tokens
+  std::int32_t max_waiting = 1024;    ///< --max-waiting: pending requests beyond running ones; 429 beyond
+  std::int32_t max_model_len = 0;     ///< --max-model-len (0 = kv-blocks x block-size)
+  std::int32_t default_max_tokens = 128;  ///< --default-max-tokens for chat requests without max_tokens
+  bool prefix_caching = true;         ///< --no-prefix-caching turns it off
+  double speedup = 1.0;               ///< --speedup: model time / wall time
+  std::uint16_t kv_events_port = 0;   ///< --kv-events-port (0 = no KV events)
+  std::uint16_t kv_events_replay_port = 0;  ///< --kv-events-replay-port (0 = no replay socket)
+  std::string kv_events_topic;        ///< --kv-events-topic (default kv@<host>:<port>@<model>)
+  KvEventEncoding kv_events_encoding = KvEventEncoding::array_like;  ///< --kv-events-encoding array|map
+  double fail_rate = 0;               ///< --fail-rate: share of requests answered 500 at once
+  std::int32_t stall_ms = 0;          ///< --stall-ms: delay before each request is queued
+  std::int64_t crash_after = 0;       ///< --crash-after N: exit(3) after N tokens were sent (0 = never)
+  std::uint64_t seed = 1;             ///< --seed of the failure injection
+  std::size_t max_body_bytes = 8u << 20;  ///< --max-body-bytes (413 beyond)
+  int http_threads = 2;               ///< --http-threads
+  std::string engine_id;              ///< --engine-id (default sim-<host>-<port>)
+  std::string advertise_host;         ///< --advertise-host for kv_transfer_params (default --host)
+  std::uint16_t side_channel_port = 5600;  ///< --side-channel-port reported as remote_port
+  std::int32_t drain_timeout_ms = 30000;   ///< --drain-timeout-ms
+};
+
+/// Parses the flags (argv[0] = role name). Error: a message naming the flag, value and fix.
+/// `help` is set when --help was given.
+Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** argv, bool* help);
+
+/// The usage text.
+const char* sim_worker_usage();
+
+/// Reads the cost model from config.config_path and fills the model name default.
+Expected<CostModel, std::string> load_cost_model(SimWorkerConfig& config);
+
+class SimWorker {
+ public:
+  static Expected<std::unique_ptr<SimWorker>, std::string> create(SimWorkerConfig config,
+                                                                  const CostModel& cost);
+  ~SimWorker();
+  /// The bound HTTP port.
+  std::uint16_t port() const;
+  /// Serves until drain() completes. Blocks the calling thread (plus http_threads - 1 others).
+  void run();
+  /// Starts a graceful drain (thread-safe).
+  void drain();
+
+ private:
+  struct Impl;
+  explicit SimWorker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace disagg::sim_worker

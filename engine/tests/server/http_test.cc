@@ -1,0 +1,336 @@
+// Tests of the shared HTTP layer (engine/src/server/http): SSE framing and parsing, the OpenAI
+// error shape, and an in-process server driven over real loopback sockets (limits, keep-alive,
+// streaming, client timeouts, graceful drain).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "server/http/http_client.h"
+#include "server/http/http_server.h"
+#include "server/http/openai_error.h"
+#include "server/http/sse.h"
+
+namespace disagg::http {
+namespace {
+
+using namespace std::chrono_literals;
+
+// ---- SSE ------------------------------------------------------------------------------------
+
+TEST(Sse, FramesOneEventPerDataLine) {
+  // GIVEN a JSON payload WHEN framed THEN it is "data: <payload>\n\n"
+  EXPECT_EQ(sse_event(R"({"a":1})"), "data: {\"a\":1}\n\n");
+  std::string out;
+  append_sse_event(out, "x");
+  out.append(kSseDone);
+  EXPECT_EQ(out, "data: x\n\ndata: [DONE]\n\n");
+}
+
+TEST(Sse, ParserReassemblesEventsSplitAnywhere) {
+  // GIVEN a stream of three events, one with CRLF endings, a comment and a two-line data field
+  const std::string stream =
+      "data: {\"k\":1}\n\n: keep-alive comment\n\ndata: line1\r\ndata: line2\r\n\r\nevent: x\ndata:[DONE]\n\n";
+  // WHEN it is fed in every possible two-piece split
+  for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+    SseParser p;
+    std::vector<std::string> events;
+    ASSERT_TRUE(p.feed(std::string_view(stream).substr(0, cut), events));
+    ASSERT_TRUE(p.feed(std::string_view(stream).substr(cut), events));
+    // THEN the same events come out, and [DONE] is recognised
+    ASSERT_EQ(events.size(), 3u) << "cut at " << cut;
+    EXPECT_EQ(events[0], "{\"k\":1}");
+    EXPECT_EQ(events[1], "line1\nline2");
+    EXPECT_EQ(events[2], "[DONE]");
+    EXPECT_TRUE(p.done());
+    EXPECT_EQ(p.buffered(), 0u);
+  }
+}
+
+TEST(Sse, ParserRefusesOversizedEvents) {
+  // GIVEN a parser limited to 16 bytes per event WHEN a longer line arrives THEN it fails for good
+  SseParser p(16);
+  std::vector<std::string> events;
+  EXPECT_TRUE(p.feed("data: short\n\n", events));
+  EXPECT_FALSE(p.feed("data: 0123456789abcdef0123\n\n", events));
+  EXPECT_FALSE(p.feed("data: ok\n\n", events));
+  EXPECT_EQ(events.size(), 1u);
+}
+
+TEST(OpenAiError, HasTheFourFields) {
+  // GIVEN a 404 with a param and a code WHEN rendered THEN the OpenAI shape comes out
+  const auto j = nlohmann::json::parse(openai_error_body(404, "no such model", "model", "model_not_found"));
+  EXPECT_EQ(j["error"]["message"], "no such model");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "model");
+  EXPECT_EQ(j["error"]["code"], "model_not_found");
+  const auto k = nlohmann::json::parse(openai_error_body(503, "busy"));
+  EXPECT_TRUE(k["error"]["param"].is_null());
+  EXPECT_TRUE(k["error"]["code"].is_null());
+  EXPECT_EQ(k["error"]["type"], "overloaded_error");
+  EXPECT_EQ(openai_error_type(500), "server_error");
+}
+
+TEST(TargetPath, DropsTheQuery) {
+  EXPECT_EQ(target_path("/v1/models?x=1"), "/v1/models");
+  EXPECT_EQ(target_path("/health"), "/health");
+}
+
+// ---- server over loopback ---------------------------------------------------------------------
+
+// Runs an HttpServer on an ephemeral port with two threads.
+class ServerFixture : public ::testing::Test {
+ protected:
+  void start(Handler handler, ServerOptions options = {}) {
+    options.port = 0;
+    auto s = HttpServer::create(ioc_, options, std::move(handler));
+    ASSERT_TRUE(s.has_value()) << s.error().message;
+    server_ = std::move(*s);
+    server_->start();
+    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  }
+  void TearDown() override {
+    if (server_ && !server_->draining()) server_->drain([this] { ioc_.stop(); });
+    for (auto& t : threads_) t.join();
+  }
+  // Sends raw bytes on a new connection and returns everything until the server closes it.
+  std::string raw(const std::string& bytes) {
+    net::io_context io;
+    tcp::socket s(io);
+    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
+    boost::system::error_code ec;
+    net::write(s, net::buffer(bytes), ec);
+    std::string out;
+    char buf[4096];
+    while (true) {
+      const std::size_t n = s.read_some(net::buffer(buf), ec);
+      out.append(buf, n);
+      if (ec) break;
+    }
+    return out;
+  }
+  // Runs a client coroutine on its own io_context and returns its result.
+  template <class T>
+  T client(std::function<Task<T>(net::any_io_executor)> fn) {
+    net::io_context io;
+    std::optional<T> result;
+    net::co_spawn(io, [&]() -> Task<void> { result.emplace(co_await fn(io.get_executor())); },
+                  net::detached);
+    io.run();
+    return std::move(*result);
+  }
+
+  net::io_context ioc_;
+  std::unique_ptr<HttpServer> server_;
+  std::vector<std::thread> threads_;
+};
+
+Handler echo_handler() {
+  return [](Request& req, ResponseWriter& w) -> Task<void> {
+    co_await w.send(200, std::string(req.target()) + "|" + req.body(), "text/plain");
+  };
+}
+
+TEST_F(ServerFixture, RefusesOversizedBodiesBeforeReadingThem) {
+  // GIVEN a 1 KiB body limit
+  ServerOptions o;
+  o.max_body_bytes = 1024;
+  start(echo_handler(), o);
+  // WHEN a request declares 5000 bytes THEN 413 with an OpenAI error, before the body is sent
+  const std::string res = raw("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n\r\n");
+  EXPECT_EQ(res.rfind("HTTP/1.1 413", 0), 0u) << res;
+  EXPECT_NE(res.find("\"invalid_request_error\""), std::string::npos);
+  // WHEN a chunked body grows past the limit THEN 413 too
+  std::string chunked = "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 3; ++i) chunked += "200\r\n" + std::string(512, 'a') + "\r\n";
+  chunked += "0\r\n\r\n";
+  EXPECT_EQ(raw(chunked).rfind("HTTP/1.1 413", 0), 0u);
+}
+
+TEST_F(ServerFixture, AnswersMalformedRequestsWith400And431) {
+  start(echo_handler());
+  // GIVEN garbage instead of a request line THEN 400
+  EXPECT_EQ(raw("THIS IS NOT HTTP\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  // GIVEN a bad Content-Length THEN 400
+  EXPECT_EQ(raw("POST / HTTP/1.1\r\nContent-Length: abc\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  // GIVEN a header over the 16 KiB default limit THEN 431
+  const std::string big = "GET / HTTP/1.1\r\nX-Big: " + std::string(20000, 'b') + "\r\n\r\n";
+  EXPECT_EQ(raw(big).rfind("HTTP/1.1 431", 0), 0u);
+}
+
+TEST_F(ServerFixture, KeepsConnectionsAlive) {
+  start(echo_handler());
+  // GIVEN two pipelined requests on one connection, the second asking to close
+  const std::string res = raw(
+      "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi"
+      "GET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+  // THEN both are answered in order on the same connection
+  const auto first = res.find("/a|hi");
+  const auto second = res.find("/b|");
+  EXPECT_NE(first, std::string::npos) << res;
+  EXPECT_NE(second, std::string::npos) << res;
+  EXPECT_LT(first, second);
+}
+
+TEST_F(ServerFixture, StreamsChunkedSseThatTheClientReadsIncrementally) {
+  // GIVEN a handler that streams 5 events 20 ms apart
+  start([](Request&, ResponseWriter& w) -> Task<void> {
+    co_await w.start_stream();
+    net::steady_timer t(w.executor());
+    for (int i = 0; i < 5; ++i) {
+      co_await w.write(sse_event("{\"i\":" + std::to_string(i) + "}"));
+      t.expires_after(20ms);
+      co_await t.async_wait(net::use_awaitable);
+    }
+    co_await w.write(kSseDone);
+    co_await w.finish();
+  });
+  const std::uint16_t port = server_->port();
+  // WHEN the client streams it
+  struct Seen {
+    std::vector<std::string> events;
+    std::string content_type;
+    double first_event_ms = 0;
+  };
+  auto seen = client<Seen>([port](net::any_io_executor ex) -> Task<Seen> {
+    Seen out;
+    const auto t0 = std::chrono::steady_clock::now();
+    ClientRequest req;
+    req.method = bhttp::verb::post;
+    req.target = "/v1/completions";
+    req.body = "{}";
+    auto s = co_await ClientStream::open(ex, "127.0.0.1", port, req);
+    if (!s) co_return out;
+    out.content_type = std::string((*s)->headers()[bhttp::field::content_type]);
+    SseParser parser;
+    while (true) {
+      auto piece = co_await (*s)->read_some();
+      if (!piece || piece->empty()) break;
+      parser.feed(*piece, out.events);
+      if (out.first_event_ms == 0 && !out.events.empty()) {
+        out.first_event_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      }
+    }
+    co_return out;
+  });
+  // THEN every event arrives, the first one long before the stream ends (it is not buffered)
+  ASSERT_EQ(seen.events.size(), 6u);
+  EXPECT_EQ(seen.events[0], "{\"i\":0}");
+  EXPECT_EQ(seen.events[5], "[DONE]");
+  EXPECT_EQ(seen.content_type, "text/event-stream");
+  EXPECT_LT(seen.first_event_ms, 80.0);
+}
+
+TEST_F(ServerFixture, ClientReportsTimeoutsAndRefusedConnections) {
+  // GIVEN a handler that answers after 300 ms
+  start([](Request&, ResponseWriter& w) -> Task<void> {
+    net::steady_timer t(w.executor(), 300ms);
+    co_await t.async_wait(net::use_awaitable);
+    co_await w.send(200, "late", "text/plain");
+  });
+  const std::uint16_t port = server_->port();
+  // WHEN the client allows 50 ms to the first byte THEN first_byte_timeout, before any response
+  auto err = client<ClientError>([port](net::any_io_executor ex) -> Task<ClientError> {
+    ClientOptions o;
+    o.first_byte_timeout = 50ms;
+    ClientRequest req;  // named: g++ 12 mishandles braced temporaries inside co_await
+    auto r = co_await fetch(ex, "127.0.0.1", port, std::move(req), o);
+    if (r) co_return ClientError();
+    co_return r.error();
+  });
+  EXPECT_EQ(err.code, ClientErrc::first_byte_timeout) << err.message();
+  EXPECT_TRUE(err.before_response);
+  // WHEN it allows enough THEN the body arrives
+  auto body = client<std::string>([port](net::any_io_executor ex) -> Task<std::string> {
+    ClientRequest req;
+    auto r = co_await fetch(ex, "127.0.0.1", port, std::move(req));
+    if (!r) co_return r.error().message();
+    co_return r->body;
+  });
+  EXPECT_EQ(body, "late");
+  // WHEN nothing listens on the port THEN connect_failed
+  tcp::acceptor probe(ioc_, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  const std::uint16_t closed = probe.local_endpoint().port();
+  probe.close();
+  auto refused = client<ClientError>([closed](net::any_io_executor ex) -> Task<ClientError> {
+    ClientRequest req;
+    auto r = co_await fetch(ex, "127.0.0.1", closed, std::move(req));
+    if (r) co_return ClientError();
+    co_return r.error();
+  });
+  EXPECT_EQ(refused.code, ClientErrc::connect_failed) << refused.message();
+}
+
+TEST_F(ServerFixture, PooledClientReusesKeepAliveConnections) {
+  // GIVEN a server that closes idle keep-alive connections after 150 ms, and a client pool
+  ServerOptions o;
+  o.idle_timeout = 150ms;
+  start(echo_handler(), o);
+  const std::uint16_t port = server_->port();
+  ConnectionPool pool;
+  auto run = [&](int n) {
+    return client<std::string>([&pool, port, n](net::any_io_executor ex) -> Task<std::string> {
+      std::string bodies;
+      for (int i = 0; i < n; ++i) {
+        ClientRequest req;
+        req.target = "/r" + std::to_string(i);
+        ClientOptions opts;
+        opts.pool = &pool;
+        auto r = co_await fetch(ex, "127.0.0.1", port, std::move(req), opts);
+        if (!r) co_return r.error().message();
+        bodies += r->body + ";";
+      }
+      co_return bodies;
+    });
+  };
+  // WHEN three requests run one after another
+  EXPECT_EQ(run(3), "/r0|;/r1|;/r2|;");
+  // THEN the second and third reused the first connection, which is parked again
+  EXPECT_EQ(pool.reused(), 2u);
+  EXPECT_EQ(pool.idle(), 1u);
+  EXPECT_EQ(server_->connections(), 1u);
+  // WHEN the server has closed the idle connection THEN the next request still succeeds
+  std::this_thread::sleep_for(400ms);
+  EXPECT_EQ(run(1), "/r0|;");
+  EXPECT_EQ(pool.idle(), 1u);
+}
+
+TEST_F(ServerFixture, DrainFinishesInFlightRequestsAndStopsAccepting) {
+  // GIVEN a request in flight that takes 200 ms
+  std::atomic<bool> entered{false};
+  start([&entered](Request&, ResponseWriter& w) -> Task<void> {
+    entered = true;
+    net::steady_timer t(w.executor(), 200ms);
+    co_await t.async_wait(net::use_awaitable);
+    co_await w.send(200, "done", "text/plain");
+  });
+  const std::uint16_t port = server_->port();
+  auto in_flight = std::async(std::launch::async, [this] {
+    return raw("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n");
+  });
+  while (!entered) std::this_thread::sleep_for(1ms);
+  // WHEN the server drains
+  std::promise<void> drained;
+  server_->drain([&] {
+    drained.set_value();
+    ioc_.stop();
+  });
+  // THEN the in-flight request completes with Connection: close, and drained fires after it
+  const std::string res = in_flight.get();
+  EXPECT_EQ(res.rfind("HTTP/1.1 200", 0), 0u) << res;
+  EXPECT_NE(res.find("Connection: close"), std::string::npos) << res;
+  EXPECT_EQ(drained.get_future().wait_for(2s), std::future_status::ready);
+  // AND new connections are refused
+  net::io_context io;
+  tcp::socket s(io);
+  boost::system::error_code ec;
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port), ec);
+  EXPECT_TRUE(ec) << "still accepting after drain";
+}
+
+}  // namespace
+}  // namespace disagg::http

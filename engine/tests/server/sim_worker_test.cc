@@ -1,0 +1,339 @@
+// Tests of the sim-worker (engine/src/server/sim_worker): fake tokenizer, KV event encoding
+// (decoded back with msgpack-cxx), Prometheus text, and an in-process worker on loopback whose
+// KV events are read by a ZMQ subscriber and whose replay socket is queried.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <msgpack.hpp>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "fake_tokenizer.h"
+#include "kv_events.h"
+#include "prometheus.h"
+#include "server/http/http_client.h"
+#include "sim_worker.h"
+
+namespace disagg::sim_worker {
+namespace {
+
+using namespace std::chrono_literals;
+namespace net = http::net;
+
+// ---- fake tokenizer -------------------------------------------------------------------------
+
+TEST(FakeTokenizer, IsDeterministicAndWhitespaceInsensitive) {
+  // GIVEN the same text twice and once with other whitespace
+  std::vector<TokenId> a, b, c;
+  fake_tokenize("The quick brown fox", a);
+  fake_tokenize("The quick brown fox", b);
+  fake_tokenize("  The\tquick\n\nbrown   fox ", c);
+  // THEN the tokens are equal
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, c);
+  // AND a word is cut in 4-byte pieces: quick = "quic" + "k", brown = "brow" + "n"
+  EXPECT_EQ(a.size(), 6u);
+  EXPECT_EQ(a[1], fake_token_id("quic"));
+  EXPECT_EQ(a[2], fake_token_id("k"));
+  for (TokenId t : a) {
+    EXPECT_GE(t, 256);
+    EXPECT_LT(t, kFakeVocabSize);
+  }
+}
+
+TEST(FakeTokenizer, ExtendingTextExtendsTokens) {
+  // GIVEN a prompt and the same prompt with a follow-up
+  std::vector<TokenId> base, longer;
+  fake_tokenize("system prompt shared by every tenant", base);
+  fake_tokenize("system prompt shared by every tenant and then a question", longer);
+  // THEN the shorter token list is a prefix of the longer (so prefix caching can hit)
+  ASSERT_LT(base.size(), longer.size());
+  EXPECT_TRUE(std::equal(base.begin(), base.end(), longer.begin()));
+  // AND different text gives different tokens
+  std::vector<TokenId> other;
+  fake_tokenize("system prompt shared by every tenanT", other);
+  EXPECT_NE(base, other);
+}
+
+TEST(FakeTokenizer, FillerTextTokenizesToTheGeneratedTokens) {
+  // GIVEN the filler words of a request WHEN its text is tokenized THEN its tokens come back
+  std::vector<TokenId> prompt;
+  fake_tokenize("hello world", prompt);
+  const std::uint64_t seed = filler_seed(prompt);
+  std::string text;
+  std::vector<TokenId> expected;
+  for (int k = 0; k < 40; ++k) {
+    text.append(filler_word(seed, k)).append(" ");
+    expected.push_back(filler_token(seed, k));
+  }
+  std::vector<TokenId> got;
+  fake_tokenize(text, got);
+  EXPECT_EQ(got, expected);
+  // AND the chat template keeps earlier turns as a prefix
+  const std::vector<ChatMessage> one = {{"user", "hi there"}};
+  const std::vector<ChatMessage> two = {{"user", "hi there"}, {"assistant", "hello"}, {"user", "more"}};
+  const std::string r1 = render_chat(one), r2 = render_chat(two);
+  EXPECT_EQ(r1, "<|user|>\nhi there\n<|assistant|>\n");
+  EXPECT_EQ(r2.rfind("<|user|>\nhi there\n<|assistant|>\n", 0), 0u);
+}
+
+// ---- KV events ------------------------------------------------------------------------------
+
+std::vector<KvEvent> sample_events() {
+  KvEvent stored;
+  stored.kind = KvEventKind::block_stored;
+  stored.block_hashes = {0xfedcba9876543210ULL, 7};
+  stored.parent_block_hash = std::nullopt;
+  stored.token_ids = {300, 301, 302, 303, 304, 305, 306, 307};
+  stored.block_size = 4;
+  KvEvent chained = stored;
+  chained.block_hashes = {9};
+  chained.parent_block_hash = 7;
+  chained.token_ids = {1, 2, 3, 4};
+  KvEvent removed;
+  removed.kind = KvEventKind::block_removed;
+  removed.block_hashes = {5, 6};
+  KvEvent cleared;
+  cleared.kind = KvEventKind::all_blocks_cleared;
+  return {stored, chained, removed, cleared};
+}
+
+TEST(KvEvents, ArrayLikeEncodingFollowsVllmFieldOrder) {
+  // GIVEN a batch of the three event kinds WHEN encoded array-like and decoded with msgpack-cxx
+  const auto events = sample_events();
+  const std::string bytes = encode_event_batch(1700000000.25, events, 0, KvEventEncoding::array_like);
+  msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
+  const msgpack::object& batch = oh.get();
+  // THEN EventBatch = [ts, events, data_parallel_rank]
+  ASSERT_EQ(batch.type, msgpack::type::ARRAY);
+  ASSERT_EQ(batch.via.array.size, 3u);
+  EXPECT_EQ(batch.via.array.ptr[0].type, msgpack::type::FLOAT64);
+  EXPECT_DOUBLE_EQ(batch.via.array.ptr[0].as<double>(), 1700000000.25);
+  EXPECT_EQ(batch.via.array.ptr[2].as<int>(), 0);
+  const msgpack::object& evs = batch.via.array.ptr[1];
+  ASSERT_EQ(evs.via.array.size, 4u);
+  // BlockStored = [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, lora_name]
+  const msgpack::object& s = evs.via.array.ptr[0];
+  ASSERT_EQ(s.via.array.size, 8u);
+  EXPECT_EQ(s.via.array.ptr[0].as<std::string>(), "BlockStored");
+  EXPECT_EQ(s.via.array.ptr[1].as<std::vector<std::uint64_t>>(),
+            (std::vector<std::uint64_t>{0xfedcba9876543210ULL, 7}));
+  EXPECT_TRUE(s.via.array.ptr[2].is_nil());
+  EXPECT_EQ(s.via.array.ptr[3].as<std::vector<int>>(), (std::vector<int>{300, 301, 302, 303, 304, 305, 306, 307}));
+  EXPECT_EQ(s.via.array.ptr[4].as<int>(), 4);
+  EXPECT_TRUE(s.via.array.ptr[5].is_nil());
+  EXPECT_EQ(s.via.array.ptr[6].as<std::string>(), "GPU");
+  EXPECT_TRUE(s.via.array.ptr[7].is_nil());
+  EXPECT_EQ(evs.via.array.ptr[1].via.array.ptr[2].as<std::uint64_t>(), 7u);  // parent of the chained one
+  // BlockRemoved = [tag, block_hashes, medium]; AllBlocksCleared = [tag]
+  const msgpack::object& r = evs.via.array.ptr[2];
+  ASSERT_EQ(r.via.array.size, 3u);
+  EXPECT_EQ(r.via.array.ptr[0].as<std::string>(), "BlockRemoved");
+  EXPECT_EQ(r.via.array.ptr[1].as<std::vector<std::uint64_t>>(), (std::vector<std::uint64_t>{5, 6}));
+  EXPECT_EQ(r.via.array.ptr[2].as<std::string>(), "GPU");
+  const msgpack::object& c = evs.via.array.ptr[3];
+  ASSERT_EQ(c.via.array.size, 1u);
+  EXPECT_EQ(c.via.array.ptr[0].as<std::string>(), "AllBlocksCleared");
+}
+
+TEST(KvEvents, MapLikeEncodingTagsWithType) {
+  // GIVEN the same batch encoded map-like WHEN decoded THEN keys name the fields, "type" the tag
+  const std::string bytes = encode_event_batch(2.5, sample_events(), 3, KvEventEncoding::map_like);
+  msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
+  const auto batch = oh.get().as<std::map<std::string, msgpack::object>>();
+  EXPECT_DOUBLE_EQ(batch.at("ts").as<double>(), 2.5);
+  EXPECT_EQ(batch.at("data_parallel_rank").as<int>(), 3);
+  const auto evs = batch.at("events").as<std::vector<msgpack::object>>();
+  ASSERT_EQ(evs.size(), 4u);
+  const auto stored = evs[0].as<std::map<std::string, msgpack::object>>();
+  EXPECT_EQ(stored.at("type").as<std::string>(), "BlockStored");
+  EXPECT_EQ(stored.at("block_size").as<int>(), 4);
+  EXPECT_TRUE(stored.at("parent_block_hash").is_nil());
+  EXPECT_EQ(stored.at("medium").as<std::string>(), "GPU");
+  using Fields = std::map<std::string, msgpack::object>;
+  EXPECT_EQ(evs[1].as<Fields>().at("parent_block_hash").as<std::uint64_t>(), 7u);
+  EXPECT_EQ(evs[2].as<Fields>().at("type").as<std::string>(), "BlockRemoved");
+  EXPECT_EQ(evs[3].as<Fields>().at("type").as<std::string>(), "AllBlocksCleared");
+}
+
+TEST(KvEvents, SequenceNumbersAreEightBytesBigEndian) {
+  EXPECT_EQ(encode_seq(0), std::string(8, '\0'));
+  EXPECT_EQ(encode_seq(258), std::string("\0\0\0\0\0\0\x01\x02", 8));
+  EXPECT_EQ(encode_seq(-1), std::string(8, '\xff'));
+}
+
+// ---- Prometheus ---------------------------------------------------------------------------------
+
+TEST(Prometheus, HistogramBucketsAreCumulative) {
+  // GIVEN bounds 0.1, 1 and samples 0.05, 0.5, 0.5, 5
+  const double bounds[] = {0.1, 1.0};
+  PromHistogram h(bounds);
+  for (double v : {0.05, 0.5, 0.5, 5.0}) h.observe(v);
+  std::string out;
+  h.write(out, "x_seconds", "help", "model_name=\"m\"");
+  // THEN le buckets count every sample at or below them
+  EXPECT_NE(out.find("x_seconds_bucket{model_name=\"m\",le=\"0.1\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_bucket{model_name=\"m\",le=\"1\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 4\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_count{model_name=\"m\"} 4\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_sum{model_name=\"m\"} 6.05\n"), std::string::npos) << out;
+}
+
+// ---- in-process worker with a ZMQ subscriber ----------------------------------------------------
+
+std::uint16_t free_port() {
+  net::io_context io;
+  http::tcp::acceptor a(io, http::tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();
+}
+
+CostModel small_model() {
+  // A 1B-parameter model on a fast accelerator: steps of tens of microseconds at speedup 10.
+  CostModelParams p;
+  p.weight_bytes_per_rank = 2e9;
+  p.kv_bytes_per_token = 32768;
+  p.active_parameters = 1e9;
+  p.layers = 16;
+  p.hidden_size = 2048;
+  p.peak_flops_per_second = 1e15;
+  p.hbm_bytes_per_second = 3e12;
+  p.fabric_bytes_per_second = 5e10;
+  auto m = CostModel::create(p);
+  EXPECT_TRUE(m.has_value());
+  return *m;
+}
+
+struct WorkerRun {
+  std::unique_ptr<SimWorker> worker;
+  std::thread thread;
+  ~WorkerRun() {
+    if (worker) worker->drain();
+    if (thread.joinable()) thread.join();
+  }
+};
+
+nlohmann::json post(std::uint16_t port, const std::string& path, const nlohmann::json& body,
+                    unsigned* status = nullptr) {
+  net::io_context io;
+  nlohmann::json out;
+  net::co_spawn(
+      io,
+      [&]() -> http::Task<void> {
+        http::ClientRequest req;
+        req.method = http::bhttp::verb::post;
+        req.target = path;
+        req.body = body.dump();
+        auto r = co_await http::fetch(io.get_executor(), "127.0.0.1", port, std::move(req));
+        if (!r) co_return;
+        if (status) *status = r->status;
+        out = nlohmann::json::parse(r->body, nullptr, false);
+      },
+      net::detached);
+  io.run();
+  return out;
+}
+
+TEST(SimWorkerKvEvents, SubscriberSeesStoredBlocksOfThePromptAndReplayWorks) {
+  // GIVEN a worker publishing KV events (block size 4) with a replay socket, and a subscriber
+  SimWorkerConfig c;
+  c.port = 0;
+  c.model_name = "m";
+  c.block_size = 4;
+  c.kv_blocks = 256;
+  c.max_model_len = 1024;
+  c.speedup = 10;
+  c.kv_events_port = free_port();
+  c.kv_events_replay_port = free_port();
+  c.kv_events_topic = "kv@test@m";
+  auto w = SimWorker::create(c, small_model());
+  ASSERT_TRUE(w.has_value()) << w.error();
+  WorkerRun run;
+  run.worker = std::move(*w);
+  run.thread = std::thread([&run] { run.worker->run(); });
+  const std::uint16_t port = run.worker->port();
+
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "kv@");
+  sub.set(zmq::sockopt::rcvtimeo, 3000);
+  sub.connect("tcp://127.0.0.1:" + std::to_string(c.kv_events_port));
+  std::this_thread::sleep_for(200ms);  // PUB/SUB: let the subscription reach the publisher
+
+  // WHEN a 9-word prompt (9 tokens: 2 full blocks + 1) is completed with 3 tokens
+  const std::string prompt = "ab cd ef gh ij kl mn op qr";
+  unsigned status = 0;
+  const auto res = post(port, "/v1/completions",
+                        {{"model", "m"}, {"prompt", prompt}, {"max_tokens", 3}}, &status);
+  ASSERT_EQ(status, 200u) << res.dump();
+  EXPECT_EQ(res["usage"]["prompt_tokens"], 9);
+  EXPECT_EQ(res["usage"]["completion_tokens"], 3);
+
+  // THEN the subscriber receives [topic, seq 0, batch] whose BlockStored holds the prompt's tokens
+  std::vector<TokenId> tokens;
+  fake_tokenize(prompt, tokens);
+  std::vector<zmq::message_t> frames;
+  std::vector<std::uint64_t> stored_hashes;
+  std::vector<int> stored_tokens;
+  bool first_parent_nil = false;
+  std::int64_t expected_seq = 0;
+  while (stored_hashes.size() < 2) {
+    frames.clear();
+    auto got = zmq::recv_multipart(sub, std::back_inserter(frames));
+    ASSERT_TRUE(got.has_value()) << "no KV event within 3 s";
+    ASSERT_EQ(frames.size(), 3u);
+    EXPECT_EQ(frames[0].to_string(), "kv@test@m");
+    ASSERT_EQ(frames[1].size(), 8u);
+    EXPECT_EQ(frames[1].to_string(), encode_seq(expected_seq++)) << "sequence numbers must be gapless";
+    msgpack::object_handle oh = msgpack::unpack(static_cast<const char*>(frames[2].data()), frames[2].size());
+    const msgpack::object& evs = oh.get().via.array.ptr[1];
+    for (std::uint32_t i = 0; i < evs.via.array.size; ++i) {
+      const msgpack::object& e = evs.via.array.ptr[i];
+      if (e.via.array.ptr[0].as<std::string>() != "BlockStored") continue;
+      if (stored_hashes.empty()) first_parent_nil = e.via.array.ptr[2].is_nil();
+      for (auto h : e.via.array.ptr[1].as<std::vector<std::uint64_t>>()) stored_hashes.push_back(h);
+      for (int t : e.via.array.ptr[3].as<std::vector<int>>()) stored_tokens.push_back(t);
+      EXPECT_EQ(e.via.array.ptr[4].as<int>(), 4);
+    }
+  }
+  EXPECT_TRUE(first_parent_nil);
+  BlockHash expected[2];
+  ASSERT_EQ(hash_blocks(tokens, 4, kRootBlockHash, expected), 2u);
+  EXPECT_EQ(stored_hashes[0], expected[0]);
+  EXPECT_EQ(stored_hashes[1], expected[1]);
+  EXPECT_EQ(std::vector<int>(stored_tokens.begin(), stored_tokens.begin() + 8),
+            std::vector<int>(tokens.begin(), tokens.begin() + 8));
+
+  // WHEN the same prompt comes again THEN its two full blocks are prefix-cache hits
+  const auto again = post(port, "/v1/completions", {{"model", "m"}, {"prompt", prompt}, {"max_tokens", 2}});
+  EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"], 8) << again.dump();
+
+  // WHEN a replay from seq 0 is requested THEN buffered batches come back from 0, then seq -1
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::rcvtimeo, 3000);
+  dealer.connect("tcp://127.0.0.1:" + std::to_string(c.kv_events_replay_port));
+  dealer.send(zmq::message_t(), zmq::send_flags::sndmore);  // the REQ-style empty delimiter
+  dealer.send(zmq::buffer(encode_seq(0)), zmq::send_flags::none);
+  std::vector<std::string> seqs;
+  while (true) {
+    frames.clear();
+    ASSERT_TRUE(zmq::recv_multipart(dealer, std::back_inserter(frames)).has_value());
+    ASSERT_EQ(frames.size(), 3u);
+    EXPECT_EQ(frames[0].size(), 0u);
+    seqs.push_back(frames[1].to_string());
+    if (seqs.back() == encode_seq(-1)) {
+      EXPECT_EQ(frames[2].size(), 0u);
+      break;
+    }
+    EXPECT_GT(frames[2].size(), 0u);
+  }
+  ASSERT_GE(seqs.size(), 2u);
+  EXPECT_EQ(seqs[0], encode_seq(0));
+  // Every batch published so far (at least those the subscriber saw), gapless from 0.
+  EXPECT_GE(seqs.size() - 1, static_cast<std::size_t>(expected_seq));
+  for (std::size_t i = 0; i + 1 < seqs.size(); ++i) EXPECT_EQ(seqs[i], encode_seq(static_cast<std::int64_t>(i)));
+}
+
+}  // namespace
+}  // namespace disagg::sim_worker
