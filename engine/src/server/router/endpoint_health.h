@@ -1,0 +1,105 @@
+// endpoint_health.h — one endpoint's live state (health, ejection, load) and its transitions.
+//
+// Health: an endpoint is routable when its last active check (GET /health) passed and it is not
+// ejected. Failures count from both sides: active checks that fail, and proxied requests that fail
+// before the first byte (connect error, 5xx, first-byte timeout) or break mid-stream. A refused
+// connection marks it down at once (nothing listens). `eject_after` consecutive failures eject it
+// for `eject_ms`; after that a passing health check restores it (and resets the count). Any
+// successful proxied request resets the count too.
+//
+// All fields are atomics: proxies, the health loop and the metrics page update and read them
+// without the router's lock. `present`, `generation` and `spec` change only under that lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "router_config.h"
+
+namespace disagg::router {
+
+struct HealthPolicy {
+  std::int32_t eject_after = 3;
+  std::int64_t eject_ms = 5'000;
+};
+
+struct EndpointSlot {
+  // Identity (router lock).
+  bool present = false;
+  /// Bumped when the slot gets a new endpoint; read without the lock by proxies and probes.
+  std::atomic<std::uint32_t> generation{0};
+  EndpointSpec spec;
+  std::string label;  ///< "host:port"
+  bool from_dns = false;
+
+  // Health.
+  std::atomic<bool> up{false};
+  std::atomic<bool> checked{false};  ///< at least one health check finished
+  std::atomic<std::int32_t> failures{0};
+  std::atomic<std::int64_t> ejected_until_ms{0};
+  std::atomic<std::uint64_t> ejections{0};
+  std::atomic<bool> probing{false};
+  std::atomic<bool> scraping{false};
+
+  // Load: scraped from /metrics, and counted by the router.
+  std::atomic<std::int32_t> running{0};
+  std::atomic<std::int32_t> waiting{0};
+  std::atomic<double> kv_usage{0};
+  std::atomic<std::int32_t> inflight{0};
+  std::atomic<std::int64_t> inflight_prefill_tokens{0};
+  std::atomic<std::uint64_t> requests{0};
+
+  /// Resets the live state for a new endpoint in this slot (router lock held).
+  void reset_live() {
+    up = false;
+    checked = false;
+    failures = 0;
+    ejected_until_ms = 0;
+    running = 0;
+    waiting = 0;
+    kv_usage = 0;
+    inflight_prefill_tokens = 0;
+  }
+};
+
+/// Whether the endpoint may receive requests at `now_ms`.
+inline bool routable(const EndpointSlot& e, std::int64_t now_ms) {
+  return e.up.load(std::memory_order_acquire) &&
+         now_ms >= e.ejected_until_ms.load(std::memory_order_acquire);
+}
+
+/// A failure seen at `now_ms`. `definitive`: nothing listens (connection refused): down at once.
+/// Returns true when this failure ejected the endpoint.
+inline bool record_failure(EndpointSlot& e, std::int64_t now_ms, const HealthPolicy& policy,
+                           bool definitive) {
+  if (definitive) e.up.store(false, std::memory_order_release);
+  const std::int32_t n = e.failures.fetch_add(1, std::memory_order_acq_rel) + 1;
+  if (n >= policy.eject_after && now_ms >= e.ejected_until_ms.load(std::memory_order_acquire)) {
+    e.ejected_until_ms.store(now_ms + policy.eject_ms, std::memory_order_release);
+    e.ejections.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
+/// A proxied request succeeded.
+inline void record_success(EndpointSlot& e) { e.failures.store(0, std::memory_order_release); }
+
+/// An active health check finished. Returns true when the endpoint became routable again.
+inline bool record_health(EndpointSlot& e, bool ok, std::int64_t now_ms, const HealthPolicy& policy) {
+  const bool was = routable(e, now_ms);
+  e.checked.store(true, std::memory_order_release);
+  if (!ok) {
+    e.up.store(false, std::memory_order_release);
+    record_failure(e, now_ms, policy, false);
+    return false;
+  }
+  e.up.store(true, std::memory_order_release);
+  if (now_ms >= e.ejected_until_ms.load(std::memory_order_acquire)) {
+    e.failures.store(0, std::memory_order_release);
+  }
+  return !was && routable(e, now_ms);
+}
+
+}  // namespace disagg::router

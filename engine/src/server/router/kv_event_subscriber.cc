@@ -1,0 +1,258 @@
+#include "kv_event_subscriber.h"
+
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <zmq.hpp>
+
+#include "kv_event_sequence.h"
+
+namespace disagg::router {
+
+std::string_view to_string(SeqVerdict verdict) {
+  switch (verdict) {
+    case SeqVerdict::first: return "first";
+    case SeqVerdict::in_order: return "in_order";
+    case SeqVerdict::gap: return "gap";
+    case SeqVerdict::duplicate: return "duplicate";
+    case SeqVerdict::restart: return "restart";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::span<const std::uint8_t> bytes_of(std::string_view s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+std::string seq_bytes(std::int64_t seq) {
+  std::string out(8, '\0');
+  auto v = static_cast<std::uint64_t>(seq);
+  for (int i = 7; i >= 0; --i) {
+    out[static_cast<std::size_t>(i)] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  return out;
+}
+
+// Receives one multipart message without blocking; false when none is waiting.
+bool recv_multipart(zmq::socket_t& s, std::vector<std::string>& frames) {
+  frames.clear();
+  zmq::message_t part;
+  while (true) {
+    auto got = s.recv(part, frames.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+    if (!got) return !frames.empty();
+    frames.emplace_back(static_cast<const char*>(part.data()), part.size());
+    if (!part.more()) return true;
+    if (frames.size() > 16) {  // not ours: drain the rest
+      while (part.more() && s.recv(part, zmq::recv_flags::none)) {
+      }
+      return true;
+    }
+  }
+}
+
+}  // namespace
+
+struct KvEventSubscriber::Impl {
+  zmq::context_t ctx{1};
+};
+
+struct KvEventSubscriber::Sub {
+  EndpointId id = 0;
+  std::uint32_t generation = 0;
+  std::string endpoint, replay;
+  std::optional<zmq::socket_t> socket;
+  std::optional<zmq::socket_t> dealer;
+  SequenceTracker seq;
+};
+
+KvEventSubscriber::KvEventSubscriber(KvEventSink& sink, RouterMetrics& metrics, KvSubscriberOptions options)
+    : sink_(sink), metrics_(metrics), options_(options), impl_(std::make_unique<Impl>()) {}
+
+KvEventSubscriber::~KvEventSubscriber() { stop(); }
+
+void KvEventSubscriber::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void KvEventSubscriber::stop() {
+  stopping_.store(true);
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void KvEventSubscriber::add(EndpointId id, std::uint32_t generation, std::string endpoint,
+                            std::string replay, std::string topic_prefix) {
+  std::lock_guard lock(mu_);
+  commands_.push_back(Command{true, id, generation, std::move(endpoint), std::move(replay), std::move(topic_prefix)});
+  cv_.notify_all();
+}
+
+void KvEventSubscriber::remove(EndpointId id) {
+  std::lock_guard lock(mu_);
+  commands_.push_back(Command{false, id, 0, {}, {}, {}});
+  cv_.notify_all();
+}
+
+void KvEventSubscriber::apply(Sub& s, std::string_view payload) {
+  auto decoded = decode_kv_event_batch(bytes_of(payload), batch_, options_.limits);
+  if (!decoded) {
+    metrics_.kv_decode_errors.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  sink_.on_kv_batch(s.id, s.generation, batch_);
+  metrics_.kv_batches.fetch_add(1, std::memory_order_relaxed);
+  for (const KvEventRecord& e : batch_.events) {
+    metrics_.kv_events[static_cast<int>(e.type)].fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+bool KvEventSubscriber::replay(Sub& s, std::int64_t start, std::int64_t* last_applied) {
+  try {
+    if (!s.dealer) {
+      s.dealer.emplace(impl_->ctx, zmq::socket_type::dealer);
+      s.dealer->set(zmq::sockopt::linger, 0);
+      s.dealer->connect(s.replay);
+    }
+    const std::string start_bytes = seq_bytes(start);
+    s.dealer->send(zmq::message_t(), zmq::send_flags::sndmore);
+    s.dealer->send(zmq::buffer(start_bytes), zmq::send_flags::none);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);
+    std::vector<std::pair<std::int64_t, std::string>> got;
+    std::vector<std::string> frames;
+    bool ended = false;
+    while (!ended && !stopping_.load()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      zmq::pollitem_t item{s.dealer->handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, left) <= 0) continue;
+      while (recv_multipart(*s.dealer, frames)) {
+        // DEALER strips the identity: ["", seq, payload].
+        if (frames.size() < 3 || frames[1].size() != 8) continue;
+        const auto seq = decode_sequence(bytes_of(frames[1]));
+        if (!seq) continue;
+        if (*seq == -1) {
+          ended = true;
+          break;
+        }
+        if (*seq >= start && got.size() < 1'000'000) got.emplace_back(*seq, std::move(frames[2]));
+      }
+    }
+    if (!ended) {
+      // A late answer would confuse the next replay: start over with a fresh socket.
+      s.dealer.reset();
+      return false;
+    }
+    if (got.empty() || got.front().first != start) {
+      // The publisher's buffer does not reach back to the gap: what was lost is unknown.
+      sink_.on_kv_clear(s.id, s.generation, "replay did not reach back to the gap");
+    }
+    s.seq.replaying_from(start);
+    std::int64_t last = start - 1;
+    for (auto& [seq, payload] : got) {
+      if (seq <= last) continue;
+      apply(s, payload);
+      last = seq;
+    }
+    *last_applied = last;
+    if (last >= start) s.seq.accept(last);
+    metrics_.kv_replays.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  } catch (const zmq::error_t&) {
+    s.dealer.reset();
+    return false;
+  }
+}
+
+void KvEventSubscriber::handle(Sub& s, std::vector<std::string>& frames) {
+  if (frames.size() != 3) {
+    metrics_.kv_decode_errors.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const auto seq = decode_sequence(bytes_of(frames[1]));
+  if (!seq) {
+    metrics_.kv_decode_errors.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  switch (s.seq.observe(*seq)) {
+    case SeqVerdict::duplicate:
+      return;
+    case SeqVerdict::restart:
+      metrics_.kv_restarts.fetch_add(1, std::memory_order_relaxed);
+      sink_.on_kv_clear(s.id, s.generation, "publisher restarted");
+      s.seq.reset();
+      break;
+    case SeqVerdict::gap: {
+      metrics_.kv_gaps.fetch_add(1, std::memory_order_relaxed);
+      const std::int64_t expected = s.seq.expected();
+      std::int64_t last = expected - 1;
+      if (!s.replay.empty() && replay(s, expected, &last)) {
+        if (last >= *seq) return;  // the replay covered this batch
+      } else {
+        sink_.on_kv_clear(s.id, s.generation, "sequence gap");
+      }
+      break;
+    }
+    case SeqVerdict::first:
+    case SeqVerdict::in_order:
+      break;
+  }
+  apply(s, frames[2]);
+  s.seq.accept(*seq);
+}
+
+void KvEventSubscriber::run() {
+  std::vector<std::unique_ptr<Sub>> subs;
+  std::vector<zmq::pollitem_t> items;
+  std::vector<std::string> frames;
+  while (!stopping_.load()) {
+    std::vector<Command> commands;
+    {
+      std::unique_lock lock(mu_);
+      if (subs.empty() && commands_.empty()) {
+        cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping_.load() || !commands_.empty(); });
+      }
+      commands.swap(commands_);
+    }
+    for (Command& c : commands) {
+      std::erase_if(subs, [&](const std::unique_ptr<Sub>& s) { return s->id == c.id; });
+      if (!c.add) continue;
+      auto s = std::make_unique<Sub>();
+      s->id = c.id;
+      s->generation = c.generation;
+      s->endpoint = c.endpoint;
+      s->replay = c.replay;
+      try {
+        s->socket.emplace(impl_->ctx, zmq::socket_type::sub);
+        s->socket->set(zmq::sockopt::linger, 0);
+        s->socket->set(zmq::sockopt::rcvhwm, options_.rcvhwm);
+        s->socket->set(zmq::sockopt::reconnect_ivl, 100);
+        s->socket->set(zmq::sockopt::reconnect_ivl_max, 2000);
+        s->socket->set(zmq::sockopt::subscribe, c.topic);
+        s->socket->connect(c.endpoint);
+      } catch (const zmq::error_t& e) {
+        std::fprintf(stderr, "disagg-engine router: cannot subscribe to KV events at %s: %s\n",
+                     c.endpoint.c_str(), e.what());
+        continue;
+      }
+      subs.push_back(std::move(s));
+    }
+    if (subs.empty()) continue;
+    items.clear();
+    for (auto& s : subs) items.push_back(zmq::pollitem_t{s->socket->handle(), 0, ZMQ_POLLIN, 0});
+    try {
+      if (zmq::poll(items.data(), items.size(), std::chrono::milliseconds(50)) <= 0) continue;
+      for (std::size_t i = 0; i < subs.size(); ++i) {
+        if ((items[i].revents & ZMQ_POLLIN) == 0) continue;
+        // Bounded per turn, so one busy publisher cannot starve the others or the commands.
+        for (int k = 0; k < 256 && recv_multipart(*subs[i]->socket, frames); ++k) handle(*subs[i], frames);
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) break;
+    }
+  }
+}
+
+}  // namespace disagg::router

@@ -1,0 +1,145 @@
+#include "request_parse.h"
+
+#include <algorithm>
+
+namespace disagg::router {
+
+namespace {
+
+constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
+constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+Unexpected<ApiError> bad(std::string message, std::string param) {
+  return unexpected(ApiError{400, std::move(message), std::move(param), ""});
+}
+
+using json = nlohmann::json;
+
+// The text of a message's content: a string, or the text parts of an array joined by '\n'.
+bool content_text(const json& c, std::string& out) {
+  if (c.is_null()) return true;
+  if (c.is_string()) {
+    out.append(c.get_ref<const std::string&>());
+    return true;
+  }
+  if (!c.is_array()) return false;
+  bool first = true;
+  for (const json& part : c) {
+    if (!part.is_object()) continue;
+    auto t = part.find("type");
+    auto x = part.find("text");
+    if (t == part.end() || !t->is_string() || *t != "text" || x == part.end() || !x->is_string()) {
+      continue;
+    }
+    if (!first) out.push_back('\n');
+    out.append(x->get_ref<const std::string&>());
+    first = false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TokenId fake_token_id(std::string_view piece) {
+  std::uint64_t h = kFnvOffset;
+  for (unsigned char c : piece) {
+    h ^= c;
+    h *= kFnvPrime;
+  }
+  return static_cast<TokenId>(256 + h % static_cast<std::uint64_t>(kFakeVocabSize - 256));
+}
+
+void fake_tokenize(std::string_view text, std::vector<TokenId>& out) {
+  std::size_t i = 0;
+  const std::size_t n = text.size();
+  while (i < n) {
+    while (i < n && is_space(text[i])) ++i;
+    std::size_t j = i;
+    while (j < n && !is_space(text[j])) ++j;
+    for (std::size_t p = i; p < j; p += 4) {
+      out.push_back(fake_token_id(text.substr(p, std::min<std::size_t>(4, j - p))));
+    }
+    i = j;
+  }
+}
+
+Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
+                                                std::span<const std::string> models,
+                                                GenerateRequest& out, std::vector<TokenId>& tokens,
+                                                std::string& scratch) {
+  if (!body.is_object()) return bad("the request body must be a JSON object", "");
+  auto m = body.find("model");
+  if (m == body.end() || !m->is_string() || m->get_ref<const std::string&>().empty()) {
+    return bad("'model' is required: a string naming a served model", "model");
+  }
+  out.model = m->get<std::string>();
+  if (std::find(models.begin(), models.end(), out.model) == models.end()) {
+    std::string known;
+    for (const std::string& name : models) known += (known.empty() ? "" : ", ") + name;
+    return unexpected(ApiError{404, "The model `" + out.model + "` does not exist; served: " + known,
+                               "model", "model_not_found"});
+  }
+  out.stream = false;
+  if (auto s = body.find("stream"); s != body.end() && !s->is_null()) {
+    if (!s->is_boolean()) return bad("'stream' must be a boolean", "stream");
+    out.stream = s->get<bool>();
+  }
+  out.max_tokens = 0;
+  for (const char* key : {"max_completion_tokens", "max_tokens"}) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) continue;
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 1) {
+      return bad(std::string("'") + key + "' must be a whole number >= 1", key);
+    }
+    out.max_tokens = it->get<std::int64_t>();
+    break;
+  }
+  const std::size_t before = tokens.size();
+  if (chat) {
+    auto msgs = body.find("messages");
+    if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
+      return bad("'messages' must be a non-empty array of {role, content}", "messages");
+    }
+    scratch.clear();
+    for (const json& msg : *msgs) {
+      if (!msg.is_object()) return bad("every message must be an object with 'role' and 'content'", "messages");
+      auto role = msg.find("role");
+      if (role == msg.end() || !role->is_string()) return bad("every message needs a string 'role'", "messages");
+      scratch.append("<|").append(role->get_ref<const std::string&>()).append("|>\n");
+      if (auto c = msg.find("content"); c != msg.end() && !content_text(*c, scratch)) {
+        return bad("message 'content' must be a string or an array of parts", "messages");
+      }
+      scratch.push_back('\n');
+    }
+    scratch.append("<|assistant|>\n");
+    fake_tokenize(scratch, tokens);
+  } else {
+    auto p = body.find("prompt");
+    if (p == body.end() || p->is_null()) {
+      return bad("'prompt' is required: a string, an array of strings or an array of token ids", "prompt");
+    }
+    // Batches route by their first prompt.
+    const json* one = &*p;
+    if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) one = &(*p)[0];
+    if (one->is_string()) {
+      fake_tokenize(one->get_ref<const std::string&>(), tokens);
+    } else if (one->is_array()) {
+      for (const json& t : *one) {
+        if (!t.is_number_integer() || t.get<std::int64_t>() < 0 || t.get<std::int64_t>() > 0x7fffffff) {
+          return bad("'prompt' token ids must be whole numbers >= 0", "prompt");
+        }
+        tokens.push_back(t.get<TokenId>());
+      }
+    } else {
+      return bad("'prompt' must be a string, an array of strings or an array of token ids", "prompt");
+    }
+  }
+  if (tokens.size() == before) return bad("the prompt is empty", chat ? "messages" : "prompt");
+  return {};
+}
+
+}  // namespace disagg::router

@@ -1,0 +1,546 @@
+#include "router_config.h"
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+namespace disagg::router {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kUsage =
+    "usage: disagg-engine router [--config FILE.json] [flags]\n"
+    "KV-aware OpenAI-compatible router in front of vLLM (or sim-worker) endpoints.\n"
+    "Config keys (engine/schema/engine-config.schema.json): router.{listenPort, servedModelName,\n"
+    "kvBlockSize, requestTimeoutSeconds}, policy.{name, weights, options, prefixSource,\n"
+    "disaggregation.minUncachedPromptTokens}, pools[].{name, role, discovery{type dns, host, port,\n"
+    "refreshSeconds}, kvEvents{port, topicPrefix}}, endpoints[].{pool, url, kvEventsEndpoint,\n"
+    "kvEventsReplayEndpoint}.\n"
+    "Flags override the file:\n"
+    "  --config FILE.json            engine configuration written by the constructs\n"
+    "  --host ADDR                   listen address (0.0.0.0)\n"
+    "  --port N                      HTTP port (router.listenPort, 8000; 0 = any free port)\n"
+    "  --model-name NAME             served model name (router.servedModelName); repeatable\n"
+    "  --policy NAME                 round-robin | least-load | llm-d | sglang | dynamo | disagg\n"
+    "                                (kv-aware = llm-d, least-loaded = least-load; default llm-d)\n"
+    "  --policy-option KEY=VALUE     a PolicyOptions knob, e.g. prefixWeight=3; repeatable\n"
+    "  --prefix-source S             index (KV events) | history (approximate)\n"
+    "  --block-size N                tokens per KV block (router.kvBlockSize, 16)\n"
+    "  --min-uncached-tokens N       P/D: disaggregate when this many prompt tokens are uncached (512)\n"
+    "  --prefill-saturation-tokens N P/D: a prefill endpoint with this many in-flight prompt tokens\n"
+    "                                is saturated (0 = never)\n"
+    "  --endpoint SPEC               role=R,url=http://H:P[,pool=NAME][,kv=tcp://H:P][,replay=tcp://H:P]\n"
+    "                                R = aggregated | both | prefill | decode; repeatable\n"
+    "  --dns-pool SPEC               role=R,host=NAME,port=P[,pool=NAME][,kv-port=P][,refresh=SECONDS]\n"
+    "  --session-header NAME         header whose value pins a session to an endpoint (none)\n"
+    "  --request-timeout-ms N        whole request limit (router.requestTimeoutSeconds, 600000)\n"
+    "  --connect-timeout-ms N        upstream connect limit (2000)\n"
+    "  --idle-timeout-ms N           upstream silence limit while streaming (60000)\n"
+    "  --max-retries N               other endpoints tried after a connect failure or a 5xx\n"
+    "                                before the first byte (2)\n"
+    "  --max-inflight N              requests proxied at once (4096)\n"
+    "  --max-queue N                 requests waiting for a slot; 429 beyond (1024)\n"
+    "  --queue-timeout-ms N          longest wait for a slot; then 429 (10000)\n"
+    "  --health-interval-ms N        active GET /health period (1000)\n"
+    "  --health-timeout-ms N         its timeout (1000)\n"
+    "  --scrape-interval-ms N        GET /metrics period for load (500)\n"
+    "  --eject-after N               consecutive failures that eject an endpoint (3)\n"
+    "  --eject-ms N                  ejection time before health checks may restore it (5000)\n"
+    "  --max-body-bytes N            request body limit; 413 beyond (8388608)\n"
+    "  --threads N                   HTTP threads (2)\n"
+    "  --index-entries N             KV block index capacity, entries (1048576)\n"
+    "  --index-entries-per-endpoint N  per-endpoint cap (0 = none)\n"
+    "  --replay-timeout-ms N         wait for a KV event replay (1000)\n"
+    "  --drain-timeout-ms N          graceful drain limit after SIGTERM (30000)\n";
+
+template <class T>
+bool parse_num(std::string_view text, T* out) {
+  auto res = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return res.ec == std::errc() && res.ptr == text.data() + text.size();
+}
+
+std::string quoted(const json& v) { return v.dump(); }
+
+Expected<EndpointRole, std::string> role_of(const std::string& field, const std::string& value) {
+  if (value == "aggregated" || value == "both") return EndpointRole::aggregated;
+  if (value == "prefill") return EndpointRole::prefill;
+  if (value == "decode") return EndpointRole::decode;
+  return unexpected("'" + field + "' (\"" + value + "\") must be both (aggregated), prefill or decode");
+}
+
+// Typed field readers: absent or null keeps the default.
+bool get_int(const json& obj, const std::string& path, const char* key, std::int64_t lo, std::int64_t hi,
+             std::int64_t* out, std::string& err) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return true;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < lo || it->get<std::int64_t>() > hi) {
+    err = "'" + path + key + "' (" + quoted(*it) + ") must be a whole number in [" + std::to_string(lo) +
+          ", " + std::to_string(hi) + "]";
+    return false;
+  }
+  *out = it->get<std::int64_t>();
+  return true;
+}
+
+bool get_number(const json& obj, const std::string& path, const char* key, double lo, double* out,
+                std::string& err) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return true;
+  if (!it->is_number() || !(it->get<double>() > lo)) {
+    err = "'" + path + key + "' (" + quoted(*it) + ") must be a number > " + std::to_string(lo).substr(0, 3);
+    return false;
+  }
+  *out = it->get<double>();
+  return true;
+}
+
+bool get_string(const json& obj, const std::string& path, const char* key, std::string* out,
+                std::string& err) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return true;
+  if (!it->is_string() || it->get_ref<const std::string&>().empty()) {
+    err = "'" + path + key + "' (" + quoted(*it) + ") must be a non-empty string";
+    return false;
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
+bool object_or_absent(const json& doc, const char* key, const json** out, std::string& err) {
+  auto it = doc.find(key);
+  *out = nullptr;
+  if (it == doc.end() || it->is_null()) return true;
+  if (!it->is_object()) {
+    err = "'" + std::string(key) + "' must be an object";
+    return false;
+  }
+  *out = &*it;
+  return true;
+}
+
+// "key=value,key=value" (values may not contain commas).
+std::vector<std::pair<std::string, std::string>> split_spec(const std::string& spec) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) out.emplace_back(item, "");
+    else out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+  }
+  return out;
+}
+
+Expected<EndpointSpec, std::string> endpoint_from_flag(const std::string& spec) {
+  EndpointSpec e;
+  std::string url;
+  bool has_role = false;
+  for (const auto& [k, v] : split_spec(spec)) {
+    if (k == "role") {
+      auto r = role_of("--endpoint role", v);
+      if (!r) return unexpected(r.error());
+      e.role = *r;
+      has_role = true;
+    } else if (k == "url") {
+      url = v;
+    } else if (k == "pool") {
+      e.pool = v;
+    } else if (k == "kv") {
+      e.kv_events = v;
+    } else if (k == "replay") {
+      e.kv_replay = v;
+    } else {
+      return unexpected("'--endpoint' (" + spec + ") has an unknown key '" + k +
+                        "'; use role=R,url=http://H:P[,pool=NAME][,kv=tcp://H:P][,replay=tcp://H:P]");
+    }
+  }
+  if (url.empty()) {
+    return unexpected("'--endpoint' (" + spec + ") needs url=http://HOST:PORT, e.g. role=decode,url=http://127.0.0.1:8001");
+  }
+  auto hp = parse_http_url(url);
+  if (!hp) return unexpected("'--endpoint' url (" + url + "): " + hp.error());
+  e.host = hp->first;
+  e.port = hp->second;
+  if (!has_role) e.role = EndpointRole::aggregated;
+  if (e.pool.empty()) e.pool = std::string(to_string(e.role));
+  for (const std::string* z : {&e.kv_events, &e.kv_replay}) {
+    if (!z->empty() && z->rfind("tcp://", 0) != 0) {
+      return unexpected("'--endpoint' (" + spec + "): ZMQ endpoints must look like tcp://HOST:PORT, got " + *z);
+    }
+  }
+  return e;
+}
+
+Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
+  DnsPoolSpec p;
+  for (const auto& [k, v] : split_spec(spec)) {
+    std::int64_t n = 0;
+    if (k == "role") {
+      auto r = role_of("--dns-pool role", v);
+      if (!r) return unexpected(r.error());
+      p.role = *r;
+    } else if (k == "host") {
+      p.host = v;
+    } else if (k == "pool") {
+      p.pool = v;
+    } else if (k == "port" || k == "kv-port") {
+      if (!parse_num(v, &n) || n < (k == "port" ? 1 : 0) || n > 65535) {
+        return unexpected("'--dns-pool' " + k + " (" + v + ") must be a port number");
+      }
+      (k == "port" ? p.port : p.kv_events_port) = static_cast<std::uint16_t>(n);
+    } else if (k == "refresh") {
+      if (!parse_num(v, &p.refresh_seconds) || !(p.refresh_seconds > 0)) {
+        return unexpected("'--dns-pool' refresh (" + v + ") must be seconds > 0, e.g. 5");
+      }
+    } else {
+      return unexpected("'--dns-pool' (" + spec + ") has an unknown key '" + k +
+                        "'; use role=R,host=NAME,port=P[,pool=NAME][,kv-port=P][,refresh=SECONDS]");
+    }
+  }
+  if (p.host.empty() || p.port == 0) {
+    return unexpected("'--dns-pool' (" + spec + ") needs host=NAME and port=P");
+  }
+  if (p.pool.empty()) p.pool = std::string(to_string(p.role));
+  return p;
+}
+
+}  // namespace
+
+const char* router_usage() { return kUsage; }
+
+std::string engine_policy_name(const std::string& name) {
+  if (name == "kv-aware") return "llm-d";
+  if (name == "least-loaded") return "least-load";
+  return name;
+}
+
+Expected<std::pair<std::string, std::uint16_t>, std::string> parse_http_url(const std::string& url) {
+  constexpr std::string_view scheme = "http://";
+  if (url.rfind(scheme, 0) != 0) {
+    return unexpected(std::string("must start with http:// (TLS to workers is not supported), e.g. http://10.0.0.7:8000"));
+  }
+  std::string rest = url.substr(scheme.size());
+  if (const auto slash = rest.find('/'); slash != std::string::npos) rest.resize(slash);
+  std::string host = rest;
+  std::uint16_t port = 80;
+  if (!rest.empty() && rest[0] == '[') {  // [v6]:port
+    const auto close = rest.find(']');
+    if (close == std::string::npos) return unexpected(std::string("has an unclosed [ in the host"));
+    host = rest.substr(1, close - 1);
+    rest = rest.substr(close + 1);
+    if (!rest.empty() && rest[0] != ':') return unexpected(std::string("has junk after the host"));
+    if (!rest.empty()) rest = rest.substr(1);
+    else rest.clear();
+    if (!rest.empty() && !parse_num(rest, &port)) return unexpected("has a bad port '" + rest + "'");
+  } else if (const auto colon = rest.rfind(':'); colon != std::string::npos) {
+    host = rest.substr(0, colon);
+    const std::string p = rest.substr(colon + 1);
+    if (!parse_num(p, &port) || port == 0) return unexpected("has a bad port '" + p + "'");
+  }
+  if (host.empty()) return unexpected(std::string("has no host"));
+  return std::make_pair(host, port);
+}
+
+Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) {
+  std::string err;
+  if (!doc.is_object()) return unexpected(std::string("the configuration must be a JSON object"));
+  const json* router = nullptr;
+  const json* policy = nullptr;
+  if (!object_or_absent(doc, "router", &router, err) || !object_or_absent(doc, "policy", &policy, err)) {
+    return unexpected(err);
+  }
+  if (router != nullptr) {
+    std::int64_t port = c.port, bs = c.block_size;
+    double timeout = static_cast<double>(c.request_timeout_ms) / 1000.0;
+    std::string model;
+    if (!get_int(*router, "router.", "listenPort", 1, 65535, &port, err) ||
+        !get_int(*router, "router.", "kvBlockSize", 1, 1024, &bs, err) ||
+        !get_number(*router, "router.", "requestTimeoutSeconds", 0, &timeout, err) ||
+        !get_string(*router, "router.", "servedModelName", &model, err)) {
+      return unexpected(err);
+    }
+    c.port = static_cast<std::uint16_t>(port);
+    c.block_size = static_cast<std::int32_t>(bs);
+    c.request_timeout_ms = static_cast<std::int64_t>(timeout * 1000.0);
+    if (!model.empty()) c.served_models.insert(c.served_models.begin(), model);
+  }
+  if (policy != nullptr) {
+    std::string name;
+    if (!get_string(*policy, "policy.", "name", &name, err)) return unexpected(err);
+    if (!name.empty()) {
+      const std::string engine = engine_policy_name(name);
+      bool known = false;
+      for (std::string_view n : routing_policy_names()) known = known || n == engine;
+      if (!known) {
+        std::string all;
+        for (std::string_view n : routing_policy_names()) all += (all.empty() ? "" : ", ") + std::string(n);
+        return unexpected("'policy.name' (\"" + name + "\") is not a routing policy; use kv-aware, least-loaded or one of " + all);
+      }
+      c.policy = engine;
+    }
+    if (auto w = policy->find("weights"); w != policy->end() && !w->is_null()) {
+      if (!w->is_object()) return unexpected(std::string("'policy.weights' must be an object"));
+      for (const auto& [key, option] : {std::pair{"prefix", "prefixWeight"}, std::pair{"queue", "queueWeight"},
+                                        std::pair{"kvUsage", "kvUtilizationWeight"}}) {
+        auto it = w->find(key);
+        if (it == w->end() || it->is_null()) continue;
+        if (!it->is_number()) return unexpected("'policy.weights." + std::string(key) + "' (" + quoted(*it) + ") must be a number >= 0");
+        auto set = set_policy_option(c.options, option, it->get<double>());
+        if (!set) return unexpected("'policy.weights." + std::string(key) + "': " + set.error().message);
+      }
+      for (auto it = w->begin(); it != w->end(); ++it) {
+        if (it.key() != "prefix" && it.key() != "queue" && it.key() != "kvUsage") {
+          return unexpected("'policy.weights." + it.key() + "' is not a weight; use prefix, queue or kvUsage");
+        }
+      }
+    }
+    if (auto o = policy->find("options"); o != policy->end() && !o->is_null()) {
+      if (!o->is_object()) return unexpected(std::string("'policy.options' must be an object of numbers"));
+      for (auto it = o->begin(); it != o->end(); ++it) {
+        if (!it->is_number()) return unexpected("'policy.options." + it.key() + "' (" + quoted(*it) + ") must be a number");
+        auto set = set_policy_option(c.options, it.key(), it->get<double>());
+        if (!set) return unexpected("'policy.options." + it.key() + "': " + set.error().message);
+      }
+    }
+    if (auto d = policy->find("disaggregation"); d != policy->end() && !d->is_null()) {
+      if (!d->is_object()) return unexpected(std::string("'policy.disaggregation' must be an object"));
+      if (!get_int(*d, "policy.disaggregation.", "minUncachedPromptTokens", 0, 1LL << 40,
+                   &c.decider.min_uncached_tokens, err)) {
+        return unexpected(err);
+      }
+    }
+    std::string source;
+    if (!get_string(*policy, "policy.", "prefixSource", &source, err)) return unexpected(err);
+    if (!source.empty()) {
+      if (source != "index" && source != "history") {
+        return unexpected("'policy.prefixSource' (\"" + source + "\") must be index (KV events) or history (approximate)");
+      }
+      c.precise_prefix = source == "index";
+    }
+  }
+  // Pools: roles by name, DNS discovery.
+  std::vector<std::pair<std::string, EndpointRole>> roles;
+  if (auto pools = doc.find("pools"); pools != doc.end() && !pools->is_null()) {
+    if (!pools->is_array()) return unexpected(std::string("'pools' must be an array of {name, role, ...}"));
+    for (std::size_t i = 0; i < pools->size(); ++i) {
+      const json& p = (*pools)[i];
+      const std::string at = "pools[" + std::to_string(i) + "].";
+      if (!p.is_object()) return unexpected("'" + at.substr(0, at.size() - 1) + "' must be an object");
+      std::string name, role;
+      if (!get_string(p, at, "name", &name, err) || !get_string(p, at, "role", &role, err)) return unexpected(err);
+      if (name.empty() || role.empty()) {
+        return unexpected("'" + at + "name' and '" + at + "role' are required, e.g. {\"name\": \"decode\", \"role\": \"decode\"}");
+      }
+      auto r = role_of(at + "role", role);
+      if (!r) return unexpected(r.error());
+      roles.emplace_back(name, *r);
+      auto disc = p.find("discovery");
+      if (disc == p.end() || disc->is_null()) continue;
+      if (!disc->is_object()) return unexpected("'" + at + "discovery' must be an object");
+      DnsPoolSpec d;
+      d.pool = name;
+      d.role = *r;
+      std::string type;
+      std::int64_t port = 0;
+      const std::string dat = at + "discovery.";
+      if (!get_string(*disc, dat, "type", &type, err) || !get_string(*disc, dat, "host", &d.host, err) ||
+          !get_int(*disc, dat, "port", 1, 65535, &port, err) ||
+          !get_number(*disc, dat, "refreshSeconds", 0, &d.refresh_seconds, err)) {
+        return unexpected(err);
+      }
+      if (type != "dns") return unexpected("'" + dat + "type' (\"" + type + "\") must be dns");
+      if (d.host.empty() || port == 0) return unexpected("'" + dat + "host' and '" + dat + "port' are required");
+      d.port = static_cast<std::uint16_t>(port);
+      if (auto kv = p.find("kvEvents"); kv != p.end() && !kv->is_null()) {
+        if (!kv->is_object()) return unexpected("'" + at + "kvEvents' must be an object");
+        std::int64_t kport = 5557;  // vLLM's KVEventsConfig endpoint default, tcp://*:5557
+        if (!get_int(*kv, at + "kvEvents.", "port", 1, 65535, &kport, err) ||
+            !get_string(*kv, at + "kvEvents.", "topicPrefix", &d.topic_prefix, err)) {
+          return unexpected(err);
+        }
+        d.kv_events_port = static_cast<std::uint16_t>(kport);
+      }
+      c.dns_pools.push_back(std::move(d));
+    }
+  }
+  if (auto eps = doc.find("endpoints"); eps != doc.end() && !eps->is_null()) {
+    if (!eps->is_array()) return unexpected(std::string("'endpoints' must be an array of {pool, url}"));
+    for (std::size_t i = 0; i < eps->size(); ++i) {
+      const json& e = (*eps)[i];
+      const std::string at = "endpoints[" + std::to_string(i) + "].";
+      if (!e.is_object()) return unexpected("'" + at.substr(0, at.size() - 1) + "' must be an object");
+      EndpointSpec s;
+      std::string url;
+      if (!get_string(e, at, "pool", &s.pool, err) || !get_string(e, at, "url", &url, err) ||
+          !get_string(e, at, "kvEventsEndpoint", &s.kv_events, err) ||
+          !get_string(e, at, "kvEventsReplayEndpoint", &s.kv_replay, err)) {
+        return unexpected(err);
+      }
+      if (s.pool.empty() || url.empty()) return unexpected("'" + at + "pool' and '" + at + "url' are required");
+      bool found = false;
+      for (const auto& [name, role] : roles) {
+        if (name == s.pool) {
+          s.role = role;
+          found = true;
+        }
+      }
+      if (!found) {
+        return unexpected("'" + at + "pool' (\"" + s.pool + "\") names no pool in 'pools'; add {\"name\": \"" +
+                          s.pool + "\", \"role\": \"decode\"} (or prefill / both) to 'pools'");
+      }
+      auto hp = parse_http_url(url);
+      if (!hp) return unexpected("'" + at + "url' (\"" + url + "\") " + hp.error());
+      s.host = hp->first;
+      s.port = hp->second;
+      for (const std::string* z : {&s.kv_events, &s.kv_replay}) {
+        if (!z->empty() && z->rfind("tcp://", 0) != 0) {
+          return unexpected("'" + at + "kvEventsEndpoint' (\"" + *z + "\") must look like tcp://HOST:PORT");
+        }
+      }
+      c.endpoints.push_back(std::move(s));
+    }
+  }
+  return {};
+}
+
+Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, bool* help) {
+  RouterConfig c;
+  *help = false;
+  // Pass 1: --help and --config (the file is applied before the flags that override it).
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      *help = true;
+      return c;
+    }
+    if (a == "--config") {
+      if (i + 1 >= argc) return unexpected(std::string("'--config' needs a value: --config FILE.json"));
+      c.config_path = argv[++i];
+    }
+  }
+  if (!c.config_path.empty()) {
+    std::ifstream in(c.config_path);
+    if (!in) return unexpected("'--config' (" + c.config_path + ") cannot be read; pass an existing JSON file");
+    const json doc = json::parse(in, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/false);
+    if (doc.is_discarded()) return unexpected("'--config' (" + c.config_path + ") is not valid JSON");
+    auto applied = apply_config_json(doc, c);
+    if (!applied) return unexpected(c.config_path + ": " + applied.error());
+  }
+  std::vector<std::string> flag_models;
+  bool flag_endpoints = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--config") {
+      ++i;
+      continue;
+    }
+    if (flag.rfind("--", 0) != 0) return unexpected("unexpected argument '" + flag + "'; see --help");
+    if (i + 1 >= argc) return unexpected("'" + flag + "' needs a value; see --help");
+    const std::string v = argv[++i];
+    auto bad = [&](const std::string& fix) { return unexpected("'" + flag + "' (" + v + ") " + fix); };
+    auto integer = [&](auto* out, std::int64_t lo, std::int64_t hi) -> bool {
+      std::int64_t n = 0;
+      if (!parse_num(v, &n) || n < lo || n > hi) return false;
+      *out = static_cast<std::remove_pointer_t<decltype(out)>>(n);
+      return true;
+    };
+    const std::string range_any = "must be a whole number >= 1";
+    if (flag == "--host") {
+      c.host = v;
+    } else if (flag == "--port") {
+      if (!integer(&c.port, 0, 65535)) return bad("must be a port number in [0, 65535]");
+    } else if (flag == "--model-name") {
+      flag_models.push_back(v);
+    } else if (flag == "--policy") {
+      const std::string engine = engine_policy_name(v);
+      bool known = false;
+      for (std::string_view n : routing_policy_names()) known = known || n == engine;
+      if (!known) return bad("is not a policy; use round-robin, least-load, llm-d, sglang, dynamo or disagg");
+      c.policy = engine;
+    } else if (flag == "--policy-option") {
+      const auto eq = v.find('=');
+      double value = 0;
+      if (eq == std::string::npos || !parse_num(std::string_view(v).substr(eq + 1), &value)) {
+        return bad("must be KEY=NUMBER, e.g. prefixWeight=3");
+      }
+      auto set = set_policy_option(c.options, v.substr(0, eq), value);
+      if (!set) return unexpected("'--policy-option': " + set.error().message);
+    } else if (flag == "--prefix-source") {
+      if (v != "index" && v != "history") return bad("must be index or history");
+      c.precise_prefix = v == "index";
+    } else if (flag == "--block-size") {
+      if (!integer(&c.block_size, 1, 1024)) return bad("must be a whole number in [1, 1024], e.g. 16");
+    } else if (flag == "--min-uncached-tokens") {
+      if (!integer(&c.decider.min_uncached_tokens, 0, 1LL << 40)) return bad("must be a whole number >= 0");
+    } else if (flag == "--prefill-saturation-tokens") {
+      if (!integer(&c.decider.saturation_prefill_tokens, 0, 1LL << 40)) return bad("must be a whole number >= 0");
+    } else if (flag == "--endpoint") {
+      auto e = endpoint_from_flag(v);
+      if (!e) return unexpected(e.error());
+      if (!flag_endpoints) c.endpoints.clear();  // flags replace the file's static list
+      flag_endpoints = true;
+      c.endpoints.push_back(std::move(*e));
+    } else if (flag == "--dns-pool") {
+      auto p = dns_pool_from_flag(v);
+      if (!p) return unexpected(p.error());
+      c.dns_pools.push_back(std::move(*p));
+    } else if (flag == "--session-header") {
+      c.session_header = v;
+    } else if (flag == "--request-timeout-ms") {
+      if (!integer(&c.request_timeout_ms, 1, 1LL << 40)) return bad(range_any);
+    } else if (flag == "--connect-timeout-ms") {
+      if (!integer(&c.connect_timeout_ms, 1, 1LL << 40)) return bad(range_any);
+    } else if (flag == "--idle-timeout-ms") {
+      if (!integer(&c.idle_timeout_ms, 1, 1LL << 40)) return bad(range_any);
+    } else if (flag == "--max-retries") {
+      if (!integer(&c.max_retries, 0, 16)) return bad("must be a whole number in [0, 16]");
+    } else if (flag == "--max-inflight") {
+      if (!integer(&c.max_inflight, 1, 1 << 24)) return bad(range_any);
+    } else if (flag == "--max-queue") {
+      if (!integer(&c.max_queue, 0, 1 << 24)) return bad("must be a whole number >= 0");
+    } else if (flag == "--queue-timeout-ms") {
+      if (!integer(&c.queue_timeout_ms, 0, 1LL << 40)) return bad("must be a whole number >= 0");
+    } else if (flag == "--health-interval-ms") {
+      if (!integer(&c.health_interval_ms, 10, 1LL << 40)) return bad("must be a whole number >= 10");
+    } else if (flag == "--health-timeout-ms") {
+      if (!integer(&c.health_timeout_ms, 1, 1LL << 40)) return bad(range_any);
+    } else if (flag == "--scrape-interval-ms") {
+      if (!integer(&c.scrape_interval_ms, 10, 1LL << 40)) return bad("must be a whole number >= 10");
+    } else if (flag == "--eject-after") {
+      if (!integer(&c.eject_after, 1, 1 << 20)) return bad(range_any);
+    } else if (flag == "--eject-ms") {
+      if (!integer(&c.eject_ms, 0, 1LL << 40)) return bad("must be a whole number >= 0");
+    } else if (flag == "--max-body-bytes") {
+      if (!integer(&c.max_body_bytes, 1, 1LL << 40)) return bad(range_any);
+    } else if (flag == "--threads") {
+      if (!integer(&c.threads, 1, 256)) return bad("must be a whole number in [1, 256]");
+    } else if (flag == "--index-entries") {
+      if (!integer(&c.index_entries, 1, 1LL << 28)) return bad("must be a whole number in [1, 2^28]");
+    } else if (flag == "--index-entries-per-endpoint") {
+      if (!integer(&c.index_entries_per_endpoint, 0, 1LL << 28)) return bad("must be a whole number >= 0");
+    } else if (flag == "--replay-timeout-ms") {
+      if (!integer(&c.replay_timeout_ms, 1, 1LL << 40)) return bad(range_any);
+    } else if (flag == "--drain-timeout-ms") {
+      if (!integer(&c.drain_timeout_ms, 0, 1LL << 40)) return bad("must be a whole number >= 0");
+    } else {
+      return unexpected("unknown flag '" + flag + "'; see --help");
+    }
+  }
+  if (!flag_models.empty()) c.served_models = flag_models;
+  if (c.served_models.empty()) {
+    return unexpected(std::string("no served model name: set router.servedModelName in the config or pass --model-name NAME"));
+  }
+  if (c.endpoints.empty() && c.dns_pools.empty()) {
+    return unexpected(std::string("no endpoints: give pools[].discovery or endpoints[] in the config, or "
+                                  "--endpoint role=decode,url=http://HOST:PORT / --dns-pool ..."));
+  }
+  if (c.endpoints.size() > static_cast<std::size_t>(kMaxRoutingEndpoints)) {
+    return unexpected("too many static endpoints (" + std::to_string(c.endpoints.size()) + "); at most " +
+                      std::to_string(kMaxRoutingEndpoints));
+  }
+  return c;
+}
+
+}  // namespace disagg::router

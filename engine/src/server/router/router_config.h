@@ -1,0 +1,102 @@
+// router_config.h — configuration of `disagg-engine router`: the JSON file the constructs write
+// (engine/schema/engine-config.schema.json: `router`, `policy`, `pools`, `endpoints`) and flags,
+// which override the file. See router_usage() for the flags.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "disagg/expected.h"
+#include "disagg/routing.h"
+
+namespace disagg::router {
+
+/// One endpoint known in advance (config `endpoints[]` or --endpoint).
+struct EndpointSpec {
+  std::string pool;
+  EndpointRole role = EndpointRole::aggregated;
+  std::string host;
+  std::uint16_t port = 0;
+  /// ZMQ endpoint of its KV events ("tcp://host:port"); empty = none.
+  std::string kv_events;
+  /// ZMQ ROUTER endpoint for replays; empty = none (gaps then clear the endpoint's entries).
+  std::string kv_replay;
+};
+
+/// A pool whose endpoints are the A/AAAA records of a (headless Service) DNS name.
+struct DnsPoolSpec {
+  std::string pool;
+  EndpointRole role = EndpointRole::aggregated;
+  std::string host;
+  std::uint16_t port = 0;
+  double refresh_seconds = 5;
+  /// KV events port on every resolved address; 0 = none.
+  std::uint16_t kv_events_port = 0;
+  std::string topic_prefix = "kv@";
+};
+
+struct RouterConfig {
+  std::string config_path;
+  std::string host = "0.0.0.0";
+  std::uint16_t port = 8000;
+  /// Model names served; requests naming another get 404. The first one is /v1/models' first.
+  std::vector<std::string> served_models;
+  std::int32_t block_size = 16;
+
+  /// Engine policy name (routing.h), after mapping the ConfigMap's names.
+  std::string policy = "llm-d";
+  PolicyOptions options;
+  /// Prefix source: true = KV-event index, false = approximate history; unset = index when any
+  /// endpoint publishes KV events.
+  std::optional<bool> precise_prefix;
+  PdDeciderConfig decider;
+
+  std::vector<EndpointSpec> endpoints;
+  std::vector<DnsPoolSpec> dns_pools;
+
+  /// Header whose value pins a session to an endpoint (e.g. "x-session-id"); empty = none.
+  std::string session_header;
+
+  std::int64_t request_timeout_ms = 600'000;
+  std::int64_t connect_timeout_ms = 2'000;
+  std::int64_t idle_timeout_ms = 60'000;
+  std::int32_t max_retries = 2;
+  std::int32_t max_inflight = 4096;
+  std::int32_t max_queue = 1024;
+  std::int64_t queue_timeout_ms = 10'000;
+  std::int64_t health_interval_ms = 1'000;
+  std::int64_t health_timeout_ms = 1'000;
+  std::int64_t scrape_interval_ms = 500;
+  std::int32_t eject_after = 3;
+  std::int64_t eject_ms = 5'000;
+  std::size_t max_body_bytes = 8u << 20;
+  std::int32_t threads = 2;
+  std::int64_t index_entries = 1 << 20;
+  std::int64_t index_entries_per_endpoint = 0;
+  std::int64_t replay_timeout_ms = 1'000;
+  std::int64_t drain_timeout_ms = 30'000;
+};
+
+/// Applies the JSON configuration `doc` onto `config`. Unknown top-level sections (the cost
+/// model's, the simulator's) are ignored. Error: a message naming the field, value and fix.
+Expected<void, std::string> apply_config_json(const nlohmann::json& doc, RouterConfig& config);
+
+/// Maps the ConfigMap's policy names onto the engine's ("kv-aware" -> "llm-d", "least-loaded" ->
+/// "least-load"); others pass unchanged.
+std::string engine_policy_name(const std::string& name);
+
+/// Parses flags (argv[0] = the role name); reads --config first, then applies the other flags.
+/// `help` is set for --help. Error: a message naming the flag or field, the value and the fix.
+Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, bool* help);
+
+/// Parses "http://host[:port][/...]" into host and port. Error: the fix.
+Expected<std::pair<std::string, std::uint16_t>, std::string> parse_http_url(const std::string& url);
+
+/// The usage text (flags and config keys).
+const char* router_usage();
+
+}  // namespace disagg::router

@@ -1,0 +1,210 @@
+#include "router_metrics.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace disagg::router {
+
+std::string_view to_string(ErrorCause cause) {
+  switch (cause) {
+    case ErrorCause::bad_request: return "bad_request";
+    case ErrorCause::unknown_model: return "unknown_model";
+    case ErrorCause::not_found: return "not_found";
+    case ErrorCause::queue_full: return "queue_full";
+    case ErrorCause::no_endpoint: return "no_endpoint";
+    case ErrorCause::upstream_connect: return "upstream_connect";
+    case ErrorCause::upstream_5xx: return "upstream_5xx";
+    case ErrorCause::upstream_timeout: return "upstream_timeout";
+    case ErrorCause::upstream_broken: return "upstream_broken";
+    case ErrorCause::upstream_4xx: return "upstream_4xx";
+    case ErrorCause::client_gone: return "client_gone";
+    case ErrorCause::request_timeout: return "request_timeout";
+    case ErrorCause::prefill_failed: return "prefill_failed";
+    case ErrorCause::draining: return "draining";
+    case ErrorCause::count_: break;
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[32];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+// Microseconds to tens of seconds: decision and overhead live in the first buckets, latencies
+// seen by clients in the last ones.
+constexpr std::array<double, 22> kLatencyBounds = {
+    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+    5e-3, 1e-2,   2.5e-2, 5e-2, 0.1,  0.25, 0.5,  1,      2.5,  5,    10};
+constexpr std::array<double, 14> kClientBounds = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                  0.5,   1,     2.5,  5,     10,   30,  60};
+
+}  // namespace
+
+Histogram::Histogram(std::span<const double> bounds) : bounds_(bounds) {}
+
+void Histogram::observe(double v) {
+  std::size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  counts_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  const double micro = v > 0 ? v * 1e6 : 0;
+  sum_micro_.fetch_add(static_cast<std::uint64_t>(micro + 0.5), std::memory_order_relaxed);
+}
+
+void Histogram::write(std::string& out, std::string_view name, std::string_view help) const {
+  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(name).append(" histogram\n");
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += counts_[i].load(std::memory_order_relaxed);
+    out.append(name).append("_bucket{le=\"").append(i < bounds_.size() ? number(bounds_[i]) : "+Inf")
+        .append("\"} ").append(std::to_string(cumulative)).append("\n");
+  }
+  out.append(name).append("_sum ")
+      .append(number(static_cast<double>(sum_micro_.load(std::memory_order_relaxed)) * 1e-6))
+      .append("\n");
+  out.append(name).append("_count ").append(std::to_string(count_.load(std::memory_order_relaxed)))
+      .append("\n");
+}
+
+RouterMetrics::RouterMetrics()
+    : decision_seconds(kLatencyBounds),
+      overhead_seconds(kLatencyBounds),
+      queue_seconds(kClientBounds),
+      ttft_seconds(kClientBounds),
+      tpot_seconds(kClientBounds),
+      e2e_seconds(kClientBounds) {}
+
+void write_metric(std::string& out, std::string_view name, std::string_view type,
+                  std::string_view help, std::string_view labels, double value) {
+  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+  write_sample(out, name, labels, value);
+}
+
+void write_sample(std::string& out, std::string_view name, std::string_view labels, double value) {
+  out.append(name);
+  if (!labels.empty()) out.append("{").append(labels).append("}");
+  out.append(" ").append(number(value)).append("\n");
+}
+
+void RouterMetrics::write(std::string& out) const {
+  auto load = [](const std::atomic<std::uint64_t>& a) {
+    return static_cast<double>(a.load(std::memory_order_relaxed));
+  };
+  out.append("# HELP disagg_router_requests_total Requests completed by the router.\n"
+             "# TYPE disagg_router_requests_total counter\n");
+  constexpr std::array<std::string_view, 2> routes = {"completions", "chat"};
+  constexpr std::array<std::string_view, 3> outcomes = {"ok", "error", "client_gone"};
+  for (int r = 0; r < 2; ++r) {
+    for (int o = 0; o < 3; ++o) {
+      write_sample(out, "disagg_router_requests_total",
+                   "route=\"" + std::string(routes[r]) + "\",outcome=\"" + std::string(outcomes[o]) + "\"",
+                   load(requests[r][o]));
+    }
+  }
+  out.append("# HELP disagg_router_errors_total Failed or degraded requests by cause.\n"
+             "# TYPE disagg_router_errors_total counter\n");
+  for (int c = 0; c < kErrorCauseCount; ++c) {
+    write_sample(out, "disagg_router_errors_total",
+                 "cause=\"" + std::string(to_string(static_cast<ErrorCause>(c))) + "\"", load(errors[c]));
+  }
+  write_metric(out, "disagg_router_retries_total", "counter",
+               "Upstream attempts repeated on another endpoint (connect failure or 5xx before the first byte).",
+               "", load(retries));
+  out.append("# HELP disagg_router_pd_decisions_total Prefill/decode decisions by reason.\n"
+             "# TYPE disagg_router_pd_decisions_total counter\n");
+  constexpr std::array<std::string_view, 4> reasons = {"disaggregate", "below_threshold",
+                                                       "prefill_saturated", "no_prefill_endpoint"};
+  for (int i = 0; i < 4; ++i) {
+    write_sample(out, "disagg_router_pd_decisions_total", "reason=\"" + std::string(reasons[i]) + "\"",
+                 load(pd_decisions[i]));
+  }
+  write_metric(out, "disagg_router_prefill_fallbacks_total", "counter",
+               "Disaggregated requests whose prefill leg failed and that were served decode-only.", "",
+               load(prefill_fallbacks));
+  write_metric(out, "disagg_router_prefix_query_blocks_total", "counter",
+               "Full prompt blocks of routed requests.", "", load(prefix_query_blocks));
+  write_metric(out, "disagg_router_prefix_hit_blocks_total", "counter",
+               "Of those, blocks the index or history says the chosen endpoint holds.", "",
+               load(prefix_hit_blocks));
+  write_metric(out, "disagg_router_kv_events_batches_total", "counter", "KV event batches applied.", "",
+               load(kv_batches));
+  out.append("# HELP disagg_router_kv_events_total KV events applied by type.\n"
+             "# TYPE disagg_router_kv_events_total counter\n");
+  constexpr std::array<std::string_view, 3> types = {"block_stored", "block_removed", "all_blocks_cleared"};
+  for (int i = 0; i < 3; ++i) {
+    write_sample(out, "disagg_router_kv_events_total", "type=\"" + std::string(types[i]) + "\"",
+                 load(kv_events[i]));
+  }
+  write_metric(out, "disagg_router_kv_events_gaps_total", "counter",
+               "Sequence gaps detected in KV event streams.", "", load(kv_gaps));
+  write_metric(out, "disagg_router_kv_events_replays_total", "counter",
+               "Gaps recovered by a replay from the publisher.", "", load(kv_replays));
+  write_metric(out, "disagg_router_kv_events_restarts_total", "counter",
+               "Publisher restarts detected (sequence went back).", "", load(kv_restarts));
+  write_metric(out, "disagg_router_kv_events_decode_errors_total", "counter",
+               "KV event messages that could not be decoded (dropped).", "", load(kv_decode_errors));
+  decision_seconds.write(out, "disagg_router_decision_seconds",
+                         "Routing decision time: policy choice and P/D decision.");
+  overhead_seconds.write(out, "disagg_router_overhead_seconds",
+                         "Time from request received to upstream request sent, without queueing and prefill.");
+  queue_seconds.write(out, "disagg_router_queue_seconds", "Time waiting for an admission slot.");
+  ttft_seconds.write(out, "disagg_router_ttft_seconds", "Time to first token seen by streaming clients.");
+  tpot_seconds.write(out, "disagg_router_tpot_seconds", "Time per output token seen by streaming clients.");
+  e2e_seconds.write(out, "disagg_router_e2e_seconds", "End-to-end request latency seen by clients.");
+}
+
+ScrapedLoad parse_vllm_load(std::string_view text) {
+  ScrapedLoad out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t name_end = line.find_first_of("{ ");
+    if (name_end == std::string_view::npos) continue;
+    const std::string_view name = line.substr(0, name_end);
+    int which = -1;
+    if (name == "vllm:num_requests_running") which = 0;
+    else if (name == "vllm:num_requests_waiting") which = 1;
+    else if (name == "vllm:kv_cache_usage_perc" || name == "vllm:gpu_cache_usage_perc") which = 2;
+    else continue;
+    // The value follows the labels (which may contain spaces inside quotes) and precedes an
+    // optional timestamp.
+    std::size_t vstart = name_end;
+    if (line[name_end] == '{') {
+      bool quoted = false;
+      std::size_t k = name_end + 1;
+      for (; k < line.size(); ++k) {
+        if (line[k] == '\\' && quoted) { ++k; continue; }
+        if (line[k] == '"') quoted = !quoted;
+        else if (line[k] == '}' && !quoted) break;
+      }
+      if (k >= line.size()) continue;
+      vstart = k + 1;
+    }
+    while (vstart < line.size() && line[vstart] == ' ') ++vstart;
+    std::size_t vend = line.find(' ', vstart);
+    if (vend == std::string_view::npos) vend = line.size();
+    double v = 0;
+    auto res = std::from_chars(line.data() + vstart, line.data() + vend, v);
+    if (res.ec != std::errc() || !std::isfinite(v)) continue;
+    out.found = true;
+    if (which == 0) out.running += v;
+    else if (which == 1) out.waiting += v;
+    else if (v > out.kv_usage) out.kv_usage = v;
+  }
+  return out;
+}
+
+}  // namespace disagg::router

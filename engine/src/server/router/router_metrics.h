@@ -1,0 +1,122 @@
+// router_metrics.h — the router's Prometheus metrics (lock-free counters and fixed histograms),
+// and the parser of the workers' load gauges it scrapes.
+//
+// Exposed names (all prefixed disagg_router_):
+//   requests_total{route, outcome}              completed requests: route completions|chat,
+//                                               outcome ok|error|client_gone
+//   errors_total{cause}                         see ErrorCause
+//   retries_total                               upstream attempts repeated on another endpoint
+//   decision_seconds                            histogram: routing decision (policy + P/D decider)
+//   overhead_seconds                            histogram: request received -> upstream request sent
+//                                               (parse, tokenize, hash, admit, decide), excluding
+//                                               queueing and the prefill leg
+//   ttft_seconds, tpot_seconds, e2e_seconds     histograms as clients see them (TTFT and TPOT
+//                                               from streamed responses; E2E for all)
+//   queue_seconds                               histogram: wait for an admission slot
+//   pd_decisions_total{reason}                  PdDecider reasons; prefill_fallbacks_total
+//   prefix_query_blocks_total, prefix_hit_blocks_total   full prompt blocks routed / of them
+//                                               cached on the chosen endpoint (hit rate = ratio)
+//   inflight_requests, queued_requests          now
+//   kv_events_batches_total, kv_events_total{type}, kv_events_gaps_total, kv_events_replays_total,
+//   kv_events_restarts_total, kv_events_decode_errors_total, kv_index_entries, kv_index_evictions_total
+//   endpoint_healthy / endpoint_inflight / endpoint_running / endpoint_waiting /
+//   endpoint_kv_usage{endpoint, pool, role}, endpoint_ejections_total{...}
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace disagg::router {
+
+/// Why a request failed (label `cause`).
+enum class ErrorCause : std::uint8_t {
+  bad_request,        ///< 400: malformed JSON, missing or mistyped fields
+  unknown_model,      ///< 404
+  not_found,          ///< 404/405: no such route or method
+  queue_full,         ///< 429: admission queue full or wait timed out
+  no_endpoint,        ///< 503: no healthy endpoint of the needed role
+  upstream_connect,   ///< connect refused / timed out (retried when possible)
+  upstream_5xx,       ///< the worker answered 5xx before any byte (retried when possible)
+  upstream_timeout,   ///< first byte or idle timeout
+  upstream_broken,    ///< the worker's response broke after it started (never retried)
+  upstream_4xx,       ///< the worker refused the request (passed through)
+  client_gone,        ///< the client disconnected; the upstream request was cancelled
+  request_timeout,    ///< the per-request deadline passed
+  prefill_failed,     ///< P/D prefill leg failed; the request fell back to decode-only
+  draining,           ///< refused while shutting down
+  count_
+};
+inline constexpr int kErrorCauseCount = static_cast<int>(ErrorCause::count_);
+std::string_view to_string(ErrorCause cause);
+
+/// Fixed-bucket histogram; observe() is lock-free.
+class Histogram {
+ public:
+  explicit Histogram(std::span<const double> bounds);
+  void observe(double v);
+  void write(std::string& out, std::string_view name, std::string_view help) const;
+  std::uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+
+ private:
+  std::span<const double> bounds_;
+  std::array<std::atomic<std::uint64_t>, 32> counts_{};
+  std::atomic<std::uint64_t> count_{0};
+  std::atomic<std::uint64_t> sum_micro_{0};  // sum in microseconds: atomic without a CAS loop
+};
+
+struct RouterMetrics {
+  RouterMetrics();
+
+  Histogram decision_seconds;
+  Histogram overhead_seconds;
+  Histogram queue_seconds;
+  Histogram ttft_seconds;
+  Histogram tpot_seconds;
+  Histogram e2e_seconds;
+
+  /// [route 0 completions / 1 chat][outcome 0 ok / 1 error / 2 client_gone]
+  std::array<std::array<std::atomic<std::uint64_t>, 3>, 2> requests{};
+  std::array<std::atomic<std::uint64_t>, kErrorCauseCount> errors{};
+  std::atomic<std::uint64_t> retries{0};
+  /// Indexed by disagg::PdReason.
+  std::array<std::atomic<std::uint64_t>, 4> pd_decisions{};
+  std::atomic<std::uint64_t> prefill_fallbacks{0};
+  std::atomic<std::uint64_t> prefix_query_blocks{0};
+  std::atomic<std::uint64_t> prefix_hit_blocks{0};
+
+  std::atomic<std::uint64_t> kv_batches{0};
+  /// Indexed by KvEventType.
+  std::array<std::atomic<std::uint64_t>, 3> kv_events{};
+  std::atomic<std::uint64_t> kv_gaps{0};
+  std::atomic<std::uint64_t> kv_replays{0};
+  std::atomic<std::uint64_t> kv_restarts{0};
+  std::atomic<std::uint64_t> kv_decode_errors{0};
+
+  void error(ErrorCause cause) { errors[static_cast<int>(cause)].fetch_add(1, std::memory_order_relaxed); }
+
+  /// Appends the router-wide metrics (not the per-endpoint ones) in Prometheus text format.
+  void write(std::string& out) const;
+};
+
+/// Appends "# HELP/# TYPE" and one sample line.
+void write_metric(std::string& out, std::string_view name, std::string_view type,
+                  std::string_view help, std::string_view labels, double value);
+/// Appends one sample line (no HELP/TYPE).
+void write_sample(std::string& out, std::string_view name, std::string_view labels, double value);
+
+/// What the router reads from a worker's /metrics.
+struct ScrapedLoad {
+  double running = 0;   ///< sum of vllm:num_requests_running samples
+  double waiting = 0;   ///< sum of vllm:num_requests_waiting samples
+  double kv_usage = 0;  ///< max of vllm:kv_cache_usage_perc (or gpu_cache_usage_perc) samples
+  bool found = false;   ///< any of them was present
+};
+
+/// Parses Prometheus text exposition; ignores everything else. Never throws.
+ScrapedLoad parse_vllm_load(std::string_view text);
+
+}  // namespace disagg::router

@@ -1,0 +1,220 @@
+// The KV event subscriber over real ZMQ sockets: in-order batches reach the sink; a sequence gap
+// is filled from the publisher's replay socket; without replay (or when the replay does not reach
+// back) the endpoint is cleared; a sequence that restarts clears it too.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+
+#include "kv_event_subscriber.h"
+#include "msgpack_writer.h"
+
+namespace disagg::router {
+namespace {
+
+using testing::Writer;
+
+std::string seq8(std::int64_t seq) {
+  std::string out(8, '\0');
+  auto v = static_cast<std::uint64_t>(seq);
+  for (int i = 7; i >= 0; --i) {
+    out[static_cast<std::size_t>(i)] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  return out;
+}
+
+// A batch storing one block whose hash is the sequence number (so the sink sees which arrived).
+std::string batch_for(std::int64_t seq) {
+  Writer w;
+  w.array(3).f64(1.0).array(1).array(2).str("BlockStored").array(1).u64(static_cast<std::uint64_t>(1000 + seq)).u64(0);
+  return w.bytes();
+}
+
+struct RecordingSink final : KvEventSink {
+  std::mutex mu;
+  std::vector<std::string> log;  // "s<hash>" per stored hash, "clear:<why>"
+  void on_kv_batch(EndpointId, std::uint32_t, const KvEventBatch& b) override {
+    std::lock_guard lock(mu);
+    for (const auto& e : b.events) {
+      for (BlockHash h : b.hashes_of(e)) {
+        std::string entry = "s";  // appended, not operator+ (a g++ 12 -Wrestrict false positive)
+        entry += std::to_string(h - 1000);
+        log.push_back(entry);
+      }
+    }
+  }
+  void on_kv_clear(EndpointId, std::uint32_t, std::string_view why) override {
+    std::lock_guard lock(mu);
+    std::string entry = "clear:";
+    entry += why;
+    log.push_back(entry);
+  }
+  std::vector<std::string> wait_for(std::size_t n) {
+    for (int i = 0; i < 300; ++i) {
+      {
+        std::lock_guard lock(mu);
+        if (log.size() >= n) return log;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::lock_guard lock(mu);
+    return log;
+  }
+};
+
+class Publisher {
+ public:
+  explicit Publisher(bool with_replay) : pub_(ctx_, zmq::socket_type::pub) {
+    pub_.set(zmq::sockopt::linger, 0);
+    pub_.bind("tcp://127.0.0.1:*");
+    endpoint_ = pub_.get(zmq::sockopt::last_endpoint);
+    if (with_replay) {
+      replay_.emplace(ctx_, zmq::socket_type::router);
+      replay_->set(zmq::sockopt::linger, 0);
+      replay_->bind("tcp://127.0.0.1:*");
+      replay_endpoint_ = replay_->get(zmq::sockopt::last_endpoint);
+    }
+  }
+  void send(std::int64_t seq) {
+    const std::string s = seq8(seq), b = batch_for(seq);
+    pub_.send(zmq::buffer(std::string("kv@test")), zmq::send_flags::sndmore);
+    pub_.send(zmq::buffer(s), zmq::send_flags::sndmore);
+    pub_.send(zmq::buffer(b), zmq::send_flags::none);
+  }
+  // Answers one replay request with batches [from, to] (or nothing when from > to), then the end.
+  void serve_replay(std::int64_t from, std::int64_t to) {
+    zmq::message_t id, empty, start;
+    ASSERT_TRUE(replay_->recv(id));
+    ASSERT_TRUE(replay_->recv(empty));
+    ASSERT_TRUE(replay_->recv(start));
+    for (std::int64_t s = from; s <= to; ++s) {
+      const std::string sb = seq8(s), b = batch_for(s);
+      replay_->send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore);
+      replay_->send(zmq::message_t(), zmq::send_flags::sndmore);
+      replay_->send(zmq::buffer(sb), zmq::send_flags::sndmore);
+      replay_->send(zmq::buffer(b), zmq::send_flags::none);
+    }
+    const std::string end = seq8(-1);
+    replay_->send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore);
+    replay_->send(zmq::message_t(), zmq::send_flags::sndmore);
+    replay_->send(zmq::buffer(end), zmq::send_flags::sndmore);
+    replay_->send(zmq::message_t(), zmq::send_flags::none);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& replay_endpoint() const { return replay_endpoint_; }
+
+ private:
+  zmq::context_t ctx_{1};
+  zmq::socket_t pub_;
+  std::optional<zmq::socket_t> replay_;
+  std::string endpoint_, replay_endpoint_;
+};
+
+// Sends start, start + 1, ... until the subscriber has received one (PUB drops messages before
+// the connection is up); returns the last number sent.
+std::int64_t send_until_seen(Publisher& p, RecordingSink& sink, std::int64_t start) {
+  std::int64_t seq = start;
+  for (int i = 0; i < 200; ++i, ++seq) {
+    p.send(seq);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::lock_guard lock(sink.mu);
+    if (!sink.log.empty()) return seq;
+  }
+  return seq;
+}
+
+std::string s_(std::int64_t seq) {
+  std::string out = "s";
+  out += std::to_string(seq);
+  return out;
+}
+
+// Waits until `entry` is the sink's last entry; returns the log.
+std::vector<std::string> wait_last(RecordingSink& sink, const std::string& entry) {
+  for (int i = 0; i < 300; ++i) {
+    {
+      std::lock_guard lock(sink.mu);
+      if (!sink.log.empty() && sink.log.back() == entry) return sink.log;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::lock_guard lock(sink.mu);
+  return sink.log;
+}
+
+TEST(KvEventSubscriber, GapIsFilledByReplay) {
+  RecordingSink sink;
+  RouterMetrics metrics;
+  Publisher pub(/*with_replay=*/true);
+  KvEventSubscriber sub(sink, metrics, KvSubscriberOptions{});
+  sub.start();
+  sub.add(3, 1, pub.endpoint(), pub.replay_endpoint(), "kv@");
+  // GIVEN batches up to L + 1 received in order
+  const std::int64_t l = send_until_seen(pub, sink, 0);
+  pub.send(l + 1);
+  wait_last(sink, s_(l + 1));
+  // WHEN L + 5 arrives (L + 2 .. L + 4 lost) and the publisher replays L + 2 .. L + 5
+  pub.send(l + 5);
+  std::thread replayer([&] { pub.serve_replay(l + 2, l + 5); });
+  replayer.join();
+  pub.send(l + 6);
+  // THEN the sink sees L + 2 .. L + 6 once each, in order; nothing was cleared
+  const auto log = wait_last(sink, s_(l + 6));
+  ASSERT_GE(log.size(), 6u);
+  const std::vector<std::string> tail(log.end() - 6, log.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{s_(l + 1), s_(l + 2), s_(l + 3), s_(l + 4), s_(l + 5), s_(l + 6)}))
+      << ::testing::PrintToString(log);
+  for (const auto& e : log) EXPECT_EQ(e.rfind("clear:", 0), std::string::npos);
+  EXPECT_EQ(metrics.kv_gaps.load(), 1u);
+  EXPECT_EQ(metrics.kv_replays.load(), 1u);
+  sub.stop();
+}
+
+TEST(KvEventSubscriber, GapWithoutReplayOrShortReplayClears) {
+  RecordingSink sink;
+  RouterMetrics metrics;
+  Publisher pub(/*with_replay=*/true);
+  KvEventSubscriber sub(sink, metrics, KvSubscriberOptions{});
+  sub.start();
+  sub.add(0, 1, pub.endpoint(), pub.replay_endpoint(), "");
+  const std::int64_t l = send_until_seen(pub, sink, 0);
+  wait_last(sink, s_(l));
+  // WHEN L + 4 arrives and the replay buffer only reaches back to L + 3
+  pub.send(l + 4);
+  std::thread replayer([&] { pub.serve_replay(l + 3, l + 4); });
+  replayer.join();
+  // THEN the endpoint is cleared before L + 3 and L + 4 are applied
+  auto log = wait_last(sink, s_(l + 4));
+  ASSERT_GE(log.size(), 3u);
+  EXPECT_EQ(log[log.size() - 3], "clear:replay did not reach back to the gap") << ::testing::PrintToString(log);
+  EXPECT_EQ(log[log.size() - 2], s_(l + 3));
+  // AND a sequence that starts over (publisher restart) clears and applies
+  pub.send(0);
+  log = wait_last(sink, s_(0));
+  ASSERT_GE(log.size(), 2u);
+  EXPECT_EQ(log[log.size() - 2], "clear:publisher restarted");
+  EXPECT_EQ(metrics.kv_restarts.load(), 1u);
+  sub.stop();
+
+  // AND without a replay socket a gap clears at once
+  RecordingSink sink2;
+  RouterMetrics metrics2;
+  Publisher plain(/*with_replay=*/false);
+  KvEventSubscriber sub2(sink2, metrics2, KvSubscriberOptions{});
+  sub2.start();
+  sub2.add(1, 1, plain.endpoint(), "", "");
+  const std::int64_t l2 = send_until_seen(plain, sink2, 7);
+  wait_last(sink2, s_(l2));
+  plain.send(l2 + 2);
+  const auto log2 = wait_last(sink2, s_(l2 + 2));
+  ASSERT_GE(log2.size(), 2u);
+  EXPECT_EQ(log2[log2.size() - 2], "clear:sequence gap");
+  EXPECT_EQ(metrics2.kv_gaps.load(), 1u);
+  sub2.stop();
+}
+
+}  // namespace
+}  // namespace disagg::router

@@ -1,0 +1,164 @@
+// Configuration: the shape src/k8s/private/router-config.ts writes, static endpoints, flags that
+// override the file, and every refusal naming its field and a fix.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "router_config.h"
+
+namespace disagg::router {
+namespace {
+
+using json = nlohmann::json;
+
+// What routerConfig() in src/k8s/private/router-config.ts produces (cost-model sections trimmed).
+json construct_config() {
+  return json::parse(R"({
+    "model": {"weightBytesPerRank": 1, "kvBytesPerToken": 1, "activeParameters": 1, "layers": 1, "hiddenSize": 1},
+    "hardware": {"peakFlopsPerSecond": 1, "hbmBytesPerSecond": 1, "fabricBytesPerSecond": 1},
+    "parallel": {"tensorParallel": 4},
+    "router": {"listenPort": 8000, "servedModelName": "llama-3.3-70b", "kvBlockSize": 16, "kvTransfer": "nixl-libfabric"},
+    "policy": {"name": "kv-aware", "weights": {"prefix": 3, "queue": 2, "kvUsage": 1},
+               "disaggregation": {"minUncachedPromptTokens": 256}},
+    "pools": [
+      {"name": "prefill", "role": "prefill", "discovery": {"type": "dns", "host": "p.ns.svc.cluster.local", "port": 8000},
+       "kvEvents": {"port": 5557, "topicPrefix": "kv@"}, "replicas": 2, "tensorParallel": 4},
+      {"name": "decode", "role": "decode", "discovery": {"type": "dns", "host": "d.ns.svc.cluster.local", "port": 8000, "refreshSeconds": 2},
+       "kvEvents": {"port": 5557, "topicPrefix": "kv@"}, "replicas": 1}
+    ]
+  })");
+}
+
+TEST(RouterConfig, ReadsTheConstructsShape) {
+  RouterConfig c;
+  auto r = apply_config_json(construct_config(), c);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(c.port, 8000);
+  ASSERT_EQ(c.served_models.size(), 1u);
+  EXPECT_EQ(c.served_models[0], "llama-3.3-70b");
+  EXPECT_EQ(c.block_size, 16);
+  EXPECT_EQ(c.policy, "llm-d");
+  EXPECT_EQ(c.options.prefix_weight, 3);
+  EXPECT_EQ(c.options.kv_utilization_weight, 1);
+  EXPECT_EQ(c.decider.min_uncached_tokens, 256);
+  ASSERT_EQ(c.dns_pools.size(), 2u);
+  EXPECT_EQ(c.dns_pools[0].role, EndpointRole::prefill);
+  EXPECT_EQ(c.dns_pools[0].host, "p.ns.svc.cluster.local");
+  EXPECT_EQ(c.dns_pools[0].kv_events_port, 5557);
+  EXPECT_EQ(c.dns_pools[1].role, EndpointRole::decode);
+  EXPECT_DOUBLE_EQ(c.dns_pools[1].refresh_seconds, 2);
+  EXPECT_TRUE(c.endpoints.empty());
+}
+
+TEST(RouterConfig, StaticEndpointsTakeTheirPoolsRole) {
+  json doc = json::parse(R"({
+    "router": {"servedModelName": "m"},
+    "pools": [{"name": "workers", "role": "both"}],
+    "endpoints": [{"pool": "workers", "url": "http://127.0.0.1:8001/v1", "kvEventsEndpoint": "tcp://127.0.0.1:5557"},
+                  {"pool": "workers", "url": "http://[::1]:8002"}]
+  })");
+  RouterConfig c;
+  ASSERT_TRUE(apply_config_json(doc, c));
+  ASSERT_EQ(c.endpoints.size(), 2u);
+  EXPECT_EQ(c.endpoints[0].role, EndpointRole::aggregated);
+  EXPECT_EQ(c.endpoints[0].host, "127.0.0.1");
+  EXPECT_EQ(c.endpoints[0].port, 8001);
+  EXPECT_EQ(c.endpoints[0].kv_events, "tcp://127.0.0.1:5557");
+  EXPECT_EQ(c.endpoints[1].host, "::1");
+  EXPECT_EQ(c.endpoints[1].port, 8002);
+}
+
+TEST(RouterConfig, RefusalsNameTheFieldAndTheFix) {
+  struct Case {
+    const char* patch;  // merged into a valid document
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {R"({"router": {"listenPort": 70000}})", "'router.listenPort' (70000) must be a whole number in [1, 65535]"},
+      {R"({"router": {"kvBlockSize": 0}})", "'router.kvBlockSize' (0)"},
+      {R"({"router": {"servedModelName": ""}})", "'router.servedModelName'"},
+      {R"({"policy": {"name": "fastest"}})", "'policy.name' (\"fastest\") is not a routing policy"},
+      {R"({"policy": {"weights": {"prefix": -1}}})", "'policy.weights.prefix'"},
+      {R"({"policy": {"weights": {"latency": 1}}})", "'policy.weights.latency' is not a weight"},
+      {R"({"policy": {"options": {"noSuchKnob": 1}}})", "'policy.options.noSuchKnob'"},
+      {R"({"policy": {"prefixSource": "guess"}})", "'policy.prefixSource' (\"guess\")"},
+      {R"({"pools": [{"name": "x", "role": "mixer"}]})", "'pools[0].role' (\"mixer\") must be both"},
+      {R"({"pools": [{"name": "x", "role": "decode", "discovery": {"type": "consul", "host": "h", "port": 1}}]})",
+       "'pools[0].discovery.type' (\"consul\") must be dns"},
+      {R"({"pools": [{"name": "x", "role": "decode"}], "endpoints": [{"pool": "y", "url": "http://h:1"}]})",
+       "'endpoints[0].pool' (\"y\") names no pool in 'pools'"},
+      {R"({"pools": [{"name": "x", "role": "decode"}], "endpoints": [{"pool": "x", "url": "https://h:1"}]})",
+       "'endpoints[0].url' (\"https://h:1\") must start with http://"},
+      {R"({"pools": [{"name": "x", "role": "decode"}], "endpoints": [{"pool": "x", "url": "http://h:1", "kvEventsEndpoint": "ipc://x"}]})",
+       "must look like tcp://"},
+  };
+  for (const Case& k : cases) {
+    json doc = construct_config();
+    doc.merge_patch(json::parse(k.patch));
+    RouterConfig c;
+    auto r = apply_config_json(doc, c);
+    ASSERT_FALSE(r) << k.patch;
+    EXPECT_NE(r.error().find(k.expect), std::string::npos) << r.error();
+  }
+}
+
+Expected<RouterConfig, std::string> parse_flags(std::vector<std::string> args) {
+  args.insert(args.begin(), "router");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  bool help = false;
+  return parse_router_args(static_cast<int>(argv.size()), argv.data(), &help);
+}
+
+TEST(RouterConfig, FlagsOverrideTheFile) {
+  const std::string path = ::testing::TempDir() + "router_config_test.json";
+  {
+    std::ofstream out(path);
+    out << construct_config().dump();
+  }
+  auto c = parse_flags({"--config", path, "--port", "0", "--policy", "disagg", "--model-name", "other",
+                        "--endpoint", "role=decode,url=http://127.0.0.1:9000,kv=tcp://127.0.0.1:9001,replay=tcp://127.0.0.1:9002",
+                        "--policy-option", "guardSlack=4", "--session-header", "x-session-id"});
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->port, 0);
+  EXPECT_EQ(c->policy, "disagg");
+  EXPECT_EQ(c->served_models, std::vector<std::string>{"other"});
+  ASSERT_EQ(c->endpoints.size(), 1u);
+  EXPECT_EQ(c->endpoints[0].kv_replay, "tcp://127.0.0.1:9002");
+  EXPECT_EQ(c->options.guard_slack, 4);
+  EXPECT_EQ(c->dns_pools.size(), 2u);  // the file's pools stay
+  EXPECT_EQ(c->session_header, "x-session-id");
+  std::remove(path.c_str());
+}
+
+TEST(RouterConfig, FlagErrors) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--model-name", "m"}, "no endpoints"},
+      {{"--endpoint", "role=decode,url=http://h:1"}, "no served model name"},
+      {{"--model-name", "m", "--endpoint", "role=decoder,url=http://h:1"}, "'--endpoint role' (\"decoder\")"},
+      {{"--model-name", "m", "--endpoint", "role=decode"}, "needs url=http://HOST:PORT"},
+      {{"--model-name", "m", "--endpoint", "role=decode,url=http://h:1,color=red"}, "unknown key 'color'"},
+      {{"--model-name", "m", "--endpoint", "url=http://h:x"}, "bad port 'x'"},
+      {{"--model-name", "m", "--endpoint", "url=http://h:1", "--policy", "best"}, "'--policy' (best) is not a policy"},
+      {{"--model-name", "m", "--endpoint", "url=http://h:1", "--max-retries", "-1"}, "'--max-retries' (-1)"},
+      {{"--model-name", "m", "--endpoint", "url=http://h:1", "--frobnicate", "1"}, "unknown flag '--frobnicate'"},
+      {{"--model-name", "m", "--endpoint", "url=http://h:1", "--port"}, "'--port' needs a value"},
+      {{"--model-name", "m", "--dns-pool", "role=decode,host=svc"}, "needs host=NAME and port=P"},
+      {{"--config", "/nonexistent/x.json", "--model-name", "m"}, "cannot be read"},
+  };
+  for (const auto& [args, expect] : cases) {
+    auto c = parse_flags(args);
+    ASSERT_FALSE(c) << expect;
+    EXPECT_NE(c.error().find(expect), std::string::npos) << c.error();
+  }
+}
+
+TEST(RouterConfig, PolicyNamesMapOntoTheEngines) {
+  EXPECT_EQ(engine_policy_name("kv-aware"), "llm-d");
+  EXPECT_EQ(engine_policy_name("least-loaded"), "least-load");
+  EXPECT_EQ(engine_policy_name("round-robin"), "round-robin");
+}
+
+}  // namespace
+}  // namespace disagg::router

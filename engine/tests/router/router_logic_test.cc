@@ -1,0 +1,138 @@
+// Retry rules, endpoint health transitions (ejection and recovery), admission bounds, the
+// Prometheus load parser and the metrics page.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "admission.h"
+#include "endpoint_health.h"
+#include "retry_policy.h"
+#include "router_metrics.h"
+
+namespace disagg::router {
+namespace {
+
+TEST(RetryPolicy, OnlyBeforeTheFirstByteAndWithinBounds) {
+  for (AttemptResult r : {AttemptResult::connect_failed, AttemptResult::failed_before_response,
+                          AttemptResult::status_5xx}) {
+    EXPECT_TRUE(should_retry(r, 0, 2, false));
+    EXPECT_TRUE(should_retry(r, 1, 2, false));
+    EXPECT_FALSE(should_retry(r, 2, 2, false));  // out of retries
+    EXPECT_FALSE(should_retry(r, 0, 2, true));   // past the deadline
+    EXPECT_FALSE(should_retry(r, 0, 0, false));  // retries off
+  }
+  EXPECT_FALSE(should_retry(AttemptResult::broke_after_first_byte, 0, 2, false));
+  EXPECT_FALSE(should_retry(AttemptResult::status_4xx, 0, 2, false));
+  EXPECT_FALSE(should_retry(AttemptResult::ok, 0, 2, false));
+}
+
+TEST(EndpointHealth, EjectsAfterConsecutiveFailuresAndRecoversByHealthCheck) {
+  EndpointSlot s;
+  const HealthPolicy policy{3, 1000};
+  // GIVEN an endpoint whose health check passed
+  EXPECT_TRUE(record_health(s, true, 0, policy));
+  EXPECT_TRUE(routable(s, 0));
+  // WHEN two proxied requests fail THEN it stays; a success resets the count
+  EXPECT_FALSE(record_failure(s, 10, policy, false));
+  EXPECT_FALSE(record_failure(s, 11, policy, false));
+  record_success(s);
+  EXPECT_FALSE(record_failure(s, 12, policy, false));
+  EXPECT_FALSE(record_failure(s, 13, policy, false));
+  // AND the third consecutive failure ejects it for eject_ms
+  EXPECT_TRUE(record_failure(s, 14, policy, false));
+  EXPECT_FALSE(routable(s, 500));
+  EXPECT_EQ(s.ejections.load(), 1u);
+  // AND a passing check during the ejection does not restore it early
+  EXPECT_FALSE(record_health(s, true, 600, policy));
+  EXPECT_FALSE(routable(s, 600));
+  // AND after the ejection a passing check restores it with a clean count
+  EXPECT_TRUE(routable(s, 1014));
+  record_health(s, true, 1100, policy);
+  EXPECT_EQ(s.failures.load(), 0);
+}
+
+TEST(EndpointHealth, RefusedConnectionMarksDownAtOnce) {
+  EndpointSlot s;
+  const HealthPolicy policy{3, 1000};
+  record_health(s, true, 0, policy);
+  EXPECT_FALSE(record_failure(s, 1, policy, /*definitive=*/true));
+  EXPECT_FALSE(routable(s, 2));
+  // A failed health check keeps it down; a passing one brings it back (not ejected).
+  record_health(s, false, 3, policy);
+  EXPECT_FALSE(routable(s, 4));
+  EXPECT_TRUE(record_health(s, true, 5, policy));
+  EXPECT_TRUE(routable(s, 5));
+}
+
+TEST(Admission, BoundsActiveAndQueuedRequests) {
+  http::net::io_context ioc;
+  Admission a(1, 1);
+  int granted = 0, refused = 0;
+  auto one = [&](std::chrono::milliseconds timeout, bool hold) -> http::Task<void> {
+    const bool ok = co_await a.acquire(ioc.get_executor(), timeout);
+    ok ? ++granted : ++refused;
+    if (ok && !hold) a.release();
+  };
+  // GIVEN one slot held
+  http::net::co_spawn(ioc, one(std::chrono::milliseconds(100), true), http::net::detached);
+  ioc.run_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(granted, 1);
+  // WHEN two more arrive: one queues, the other finds the queue full
+  http::net::co_spawn(ioc, one(std::chrono::milliseconds(2000), false), http::net::detached);
+  http::net::co_spawn(ioc, one(std::chrono::milliseconds(2000), false), http::net::detached);
+  ioc.restart();  // run_for() stops the context when it runs out of work
+  ioc.run_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(a.queued(), 1);
+  // AND when the slot is released the queued one gets it
+  a.release();
+  ioc.restart();
+  ioc.run_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(granted, 2);
+  EXPECT_EQ(a.active(), 0);
+  // AND a waiter whose time runs out is refused and leaves the queue
+  http::net::co_spawn(ioc, one(std::chrono::milliseconds(100), true), http::net::detached);
+  http::net::co_spawn(ioc, one(std::chrono::milliseconds(30), false), http::net::detached);
+  ioc.restart();
+  ioc.run_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(refused, 2);
+  EXPECT_EQ(a.queued(), 0);
+}
+
+TEST(RouterMetrics, ParsesVllmLoadGauges) {
+  const std::string text =
+      "# HELP vllm:num_requests_running x\n"
+      "vllm:num_requests_running{engine=\"0\",model_name=\"m}x\"} 3\n"
+      "vllm:num_requests_running{engine=\"1\"} 2 1700000000\n"
+      "vllm:num_requests_waiting 4\n"
+      "vllm:kv_cache_usage_perc{engine=\"0\"} 0.25\n"
+      "vllm:kv_cache_usage_perc{engine=\"1\"} 0.5\n"
+      "vllm:num_requests_running_total 99\n"
+      "garbage line\n"
+      "vllm:num_requests_waiting{a=\"b\"} NaN\n";
+  const ScrapedLoad l = parse_vllm_load(text);
+  EXPECT_TRUE(l.found);
+  EXPECT_EQ(l.running, 5);
+  EXPECT_EQ(l.waiting, 4);
+  EXPECT_EQ(l.kv_usage, 0.5);
+  EXPECT_FALSE(parse_vllm_load("other_metric 1\n").found);
+}
+
+TEST(RouterMetrics, PageHasEveryFamily) {
+  RouterMetrics m;
+  m.decision_seconds.observe(3e-6);
+  m.error(ErrorCause::queue_full);
+  std::string out;
+  m.write(out);
+  for (const char* name : {"disagg_router_requests_total{route=\"chat\",outcome=\"ok\"} 0",
+                           "disagg_router_errors_total{cause=\"queue_full\"} 1",
+                           "disagg_router_decision_seconds_bucket{le=\"5e-06\"} 1",
+                           "disagg_router_decision_seconds_count 1", "disagg_router_ttft_seconds_count 0",
+                           "disagg_router_tpot_seconds_count 0", "disagg_router_overhead_seconds_count 0",
+                           "disagg_router_prefix_hit_blocks_total 0", "disagg_router_kv_events_gaps_total 0"}) {
+    EXPECT_NE(out.find(name), std::string::npos) << name;
+  }
+}
+
+}  // namespace
+}  // namespace disagg::router

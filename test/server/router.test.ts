@@ -1,0 +1,484 @@
+// End to end: `disagg-engine router` in front of real `disagg-engine sim-worker` processes on
+// loopback, driven by the official `openai` npm SDK (streaming and not) and curl for raw HTTP
+// errors. Covers the OpenAI front, KV-event-fed prefix routing, the P/D handshake on the wire
+// (prefill worker sees a prefill-only request, decode worker a remote-prefill one), prefill failure
+// fallback, and a worker killed mid-stream (retries before the first byte, clear errors after it,
+// ejection and recovery, every request accounted for).
+import { ChildProcess, spawn, spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as net from 'net';
+import * as path from 'path';
+import OpenAI from 'openai';
+
+const ROOT = path.join(__dirname, '..', '..');
+const BINARY = process.env.DISAGG_ENGINE_BIN ?? path.join(ROOT, 'engine', 'build', 'disagg-engine');
+const CONFIG = path.join(ROOT, 'engine', 'examples', 'llama-3.3-70b-p5en.json');
+const roleBuilt = (role: string): boolean => fs.existsSync(BINARY) && spawnSync(BINARY, [role, '--help']).status === 0;
+const HAVE_BINARY = roleBuilt('router') && roleBuilt('sim-worker');
+if (!HAVE_BINARY) {
+  // eslint-disable-next-line no-console
+  console.warn(`router end-to-end tests skipped: ${BINARY} lacks the router or sim-worker role (build engine/ first)`);
+}
+const describeIfBuilt = HAVE_BINARY ? describe : describe.skip;
+const MODEL = 'llama-3.3-70b';
+
+jest.setTimeout(120_000);
+
+interface Proc {
+  readonly port: number;
+  readonly url: string;
+  readonly proc: ChildProcess;
+  readonly exited: Promise<number | null>;
+  readonly stderr: () => string;
+}
+
+const started: Proc[] = [];
+
+/** A free loopback TCP port (closed again before it is returned). */
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts `disagg-engine <args>` and waits for its "listening on" line. */
+async function startProc(args: string[]): Promise<Proc> {
+  const proc = spawn(BINARY, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  proc.stderr!.on('data', (d) => { err += d.toString(); });
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`${args[0]} did not start: ${err}`)), 15_000);
+    proc.stdout!.on('data', (d) => {
+      out += d.toString();
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${args[0]} exited with ${code}: ${err}`)); });
+  });
+  const p = { port, url: `http://127.0.0.1:${port}`, proc, exited, stderr: () => err };
+  started.push(p);
+  return p;
+}
+
+interface WorkerOptions {
+  readonly role?: string;
+  readonly port?: number;
+  readonly kvPort?: number;
+  readonly extra?: string[];
+}
+
+async function startWorker(o: WorkerOptions = {}): Promise<Proc> {
+  const args = ['sim-worker', '--config', CONFIG, '--port', String(o.port ?? 0), '--speedup', '200',
+    '--role', o.role ?? 'aggregated', ...(o.extra ?? [])];
+  if (o.kvPort) args.push('--kv-events-port', String(o.kvPort));
+  return startProc(args);
+}
+
+async function startRouter(args: string[]): Promise<Proc> {
+  const r = await startProc(['router', '--host', '127.0.0.1', '--port', '0', '--model-name', MODEL,
+    '--health-interval-ms', '200', '--scrape-interval-ms', '200', ...args]);
+  await waitFor(async () => (await fetch(`${r.url}/ready`)).status === 200, 10_000, 'router ready');
+  return r;
+}
+
+async function stop(p: Proc): Promise<void> {
+  if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill('SIGKILL');
+  await p.exited;
+}
+
+afterAll(async () => {
+  await Promise.all(started.map(stop));
+});
+
+async function waitFor(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    try {
+      if (await check()) return;
+    } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+function sdk(p: Proc): OpenAI {
+  return new OpenAI({ baseURL: `${p.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+}
+
+function curl(args: string[]): [number, string] {
+  const r = spawnSync('curl', ['-s', '-o', '-', '-w', '\n%{http_code}', ...args], { encoding: 'utf8' });
+  const lines = r.stdout.split('\n');
+  const status = Number(lines.pop());
+  return [status, lines.join('\n')];
+}
+
+/** Prometheus text -> "name{labels}" -> value (bucket lines dropped). */
+async function metrics(p: Proc): Promise<Map<string, number>> {
+  const text = await (await fetch(`${p.url}/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || line.trim() === '' || line.includes('_bucket{')) continue;
+    const cut = line.lastIndexOf(' ');
+    out.set(line.slice(0, cut), Number(line.slice(cut + 1)));
+  }
+  return out;
+}
+
+/** Sum of every sample of a family (all label sets). */
+function total(m: Map<string, number>, family: string): number {
+  let sum = 0;
+  for (const [k, v] of m) if (k === family || k.startsWith(`${family}{`)) sum += v;
+  return sum;
+}
+
+/** A prompt of `words` distinct words sharing `prefix`. */
+function prompt(prefix: string, words: number): string {
+  return Array.from({ length: words }, (_, i) => `${prefix}${i}`).join(' ');
+}
+
+describeIfBuilt('router, aggregated pool, with the openai SDK', () => {
+  let workers: Proc[];
+  let router: Proc;
+  let sent = 0;
+  beforeAll(async () => {
+    const kv = [await freePort(), await freePort()];
+    workers = await Promise.all(kv.map((k) => startWorker({ kvPort: k })));
+    router = await startRouter(['--policy', 'kv-aware', '--max-body-bytes', '4096', '--session-header', 'x-session-id',
+      ...workers.flatMap((w, i) => ['--endpoint', `role=both,url=${w.url},kv=tcp://127.0.0.1:${kv[i]}`])]);
+  });
+
+  test('completions and chat, streaming and not, through the router', async () => {
+    // GIVEN the router in front of two workers
+    const client = sdk(router);
+    // WHEN a completion and a streamed chat are requested
+    const c = await client.completions.create({ model: MODEL, prompt: 'say something short', max_tokens: 4 });
+    sent++;
+    const stream = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'count to five' }], max_tokens: 6, stream: true,
+    });
+    sent++;
+    let text = '';
+    let chunks = 0;
+    for await (const chunk of stream) {
+      chunks++;
+      text += chunk.choices[0]?.delta?.content ?? '';
+    }
+    // THEN both come back complete, as from a worker
+    expect(c.object).toBe('text_completion');
+    expect(c.choices[0].text.trim().split(' ')).toHaveLength(4);
+    expect(c.usage!.completion_tokens).toBe(4);
+    expect(chunks).toBeGreaterThanOrEqual(6);
+    expect(text.trim().split(' ')).toHaveLength(6);
+    const models = await client.models.list();
+    expect(models.data.map((m) => m.id)).toEqual([MODEL]);
+  });
+
+  test('a repeated long prompt goes where its KV blocks are (KV events feed the index)', async () => {
+    // GIVEN a long prompt served once
+    const body = JSON.stringify({ model: MODEL, prompt: prompt('tenant-a-', 300), max_tokens: 2 });
+    const first = await fetch(`${router.url}/v1/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+    sent++;
+    expect(first.status).toBe(200);
+    const home = first.headers.get('x-disagg-endpoint');
+    // WHEN its KV events have reached the router
+    await waitFor(async () => total(await metrics(router), 'disagg_router_kv_index_entries') >= 18, 5_000, 'KV events');
+    // THEN the same prompt goes to the same worker every time, and the router counts prefix hits
+    for (let i = 0; i < 4; i++) {
+      const again = await fetch(`${router.url}/v1/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      sent++;
+      expect(again.status).toBe(200);
+      expect(again.headers.get('x-disagg-endpoint')).toBe(home);
+      await again.text();
+    }
+    const m = await metrics(router);
+    expect(total(m, 'disagg_router_prefix_hit_blocks_total')).toBeGreaterThanOrEqual(4 * 18);
+    expect(total(m, 'disagg_router_kv_events_total')).toBeGreaterThan(0);
+    expect(total(m, 'disagg_router_decision_seconds_count')).toBeGreaterThanOrEqual(5);
+  });
+
+  test('a session header pins different prompts to one worker', async () => {
+    // GIVEN two sessions WHEN each sends four unrelated short prompts
+    const homes = new Map<string, Set<string | null>>();
+    for (const session of ['alice', 'bob']) {
+      homes.set(session, new Set());
+      for (let i = 0; i < 4; i++) {
+        const r = await fetch(`${router.url}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-session-id': session },
+          body: JSON.stringify({ model: MODEL, prompt: `${session} turn ${i} ${'x'.repeat(i)}`, max_tokens: 1 }),
+        });
+        sent++;
+        expect(r.status).toBe(200);
+        await r.text();
+        homes.get(session)!.add(r.headers.get('x-disagg-endpoint'));
+      }
+    }
+    // THEN each session stayed on one worker
+    expect(homes.get('alice')!.size).toBe(1);
+    expect(homes.get('bob')!.size).toBe(1);
+  });
+
+  test('a client that leaves mid-stream cancels the upstream request', async () => {
+    // GIVEN a long streamed completion
+    const controller = new AbortController();
+    const stream = await sdk(router).completions.create(
+      { model: MODEL, prompt: 'a long story', max_tokens: 2000, stream: true },
+      { signal: controller.signal });
+    sent++;
+    // WHEN the client aborts after the first chunks (the SDK ends the iteration quietly)
+    let n = 0;
+    try {
+      for await (const chunk of stream) {
+        void chunk;
+        if (++n === 3) controller.abort();
+      }
+    } catch { /* some SDK versions raise an abort error instead */ }
+    expect(n).toBeGreaterThanOrEqual(3);
+    expect(n).toBeLessThan(2000);
+    // THEN the router notices at its next write, closes the upstream connection and counts the
+    // request as client_gone (the sim-worker then stops streaming to it; it has no abort, so its
+    // sequence runs out in the scheduler, as documented in sim_worker.cc)
+    await waitFor(async () => (await metrics(router)).get('disagg_router_requests_total{route="completions",outcome="client_gone"}') === 1,
+      5_000, 'client_gone counted');
+  });
+
+  test('raw HTTP errors in the OpenAI shape (curl)', () => {
+    const url = `${router.url}/v1/completions`;
+    const cases: Array<[string[], number, RegExp]> = [
+      [['-d', '{not json', url], 400, /not valid JSON/],
+      [['-d', '{"prompt":"x"}', url], 400, /'model' is required/],
+      [['-d', '{"model":"gpt-9","prompt":"x"}', url], 404, /model `gpt-9` does not exist/],
+      [['-d', `{"model":"${MODEL}"}`, url], 400, /'prompt' is required/],
+      [['-d', `{"model":"${MODEL}","prompt":"x","max_tokens":0}`, url], 400, /max_tokens/],
+      [['-d', JSON.stringify({ model: MODEL, prompt: 'x'.repeat(10_000) }), url], 413, /larger than the limit/],
+    ];
+    for (const [args, status, message] of cases) {
+      const [got, body] = curl(['-H', 'content-type: application/json', ...args]);
+      expect(got).toBe(status);
+      const err = JSON.parse(body).error;
+      expect(err.message).toMatch(message);
+      expect(err.type).toBe('invalid_request_error');
+    }
+    sent += cases.length - 1; // the 413 is refused by the HTTP layer before the router counts it
+    expect(curl([`${router.url}/v1/completions`])[0]).toBe(405);
+    expect(curl([`${router.url}/nowhere`])[0]).toBe(404);
+  });
+
+  test('metrics: every request is counted, with the families dashboards need', async () => {
+    const m = await metrics(router);
+    expect(total(m, 'disagg_router_requests_total')).toBe(sent);
+    for (const family of ['disagg_router_ttft_seconds_count', 'disagg_router_tpot_seconds_count',
+      'disagg_router_overhead_seconds_count', 'disagg_router_endpoint_inflight', 'disagg_router_endpoint_kv_usage']) {
+      expect([...m.keys()].some((k) => k.startsWith(family))).toBe(true);
+    }
+    expect(m.get('disagg_router_errors_total{cause="unknown_model"}')).toBe(1);
+    expect(m.get('disagg_router_errors_total{cause="bad_request"}')).toBe(4);
+    expect(m.get('disagg_router_errors_total{cause="client_gone"}')).toBe(1);
+    expect(total(m, 'disagg_router_endpoint_healthy')).toBe(2);
+  });
+});
+
+describeIfBuilt('router, prefill/decode pools', () => {
+  test('P/D on the wire: prefill-only request on the prefill worker, remote prefill on decode', async () => {
+    // GIVEN a prefill worker, a decode worker and the router disaggregating prompts >= 32 uncached tokens
+    const prefill = await startWorker({ role: 'prefill' });
+    const decode = await startWorker({ role: 'decode' });
+    const router = await startRouter(['--policy', 'disagg', '--min-uncached-tokens', '32',
+      '--endpoint', `role=prefill,url=${prefill.url}`, '--endpoint', `role=decode,url=${decode.url}`]);
+    const client = sdk(router);
+    // WHEN a long completion and a long streamed chat go through the router
+    const { data: c, response } = await client.completions.create({
+      model: MODEL, prompt: prompt('pd-', 200), max_tokens: 5,
+    }).withResponse();
+    const stream = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: prompt('pd-chat-', 150) }], max_tokens: 7, stream: true,
+    });
+    let words = 0;
+    for await (const chunk of stream) words += (chunk.choices[0]?.delta?.content ?? '').split(' ').filter((w) => w).length;
+    // AND a short one stays on the decode worker alone
+    await client.completions.create({ model: MODEL, prompt: 'short', max_tokens: 2 });
+    // THEN the answers are whole, and the router named both legs
+    expect(c.choices[0].text.trim().split(' ')).toHaveLength(5);
+    expect(words).toBe(7);
+    expect(response.headers.get('x-disagg-endpoint')).toBe(`127.0.0.1:${decode.port}`);
+    expect(response.headers.get('x-disagg-prefill-endpoint')).toBe(`127.0.0.1:${prefill.port}`);
+    // AND the prefill worker generated exactly one token per disaggregated request (max_tokens 1)
+    const pm = await metrics(prefill);
+    expect(total(pm, 'vllm:request_success_total')).toBe(2);
+    expect(total(pm, 'vllm:generation_tokens_total')).toBe(2);
+    // AND the decode worker pulled KV for both (do_remote_prefill with the returned block ids)
+    const dm = await metrics(decode);
+    expect(total(dm, 'disagg:sim_worker_kv_pulls_total')).toBe(2);
+    expect(total(dm, 'vllm:request_success_total')).toBe(3);
+    const rm = await metrics(router);
+    expect(rm.get('disagg_router_pd_decisions_total{reason="disaggregate"}')).toBe(2);
+    expect(rm.get('disagg_router_pd_decisions_total{reason="below_threshold"}')).toBe(1);
+  });
+
+  test('a failing prefill worker: requests fall back to decode-only and still succeed', async () => {
+    // GIVEN a prefill worker that answers every generation with 500 (its /health still passes)
+    const prefill = await startWorker({ role: 'prefill', extra: ['--fail-rate', '1'] });
+    const decode = await startWorker({ role: 'decode' });
+    const router = await startRouter(['--policy', 'disagg', '--min-uncached-tokens', '32', '--eject-after', '2',
+      '--endpoint', `role=prefill,url=${prefill.url}`, '--endpoint', `role=decode,url=${decode.url}`]);
+    const client = sdk(router);
+    // WHEN four long requests are sent
+    for (let i = 0; i < 4; i++) {
+      const c = await client.completions.create({ model: MODEL, prompt: prompt(`fb${i}-`, 100), max_tokens: 3 });
+      // THEN each is served (decode worker prefills locally)
+      expect(c.choices[0].text.trim().split(' ')).toHaveLength(3);
+    }
+    const rm = await metrics(router);
+    expect(total(rm, 'disagg_router_prefill_fallbacks_total')).toBeGreaterThanOrEqual(2);
+    // AND after two failures the prefill worker is ejected, so later requests skip it
+    expect(rm.get('disagg_router_pd_decisions_total{reason="no_prefill_endpoint"}')).toBeGreaterThanOrEqual(1);
+    expect(total(rm, 'disagg_router_endpoint_ejections_total')).toBe(1);
+    expect(total(await metrics(decode), 'disagg:sim_worker_kv_pulls_total')).toBe(0);
+  });
+});
+
+describeIfBuilt('router, limits and shutdown', () => {
+  test('a full queue answers 429 with Retry-After; a slow worker hits the request timeout (504)', async () => {
+    // GIVEN one slot, no queue, and a worker that stalls each request 1.5 s
+    const w = await startWorker({ extra: ['--stall-ms', '1500'] });
+    const router = await startRouter(['--max-inflight', '1', '--max-queue', '0', '--request-timeout-ms', '500',
+      '--endpoint', `role=both,url=${w.url}`]);
+    const body = JSON.stringify({ model: MODEL, prompt: 'wait for it', max_tokens: 1 });
+    const post = () => fetch(`${router.url}/v1/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+    // WHEN two requests arrive together
+    const [a, b] = await Promise.all([post(), new Promise((r) => setTimeout(r, 100)).then(post)]);
+    // THEN the second is refused at once with 429 + Retry-After, the first times out with 504
+    expect(b.status).toBe(429);
+    expect(b.headers.get('retry-after')).toBe('1');
+    expect((await b.json()).error.type).toBe('rate_limit_error');
+    expect(a.status).toBe(504);
+    expect((await a.json()).error.message).toMatch(/first_byte_timeout|timed out/);
+    const m = await metrics(router);
+    expect(m.get('disagg_router_errors_total{cause="queue_full"}')).toBe(1);
+    expect(total(m, 'disagg_router_requests_total')).toBe(2);
+  });
+
+  test('SIGTERM drains: in-flight streams finish, /ready fails, the process exits 0', async () => {
+    const w = await startWorker({ extra: ['--speedup', '5'] });
+    const router = await startRouter(['--endpoint', `role=both,url=${w.url}`]);
+    // GIVEN a stream in flight
+    const stream = await sdk(router).completions.create({ model: MODEL, prompt: 'drain me', max_tokens: 40, stream: true });
+    let words = 0;
+    let signalled = false;
+    // WHEN SIGTERM arrives after the first chunk
+    for await (const chunk of stream) {
+      words += chunk.choices[0].text.split(' ').filter((x) => x).length;
+      if (!signalled) {
+        signalled = true;
+        router.proc.kill('SIGTERM');
+        await new Promise((r) => setTimeout(r, 50));
+        // New connections are no longer accepted (the listener is closed).
+        await expect(fetch(`${router.url}/ready`)).rejects.toThrow();
+      }
+    }
+    // THEN the stream completed and the router exited cleanly
+    expect(words).toBe(40);
+    expect(await router.exited).toBe(0);
+  });
+});
+
+describeIfBuilt('router, a worker killed mid-stream', () => {
+  test('queued requests are retried elsewhere, streams end with a clear error, the worker is ejected and returns', async () => {
+    // GIVEN three slow workers (so streams last seconds) behind the router
+    const ports = [await freePort(), await freePort(), await freePort()];
+    const slow = ['--speedup', '2'];
+    const workers = await Promise.all(ports.map((p) => startWorker({ port: p, extra: slow })));
+    const router = await startRouter(['--policy', 'least-loaded', '--eject-after', '1', '--eject-ms', '1000',
+      ...workers.flatMap((w) => ['--endpoint', `role=both,url=${w.url}`])]);
+    const victim = workers[0];
+    const client = sdk(router);
+    const label = `127.0.0.1:${victim.port}`;
+
+    // WHEN 9 streams (seconds long) and 6 non-streamed requests (about a second) run, and one
+    // worker is killed while all of them are in flight
+    type Result = { kind: 'ok' | 'error'; endpoint: string | null; message?: string; streamed: boolean };
+    let firstChunks = 0;
+    const streams = Array.from({ length: 9 }, async (_, i): Promise<Result> => {
+      const { data, response } = await client.completions.create({
+        model: MODEL, prompt: `stream ${i} please`, max_tokens: 1500, stream: true,
+      }).withResponse();
+      const endpoint = response.headers.get('x-disagg-endpoint');
+      let n = 0;
+      try {
+        for await (const chunk of data) {
+          if (n++ === 0) firstChunks++;
+          void chunk;
+        }
+        return { kind: 'ok', endpoint, streamed: true };
+      } catch (e) {
+        return { kind: 'error', endpoint, message: (e as Error).message, streamed: n > 0 };
+      }
+    });
+    await waitFor(async () => firstChunks >= 9, 20_000, 'all streams flowing');
+    // Non-streamed requests queue up on every worker (least-loaded spreads them) before the kill.
+    const whole = Array.from({ length: 6 }, async (_, i): Promise<Result> => {
+      try {
+        const { data, response } = await client.completions.create({
+          model: MODEL, prompt: `whole ${i}`, max_tokens: 400,
+        }).withResponse();
+        expect(data.choices[0].text.trim().split(' ')).toHaveLength(400);
+        return { kind: 'ok', endpoint: response.headers.get('x-disagg-endpoint'), streamed: false };
+      } catch (e) {
+        return { kind: 'error', endpoint: null, message: (e as Error).message, streamed: false };
+      }
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    victim.proc.kill('SIGKILL');
+    await victim.exited;
+    const results = await Promise.all([...streams, ...whole]);
+
+    // THEN every non-streamed request succeeded (retried on a live worker when the victim died)
+    const wholeResults = results.slice(9);
+    expect(wholeResults.filter((r) => r.kind === 'ok')).toHaveLength(6);
+    expect(wholeResults.some((r) => r.endpoint === label)).toBe(false);
+    // AND streams on the victim ended with a clear error, the others completed
+    const onVictim = results.slice(0, 9).filter((r) => r.endpoint === label);
+    expect(onVictim.length).toBeGreaterThan(0);
+    for (const r of onVictim) {
+      expect(r.kind).toBe('error');
+      expect(r.message).toMatch(/failed mid-stream/);
+    }
+    for (const r of results.slice(0, 9).filter((x) => x.endpoint !== label)) expect(r.kind).toBe('ok');
+    // (least-loaded spread the non-streamed requests over all three, so some had to be retried)
+    expect(total(await metrics(router), 'disagg_router_retries_total')).toBeGreaterThanOrEqual(1);
+
+    // AND the victim is out of rotation: new requests all land elsewhere and succeed
+    await waitFor(async () => (await metrics(router)).get(`disagg_router_endpoint_healthy{endpoint="${label}",pool="aggregated",role="aggregated"}`) === 0,
+      5_000, 'victim marked unhealthy');
+    for (let i = 0; i < 4; i++) {
+      const { response } = await client.completions.create({ model: MODEL, prompt: `after ${i}`, max_tokens: 2 }).withResponse();
+      expect(response.headers.get('x-disagg-endpoint')).not.toBe(label);
+    }
+
+    // AND after a restart on the same port, health checks bring it back
+    workers[0] = await startWorker({ port: victim.port, extra: slow });
+    await waitFor(async () => (await metrics(router)).get(`disagg_router_endpoint_healthy{endpoint="${label}",pool="aggregated",role="aggregated"}`) === 1,
+      10_000, 'victim healthy again');
+    const served = new Set<string | null>();
+    for (let i = 0; i < 6; i++) {
+      const { response } = await client.completions.create({ model: MODEL, prompt: `back ${i}`, max_tokens: 2 }).withResponse();
+      served.add(response.headers.get('x-disagg-endpoint'));
+    }
+    expect(served.has(label)).toBe(true);
+
+    // AND no request was silently dropped: the router counted every one, as ok or error
+    const m = await metrics(router);
+    expect(total(m, 'disagg_router_requests_total')).toBe(9 + 6 + 4 + 6);
+    expect(m.get('disagg_router_requests_total{route="completions",outcome="error"}')).toBe(onVictim.length);
+  });
+});
