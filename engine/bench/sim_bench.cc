@@ -6,9 +6,12 @@
 // event-fed KV block index. Prompts are 1,024 tokens: a 256-token system prompt of one of 16
 // tenants (Zipf 1.0) plus 768 tokens of fresh text, so the prefix cache has something to hit.
 //
-// Flags: --seconds S (3600), --rate R (100), --workers N (16), --policy NAME (llm-d).
+// Flags: --seconds S (3600), --rate R (100), --workers N (16), --policy NAME (llm-d),
+// --workload single|chat (single; chat: 4-turn sessions whose answers later turns reuse),
+// --summary 1 (also print the run's summary JSON, to compare runs and builds bit for bit).
 // Prints one markdown table row (header first).
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,11 +24,23 @@ int main(int argc, char** argv) {
   double seconds = 3600, rate = 100;
   int workers = 16;
   std::string policy = "llm-d";
+  std::string kind = "single";
+  bool summary = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--rate")) rate = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--workers")) workers = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--policy")) policy = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--workload")) kind = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--summary")) summary = std::atoi(argv[i + 1]) != 0;
+    else {
+      std::fprintf(stderr, "disagg-sim-bench: unknown flag '%s'; use --seconds, --rate, --workers, --policy, --workload, --summary\n", argv[i]);
+      return 2;
+    }
+  }
+  if (kind != "single" && kind != "chat") {
+    std::fprintf(stderr, "disagg-sim-bench: --workload '%s' must be single or chat\n", kind.c_str());
+    return 2;
   }
 
   disagg::PoolSpec pool;
@@ -66,6 +81,15 @@ int main(int argc, char** argv) {
   spec.output = {disagg::LengthDist::Kind::fixed, 256, 0, 1, 1 << 20};
   spec.tenants = 16;
   spec.system_prompt_tokens = 256;
+  if (kind == "chat") {
+    // Same tokens per second: sessions of 4 turns arrive at a quarter of the rate; follow-ups of
+    // 256 new tokens after the previous prompt and answer.
+    spec.kind = disagg::WorkloadKind::chat;
+    spec.arrival.rate_per_second = rate / 4;
+    spec.turns = {disagg::LengthDist::Kind::fixed, 4, 0, 1, 1000};
+    spec.followup_input = {disagg::LengthDist::Kind::fixed, 256, 0, 1, 1 << 20};
+    spec.think_time_seconds = 5;
+  }
 
   auto sim = disagg::Simulator::create(config);
   if (!sim) {
@@ -78,21 +102,25 @@ int main(int argc, char** argv) {
     return 1;
   }
   const auto t0 = std::chrono::steady_clock::now();
+  const std::clock_t c0 = std::clock();
   auto result = sim->run(*workload);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // CPU time too: on a shared machine wall time also counts other processes' turns on the core.
+  const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   if (!result) {
     std::fprintf(stderr, "disagg-sim-bench: %s\n", result.error().message.c_str());
     return 1;
   }
   const disagg::MetricsSummary& m = result->summary;
-  std::printf("| traffic | workers | policy | requests | events | steps | wall s | simulated req/wall s | "
+  std::printf("| traffic | workers | policy | requests | events | steps | wall s | cpu s | simulated req/wall s | "
               "TTFT p50/p99 ms | TPOT p50/p99 ms | prefix hit | mean util |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  std::printf("| %.0f s x %.0f req/s, ISL 1k / OSL 256 | %d | %s | %lld | %lld | %lld | %.2f | %.0f | "
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| %.0f s x %.0f req/s, %s | %d | %s | %lld | %lld | %lld | %.2f | %.2f | %.0f | "
               "%.1f / %.1f | %.1f / %.1f | %.3f | %.3f |\n",
-              seconds, rate, workers, policy.c_str(), static_cast<long long>(m.completed),
-              static_cast<long long>(result->events), static_cast<long long>(result->steps), wall,
+              seconds, rate, kind == "chat" ? "chat, 4 turns" : "ISL 1k / OSL 256", workers, policy.c_str(), static_cast<long long>(m.completed),
+              static_cast<long long>(result->events), static_cast<long long>(result->steps), wall, cpu,
               static_cast<double>(m.completed) / wall, m.ttft.p50 * 1e3, m.ttft.p99 * 1e3,
               m.tpot.p50 * 1e3, m.tpot.p99 * 1e3, m.prefix_hit_rate[0], m.mean_utilization);
+  if (summary) std::printf("%s\n", disagg::to_json(m).c_str());
   return 0;
 }

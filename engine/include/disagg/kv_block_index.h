@@ -16,11 +16,13 @@
 // Storage, sized for max_entries nodes and entries (a node per distinct hash, never more nodes
 // than entries):
 //   block node: hash, GPU endpoint mask, lower-tier endpoint mask, head of its entry chain, in one
-//     32-byte record (the hot path reads one cache line), plus CPU and disk masks 16 B   = 48 B
-//   entry (hash x endpoint x tier): node 4 B, endpoint 1 B, tier 1 B, LRU links 8 B,
-//     next entry of the same node 4 B                                                     = 18 B
-//   hash table: 4 B slots at load factor <= 0.5                                          = 8 to 16 B
-// so 74 to 82 B per entry of max_entries, all allocated by create(): 1M entries ~ 80 MB.
+//     32-byte record (the hot path reads one cache line), plus CPU and disk masks 16 B (touched
+//     only for blocks held in a lower tier)                                               = 48 B
+//   entry (hash x endpoint x tier), one 20-byte record: node, next entry of the same node, LRU
+//     links, endpoint, tier (a removal touches the entry and its two LRU neighbours)       = 20 B
+//   hash table: 8 B slots (node id and a 32-bit fingerprint of the hash, so probes and
+//     deletions stay in the slot array) at load factor <= 0.5                              = 16 to 32 B
+// so 84 to 100 B per entry of max_entries, all allocated by create(): 1M entries ~ 100 MB.
 //
 // Complexity (k = hashes in the call, E = endpoints, r = entries of one block, at most 4 E):
 //   apply_stored / apply_removed   O(k r) expected (r is 1 or 2 in practice)
@@ -140,16 +142,24 @@ class KvBlockIndex {
  private:
   KvBlockIndex() = default;
 
+  // One hash-table slot: the node (-1 when empty) and the upper half of the mixed hash, whose low
+  // bits are also the home slot.
+  struct Slot {
+    std::uint32_t fingerprint;
+    std::int32_t node;
+  };
+  static std::uint32_t fingerprint_of(BlockHash hash) noexcept;
+  /// The node of `hash` or -1; *slot = its slot, or the empty slot ending the probe.
+  std::int32_t probe(BlockHash hash, std::size_t* slot) const noexcept;
   std::int32_t find_node(BlockHash hash) const noexcept;
   std::int32_t find_entry(std::int32_t node, EndpointId endpoint, KvTier tier) const noexcept;
-  std::int32_t node_for_insert(BlockHash hash);
+  std::int32_t new_node(BlockHash hash, std::size_t slot);
   void insert_entry(EndpointId endpoint, KvTier tier, BlockHash hash);
   void erase_entry(std::int32_t entry);
   void refresh_node_masks(std::int32_t node);
   void lru_unlink(std::int32_t entry);
   void lru_push_back(EndpointId endpoint, std::int32_t entry);
   void evict_one(EndpointId preferred);
-  std::size_t slot_of(BlockHash hash) const noexcept;
   void table_erase(std::int32_t node);
 
   KvIndexConfig config_{};
@@ -172,18 +182,23 @@ class KvBlockIndex {
   std::vector<std::uint64_t> node_disk_mask_;  // endpoints holding it on disk
   std::int32_t free_node_ = -1;
 
-  // Entries (structure of arrays); free entries are chained through entry_next_.
-  std::vector<std::int32_t> entry_node_;
-  std::vector<std::uint8_t> entry_endpoint_;
-  std::vector<std::uint8_t> entry_tier_;
-  std::vector<std::int32_t> entry_next_;  // next entry of the same node, or next free entry
-  std::vector<std::int32_t> lru_prev_;    // per-endpoint circular lists; sentinel per endpoint
-  std::vector<std::int32_t> lru_next_;    // after the entries: index max_entries + endpoint
+  // Entries, one record each (a removal reads all of its fields); free entries are chained
+  // through `next`. Per-endpoint LRU lists are circular with a sentinel record per endpoint after
+  // the entries (index max_entries + endpoint; only its LRU links are used).
+  struct Entry {
+    std::int32_t node = -1;      // -1 when free
+    std::int32_t next = -1;      // next entry of the same node, or next free entry
+    std::int32_t lru_prev = -1;
+    std::int32_t lru_next = -1;
+    std::uint8_t endpoint = 0;
+    std::uint8_t tier = 0;
+  };
+  std::vector<Entry> entries_;
   std::int32_t free_entry_ = -1;
   std::array<std::int64_t, kMaxRoutingEndpoints> endpoint_entries_{};
 
-  // Open addressing: node id or -1; linear probing, backward-shift deletion.
-  std::vector<std::int32_t> slots_;
+  // Open addressing: linear probing, backward-shift deletion.
+  std::vector<Slot> slots_;
   std::size_t slot_mask_ = 0;
 };
 

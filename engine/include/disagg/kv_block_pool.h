@@ -13,11 +13,15 @@
 // many must be allocated and whether they fit; commit() applies a plan made against the current
 // state (any mutation in between makes it stale). Nothing here allocates after create(), and no
 // method throws. Storage is structure-of-arrays: hash, ref count and free-list links per block,
-// plus an open-addressing index from hash to block (load factor <= 0.5).
+// plus an open-addressing index from hash to block (load factor <= 0.5) whose 8-byte slots hold the
+// block id and a 32-bit fingerprint of the hash: a probe compares fingerprints in the slot array and
+// reads the block's hash only on a fingerprint match, and deletion finds home slots without
+// touching the blocks (one cache miss per lookup instead of two or more).
 //
 // Complexity (k = blocks named in the call): plan O(k), commit O(k), release O(k), retain O(k),
 // publish O(1), find/contains O(1) expected, evict_all_free O(free cached blocks),
-// check_invariants O(total blocks). Memory: 21 bytes per block plus 8 to 16 bytes of index.
+// check_invariants O(total blocks). Memory: 21 bytes per block plus 16 to 32 bytes of index.
+// Private blocks (publish(..., shared = false)) skip the index, so they cost no hash-table work.
 //
 // Not thread-safe: one owner (a worker's scheduler) drives each pool.
 #pragma once
@@ -122,7 +126,18 @@ class KvBlockPool {
   /// Returns true when indexed; false when another block already holds `hash` (this one then
   /// stays unhashed and is freed as empty). Failure modes: invalid_block, not_in_use,
   /// already_published.
-  Expected<bool, PoolErrc> publish(BlockId id, BlockHash hash);
+  ///
+  /// `shared` false declares the hash private: no sequence but the one holding the block can ever
+  /// present it (the caller made it unique, e.g. fresh text or output of a one-shot request). The
+  /// block is cached, released and evicted exactly as a shared one, but it is not indexed (find()
+  /// and plan() do not see it) and the listener hears of neither its storing nor its eviction,
+  /// until index_private() makes it findable. No duplicate check is made; returns true.
+  Expected<bool, PoolErrc> publish(BlockId id, BlockHash hash, bool shared = true);
+
+  /// Makes the private blocks among `blocks` findable by their hashes (still not announced), e.g.
+  /// before their sequence is preempted, so that it finds them again when readmitted. Other
+  /// blocks are skipped. Ids must be valid (precondition).
+  void index_private(std::span<const BlockId> blocks);
 
   /// Takes one more reference on each block (a forked sequence sharing them).
   /// Failure modes (pool unchanged): invalid_block, not_in_use.
@@ -164,9 +179,16 @@ class KvBlockPool {
   void list_push_back(std::int32_t head, std::int32_t id);
   void list_unlink(std::int32_t id);
 
-  std::size_t slot_of(BlockHash hash) const;
-  void index_insert(BlockId id);
+  // One index slot: the block id (kNoSlot when empty) and the upper half of the mixed hash, whose
+  // low bits are also the home slot.
+  struct Slot {
+    std::uint32_t fingerprint;
+    BlockId id;
+  };
+  static std::uint32_t fingerprint_of(BlockHash hash);
   void index_erase(BlockId id);
+  /// Slot where `hash` is or would be inserted; *found = the block holding it, or kNoSlot.
+  std::size_t probe(BlockHash hash, BlockId* found) const;
   void evict(BlockId id);
   bool check_ids(std::span<const BlockId> blocks) const;
 
@@ -181,12 +203,16 @@ class KvBlockPool {
   // Per block (structure of arrays).
   std::vector<BlockHash> hash_;
   std::vector<std::int32_t> ref_;
+  // 0 no hash; kShared indexed and announced; kIndexedPrivate indexed, not announced; kPrivate
+  // neither.
   std::vector<std::uint8_t> cached_flag_;
+  static constexpr std::uint8_t kShared = 1, kIndexedPrivate = 2, kPrivate = 3;
+  std::int32_t unindexed_ = 0;  // blocks in state kPrivate
   // Per block plus the two sentinels.
   std::vector<std::int32_t> prev_;
   std::vector<std::int32_t> next_;
-  // Open-addressing index: block id or -1; linear probing with backward-shift deletion.
-  std::vector<BlockId> slots_;
+  // Open-addressing index: linear probing with backward-shift deletion.
+  std::vector<Slot> slots_;
   std::size_t slot_mask_ = 0;
 };
 

@@ -97,6 +97,14 @@ class LatencyHistogram {
  private:
   std::vector<std::int64_t> buckets_;
   std::vector<double> edges_;  // upper edge of each bucket
+  // Bucket lookup without a logarithm: the top bits of a double (exponent and kLutMantissaBits of
+  // mantissa) split each octave into 2^kLutMantissaBits ranges, each narrower than a bucket, and
+  // lut_ holds the first bucket a value of that range can fall in (at most one step short).
+  static constexpr int kLutMantissaBits = 8;
+  std::vector<std::uint16_t> lut_;
+  std::uint64_t lut_base_ = 0;  // key of kMin
+  /// Key of a positive double: exponent and top mantissa bits; monotone in the value.
+  static std::uint64_t lut_key(double v);
   std::int64_t count_ = 0;
   double sum_ = 0, max_ = 0;
 };

@@ -106,6 +106,12 @@ struct SchedRequest {
   /// sequence (the rest is then never cached). The caller owns the storage and keeps it unchanged
   /// until the sequence is finished (prefill_only: released).
   std::span<const BlockHash> block_hashes;
+  /// Leading entries of block_hashes that other sequences may present too. The rest are private to
+  /// this sequence (the caller made them unique, e.g. fresh text or the output of a one-shot
+  /// request): cached and evicted alike, but published with KvBlockPool::publish(shared = false),
+  /// so they cost no index work and raise no KV events (no other lookup could match them); they
+  /// are indexed when the sequence is preempted, so that it finds them again. Default: all shared.
+  std::int32_t shared_blocks = INT32_MAX;
 };
 
 /// What happened to a sequence. Planning events come from next_step(), the rest from complete_step().
@@ -212,6 +218,7 @@ class Scheduler {
     std::int32_t output = 0;    // tokens sampled so far
     std::int32_t computed = 0;  // tokens whose KV is cached
     std::int32_t published = 0; // leading blocks that hold their hash
+    std::int32_t shared = 0;    // leading hashes announced to the pool listener
     std::int32_t scheduled = 0; // tokens of the pending step
     std::int32_t preemptions = 0;
     RequestKind kind = RequestKind::full;

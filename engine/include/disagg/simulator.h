@@ -12,7 +12,9 @@
 // TTFT is measured at the first token the client sees (the decode worker's for disaggregated ones).
 //
 // Policies that score prefixes read a KvBlockIndex fed by every worker's KV pool events (precise),
-// unless router.precise_prefix is false (then they keep their own approximate history).
+// unless router.precise_prefix is false (then they keep their own approximate history). Blocks
+// unique to one request (WorkloadRequest::shared_prefix_tokens) get synthetic unique hashes and are
+// private to their worker's pool (see RouterSpec::announce_unique_blocks).
 //
 // Events are POD structs in a binary heap ordered by (time, sequence number): no std::function per
 // event, no randomness, so a run is a pure function of the configuration and the workload (seed).
@@ -53,6 +55,11 @@ struct RouterSpec {
   bool precise_prefix = true;
   /// Prefill/decode decision (disaggregated deployments only).
   PdDeciderConfig decider;
+  /// Also announce blocks unique to one request (fresh text, unknown output) to the index. Off:
+  /// they are cached as usual but cost no index work and raise no KV events, which changes no
+  /// lookup (no other request can present them). Forced on for "sglang", which weighs the number
+  /// of entries an endpoint holds.
+  bool announce_unique_blocks = false;
 };
 
 struct SimulationConfig {

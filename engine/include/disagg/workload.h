@@ -17,6 +17,8 @@
 //            tool output and answer extend the context of the next round, which arrives
 //            step_gap_seconds (exponential mean) later.
 //   trace    replay of a JSONL trace (from_trace()).
+// Closed loop (concurrency > 0, kind single): `concurrency` clients start at time 0 and each sends
+// its next request when its previous one ends (the driver calls complete()), with no think time.
 // Arrivals (of requests, sessions or tasks): poisson, gamma (coefficient of variation cv; cv > 1 is
 // bursty) or mmpp (two-state Markov-modulated Poisson: a burst state at burst_factor x the base rate
 // for burst_share of the time, bursts lasting mean_burst_seconds on average); the mean rate is
@@ -78,6 +80,10 @@ struct WorkloadSpec {
   std::int64_t max_requests = 1000;
   /// No request arrives after this time (0: no limit). At least one limit must be set.
   double duration_seconds = 0;
+  /// Closed loop (kind single only): this many clients, each sending its next request the moment
+  /// its previous one ends (as benchmark clients at a fixed concurrency do); `arrival` is then
+  /// ignored. The driver reports every end with Workload::complete(). 0: open loop.
+  std::int32_t concurrency = 0;
   ArrivalProcess arrival;
   LengthDist input;   ///< new text of the first prompt (tokens)
   LengthDist output{LengthDist::Kind::fixed, 256, 0, 1, 1 << 20};  ///< tokens to generate
@@ -127,6 +133,12 @@ struct WorkloadRequest {
   /// them, so caching them matters); empty otherwise.
   std::vector<TokenId> answer;
   std::int32_t output_tokens = 1;
+  /// Leading prompt tokens that other requests may contain too (a system prompt, earlier turns,
+  /// trace blocks named by hash ids). The rest of the prompt is fresh random text that no other
+  /// request contains (with probability 1 - vocab^-16 per 16-token block), and so is an unknown
+  /// answer; a known answer is shared. Lets the simulator skip index work for unique blocks.
+  /// -1: unknown (the whole prompt counts as shared).
+  std::int32_t shared_prefix_tokens = -1;
   std::uint64_t session_id = 0;
   std::int32_t tenant = -1;  ///< -1: none
   std::int32_t turn = 0;     ///< 0-based turn (chat) or round (agentic)
@@ -147,8 +159,17 @@ class Workload {
   Workload& operator=(Workload&&) noexcept;
   ~Workload();
 
-  /// Writes the next request into `out`; false when the stream has ended.
+  /// Writes the next request into `out`; false when the stream has ended (closed loop: when no
+  /// client has a request ready now; more may follow complete()).
   bool next(WorkloadRequest& out);
+
+  /// Whether this is a closed-loop workload (WorkloadSpec::concurrency > 0).
+  bool closed_loop() const;
+
+  /// Closed loop: a request ended (finished, rejected or failed) at `now`; its client sends the
+  /// next one at `now`, unless the limits (requests, duration) are reached. Ignored in open loop.
+  /// Precondition: `now` is not before the last arrival handed out.
+  void complete(double now);
 
   /// Requests yielded so far.
   std::uint64_t emitted() const;

@@ -19,10 +19,16 @@ constexpr std::uint64_t mix(std::uint64_t x) noexcept {
 
 BlockHash hash_block(BlockHash parent, std::span<const TokenId> tokens) noexcept {
   std::uint64_t h = mix(parent ^ 0x9e3779b97f4a7c15ULL);
-  for (TokenId t : tokens) {
-    // Mixing after every token makes the hash depend on token order, not just the multiset.
-    h = mix(h ^ static_cast<std::uint32_t>(t)) + 0x9e3779b97f4a7c15ULL;
+  // Two tokens per mix (one 64-bit word): half the multiplies of a mix per token, and still
+  // order-dependent, since every word is mixed before the next one enters.
+  const std::size_t n = tokens.size();
+  std::size_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    const std::uint64_t word = static_cast<std::uint32_t>(tokens[i]) |
+                               static_cast<std::uint64_t>(static_cast<std::uint32_t>(tokens[i + 1])) << 32;
+    h = mix(h ^ word) + 0x9e3779b97f4a7c15ULL;
   }
+  if (i < n) h = mix(h ^ static_cast<std::uint32_t>(tokens[i])) + 0x9e3779b97f4a7c15ULL;
   // Length is folded in so that blocks of different sizes never share a hash.
   return mix(h ^ (static_cast<std::uint64_t>(tokens.size()) << 32));
 }

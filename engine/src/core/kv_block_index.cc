@@ -64,85 +64,81 @@ Expected<KvBlockIndex, IndexErrc> KvBlockIndex::create(const KvIndexConfig& conf
   index.nodes_[n - 1].head = -1;
   index.free_node_ = 0;
 
-  index.entry_node_.assign(n, -1);
-  index.entry_endpoint_.assign(n, 0);
-  index.entry_tier_.assign(n, 0);
-  index.entry_next_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) index.entry_next_[i] = static_cast<std::int32_t>(i + 1);
-  index.entry_next_[n - 1] = -1;
+  index.entries_.assign(lists, Entry{});
+  for (std::size_t i = 0; i < n; ++i) index.entries_[i].next = static_cast<std::int32_t>(i + 1);
+  index.entries_[n - 1].next = -1;
   index.free_entry_ = 0;
-  index.lru_prev_.assign(lists, -1);
-  index.lru_next_.assign(lists, -1);
   for (std::size_t s = n; s < lists; ++s) {  // empty circular lists: sentinels point at themselves
-    index.lru_prev_[s] = static_cast<std::int32_t>(s);
-    index.lru_next_[s] = static_cast<std::int32_t>(s);
+    index.entries_[s].lru_prev = static_cast<std::int32_t>(s);
+    index.entries_[s].lru_next = static_cast<std::int32_t>(s);
   }
 
-  // Load factor <= 0.5: at least 2 slots per possible node, rounded up to a power of two.
+  // Load factor <= 0.5: at least 2 slots per possible node, rounded up to a power of two
+  // (at most 2^29, so home slots fit in the 32-bit fingerprint).
   const std::size_t slots = std::bit_ceil(2 * n);
-  index.slots_.assign(slots, -1);
+  index.slots_.assign(slots, Slot{0, -1});
   index.slot_mask_ = slots - 1;
   return index;
 }
 
-std::size_t KvBlockIndex::slot_of(BlockHash hash) const noexcept {
+std::uint32_t KvBlockIndex::fingerprint_of(BlockHash hash) noexcept {
   // vLLM's hashes are uniform, but our own test hashes need not be: mix (splitmix64 finalizer).
   hash ^= hash >> 30;
   hash *= 0xbf58476d1ce4e5b9ULL;
   hash ^= hash >> 27;
   hash *= 0x94d049bb133111ebULL;
   hash ^= hash >> 31;
-  return static_cast<std::size_t>(hash) & slot_mask_;
+  return static_cast<std::uint32_t>(hash >> 32);
+}
+
+std::int32_t KvBlockIndex::probe(BlockHash hash, std::size_t* slot) const noexcept {
+  const std::uint32_t fp = fingerprint_of(hash);
+  for (std::size_t s = fp & slot_mask_;; s = (s + 1) & slot_mask_) {
+    const Slot x = slots_[s];
+    if (x.node < 0 || (x.fingerprint == fp && nodes_[static_cast<std::size_t>(x.node)].hash == hash)) {
+      *slot = s;
+      return x.node;
+    }
+  }
 }
 
 std::int32_t KvBlockIndex::find_node(BlockHash hash) const noexcept {
-  for (std::size_t s = slot_of(hash);; s = (s + 1) & slot_mask_) {
-    const std::int32_t node = slots_[s];
-    if (node < 0) return -1;
-    if (nodes_[static_cast<std::size_t>(node)].hash == hash) return node;
-  }
+  std::size_t slot = 0;
+  return probe(hash, &slot);
 }
 
 std::int32_t KvBlockIndex::find_entry(std::int32_t node, EndpointId endpoint,
                                       KvTier tier) const noexcept {
   for (std::int32_t e = nodes_[static_cast<std::size_t>(node)].head; e >= 0;
-       e = entry_next_[static_cast<std::size_t>(e)]) {
-    const auto i = static_cast<std::size_t>(e);
-    if (entry_endpoint_[i] == endpoint && entry_tier_[i] == static_cast<std::uint8_t>(tier)) return e;
+       e = entries_[static_cast<std::size_t>(e)].next) {
+    const Entry& x = entries_[static_cast<std::size_t>(e)];
+    if (x.endpoint == endpoint && x.tier == static_cast<std::uint8_t>(tier)) return e;
   }
   return -1;
 }
 
-std::int32_t KvBlockIndex::node_for_insert(BlockHash hash) {
-  std::size_t s = slot_of(hash);
-  for (;; s = (s + 1) & slot_mask_) {
-    const std::int32_t node = slots_[s];
-    if (node < 0) break;
-    if (nodes_[static_cast<std::size_t>(node)].hash == hash) return node;
-  }
-  // Caller guarantees a free node: live nodes <= live entries < max_entries.
+std::int32_t KvBlockIndex::new_node(BlockHash hash, std::size_t slot) {
+  // Caller guarantees a free node: live nodes <= live entries < max_entries. A free node has
+  // zero masks (its CPU and disk masks too: they are subsets of `lower`, zeroed when it was freed).
   const std::int32_t node = free_node_;
   const auto i = static_cast<std::size_t>(node);
   free_node_ = nodes_[i].head;
   nodes_[i].hash = hash;
-  nodes_[i].gpu = 0;
-  nodes_[i].lower = 0;
   nodes_[i].head = -1;
-  node_cpu_mask_[i] = 0;
-  node_disk_mask_[i] = 0;
-  slots_[s] = node;
+  slots_[slot] = Slot{fingerprint_of(hash), node};
   ++used_nodes_;
   return node;
 }
 
 void KvBlockIndex::table_erase(std::int32_t node) {
-  std::size_t hole = slot_of(nodes_[static_cast<std::size_t>(node)].hash);
-  while (slots_[hole] != node) hole = (hole + 1) & slot_mask_;
-  // Backward-shift deletion keeps every probe sequence unbroken without tombstones.
+  std::size_t hole = fingerprint_of(nodes_[static_cast<std::size_t>(node)].hash) & slot_mask_;
+  while (slots_[hole].node != node) hole = (hole + 1) & slot_mask_;
+  // Backward-shift deletion keeps every probe sequence unbroken without tombstones; homes come
+  // from the fingerprints, so no node is read.
   for (std::size_t s = (hole + 1) & slot_mask_;; s = (s + 1) & slot_mask_) {
-    const std::int32_t other = slots_[s];
-    if (other < 0) break;
-    const std::size_t home = slot_of(nodes_[static_cast<std::size_t>(other)].hash);
+    const Slot other = slots_[s];
+    if (other.node < 0) break;
+    const std::size_t home = other.fingerprint & slot_mask_;
     // Move `other` into the hole unless its home lies cyclically in (hole, s].
     const bool stays = hole <= s ? (hole < home && home <= s) : (hole < home || home <= s);
     if (!stays) {
@@ -150,64 +146,71 @@ void KvBlockIndex::table_erase(std::int32_t node) {
       hole = s;
     }
   }
-  slots_[hole] = -1;
+  slots_[hole] = Slot{0, -1};
 }
 
 void KvBlockIndex::lru_unlink(std::int32_t entry) {
-  const auto i = static_cast<std::size_t>(entry);
-  lru_next_[static_cast<std::size_t>(lru_prev_[i])] = lru_next_[i];
-  lru_prev_[static_cast<std::size_t>(lru_next_[i])] = lru_prev_[i];
+  const Entry& x = entries_[static_cast<std::size_t>(entry)];
+  entries_[static_cast<std::size_t>(x.lru_prev)].lru_next = x.lru_next;
+  entries_[static_cast<std::size_t>(x.lru_next)].lru_prev = x.lru_prev;
 }
 
 void KvBlockIndex::lru_push_back(EndpointId endpoint, std::int32_t entry) {
   const auto head = static_cast<std::int32_t>(config_.max_entries) + endpoint;
-  const auto h = static_cast<std::size_t>(head);
-  const std::int32_t last = lru_prev_[h];
-  const auto i = static_cast<std::size_t>(entry);
-  lru_prev_[i] = last;
-  lru_next_[i] = head;
-  lru_next_[static_cast<std::size_t>(last)] = entry;
-  lru_prev_[h] = entry;
+  Entry& h = entries_[static_cast<std::size_t>(head)];
+  const std::int32_t last = h.lru_prev;
+  Entry& x = entries_[static_cast<std::size_t>(entry)];
+  x.lru_prev = last;
+  x.lru_next = head;
+  entries_[static_cast<std::size_t>(last)].lru_next = entry;
+  h.lru_prev = entry;
 }
 
 void KvBlockIndex::refresh_node_masks(std::int32_t node) {
   std::array<std::uint64_t, kKvTierCount> masks{};
   const auto n = static_cast<std::size_t>(node);
-  for (std::int32_t e = nodes_[n].head; e >= 0; e = entry_next_[static_cast<std::size_t>(e)]) {
-    const auto i = static_cast<std::size_t>(e);
-    masks[entry_tier_[i]] |= std::uint64_t{1} << entry_endpoint_[i];
+  for (std::int32_t e = nodes_[n].head; e >= 0; e = entries_[static_cast<std::size_t>(e)].next) {
+    const Entry& x = entries_[static_cast<std::size_t>(e)];
+    masks[x.tier] |= std::uint64_t{1} << x.endpoint;
+  }
+  const std::uint64_t lower = masks[1] | masks[2] | masks[3];
+  // The cold CPU and disk masks are subsets of `lower`: untouched while it stays 0 (GPU only).
+  if ((nodes_[n].lower | lower) != 0) {
+    node_cpu_mask_[n] = masks[1];
+    node_disk_mask_[n] = masks[2];
   }
   nodes_[n].gpu = masks[0];
-  nodes_[n].lower = masks[1] | masks[2] | masks[3];
-  node_cpu_mask_[n] = masks[1];
-  node_disk_mask_[n] = masks[2];
+  nodes_[n].lower = lower;
 }
 
 void KvBlockIndex::erase_entry(std::int32_t entry) {
   const auto i = static_cast<std::size_t>(entry);
-  const std::int32_t node = entry_node_[i];
+  Entry& x = entries_[i];
+  const std::int32_t node = x.node;
   const auto n = static_cast<std::size_t>(node);
   // Unlink from the node's chain.
   if (nodes_[n].head == entry) {
-    nodes_[n].head = entry_next_[i];
+    nodes_[n].head = x.next;
   } else {
     std::int32_t p = nodes_[n].head;
-    while (entry_next_[static_cast<std::size_t>(p)] != entry) p = entry_next_[static_cast<std::size_t>(p)];
-    entry_next_[static_cast<std::size_t>(p)] = entry_next_[i];
+    while (entries_[static_cast<std::size_t>(p)].next != entry) p = entries_[static_cast<std::size_t>(p)].next;
+    entries_[static_cast<std::size_t>(p)].next = x.next;
   }
   lru_unlink(entry);
-  --endpoint_entries_[entry_endpoint_[i]];
+  --endpoint_entries_[x.endpoint];
   --used_entries_;
-  entry_node_[i] = -1;
-  entry_next_[i] = free_entry_;
+  x.node = -1;
+  x.next = free_entry_;
   free_entry_ = entry;
 
   if (nodes_[n].head < 0) {
     table_erase(node);
+    if (nodes_[n].lower != 0) {
+      node_cpu_mask_[n] = 0;
+      node_disk_mask_[n] = 0;
+    }
     nodes_[n].gpu = 0;
     nodes_[n].lower = 0;
-    node_cpu_mask_[n] = 0;
-    node_disk_mask_[n] = 0;
     nodes_[n].head = free_node_;
     free_node_ = node;
     --used_nodes_;
@@ -227,12 +230,13 @@ void KvBlockIndex::evict_one(EndpointId preferred) {
     }
   }
   const auto head = static_cast<std::size_t>(config_.max_entries) + victim;
-  erase_entry(lru_next_[head]);  // the least recently stored entry of `victim`
+  erase_entry(entries_[head].lru_next);  // the least recently stored entry of `victim`
   ++evictions_;
 }
 
 void KvBlockIndex::insert_entry(EndpointId endpoint, KvTier tier, BlockHash hash) {
-  std::int32_t node = find_node(hash);
+  std::size_t slot = 0;
+  std::int32_t node = probe(hash, &slot);
   if (node >= 0) {
     const std::int32_t existing = find_entry(node, endpoint, tier);
     if (existing >= 0) {
@@ -242,17 +246,18 @@ void KvBlockIndex::insert_entry(EndpointId endpoint, KvTier tier, BlockHash hash
     }
   }
   if (endpoint_entries_[endpoint] >= per_endpoint_cap_ || used_entries_ >= config_.max_entries) {
-    evict_one(endpoint);  // may free `node`: look it up again below
+    evict_one(endpoint);  // may free `node` or shift slots: probe again
+    node = probe(hash, &slot);
   }
-  node = node_for_insert(hash);
+  if (node < 0) node = new_node(hash, slot);
   const std::int32_t entry = free_entry_;
-  const auto i = static_cast<std::size_t>(entry);
   const auto n = static_cast<std::size_t>(node);
-  free_entry_ = entry_next_[i];
-  entry_node_[i] = node;
-  entry_endpoint_[i] = static_cast<std::uint8_t>(endpoint);
-  entry_tier_[i] = static_cast<std::uint8_t>(tier);
-  entry_next_[i] = nodes_[n].head;
+  Entry& x = entries_[static_cast<std::size_t>(entry)];
+  free_entry_ = x.next;
+  x.node = node;
+  x.endpoint = static_cast<std::uint8_t>(endpoint);
+  x.tier = static_cast<std::uint8_t>(tier);
+  x.next = nodes_[n].head;
   nodes_[n].head = entry;
   const std::uint64_t bit = std::uint64_t{1} << endpoint;
   if (tier == KvTier::gpu) {
@@ -292,8 +297,8 @@ std::int64_t KvBlockIndex::clear(EndpointId endpoint) {
   if (endpoint >= config_.max_endpoints) return 0;
   const std::int64_t before = endpoint_entries_[endpoint];
   const auto head = static_cast<std::int32_t>(config_.max_entries) + endpoint;
-  while (lru_next_[static_cast<std::size_t>(head)] != head) {
-    erase_entry(lru_next_[static_cast<std::size_t>(head)]);
+  while (entries_[static_cast<std::size_t>(head)].lru_next != head) {
+    erase_entry(entries_[static_cast<std::size_t>(head)].lru_next);
   }
   return before;
 }
@@ -302,9 +307,9 @@ std::int64_t KvBlockIndex::clear(EndpointId endpoint, KvTier tier) {
   if (endpoint >= config_.max_endpoints || !valid_tier(tier)) return 0;
   std::int64_t dropped = 0;
   const auto head = static_cast<std::int32_t>(config_.max_entries) + endpoint;
-  for (std::int32_t e = lru_next_[static_cast<std::size_t>(head)]; e != head;) {
-    const std::int32_t next = lru_next_[static_cast<std::size_t>(e)];
-    if (entry_tier_[static_cast<std::size_t>(e)] == static_cast<std::uint8_t>(tier)) {
+  for (std::int32_t e = entries_[static_cast<std::size_t>(head)].lru_next; e != head;) {
+    const std::int32_t next = entries_[static_cast<std::size_t>(e)].lru_next;
+    if (entries_[static_cast<std::size_t>(e)].tier == static_cast<std::uint8_t>(tier)) {
       erase_entry(e);
       ++dropped;
     }
@@ -326,30 +331,31 @@ std::int32_t KvBlockIndex::longest_prefix(std::span<const BlockHash> hashes,
   // slot kAhead blocks ahead and the node kAhead / 2 ahead, so several misses are in flight
   // (16 measured best of 8 / 16 / 32 on 4M entries with 512-block prompts).
   constexpr std::size_t kAhead = 16;
-  std::array<std::size_t, kAhead> ring{};  // home slots of blocks depth .. depth + kAhead - 1
+  std::array<std::uint32_t, kAhead> ring{};  // fingerprints of blocks depth .. depth + kAhead - 1
   for (std::size_t j = 0; j < kAhead && j < k; ++j) {
-    ring[j] = slot_of(hashes[j]);
-    __builtin_prefetch(&slots_[ring[j]]);
+    ring[j] = fingerprint_of(hashes[j]);
+    __builtin_prefetch(&slots_[ring[j] & slot_mask_]);
   }
   std::size_t depth = 0;
   for (; depth < k; ++depth) {
     if (depth + kAhead / 2 < k) {
-      const std::int32_t ahead = slots_[ring[(depth + kAhead / 2) % kAhead]];
+      const std::int32_t ahead = slots_[ring[(depth + kAhead / 2) % kAhead] & slot_mask_].node;
       if (ahead >= 0) __builtin_prefetch(&nodes_[static_cast<std::size_t>(ahead)]);
     }
     // Probe for block `depth` from its home slot (linear probing).
     const BlockHash hash = hashes[depth];
+    const std::uint32_t fp = ring[depth % kAhead];
     std::int32_t node = -1;
-    for (std::size_t s = ring[depth % kAhead];; s = (s + 1) & slot_mask_) {
-      const std::int32_t x = slots_[s];
-      if (x < 0 || nodes_[static_cast<std::size_t>(x)].hash == hash) {
-        node = x;
+    for (std::size_t s = fp & slot_mask_;; s = (s + 1) & slot_mask_) {
+      const Slot x = slots_[s];
+      if (x.node < 0 || (x.fingerprint == fp && nodes_[static_cast<std::size_t>(x.node)].hash == hash)) {
+        node = x.node;
         break;
       }
     }
     if (depth + kAhead < k) {
-      ring[depth % kAhead] = slot_of(hashes[depth + kAhead]);
-      __builtin_prefetch(&slots_[ring[depth % kAhead]]);
+      ring[depth % kAhead] = fingerprint_of(hashes[depth + kAhead]);
+      __builtin_prefetch(&slots_[ring[depth % kAhead] & slot_mask_]);
     }
     if (node < 0) break;
     const Node& nd = nodes_[static_cast<std::size_t>(node)];
@@ -394,11 +400,8 @@ std::int64_t KvBlockIndex::size(EndpointId endpoint) const {
 
 std::size_t KvBlockIndex::memory_bytes() const {
   return nodes_.capacity() * sizeof(Node) + node_cpu_mask_.capacity() * sizeof(std::uint64_t) +
-         node_disk_mask_.capacity() * sizeof(std::uint64_t) +
-         entry_node_.capacity() * sizeof(std::int32_t) + entry_endpoint_.capacity() +
-         entry_tier_.capacity() + entry_next_.capacity() * sizeof(std::int32_t) +
-         lru_prev_.capacity() * sizeof(std::int32_t) + lru_next_.capacity() * sizeof(std::int32_t) +
-         slots_.capacity() * sizeof(std::int32_t);
+         node_disk_mask_.capacity() * sizeof(std::uint64_t) + entries_.capacity() * sizeof(Entry) +
+         slots_.capacity() * sizeof(Slot);
 }
 
 Expected<void, std::string> KvBlockIndex::check_invariants() const {
@@ -410,13 +413,13 @@ Expected<void, std::string> KvBlockIndex::check_invariants() const {
     const auto head = static_cast<std::int32_t>(n) + ep;
     std::int64_t count = 0;
     std::int32_t prev = head;
-    for (std::int32_t e = lru_next_[static_cast<std::size_t>(head)]; e != head;
-         e = lru_next_[static_cast<std::size_t>(e)]) {
+    for (std::int32_t e = entries_[static_cast<std::size_t>(head)].lru_next; e != head;
+         e = entries_[static_cast<std::size_t>(e)].lru_next) {
       const auto i = static_cast<std::size_t>(e);
       if (e < 0 || static_cast<std::size_t>(e) >= n) return fail("lru link out of range");
-      if (lru_prev_[i] != prev) return fail("lru back link broken at entry " + std::to_string(e));
-      if (entry_endpoint_[i] != ep) return fail("entry in another endpoint's lru list");
-      if (entry_node_[i] < 0) return fail("free entry in an lru list");
+      if (entries_[i].lru_prev != prev) return fail("lru back link broken at entry " + std::to_string(e));
+      if (entries_[i].endpoint != ep) return fail("entry in another endpoint's lru list");
+      if (entries_[i].node < 0) return fail("free entry in an lru list");
       prev = e;
       if (++count > config_.max_entries) return fail("lru list cycle");
     }
@@ -434,21 +437,22 @@ Expected<void, std::string> KvBlockIndex::check_invariants() const {
   std::int64_t nodes = 0;
   std::int64_t chained = 0;
   for (std::size_t s = 0; s < slots_.size(); ++s) {
-    const std::int32_t node = slots_[s];
+    const std::int32_t node = slots_[s].node;
     if (node < 0) continue;
     ++nodes;
     const auto ni = static_cast<std::size_t>(node);
+    if (slots_[s].fingerprint != fingerprint_of(nodes_[ni].hash)) return fail("stale slot fingerprint");
     if (find_node(nodes_[ni].hash) != node) return fail("node unreachable by probing");
     if (nodes_[ni].head < 0) return fail("empty node in the table");
     std::array<std::uint64_t, kKvTierCount> masks{};
-    for (std::int32_t e = nodes_[ni].head; e >= 0; e = entry_next_[static_cast<std::size_t>(e)]) {
+    for (std::int32_t e = nodes_[ni].head; e >= 0; e = entries_[static_cast<std::size_t>(e)].next) {
       const auto i = static_cast<std::size_t>(e);
-      if (entry_node_[i] != node) return fail("entry chained under another node");
-      masks[entry_tier_[i]] |= std::uint64_t{1} << entry_endpoint_[i];
+      if (entries_[i].node != node) return fail("entry chained under another node");
+      masks[entries_[i].tier] |= std::uint64_t{1} << entries_[i].endpoint;
       if (++chained > used_entries_) return fail("node chain cycle");
-      for (std::int32_t f = entry_next_[i]; f >= 0; f = entry_next_[static_cast<std::size_t>(f)]) {
+      for (std::int32_t f = entries_[i].next; f >= 0; f = entries_[static_cast<std::size_t>(f)].next) {
         const auto fi = static_cast<std::size_t>(f);
-        if (entry_endpoint_[fi] == entry_endpoint_[i] && entry_tier_[fi] == entry_tier_[i]) {
+        if (entries_[fi].endpoint == entries_[i].endpoint && entries_[fi].tier == entries_[i].tier) {
           return fail("duplicate (endpoint, tier) entry");
         }
       }
@@ -464,10 +468,14 @@ Expected<void, std::string> KvBlockIndex::check_invariants() const {
   std::int64_t free_nodes = 0;
   for (std::int32_t f = free_node_; f >= 0; f = nodes_[static_cast<std::size_t>(f)].head) {
     if (++free_nodes > config_.max_entries) return fail("free node cycle");
+    const auto fi = static_cast<std::size_t>(f);
+    if ((nodes_[fi].gpu | nodes_[fi].lower | node_cpu_mask_[fi] | node_disk_mask_[fi]) != 0) {
+      return fail("free node " + std::to_string(f) + " has a non-zero mask");
+    }
   }
   std::int64_t free_entries = 0;
-  for (std::int32_t f = free_entry_; f >= 0; f = entry_next_[static_cast<std::size_t>(f)]) {
-    if (entry_node_[static_cast<std::size_t>(f)] >= 0) return fail("live entry on the free list");
+  for (std::int32_t f = free_entry_; f >= 0; f = entries_[static_cast<std::size_t>(f)].next) {
+    if (entries_[static_cast<std::size_t>(f)].node >= 0) return fail("live entry on the free list");
     if (++free_entries > config_.max_entries) return fail("free entry cycle");
   }
   if (free_nodes + used_nodes_ != config_.max_entries) return fail("nodes leaked");

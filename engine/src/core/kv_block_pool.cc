@@ -23,11 +23,14 @@ namespace {
 constexpr BlockId kNoBlock = -1;
 
 // Callers may pass weak hashes (sequential ids in tests, truncated digests): mix before masking.
-constexpr std::uint64_t spread(std::uint64_t x) noexcept {
+// The upper 32 bits of the product are the fingerprint; its low bits pick the home slot (the
+// table never exceeds 2^30 slots), the rest tell hashes apart without reading the block.
+constexpr std::uint32_t spread32(std::uint64_t x) noexcept {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return x;
+  x ^= x >> 29;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return static_cast<std::uint32_t>(x >> 32);
 }
 
 }  // namespace
@@ -55,7 +58,7 @@ Expected<KvBlockPool, PoolErrc> KvBlockPool::create(std::int32_t num_blocks,
   pool.free_empty_ = num_blocks;
   std::size_t slots = 1;
   while (slots < 2 * n) slots <<= 1;
-  pool.slots_.assign(slots, kNoBlock);
+  pool.slots_.assign(slots, Slot{0, kNoBlock});
   pool.slot_mask_ = slots - 1;
   return pool;
 }
@@ -77,32 +80,36 @@ void KvBlockPool::list_unlink(std::int32_t id) {
   prev_[i] = next_[i] = id;
 }
 
-std::size_t KvBlockPool::slot_of(BlockHash hash) const { return spread(hash) & slot_mask_; }
+std::uint32_t KvBlockPool::fingerprint_of(BlockHash hash) { return spread32(hash); }
 
-BlockId KvBlockPool::find(BlockHash hash) const {
-  for (std::size_t s = slot_of(hash);; s = (s + 1) & slot_mask_) {
-    const BlockId id = slots_[s];
-    if (id == kNoBlock) return kNoBlock;
-    if (hash_[static_cast<std::size_t>(id)] == hash) return id;
+std::size_t KvBlockPool::probe(BlockHash hash, BlockId* found) const {
+  const std::uint32_t fp = fingerprint_of(hash);
+  for (std::size_t s = fp & slot_mask_;; s = (s + 1) & slot_mask_) {
+    const Slot slot = slots_[s];
+    if (slot.id == kNoBlock || (slot.fingerprint == fp && hash_[static_cast<std::size_t>(slot.id)] == hash)) {
+      *found = slot.id;
+      return s;
+    }
   }
 }
 
-void KvBlockPool::index_insert(BlockId id) {
-  std::size_t s = slot_of(hash_[static_cast<std::size_t>(id)]);
-  while (slots_[s] != kNoBlock) s = (s + 1) & slot_mask_;
-  slots_[s] = id;
+BlockId KvBlockPool::find(BlockHash hash) const {
+  BlockId id = kNoBlock;
+  probe(hash, &id);
+  return id;
 }
 
 void KvBlockPool::index_erase(BlockId id) {
-  std::size_t s = slot_of(hash_[static_cast<std::size_t>(id)]);
-  while (slots_[s] != id) s = (s + 1) & slot_mask_;
+  std::size_t s = fingerprint_of(hash_[static_cast<std::size_t>(id)]) & slot_mask_;
+  while (slots_[s].id != id) s = (s + 1) & slot_mask_;
   // Backward-shift deletion: move later entries of the probe run into the hole when their home
-  // slot does not lie cyclically in (hole, current], so lookups never need tombstones.
+  // slot does not lie cyclically in (hole, current], so lookups never need tombstones. Homes come
+  // from the fingerprints: no block is read.
   std::size_t hole = s;
   for (std::size_t j = (hole + 1) & slot_mask_;; j = (j + 1) & slot_mask_) {
-    const BlockId moved = slots_[j];
-    if (moved == kNoBlock) break;
-    const std::size_t home = slot_of(hash_[static_cast<std::size_t>(moved)]);
+    const Slot moved = slots_[j];
+    if (moved.id == kNoBlock) break;
+    const std::size_t home = moved.fingerprint & slot_mask_;
     const bool home_in_range =
         hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
     if (!home_in_range) {
@@ -110,17 +117,23 @@ void KvBlockPool::index_erase(BlockId id) {
       hole = j;
     }
   }
-  slots_[hole] = kNoBlock;
+  slots_[hole] = Slot{0, kNoBlock};
 }
 
 void KvBlockPool::evict(BlockId id) {
   // Precondition: id is a free cached block.
   list_unlink(id);
-  index_erase(id);
+  const std::uint8_t flag = cached_flag_[static_cast<std::size_t>(id)];
+  if (flag == kPrivate) {
+    --unindexed_;
+  } else {
+    index_erase(id);
+  }
+  const bool announced = flag == kShared;
   cached_flag_[static_cast<std::size_t>(id)] = 0;
   --free_cached_;
   --cached_;
-  if (listener_ != nullptr) listener_->on_block_removed(hash_[static_cast<std::size_t>(id)]);
+  if (listener_ != nullptr && announced) listener_->on_block_removed(hash_[static_cast<std::size_t>(id)]);
 }
 
 std::int32_t KvBlockPool::match_prefix(std::span<const BlockHash> hashes) const {
@@ -190,19 +203,57 @@ Expected<std::int32_t, PoolErrc> KvBlockPool::commit(const PoolPlan& p,
   return p.total_blocks();
 }
 
-Expected<bool, PoolErrc> KvBlockPool::publish(BlockId id, BlockHash hash) {
+Expected<bool, PoolErrc> KvBlockPool::publish(BlockId id, BlockHash hash, bool shared) {
   if (id < 0 || id >= num_blocks_) return unexpected(PoolErrc::invalid_block);
   const auto u = static_cast<std::size_t>(id);
   if (ref_[u] == 0) return unexpected(PoolErrc::not_in_use);
   if (cached_flag_[u] != 0) return unexpected(PoolErrc::already_published);
-  if (find(hash) != kNoBlock) return false;
+  if (!shared) {
+    // Nobody else can present this hash: no index, no duplicate check, no event.
+    ++generation_;
+    hash_[u] = hash;
+    cached_flag_[u] = kPrivate;
+    ++cached_;
+    ++unindexed_;
+    return true;
+  }
+  // One probe: a duplicate ends it; otherwise the empty slot ending it is where the hash goes.
+  BlockId existing = kNoBlock;
+  const std::size_t s = probe(hash, &existing);
+  if (existing != kNoBlock) return false;
   ++generation_;
   hash_[u] = hash;
-  cached_flag_[u] = 1;
-  index_insert(id);
+  cached_flag_[u] = kShared;
+  slots_[s] = Slot{fingerprint_of(hash), id};
   ++cached_;
   if (listener_ != nullptr) listener_->on_block_stored(hash);
   return true;
+}
+
+void KvBlockPool::index_private(std::span<const BlockId> blocks) {
+  for (const BlockId id : blocks) {
+    const auto u = static_cast<std::size_t>(id);
+    if (cached_flag_[u] != kPrivate) continue;
+    BlockId existing = kNoBlock;
+    const std::size_t s = probe(hash_[u], &existing);
+    --unindexed_;
+    if (existing != kNoBlock) {
+      // Cannot happen for truly private hashes; stay consistent anyway: drop this block's hash
+      // (a free one then moves from the cached list to the empty one).
+      cached_flag_[u] = 0;
+      --cached_;
+      if (ref_[u] == 0) {
+        list_unlink(id);
+        --free_cached_;
+        list_push_back(empty_head(), id);
+        ++free_empty_;
+      }
+      continue;
+    }
+    cached_flag_[u] = kIndexedPrivate;
+    slots_[s] = Slot{fingerprint_of(hash_[u]), id};
+  }
+  ++generation_;
 }
 
 bool KvBlockPool::check_ids(std::span<const BlockId> blocks) const {
@@ -265,7 +316,7 @@ std::int32_t KvBlockPool::evict_all_free() {
 
 Expected<void, std::string> KvBlockPool::check_invariants() const {
   auto fail = [](std::string what) { return unexpected(std::move(what)); };
-  std::int32_t used = 0, cached = 0, free_cached = 0;
+  std::int32_t used = 0, cached = 0, free_cached = 0, unindexed = 0;
   for (std::int32_t id = 0; id < num_blocks_; ++id) {
     const auto u = static_cast<std::size_t>(id);
     if (ref_[u] < 0) return fail("block " + std::to_string(id) + " has a negative ref count");
@@ -277,7 +328,9 @@ Expected<void, std::string> KvBlockPool::check_invariants() const {
     }
     if (cached_flag_[u] != 0) {
       ++cached;
-      if (find(hash_[u]) != id) {
+      if (cached_flag_[u] == kPrivate) {
+        ++unindexed;
+      } else if (find(hash_[u]) != id) {
         return fail("cached block " + std::to_string(id) + " is not found by its hash");
       }
       if (ref_[u] == 0) ++free_cached;
@@ -311,14 +364,19 @@ Expected<void, std::string> KvBlockPool::check_invariants() const {
   if (cached != cached_) return fail("cached counter drifted");
   if (free_cached != free_cached_) return fail("free cached counter drifted");
   std::int32_t indexed = 0;
-  for (BlockId id : slots_) {
+  for (const Slot& slot : slots_) {
+    const BlockId id = slot.id;
     if (id == kNoBlock) continue;
     ++indexed;
     if (id < 0 || id >= num_blocks_ || cached_flag_[static_cast<std::size_t>(id)] == 0) {
       return fail("index holds a block without a hash");
     }
+    if (slot.fingerprint != fingerprint_of(hash_[static_cast<std::size_t>(id)])) {
+      return fail("index slot of block " + std::to_string(id) + " has a stale fingerprint");
+    }
   }
-  if (indexed != cached_) return fail("index size != cached blocks");
+  if (unindexed != unindexed_) return fail("private block counter drifted");
+  if (indexed != cached_ - unindexed_) return fail("index size != cached blocks - private ones");
   return {};
 }
 

@@ -1,6 +1,7 @@
 #include "disagg/metrics.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 
@@ -43,20 +44,37 @@ LatencyStats exact_stats(std::vector<double>& v) {
 
 }  // namespace
 
+std::uint64_t LatencyHistogram::lut_key(double v) {
+  return std::bit_cast<std::uint64_t>(v) >> (52 - kLutMantissaBits);
+}
+
 LatencyHistogram::LatencyHistogram() : buckets_(bucket_count(), 0), edges_(bucket_count()) {
   for (std::size_t i = 0; i < edges_.size(); ++i) edges_[i] = bucket_upper(i);
+  // Ranges of 2^(1/256) (0.27 %) are narrower than buckets (1 %), so lut_[k] (the first bucket
+  // whose edge reaches the range's lower end) is at most one bucket below a value's true bucket.
+  lut_base_ = lut_key(kMin);
+  const std::uint64_t last = lut_key(edges_.back());
+  lut_.resize(static_cast<std::size_t>(last - lut_base_ + 1));
+  std::size_t i = 0;
+  for (std::size_t k = 0; k < lut_.size(); ++k) {
+    const double lo = std::bit_cast<double>((lut_base_ + k) << (52 - kLutMantissaBits));
+    while (i + 1 < edges_.size() && edges_[i] < lo) ++i;
+    lut_[k] = static_cast<std::uint16_t>(i);
+  }
 }
 
 void LatencyHistogram::add(double seconds) {
-  // Bucket i holds (upper(i-1), upper(i)]; bucket 0 everything <= kMin.
+  // Bucket i holds (upper(i-1), upper(i)]; bucket 0 everything <= kMin; the last bucket everything
+  // above its lower edge. The result is the first bucket whose edge reaches the value.
   std::size_t i = 0;
   if (seconds > kMin) {
-    static const double inv_log_growth = 1.0 / std::log(kGrowth);
-    i = static_cast<std::size_t>(std::ceil(std::log(seconds / kMin) * inv_log_growth));
-    if (i >= buckets_.size()) i = buckets_.size() - 1;
-    // Guard the floating-point edge so that a value never lands above its true bucket's edge.
-    while (i > 0 && edges_[i - 1] >= seconds) --i;
-    while (edges_[i] < seconds && i + 1 < buckets_.size()) ++i;
+    const std::uint64_t k = lut_key(seconds) - lut_base_;
+    if (k >= lut_.size()) {
+      i = buckets_.size() - 1;
+    } else {
+      i = lut_[static_cast<std::size_t>(k)];
+      while (edges_[i] < seconds && i + 1 < buckets_.size()) ++i;
+    }
   }
   ++buckets_[i];
   ++count_;

@@ -106,6 +106,7 @@ Expected<SeqHandle, SchedErrc> Scheduler::submit(const SchedRequest& r) {
   s.output = 0;
   s.computed = 0;
   s.published = 0;
+  s.shared = std::max<std::int32_t>(r.shared_blocks, 0);
   s.scheduled = 0;
   s.preemptions = 0;
   s.kind = r.kind;
@@ -151,6 +152,11 @@ bool Scheduler::ensure_blocks(Seq& s, std::int32_t tokens) {
 void Scheduler::preempt(SeqHandle h) {
   Seq& s = seqs_[static_cast<std::size_t>(h)];
   plan_events_.push_back({SchedEventKind::preempted, h, s.id, s.computed});
+  // Its private blocks must be findable when it comes back for them (nobody else can use them).
+  if (s.published > s.shared) {
+    pool_.index_private(std::span<const BlockId>(s.blocks).subspan(static_cast<std::size_t>(s.shared),
+                                                                   static_cast<std::size_t>(s.published - s.shared)));
+  }
   free_blocks(s);
   s.computed = 0;
   s.published = 0;
@@ -269,7 +275,7 @@ void Scheduler::publish_full_blocks(Seq& s) {
                                      s.hashes.size(), s.blocks.size()});
   for (std::size_t i = static_cast<std::size_t>(s.published); i < full; ++i) {
     // false (another block holds this hash) is fine: this block then frees as empty.
-    auto r = pool_.publish(s.blocks[i], s.hashes[i]);
+    auto r = pool_.publish(s.blocks[i], s.hashes[i], i < static_cast<std::size_t>(s.shared));
     (void)r;
   }
   if (full > static_cast<std::size_t>(s.published)) s.published = static_cast<std::int32_t>(full);

@@ -371,6 +371,15 @@ struct Workload::Impl {
 
   void end_session(std::int32_t idx) { free_sessions.push_back(idx); }
 
+  // Closed loop: one client's request ended; its next one arrives now (if the limits allow).
+  std::uint64_t closed_started = 0;
+  void complete(double now) {
+    if (spec.duration_seconds > 0 && now > spec.duration_seconds) return;
+    if (spec.max_requests > 0 && closed_started >= static_cast<std::uint64_t>(spec.max_requests)) return;
+    ++closed_started;
+    start_session(now);
+  }
+
   bool next(WorkloadRequest& out) {
     if (spec.max_requests > 0 && emitted >= static_cast<std::uint64_t>(spec.max_requests)) return false;
     while (true) {
@@ -410,6 +419,7 @@ struct Workload::Impl {
     out.answer.clear();
     --s.outstanding;
     if (spec.kind == WorkloadKind::single) {
+      out.shared_prefix_tokens = static_cast<std::int32_t>(s.context.size());  // the system prompt
       random_tokens(s.context, sample_length(spec.input, rng));
       out.prompt.assign(s.context.begin(), s.context.end());
       end_session(p.session);
@@ -418,6 +428,7 @@ struct Workload::Impl {
     if (spec.kind == WorkloadKind::chat) {
       random_tokens(s.context, sample_length(s.turn == 0 ? spec.input : spec.followup_input, rng));
       out.prompt.assign(s.context.begin(), s.context.end());
+      out.shared_prefix_tokens = static_cast<std::int32_t>(out.prompt.size());  // the next turn's prefix
       random_tokens(out.answer, out.output_tokens);
       s.context.insert(s.context.end(), out.answer.begin(), out.answer.end());
       ++s.turn;
@@ -432,11 +443,12 @@ struct Workload::Impl {
       }
       return;
     }
-    // agentic
+    // agentic: siblings share the context; the first call's tool output extends the next round's
     out.prompt.assign(s.context.begin(), s.context.end());
     const std::size_t base = out.prompt.size();
     random_tokens(out.prompt, sample_length(spec.tool_output, rng));
     random_tokens(out.answer, out.output_tokens);
+    out.shared_prefix_tokens = static_cast<std::int32_t>(out.prompt.size());
     if (p.branch == 0) {
       s.extension.assign(out.prompt.begin() + static_cast<std::ptrdiff_t>(base), out.prompt.end());
       s.extension.insert(s.extension.end(), out.answer.begin(), out.answer.end());
@@ -475,6 +487,7 @@ struct Workload::Impl {
         out.prompt.push_back(static_cast<TokenId>(block_rng.below(static_cast<std::uint64_t>(trace.vocab))));
       }
     }
+    out.shared_prefix_tokens = static_cast<std::int32_t>(out.prompt.size());  // blocks named by hash ids
     while (static_cast<std::int32_t>(out.prompt.size()) < input) {
       out.prompt.push_back(static_cast<TokenId>(text_rng.below(static_cast<std::uint64_t>(trace.vocab))));
     }
@@ -489,6 +502,10 @@ Workload& Workload::operator=(Workload&&) noexcept = default;
 Workload::~Workload() = default;
 
 bool Workload::next(WorkloadRequest& out) { return impl_->is_trace ? impl_->next_trace(out) : impl_->next(out); }
+bool Workload::closed_loop() const { return !impl_->is_trace && impl_->spec.concurrency > 0; }
+void Workload::complete(double now) {
+  if (closed_loop()) impl_->complete(now);
+}
 std::uint64_t Workload::emitted() const { return impl_->emitted; }
 
 Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
@@ -521,6 +538,14 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
     return bad("'workload.tenants' x systemPromptTokens exceeds 67,108,864 tokens; use fewer or shorter system prompts");
   }
   if (spec.kind == WorkloadKind::chat && !(spec.think_time_seconds > 0)) return bad("'workload.chat.thinkTimeSeconds' must be > 0");
+  if (spec.concurrency < 0 || spec.concurrency > (1 << 20) || (spec.concurrency > 0 && spec.kind != WorkloadKind::single)) {
+    return bad("'workload.concurrency' (" + std::to_string(spec.concurrency) +
+               ") must be in [0, 1048576], and > 0 only with kind single (a closed loop of one-shot requests)");
+  }
+  if (spec.concurrency > 0 && spec.max_requests == 0) {
+    return bad("'workload.concurrency' needs 'workload.requests' > 0: a closed loop whose requests are all "
+               "refused would not advance the clock");
+  }
   if (spec.kind == WorkloadKind::agentic &&
       (spec.fanout < 1 || spec.fanout > 1024 || spec.depth < 1 || !(spec.step_gap_seconds > 0))) {
     return bad("'workload.agentic' needs fanout in [1, 1024], depth >= 1 and stepGapSeconds > 0");
@@ -534,6 +559,10 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
     const ArrivalProcess& m = spec.arrival;
     impl->mmpp_switch_at = impl->arrival_rng.exponential(m.mean_burst_seconds * (1 - m.burst_share) / m.burst_share);
   }
+  if (spec.concurrency > 0) {
+    // Closed loop: no open-loop starts; every client sends its first request at time 0.
+    impl->starts_done = true;
+  }
   if (spec.tenants > 0) {
     double total = 0;
     for (std::int32_t k = 1; k <= spec.tenants; ++k) total += 1.0 / std::pow(k, spec.zipf_exponent);
@@ -544,6 +573,11 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
     }
     impl->system_prompts.resize(static_cast<std::size_t>(spec.tenants));
     for (auto& sp : impl->system_prompts) impl->random_tokens(sp, spec.system_prompt_tokens);
+  }
+  if (spec.concurrency > 0) {
+    const std::int64_t first = spec.max_requests > 0 ? std::min<std::int64_t>(spec.concurrency, spec.max_requests)
+                                                     : spec.concurrency;
+    for (std::int64_t c = 0; c < first; ++c) impl->complete(0);
   }
   return Workload(std::move(impl));
 }

@@ -86,6 +86,7 @@ struct Simulator::Impl {
     std::vector<BlockHash> hashes;  // prompt + output full blocks
     double arrival = 0, first_token = -1, last_token = 0;
     std::int32_t prompt = 0, output = 0, prompt_blocks = 0;
+    std::int32_t shared_blocks = 0;  // leading hashes other requests can present (the rest are unique)
     std::int32_t prefill_worker = -1, decode_worker = -1;  // decode_worker: the client-facing one
     SeqHandle prefill_handle = -1, decode_handle = -1;
     std::int32_t cached_tokens = 0;
@@ -104,6 +105,9 @@ struct Simulator::Impl {
   std::optional<KvBlockIndex> index;
   PdDecider decider;
   bool disaggregated_deployment = false;
+  // Announce every block to the index, even those no lookup can match: for policies that weigh
+  // the number of entries an endpoint holds (sglang's "smallest tree").
+  bool announce_private = false;
   std::int32_t block_size = 16;
   bool ran = false;
 
@@ -116,6 +120,7 @@ struct Simulator::Impl {
   SimulationResult result;
   std::vector<TokenId> scratch_tokens;
   std::optional<SimError> failure;
+  Workload* workload = nullptr;  // set during run() for a closed-loop workload
 
   void push(double t, EvKind k, std::int32_t target) { heap.push({t, seq++, k, target}); }
 
@@ -161,6 +166,11 @@ struct Simulator::Impl {
     --in_flight;
   }
 
+  // A request ended (finished or refused): a closed-loop client sends its next one now.
+  void ended(double now) {
+    if (workload != nullptr) workload->complete(now);
+  }
+
   void hash_request(Flight& fl, const WorkloadRequest& r) {
     const std::size_t bs = static_cast<std::size_t>(block_size);
     const std::size_t total = (r.prompt.size() + static_cast<std::size_t>(r.output_tokens)) / bs;
@@ -170,14 +180,24 @@ struct Simulator::Impl {
       scratch_tokens.insert(scratch_tokens.end(), r.answer.begin(), r.answer.end());
       const std::size_t n = hash_blocks(scratch_tokens, bs, kRootBlockHash, fl.hashes);
       fl.hashes.resize(n);
+      fl.shared_blocks = static_cast<std::int32_t>(n);  // later turns reuse the answer
       return;
     }
-    const std::size_t n = hash_blocks(r.prompt, bs, kRootBlockHash, fl.hashes);
-    // Output tokens are unknown: give their blocks hashes unique to this request, so they occupy
-    // the cache (and get evicted) like vLLM's, without ever matching another request.
+    // Only the shared prefix (system prompt, trace blocks) can match another request: hash its
+    // tokens. Past it the blocks hold fresh text and, since the output is unknown, output tokens:
+    // give them values unique to this request instead of hashing their tokens. They occupy the
+    // cache (and get evicted) like vLLM's, but never match another request, so they are private
+    // (no index work, no KV events) unless the policy counts index entries.
+    const std::size_t shared_tokens =
+        r.shared_prefix_tokens < 0 ? r.prompt.size()
+                                   : std::min(r.prompt.size(), static_cast<std::size_t>(r.shared_prefix_tokens));
+    const std::size_t n = hash_blocks(std::span<const TokenId>(r.prompt).first(shared_tokens), bs,
+                                      kRootBlockHash, fl.hashes);
+    fl.shared_blocks = announce_private ? static_cast<std::int32_t>(total) : static_cast<std::int32_t>(n);
     BlockHash h = n > 0 ? fl.hashes[n - 1] : kRootBlockHash;
+    const std::uint64_t salt = mix64(r.index + 0x5bd1e995ULL);
     for (std::size_t i = n; i < total; ++i) {
-      h = mix64(h ^ mix64(r.index + 0x5bd1e995ULL) ^ i);
+      h = mix64(h ^ salt ^ i);
       fl.hashes[i] = h;
     }
   }
@@ -190,6 +210,7 @@ struct Simulator::Impl {
     req.prompt_tokens = fl.prompt;
     req.output_tokens = fl.output;
     req.block_hashes = fl.hashes;
+    req.shared_blocks = fl.shared_blocks;
     auto h = workers[static_cast<std::size_t>(w)].sched.submit(req);
     if (!h) return false;
     *out = *h;
@@ -200,6 +221,7 @@ struct Simulator::Impl {
   void on_arrival(double now, const WorkloadRequest& r) {
     if (in_flight >= config.max_in_flight) {
       metrics.add_rejected();
+      ended(now);
       return;
     }
     const std::int32_t f = new_flight();
@@ -225,6 +247,7 @@ struct Simulator::Impl {
     if (!d.ok()) {
       metrics.add_rejected();
       retire(f);
+      ended(now);
       return;
     }
     bool pd = false;
@@ -245,6 +268,7 @@ struct Simulator::Impl {
       if (!submit(p.index, f, RequestKind::prefill_only, &fl.prefill_handle)) {
         metrics.add_rejected();
         retire(f);
+        ended(now);
         return;
       }
       RouteRequest pr = rr;
@@ -258,6 +282,7 @@ struct Simulator::Impl {
     if (!submit(d.index, f, RequestKind::full, &fl.decode_handle)) {
       metrics.add_rejected();
       retire(f);
+      ended(now);
       return;
     }
     policy->on_routed(rr, endpoints[static_cast<std::size_t>(d.index)]);
@@ -340,6 +365,7 @@ struct Simulator::Impl {
               policy->on_finished(fl.route_id, static_cast<EndpointId>(fl.decode_worker));
               metrics.add_rejected();
               retire(f);
+              ended(now);
               break;
             }
             kick(now, fl.decode_worker);
@@ -374,6 +400,7 @@ struct Simulator::Impl {
     if (fl.disaggregated) policy->on_finished(fl.route_id, static_cast<EndpointId>(fl.prefill_worker));
     policy->on_finished(fl.route_id, static_cast<EndpointId>(fl.decode_worker));
     retire(f);
+    ended(now);
   }
 
   void on_transfer_done(double now, std::int32_t f) {
@@ -428,6 +455,7 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
   impl->config = config;
   impl->block_size = block_size;
   impl->disaggregated_deployment = aggregated == 0;
+  impl->announce_private = config.router.announce_unique_blocks || config.router.policy == "sglang";
   impl->decider = PdDecider(config.router.decider);
   PolicyOptions options = config.router.options;
   options.max_endpoints = static_cast<int>(total_workers);
@@ -491,8 +519,16 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
   bool have_pending = workload.next(pending);
   const double first_arrival = have_pending ? pending.arrival_seconds : 0;
   if (have_pending) s.push(pending.arrival_seconds, EvKind::arrival, -1);
+  // Closed loop: requests appear as others end, so the stream is polled after every event.
+  const bool closed = workload.closed_loop();
+  if (closed) s.workload = &workload;
   double now = 0;
-  while (!s.heap.empty()) {
+  while (true) {
+    if (closed && !have_pending) {
+      have_pending = workload.next(pending);
+      if (have_pending) s.push(std::max(now, pending.arrival_seconds), EvKind::arrival, -1);
+    }
+    if (s.heap.empty()) break;
     const Event ev = s.heap.top();
     if (s.config.max_seconds > 0 && ev.time > s.config.max_seconds) break;
     s.heap.pop();

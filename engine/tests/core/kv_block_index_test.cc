@@ -159,10 +159,11 @@ TEST(KvBlockIndex, GlobalBoundEvictsFromTheLargestEndpoint) {
 
 TEST(KvBlockIndex, MemoryIsAllocatedOnceAndStated) {
   // GIVEN an index of 1,000 entries THEN its footprint is within the per-entry bound documented
-  // in kv_block_index.h (48 node + 18 entry + 8..16 table bytes per entry, plus sentinels)
+  // in kv_block_index.h (48 node + 20 entry + 16..32 table bytes per entry, plus a 20-byte
+  // sentinel per endpoint)
   KvBlockIndex index = make_index(1000, 64);
   const std::size_t before = index.memory_bytes();
-  EXPECT_LE(before, 1000u * (48 + 18 + 16) + 64u * 8);
+  EXPECT_LE(before, 1000u * (48 + 20 + 32) + 64u * 20);
   ASSERT_TRUE(index.apply_stored(3, KvTier::gpu, chain(1, 5000)).has_value());
   EXPECT_EQ(index.memory_bytes(), before);
   EXPECT_EQ(index.size(), 1000);

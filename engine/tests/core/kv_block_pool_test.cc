@@ -266,6 +266,57 @@ TEST(KvBlockPool, ListenerSeesStoresAndRemovals) {
   expect_sound(pool);
 }
 
+TEST(KvBlockPool, PrivateBlocksAreCachedAndEvictedButNeitherIndexedNorAnnounced) {
+  // GIVEN a listener on a pool of 3; a request publishes one shared and two private blocks
+  KvBlockPool pool = make_pool(3);
+  RecordingListener events;
+  pool.set_listener(&events);
+  const std::vector<BlockHash> h{5, 6, 7};
+  auto ids = allocate(pool, h, 3);
+  ASSERT_TRUE(pool.publish(ids[0], h[0]).value());
+  ASSERT_TRUE(pool.publish(ids[1], h[1], /*shared=*/false).value());
+  ASSERT_TRUE(pool.publish(ids[2], h[2], /*shared=*/false).value());
+  // THEN only the shared one is findable and announced, yet all three count as cached
+  EXPECT_TRUE(pool.contains(5));
+  EXPECT_FALSE(pool.contains(6));
+  EXPECT_EQ(pool.cached_blocks(), 3);
+  EXPECT_EQ(events.stored, (std::vector<BlockHash>{5}));
+  expect_sound(pool);
+  // WHEN released, the private blocks wait in the LRU list like cached ones (deepest first) ...
+  ASSERT_TRUE(pool.release(ids));
+  EXPECT_EQ(pool.free_cached_blocks(), 3);
+  const PoolPlan p = pool.plan({}, 2);
+  EXPECT_EQ(p.evictions, 2);
+  std::vector<BlockId> out(2);
+  ASSERT_TRUE(pool.commit(p, {}, out).has_value());
+  // THEN ... and are evicted first and silently; the shared block survives
+  EXPECT_EQ(out, (std::vector<BlockId>{ids[2], ids[1]}));
+  EXPECT_TRUE(pool.contains(5));
+  EXPECT_TRUE(events.removed.empty());
+  expect_sound(pool);
+}
+
+TEST(KvBlockPool, IndexPrivateMakesBlocksFindableWithoutEvents) {
+  // GIVEN two private blocks of a request about to be preempted
+  KvBlockPool pool = make_pool(4);
+  RecordingListener events;
+  pool.set_listener(&events);
+  const std::vector<BlockHash> h{11, 12};
+  auto ids = allocate(pool, h, 2);
+  ASSERT_TRUE(pool.publish(ids[0], h[0], false).value());
+  ASSERT_TRUE(pool.publish(ids[1], h[1], false).value());
+  // WHEN they are indexed and released
+  pool.index_private(ids);
+  ASSERT_TRUE(pool.release(ids));
+  // THEN the request finds both again; evicting them still raises no event
+  EXPECT_EQ(pool.match_prefix(h), 2);
+  EXPECT_EQ(pool.evict_all_free(), 2);
+  EXPECT_FALSE(pool.contains(11));
+  EXPECT_TRUE(events.stored.empty());
+  EXPECT_TRUE(events.removed.empty());
+  expect_sound(pool);
+}
+
 TEST(KvBlockPool, IndexSurvivesHeavyChurnOnCollidingSlots) {
   // GIVEN a small pool whose index must probe and shift on every erase
   KvBlockPool pool = make_pool(16, 1);

@@ -57,6 +57,29 @@ TEST(Metrics, HistogramPercentileIsWithinOnePercentAbove) {
   EXPECT_EQ(h.count(), 20000);
 }
 
+TEST(Metrics, HistogramPutsEveryValueInTheFirstBucketReachingIt) {
+  // GIVEN values spread log-uniformly over the resolved range and beyond
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> exponent(-7.5, 4.5);
+  for (int i = 0; i < 20000; ++i) {
+    const double v = std::pow(10.0, exponent(rng));
+    // WHEN it is added next to a far larger sample, p50 reports its bucket's upper edge
+    LatencyHistogram h;
+    h.add(v);
+    h.add(1e9);
+    const double edge = h.percentile(0.5);
+    // THEN the edge reaches the value and the bucket below does not (1 % buckets)
+    if (v <= LatencyHistogram::kMin) {
+      ASSERT_EQ(edge, LatencyHistogram::kMin) << v;
+    } else if (v < LatencyHistogram::kMax) {
+      ASSERT_GE(edge, v) << v;
+      ASSERT_LT(edge, v * LatencyHistogram::kGrowth * (1 + 1e-9)) << v;
+    } else {
+      ASSERT_GE(edge, LatencyHistogram::kMax * (1 - 1e-9)) << v;
+    }
+  }
+}
+
 TEST(Metrics, GoodputCountsBothSlosAndRejections) {
   // GIVEN three completed requests (one too slow to start, one too slow per token) and one rejected
   MetricsCollector c;

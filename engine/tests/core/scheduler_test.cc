@@ -122,6 +122,37 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOut) {
   EXPECT_EQ(s.pool().used_blocks(), 0);
 }
 
+TEST(Scheduler, PreemptedSequenceFindsItsPrivateBlocksAgain) {
+  // GIVEN 6 blocks of 4 tokens and two requests whose blocks are all private (unique hashes)
+  auto s = *Scheduler::create(small_config(6, 4, 64), test_cost_model());
+  std::vector<BlockHash> a(4), b(4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    a[i] = 1000 + i;
+    b[i] = 2000 + i;
+  }
+  SchedRequest ra{1, RequestKind::full, 8, 10, a};
+  SchedRequest rb{2, RequestKind::full, 8, 10, b};
+  ra.shared_blocks = rb.shared_blocks = 0;
+  ASSERT_TRUE(s.submit(ra).has_value());
+  ASSERT_TRUE(s.submit(rb).has_value());
+  // WHEN they decode until the newer one is preempted and comes back
+  std::int32_t readmitted_hits = -1;
+  int admissions_of_2 = 0;
+  for (int i = 0; i < 1000 && s.num_unfinished() > 0; ++i) {
+    const StepPlan* p = *s.next_step();
+    for (const SchedEvent& e : p->events) {
+      if (e.kind == SchedEventKind::admitted && e.id == 2 && ++admissions_of_2 == 2) readmitted_hits = e.value;
+    }
+    (void)s.complete_step();
+    ASSERT_TRUE(s.check_invariants().has_value());
+  }
+  // THEN it was preempted, found its published (private) blocks in the cache, and both finished
+  EXPECT_GE(s.stats().preemptions, 1);
+  EXPECT_GT(readmitted_hits, 0);
+  EXPECT_EQ(s.num_unfinished(), 0);
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+}
+
 TEST(Scheduler, PrefillOnlyHoldsBlocksUntilReleased) {
   // GIVEN a prefill worker
   auto c = small_config(16, 4, 64);

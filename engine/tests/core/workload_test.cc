@@ -155,6 +155,68 @@ TEST(Workload, TraceReplaySharesBlocksByHashId) {
   EXPECT_FALSE(std::equal(a.prompt.begin() + 8, a.prompt.begin() + 12, b.prompt.begin() + 8));
 }
 
+TEST(Workload, SharedPrefixIsTheSystemPromptForOneShotRequests) {
+  // GIVEN one-shot requests behind 3 tenants' 64-token system prompts
+  WorkloadSpec spec;
+  spec.max_requests = 50;
+  spec.input = {LengthDist::Kind::fixed, 100, 0, 1, 1 << 20};
+  spec.tenants = 3;
+  spec.system_prompt_tokens = 64;
+  auto w = Workload::create(spec).value();
+  WorkloadRequest r;
+  std::map<std::int32_t, std::vector<TokenId>> seen;
+  while (w.next(r)) {
+    // THEN the shared prefix is exactly the system prompt, equal across a tenant's requests
+    ASSERT_EQ(r.shared_prefix_tokens, 64);
+    const std::vector<TokenId> prefix(r.prompt.begin(), r.prompt.begin() + 64);
+    auto [it, fresh] = seen.emplace(r.tenant, prefix);
+    if (!fresh) {
+      EXPECT_EQ(it->second, prefix);
+    }
+  }
+  // AND a chat turn shares its whole prompt (the next turn extends it)
+  spec.kind = WorkloadKind::chat;
+  auto c = Workload::create(spec).value();
+  ASSERT_TRUE(c.next(r));
+  EXPECT_EQ(r.shared_prefix_tokens, static_cast<std::int32_t>(r.prompt.size()));
+}
+
+TEST(Workload, ClosedLoopSendsTheNextRequestWhenOneEnds) {
+  // GIVEN a closed loop of 3 clients and 5 requests in all
+  WorkloadSpec spec;
+  spec.concurrency = 3;
+  spec.max_requests = 5;
+  auto w = Workload::create(spec).value();
+  EXPECT_TRUE(w.closed_loop());
+  WorkloadRequest r;
+  // THEN 3 requests are ready at time 0, then nothing until one ends
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(w.next(r));
+    EXPECT_EQ(r.arrival_seconds, 0);
+  }
+  EXPECT_FALSE(w.next(r));
+  // WHEN requests end at 1.5 s and 2 s, each client sends its next one then
+  w.complete(1.5);
+  ASSERT_TRUE(w.next(r));
+  EXPECT_EQ(r.arrival_seconds, 1.5);
+  w.complete(2.0);
+  ASSERT_TRUE(w.next(r));
+  EXPECT_EQ(r.arrival_seconds, 2.0);
+  // AND the request limit stops the loop
+  w.complete(3.0);
+  EXPECT_FALSE(w.next(r));
+  EXPECT_EQ(w.emitted(), 5u);
+  // AND a closed loop needs a request bound and a one-shot kind
+  spec.max_requests = 0;
+  spec.duration_seconds = 10;
+  EXPECT_FALSE(Workload::create(spec).has_value());
+  spec.max_requests = 5;
+  spec.kind = WorkloadKind::chat;
+  auto bad = Workload::create(spec);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("workload.concurrency"), std::string::npos);
+}
+
 TEST(Workload, TraceAndSpecErrorsNameTheField) {
   auto bad = Workload::from_trace("{\"timestamp_ms\": 1, \"input_length\": 2}\n", {});
   ASSERT_FALSE(bad.has_value());

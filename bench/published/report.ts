@@ -1,0 +1,78 @@
+// Prints the markdown table of bench/published.sh: for each published effect (REFERENCE.md
+// section 7), the published baseline -> variant, the simulated one (summary JSON files written by
+// `disagg-engine simulate`), whether the direction matches, and the size ratio (simulated effect /
+// published effect, effect = variant / baseline; 1.00 = same size).
+// Run: npx ts-node --transpile-only bench/published/report.ts DIR
+import * as fs from 'fs';
+import * as path from 'path';
+
+interface Row {
+  readonly scenario: string;
+  readonly metric: string;
+  /** Published baseline and variant values (same unit as `read`). */
+  readonly published: [number, number];
+  readonly unit: string;
+  readonly base: string;
+  readonly variant: string;
+  /** Reads the metric from a summary JSON, in `unit`. */
+  readonly read: (s: any) => number;
+}
+
+const rows: Row[] = [
+  // llm-d "KV-cache wins you can see": output tok/s +130 %, TTFT p90 107 s -> 0.21 s.
+  { scenario: 'llm-d prefix routing (Qwen3-32B, 8 x TP2 H100)', metric: 'output tok/s (RR -> llm-d)', published: [1, 2.3], unit: 'x', base: 'llmd-prefix-rr', variant: 'llmd-prefix-llmd', read: (s) => s.outputTokensPerSecond },
+  { scenario: 'llm-d prefix routing (Qwen3-32B, 8 x TP2 H100)', metric: 'TTFT p90 s', published: [107, 0.21], unit: 's', base: 'llmd-prefix-rr', variant: 'llmd-prefix-llmd', read: (s) => s.ttftSeconds.p90 },
+  // llm-d P/D, gpt-oss-120b on 16 H200: ITL 25 -> 8 ms, E2E 6.7 -> 3.5 s, TTFT 0.53 -> 1.4 s.
+  { scenario: 'llm-d P/D (gpt-oss-120b, 16 H200)', metric: 'mean ITL ms', published: [25, 8], unit: 'ms', base: 'pd-gptoss-agg', variant: 'pd-gptoss-pd', read: (s) => s.itlSeconds.mean * 1e3 },
+  { scenario: 'llm-d P/D (gpt-oss-120b, 16 H200)', metric: 'mean E2E s', published: [6.7, 3.5], unit: 's', base: 'pd-gptoss-agg', variant: 'pd-gptoss-pd', read: (s) => s.e2eSeconds.mean },
+  { scenario: 'llm-d P/D (gpt-oss-120b, 16 H200)', metric: 'mean TTFT s', published: [0.53, 1.4], unit: 's', base: 'pd-gptoss-agg', variant: 'pd-gptoss-pd', read: (s) => s.ttftSeconds.mean },
+  // AWS/llm-d blog, p6-b200: up to +70 % tokens/s at concurrency up to 128.
+  { scenario: 'AWS P/D (p6-b200, 4P TP1 + 1D TP4 vs 1 x TP4, c=128)', metric: 'output tok/s', published: [1, 1.7], unit: 'x', base: 'aws-b200-agg', variant: 'aws-b200-pd', read: (s) => s.outputTokensPerSecond },
+  // DistServe: up to 4.48x goodput (same GPUs).
+  { scenario: 'DistServe direction (Llama-3.1-8B, 2 H100)', metric: 'goodput req/s', published: [1, 4.48], unit: 'x', base: 'distserve-agg', variant: 'distserve-pd', read: (s) => s.goodputRequestsPerSecond },
+];
+
+function fmt(v: number): string {
+  if (!Number.isFinite(v)) return 'n/a';
+  const a = Math.abs(v);
+  return a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : a >= 1 ? v.toFixed(2) : v.toFixed(3);
+}
+
+function load(dir: string, name: string): any | undefined {
+  const file = path.join(dir, `${name}.summary.json`);
+  if (!fs.existsSync(file)) return undefined;
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+function main(): void {
+  const dir = process.argv[2];
+  if (!dir) throw new Error('usage: report.ts DIR (the directory of the *.summary.json files)');
+  const out: string[] = [];
+  out.push('| scenario | metric | published | simulated | direction match | ratio |');
+  out.push('|---|---|---|---|---|---|');
+  for (const r of rows) {
+    const a = load(dir, r.base);
+    const b = load(dir, r.variant);
+    const pub = r.unit === 'x' ? `1 -> ${fmt(r.published[1])}x` : `${fmt(r.published[0])} -> ${fmt(r.published[1])}`;
+    if (!a || !b) {
+      out.push(`| ${r.scenario} | ${r.metric} | ${pub} | not run (see the error above) | n/a | n/a |`);
+      continue;
+    }
+    const sa = r.read(a);
+    const sb = r.read(b);
+    const simEffect = sb / sa;
+    const pubEffect = r.published[1] / r.published[0];
+    const sim = r.unit === 'x' ? `${fmt(sa)} -> ${fmt(sb)} (${fmt(simEffect)}x)` : `${fmt(sa)} -> ${fmt(sb)}`;
+    const same = Math.sign(Math.log(simEffect)) === Math.sign(Math.log(pubEffect)) && Math.abs(Math.log(simEffect)) > Math.log(1.02);
+    out.push(`| ${r.scenario} | ${r.metric} | ${pub} | ${sim} | ${same ? 'yes' : 'no'} | ${fmt(Math.log(simEffect) / Math.log(pubEffect))} |`);
+  }
+  out.push('');
+  out.push('ratio = ln(simulated effect) / ln(published effect): 1 = same size, 0 = no effect, < 0 = opposite; a direction counts as matching only beyond 2 %.');
+  process.stdout.write(out.join('\n') + '\n');
+}
+
+main();
