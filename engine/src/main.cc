@@ -14,13 +14,20 @@
 #ifdef DISAGG_HAVE_SIM_WORKER
 #include "sim_worker_main.h"
 #endif
+#ifdef DISAGG_HAVE_ROUTER
+#include "router_main.h"
+#endif
 
 namespace {
 
 constexpr std::string_view kUsage =
     "usage: disagg-engine <role> [flags]\n"
     "roles:\n"
+#ifdef DISAGG_HAVE_ROUTER
+    "  router       KV-aware OpenAI-compatible router (policies, P/D, KV events, health)\n"
+#else
     "  router       KV-aware request router (not built in this version)\n"
+#endif
 #ifdef DISAGG_HAVE_SIM_WORKER
     "  sim-worker   vLLM-compatible worker emulator (OpenAI API, metrics, KV events, P/D)\n"
 #else
@@ -29,10 +36,11 @@ constexpr std::string_view kUsage =
     "  kvstore      shared KV-cache store speaking the Redis protocol\n"
     "  cost         print the cost model's step times: cost --config FILE.json\n"
     "  simulate     simulate a deployment on a virtual clock: simulate --config FILE.json\n"
+    "  plan         search replica counts and TP sizes for the best goodput per dollar: plan --config FILE.json\n"
     "  version      print the engine version\n"
     "Run `disagg-engine <role> --help` for a role's flags.\n";
 
-int not_built(std::string_view role) {
+[[maybe_unused]] int not_built(std::string_view role) {
   std::cerr << "disagg-engine: role '" << role
             << "' is not built in this version; available: cost, simulate, version"
 #ifdef DISAGG_HAVE_KVSTORE
@@ -40,6 +48,9 @@ int not_built(std::string_view role) {
 #endif
 #ifdef DISAGG_HAVE_SIM_WORKER
             << ", sim-worker"
+#endif
+#ifdef DISAGG_HAVE_ROUTER
+            << ", router"
 #endif
             << "\n";
   return 2;
@@ -66,6 +77,7 @@ int main(int argc, char** argv) {
   }
   if (role == "cost") return disagg::cli::run_cost_command(role_argc, role_argv);
   if (role == "simulate") return disagg::cli::run_simulate_command(role_argc, role_argv);
+  if (role == "plan") return disagg::cli::run_plan_command(role_argc, role_argv);
   if (role == "kvstore") {
 #ifdef DISAGG_HAVE_KVSTORE
     return disagg::kvstore::run(role_argc, role_argv);
@@ -80,7 +92,13 @@ int main(int argc, char** argv) {
     return not_built(role);
 #endif
   }
-  if (role == "router") return not_built(role);
+  if (role == "router") {
+#ifdef DISAGG_HAVE_ROUTER
+    return disagg::router::run(role_argc, role_argv);
+#else
+    return not_built(role);
+#endif
+  }
   std::cerr << "disagg-engine: unknown role '" << role << "'\n" << kUsage;
   return 2;
 }

@@ -7,6 +7,11 @@ export interface CliIo {
   readonly out: (text: string) => void;
   /** Errors and diagnostics. */
   readonly err: (text: string) => void;
+  /**
+   * Raw writes to a terminal's stderr (no newline added), for a progress bar redrawn in place.
+   * Absent when stderr is not a terminal: long commands then print periodic lines through `err`.
+   */
+  readonly progress?: (text: string) => void;
 }
 
 /**

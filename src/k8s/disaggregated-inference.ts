@@ -2,6 +2,7 @@ import { createHash } from 'crypto';
 import { ApiObject, Chart } from 'cdk8s';
 import { Construct } from 'constructs';
 import { AcceleratedInstanceType } from '../catalog';
+import { plannerConfig, planSync } from '../engine';
 import { DataParallelEndpoints } from './data-parallel-endpoints';
 import { ExpertParallelPool, ExpertParallelPoolOptions, ExpertParallelPoolProps } from './expert-parallel-pool';
 import { GatewayExposure } from './gateway-exposure';
@@ -9,6 +10,7 @@ import { InferencePoolOptions } from './inference-pool-options';
 import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
 import { PoolRole } from './pool-role';
+import { PoolSizing } from './pool-sizing';
 import { gatewayObjects } from './private/gateway-objects';
 import { FIELD_PREFIX, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
 import { APP_PART_OF, PORTS, componentLabels } from './private/labels';
@@ -72,6 +74,14 @@ export interface DisaggregatedInferenceProps extends ModelDeploymentOptions {
    * @default GatewayExposure.none()
    */
   readonly gateway?: GatewayExposure;
+  /**
+   * Size the prefill and decode pools from the simulation-based planner at synth time: it sets
+   * `replicas` and `tensorParallel` of `prefill` and `decode` (leave both unset there) to the split of
+   * at most `maxAccelerators` with the highest goodput per accelerator-dollar under the SLO. Opt-in:
+   * only this needs the engine addon, and synthesis waits for the search (it is deterministic).
+   * @default - no sizing: the pools' own `replicas` and `tensorParallel`
+   */
+  readonly sizeFor?: PoolSizing;
 }
 
 /**
@@ -108,6 +118,11 @@ export class DisaggregatedInference extends Construct {
   public readonly prefillTensorParallel: number;
   /** Tensor-parallel size of the decode pool (resolved). */
   public readonly decodeTensorParallel: number;
+  /**
+   * With `sizeFor`: the planned goodput (requests/s meeting the SLO) of the chosen split.
+   * @default - undefined without `sizeFor`
+   */
+  public readonly sizedGoodputPerSecond?: number;
   /** Warnings with stable ids, e.g. 'disagg:tcpKvTransfer: ...'. */
   public readonly warnings: string[] = [];
   /** The prefill pool: add env, arguments or a KV cache (`TieredKvCache.attachTo`). */
@@ -144,6 +159,12 @@ export class DisaggregatedInference extends Construct {
       return { options, ep };
     };
     const sides = { prefill: sideOf('prefill'), decode: sideOf('decode') };
+    if (props.sizeFor) {
+      const sized = sizePools(where, props.sizeFor, sides.prefill.options, sides.decode.options, resolved);
+      sides.prefill.options = sized.prefill;
+      sides.decode.options = sized.decode;
+      this.sizedGoodputPerSecond = sized.goodputPerSecond;
+    }
 
     const inputs = { where, model, maxContext, weightPrecision, kvCachePrecision, kvBlockSize };
     const planned = {
@@ -366,4 +387,84 @@ export class DisaggregatedInference extends Construct {
     this.warnings.push(text);
     this.node.addMetadata('disagg:warning', text);
   }
+}
+
+/**
+ * Runs the planner for `sizeFor` and returns both pools' options with the chosen replicas and
+ * tensor-parallel sizes. Synchronous (constructors cannot await): the addon's planSync blocks
+ * synthesis for the search.
+ */
+function sizePools(
+  where: string, sizing: PoolSizing, prefill: InferencePoolOptions | undefined, decode: InferencePoolOptions | undefined,
+  resolved: ReturnType<typeof resolveModel>,
+): { prefill: InferencePoolOptions; decode: InferencePoolOptions; goodputPerSecond: number } {
+  if (!prefill || !decode) {
+    throw new Error(`${where}: 'sizeFor' sizes tensor-parallel pools; set 'prefill' and 'decode' (not the expert-parallel pools)`);
+  }
+  for (const [role, options] of [['prefill', prefill], ['decode', decode]] as const) {
+    for (const field of ['replicas', 'tensorParallel', 'pipelineParallel'] as const) {
+      if (options[field] !== undefined) {
+        throw new Error(`${where}: '${role}.${field}' (${options[field]}) is chosen by 'sizeFor'; remove it, or remove 'sizeFor' to size the pools yourself`);
+      }
+    }
+  }
+  const w = sizing.workload;
+  const positive = (field: string, v: number | undefined) => {
+    if (v !== undefined && !(Number.isFinite(v) && v > 0)) {
+      throw new Error(`${where}: 'sizeFor.${field}' (${v}) must be a positive number`);
+    }
+  };
+  positive('slo.ttftSeconds', sizing.slo.ttftSeconds);
+  positive('slo.tpotSeconds', sizing.slo.tpotSeconds);
+  positive('workload.inputTokens', w.inputTokens);
+  positive('workload.outputTokens', w.outputTokens);
+  const turns = w.conversationTurns ?? 1;
+  const tenants = w.tenants ?? 0;
+  if (!(Number.isInteger(turns) && turns >= 1) || !(Number.isInteger(tenants) && tenants >= 0)) {
+    throw new Error(`${where}: 'sizeFor.workload.conversationTurns' (${turns}) must be an integer >= 1 and 'tenants' (${tenants}) >= 0`);
+  }
+  const maxAccelerators = sizing.maxAccelerators ?? 2 * decode.instanceType.acceleratorCount;
+  const config = plannerConfig({
+    model: resolved.model,
+    weightPrecision: resolved.weightPrecision,
+    kvPrecision: resolved.kvCachePrecision,
+    maxContext: resolved.maxContext,
+    kvBlockSize: resolved.kvBlockSize,
+    gpuMemoryUtilization: prefill.gpuMemoryUtilization,
+    instanceType: prefill.instanceType,
+    decodeInstanceType: decode.instanceType,
+    pricePerInstanceHour: sizing.pricePerInstanceHour,
+    decodePricePerInstanceHour: sizing.decodePricePerInstanceHour,
+    workload: {
+      kind: turns > 1 ? 'chat' : 'single',
+      requests: w.simulatedRequests ?? 400,
+      arrival: { process: 'poisson', ratePerSecond: 1 },
+      inputTokens: { mean: w.inputTokens },
+      outputTokens: { mean: w.outputTokens },
+      ...(tenants > 0 ? { tenants: { count: tenants, systemPromptTokens: w.systemPromptTokens ?? 1024 } } : {}),
+      ...(turns > 1 ? { chat: { turns: { mean: turns } } } : {}),
+    },
+    slo: { ttftSeconds: sizing.slo.ttftSeconds, tpotSeconds: sizing.slo.tpotSeconds },
+    // A few ms per engine step, as `disagg simulate` assumes (src/cli/engine-flags.ts).
+    efficiency: { stepOverheadSeconds: 0.003 },
+    seed: w.seed ?? 1,
+    planner: {
+      maxAccelerators,
+      modes: ['disaggregated'],
+      targetShare: sizing.slo.targetShare ?? 0.9,
+      requiredRatePerSecond: w.requestsPerSecond ?? 0,
+    },
+  });
+  const result = planSync(config);
+  const best = result.candidates.find(c => c.status === 'evaluated' && c.goodputRatePerSecond > 0 && c.meetsRequiredRate);
+  if (!best) {
+    throw new Error(`${where}: 'sizeFor': no split of at most ${maxAccelerators} accelerators meets the SLO for ${sizing.slo.targetShare ?? 0.9} of requests` +
+      (w.requestsPerSecond ? ` at ${w.requestsPerSecond} requests/s` : '') + '; raise maxAccelerators, relax the SLO, or use faster instance types');
+  }
+  const pool = (role: string) => best.pools.find(p => p.role === role)!;
+  return {
+    prefill: { ...prefill, replicas: pool('prefill').replicas, tensorParallel: pool('prefill').tensorParallel },
+    decode: { ...decode, replicas: pool('decode').replicas, tensorParallel: pool('decode').tensorParallel },
+    goodputPerSecond: best.goodputRatePerSecond,
+  };
 }

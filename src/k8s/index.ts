@@ -5,6 +5,7 @@ export * from './kv-transfer';
 export * from './gateway-exposure';
 export * from './inference-pool-options';
 export * from './disaggregated-inference';
+export * from './pool-sizing';
 export * from './model-deployment-options';
 export * from './serving-pool';
 export * from './pool-role';

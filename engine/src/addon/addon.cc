@@ -4,6 +4,7 @@
 //   version(): string
 //   costModel(config: object, probes?: object): Promise<string>   report JSON (disagg/cost_report.h)
 //   costModelFields(): Array<{section, key, required, defaultValue, constraint}>
+//   simulate, simulateSweep, plan, planSync: see simulation_binding.cc
 //
 // Built with NAPI_DISABLE_CPP_EXCEPTIONS: no C++ exception crosses into JavaScript. Arguments are
 // read on the JavaScript thread (Node-API values cannot be touched elsewhere); the report is
@@ -18,6 +19,11 @@
 #include "disagg/cost_model_config.h"
 #include "disagg/cost_report.h"
 #include "disagg/version.h"
+
+namespace disagg_addon {
+// simulation_binding.cc: simulate, simulateSweep, plan, planSync.
+void register_simulation(Napi::Env env, Napi::Object exports);
+}  // namespace disagg_addon
 
 namespace {
 
@@ -214,6 +220,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("version", Napi::Function::New(env, Version, "version"));
   exports.Set("costModel", Napi::Function::New(env, CostModel, "costModel"));
   exports.Set("costModelFields", Napi::Function::New(env, CostModelFields, "costModelFields"));
+  disagg_addon::register_simulation(env, exports);
   return exports;
 }
 

@@ -4,6 +4,8 @@ import { ServingPlan, ServingPlanProps } from '../../sizing';
 import { formatGbAndGib, formatGib, formatInt, formatSeconds, GIB } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError } from '../command';
 import { DEFAULT_DEPLOYMENT } from '../defaults';
+import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS } from '../engine-flags';
+import { PLAN_SIMULATE_HELP, PLAN_SIMULATE_OPTIONS, runPlanSearch } from '../plan-simulate';
 import { renderTable } from '../table';
 
 const HELP = `Usage: disagg plan [options]
@@ -34,8 +36,11 @@ Options:
   --json                       print machine-readable JSON only
   -h, --help                   show this help
 
-Exit codes: 0 fits, 1 does not fit (the reasons are printed), 2 usage error (unknown model or
-instance type, bad value).`;
+${PLAN_SIMULATE_HELP}
+${ENGINE_FLAG_HELP}
+
+Exit codes: 0 fits, 1 does not fit (the reasons are printed; with --simulate: no candidate meets the
+SLO), 2 usage error (unknown model or instance type, bad value), 3 engine addon missing.`;
 
 /** `disagg plan`: the sizing plan of one deployment. */
 export const command: Command = {
@@ -70,6 +75,8 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
         'decode-context': { type: 'string' },
         'json': { type: 'boolean' },
         'help': { type: 'boolean', short: 'h' },
+        ...PLAN_SIMULATE_OPTIONS,
+        ...ENGINE_FLAG_OPTIONS,
       },
     }).values;
   } catch (e) {
@@ -100,6 +107,25 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
     promptLengths: integerList('--prompt-lengths', values['prompt-lengths']),
     decodeContextTokens: integer('--decode-context', values['decode-context']),
   };
+
+  if (values.simulate) {
+    return runPlanSearch(values, {
+      model,
+      instanceType,
+      weightPrecision: props.weightPrecision,
+      kvPrecision: props.kvPrecision!,
+      maxContext: props.maxContext,
+      tensorParallel: props.tensorParallel,
+      pricePerHour: props.pricePerHour,
+      gpuMemoryUtilization: props.gpuMemoryUtilization,
+      json: values.json === true,
+    }, io);
+  }
+  const simulationOnly = [...Object.keys(PLAN_SIMULATE_OPTIONS), ...Object.keys(ENGINE_FLAG_OPTIONS)]
+    .filter(k => (values as Record<string, unknown>)[k] !== undefined);
+  if (simulationOnly.length > 0) {
+    throw new UsageError(`--${simulationOnly[0]} needs --simulate (the simulation-based search)`);
+  }
 
   let plan: ServingPlan;
   try {

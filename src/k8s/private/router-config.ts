@@ -1,4 +1,5 @@
 import { ModelArchitecture, Precision } from '../../catalog';
+import { costSections } from '../../engine/engine-config-builder';
 import { RouterPolicy } from '../router-policy';
 import { PORTS } from './labels';
 import { PoolPlan } from './pool-plan';
@@ -27,28 +28,9 @@ export interface RouterConfigInputs {
  */
 export function routerConfig(inputs: RouterConfigInputs): Record<string, unknown> {
   const decode = inputs.decode;
-  const plan = decode.plan;
-  const type = decode.options.instanceType;
-  const model = inputs.model;
-  const kvPerRank = plan.kvCache.bytesPerToken * plan.kvCache.rankShare(decode.parallelism.tensorParallel, decode.parallelism.pipelineParallel);
   return {
-    model: {
-      weightBytesPerRank: Math.round(plan.weightBytesPerRank),
-      kvBytesPerToken: plan.kvCache.bytesPerToken,
-      kvBytesPerTokenPerRank: kvPerRank,
-      activeParameters: model.parametersActive,
-      layers: model.layers,
-      hiddenSize: model.hiddenSize,
-      attentionWidth: model.attentionHeads * model.headDim,
-    },
-    hardware: {
-      peakFlopsPerSecond: type.accelerator.peakTflops(inputs.weightPrecision) * 1e12,
-      hbmBytesPerSecond: type.accelerator.hbmBandwidthGBps * 1e9,
-      interconnectBytesPerSecond: type.accelerator.interconnectGBps * 1e9,
-      // A pod's share of the node's network (EFA, or TCP without it), Gbit/s -> bytes/s.
-      fabricBytesPerSecond: (type.networkBandwidthGbps * decode.nodeShare * 1e9) / 8,
-    },
-    parallel: { tensorParallel: decode.parallelism.tensorParallel },
+    // The cost-model sections come from the engine-config builder, shared with the CLI and `sizeFor`.
+    ...costSections(decode.plan, inputs.weightPrecision),
     router: {
       listenPort: PORTS.router,
       servedModelName: inputs.servedModelName,

@@ -1,0 +1,494 @@
+// The one reader of the simulation and planner keys (see disagg/simulation_config.h). Moved here
+// from the binary's simulate command so that the addon, which has no JSON library, reads the same
+// keys with the same messages.
+#include "disagg/simulation_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <string_view>
+
+#include "disagg/cost_model_config.h"
+
+namespace disagg {
+
+namespace {
+
+Lookup object_at(const JsonValue& j, std::string_view name) {
+  const JsonValue* v = j.find(name);
+  if (!v || v->is_null()) return Lookup::missing;
+  return v->is_object() ? Lookup::found : Lookup::wrong_type;
+}
+
+Lookup scalar(const JsonValue& obj, std::string_view key, double* out) {
+  const JsonValue* v = obj.find(key);
+  if (!v || v->is_null()) return Lookup::missing;
+  if (!v->is_number()) return Lookup::wrong_type;
+  *out = v->as_number();
+  return Lookup::found;
+}
+
+// Cost-model sections of one pool: the pool's own section (an override object) wins key by key
+// over the top-level one; pool.tensorParallel and pool.weightBytesPerRank win over both.
+class PoolSource final : public ConfigSource {
+ public:
+  PoolSource(const JsonValue& top, const JsonValue& pool) : top_(top), pool_(pool) {}
+
+  Lookup section(std::string_view name) const override {
+    const Lookup a = object_at(top_, name), b = object_at(pool_, name);
+    if (a == Lookup::wrong_type || b == Lookup::wrong_type) return Lookup::wrong_type;
+    return (a == Lookup::found || b == Lookup::found) ? Lookup::found : Lookup::missing;
+  }
+
+  Lookup number(std::string_view section, std::string_view key, double* out) const override {
+    if (section == "parallel" && key == "tensorParallel") {
+      if (const Lookup l = scalar(pool_, "tensorParallel", out); l != Lookup::missing) return l;
+    }
+    if (section == "model" && key == "weightBytesPerRank") {
+      if (const Lookup l = scalar(pool_, "weightBytesPerRank", out); l != Lookup::missing) return l;
+      if (const Lookup l = own(section, key, out); l != Lookup::missing) return l;
+      double base = 0, base_tp = 1, tp = 1;
+      const Lookup w = top(section, key, &base);
+      if (w != Lookup::found) return w;
+      if (top("parallel", "tensorParallel", &base_tp) != Lookup::found) base_tp = 1;
+      if (number("parallel", "tensorParallel", &tp) != Lookup::found) tp = base_tp;
+      // The weights are the top level's: pure tensor parallelism splits them evenly, so rescale
+      // them to the pool's TP size.
+      *out = base * base_tp / tp;
+      return Lookup::found;
+    }
+    if (const Lookup l = own(section, key, out); l != Lookup::missing) return l;
+    return top(section, key, out);
+  }
+
+ private:
+  Lookup own(std::string_view section, std::string_view key, double* out) const {
+    if (object_at(pool_, section) != Lookup::found) return Lookup::missing;
+    return scalar(*pool_.find(section), key, out);
+  }
+  Lookup top(std::string_view section, std::string_view key, double* out) const {
+    if (object_at(top_, section) != Lookup::found) return Lookup::missing;
+    return scalar(*top_.find(section), key, out);
+  }
+
+  const JsonValue& top_;
+  const JsonValue& pool_;
+};
+
+// Small typed readers: each failure names the JSON path, the value and the fix.
+struct Reader {
+  std::string error;
+
+  bool fail(const std::string& m) {
+    if (error.empty()) error = m;
+    return false;
+  }
+  static std::string full(const std::string& path, std::string_view key) {
+    std::string s = path;
+    if (!s.empty()) s += '.';
+    s += key;
+    return s;
+  }
+  // Concatenation by +=: g++ 12 reports a false -Wrestrict on chains of operator+ here.
+  static std::string cat(std::initializer_list<std::string_view> parts) {
+    std::string s;
+    for (std::string_view part : parts) s += part;
+    return s;
+  }
+
+  bool number(const JsonValue& obj, const std::string& path, std::string_view key, double* out, double min,
+              bool exclusive = false) {
+    const JsonValue* v = obj.find(key);
+    if (!v || v->is_null()) return true;  // keep the default
+    if (!v->is_number()) return fail(cat({"'", full(path, key), "' (", v->dump(), ") must be a number"}));
+    const double d = v->as_number();
+    if (!std::isfinite(d) || (exclusive ? d <= min : d < min)) {
+      return fail(cat({"'", full(path, key), "' (", v->dump(), ") must be ", exclusive ? "> " : ">= ", json_number(min)}));
+    }
+    *out = d;
+    return true;
+  }
+  bool at_most(const JsonValue& obj, const std::string& path, std::string_view key, double value, double max) {
+    if (value <= max) return true;
+    (void)obj;
+    return fail(cat({"'", full(path, key), "' (", json_number(value), ") must be <= ", json_number(max)}));
+  }
+  template <class Int>
+  bool integer(const JsonValue& obj, const std::string& path, std::string_view key, Int* out, double min) {
+    double v = static_cast<double>(*out);
+    if (!number(obj, path, key, &v, min)) return false;
+    if (v != std::floor(v) || v > 2147483647.0 * 1024) {
+      return fail(cat({"'", full(path, key), "' (", json_number(v), ") must be a whole number"}));
+    }
+    *out = static_cast<Int>(v);
+    return true;
+  }
+  bool string(const JsonValue& obj, const std::string& path, std::string_view key, std::string* out) {
+    const JsonValue* v = obj.find(key);
+    if (!v || v->is_null()) return true;
+    if (!v->is_string()) return fail(cat({"'", full(path, key), "' (", v->dump(), ") must be a string"}));
+    *out = v->as_string();
+    return true;
+  }
+  bool boolean(const JsonValue& obj, const std::string& path, std::string_view key, bool* out) {
+    const JsonValue* v = obj.find(key);
+    if (!v || v->is_null()) return true;
+    if (!v->is_bool()) return fail(cat({"'", full(path, key), "' (", v->dump(), ") must be true or false"}));
+    *out = v->as_bool();
+    return true;
+  }
+  bool object(const JsonValue& obj, const std::string& path, std::string_view key, const JsonValue** out) {
+    const JsonValue* v = obj.find(key);
+    *out = nullptr;
+    if (!v || v->is_null()) return true;
+    if (!v->is_object()) return fail(cat({"'", full(path, key), "' (", v->dump(), ") must be an object"}));
+    *out = v;
+    return true;
+  }
+  bool known_keys(const JsonValue& obj, const std::string& path, std::initializer_list<std::string_view> keys,
+                  std::string_view where = "engine/README.md, Simulation") {
+    for (const auto& m : obj.members()) {
+      if (m.first == "$comment") continue;
+      bool ok = false;
+      for (auto k : keys) ok = ok || m.first == k;
+      if (!ok) {
+        std::string known;
+        for (auto k : keys) {
+          if (!known.empty()) known += ", ";
+          known += k;
+        }
+        return fail(cat({"'", full(path, m.first), "' is not a known key; use one of ", known, " (", where, ")"}));
+      }
+    }
+    return true;
+  }
+
+  bool length(const JsonValue& parent, const std::string& path, std::string_view key, LengthDist* d) {
+    const JsonValue* o = nullptr;
+    if (!object(parent, path, key, &o) || !o) return error.empty();
+    const std::string p = full(path, key);
+    if (!known_keys(*o, p, {"distribution", "mean", "stddev", "min", "max"})) return false;
+    std::string kind = "fixed";
+    if (!string(*o, p, "distribution", &kind)) return false;
+    if (kind == "fixed") d->kind = LengthDist::Kind::fixed;
+    else if (kind == "uniform") d->kind = LengthDist::Kind::uniform;
+    else if (kind == "lognormal") d->kind = LengthDist::Kind::lognormal;
+    else return fail("'" + p + ".distribution' (\"" + kind + "\") must be fixed, uniform or lognormal");
+    return number(*o, p, "mean", &d->mean, 1) && number(*o, p, "stddev", &d->stddev, 0) &&
+           integer(*o, p, "min", &d->min, 1) && integer(*o, p, "max", &d->max, 1);
+  }
+};
+
+bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, SimulationSetup* out) {
+  const std::string p = "workload";
+  if (!rd.known_keys(w, p, {"kind", "requests", "durationSeconds", "arrival", "inputTokens", "outputTokens",
+                            "vocab", "tenants", "chat", "agentic", "trace"})) {
+    return false;
+  }
+  WorkloadSpec& s = out->workload;
+  s.seed = seed;
+  std::string kind = "single";
+  if (!rd.string(w, p, "kind", &kind)) return false;
+  if (kind == "single") s.kind = WorkloadKind::single;
+  else if (kind == "chat") s.kind = WorkloadKind::chat;
+  else if (kind == "agentic") s.kind = WorkloadKind::agentic;
+  else if (kind == "trace") s.kind = WorkloadKind::trace;
+  else return rd.fail("'workload.kind' (\"" + kind + "\") must be single, chat, agentic or trace");
+  if (!rd.integer(w, p, "requests", &s.max_requests, 0) || !rd.number(w, p, "durationSeconds", &s.duration_seconds, 0) ||
+      !rd.integer(w, p, "vocab", &s.vocab, 2) || !rd.length(w, p, "inputTokens", &s.input) ||
+      !rd.length(w, p, "outputTokens", &s.output)) {
+    return false;
+  }
+  const JsonValue* o = nullptr;
+  if (!rd.object(w, p, "arrival", &o)) return false;
+  if (o) {
+    const std::string ap = "workload.arrival";
+    if (!rd.known_keys(*o, ap, {"process", "ratePerSecond", "cv", "burstFactor", "burstShare", "meanBurstSeconds"})) return false;
+    std::string proc = "poisson";
+    if (!rd.string(*o, ap, "process", &proc)) return false;
+    if (proc == "poisson") s.arrival.kind = ArrivalProcess::Kind::poisson;
+    else if (proc == "gamma") s.arrival.kind = ArrivalProcess::Kind::gamma;
+    else if (proc == "mmpp") s.arrival.kind = ArrivalProcess::Kind::mmpp;
+    else return rd.fail("'workload.arrival.process' (\"" + proc + "\") must be poisson, gamma or mmpp");
+    if (!rd.number(*o, ap, "ratePerSecond", &s.arrival.rate_per_second, 0, true) ||
+        !rd.number(*o, ap, "cv", &s.arrival.cv, 0, true) || !rd.number(*o, ap, "burstFactor", &s.arrival.burst_factor, 1, true) ||
+        !rd.number(*o, ap, "burstShare", &s.arrival.burst_share, 0, true) ||
+        !rd.number(*o, ap, "meanBurstSeconds", &s.arrival.mean_burst_seconds, 0, true)) {
+      return false;
+    }
+  }
+  if (!rd.object(w, p, "tenants", &o)) return false;
+  if (o) {
+    const std::string tp = "workload.tenants";
+    if (!rd.known_keys(*o, tp, {"count", "systemPromptTokens", "zipfExponent"}) ||
+        !rd.integer(*o, tp, "count", &s.tenants, 0) || !rd.integer(*o, tp, "systemPromptTokens", &s.system_prompt_tokens, 0) ||
+        !rd.number(*o, tp, "zipfExponent", &s.zipf_exponent, 0)) {
+      return false;
+    }
+  }
+  if (!rd.object(w, p, "chat", &o)) return false;
+  if (o) {
+    const std::string cp = "workload.chat";
+    if (!rd.known_keys(*o, cp, {"turns", "followupInputTokens", "thinkTimeSeconds", "maxContextTokens"}) ||
+        !rd.length(*o, cp, "turns", &s.turns) || !rd.length(*o, cp, "followupInputTokens", &s.followup_input) ||
+        !rd.number(*o, cp, "thinkTimeSeconds", &s.think_time_seconds, 0, true) ||
+        !rd.integer(*o, cp, "maxContextTokens", &s.max_context_tokens, 1)) {
+      return false;
+    }
+  }
+  if (!rd.object(w, p, "agentic", &o)) return false;
+  if (o) {
+    const std::string gp = "workload.agentic";
+    if (!rd.known_keys(*o, gp, {"fanout", "depth", "toolOutputTokens", "stepGapSeconds"}) ||
+        !rd.integer(*o, gp, "fanout", &s.fanout, 1) || !rd.integer(*o, gp, "depth", &s.depth, 1) ||
+        !rd.length(*o, gp, "toolOutputTokens", &s.tool_output) ||
+        !rd.number(*o, gp, "stepGapSeconds", &s.step_gap_seconds, 0, true)) {
+      return false;
+    }
+  }
+  if (!rd.object(w, p, "trace", &o)) return false;
+  if (s.kind == WorkloadKind::trace) {
+    if (!o) return rd.fail("'workload.trace' is required when 'workload.kind' is trace; give {\"path\": \"FILE.jsonl\"}");
+    const std::string tp = "workload.trace";
+    out->from_trace = true;
+    out->trace.seed = seed;
+    out->trace.vocab = s.vocab;
+    if (!rd.known_keys(*o, tp, {"path", "blockTokens", "timeScale", "maxRecords"}) ||
+        !rd.string(*o, tp, "path", &out->trace_path) || !rd.integer(*o, tp, "blockTokens", &out->trace.trace_block_tokens, 1) ||
+        !rd.number(*o, tp, "timeScale", &out->trace.time_scale, 0, true) ||
+        !rd.integer(*o, tp, "maxRecords", &out->trace.max_records, 1)) {
+      return false;
+    }
+    if (out->trace_path.empty()) return rd.fail("'workload.trace.path' is required; give the JSONL file");
+  }
+  return true;
+}
+
+// One pool entry (or a planner option, a pool template): cost model merged over the top level,
+// scheduler limits, KV capacity. `p` is the entry's JSON path for messages.
+bool read_pool(Reader& rd, const JsonValue& doc, const JsonValue& pj, const std::string& p, std::int32_t block_size,
+               PoolSpec* spec) {
+  auto cm = read_cost_model(PoolSource(doc, pj));
+  if (!cm) return rd.fail("'" + p + "' (" + spec->name + "): " + cm.error().message());
+  spec->cost = cm->params();
+  SchedulerConfig& sc = spec->scheduler;
+  sc.block_size = block_size;
+  double kv_tokens = 0, kv_bytes = 0;
+  if (!rd.integer(pj, p, "maxConcurrencyPerReplica", &sc.max_num_seqs, 1) ||
+      !rd.integer(pj, p, "maxBatchedTokens", &sc.max_num_batched_tokens, 1) ||
+      !rd.integer(pj, p, "maxWaitingRequests", &sc.max_waiting, 1) ||
+      !rd.number(pj, p, "kvTokensPerReplica", &kv_tokens, 0) || !rd.number(pj, p, "kvCacheBytesPerRank", &kv_bytes, 0) ||
+      !rd.boolean(pj, p, "prefixCaching", &sc.enable_prefix_caching)) {
+    return false;
+  }
+  if (kv_tokens <= 0 && kv_bytes > 0) kv_tokens = kv_bytes / spec->cost.kv_bytes_per_token_per_rank;
+  if (kv_tokens < block_size) {
+    return rd.fail("'" + p + ".kvTokensPerReplica' (" + json_number(kv_tokens) + ") must hold at least one block of " +
+                   std::to_string(block_size) +
+                   " tokens; give kvTokensPerReplica or kvCacheBytesPerRank (from the sizing of the pool)");
+  }
+  sc.num_blocks = static_cast<std::int32_t>(std::min(kv_tokens / block_size, 268435456.0));
+  return true;
+}
+
+std::int32_t read_block_size(Reader& rd, const JsonValue& doc) {
+  std::int32_t block_size = 16;
+  const JsonValue* router = nullptr;
+  if (rd.object(doc, "", "router", &router) && router) rd.integer(*router, "router", "kvBlockSize", &block_size, 1);
+  return block_size;
+}
+
+Expected<SimulationSetup, std::string> read_setup(const JsonValue& doc, bool pools_required) {
+  Reader rd;
+  SimulationSetup out;
+  if (!doc.is_object()) return unexpected(std::string("the configuration must be a JSON object"));
+  std::uint64_t seed = 1;
+  if (!rd.integer(doc, "", "seed", &seed, 0)) return unexpected(rd.error);
+
+  // Block size: the workers' --block-size, kept in router.kvBlockSize.
+  const std::int32_t block_size = read_block_size(rd, doc);
+  if (!rd.error.empty()) return unexpected(rd.error);
+
+  // Policy.
+  RouterSpec& router = out.config.router;
+  if (const JsonValue* pol = nullptr; rd.object(doc, "", "policy", &pol) && pol) {
+    std::string name = "round-robin";
+    if (!rd.string(*pol, "policy", "name", &name)) return unexpected(rd.error);
+    // The ConfigMap's names map onto the engine's policies.
+    if (name == "kv-aware") name = "llm-d";
+    else if (name == "least-loaded") name = "least-load";
+    router.policy = name;
+    if (const JsonValue* wts = nullptr; rd.object(*pol, "policy", "weights", &wts) && wts) {
+      if (!rd.number(*wts, "policy.weights", "prefix", &router.options.prefix_weight, 0) ||
+          !rd.number(*wts, "policy.weights", "queue", &router.options.queue_weight, 0) ||
+          !rd.number(*wts, "policy.weights", "kvUsage", &router.options.kv_utilization_weight, 0)) {
+        return unexpected(rd.error);
+      }
+    }
+    if (const JsonValue* dis = nullptr; rd.object(*pol, "policy", "disaggregation", &dis) && dis) {
+      if (!rd.integer(*dis, "policy.disaggregation", "minUncachedPromptTokens", &router.decider.min_uncached_tokens, 0)) {
+        return unexpected(rd.error);
+      }
+    }
+    if (const JsonValue* opts = nullptr; rd.object(*pol, "policy", "options", &opts) && opts) {
+      for (const auto& [key, value] : opts->members()) {
+        if (!value.is_number()) return unexpected("'policy.options." + key + "' (" + value.dump() + ") must be a number");
+        auto set = set_policy_option(router.options, key, value.as_number());
+        if (!set) return unexpected(set.error().message);
+      }
+    }
+    std::string source = "index";
+    if (!rd.string(*pol, "policy", "prefixSource", &source)) return unexpected(rd.error);
+    if (source != "index" && source != "history") {
+      return unexpected("'policy.prefixSource' (\"" + source + "\") must be index (precise, event-fed) or history (approximate)");
+    }
+    router.precise_prefix = source == "index";
+  }
+  if (!rd.error.empty()) return unexpected(rd.error);
+
+  // SLO.
+  if (const JsonValue* slo = nullptr; rd.object(doc, "", "slo", &slo) && slo) {
+    if (!rd.number(*slo, "slo", "ttftSeconds", &out.config.slo.ttft_seconds, 0, true) ||
+        !rd.number(*slo, "slo", "tpotSeconds", &out.config.slo.tpot_seconds, 0, true)) {
+      return unexpected(rd.error);
+    }
+  }
+  if (!rd.error.empty()) return unexpected(rd.error);
+
+  // Pools.
+  const JsonValue* pools = doc.find("pools");
+  if (pools_required || (pools && !pools->is_null())) {
+    if (!pools || !pools->is_array() || pools->items().empty()) {
+      return unexpected(std::string("'pools' must be a non-empty array; e.g. [{\"name\": \"workers\", \"role\": \"both\", \"replicas\": 4, \"kvTokensPerReplica\": 400000}]"));
+    }
+    for (std::size_t i = 0; i < pools->items().size(); ++i) {
+      const JsonValue& pj = pools->items()[i];
+      const std::string p = "pools[" + std::to_string(i) + "]";
+      if (!pj.is_object()) return unexpected("'" + p + "' (" + pj.dump() + ") must be an object");
+      PoolSpec spec;
+      std::string role;
+      if (!rd.string(pj, p, "name", &spec.name) || !rd.string(pj, p, "role", &role)) return unexpected(rd.error);
+      if (role == "both") spec.role = WorkerRole::aggregated;
+      else if (role == "prefill") spec.role = WorkerRole::prefill;
+      else if (role == "decode") spec.role = WorkerRole::decode;
+      else return unexpected("'" + p + ".role' (\"" + role + "\") must be both, prefill or decode");
+      if (!rd.integer(pj, p, "replicas", &spec.replicas, 1) || !read_pool(rd, doc, pj, p, block_size, &spec)) {
+        return unexpected(rd.error);
+      }
+      out.config.pools.push_back(spec);
+    }
+  }
+
+  // Workload.
+  const JsonValue* w = nullptr;
+  if (!rd.object(doc, "", "workload", &w)) return unexpected(rd.error);
+  if (!w) return unexpected(std::string("'workload' is required; e.g. {\"kind\": \"single\", \"requests\": 1000, \"arrival\": {\"ratePerSecond\": 10}}"));
+  if (!read_workload(rd, *w, seed, &out)) return unexpected(rd.error);
+  return out;
+}
+
+}  // namespace
+
+Expected<SimulationSetup, std::string> read_simulation(const JsonValue& doc) { return read_setup(doc, true); }
+
+Expected<SimulationSetup, std::string> read_simulation_base(const JsonValue& doc) { return read_setup(doc, false); }
+
+Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
+  Reader rd;
+  PlannerSpec spec;
+  const JsonValue* pl = nullptr;
+  if (!rd.object(doc, "", "planner", &pl)) return unexpected(rd.error);
+  if (!pl) {
+    return unexpected(std::string("'planner' is required; e.g. {\"maxAccelerators\": 16, \"tensorParallelOptions\": [{\"tensorParallel\": 4, ...}]} (engine/README.md, Planner)"));
+  }
+  const std::string p = "planner";
+  if (!rd.known_keys(*pl, p, {"maxAccelerators", "minAccelerators", "modes", "targetShare", "minRatePerSecond",
+                              "rateResolution", "boundSlack", "requiredRatePerSecond", "pricePerAcceleratorHour",
+                              "prune", "keep", "probeSeconds", "rankDepth", "tensorParallelOptions"},
+                     "engine/README.md, Planner")) {
+    return unexpected(rd.error);
+  }
+  double resolution = spec.grid.growth - 1;
+  double price = 1;
+  if (!rd.integer(*pl, p, "maxAccelerators", &spec.max_accelerators, 1) ||
+      !rd.integer(*pl, p, "minAccelerators", &spec.min_accelerators, 1) ||
+      !rd.number(*pl, p, "targetShare", &spec.target_share, 0, true) ||
+      !rd.at_most(*pl, p, "targetShare", spec.target_share, 1) ||
+      !rd.number(*pl, p, "minRatePerSecond", &spec.grid.min_rate, 0, true) ||
+      !rd.number(*pl, p, "rateResolution", &resolution, 0.001) || !rd.at_most(*pl, p, "rateResolution", resolution, 1) ||
+      !rd.number(*pl, p, "boundSlack", &spec.bound_slack, 1) ||
+      !rd.number(*pl, p, "requiredRatePerSecond", &spec.required_rate, 0) ||
+      !rd.number(*pl, p, "pricePerAcceleratorHour", &price, 0, true) || !rd.boolean(*pl, p, "prune", &spec.prune) ||
+      !rd.integer(*pl, p, "keep", &spec.keep, 0) || !rd.number(*pl, p, "probeSeconds", &spec.probe_seconds, 0) ||
+      !rd.integer(*pl, p, "rankDepth", &spec.rank_depth, 1)) {
+    return unexpected(rd.error);
+  }
+  spec.grid.growth = 1 + resolution;
+  if (const JsonValue* modes = pl->find("modes"); modes && !modes->is_null()) {
+    if (!modes->is_array() || modes->items().empty()) {
+      return unexpected("'planner.modes' (" + modes->dump() + ") must be a non-empty array of \"aggregated\" and \"disaggregated\"");
+    }
+    spec.aggregated = spec.disaggregated = false;
+    for (const JsonValue& m : modes->items()) {
+      if (m.is_string() && m.as_string() == "aggregated") spec.aggregated = true;
+      else if (m.is_string() && m.as_string() == "disaggregated") spec.disaggregated = true;
+      else return unexpected("'planner.modes' holds " + m.dump() + "; use \"aggregated\" and/or \"disaggregated\"");
+    }
+  }
+  const std::int32_t block_size = read_block_size(rd, doc);
+  const JsonValue* opts = pl->find("tensorParallelOptions");
+  if (!opts || !opts->is_array() || opts->items().empty()) {
+    return unexpected(std::string("'planner.tensorParallelOptions' must be a non-empty array of pool templates, one per tensor-parallel size, e.g. [{\"label\": \"tp4\", \"tensorParallel\": 4, \"weightBytesPerRank\": 17638426624, \"kvTokensPerReplica\": 1000000}]"));
+  }
+  for (std::size_t i = 0; i < opts->items().size(); ++i) {
+    const JsonValue& oj = opts->items()[i];
+    const std::string op = "planner.tensorParallelOptions[" + std::to_string(i) + "]";
+    if (!oj.is_object()) return unexpected("'" + op + "' (" + oj.dump() + ") must be an object");
+    if (!rd.known_keys(oj, op, {"label", "role", "tensorParallel", "weightBytesPerRank", "acceleratorsPerReplica",
+                                "pricePerAcceleratorHour", "model", "hardware", "parallel", "efficiency",
+                                "kvTokensPerReplica", "kvCacheBytesPerRank", "maxConcurrencyPerReplica",
+                                "maxBatchedTokens", "maxWaitingRequests", "prefixCaching"},
+                       "engine/README.md, Planner")) {
+      return unexpected(rd.error);
+    }
+    PlanOption o;
+    o.price_per_accelerator_hour = price;
+    std::string role = "any";
+    if (!rd.string(oj, op, "label", &o.label) || !rd.string(oj, op, "role", &role)) return unexpected(rd.error);
+    if (role == "any") o.role = OptionRole::any;
+    else if (role == "prefill") o.role = OptionRole::prefill;
+    else if (role == "decode") o.role = OptionRole::decode;
+    else if (role == "both") o.role = OptionRole::aggregated;
+    else return unexpected("'" + op + ".role' (\"" + role + "\") must be any, prefill, decode or both");
+    o.pool.name = o.label;
+    if (!read_pool(rd, doc, oj, op, block_size, &o.pool)) return unexpected(rd.error);
+    if (o.label.empty()) o.label = "tp" + std::to_string(o.pool.cost.tensor_parallel);
+    o.pool.name = o.label;
+    o.accelerators_per_replica = o.pool.cost.tensor_parallel;
+    if (!rd.integer(oj, op, "acceleratorsPerReplica", &o.accelerators_per_replica, 1) ||
+        !rd.number(oj, op, "pricePerAcceleratorHour", &o.price_per_accelerator_hour, 0, true)) {
+      return unexpected(rd.error);
+    }
+    spec.options.push_back(std::move(o));
+  }
+  if (auto valid = validate(spec); !valid) return unexpected(valid.error().message);
+  return spec;
+}
+
+Expected<Workload, std::string> make_workload(const SimulationSetup& setup) {
+  auto w = setup.from_trace ? Workload::from_trace_file(setup.trace_path, setup.trace) : Workload::create(setup.workload);
+  if (!w) return unexpected(w.error().message);
+  return std::move(*w);
+}
+
+Expected<std::string, std::string> simulate_to_json(const SimulationSetup& setup) {
+  auto sim = Simulator::create(setup.config);
+  if (!sim) return unexpected(sim.error().message);
+  auto workload = make_workload(setup);
+  if (!workload) return unexpected(workload.error());
+  auto result = sim->run(*workload);
+  if (!result) return unexpected(result.error().message);
+  return to_json(result->summary);
+}
+
+}  // namespace disagg

@@ -1,0 +1,244 @@
+import * as fs from 'fs';
+import * as path from 'path';
+import { parseArgs } from 'util';
+import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
+import { loadEngine, simulate, simulateSweep, simulationConfig, SimulationConfig, SweepPoint } from '../../engine';
+import { CliIo, Command, ExitCode, UsageError } from '../command';
+import { DEFAULT_DEPLOYMENT } from '../defaults';
+import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, EngineFlags, engineFlags, formatLatency, positive, sweepRates, wholeNumber } from '../engine-flags';
+import { ProgressReporter } from '../progress';
+import { renderSweepChart } from '../svg-chart';
+import { renderTable } from '../table';
+
+const HELP = `Usage: disagg simulate [options]
+
+Simulates a deployment on a virtual clock with the engine's own scheduler, KV cache and router: time to
+first token (TTFT) and time per output token (TPOT) percentiles, goodput (requests/s meeting both SLOs),
+throughput, prefix-cache hits. Runs the workload at --rate and at rates around it (or --rates), prints
+a table and writes <out>/simulate.svg (latency percentiles and goodput against the rate) and
+<out>/simulate.json. Needs the engine addon (\`npx projen engine\`).
+With no options it simulates the default deployment: ${DEFAULT_DEPLOYMENT.model}, ${DEFAULT_DEPLOYMENT.prefillReplicas} prefill and ${DEFAULT_DEPLOYMENT.decodeReplicas} decode
+replicas of TP${DEFAULT_DEPLOYMENT.tensorParallel} on ${DEFAULT_DEPLOYMENT.instance}.
+
+Deployment:
+  --model NAME                 catalog model name or Hugging Face id (default ${DEFAULT_DEPLOYMENT.model})
+  --instance NAME              EC2 instance type (default ${DEFAULT_DEPLOYMENT.instance})
+  --weights PRECISION          weight precision (default ${DEFAULT_DEPLOYMENT.weights})
+  --kv PRECISION               KV cache precision (default ${DEFAULT_DEPLOYMENT.kv})
+  --context TOKENS             longest sequence (default ${DEFAULT_DEPLOYMENT.context})
+  --prefill-replicas N         prefill replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas})
+  --prefill-tp N               tensor-parallel size of prefill replicas (default ${DEFAULT_DEPLOYMENT.tensorParallel})
+  --decode-replicas N          decode replicas (default ${DEFAULT_DEPLOYMENT.decodeReplicas})
+  --decode-tp N                tensor-parallel size of decode replicas (default ${DEFAULT_DEPLOYMENT.tensorParallel})
+  --aggregated                 serve whole requests on one pool instead (with --replicas and --tp)
+  --replicas N                 aggregated replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas})
+  --tp N                       aggregated tensor-parallel size (default ${DEFAULT_DEPLOYMENT.tensorParallel})
+${ENGINE_FLAG_HELP}
+Output:
+  --rates LIST                 arrival rates of the chart (default: 0.25x to 2x --rate)
+  --json                       print machine-readable JSON only
+  -h, --help                   show this help
+
+Exit codes: 0 simulated, 2 usage error or a deployment that cannot run, 3 engine addon missing.`;
+
+/** `disagg simulate`: one deployment under one workload, swept over arrival rates. */
+export const command: Command = {
+  name: 'simulate',
+  summary: 'Simulate a deployment under a workload: TTFT/TPOT percentiles and goodput by arrival rate (SVG chart)',
+  help: HELP,
+  run: runSimulate,
+};
+
+async function runSimulate(argv: string[], io: CliIo): Promise<number> {
+  let values;
+  try {
+    values = parseArgs({
+      args: argv,
+      allowPositionals: false,
+      strict: true,
+      options: {
+        ...ENGINE_FLAG_OPTIONS,
+        'model': { type: 'string' },
+        'instance': { type: 'string' },
+        'weights': { type: 'string' },
+        'kv': { type: 'string' },
+        'context': { type: 'string' },
+        'prefill-replicas': { type: 'string' },
+        'prefill-tp': { type: 'string' },
+        'decode-replicas': { type: 'string' },
+        'decode-tp': { type: 'string' },
+        'aggregated': { type: 'boolean' },
+        'replicas': { type: 'string' },
+        'tp': { type: 'string' },
+        'rates': { type: 'string' },
+        'json': { type: 'boolean' },
+        'help': { type: 'boolean', short: 'h' },
+      },
+    }).values;
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  if (values.help) {
+    io.out(HELP);
+    return ExitCode.OK;
+  }
+  const flags = engineFlags(values);
+  const model = lookup('--model', values.model ?? DEFAULT_DEPLOYMENT.model, ModelArchitecture.fromName);
+  const instanceType = lookup('--instance', values.instance ?? DEFAULT_DEPLOYMENT.instance, AcceleratedInstanceType.fromName);
+  const weights = values.weights ?? DEFAULT_DEPLOYMENT.weights;
+  const int = (flag: string, v: string | undefined, fallback: number) => wholeNumber(flag, v, 1) ?? fallback;
+  const aggregated = values.aggregated === true;
+  for (const flag of aggregated ? ['prefill-replicas', 'prefill-tp', 'decode-replicas', 'decode-tp'] : ['replicas', 'tp']) {
+    if ((values as Record<string, unknown>)[flag] !== undefined) {
+      throw new UsageError(`--${flag} ${aggregated ? 'does not apply with --aggregated' : 'needs --aggregated'}; ` +
+        (aggregated ? 'use --replicas and --tp' : 'use --prefill-replicas/--decode-replicas and --prefill-tp/--decode-tp'));
+    }
+  }
+  let config: SimulationConfig;
+  try {
+    config = simulationConfig({
+      model,
+      instanceType,
+      weightPrecision: weights.toLowerCase() === 'native' ? undefined : lookup('--weights', weights, Precision.of),
+      kvPrecision: lookup('--kv', values.kv ?? DEFAULT_DEPLOYMENT.kv, Precision.of),
+      maxContext: int('--context', values.context, DEFAULT_DEPLOYMENT.context),
+      ...(aggregated
+        ? { aggregated: { replicas: int('--replicas', values.replicas, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas), tensorParallel: int('--tp', values.tp, DEFAULT_DEPLOYMENT.tensorParallel) } }
+        : {
+          prefill: { replicas: int('--prefill-replicas', values['prefill-replicas'], DEFAULT_DEPLOYMENT.prefillReplicas), tensorParallel: int('--prefill-tp', values['prefill-tp'], DEFAULT_DEPLOYMENT.tensorParallel) },
+          decode: { replicas: int('--decode-replicas', values['decode-replicas'], DEFAULT_DEPLOYMENT.decodeReplicas), tensorParallel: int('--decode-tp', values['decode-tp'], DEFAULT_DEPLOYMENT.tensorParallel) },
+        }),
+      workload: flags.workload,
+      slo: flags.slo,
+      policy: flags.policy,
+      efficiency: { stepOverheadSeconds: flags.stepOverheadSeconds },
+      seed: flags.seed,
+    });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const rates = values.rates !== undefined ? rateList(values.rates) : sweepRates(flags.rate);
+  if (!rates.includes(flags.rate) && config.workload.kind !== 'trace') rates.push(flags.rate);
+  rates.sort((a, b) => a - b);
+
+  try {
+    loadEngine();
+  } catch (e) {
+    io.err(`disagg simulate: ${(e as Error).message}`);
+    return ExitCode.INTERNAL;
+  }
+  const progress = new ProgressReporter(io, 'simulating');
+  let points: SweepPoint[];
+  try {
+    if (config.workload.kind === 'trace') {
+      points = [{ ratePerSecond: flags.rate, summary: await simulate(config, p => progress.update(p.done, p.total)) }];
+    } else {
+      points = await simulateSweep(config, rates, p => progress.update(p.done, p.total, `rate ${rates[p.done - 1]}/s`));
+    }
+  } catch (e) {
+    progress.finish();
+    throw new UsageError((e as Error).message);
+  } finally {
+    progress.finish();
+  }
+  const main = points.find(p => p.ratePerSecond === flags.rate) ?? points[0];
+  const outDir = path.resolve(flags.outDir);
+  fs.mkdirSync(outDir, { recursive: true });
+  const svgFile = path.join(outDir, 'simulate.svg');
+  const jsonFile = path.join(outDir, 'simulate.json');
+  const title = `${model.name} on ${instanceType.name}: ${describePools(config)}`;
+  fs.writeFileSync(svgFile, renderSweepChart(points, {
+    title,
+    ttftSloSeconds: flags.slo.ttftSeconds,
+    tpotSloSeconds: flags.slo.tpotSeconds,
+    targetShare: flags.targetShare,
+    markRate: main.ratePerSecond,
+    markLabel: '--rate',
+  }));
+  const report = {
+    model: model.name,
+    instanceType: instanceType.name,
+    pools: describePools(config),
+    slo: flags.slo,
+    targetShare: flags.targetShare,
+    rate: main.ratePerSecond,
+    result: main.summary,
+    sweep: points,
+    chart: svgFile,
+    config,
+  };
+  fs.writeFileSync(jsonFile, JSON.stringify(report, undefined, 2) + '\n');
+  if (values.json) {
+    io.out(JSON.stringify(report, undefined, 2));
+    return ExitCode.OK;
+  }
+  io.out(`disagg simulate: ${title}`);
+  io.out(`  workload  ${describeWorkload(flags)}; seed ${flags.seed}`);
+  io.out(`  SLO       TTFT <= ${formatLatency(flags.slo.ttftSeconds)}, TPOT <= ${formatLatency(flags.slo.tpotSeconds)}; goodput counts requests meeting both (target ${Math.round(flags.targetShare * 100)}%)`);
+  io.out('');
+  io.out(...[renderSweepTable(points, main.ratePerSecond, flags.targetShare).join('\n')]);
+  io.out('');
+  const s = main.summary;
+  io.out(`At ${main.ratePerSecond} req/s: ${s.completed}/${s.submitted} completed, ${pct(s.goodputShare)} good (${s.goodputShare >= flags.targetShare ? 'meets' : 'misses'} the ${pct(flags.targetShare)} target), ` +
+    `prefix-cache hits ${pct(s.prefixHitRate.gpu)}, ${s.disaggregatedRequests} requests through prefill, ${s.preemptions} preemptions, mean utilization ${pct(s.meanUtilization)}`);
+  io.out(`  wrote ${rel(svgFile)} and ${rel(jsonFile)}`);
+  return ExitCode.OK;
+}
+
+/** Rows per rate: latency percentiles, goodput, throughput. */
+export function renderSweepTable(points: SweepPoint[], mark: number | undefined, targetShare: number): string[] {
+  const headers = ['rate/s', 'TTFT p50', 'p90', 'p99', 'TPOT p50', 'p90', 'p99', 'good', 'goodput/s', 'out tok/s', 'prefix hit', ''];
+  const rows = points.map(p => {
+    const s = p.summary;
+    return [
+      String(p.ratePerSecond),
+      formatLatency(s.ttftSeconds.p50), formatLatency(s.ttftSeconds.p90), formatLatency(s.ttftSeconds.p99),
+      formatLatency(s.tpotSeconds.p50), formatLatency(s.tpotSeconds.p90), formatLatency(s.tpotSeconds.p99),
+      pct(s.goodputShare) + (s.goodputShare >= targetShare ? '' : ' !'),
+      s.goodputRequestsPerSecond.toFixed(2),
+      Math.round(s.outputTokensPerSecond).toLocaleString('en-US'),
+      pct(s.prefixHitRate.gpu),
+      p.ratePerSecond === mark ? '<- --rate' : '',
+    ];
+  });
+  return renderTable(headers, rows, headers.map((_, i) => i > 0 && i < 11));
+}
+
+function describePools(config: SimulationConfig): string {
+  return (config.pools ?? []).map(p => `${p.replicas} x ${p.role === 'both' ? 'aggregated' : p.role} TP${p.tensorParallel}`).join(' + ');
+}
+
+function describeWorkload(flags: EngineFlags): string {
+  const w = flags.workload;
+  const dist = (d: typeof w.inputTokens) => (d?.distribution === 'uniform' ? `uniform ${d.min}-${d.max}` : d?.distribution === 'lognormal' ? `lognormal ${d.mean}±${d.stddev}` : String(d?.mean));
+  if (w.kind === 'trace') return `trace ${w.trace?.path}`;
+  const parts = [`${w.kind === 'chat' ? 'chat sessions' : 'requests'} at ${flags.rate}/s (${w.arrival?.process})`, `${w.requests} requests`, `input ${dist(w.inputTokens)}`, `output ${dist(w.outputTokens)} tokens`];
+  if (w.tenants) parts.push(`${w.tenants.count} tenants with ${w.tenants.systemPromptTokens}-token system prompts`);
+  if (w.chat) parts.push(`turns ${dist(w.chat.turns)}`);
+  return parts.join(', ');
+}
+
+function rateList(text: string): number[] {
+  const items = text.split(',').map(s => s.trim()).filter(s => s !== '');
+  if (items.length === 0 || items.length > 64) {
+    throw new UsageError(`--rates expects 1 to 64 comma-separated positive rates, got '${text}'`);
+  }
+  return [...new Set(items.map(item => positive('--rates', item)!))];
+}
+
+function lookup<T>(flag: string, name: string, parse: (n: string) => T): T {
+  try {
+    return parse(name);
+  } catch (e) {
+    throw new UsageError(`${flag}: ${(e as Error).message}`);
+  }
+}
+
+function pct(share: number): string {
+  return `${Math.round(share * 1000) / 10}%`;
+}
+
+function rel(file: string): string {
+  const relative = path.relative(process.cwd(), file);
+  return relative && !relative.startsWith('..') ? relative : file;
+}

@@ -1,0 +1,190 @@
+import * as fs from 'fs';
+import * as path from 'path';
+import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
+import { loadEngine, plan, PlanCandidate, PlanResult, plannerConfig, simulateSweep, simulationConfig, SweepPoint } from '../engine';
+import { CliIo, ExitCode, UsageError } from './command';
+import { EngineFlagValues, engineFlags, formatLatency, wholeNumber } from './engine-flags';
+import { ProgressReporter } from './progress';
+import { renderSweepChart } from './svg-chart';
+import { renderTable } from './table';
+
+/** Flags `plan --simulate` adds to `plan` (besides the shared engine flags). */
+export const PLAN_SIMULATE_OPTIONS = {
+  'simulate': { type: 'boolean' },
+  'max-accelerators': { type: 'string' },
+  'modes': { type: 'string' },
+  'required-rate': { type: 'string' },
+  'top': { type: 'string' },
+} as const;
+
+export const PLAN_SIMULATE_HELP = `Simulation-based search (--simulate; needs the engine addon, \`npx projen engine\`):
+  --simulate                   search prefill/decode replica counts and TP sizes (and aggregated serving)
+                               for the highest goodput per accelerator-dollar under the SLO, simulating
+                               the workload; prints the ranked candidates and writes <out>/plan.svg
+  --max-accelerators N         accelerators the deployment may use (default: one node)
+  --modes LIST                 aggregated, disaggregated or both (default aggregated,disaggregated)
+  --required-rate R            goodput the deployment must reach, req/s; smaller ones rank last (default 0)
+  --top N                      candidates to print (default 10)
+  (--tp restricts the search to that size; --price-per-hour turns the score into requests per dollar;
+   --rate sets the chart's rates only: the search finds each candidate's own goodput)`;
+
+/** Inputs `plan` resolved before the search. */
+export interface PlanSearchInputs {
+  readonly model: ModelArchitecture;
+  readonly instanceType: AcceleratedInstanceType;
+  readonly weightPrecision?: Precision;
+  readonly kvPrecision: Precision;
+  readonly maxContext: number;
+  readonly tensorParallel?: number;
+  readonly pricePerHour?: number;
+  readonly gpuMemoryUtilization?: number;
+  readonly json: boolean;
+}
+
+/** `disagg plan --simulate`: the planner, its ranked candidates, and a sweep chart of the best. */
+export async function runPlanSearch(values: EngineFlagValues & Record<string, unknown>, inputs: PlanSearchInputs, io: CliIo): Promise<number> {
+  const flags = engineFlags(values);
+  if (flags.workload.kind === 'trace') {
+    throw new UsageError('--trace cannot be planned (a trace fixes its own rate); plan with --input-tokens/--output-tokens of its shape, then check with `disagg simulate --trace`');
+  }
+  const maxAccelerators = wholeNumber('--max-accelerators', values['max-accelerators'] as string | undefined, 1) ?? inputs.instanceType.acceleratorCount;
+  const top = wholeNumber('--top', values.top as string | undefined, 1) ?? 10;
+  const modes = ((values.modes as string | undefined) ?? 'aggregated,disaggregated').split(',').map(s => s.trim());
+  for (const m of modes) {
+    if (m !== 'aggregated' && m !== 'disaggregated') {
+      throw new UsageError(`--modes '${values.modes}': '${m}' is not a mode; use aggregated, disaggregated or both (comma-separated)`);
+    }
+  }
+  const requiredText = values['required-rate'] as string | undefined;
+  const required = requiredText === undefined ? 0 : Number(requiredText);
+  if (!(Number.isFinite(required) && required >= 0)) {
+    throw new UsageError(`--required-rate expects a number >= 0, got '${requiredText}'`);
+  }
+  const common = {
+    model: inputs.model,
+    weightPrecision: inputs.weightPrecision,
+    kvPrecision: inputs.kvPrecision,
+    maxContext: inputs.maxContext,
+    gpuMemoryUtilization: inputs.gpuMemoryUtilization,
+    workload: flags.workload,
+    slo: flags.slo,
+    policy: flags.policy,
+    efficiency: { stepOverheadSeconds: flags.stepOverheadSeconds },
+    seed: flags.seed,
+  };
+  let config;
+  try {
+    config = plannerConfig({
+      ...common,
+      instanceType: inputs.instanceType,
+      tensorParallelSizes: inputs.tensorParallel !== undefined ? [inputs.tensorParallel] : undefined,
+      pricePerInstanceHour: inputs.pricePerHour,
+      planner: {
+        maxAccelerators,
+        modes: modes as Array<'aggregated' | 'disaggregated'>,
+        targetShare: flags.targetShare,
+        requiredRatePerSecond: required,
+      },
+    });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  try {
+    loadEngine();
+  } catch (e) {
+    io.err(`disagg plan: ${(e as Error).message}`);
+    return ExitCode.INTERNAL;
+  }
+  const started = Date.now();
+  const progress = new ProgressReporter(io, 'planning');
+  let result: PlanResult;
+  try {
+    result = await plan(config, p => progress.update(p.done, p.total, `${p.simulations} simulations`));
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  } finally {
+    progress.finish();
+  }
+  const seconds = (Date.now() - started) / 1000;
+  const best = result.candidates.find(c => c.status === 'evaluated' && c.goodputRatePerSecond > 0);
+
+  // The best candidate swept over rates around its goodput, for the chart.
+  let sweep: SweepPoint[] = [];
+  const outDir = path.resolve(flags.outDir);
+  const svgFile = path.join(outDir, 'plan.svg');
+  if (best) {
+    const pool = (role: string) => best.pools.find(p => p.role === role)!;
+    const shape = (role: string) => ({ replicas: pool(role).replicas, tensorParallel: pool(role).tensorParallel });
+    const simConfig = simulationConfig({
+      ...common,
+      // The same window as each planner probe, so the chart shows what the search measured.
+      workload: { ...flags.workload, requests: 0, durationSeconds: result.probeSeconds },
+      instanceType: inputs.instanceType,
+      ...(best.mode === 'aggregated' ? { aggregated: shape('both') } : { prefill: shape('prefill'), decode: shape('decode') }),
+    });
+    const rates = [0.25, 0.5, 0.75, 1, 1.25, 1.5].map(f => Number((best.goodputRatePerSecond * f).toPrecision(4)));
+    const sweepProgress = new ProgressReporter(io, 'charting the best');
+    try {
+      sweep = await simulateSweep(simConfig, rates, p => sweepProgress.update(p.done, p.total));
+    } finally {
+      sweepProgress.finish();
+    }
+    fs.mkdirSync(outDir, { recursive: true });
+    fs.writeFileSync(svgFile, renderSweepChart(sweep, {
+      title: `${inputs.model.name} on ${inputs.instanceType.name}: best plan ${describe(best)}`,
+      ttftSloSeconds: flags.slo.ttftSeconds,
+      tpotSloSeconds: flags.slo.tpotSeconds,
+      targetShare: flags.targetShare,
+      markRate: best.goodputRatePerSecond,
+      markLabel: 'goodput',
+    }));
+  }
+  if (inputs.json) {
+    io.out(JSON.stringify({ searchSeconds: seconds, result, bestSweep: sweep, chart: best ? svgFile : null }, undefined, 2));
+    return best ? ExitCode.OK : ExitCode.NEGATIVE;
+  }
+  const unit = inputs.pricePerHour !== undefined ? 'req/$' : 'req/acc-h';
+  io.out(`disagg plan --simulate: ${inputs.model.name} on ${inputs.instanceType.name}, at most ${maxAccelerators} accelerators`);
+  io.out(`  SLO: ${Math.round(flags.targetShare * 100)}% of requests within TTFT ${formatLatency(flags.slo.ttftSeconds)} and TPOT ${formatLatency(flags.slo.tpotSeconds)}; ` +
+    `goodput found per candidate on a ${Math.round(result.grid.rateResolution * 100)}% rate grid, ${result.probeSeconds} s of arrivals per probe`);
+  io.out('');
+  const shown = result.candidates.filter(c => c.status === 'evaluated').slice(0, top);
+  const headers = ['rank', 'mode', 'prefill', 'decode', 'accelerators', 'goodput/s', 'TTFT p90', 'TPOT p90', unit, ''];
+  const rows = shown.map(c => [
+    String(c.rank),
+    c.mode,
+    c.mode === 'aggregated' ? '-' : poolText(c, 'prefill'),
+    c.mode === 'aggregated' ? poolText(c, 'both') : poolText(c, 'decode'),
+    String(c.accelerators),
+    c.goodputRatePerSecond.toFixed(2) + (c.capped ? '+' : ''),
+    c.summary ? formatLatency(c.summary.ttftSeconds.p90) : '-',
+    c.summary ? formatLatency(c.summary.tpotSeconds.p90) : '-',
+    Math.round(c.score).toLocaleString('en-US'),
+    c.meetsRequiredRate ? '' : 'below --required-rate',
+  ]);
+  io.out(renderTable(headers, rows, [true, false, false, false, true, true, true, true, true, false]).join('\n'));
+  io.out('');
+  io.out(`${result.total} candidates: ${result.evaluated} simulated to the end, ${result.pruned} pruned (could not enter the top ${3}), ` +
+    `${result.infeasible} infeasible; ${result.simulations} simulations in ${seconds.toFixed(1)} s.` +
+    (shown.some(c => c.capped) ? ' "+": still met the SLO at the search cap (1.5 x the roofline bound).' : ''));
+  if (best) {
+    io.out(`Best: ${describe(best)}, goodput ${best.goodputRatePerSecond.toFixed(2)} req/s on ${best.accelerators} accelerators; chart of it by rate: ${rel(svgFile)}`);
+  } else {
+    io.out('No candidate meets the SLO at any rate: loosen --ttft/--tpot, shorten prompts or outputs, or allow more accelerators.');
+  }
+  return best ? ExitCode.OK : ExitCode.NEGATIVE;
+}
+
+function poolText(c: PlanCandidate, role: string): string {
+  const p = c.pools.find(x => x.role === role)!;
+  return `${p.replicas} x TP${p.tensorParallel}`;
+}
+
+function describe(c: PlanCandidate): string {
+  return c.mode === 'aggregated' ? `aggregated ${poolText(c, 'both')}` : `prefill ${poolText(c, 'prefill')} + decode ${poolText(c, 'decode')}`;
+}
+
+function rel(file: string): string {
+  const relative = path.relative(process.cwd(), file);
+  return relative && !relative.startsWith('..') ? relative : file;
+}

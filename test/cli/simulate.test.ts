@@ -1,0 +1,148 @@
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { runCli } from '../../src/cli/run-cli';
+
+// Requires the engine addon (`npx projen engine`).
+
+/** Runs the CLI in-process and collects what it writes. */
+async function disagg(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(argv, { out: t => out.push(t), err: t => err.push(t) });
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+function tmpdir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-cli-sim-'));
+}
+
+/**
+ * Checks that `text` is well-formed XML as SVG writers produce it: one root, every tag closed in
+ * order, quoted attributes, no stray '<' or '&'. Returns the element names in document order.
+ */
+function wellFormedXml(text: string): string[] {
+  const body = text.replace(/^<\?xml[^?]*\?>\s*/, '');
+  const names: string[] = [];
+  const stack: string[] = [];
+  const tag = /<(\/?)([A-Za-z][\w:-]*)((?:\s+[\w:-]+="[^"<]*")*)\s*(\/?)>/y;
+  let i = 0;
+  let roots = 0;
+  while (i < body.length) {
+    const lt = body.indexOf('<', i);
+    const chunk = body.slice(i, lt < 0 ? body.length : lt);
+    if (/&(?!(amp|lt|gt|quot|apos|#\d+);)/.test(chunk)) throw new Error(`unescaped '&' near ${i}`);
+    if (lt < 0) break;
+    tag.lastIndex = lt;
+    const m = tag.exec(body);
+    if (!m) throw new Error(`malformed tag at ${lt}: ${body.slice(lt, lt + 60)}`);
+    const [, closing, name, , selfClosing] = m;
+    if (closing) {
+      if (stack.pop() !== name) throw new Error(`</${name}> closes the wrong element`);
+    } else {
+      if (stack.length === 0) roots += 1;
+      names.push(name);
+      if (!selfClosing) stack.push(name);
+    }
+    i = tag.lastIndex;
+  }
+  if (stack.length !== 0 || roots !== 1) throw new Error(`unclosed ${stack.join(',')} or ${roots} roots`);
+  return names;
+}
+
+describe('disagg simulate', () => {
+  test('prints a table per rate and writes a well-formed SVG chart with every series', async () => {
+    // GIVEN an output folder
+    const out = tmpdir();
+    // WHEN the default deployment is simulated at three rates
+    const { code, out: stdout, err } = await disagg('simulate', '--requests', '150', '--rate', '6', '--rates', '2,6,12', '--out', out);
+    // THEN it exits 0 with a row per rate, the --rate row marked
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^disagg simulate: llama-3.3-70b on p5en\.48xlarge: 2 x prefill TP4 \+ 2 x decode TP4$/m);
+    expect(stdout).toMatch(/^ {2}rate\/s +TTFT p50 +p90 +p99 +TPOT p50 +p90 +p99 +good +goodput\/s +out tok\/s +prefix hit$/m);
+    for (const rate of ['2', '6', '12']) {
+      expect(stdout).toMatch(new RegExp(`^ {2}${rate} +[\\d.]+ m?s .*%`, 'm'));
+    }
+    expect(stdout).toMatch(/^ {2}6 .*<- --rate$/m);
+    expect(stdout).toMatch(/At 6 req\/s: 150\/150 completed/);
+    // AND progress went to stderr as periodic lines (stderr is not a terminal here)
+    expect(err).toMatch(/^simulating: 100% 3\/3/m);
+    // AND the chart is well-formed SVG with the TTFT/TPOT percentiles, goodput and SLO lines
+    const svg = fs.readFileSync(path.join(out, 'simulate.svg'), 'utf8');
+    const elements = wellFormedXml(svg);
+    expect(elements[0]).toBe('svg');
+    const series = [...svg.matchAll(/data-series="([^"]+)"/g)].map(m => m[1]);
+    for (const s of ['ttft-p50', 'ttft-p90', 'ttft-p99', 'tpot-p50', 'tpot-p90', 'tpot-p99', 'goodput', 'offered', 'slo']) {
+      expect(series).toContain(s);
+    }
+    // AND each latency series has one point per rate
+    const ttft = svg.match(/data-series="ttft-p90" d="([^"]+)"/)![1];
+    expect(ttft.split(' ').length).toBe(3);
+    expect(fs.existsSync(path.join(out, 'simulate.json'))).toBe(true);
+  });
+
+  test('--json prints the result at --rate and the sweep', async () => {
+    const out = tmpdir();
+    const { code, out: stdout } = await disagg('simulate', '--aggregated', '--replicas', '2', '--tp', '2', '--requests', '120',
+      '--input-tokens', 'uniform:200:800', '--output-tokens', 'lognormal:100:40', '--rate', '3', '--rates', '1,3', '--json', '--out', out);
+    expect(code).toBe(0);
+    const json = JSON.parse(stdout);
+    expect(json.pools).toBe('2 x aggregated TP2');
+    expect(json.rate).toBe(3);
+    expect(json.result.completed).toBe(120);
+    expect(json.result.disaggregatedRequests).toBe(0);
+    expect(json.sweep.map((p: { ratePerSecond: number }) => p.ratePerSecond)).toEqual([1, 3]);
+    expect(json.sweep[1].summary).toEqual(json.result);
+    expect(json.config.workload.inputTokens).toEqual({ distribution: 'uniform', min: 200, max: 800, mean: 500 });
+  });
+
+  test('a larger seed changes the numbers, the same seed repeats them', async () => {
+    const run = async (seed: string) => JSON.parse((await disagg('simulate', '--requests', '80', '--rates', '5', '--rate', '5',
+      '--input-tokens', 'lognormal:1000:500', '--seed', seed, '--json', '--out', tmpdir())).out).result;
+    const a = await run('1');
+    expect(await run('1')).toEqual(a);
+    expect((await run('2')).ttftSeconds).not.toEqual(a.ttftSeconds);
+  });
+
+  test('bad flags are usage errors that say how to fix them', async () => {
+    let r = await disagg('simulate', '--aggregated', '--prefill-tp', '2');
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/--prefill-tp does not apply with --aggregated; use --replicas and --tp/);
+    r = await disagg('simulate', '--input-tokens', 'normal:5');
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/--input-tokens 'normal:5' is not a distribution; use N, uniform:MIN:MAX or lognormal:MEAN:STDDEV/);
+    r = await disagg('simulate', '--policy', 'random');
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/--policy 'random' is not a routing policy/);
+    r = await disagg('simulate', '--prefill-tp', '3');
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/'tensorParallel' \(3\)/);
+  });
+});
+
+describe('disagg plan --simulate', () => {
+  test('ranks candidates, names the best and writes its chart', async () => {
+    const out = tmpdir();
+    const { code, out: stdout, err } = await disagg('plan', '--simulate', '--max-accelerators', '4', '--requests', '100',
+      '--tpot', '0.05', '--price-per-hour', '80', '--out', out);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^disagg plan --simulate: llama-3.3-70b on p5en\.48xlarge, at most 4 accelerators$/m);
+    expect(stdout).toMatch(/^ {2}rank +mode +prefill +decode +accelerators +goodput\/s +TTFT p90 +TPOT p90 +req\/\$$/m);
+    expect(stdout).toMatch(/^ +1 +(aggregated|disaggregated) /m);
+    expect(stdout).toMatch(/^\d+ candidates: \d+ simulated to the end, \d+ pruned/m);
+    expect(stdout).toMatch(/^Best: .*goodput [\d.]+ req\/s on [1-4] accelerators/m);
+    expect(err).toMatch(/^planning: 100% (\d+)\/\1/m);
+    wellFormedXml(fs.readFileSync(path.join(out, 'plan.svg'), 'utf8'));
+    // AND --json gives the planner's result, ranks from 1
+    const json = JSON.parse((await disagg('plan', '--simulate', '--max-accelerators', '4', '--requests', '100', '--tpot', '0.05', '--json', '--out', out)).out);
+    expect(json.result.candidates[0].rank).toBe(1);
+    expect(json.result.total).toBe(18);
+    expect(json.bestSweep.length).toBe(6);
+  });
+
+  test('simulation flags without --simulate are refused', async () => {
+    const r = await disagg('plan', '--ttft', '1');
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/--ttft needs --simulate/);
+  });
+});
