@@ -181,8 +181,8 @@ struct Reader {
 
 bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, SimulationSetup* out) {
   const std::string p = "workload";
-  if (!rd.known_keys(w, p, {"kind", "requests", "durationSeconds", "arrival", "inputTokens", "outputTokens",
-                            "vocab", "tenants", "chat", "agentic", "trace"})) {
+  if (!rd.known_keys(w, p, {"kind", "requests", "durationSeconds", "concurrency", "arrival", "inputTokens",
+                            "outputTokens", "vocab", "tenants", "chat", "agentic", "trace"})) {
     return false;
   }
   WorkloadSpec& s = out->workload;
@@ -195,6 +195,7 @@ bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, Simulatio
   else if (kind == "trace") s.kind = WorkloadKind::trace;
   else return rd.fail("'workload.kind' (\"" + kind + "\") must be single, chat, agentic or trace");
   if (!rd.integer(w, p, "requests", &s.max_requests, 0) || !rd.number(w, p, "durationSeconds", &s.duration_seconds, 0) ||
+      !rd.integer(w, p, "concurrency", &s.concurrency, 0) ||
       !rd.integer(w, p, "vocab", &s.vocab, 2) || !rd.length(w, p, "inputTokens", &s.input) ||
       !rd.length(w, p, "outputTokens", &s.output)) {
     return false;
