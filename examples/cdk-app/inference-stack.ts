@@ -1,13 +1,20 @@
 import { Stack, StackProps, Validations } from 'aws-cdk-lib';
+import * as cdk8s from 'cdk8s';
 import { Construct } from 'constructs';
-import { AcceleratedInstanceType, InferenceCluster } from '../../src';
+import {
+  AcceleratedInstanceType, DisaggregatedInference, EngineImage, GatewayExposure, InferenceCluster, ModelArchitecture,
+  ModelSource, Precision,
+} from '../../src';
 
 /**
- * One EKS cluster with a P5en (H200) node group and a Trn2 node group. Environment-agnostic:
- * `cdk synth` needs no AWS account.
+ * One EKS cluster with a P5en (H200) node group and a Trn2 node group, and Llama-3.3-70B served
+ * disaggregated on the P5en nodes (two prefill and two decode replicas of TP4, one node per pool)
+ * behind the KV-aware router. The Trn2 group shows the Neuron layout (16 EFA interfaces, Neuron AMI
+ * and device plugin); it runs no workload here. Environment-agnostic: `cdk synth` needs no AWS account.
  */
 export class InferenceStack extends Stack {
   public readonly inference: InferenceCluster;
+  public readonly workload: DisaggregatedInference;
 
   constructor(scope: Construct, id: string, props: StackProps = {}) {
     super(scope, id, props);
@@ -15,13 +22,30 @@ export class InferenceStack extends Stack {
     this.inference.addAcceleratedNodeGroup('H200', {
       instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
       desiredSize: 2,
-      poolRole: 'decode',
+      poolRole: 'llama-pd',
     });
     this.inference.addAcceleratedNodeGroup('Trainium2', {
       instanceType: AcceleratedInstanceType.TRN2_48XLARGE,
       desiredSize: 1,
-      poolRole: 'prefill',
+      poolRole: 'neuron',
     });
+
+    // The engine image is built from images/engine at deploy time (a Docker asset).
+    const image = EngineImage.fromAsset().bind(this);
+    const chart = new cdk8s.Chart(new cdk8s.App(), 'llama-pd', { namespace: 'inference' });
+    const h200 = { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, replicas: 2, tensorParallel: 4, nodePoolRole: 'llama-pd' };
+    this.workload = new DisaggregatedInference(chart, 'Llama', {
+      model: ModelArchitecture.LLAMA_3_3_70B,
+      modelSource: ModelSource.huggingFace('meta-llama/Llama-3.3-70B-Instruct', { tokenSecret: { name: 'hf-token' } }),
+      image: image.imageUri,
+      weightPrecision: Precision.FP8,
+      kvCachePrecision: Precision.FP8,
+      maxContext: 8192,
+      prefill: h200,
+      decode: h200,
+      gateway: GatewayExposure.gateway(),
+    });
+    this.inference.addWorkload(chart);
     suppressReviewedFindings(this);
   }
 }

@@ -285,6 +285,8 @@ describeIfBuilt('router, aggregated pool, with the openai SDK', () => {
     expect(m.get('disagg_router_errors_total{cause="bad_request"}')).toBe(4);
     expect(m.get('disagg_router_errors_total{cause="client_gone"}')).toBe(1);
     expect(total(m, 'disagg_router_endpoint_healthy')).toBe(2);
+    // AND upstream connections were kept alive and reused (sequential requests need no new connection)
+    expect(m.get('disagg_router_upstream_connections_reused_total')).toBeGreaterThan(sent / 2);
   });
 });
 

@@ -297,6 +297,9 @@ TEST_F(ServerFixture, PooledClientReusesKeepAliveConnections) {
   std::this_thread::sleep_for(400ms);
   EXPECT_EQ(run(1), "/r0|;");
   EXPECT_EQ(pool.idle(), 1u);
+  // WHEN the endpoint is dropped (it left DNS) THEN its idle connection is closed
+  pool.drop("127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(pool.idle(), 0u);
 }
 
 TEST_F(ServerFixture, DrainFinishesInFlightRequestsAndStopsAccepting) {

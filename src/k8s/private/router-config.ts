@@ -67,3 +67,35 @@ function poolEntry(pool: PoolPlan, host: string): Record<string, unknown> {
     maxConcurrencyPerReplica: pool.plan.maxConcurrency,
   };
 }
+
+/** One endpoint of a static list (the schema's `endpoints[]`), e.g. a local sim-worker. */
+export interface StaticRouterEndpoint {
+  /** Name of the pool (`pools[].name`) it belongs to. */
+  readonly pool: string;
+  /** Base URL of its OpenAI-compatible server, e.g. `http://127.0.0.1:8101`. */
+  readonly url: string;
+  /** ZMQ endpoint of its KV events, e.g. `tcp://127.0.0.1:5601`. @default - none */
+  readonly kvEventsEndpoint?: string;
+}
+
+/**
+ * A router configuration (as `routerConfig` wrote it) with a static endpoint list instead of DNS
+ * discovery: the same pools, policy and resolved numbers, for processes that are not behind a
+ * headless Service (`disagg local`). Pools keep their `kvEvents` (topic prefix); the endpoints
+ * carry their own KV-event addresses.
+ *
+ * @throws when an endpoint names a pool the configuration lacks
+ */
+export function withStaticEndpoints(config: Record<string, unknown>, endpoints: StaticRouterEndpoint[]): Record<string, unknown> {
+  const pools = (config.pools as Array<Record<string, unknown>>).map(({ discovery: _dns, ...rest }) => rest);
+  for (const e of endpoints) {
+    if (!pools.some(p => p.name === e.pool)) {
+      throw new Error(`endpoint ${e.url} names pool '${e.pool}', which the configuration lacks; use one of ${pools.map(p => p.name).join(', ')}`);
+    }
+  }
+  return {
+    ...config,
+    pools,
+    endpoints: endpoints.map(e => ({ pool: e.pool, url: e.url, ...(e.kvEventsEndpoint ? { kvEventsEndpoint: e.kvEventsEndpoint } : {}) })),
+  };
+}

@@ -79,6 +79,18 @@ void ConnectionPool::put(const std::string& endpoint, tcp::socket socket) {
   list.push_back({fd, v6, std::chrono::steady_clock::now()});
 }
 
+void ConnectionPool::drop(const std::string& endpoint) {
+  std::vector<Idle> gone;
+  {
+    std::lock_guard lock(mu_);
+    auto it = idle_.find(endpoint);
+    if (it == idle_.end()) return;
+    gone = std::move(it->second);
+    idle_.erase(it);
+  }
+  for (const Idle& c : gone) ::close(c.fd);
+}
+
 std::size_t ConnectionPool::idle() const {
   std::lock_guard lock(mu_);
   std::size_t n = 0;

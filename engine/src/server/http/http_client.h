@@ -71,6 +71,9 @@ class ConnectionPool {
   std::optional<tcp::socket> take(const std::string& endpoint, const net::any_io_executor& executor);
   /// Parks an open connection (closes it when the endpoint already has max_idle_per_endpoint).
   void put(const std::string& endpoint, tcp::socket socket);
+  /// Closes every idle connection to `endpoint` (e.g. an endpoint that left DNS: its entries
+  /// would otherwise stay until a take() for it that never comes).
+  void drop(const std::string& endpoint);
   /// Idle connections held, all endpoints.
   std::size_t idle() const;
   /// Connections handed out by take() so far (for tests and metrics).

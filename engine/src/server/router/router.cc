@@ -151,6 +151,12 @@ struct Router::Impl final : KvEventSink {
         decider(config.decider) {
     health.eject_after = config.eject_after;
     health.eject_ms = config.eject_ms;
+    if (config.upstream_keepalive > 0) {
+      http::ConnectionPool::Options po;
+      po.max_idle_per_endpoint = static_cast<std::size_t>(config.upstream_keepalive);
+      po.idle_ttl = std::chrono::milliseconds(config.upstream_keepalive_ms);
+      upstream_pool = std::make_unique<http::ConnectionPool>(po);
+    }
   }
 
   RouterConfig config;
@@ -162,6 +168,9 @@ struct Router::Impl final : KvEventSink {
   Admission admission;
   PdDecider decider;
   ScratchPool scratch;
+  // Keep-alive connections to the endpoints (every leg, health check and scrape): a new TCP
+  // connection per request was most of the latency the router added. nullptr = reuse off.
+  std::unique_ptr<http::ConnectionPool> upstream_pool;
   std::int64_t started_unix = 0;
 
   std::mutex mu;  // slots' identity, policy, index, sessions
@@ -211,6 +220,7 @@ struct Router::Impl final : KvEventSink {
     if (!s.present) return;
     s.present = false;
     if (index) index->clear(static_cast<EndpointId>(id));
+    if (upstream_pool) upstream_pool->drop(s.spec.host + ":" + std::to_string(s.spec.port));
     if (subscriber) subscriber->remove(static_cast<EndpointId>(id));
     log_line("endpoint " + s.label + " removed (no longer in DNS)");
   }
@@ -478,6 +488,12 @@ struct Router::Impl final : KvEventSink {
                  admission.active());
     write_metric(out, "disagg_router_queued_requests", "gauge", "Requests waiting for an admission slot.", "",
                  admission.queued());
+    write_metric(out, "disagg_router_upstream_connections_reused_total", "counter",
+                 "Upstream requests sent over a kept-alive connection.", "",
+                 upstream_pool ? static_cast<double>(upstream_pool->reused()) : 0);
+    write_metric(out, "disagg_router_upstream_idle_connections", "gauge",
+                 "Kept-alive upstream connections waiting for a request.", "",
+                 upstream_pool ? static_cast<double>(upstream_pool->idle()) : 0);
     std::lock_guard lock(mu);
     write_metric(out, "disagg_router_kv_index_entries", "gauge", "Entries (block x endpoint x tier) in the KV block index.",
                  "", index ? static_cast<double>(index->size()) : 0);
@@ -530,6 +546,7 @@ struct Router::Impl final : KvEventSink {
     http::ClientOptions o;
     o.connect_timeout = o.first_byte_timeout = o.idle_timeout = std::chrono::milliseconds(config.health_timeout_ms);
     o.max_body_bytes = 64 << 10;
+    o.pool = upstream_pool.get();
     http::ClientRequest r;
     r.method = http::bhttp::verb::get;
     r.target = "/health";
@@ -556,6 +573,7 @@ struct Router::Impl final : KvEventSink {
     http::ClientOptions o;
     o.connect_timeout = o.first_byte_timeout = o.idle_timeout = std::chrono::milliseconds(config.health_timeout_ms);
     o.max_body_bytes = 4 << 20;
+    o.pool = upstream_pool.get();
     http::ClientRequest r;
     r.method = http::bhttp::verb::get;
     r.target = "/metrics";
@@ -644,6 +662,7 @@ struct Router::Impl final : KvEventSink {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     o.first_byte_timeout = std::max(std::chrono::milliseconds(1), left);
     o.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
+    o.pool = upstream_pool.get();
     auto res = co_await http::fetch(ioc.get_executor(), p.host, p.port, std::move(r), o);
     json params;  // null
     if (!res) {
@@ -784,6 +803,7 @@ struct Router::Impl final : KvEventSink {
       o.first_byte_timeout = std::max(std::chrono::milliseconds(1),
                                       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
       o.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
+      o.pool = upstream_pool.get();
       auto opened = co_await http::ClientStream::open(w.executor(), pick.host, pick.port, std::move(creq), o);
       if (!opened) {
         const http::ClientError& e = opened.error();

@@ -38,6 +38,10 @@ constexpr const char* kUsage =
     "  --request-timeout-ms N        whole request limit (router.requestTimeoutSeconds, 600000)\n"
     "  --connect-timeout-ms N        upstream connect limit (2000)\n"
     "  --idle-timeout-ms N           upstream silence limit while streaming (60000)\n"
+    "  --upstream-keepalive N        idle keep-alive connections kept per endpoint (64; 0 = a new\n"
+    "                                connection per request)\n"
+    "  --upstream-keepalive-ms N     longest idle time of a kept connection (4000; vLLM's uvicorn\n"
+    "                                closes idle ones after 5 s)\n"
     "  --max-retries N               other endpoints tried after a connect failure or a 5xx\n"
     "                                before the first byte (2)\n"
     "  --max-inflight N              requests proxied at once (4096)\n"
@@ -494,6 +498,10 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
       if (!integer(&c.connect_timeout_ms, 1, 1LL << 40)) return bad(range_any);
     } else if (flag == "--idle-timeout-ms") {
       if (!integer(&c.idle_timeout_ms, 1, 1LL << 40)) return bad(range_any);
+    } else if (flag == "--upstream-keepalive") {
+      if (!integer(&c.upstream_keepalive, 0, 1 << 16)) return bad("must be a whole number in [0, 65536]; 0 turns reuse off");
+    } else if (flag == "--upstream-keepalive-ms") {
+      if (!integer(&c.upstream_keepalive_ms, 1, 1LL << 40)) return bad(range_any);
     } else if (flag == "--max-retries") {
       if (!integer(&c.max_retries, 0, 16)) return bad("must be a whole number in [0, 16]");
     } else if (flag == "--max-inflight") {

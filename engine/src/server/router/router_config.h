@@ -64,6 +64,11 @@ struct RouterConfig {
   std::int64_t request_timeout_ms = 600'000;
   std::int64_t connect_timeout_ms = 2'000;
   std::int64_t idle_timeout_ms = 60'000;
+  /// Idle keep-alive connections kept per upstream endpoint; 0 = a new connection per request.
+  std::int32_t upstream_keepalive = 64;
+  /// Longest idle time of a kept connection. Below uvicorn's (vLLM's server) 5 s keep-alive
+  /// default, so the router normally drops a connection before the worker closes it.
+  std::int64_t upstream_keepalive_ms = 4'000;
   std::int32_t max_retries = 2;
   std::int32_t max_inflight = 4096;
   std::int32_t max_queue = 1024;

@@ -1,0 +1,81 @@
+#!/usr/bin/env node
+// Closed-loop HTTP load for bench/router.sh: `--requests` completions over `--concurrency`
+// keep-alive connections (node:http Agent), streamed (SSE) or not; prints one JSON line with
+// per-request latency percentiles (to the last byte) and requests per second.
+//   node bench/router-load.mjs --url http://127.0.0.1:8000 --requests 2000 --concurrency 1 [--stream]
+import http from 'node:http';
+import { parseArgs } from 'node:util';
+
+const { values } = parseArgs({
+  options: {
+    url: { type: 'string' },
+    requests: { type: 'string', default: '2000' },
+    concurrency: { type: 'string', default: '1' },
+    warmup: { type: 'string', default: '200' },
+    stream: { type: 'boolean', default: false },
+    model: { type: 'string', default: 'bench-model' },
+    'max-tokens': { type: 'string', default: '4' },
+    'prompt-words': { type: 'string', default: '64' },
+  },
+});
+if (!values.url) {
+  console.error('router-load: --url is required, e.g. --url http://127.0.0.1:8000');
+  process.exit(2);
+}
+const url = new URL('/v1/completions', values.url);
+const requests = Number(values.requests);
+const concurrency = Number(values.concurrency);
+const warmup = Number(values.warmup);
+const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+// A fixed prompt: the point is the proxy's cost, not the workers' cache behaviour.
+const prompt = Array.from({ length: Number(values['prompt-words']) }, (_, i) => `w${i % 97}`).join(' ');
+const body = JSON.stringify({ model: values.model, prompt, max_tokens: Number(values['max-tokens']), stream: values.stream });
+
+function once() {
+  return new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint();
+    const req = http.request(url, {
+      method: 'POST', agent,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      let bytes = 0;
+      res.on('data', (d) => { bytes += d.length; });
+      res.on('end', () => {
+        if (res.statusCode !== 200) reject(new Error(`HTTP ${res.statusCode}`));
+        else resolve(Number(process.hrtime.bigint() - t0) / 1e6);
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function run(count) {
+  const latencies = [];
+  let next = 0;
+  let errors = 0;
+  const t0 = process.hrtime.bigint();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < count) {
+      next++;
+      try {
+        latencies.push(await once());
+      } catch {
+        errors++;
+      }
+    }
+  }));
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  return { latencies, errors, seconds };
+}
+
+await run(warmup);
+const { latencies, errors, seconds } = await run(requests);
+latencies.sort((a, b) => a - b);
+const q = (p) => latencies[Math.min(latencies.length - 1, Math.max(0, Math.ceil(p * latencies.length) - 1))];
+console.log(JSON.stringify({
+  requests: latencies.length, errors, concurrency, stream: values.stream,
+  p50Ms: q(0.5), p99Ms: q(0.99), rps: latencies.length / seconds,
+}));
+agent.destroy();

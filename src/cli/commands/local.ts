@@ -1,0 +1,396 @@
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { parseArgs } from 'util';
+import { CliIo, Command, ExitCode, UsageError } from '../command';
+import { DEFAULT_DEPLOYMENT } from '../defaults';
+import { LocalDeployment, localDeployment, routerConfigFor, workerConfig } from '../local/deployment';
+import { EngineProcess, freePort, ProcessGroup, resolveEngineBinary, waitFor200 } from '../local/processes';
+import { buildJobs, Job, percentile, runJobs, WorkloadSpec } from '../local/workload';
+import { ProgressReporter } from '../progress';
+import { renderTable } from '../table';
+
+const HELP = `Usage: disagg local [options]
+
+Runs the default deployment (${DEFAULT_DEPLOYMENT.model}, TP${DEFAULT_DEPLOYMENT.tensorParallel} on ${DEFAULT_DEPLOYMENT.instance}) on this machine: \`disagg-engine
+router\` in front of \`disagg-engine sim-worker\` processes (vLLM stand-ins whose step times come from the
+engine's cost model for that model and instance), all on 127.0.0.1. The router reads the configuration
+the DisaggregatedInference construct writes into its ConfigMap, with the local workers as a static
+endpoint list. It sends a workload of tenants sharing long system prompts and multi-turn chats
+(streamed chat completions), prints a live progress line and a summary: TTFT / TPOT percentiles,
+throughput and prefix-cache hit rate, under the deployment's policy and under round robin (every run
+starts fresh processes, so caches start cold). Everything it started is stopped at the end, on an error
+and on Ctrl-C. Needs the engine binary (\`npx projen engine\`).
+
+Deployment:
+  --workers N              aggregated sim-workers (default ${DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas})
+  --prefill N              run P/D instead: N prefill sim-workers (with --decode)
+  --decode M               M decode sim-workers (with --prefill)
+  --policy NAME            policy under test (default: the deployment's, kv-aware = llm-d); also
+                           least-load, llm-d, sglang, dynamo, disagg
+  --baseline NAME          policy to compare with (default round-robin; none = skip)
+  --speedup X              model seconds per wall second of the sim-workers (default 1)
+Workload:
+  --workload KIND          mixed | shared-prefix | chat (default mixed)
+  --requests N             requests per run (default 200)
+  --concurrency N          clients sending at once (default 16)
+  --tenants N              tenants, each with its own system prompt (default 8)
+  --system-tokens N        tokens of a system prompt (default 2048)
+  --turns N                turns of a chat session (default 4)
+  --max-tokens N           output tokens per request (default 64)
+  --timeout SECONDS        longest run per policy (default 120)
+  --seed N                 workload seed (default 1)
+Output:
+  --engine PATH            disagg-engine binary (default $DISAGG_ENGINE_BIN, else engine/build/disagg-engine)
+  --json                   print machine-readable JSON only
+  -h, --help               show this help
+
+Exit codes: 0 every request succeeded, 1 some failed, 2 usage error, 3 engine binary missing or a
+process failed to start.`;
+
+/** `disagg local`: the default deployment on loopback with sim-workers, policy vs round robin. */
+export const command: Command = {
+  name: 'local',
+  summary: 'Run the default deployment locally (router + sim-workers) under a workload; compare with round robin',
+  help: HELP,
+  run: runLocal,
+};
+
+const POLICIES = ['round-robin', 'least-load', 'llm-d', 'sglang', 'dynamo', 'disagg', 'kv-aware', 'least-loaded'];
+
+function whole(flag: string, text: string | undefined, min: number, fallback: number): number {
+  if (text === undefined) return fallback;
+  if (!/^\d+$/.test(text.trim()) || Number(text) < min) {
+    throw new UsageError(`${flag} expects a whole number >= ${min}, got '${text}'`);
+  }
+  return Number(text);
+}
+
+function positiveNumber(flag: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (text.trim() === '' || !Number.isFinite(n) || n <= 0) throw new UsageError(`${flag} expects a positive number, got '${text}'`);
+  return n;
+}
+
+function policyFlag(flag: string, text: string): string {
+  if (!POLICIES.includes(text)) throw new UsageError(`${flag} '${text}' is not a routing policy; use one of ${POLICIES.join(', ')}`);
+  return text;
+}
+
+/** Summary of one run. */
+interface RunSummary {
+  readonly policy: string;
+  readonly requests: number;
+  readonly succeeded: number;
+  readonly failed: number;
+  readonly timedOut: boolean;
+  readonly seconds: number;
+  readonly requestsPerSecond: number;
+  readonly outputTokensPerSecond: number;
+  readonly ttftSeconds: { p50: number; p90: number; p99: number };
+  readonly tpotSeconds: { p50: number; p90: number; p99: number };
+  /** Prompt tokens served from the workers' prefix caches / prompt tokens (vllm:prefix_cache_*). */
+  readonly prefixHitRate: number;
+  /** Requests per endpoint (X-Disagg-Endpoint). */
+  readonly endpoints: Record<string, number>;
+  /** Mean router overhead before the upstream request (disagg_router_overhead_seconds). */
+  readonly routerOverheadSeconds: number;
+  readonly firstError?: string;
+}
+
+/** Sums every sample of each metric family in a Prometheus text page (labels ignored). */
+function metricTotals(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || line.trim() === '') continue;
+    const m = /^([A-Za-z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
+    if (!m) continue;
+    const v = Number(m[3]);
+    if (Number.isFinite(v)) out.set(m[1], (out.get(m[1]) ?? 0) + v);
+  }
+  return out;
+}
+
+async function scrape(url: string): Promise<Map<string, number>> {
+  try {
+    const r = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) });
+    return metricTotals(await r.text());
+  } catch {
+    return new Map();
+  }
+}
+
+const pct = (v: number[]) => ({ p50: percentile(v, 50), p90: percentile(v, 90), p99: percentile(v, 99) });
+
+interface RunOptions {
+  readonly deployment: LocalDeployment;
+  readonly speedup: number;
+  readonly jobs: Job[];
+  readonly workload: WorkloadSpec;
+  readonly concurrency: number;
+  readonly timeoutMs: number;
+  readonly tmp: string;
+  /** Set on Ctrl-C: the progress line stops (requests now fail as the processes drain). */
+  readonly interrupted: { value: boolean };
+}
+
+/** Starts fresh sim-workers and a router with `policy`, runs the jobs, stops everything. */
+async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io: CliIo, json: boolean): Promise<RunSummary> {
+  const d = o.deployment;
+  try {
+    const workers: EngineProcess[] = [];
+    const endpoints = [];
+    let index = 0;
+    for (const pool of d.pools) {
+      const file = path.join(o.tmp, `worker-${pool.name}.json`);
+      fs.writeFileSync(file, JSON.stringify(workerConfig(d, pool), undefined, 2));
+      for (let r = 0; r < pool.replicas; r++, index++) {
+        const kvPort = await freePort();
+        const args = ['sim-worker', '--config', file, '--host', '127.0.0.1', '--port', '0',
+          '--role', pool.role === 'both' ? 'aggregated' : pool.role,
+          '--model-name', d.servedModelName,
+          '--block-size', String(d.kvBlockSize),
+          '--kv-blocks', String(Math.max(1, Math.floor(pool.kvTokensPerReplica / d.kvBlockSize))),
+          '--speedup', String(o.speedup),
+          '--kv-events-port', String(kvPort),
+          '--seed', String(index + 1)];
+        if (pool.maxConcurrencyPerReplica > 0) args.push('--max-num-seqs', String(pool.maxConcurrencyPerReplica));
+        const w = await group.start(`${pool.name}-${r}`, args);
+        workers.push(w);
+        endpoints.push({ pool: pool.name, url: w.url, kvEventsEndpoint: `tcp://127.0.0.1:${kvPort}` });
+      }
+    }
+    const routerFile = path.join(o.tmp, 'router.json');
+    fs.writeFileSync(routerFile, JSON.stringify(routerConfigFor(d, endpoints), undefined, 2));
+    const router = await group.start('router', ['router', '--config', routerFile, '--host', '127.0.0.1', '--port', '0',
+      '--policy', policy, '--health-interval-ms', '200']);
+    await waitFor200(`${router.url}/ready`, 15_000);
+
+    const progress = new ProgressReporter(json ? { out: () => undefined, err: () => undefined } : io, `local ${policy.padEnd(11)}`);
+    let lastDraw = 0;
+    const result = await runJobs(router.url, d.servedModelName, o.jobs, {
+      concurrency: o.concurrency,
+      maxTokens: o.workload.maxTokens,
+      timeoutMs: o.timeoutMs,
+      onProgress: p => {
+        if (o.interrupted.value) return;
+        const now = Date.now();
+        if (now - lastDraw < 100 && p.done < p.total) return;
+        lastDraw = now;
+        const ttft = percentile(p.samples.filter(s => s.ok).map(s => s.ttft), 50);
+        progress.update(p.done, p.total, `TTFT p50 ${fmt(ttft)}${p.failed ? `  ${p.failed} failed` : ''}`);
+      },
+    });
+    progress.finish();
+
+    // Prefix hits from the workers' own counters (fresh processes: the totals are this run's).
+    let hits = 0;
+    let queries = 0;
+    for (const w of workers) {
+      const m = await scrape(w.url);
+      hits += m.get('vllm:prefix_cache_hits_total') ?? 0;
+      queries += m.get('vllm:prefix_cache_queries_total') ?? 0;
+    }
+    const rm = await scrape(router.url);
+    const ok = result.samples.filter(s => s.ok);
+    const endpointCounts: Record<string, number> = {};
+    for (const s of ok) endpointCounts[s.endpoint] = (endpointCounts[s.endpoint] ?? 0) + 1;
+    const outputTokens = ok.reduce((n, s) => n + s.outputTokens, 0);
+    const overheadCount = rm.get('disagg_router_overhead_seconds_count') ?? 0;
+    const firstError = result.samples.find(s => !s.ok)?.error;
+    return {
+      policy,
+      requests: result.samples.length,
+      succeeded: ok.length,
+      failed: result.samples.length - ok.length,
+      timedOut: result.timedOut,
+      seconds: result.seconds,
+      requestsPerSecond: ok.length / result.seconds,
+      outputTokensPerSecond: outputTokens / result.seconds,
+      ttftSeconds: pct(ok.map(s => s.ttft)),
+      tpotSeconds: pct(ok.map(s => s.tpot)),
+      prefixHitRate: queries > 0 ? hits / queries : 0,
+      endpoints: endpointCounts,
+      routerOverheadSeconds: overheadCount > 0 ? (rm.get('disagg_router_overhead_seconds_sum') ?? 0) / overheadCount : NaN,
+      ...(firstError ? { firstError } : {}),
+    };
+  } finally {
+    await group.stopAll();
+  }
+}
+
+function fmt(seconds: number): string {
+  if (!Number.isFinite(seconds)) return '-';
+  if (seconds < 1) return `${(seconds * 1000).toPrecision(3)} ms`;
+  return `${seconds.toPrecision(3)} s`;
+}
+
+function ratio(a: number, b: number): string {
+  return Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${(a / b).toFixed(2)}x` : '-';
+}
+
+async function runLocal(argv: string[], io: CliIo): Promise<number> {
+  let values;
+  try {
+    values = parseArgs({
+      args: argv,
+      allowPositionals: false,
+      strict: true,
+      options: {
+        'workers': { type: 'string' },
+        'prefill': { type: 'string' },
+        'decode': { type: 'string' },
+        'policy': { type: 'string' },
+        'baseline': { type: 'string' },
+        'speedup': { type: 'string' },
+        'workload': { type: 'string' },
+        'requests': { type: 'string' },
+        'concurrency': { type: 'string' },
+        'tenants': { type: 'string' },
+        'system-tokens': { type: 'string' },
+        'turns': { type: 'string' },
+        'max-tokens': { type: 'string' },
+        'timeout': { type: 'string' },
+        'seed': { type: 'string' },
+        'engine': { type: 'string' },
+        'json': { type: 'boolean' },
+        'help': { type: 'boolean', short: 'h' },
+      },
+    }).values;
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  if (values.help) {
+    io.out(HELP);
+    return ExitCode.OK;
+  }
+  if ((values.prefill === undefined) !== (values.decode === undefined)) {
+    throw new UsageError('--prefill and --decode go together, e.g. --prefill 2 --decode 2');
+  }
+  if (values.workers !== undefined && values.prefill !== undefined) {
+    throw new UsageError('--workers is for an aggregated run; with --prefill/--decode leave it out');
+  }
+  const pd = values.prefill !== undefined
+    ? { prefill: whole('--prefill', values.prefill, 1, 1), decode: whole('--decode', values.decode, 1, 1) }
+    : undefined;
+  const workers = whole('--workers', values.workers, 1, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas);
+  if ((pd ? pd.prefill + pd.decode : workers) > 32) {
+    throw new UsageError(`at most 32 sim-workers run locally; got ${pd ? pd.prefill + pd.decode : workers}`);
+  }
+  const kind = values.workload ?? 'mixed';
+  if (kind !== 'mixed' && kind !== 'shared-prefix' && kind !== 'chat') {
+    throw new UsageError(`--workload '${kind}' is not a workload; use mixed, shared-prefix or chat`);
+  }
+  const workload: WorkloadSpec = {
+    kind,
+    requests: whole('--requests', values.requests, 1, 200),
+    tenants: whole('--tenants', values.tenants, 1, 8),
+    systemTokens: whole('--system-tokens', values['system-tokens'], 4, 2048),
+    questionTokens: 128,
+    turns: whole('--turns', values.turns, 1, 4),
+    turnTokens: 128,
+    maxTokens: whole('--max-tokens', values['max-tokens'], 1, 64),
+    seed: whole('--seed', values.seed, 0, 1),
+  };
+  if (workload.requests > 100_000) throw new UsageError(`--requests ${workload.requests} is over the local limit of 100000`);
+  const concurrency = whole('--concurrency', values.concurrency, 1, 16);
+  const speedup = positiveNumber('--speedup', values.speedup, 1);
+  const timeoutMs = positiveNumber('--timeout', values.timeout, 120) * 1000;
+  const baseline = values.baseline === 'none' ? undefined : policyFlag('--baseline', values.baseline ?? 'round-robin');
+  const json = values.json === true;
+
+  let binary: string;
+  try {
+    binary = resolveEngineBinary(values.engine);
+  } catch (e) {
+    io.err(`disagg local: ${(e as Error).message}`);
+    return ExitCode.INTERNAL;
+  }
+  const deployment = localDeployment(pd, workers);
+  const policy = policyFlag('--policy', values.policy ?? deployment.policy);
+  const policies = baseline && baseline !== policy ? [policy, baseline] : [policy];
+  const jobs = buildJobs(workload);
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-local-'));
+  const group = new ProcessGroup(binary);
+
+  // Ctrl-C / kill: stop the children (they drain), then leave. 'exit': SIGKILL leftovers.
+  const interrupted = { value: false };
+  const onSignal = (signal: NodeJS.Signals) => {
+    interrupted.value = true;
+    io.err(`\ndisagg local: ${signal}: stopping the router and sim-workers`);
+    void group.stopAll(2_000).finally(() => {
+      fs.rmSync(tmp, { recursive: true, force: true });
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    });
+  };
+  const onExit = () => group.killAllNow();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  process.once('exit', onExit);
+
+  const shape = pd ? `${pd.prefill} prefill + ${pd.decode} decode sim-workers` : `${workers} aggregated sim-workers`;
+  const workloadText = `${workload.requests} requests (${kind}: ${workload.tenants} tenants x ${workload.systemTokens}-token system prompts` +
+    `${kind !== 'shared-prefix' ? `, ${workload.turns}-turn chats` : ''}), ${workload.maxTokens} output tokens, concurrency ${concurrency}`;
+  if (!json) {
+    io.err(`disagg local: ${deployment.servedModelName} (${deployment.description}), ${shape}, speedup ${speedup}`);
+    io.err(`  workload: ${workloadText}`);
+  }
+  const runs: RunSummary[] = [];
+  try {
+    for (const p of policies) {
+      runs.push(await runPolicy(group, p, { deployment, speedup, jobs, workload, concurrency, timeoutMs, tmp, interrupted }, io, json));
+    }
+  } catch (e) {
+    io.err(`disagg local: ${(e as Error).message}`);
+    return ExitCode.INTERNAL;
+  } finally {
+    await group.stopAll();
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    process.removeListener('exit', onExit);
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+
+  const failed = runs.some(r => r.failed > 0 || r.succeeded === 0);
+  if (json) {
+    io.out(JSON.stringify({
+      deployment: {
+        model: deployment.servedModelName,
+        description: deployment.description,
+        mode: pd ? 'prefill-decode' : 'aggregated',
+        pools: deployment.pools.map(p => ({ name: p.name, role: p.role, replicas: p.replicas, tensorParallel: p.tensorParallel })),
+        speedup,
+      },
+      workload: { ...workload, concurrency },
+      runs,
+      processes: group.pids,
+    }, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 2));
+    return failed ? ExitCode.NEGATIVE : ExitCode.OK;
+  }
+  const rows = runs.map(r => [
+    r.policy, String(r.succeeded), String(r.failed),
+    fmt(r.ttftSeconds.p50), fmt(r.ttftSeconds.p90), fmt(r.ttftSeconds.p99),
+    fmt(r.tpotSeconds.p50), fmt(r.tpotSeconds.p90), fmt(r.tpotSeconds.p99),
+    r.requestsPerSecond.toFixed(2), r.outputTokensPerSecond.toFixed(0), `${(r.prefixHitRate * 100).toFixed(1)}%`,
+    fmt(r.routerOverheadSeconds),
+  ]);
+  io.out([
+    `disagg local: ${deployment.servedModelName} (${deployment.description}), ${shape}`,
+    `  ${workloadText}`,
+    '',
+    ...renderTable(['policy', 'ok', 'failed', 'TTFT p50', 'p90', 'p99', 'TPOT p50', 'p90', 'p99', 'req/s', 'out tok/s', 'prefix hits', 'router overhead'],
+      rows, [false, true, true, true, true, true, true, true, true, true, true, true, true]),
+  ].join('\n'));
+  if (runs.length === 2) {
+    const [a, b] = runs;
+    io.out(`\n  ${a.policy} vs ${b.policy}: TTFT p90 ${ratio(a.ttftSeconds.p90, b.ttftSeconds.p90)}, ` +
+      `TPOT p90 ${ratio(a.tpotSeconds.p90, b.tpotSeconds.p90)}, throughput ${ratio(a.requestsPerSecond, b.requestsPerSecond)}, ` +
+      `prefix hits ${(a.prefixHitRate * 100).toFixed(1)}% vs ${(b.prefixHitRate * 100).toFixed(1)}%`);
+  }
+  for (const r of runs) {
+    if (r.timedOut) io.err(`disagg local: the ${r.policy} run hit --timeout; raise it or lower --requests`);
+    if (r.firstError) io.err(`disagg local: ${r.failed} ${r.policy} request(s) failed; first: ${r.firstError}`);
+  }
+  return failed ? ExitCode.NEGATIVE : ExitCode.OK;
+}

@@ -1,0 +1,148 @@
+import { ChildProcess, spawn, spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as net from 'net';
+import * as path from 'path';
+
+/**
+ * `disagg-engine` processes started by `disagg local`, and their cleanup: every process started
+ * here is tracked until it has exited, and stopAll() (called on success, error and Ctrl-C) ends
+ * them, SIGTERM first (they drain), SIGKILL after a grace period.
+ */
+
+/** The package root: src/cli/local (or lib/cli/local) is three levels below it. */
+const PACKAGE_ROOT = path.resolve(__dirname, '..', '..', '..');
+
+/** Where `npx projen engine` puts the binary. */
+export const DEFAULT_ENGINE_BINARY = path.join(PACKAGE_ROOT, 'engine', 'build', 'disagg-engine');
+
+/**
+ * The engine binary to run: `explicit`, else $DISAGG_ENGINE_BIN, else engine/build/disagg-engine.
+ * @throws an Error saying how to build it when it is missing or lacks the router or sim-worker role
+ */
+export function resolveEngineBinary(explicit?: string): string {
+  const binary = explicit ?? process.env.DISAGG_ENGINE_BIN ?? DEFAULT_ENGINE_BINARY;
+  if (!fs.existsSync(binary)) {
+    throw new Error(`the engine binary ${binary} is missing; build it with \`npx projen engine\` (or pass --engine PATH)`);
+  }
+  for (const role of ['router', 'sim-worker']) {
+    const r = spawnSync(binary, [role, '--help'], { stdio: 'ignore', timeout: 10_000 });
+    if (r.status !== 0) {
+      throw new Error(`${binary} has no '${role}' role (exit ${r.status ?? r.signal}); rebuild it with \`npx projen engine\``);
+    }
+  }
+  return binary;
+}
+
+/** A free loopback TCP port (closed again before it is returned; the caller binds it next). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** One started engine process. */
+export interface EngineProcess {
+  /** 'router', 'prefill-0', 'decode-1', 'worker-2', ... */
+  readonly name: string;
+  readonly pid: number;
+  /** The HTTP port it printed ("listening on http://127.0.0.1:PORT"). */
+  readonly port: number;
+  readonly url: string;
+  /** Its stderr so far (for error messages). */
+  readonly stderr: () => string;
+}
+
+interface Tracked {
+  readonly name: string;
+  readonly proc: ChildProcess;
+  readonly exited: Promise<void>;
+  done: boolean;
+}
+
+/** The processes of one `disagg local` run. */
+export class ProcessGroup {
+  private readonly tracked: Tracked[] = [];
+  /** Every pid ever started (for the JSON report and the no-orphans test). */
+  public readonly pids: Array<{ name: string; pid: number }> = [];
+
+  constructor(private readonly binary: string) {}
+
+  /**
+   * Starts `disagg-engine <args>` and waits for its "listening on" line (at most `timeoutMs`).
+   * @throws when it exits or stays silent; the error quotes its stderr
+   */
+  public async start(name: string, args: string[], timeoutMs = 20_000): Promise<EngineProcess> {
+    const proc = spawn(this.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    let out = '';
+    proc.stderr!.on('data', d => { err = (err + d.toString()).slice(-8192); });
+    const t: Tracked = {
+      name,
+      proc,
+      done: false,
+      exited: new Promise<void>(resolve => proc.once('exit', () => { t.done = true; resolve(); })),
+    };
+    proc.once('error', () => { t.done = true; });
+    this.tracked.push(t);
+    if (proc.pid !== undefined) this.pids.push({ name, pid: proc.pid });
+    const port = await new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${name} did not start within ${timeoutMs} ms: ${err.trim()}`)), timeoutMs);
+      proc.stdout!.on('data', d => {
+        out += d.toString();
+        const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          resolve(Number(m[1]));
+        }
+      });
+      proc.once('exit', code => {
+        clearTimeout(timer);
+        reject(new Error(`${name} exited with ${code} while starting: ${err.trim()}`));
+      });
+      proc.once('error', e => {
+        clearTimeout(timer);
+        reject(new Error(`${name} could not start: ${e.message}`));
+      });
+    });
+    proc.stdout!.resume(); // keep draining its stdout
+    return { name, pid: proc.pid!, port, url: `http://127.0.0.1:${port}`, stderr: () => err };
+  }
+
+  /** Stops every live process: SIGTERM, then SIGKILL after `graceMs`; resolves when all have exited. */
+  public async stopAll(graceMs = 3_000): Promise<void> {
+    const live = this.tracked.filter(t => !t.done);
+    for (const t of live) t.proc.kill('SIGTERM');
+    const timer = setTimeout(() => { for (const t of live) if (!t.done) t.proc.kill('SIGKILL'); }, graceMs);
+    await Promise.all(live.map(t => t.exited));
+    clearTimeout(timer);
+    this.tracked.splice(0, this.tracked.length, ...this.tracked.filter(t => !t.done));
+  }
+
+  /** Last resort (process 'exit' handler, synchronous): SIGKILL whatever still runs. */
+  public killAllNow(): void {
+    for (const t of this.tracked) if (!t.done) t.proc.kill('SIGKILL');
+  }
+}
+
+/** Waits until GET `url` answers 200 (at most `timeoutMs`). @throws with the last answer */
+export async function waitFor200(url: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    try {
+      const r = await fetch(url, { signal: AbortSignal.timeout(1_000) });
+      const body = await r.text();
+      if (r.status === 200) return;
+      last = `HTTP ${r.status} ${body.slice(0, 200)}`;
+    } catch (e) {
+      last = (e as Error).message;
+    }
+    await new Promise(r => setTimeout(r, 50));
+  }
+  throw new Error(`${url} did not answer 200 within ${timeoutMs} ms (last: ${last})`);
+}

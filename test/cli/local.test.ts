@@ -1,0 +1,129 @@
+// `disagg local`: router + sim-workers on loopback from the construct's configuration, a short
+// workload, the summary against round robin, and no process left behind.
+// Needs the engine binary (`npx projen engine`, or DISAGG_ENGINE_BIN); skipped without it.
+import { execFileSync, spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+import Ajv2020 from 'ajv/dist/2020';
+import { localDeployment, routerConfigFor } from '../../src/cli/local/deployment';
+import { buildJobs } from '../../src/cli/local/workload';
+import { runCli } from '../../src/cli/run-cli';
+
+const ROOT = path.join(__dirname, '..', '..');
+const BINARY = process.env.DISAGG_ENGINE_BIN ?? path.join(ROOT, 'engine', 'build', 'disagg-engine');
+const SCHEMA = path.join(ROOT, 'engine', 'schema', 'engine-config.schema.json');
+const built = fs.existsSync(BINARY) && ['router', 'sim-worker'].every(r => spawnSync(BINARY, [r, '--help']).status === 0);
+if (!built) {
+  // eslint-disable-next-line no-console
+  console.warn(`disagg local end-to-end test skipped: ${BINARY} lacks the router or sim-worker role (npx projen engine)`);
+}
+
+jest.setTimeout(120_000);
+
+async function disagg(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(argv, { out: t => out.push(t), err: t => err.push(t) });
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+/** Child processes of this (jest worker) process, as "pid command" lines. */
+function children(): string[] {
+  const ps = execFileSync('ps', ['-o', 'pid=,comm=', '--ppid', String(process.pid)], { encoding: 'utf8' });
+  return ps.split('\n').map(l => l.trim()).filter(l => l && !/\bps$/.test(l));
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('disagg local', () => {
+  test('the router configuration is the construct\'s, with static loopback endpoints, and fits the schema', () => {
+    // GIVEN the default deployment run as 2 prefill + 1 decode sim-workers
+    const d = localDeployment({ prefill: 2, decode: 1 }, 0);
+    // WHEN its router configuration gets local endpoints
+    const config = routerConfigFor(d, [
+      { pool: 'prefill', url: 'http://127.0.0.1:9001', kvEventsEndpoint: 'tcp://127.0.0.1:9101' },
+      { pool: 'prefill', url: 'http://127.0.0.1:9002' },
+      { pool: 'decode', url: 'http://127.0.0.1:9003' },
+    ]) as Record<string, any>;
+    // THEN the pools keep the construct's sizing and lose DNS discovery
+    expect(config.pools.map((p: any) => [p.name, p.role, p.replicas, 'discovery' in p])).toEqual([
+      ['prefill', 'prefill', 2, false], ['decode', 'decode', 1, false],
+    ]);
+    expect(config.pools[1].kvTokensPerReplica).toBeGreaterThan(100_000);
+    expect(config.endpoints).toHaveLength(3);
+    expect(config.policy.name).toBe('kv-aware');
+    expect(config.model.layers).toBe(80);
+    // AND the engine's schema accepts it
+    const validate = new Ajv2020({ strict: false, allErrors: true }).compile(JSON.parse(fs.readFileSync(SCHEMA, 'utf8')));
+    validate(config);
+    expect(validate.errors ?? []).toEqual([]);
+    // AND an endpoint of an unknown pool is refused with the pools to use
+    expect(() => routerConfigFor(d, [{ pool: 'workers', url: 'http://127.0.0.1:1' }])).toThrow(/'workers'.*prefill, decode/);
+  });
+
+  test('the workload is deterministic, exactly --requests turns, shared prefixes and growing chats', () => {
+    // GIVEN WHEN a mixed workload of 41 requests is built twice
+    const spec = { kind: 'mixed' as const, requests: 41, tenants: 3, systemTokens: 64, questionTokens: 16, turns: 4, turnTokens: 8, maxTokens: 4, seed: 7 };
+    const a = buildJobs(spec);
+    // THEN it is the same both times and has 41 turns in all, both kinds, and 3 system prompts at most
+    expect(buildJobs(spec)).toEqual(a);
+    expect(a.reduce((n, j) => n + j.turns.length, 0)).toBe(41);
+    expect(new Set(a.map(j => j.kind))).toEqual(new Set(['chat', 'shared-prefix']));
+    expect(new Set(a.map(j => j.preamble[0].content)).size).toBeLessThanOrEqual(3);
+    expect(a[0].preamble[0].content.split(' ')).toHaveLength(64);
+  });
+
+  (built ? test : test.skip)('--requests 40 --json: both policies serve every request; nothing is left running', async () => {
+    // GIVEN the engine binary WHEN a small local run is made
+    const { code, out, err } = await disagg('local', '--requests', '40', '--json', '--engine', BINARY);
+    // THEN it succeeds with one run per policy
+    expect(err).toBe('');
+    expect(code).toBe(0);
+    const report = JSON.parse(out);
+    expect(report.deployment.mode).toBe('aggregated');
+    expect(report.runs.map((r: any) => r.policy)).toEqual(['kv-aware', 'round-robin']);
+    for (const r of report.runs) {
+      expect(r.succeeded).toBe(40);
+      expect(r.failed).toBe(0);
+      expect(r.ttftSeconds.p50).toBeGreaterThan(0);
+      expect(r.ttftSeconds.p50).toBeLessThanOrEqual(r.ttftSeconds.p90);
+      expect(r.ttftSeconds.p90).toBeLessThanOrEqual(r.ttftSeconds.p99);
+      expect(r.tpotSeconds.p50).toBeGreaterThan(0);
+      expect(r.requestsPerSecond).toBeGreaterThan(0);
+      expect(r.prefixHitRate).toBeGreaterThan(0);
+      expect(r.prefixHitRate).toBeLessThan(1);
+      // every request went through one of the 4 workers
+      expect(Object.keys(r.endpoints).length).toBeGreaterThan(1);
+      expect(Object.values(r.endpoints as Record<string, number>).reduce((a, b) => a + b, 0)).toBe(40);
+    }
+    // AND round robin spreads evenly, while the KV-aware policy finds more cached prefixes
+    expect(Object.values(report.runs[1].endpoints)).toEqual([10, 10, 10, 10]);
+    expect(report.runs[0].prefixHitRate).toBeGreaterThan(report.runs[1].prefixHitRate);
+    // AND every process it started (4 workers + router, twice) has exited
+    expect(report.processes).toHaveLength(10);
+    for (const p of report.processes) expect(alive(p.pid)).toBe(false);
+    expect(children().filter(l => /disagg-engine/.test(l))).toEqual([]);
+  });
+
+  test('a missing binary is reported with the build command', async () => {
+    // GIVEN WHEN the engine path does not exist
+    const { code, err } = await disagg('local', '--requests', '1', '--engine', path.join(ROOT, 'no-such-engine'));
+    // THEN exit 3 and the fix
+    expect(code).toBe(3);
+    expect(err).toMatch(/npx projen engine/);
+  });
+
+  test('bad flags are usage errors', async () => {
+    // GIVEN WHEN THEN
+    expect((await disagg('local', '--prefill', '2')).err).toMatch(/--prefill and --decode go together/);
+    expect((await disagg('local', '--policy', 'nearest')).err).toMatch(/'nearest' is not a routing policy/);
+    expect((await disagg('local', '--workload', 'batch')).code).toBe(2);
+  });
+});
