@@ -232,8 +232,12 @@ describeIfBuilt('sim-worker P/D handshake (vLLM NixlConnector protocol)', () => 
     // THEN the response carries the transfer parameters of the prefilled blocks
     const params = body1.kv_transfer_params;
     expect(params).toMatchObject({
-      do_remote_prefill: true, do_remote_decode: false, remote_engine_id: 'prefill-0',
-      remote_host: '127.0.0.1', remote_port: 5601, tp_size: 4,
+      do_remote_prefill: true,
+      do_remote_decode: false,
+      remote_engine_id: 'prefill-0',
+      remote_host: '127.0.0.1',
+      remote_port: 5601,
+      tp_size: 4,
     });
     expect(typeof params.remote_request_id).toBe('string');
     // Only full 16-token blocks are transferred, as vLLM does.

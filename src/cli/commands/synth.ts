@@ -115,8 +115,16 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
 }
 
 interface SynthValues {
-  model?: string; instance?: string; weights?: string; kv?: string; context?: string; tp?: string;
-  'prefill-replicas'?: string; 'decode-replicas'?: string; out?: string; json?: boolean;
+  'model'?: string;
+  'instance'?: string;
+  'weights'?: string;
+  'kv'?: string;
+  'context'?: string;
+  'tp'?: string;
+  'prefill-replicas'?: string;
+  'decode-replicas'?: string;
+  'out'?: string;
+  'json'?: boolean;
 }
 
 function parseArgsOrThrow(argv: string[]): { values: SynthValues } {
