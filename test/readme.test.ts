@@ -25,7 +25,7 @@ describe('README', () => {
 
   test('opens with the two commands: the main job and every test', () => {
     const firstScreen = readme.split('\n').slice(0, 15).join('\n');
-    expect(firstScreen).toMatch(/^scripts\/setup\.sh && npx disagg synth /m);
+    expect(firstScreen).toMatch(/^scripts\/setup\.sh && npx disagg synth && npx disagg local /m);
     expect(firstScreen).toMatch(/^scripts\/setup\.sh && npm test /m);
   });
 
