@@ -1,10 +1,8 @@
 // request_parse.h — validates an OpenAI completions / chat request and derives its prompt tokens.
 //
-// Tokens come from the sim-worker's deterministic fake tokenizer (sim_worker/fake_tokenizer.h:
-// split at ASCII whitespace, pieces of at most 4 bytes, id = 256 + FNV-1a-64(piece) mod
-// (128256 - 256); chat rendered as "<|role|>\n" content "\n" per message, then "<|assistant|>\n"),
-// re-implemented here so that the router does not link the worker; a parity test keeps the two
-// equal. With the same block size and kRootBlockHash, the router's chained block hashes equal the
+// Tokens come from the fake tokenizer the sim-worker uses too (disagg/fake_tokenizer.h); chat is
+// rendered as the sim-worker renders it ("<|role|>\n" content "\n" per message, then
+// "<|assistant|>\n"), which a parity test checks. With the same block size and kRootBlockHash, the router's chained block hashes equal the
 // hashes the sim-worker publishes in its KV events, so prefix hits line up.
 // Real vLLM hashes blocks of its real tokenizer's ids (with its own hash function and seed): the
 // router cannot reproduce them without the model's tokenizer, which is out of scope. Against real
@@ -22,18 +20,14 @@
 #include <nlohmann/json.hpp>
 
 #include "disagg/block_hash.h"
+#include "disagg/fake_tokenizer.h"
 #include "disagg/expected.h"
 
 namespace disagg::router {
 
-/// Size of the fake vocabulary (the sim-worker's kFakeVocabSize).
-inline constexpr std::int32_t kFakeVocabSize = 128256;
-
-/// Token id of one piece (at most 4 bytes, no whitespace).
-TokenId fake_token_id(std::string_view piece);
-
-/// Appends the fake tokens of `text` to `out`.
-void fake_tokenize(std::string_view text, std::vector<TokenId>& out);
+using disagg::fake_token_id;
+using disagg::fake_tokenize;
+using disagg::kFakeVocabSize;
 
 /// An error answered to the client in OpenAI's shape.
 struct ApiError {

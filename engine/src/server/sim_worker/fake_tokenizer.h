@@ -1,13 +1,5 @@
-// fake_tokenizer.h — the sim-worker's deterministic stand-in for a real tokenizer.
-//
-// Rule (stable: routers and tests may rely on it):
-//   1. The text is split at ASCII whitespace (space, \t, \n, \r, \f, \v); whitespace itself
-//      produces no token, so "a b" and "a \n b" give the same tokens.
-//   2. Each run of other bytes is cut from its start into pieces of at most 4 bytes.
-//   3. A piece's token id = 256 + FNV-1a-64(piece bytes) mod (kFakeVocabSize - 256); ids below 256
-//      are never produced (kept for specials).
-// Equal text gives equal tokens, and a text that extends another at a whitespace boundary extends
-// its tokens, so shared prompt prefixes give prefix-cache hits as with a real tokenizer.
+// fake_tokenizer.h — the sim-worker's prompt rendering and filler text around the shared fake
+// tokenizer (disagg/fake_tokenizer.h: the rule the router relies on).
 //
 // Chat prompts are rendered before tokenizing, one line pair per message:
 //   "<|role|>\n" + content + "\n"   ... followed by "<|assistant|>\n"
@@ -25,17 +17,13 @@
 #include <vector>
 
 #include "disagg/block_hash.h"
+#include "disagg/fake_tokenizer.h"
 
 namespace disagg::sim_worker {
 
-/// Size of the fake vocabulary (that of Llama 3's tokenizer, for realistic id ranges).
-inline constexpr std::int32_t kFakeVocabSize = 128256;
-
-/// Token id of one piece (at most 4 bytes, no whitespace). See the rule above.
-TokenId fake_token_id(std::string_view piece);
-
-/// Appends the tokens of `text` to `out`.
-void fake_tokenize(std::string_view text, std::vector<TokenId>& out);
+using disagg::fake_token_id;
+using disagg::fake_tokenize;
+using disagg::kFakeVocabSize;
 
 /// One chat message for render_chat().
 struct ChatMessage {
