@@ -22,10 +22,11 @@ fi
 # cmake/g++: engine; libgtest/libgmock: engine tests; nlohmann-json: engine config parsing;
 # boost (Asio/Beast), libzmq + cppzmq, msgpack-cxx: the router and sim-worker servers (HTTP, KV events);
 # redis-server/redis-tools: real Redis clients and the peer for kvstore tests and benchmarks;
-# nginx-light: the proxy peer in the router benchmark; curl: raw-HTTP tests.
+# nginx-light: the proxy peer in the router benchmark; curl: raw-HTTP tests;
+# clang + libclang-rt-14-dev: libFuzzer targets (engine/fuzz.sh).
 packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev
   libboost-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
-  redis-server redis-tools nginx-light curl)
+  redis-server redis-tools nginx-light curl clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,0 +1,77 @@
+// libFuzzer target for the router's request path (built with clang and -DDISAGG_FUZZ=ON): the body
+// bytes go through the same json::parse call as Router::generate, then parse_generate_request.
+//   engine/fuzz.sh   (or: cmake --build engine/build-fuzz --target disagg_request_parse_fuzz)
+// The first byte picks completions or chat; the rest is the body. Invariants: no crash or UB
+// (ASan/UBSan), an accepted request names a served model and has prompt tokens in the fake
+// vocabulary, a refusal is a 400 or 404 with a message, and parsing the same bytes twice agrees.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "request_parse.h"
+
+namespace {
+
+using disagg::TokenId;
+using disagg::router::ApiError;
+using disagg::router::GenerateRequest;
+
+const std::array<std::string, 2> kModels = {"llama", "llama-3.3-70b"};
+
+struct Outcome {
+  bool ok = false;
+  unsigned status = 0;
+  GenerateRequest request;
+  std::vector<TokenId> tokens;
+};
+
+Outcome run(const nlohmann::json& body, bool chat, std::vector<TokenId>& tokens, std::string& scratch) {
+  Outcome o;
+  tokens.clear();
+  auto r = disagg::router::parse_generate_request(body, chat, kModels, o.request, tokens, scratch);
+  o.ok = static_cast<bool>(r);
+  if (!o.ok) {
+    const ApiError& e = r.error();
+    o.status = e.status;
+    if ((e.status != 400 && e.status != 404) || e.message.empty()) __builtin_trap();
+  }
+  o.tokens = tokens;
+  return o;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const bool chat = (data[0] & 1) != 0;
+  const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  // As the router does: no exceptions, a discarded value is a 400 before validation.
+  const nlohmann::json body = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return 0;
+  // Reused buffers, as the router reuses its per-request scratch.
+  static std::vector<TokenId> tokens;
+  static std::string scratch;
+  const Outcome a = run(body, chat, tokens, scratch);
+  if (a.ok) {
+    if (a.tokens.empty()) __builtin_trap();
+    if (a.request.model != kModels[0] && a.request.model != kModels[1]) __builtin_trap();
+    if (a.request.max_tokens < 0) __builtin_trap();
+    for (TokenId t : a.tokens) {
+      if (t < 0) __builtin_trap();
+      // Completions may carry caller token ids; the fake tokenizer stays inside its vocabulary.
+      if (chat && t >= disagg::router::kFakeVocabSize) __builtin_trap();
+    }
+  }
+  const Outcome b = run(body, chat, tokens, scratch);
+  if (a.ok != b.ok || a.status != b.status || a.tokens != b.tokens ||
+      a.request.model != b.request.model || a.request.stream != b.request.stream ||
+      a.request.max_tokens != b.request.max_tokens) {
+    __builtin_trap();
+  }
+  return 0;
+}
