@@ -158,6 +158,6 @@ describe('disagg', () => {
     expect(none.err).toMatch(/Usage: disagg/);
     const unknown = await disagg('deploy');
     expect(unknown.code).toBe(2);
-    expect(unknown.err).toMatch(/unknown command 'deploy'; known: plan/);
+    expect(unknown.err).toMatch(/unknown command 'deploy'; known: (\w+, )*plan(, \w+)*\n/);
   });
 });
