@@ -9,6 +9,7 @@ import * as fs from 'fs';
 import * as net from 'net';
 import * as path from 'path';
 import OpenAI from 'openai';
+import { curl } from './util';
 
 const ROOT = path.join(__dirname, '..', '..');
 const BINARY = process.env.DISAGG_ENGINE_BIN ?? path.join(ROOT, 'engine', 'build', 'disagg-engine');
@@ -113,13 +114,6 @@ async function waitFor(check: () => Promise<boolean>, ms: number, what: string):
 
 function sdk(p: Proc): OpenAI {
   return new OpenAI({ baseURL: `${p.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
-}
-
-function curl(args: string[]): [number, string] {
-  const r = spawnSync('curl', ['-s', '-o', '-', '-w', '\n%{http_code}', ...args], { encoding: 'utf8' });
-  const lines = r.stdout.split('\n');
-  const status = Number(lines.pop());
-  return [status, lines.join('\n')];
 }
 
 /** Prometheus text -> "name{labels}" -> value (bucket lines dropped). */
@@ -351,20 +345,24 @@ describeIfBuilt('router, prefill/decode pools', () => {
 
 describeIfBuilt('router, limits and shutdown', () => {
   test('a full queue answers 429 with Retry-After; a slow worker hits the request timeout (504)', async () => {
-    // GIVEN one slot, no queue, and a worker that stalls each request 1.5 s
-    const w = await startWorker({ extra: ['--stall-ms', '1500'] });
-    const router = await startRouter(['--max-inflight', '1', '--max-queue', '0', '--request-timeout-ms', '500',
+    // GIVEN one slot, no queue, and a worker that stalls each request 5 s
+    const w = await startWorker({ extra: ['--stall-ms', '5000'] });
+    const router = await startRouter(['--max-inflight', '1', '--max-queue', '0', '--request-timeout-ms', '1500',
       '--endpoint', `role=both,url=${w.url}`]);
     const body = JSON.stringify({ model: MODEL, prompt: 'wait for it', max_tokens: 1 });
     const post = () => fetch(`${router.url}/v1/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
-    // WHEN two requests arrive together
-    const [a, b] = await Promise.all([post(), new Promise((r) => setTimeout(r, 100)).then(post)]);
+    // WHEN a second request arrives while the first holds the only slot (ordered by the router's own
+    // gauge, not by a sleep, so a loaded machine cannot reorder them)
+    const first = post();
+    await waitFor(async () => (await metrics(router)).get('disagg_router_inflight_requests') === 1, 10_000, 'the first request in flight');
+    const b = await post();
+    const a = await first;
     // THEN the second is refused at once with 429 + Retry-After, the first times out with 504
     expect(b.status).toBe(429);
     expect(b.headers.get('retry-after')).toBe('1');
-    expect((await b.json()).error.type).toBe('rate_limit_error');
+    expect(((await b.json()) as any).error.type).toBe('rate_limit_error');
     expect(a.status).toBe(504);
-    expect((await a.json()).error.message).toMatch(/first_byte_timeout|timed out/);
+    expect(((await a.json()) as any).error.message).toMatch(/first_byte_timeout|timed out/);
     const m = await metrics(router);
     expect(m.get('disagg_router_errors_total{cause="queue_full"}')).toBe(1);
     expect(total(m, 'disagg_router_requests_total')).toBe(2);

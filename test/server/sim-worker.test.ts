@@ -7,6 +7,7 @@ import { ChildProcess, spawn, spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import OpenAI from 'openai';
+import { curl } from './util';
 
 const ROOT = path.join(__dirname, '..', '..');
 // DISAGG_ENGINE_BIN lets a developer point at a binary built elsewhere.
@@ -70,14 +71,6 @@ afterAll(async () => {
 
 function sdk(w: Worker): OpenAI {
   return new OpenAI({ baseURL: `${w.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 20_000 });
-}
-
-/** Runs curl and returns [status, body]. */
-function curl(args: string[]): [number, string] {
-  const r = spawnSync('curl', ['-s', '-o', '-', '-w', '\n%{http_code}', ...args], { encoding: 'utf8' });
-  const lines = r.stdout.split('\n');
-  const status = Number(lines.pop());
-  return [status, lines.join('\n')];
 }
 
 /** Parses the Prometheus text into name{labels} -> value for the sample lines. */
