@@ -4,7 +4,8 @@
 //   rate      = the endpoint's prefill tokens/s, or prefillTokensPerSecond when it reports none
 //   reused    = tokens of the prompt cached there, lower tiers weighted by their credit (a block in
 //               CPU memory must still be loaded, so it saves less than a block already in HBM)
-//   queue     = inflight_prefill_tokens / rate + requestQueueSeconds x (running + waiting)
+//   share     = running mean of the uncached share of the prompts routed to the endpoint
+//   queue     = share x inflight_prefill_tokens / rate + requestQueueSeconds x (running + waiting)
 //   prefill   = (prompt_tokens - reused) / rate
 //   pressure  = kvPressureSeconds x ((kv_usage - knee) / (1 - knee))^2 above the knee,
 //               + kvPressureSeconds when the new blocks do not fit in the free blocks (preemption)
@@ -13,6 +14,7 @@
 // unguarded one, so stale or optimistic prefix information can never pile requests onto one
 // endpoint (the failure mode of pure prefix affinity under a hot shared prefix).
 #include <algorithm>
+#include <array>
 
 #include "disagg/routing.h"
 #include "routing_internal.h"
@@ -27,6 +29,22 @@ class ExpectedTtft final : public PrefixAwarePolicy {
  public:
   using PrefixAwarePolicy::PrefixAwarePolicy;
   std::string_view name() const noexcept override { return "disagg"; }
+
+  // Learns the share of the prompt the chosen endpoint must really prefill (uncached / prompt),
+  // before the base class records the request's blocks there.
+  void on_routed(const RouteRequest& request, const EndpointState& chosen) override {
+    if (chosen.id < kMaxRoutingEndpoints && request.prompt_tokens > 0) {
+      OverlapArray overlaps{};
+      source().overlaps(request, overlaps);
+      const double prompt = static_cast<double>(request.prompt_tokens);
+      const double block_size = request.block_size > 0 ? request.block_size : 1;
+      const double reused =
+          std::min(prompt, block_size * weighted_cached_blocks(overlaps[chosen.id], options()));
+      double& share = uncached_share_[chosen.id];
+      share += kShareWeight * ((prompt - reused) / prompt - share);
+    }
+    PrefixAwarePolicy::on_routed(request, chosen);
+  }
 
  protected:
   void costs(const RouteRequest& request, std::span<const EndpointState> endpoints,
@@ -50,7 +68,8 @@ class ExpectedTtft final : public PrefixAwarePolicy {
       const double rate = e.prefill_tokens_per_second > 0 ? e.prefill_tokens_per_second
                                                           : o.prefill_tokens_per_second;
       const double reused = std::min(prompt, block_size * weighted_cached_blocks(ov, o));
-      const double queue = static_cast<double>(e.inflight_prefill_tokens) / rate +
+      const double share = e.id < kMaxRoutingEndpoints ? uncached_share_[e.id] : 1.0;
+      const double queue = share * static_cast<double>(e.inflight_prefill_tokens) / rate +
                            o.request_queue_seconds * static_cast<double>(e.load());
       const double prefill = (prompt - reused) / rate;
       double pressure = 0;
@@ -67,6 +86,19 @@ class ExpectedTtft final : public PrefixAwarePolicy {
       if (static_cast<double>(e.load()) > guard_limit) cost += kGuardPenalty;
       out[i] = cost;
     }
+  }
+
+ private:
+  // Weight of the newest request in the running mean of the uncached share (about the last 16).
+  static constexpr double kShareWeight = 1.0 / 16;
+  // Per endpoint id: running mean of the uncached share of the prompts routed there. Reported
+  // in-flight prefill tokens count whole prompts, yet their cached blocks cost no prefill; without
+  // this, an endpoint holding many sessions looks busy and sessions are pushed off it.
+  std::array<double, kMaxRoutingEndpoints> uncached_share_ = filled_ones();
+  static constexpr std::array<double, kMaxRoutingEndpoints> filled_ones() {
+    std::array<double, kMaxRoutingEndpoints> a{};
+    a.fill(1.0);
+    return a;
   }
 };
 

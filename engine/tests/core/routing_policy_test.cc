@@ -383,6 +383,28 @@ TEST(ExpectedTtft, UsesReportedPrefillSpeed) {
   EXPECT_EQ(make("disagg")->choose(request_for(hashes), eps).index, 1);
 }
 
+TEST(ExpectedTtft, DiscountsTheQueueOfAnEndpointWhosePromptsAreMostlyCached) {
+  // GIVEN an endpoint that has been serving fully cached turns (its in-flight prompt tokens cost
+  // little prefill) and one with no history, with equal in-flight prompt tokens and no cache for
+  // the new request on either
+  KvBlockIndex index = make_index();
+  const auto session = chain(1000, 64);
+  ASSERT_TRUE(index.apply_stored(0, KvTier::gpu, session).has_value());
+  auto eps = pool(2);
+  PolicyOptions o;
+  o.index = &index;
+  auto policy = make("disagg", o);
+  for (std::uint64_t id = 1; id <= 32; ++id) policy->on_routed(request_for(session, id), eps[0]);
+  eps[0].inflight_prefill_tokens = eps[1].inflight_prefill_tokens = 8000;
+  const auto fresh = chain(5000, 8);
+  std::vector<double> s(2);
+  // WHEN both are scored
+  policy->score(request_for(fresh, 99), eps, s);
+  // THEN endpoint 0's queue counts for less: most of what it has in flight is cached
+  EXPECT_LT(s[0], s[1]);
+  EXPECT_EQ(policy->choose(request_for(fresh, 99), eps).index, 0);
+}
+
 // ---- factory and options ------------------------------------------------------------------------
 
 TEST(RoutingFactory, UnknownPolicyNamesTheChoices) {
