@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/nlohmann_config_source.h"
 #include "disagg/cost_model_config.h"
 #include "disagg/cost_report.h"
 
@@ -24,30 +25,6 @@ constexpr std::string_view kUsage =
     "         [--transfer-tokens N,N,...]\n"
     "Prints the roofline step times of the model, hardware, parallel and efficiency sections of\n"
     "FILE.json (engine/schema/engine-config.schema.json) as JSON.\n";
-
-// Adapts a parsed nlohmann document to the engine's ConfigSource.
-class JsonSource final : public ConfigSource {
- public:
-  explicit JsonSource(const nlohmann::json& doc) : doc_(doc) {}
-
-  Lookup section(std::string_view name) const override {
-    auto it = doc_.find(std::string(name));
-    if (it == doc_.end() || it->is_null()) return Lookup::missing;
-    return it->is_object() ? Lookup::found : Lookup::wrong_type;
-  }
-
-  Lookup number(std::string_view section, std::string_view key, double* out) const override {
-    const nlohmann::json& s = doc_.at(std::string(section));
-    auto it = s.find(std::string(key));
-    if (it == s.end() || it->is_null()) return Lookup::missing;
-    if (!it->is_number()) return Lookup::wrong_type;
-    *out = it->get<double>();
-    return Lookup::found;
-  }
-
- private:
-  const nlohmann::json& doc_;
-};
 
 bool parse_int(std::string_view text, std::int64_t* out) {
   const char* end = text.data() + text.size();
@@ -125,7 +102,7 @@ int run_cost_command(int argc, char** argv) {
               << "' must hold a JSON object with model, hardware, parallel and efficiency\n";
     return 1;
   }
-  auto model = read_cost_model(JsonSource(doc));
+  auto model = read_cost_model(NlohmannConfigSource(doc));
   if (!model) {
     std::cerr << "disagg-engine cost: " << model.error().message() << "\n";
     return 1;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "cli/nlohmann_config_source.h"
 #include "disagg/cost_model_config.h"
 #include "sim_worker.h"
 
@@ -57,28 +58,6 @@ bool parse_num(std::string_view text, T* out) {
     return res.ec == std::errc() && res.ptr == text.data() + text.size();
   }
 }
-
-// Adapts a parsed nlohmann document to the engine's ConfigSource (as `disagg-engine cost` does).
-class JsonSource final : public ConfigSource {
- public:
-  explicit JsonSource(const nlohmann::json& doc) : doc_(doc) {}
-  Lookup section(std::string_view name) const override {
-    auto it = doc_.find(std::string(name));
-    if (it == doc_.end() || it->is_null()) return Lookup::missing;
-    return it->is_object() ? Lookup::found : Lookup::wrong_type;
-  }
-  Lookup number(std::string_view section, std::string_view key, double* out) const override {
-    const nlohmann::json& s = doc_.at(std::string(section));
-    auto it = s.find(std::string(key));
-    if (it == s.end() || it->is_null()) return Lookup::missing;
-    if (!it->is_number()) return Lookup::wrong_type;
-    *out = it->get<double>();
-    return Lookup::found;
-  }
-
- private:
-  const nlohmann::json& doc_;
-};
 
 }  // namespace
 
@@ -196,7 +175,7 @@ Expected<CostModel, std::string> load_cost_model(SimWorkerConfig& config) {
   if (doc.is_discarded() || !doc.is_object()) {
     return unexpected("'--config' (" + config.config_path + ") is not a JSON object");
   }
-  auto cost = read_cost_model(JsonSource(doc));
+  auto cost = read_cost_model(cli::NlohmannConfigSource(doc));
   if (!cost) return unexpected(config.config_path + ": " + cost.error().message());
   if (config.model_name.empty()) {
     const auto m = doc.find("model");
