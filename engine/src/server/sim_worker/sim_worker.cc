@@ -422,7 +422,13 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
       }
       co_return;
     }
-    const bool done = status == RequestState::finished;
+    // The engine publishes a request's last token before it marks the request finished, so a
+    // wake-up can see every token while the status still reads running. A request that has all its
+    // tokens is done: its last token chunk carries finish_reason (as vLLM's does) instead of the
+    // stream ending without one. Prefill-only requests wait for the status: their transfer
+    // parameters are written just before it.
+    const bool done = status == RequestState::finished ||
+                      (g.kind != RequestKind::prefill_only && produced >= out_len);
     if (produced > sent || done) {
       if (!started) {
         started = true;
