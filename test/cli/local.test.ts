@@ -59,6 +59,9 @@ describe('disagg local', () => {
     expect(config.pools[1].kvTokensPerReplica).toBeGreaterThan(100_000);
     expect(config.endpoints).toHaveLength(3);
     expect(config.policy.name).toBe('kv-aware');
+    // AND sim-workers hash prompts as the router does, so the event-fed index replaces the history
+    expect(d.config.policy.prefixSource).toBe('history');
+    expect(config.policy.prefixSource).toBe('index');
     expect(config.model.layers).toBe(80);
     // AND the engine's schema accepts it
     const validate = new Ajv2020({ strict: false, allErrors: true }).compile(JSON.parse(fs.readFileSync(SCHEMA, 'utf8')));

@@ -90,5 +90,8 @@ export function workerConfig(d: LocalDeployment, pool: LocalPool): Record<string
 
 /** The router's configuration for the local endpoints. */
 export function routerConfigFor(d: LocalDeployment, endpoints: StaticRouterEndpoint[]): Record<string, unknown> {
-  return withStaticEndpoints(d.config, endpoints);
+  const config = withStaticEndpoints(d.config, endpoints);
+  // Sim-workers tokenize and hash prompts with the engine's own functions, so (unlike vLLM pods) their
+  // KV events name the hashes the router computes: the precise, event-fed index works here.
+  return { ...config, policy: { ...(config.policy as Record<string, unknown>), prefixSource: 'index' } };
 }

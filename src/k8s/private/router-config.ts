@@ -41,6 +41,13 @@ export function routerConfig(inputs: RouterConfigInputs): Record<string, unknown
       name: inputs.policy.name,
       weights: { ...inputs.policy.weights },
       disaggregation: { minUncachedPromptTokens: inputs.disaggregationThresholdTokens },
+      // vLLM hashes token ids (sha256 of the chat-templated, tokenized prompt, seeded per process unless
+      // PYTHONHASHSEED is fixed); the router has neither the model's tokenizer nor its chat template, so
+      // its hashes of a request never equal the block hashes in vLLM's KV events. The prefix scorer
+      // therefore runs on the router's own routing history (llm-d's approximate prefix scorer works the
+      // same way). `disagg local` switches to 'index': its sim-workers hash prompts exactly as the
+      // router does.
+      prefixSource: 'history',
     },
     pools: [
       poolEntry(inputs.prefill, inputs.prefillHost),
