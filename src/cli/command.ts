@@ -1,3 +1,5 @@
+import { parseArgs, ParseArgsConfig } from 'util';
+
 /**
  * Where a command writes. Each call is one chunk of text; the writer ends it with a newline.
  * Tests pass collectors; the `disagg` binary passes stdout and stderr.
@@ -54,3 +56,19 @@ export const ExitCode = {
   /** An unexpected internal error. */
   INTERNAL: 3,
 } as const;
+
+/** The values `parseOptions` returns for `options`: one typed field per flag. */
+export type ParsedOptions<O extends NonNullable<ParseArgsConfig['options']>> =
+  ReturnType<typeof parseArgs<{ args: string[]; options: O; strict: true; allowPositionals: false }>>['values'];
+
+/**
+ * Parses a command's `--flags` strictly (no positionals). A malformed or unknown flag is a
+ * UsageError with node's message, which names the flag.
+ */
+export function parseOptions<O extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: O): ParsedOptions<O> {
+  try {
+    return parseArgs({ args: argv, options, strict: true as const, allowPositionals: false as const }).values;
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}

@@ -24,3 +24,12 @@ export const DEFAULT_DEPLOYMENT = {
   /** Decode replicas in `disagg synth`: two TP4 replicas fill one node. */
   decodeReplicas: 2,
 } as const;
+
+/**
+ * The KV cache precision when `--kv` is absent: the default deployment's FP8 while the weights are
+ * the default too; once `--weights` describes other weights, what vLLM does without
+ * `--kv-cache-dtype` ('auto': the activation dtype, BF16 for every catalog model).
+ */
+export function defaultKvPrecision(weightsFlag: string | undefined): string {
+  return weightsFlag === undefined ? DEFAULT_DEPLOYMENT.kv : 'bf16';
+}

@@ -72,6 +72,15 @@ describe('disagg plan', () => {
     expect(json.problems[0].field).toBe('tensorParallel');
   });
 
+  test('the KV cache precision follows vLLM\'s auto once --weights is given', async () => {
+    // GIVEN no flags, only --weights, and --weights with --kv
+    const kvOf = async (...argv: string[]) => JSON.parse((await disagg('plan', ...argv, '--json')).out).kvCache.precision;
+    // WHEN planned THEN the default deployment keeps FP8 KV, other weights get the activation dtype
+    expect(await kvOf()).toBe('fp8');
+    expect(await kvOf('--weights', 'bf16')).toBe('bf16');
+    expect(await kvOf('--weights', 'bf16', '--kv', 'fp8')).toBe('fp8');
+  });
+
   test('an invalid tensor-parallel size exits 1 with the valid sizes', async () => {
     const { code, out } = await disagg('plan', '--tp', '3');
     expect(code).toBe(1);

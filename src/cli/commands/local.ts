@@ -1,8 +1,7 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { parseArgs } from 'util';
-import { CliIo, Command, ExitCode, UsageError } from '../command';
+import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT } from '../defaults';
 import { LocalDeployment, localDeployment, routerConfigFor, workerConfig } from '../local/deployment';
 import { EngineProcess, freePort, ProcessGroup, resolveEngineBinary, waitFor200 } from '../local/processes';
@@ -231,36 +230,26 @@ function ratio(a: number, b: number): string {
 }
 
 async function runLocal(argv: string[], io: CliIo): Promise<number> {
-  let values;
-  try {
-    values = parseArgs({
-      args: argv,
-      allowPositionals: false,
-      strict: true,
-      options: {
-        'workers': { type: 'string' },
-        'prefill': { type: 'string' },
-        'decode': { type: 'string' },
-        'policy': { type: 'string' },
-        'baseline': { type: 'string' },
-        'speedup': { type: 'string' },
-        'workload': { type: 'string' },
-        'requests': { type: 'string' },
-        'concurrency': { type: 'string' },
-        'tenants': { type: 'string' },
-        'system-tokens': { type: 'string' },
-        'turns': { type: 'string' },
-        'max-tokens': { type: 'string' },
-        'timeout': { type: 'string' },
-        'seed': { type: 'string' },
-        'engine': { type: 'string' },
-        'json': { type: 'boolean' },
-        'help': { type: 'boolean', short: 'h' },
-      },
-    }).values;
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const values = parseOptions(argv, {
+    'workers': { type: 'string' },
+    'prefill': { type: 'string' },
+    'decode': { type: 'string' },
+    'policy': { type: 'string' },
+    'baseline': { type: 'string' },
+    'speedup': { type: 'string' },
+    'workload': { type: 'string' },
+    'requests': { type: 'string' },
+    'concurrency': { type: 'string' },
+    'tenants': { type: 'string' },
+    'system-tokens': { type: 'string' },
+    'turns': { type: 'string' },
+    'max-tokens': { type: 'string' },
+    'timeout': { type: 'string' },
+    'seed': { type: 'string' },
+    'engine': { type: 'string' },
+    'json': { type: 'boolean' },
+    'help': { type: 'boolean', short: 'h' },
+  });
   if (values.help) {
     io.out(HELP);
     return ExitCode.OK;

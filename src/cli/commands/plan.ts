@@ -1,9 +1,8 @@
-import { parseArgs } from 'util';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { ServingPlan, ServingPlanProps } from '../../sizing';
 import { formatGbAndGib, formatGib, formatInt, formatSeconds, GIB } from '../../sizing/private/units';
-import { CliIo, Command, ExitCode, UsageError } from '../command';
-import { DEFAULT_DEPLOYMENT } from '../defaults';
+import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
+import { DEFAULT_DEPLOYMENT, defaultKvPrecision } from '../defaults';
 import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS } from '../engine-flags';
 import { PLAN_SIMULATE_HELP, PLAN_SIMULATE_OPTIONS, runPlanSearch } from '../plan-simulate';
 import { renderTable } from '../table';
@@ -21,7 +20,8 @@ Options:
   --instance NAME              EC2 instance type (default ${DEFAULT_DEPLOYMENT.instance})
   --weights PRECISION          bf16, fp16, fp8, int8, fp4 (mxfp4), int4 (awq), or native for the
                                checkpoint's own (default ${DEFAULT_DEPLOYMENT.weights})
-  --kv PRECISION               KV cache precision: bf16 (auto), fp16 or fp8 (default ${DEFAULT_DEPLOYMENT.kv})
+  --kv PRECISION               KV cache precision: bf16 (auto), fp16 or fp8 (default ${DEFAULT_DEPLOYMENT.kv} with the default
+                               weights, else bf16 = vLLM's auto)
   --context TOKENS             longest sequence, prompt plus output (default ${DEFAULT_DEPLOYMENT.context})
   --tp N                       tensor-parallel size (default: the smallest valid size that fits)
   --pp N                       pipeline-parallel size (default 1)
@@ -51,37 +51,27 @@ export const command: Command = {
 };
 
 async function runPlan(argv: string[], io: CliIo): Promise<number> {
-  let values;
-  try {
-    values = parseArgs({
-      args: argv,
-      allowPositionals: false,
-      strict: true,
-      options: {
-        'model': { type: 'string' },
-        'instance': { type: 'string' },
-        'weights': { type: 'string' },
-        'kv': { type: 'string' },
-        'context': { type: 'string' },
-        'tp': { type: 'string' },
-        'pp': { type: 'string' },
-        'dp': { type: 'string' },
-        'expert-parallel': { type: 'boolean' },
-        'redundant-experts': { type: 'string' },
-        'gpu-memory-utilization': { type: 'string' },
-        'price-per-hour': { type: 'string' },
-        'batch-sizes': { type: 'string' },
-        'prompt-lengths': { type: 'string' },
-        'decode-context': { type: 'string' },
-        'json': { type: 'boolean' },
-        'help': { type: 'boolean', short: 'h' },
-        ...PLAN_SIMULATE_OPTIONS,
-        ...ENGINE_FLAG_OPTIONS,
-      },
-    }).values;
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const values = parseOptions(argv, {
+    'model': { type: 'string' },
+    'instance': { type: 'string' },
+    'weights': { type: 'string' },
+    'kv': { type: 'string' },
+    'context': { type: 'string' },
+    'tp': { type: 'string' },
+    'pp': { type: 'string' },
+    'dp': { type: 'string' },
+    'expert-parallel': { type: 'boolean' },
+    'redundant-experts': { type: 'string' },
+    'gpu-memory-utilization': { type: 'string' },
+    'price-per-hour': { type: 'string' },
+    'batch-sizes': { type: 'string' },
+    'prompt-lengths': { type: 'string' },
+    'decode-context': { type: 'string' },
+    'json': { type: 'boolean' },
+    'help': { type: 'boolean', short: 'h' },
+    ...PLAN_SIMULATE_OPTIONS,
+    ...ENGINE_FLAG_OPTIONS,
+  });
   if (values.help) {
     io.out(HELP);
     return ExitCode.OK;
@@ -94,7 +84,7 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
     model,
     instanceType,
     weightPrecision: weightsName.toLowerCase() === 'native' ? undefined : precision('--weights', weightsName),
-    kvPrecision: kvPrecision(values.kv ?? DEFAULT_DEPLOYMENT.kv),
+    kvPrecision: kvPrecision(values.kv ?? defaultKvPrecision(values.weights)),
     maxContext: integer('--context', values.context) ?? DEFAULT_DEPLOYMENT.context,
     tensorParallel: integer('--tp', values.tp),
     pipelineParallel: integer('--pp', values.pp),

@@ -1,10 +1,9 @@
 import * as fs from 'fs';
 import * as path from 'path';
-import { parseArgs } from 'util';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { loadEngine, simulate, simulateSweep, simulationConfig, SimulationConfig, SweepPoint } from '../../engine';
-import { CliIo, Command, ExitCode, UsageError } from '../command';
-import { DEFAULT_DEPLOYMENT } from '../defaults';
+import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
+import { DEFAULT_DEPLOYMENT, defaultKvPrecision } from '../defaults';
 import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, EngineFlags, engineFlags, formatLatency, positive, sweepRates, wholeNumber } from '../engine-flags';
 import { ProgressReporter } from '../progress';
 import { renderSweepChart } from '../svg-chart';
@@ -24,7 +23,8 @@ Deployment:
   --model NAME                 catalog model name or Hugging Face id (default ${DEFAULT_DEPLOYMENT.model})
   --instance NAME              EC2 instance type (default ${DEFAULT_DEPLOYMENT.instance})
   --weights PRECISION          weight precision (default ${DEFAULT_DEPLOYMENT.weights})
-  --kv PRECISION               KV cache precision (default ${DEFAULT_DEPLOYMENT.kv})
+  --kv PRECISION               KV cache precision (default ${DEFAULT_DEPLOYMENT.kv} with the default
+                               weights, else bf16 = vLLM's auto)
   --context TOKENS             longest sequence (default ${DEFAULT_DEPLOYMENT.context})
   --prefill-replicas N         prefill replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas})
   --prefill-tp N               tensor-parallel size of prefill replicas (default ${DEFAULT_DEPLOYMENT.tensorParallel})
@@ -50,34 +50,24 @@ export const command: Command = {
 };
 
 async function runSimulate(argv: string[], io: CliIo): Promise<number> {
-  let values;
-  try {
-    values = parseArgs({
-      args: argv,
-      allowPositionals: false,
-      strict: true,
-      options: {
-        ...ENGINE_FLAG_OPTIONS,
-        'model': { type: 'string' },
-        'instance': { type: 'string' },
-        'weights': { type: 'string' },
-        'kv': { type: 'string' },
-        'context': { type: 'string' },
-        'prefill-replicas': { type: 'string' },
-        'prefill-tp': { type: 'string' },
-        'decode-replicas': { type: 'string' },
-        'decode-tp': { type: 'string' },
-        'aggregated': { type: 'boolean' },
-        'replicas': { type: 'string' },
-        'tp': { type: 'string' },
-        'rates': { type: 'string' },
-        'json': { type: 'boolean' },
-        'help': { type: 'boolean', short: 'h' },
-      },
-    }).values;
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const values = parseOptions(argv, {
+    ...ENGINE_FLAG_OPTIONS,
+    'model': { type: 'string' },
+    'instance': { type: 'string' },
+    'weights': { type: 'string' },
+    'kv': { type: 'string' },
+    'context': { type: 'string' },
+    'prefill-replicas': { type: 'string' },
+    'prefill-tp': { type: 'string' },
+    'decode-replicas': { type: 'string' },
+    'decode-tp': { type: 'string' },
+    'aggregated': { type: 'boolean' },
+    'replicas': { type: 'string' },
+    'tp': { type: 'string' },
+    'rates': { type: 'string' },
+    'json': { type: 'boolean' },
+    'help': { type: 'boolean', short: 'h' },
+  });
   if (values.help) {
     io.out(HELP);
     return ExitCode.OK;
@@ -100,7 +90,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       model,
       instanceType,
       weightPrecision: weights.toLowerCase() === 'native' ? undefined : lookup('--weights', weights, Precision.of),
-      kvPrecision: lookup('--kv', values.kv ?? DEFAULT_DEPLOYMENT.kv, Precision.of),
+      kvPrecision: lookup('--kv', values.kv ?? defaultKvPrecision(values.weights), Precision.of),
       maxContext: int('--context', values.context, DEFAULT_DEPLOYMENT.context),
       ...(aggregated
         ? { aggregated: { replicas: int('--replicas', values.replicas, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas), tensorParallel: int('--tp', values.tp, DEFAULT_DEPLOYMENT.tensorParallel) } }

@@ -1,11 +1,10 @@
 import * as path from 'path';
-import { parseArgs } from 'util';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { ServingPlan } from '../../sizing';
 import { formatGib, formatInt, formatSeconds } from '../../sizing/private/units';
-import { CliIo, Command, ExitCode, UsageError } from '../command';
+import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { defaultDeploymentSpec, DeploymentSpec, synthesizeDeployment } from '../default-deployment';
-import { DEFAULT_DEPLOYMENT } from '../defaults';
+import { DEFAULT_DEPLOYMENT, defaultKvPrecision } from '../defaults';
 import { renderTable } from '../table';
 
 const DEFAULT_OUT = 'disagg.out';
@@ -25,7 +24,8 @@ Options:
   --model NAME             catalog model name or Hugging Face id (default ${DEFAULT_DEPLOYMENT.model})
   --instance NAME          EC2 instance type of both pools (default ${DEFAULT_DEPLOYMENT.instance})
   --weights PRECISION      weight precision (default ${DEFAULT_DEPLOYMENT.weights})
-  --kv PRECISION           KV cache precision (default ${DEFAULT_DEPLOYMENT.kv})
+  --kv PRECISION           KV cache precision (default ${DEFAULT_DEPLOYMENT.kv} with the default
+                           weights, else bf16 = vLLM's auto)
   --context TOKENS         longest sequence (default ${DEFAULT_DEPLOYMENT.context})
   --tp N                   tensor-parallel size of every pod (default ${DEFAULT_DEPLOYMENT.tensorParallel})
   --prefill-replicas N     prefill replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas})
@@ -45,7 +45,7 @@ export const command: Command = {
 };
 
 async function runSynth(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgsOrThrow(argv);
+  const values = parseSynthOptions(argv);
   const spec = specFrom(values);
   const outdir = path.resolve(values.out ?? DEFAULT_OUT);
 
@@ -127,28 +127,19 @@ interface SynthValues {
   'json'?: boolean;
 }
 
-function parseArgsOrThrow(argv: string[]): { values: SynthValues } {
-  try {
-    return parseArgs({
-      args: argv,
-      allowPositionals: false,
-      strict: true,
-      options: {
-        'model': { type: 'string' },
-        'instance': { type: 'string' },
-        'weights': { type: 'string' },
-        'kv': { type: 'string' },
-        'context': { type: 'string' },
-        'tp': { type: 'string' },
-        'prefill-replicas': { type: 'string' },
-        'decode-replicas': { type: 'string' },
-        'out': { type: 'string' },
-        'json': { type: 'boolean' },
-      },
-    });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+function parseSynthOptions(argv: string[]): SynthValues {
+  return parseOptions(argv, {
+    'model': { type: 'string' },
+    'instance': { type: 'string' },
+    'weights': { type: 'string' },
+    'kv': { type: 'string' },
+    'context': { type: 'string' },
+    'tp': { type: 'string' },
+    'prefill-replicas': { type: 'string' },
+    'decode-replicas': { type: 'string' },
+    'out': { type: 'string' },
+    'json': { type: 'boolean' },
+  });
 }
 
 function specFrom(values: SynthValues): DeploymentSpec {
@@ -165,7 +156,7 @@ function specFrom(values: SynthValues): DeploymentSpec {
     model: lookup('model', values.model, base.model, ModelArchitecture.fromName),
     instanceType: lookup('instance', values.instance, base.instanceType, AcceleratedInstanceType.fromName),
     weights: lookup('weights', values.weights, base.weights, Precision.of),
-    kv: lookup('kv', values.kv, base.kv, Precision.of),
+    kv: lookup('kv', values.kv, values.weights === undefined ? base.kv : Precision.of(defaultKvPrecision(values.weights)), Precision.of),
     context: positiveInt('context', values.context, base.context),
     tensorParallel: positiveInt('tp', values.tp, base.tensorParallel!),
     prefillReplicas: positiveInt('prefill-replicas', values['prefill-replicas'], base.prefillReplicas),
