@@ -6,7 +6,8 @@
 # `cmake --build engine/build` first. Analysis of the gaps: bench/RESULTS.md.
 #
 # Env: SIMULATE (command that takes `--config FILE` and prints the summary JSON; default
-# engine/build/disagg-engine simulate), OUT (directory for configs and summaries; default a temp dir).
+# engine/build/disagg-engine simulate), PLAN (the same for *.plan.json placement searches; default
+# engine/build/disagg-engine plan), OUT (directory for configs and summaries; default a temp dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=engine/build/disagg-engine
@@ -20,8 +21,11 @@ npx ts-node --transpile-only bench/published/make-configs.ts "$out" >&2
 for config in "$out"/*.json; do
   [[ "$config" == *.summary.json ]] && continue
   name=$(basename "$config" .json)
+  # *.plan.json: a placement search (the planner), else one simulation.
+  run=$simulate
+  [[ "$name" == *.plan ]] && run=${PLAN:-"$bin plan"}
   start=$(date +%s.%N)
-  if $simulate --config "$config" > "$out/$name.summary.json" 2> "$out/$name.err"; then
+  if $run --config "$config" > "$out/$name.summary.json" 2> "$out/$name.err"; then
     printf '%-22s %6.1f s wall\n' "$name" "$(echo "$(date +%s.%N) - $start" | bc)" >&2
   else
     rm -f "$out/$name.summary.json"

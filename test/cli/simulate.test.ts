@@ -96,6 +96,22 @@ describe('disagg simulate', () => {
     expect(json.config.workload.inputTokens).toEqual({ distribution: 'uniform', min: 200, max: 800, mean: 500 });
   });
 
+  test('without --rates the sweep climbs until the deployment misses the SLO target', async () => {
+    // GIVEN one small aggregated replica at a rate it serves easily
+    const out = tmpdir();
+    const { code, out: stdout } = await disagg('simulate', '--aggregated', '--replicas', '1', '--tp', '2', '--requests', '120',
+      '--input-tokens', '2000', '--output-tokens', '200', '--rate', '0.5', '--json', '--out', out);
+    expect(code).toBe(0);
+    // WHEN the default sweep (0.25x to 2x) ends inside the SLO
+    const sweep = JSON.parse(stdout).sweep as Array<{ ratePerSecond: number; summary: { goodputShare: number } }>;
+    // THEN higher rates were added until the target was missed, and only then
+    const rates = sweep.map(p => p.ratePerSecond);
+    expect(rates.slice(0, 8)).toEqual([0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1]);
+    expect(rates.length).toBeGreaterThan(8);
+    expect(sweep[sweep.length - 1].summary.goodputShare).toBeLessThan(0.9);
+    expect(sweep[sweep.length - 3].summary.goodputShare).toBeGreaterThanOrEqual(0.9);
+  });
+
   test('a larger seed changes the numbers, the same seed repeats them', async () => {
     const run = async (seed: string) => JSON.parse((await disagg('simulate', '--requests', '80', '--rates', '5', '--rate', '5',
       '--input-tokens', 'lognormal:1000:500', '--seed', seed, '--json', '--out', tmpdir())).out).result;

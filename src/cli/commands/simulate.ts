@@ -35,11 +35,15 @@ Deployment:
   --tp N                       aggregated tensor-parallel size (default ${DEFAULT_DEPLOYMENT.tensorParallel})
 ${ENGINE_FLAG_HELP}
 Output:
-  --rates LIST                 arrival rates of the chart (default: 0.25x to 2x --rate)
+  --rates LIST                 arrival rates of the chart (default: 0.25x to 2x --rate, then higher
+                               until the deployment misses the SLO target, up to 32x --rate)
   --json                       print machine-readable JSON only
   -h, --help                   show this help
 
 Exit codes: 0 simulated, 2 usage error or a deployment that cannot run, 3 engine addon missing.`;
+
+/** Rounds of higher rates added when the default sweep ends inside the SLO (each x1.5 and x2 of the top). */
+const SATURATION_ROUNDS = 4;
 
 /** `disagg simulate`: one deployment under one workload, swept over arrival rates. */
 export const command: Command = {
@@ -124,6 +128,16 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       points = [{ ratePerSecond: flags.rate, summary: await simulate(config, p => progress.update(p.done, p.total)) }];
     } else {
       points = await simulateSweep(config, rates, p => progress.update(p.done, p.total, `rate ${rates[p.done - 1]}/s`));
+      // A chart that never leaves the SLO says nothing about capacity: without --rates, keep raising
+      // the rate (x1.5, x2 of the highest) until the deployment saturates, a few rounds at most.
+      for (let round = 0; values.rates === undefined && round < SATURATION_ROUNDS; round++) {
+        const top = points[points.length - 1];
+        if (top.summary.goodputShare < flags.targetShare) break;
+        const more = [1.5, 2].map(f => Number((top.ratePerSecond * f).toPrecision(6)));
+        const done = points.length;
+        points = points.concat(await simulateSweep(config, more,
+          p => progress.update(done + p.done, done + p.total, `rate ${more[p.done - 1]}/s (looking for saturation)`)));
+      }
     }
   } catch (e) {
     progress.finish();
@@ -171,6 +185,10 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   const s = main.summary;
   io.out(`At ${main.ratePerSecond} req/s: ${s.completed}/${s.submitted} completed, ${pct(s.goodputShare)} good (${s.goodputShare >= flags.targetShare ? 'meets' : 'misses'} the ${pct(flags.targetShare)} target), ` +
     `prefix-cache hits ${pct(s.prefixHitRate.gpu)}, ${s.disaggregatedRequests} requests through prefill, ${s.preemptions} preemptions, mean utilization ${pct(s.meanUtilization)}`);
+  const top = points[points.length - 1];
+  if (values.rates === undefined && config.workload.kind !== 'trace' && top.summary.goodputShare >= flags.targetShare) {
+    io.out(`  still meeting the target at ${top.ratePerSecond} req/s: pass higher --rates to find the saturation point`);
+  }
   io.out(`  wrote ${rel(svgFile)} and ${rel(jsonFile)}`);
   return ExitCode.OK;
 }
