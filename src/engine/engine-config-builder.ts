@@ -10,7 +10,7 @@
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
 import { ParallelismRules, ServingPlan } from '../sizing';
 import type {
-  EngineCostConfig, EngineEfficiencyConfig, PlannerOptionConfig, PlannerSectionConfig, SimulationConfig,
+  EngineCostConfig, EngineEfficiencyConfig, KvTierConfig, PlannerOptionConfig, PlannerSectionConfig, SimulationConfig,
   SimulationPolicyConfig, SimulationPoolConfig, SloConfig, WorkloadConfig,
 } from './index';
 
@@ -106,6 +106,79 @@ export interface PoolShape {
   readonly instanceType?: AcceleratedInstanceType;
 }
 
+/**
+ * Sizes of the KV tiers below HBM, in GiB (host and disk per replica, remote in all), with optional
+ * bandwidths in GB/s (10^9 bytes/s) that override the assumed defaults of kvTierConfigs().
+ */
+export interface KvTierSizes {
+  readonly hostGib?: number;
+  readonly hostGBps?: number;
+  readonly diskGib?: number;
+  readonly diskGBps?: number;
+  readonly remoteGib?: number;
+  readonly remoteGBps?: number;
+}
+
+/**
+ * Assumed link speeds of the lower tiers when the caller gives none. The catalog has no measured
+ * host-link or instance-store throughput per instance type, so these are stated assumptions.
+ * Host: each accelerator's own PCIe Gen5 x16 link, 63 GB/s per direction nominal (32 GT/s x 16 lanes,
+ * 128b/130b encoding), of which ~80% is reachable by DMA copies.
+ */
+export const KV_TIER_ASSUMPTIONS = {
+  hostBytesPerSecondPerAccelerator: 50e9,
+  hostLatencySeconds: 10e-6,
+  /** One instance-store NVMe drive: ~2 GB/s read, ~1 GB/s write sustained (assumed). */
+  diskReadBytesPerSecondPerDrive: 2e9,
+  diskWriteBytesPerSecondPerDrive: 1e9,
+  diskLatencySeconds: 100e-6,
+  /** A replica's connection to the shared store (kvstore or Redis over TCP): 100 Gbit/s (assumed). */
+  remoteBytesPerSecond: 12.5e9,
+  remoteLatencySeconds: 500e-6,
+} as const;
+
+const GIB = 1024 ** 3;
+
+/**
+ * The `kvTiers` of one pool of `plan`'s shape. Host and disk links scale with the replica's share of
+ * the instance (its accelerators' PCIe links, its share of the instance-store drives); the remote
+ * link is capped by the replica's share of the instance's network.
+ * @throws when a size or bandwidth is not positive, or a disk tier is asked of an instance without NVMe
+ */
+export function kvTierConfigs(plan: ServingPlan, sizes: KvTierSizes): KvTierConfig[] {
+  const a = KV_TIER_ASSUMPTIONS;
+  const type = plan.instanceType;
+  const accelerators = ParallelismRules.layout(plan.parallelism, type).acceleratorsPerPod;
+  const check = (field: string, v: number | undefined): void => {
+    if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new Error(`'${field}' (${v}) must be a positive number`);
+  };
+  for (const [field, v] of Object.entries(sizes)) check(field, v as number | undefined);
+  const tiers: KvTierConfig[] = [];
+  if (sizes.hostGib !== undefined) {
+    const bw = sizes.hostGBps !== undefined ? sizes.hostGBps * 1e9 : a.hostBytesPerSecondPerAccelerator * accelerators;
+    tiers.push({ tier: 'host', capacityBytes: Math.round(sizes.hostGib * GIB), readBytesPerSecond: bw, writeBytesPerSecond: bw, latencySeconds: a.hostLatencySeconds });
+  }
+  if (sizes.diskGib !== undefined) {
+    if (type.localNvmeCount === 0) {
+      throw new Error(`'diskGib' (${sizes.diskGib}): ${type.name} has no instance-store NVMe for a disk tier; use an instance type with local NVMe or drop the disk tier`);
+    }
+    const drives = Math.max(1, Math.floor((type.localNvmeCount * accelerators) / type.acceleratorCount));
+    const capacityGib = (drives * type.localNvmeGbEach * 1e9) / GIB;
+    if (sizes.diskGib > capacityGib) {
+      throw new Error(`'diskGib' (${sizes.diskGib}) exceeds the ${capacityGib.toFixed(0)} GiB of instance-store NVMe a replica of ${type.name} gets (${drives} drive(s)); use at most that`);
+    }
+    const read = sizes.diskGBps !== undefined ? sizes.diskGBps * 1e9 : a.diskReadBytesPerSecondPerDrive * drives;
+    const write = sizes.diskGBps !== undefined ? sizes.diskGBps * 1e9 / 2 : a.diskWriteBytesPerSecondPerDrive * drives;
+    tiers.push({ tier: 'disk', capacityBytes: Math.round(sizes.diskGib * GIB), readBytesPerSecond: read, writeBytesPerSecond: write, latencySeconds: a.diskLatencySeconds });
+  }
+  if (sizes.remoteGib !== undefined) {
+    const share = (type.networkBandwidthGbps * 1e9 / 8) * accelerators / type.acceleratorCount;
+    const bw = sizes.remoteGBps !== undefined ? sizes.remoteGBps * 1e9 : Math.min(a.remoteBytesPerSecond, share);
+    tiers.push({ tier: 'remote', capacityBytes: Math.round(sizes.remoteGib * GIB), readBytesPerSecond: bw, writeBytesPerSecond: bw, latencySeconds: a.remoteLatencySeconds });
+  }
+  return tiers;
+}
+
 /** Inputs of simulationConfig(). Exactly one of `aggregated` and `prefill` + `decode`. */
 export interface SimulationInputs extends EngineModelInputs {
   readonly instanceType: AcceleratedInstanceType;
@@ -116,6 +189,8 @@ export interface SimulationInputs extends EngineModelInputs {
   readonly slo?: SloConfig;
   readonly policy?: SimulationPolicyConfig;
   readonly efficiency?: EngineEfficiencyConfig;
+  /** KV tiers below HBM on every replica that prefills (aggregated and prefill pools). @default - none */
+  readonly kvTiers?: KvTierSizes;
   /** @default 1 */
   readonly seed?: number;
 }
@@ -141,7 +216,9 @@ export function simulationConfig(inputs: SimulationInputs): SimulationConfig {
     const full = poolTemplate(plan, inputs.weightPrecision, inputs.efficiency);
     const { label: _label, acceleratorsPerReplica: _acc, role: _role, pricePerAcceleratorHour: _price, ...template } = full;
     top = top ?? costSections(plan, inputs.weightPrecision);
-    pools.push({ name, role, replicas: shape.replicas, ...template });
+    // Decode replicas never load prompt KV from the tiers (it arrives from a prefill replica).
+    const tiers = inputs.kvTiers && role !== 'decode' ? kvTierConfigs(plan, inputs.kvTiers) : [];
+    pools.push({ name, role, replicas: shape.replicas, ...template, ...(tiers.length > 0 ? { kvTiers: tiers } : {}) });
   }
   return {
     ...top!,

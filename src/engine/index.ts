@@ -296,6 +296,24 @@ export interface SimulationPolicyConfig {
 }
 
 /** A pool template: cost-model overrides and scheduler limits of one replica. */
+/**
+ * One KV tier below a replica's HBM prefix cache (engine/schema/engine-config.schema.json
+ * `$defs/kvTiers`): blocks computed on the GPU are written through to it, and a later prompt's blocks
+ * found there are loaded instead of recomputed.
+ */
+export interface KvTierConfig {
+  /** host (CPU memory), disk (local NVMe) or remote (one store shared by every replica that lists it). */
+  readonly tier: 'host' | 'disk' | 'remote';
+  /** Per replica for host and disk; the store's total for remote (the same in every pool). */
+  readonly capacityBytes: number;
+  readonly readBytesPerSecond: number;
+  readonly writeBytesPerSecond: number;
+  /** @default 0 */
+  readonly latencySeconds?: number;
+  /** Offloads are skipped while the write link is further behind than this. @default 1 */
+  readonly maxWriteBacklogSeconds?: number;
+}
+
 export interface PoolTemplateConfig {
   readonly tensorParallel?: number;
   readonly weightBytesPerRank?: number;
@@ -313,6 +331,8 @@ export interface PoolTemplateConfig {
   readonly maxWaitingRequests?: number;
   /** @default true */
   readonly prefixCaching?: boolean;
+  /** Lower KV tiers, fastest first. @default - none (HBM only) */
+  readonly kvTiers?: KvTierConfig[];
 }
 
 /** One simulated pool of identical replicas. */
@@ -412,6 +432,8 @@ export interface SimulationResult {
   readonly preemptions: number;
   readonly disaggregatedRequests: number;
   readonly kvTransferBytes: number;
+  /** Traffic per lower tier; present only when a pool has tiers. */
+  readonly kvTiers?: { readonly [tier: string]: { readonly bytesLoaded: number; readonly bytesOffloaded: number; readonly offloadsSkipped: number } };
   readonly meanUtilization: number;
   readonly workerUtilization: number[];
 }

@@ -112,6 +112,31 @@ describe('disagg simulate', () => {
     expect(sweep[sweep.length - 3].summary.goodputShare).toBeGreaterThanOrEqual(0.9);
   });
 
+  test('lower KV tiers: links sized from the replica\'s share of the instance, traffic in the result', async () => {
+    // GIVEN two TP2 replicas on p5en.48xlarge (8 GPUs, 8 NVMe drives) with host, disk and remote tiers
+    const out = tmpdir();
+    const { code, out: stdout } = await disagg('simulate', '--aggregated', '--replicas', '2', '--tp', '2', '--requests', '200',
+      '--turns', '4', '--tenants', '4', '--rate', '1', '--rates', '1', '--host-kv', '64', '--disk-kv', '1000@3', '--remote-kv', '4000',
+      '--json', '--out', out);
+    expect(code).toBe(0);
+    const json = JSON.parse(stdout);
+    // THEN each replica gets its GPUs' PCIe links, 2 of the 8 drives (here overridden to 3 GB/s), a capped store link
+    expect(json.config.pools[0].kvTiers).toEqual([
+      { tier: 'host', capacityBytes: 64 * 1024 ** 3, readBytesPerSecond: 100e9, writeBytesPerSecond: 100e9, latencySeconds: 10e-6 },
+      { tier: 'disk', capacityBytes: 1000 * 1024 ** 3, readBytesPerSecond: 3e9, writeBytesPerSecond: 1.5e9, latencySeconds: 100e-6 },
+      { tier: 'remote', capacityBytes: 4000 * 1024 ** 3, readBytesPerSecond: 12.5e9, writeBytesPerSecond: 12.5e9, latencySeconds: 500e-6 },
+    ]);
+    // AND the result reports what went through each tier
+    expect(Object.keys(json.result.kvTiers).sort()).toEqual(['disk', 'host', 'remote']);
+    expect(json.result.kvTiers.host.bytesOffloaded).toBeGreaterThan(0);
+    // AND impossible tiers are usage errors that say why
+    const tooBig = await disagg('simulate', '--aggregated', '--tp', '2', '--disk-kv', '99999', '--out', out);
+    expect(tooBig.code).toBe(2);
+    expect(tooBig.err).toMatch(/'diskGib' \(99999\) exceeds the 7078 GiB of instance-store NVMe a replica of p5en.48xlarge gets \(2 drive\(s\)\)/);
+    const malformed = await disagg('simulate', '--host-kv', 'lots', '--out', out);
+    expect(malformed.err).toMatch(/--host-kv 'lots' must be GIB or GIB@GB\/s/);
+  });
+
   test('a larger seed changes the numbers, the same seed repeats them', async () => {
     const run = async (seed: string) => JSON.parse((await disagg('simulate', '--requests', '80', '--rates', '5', '--rate', '5',
       '--input-tokens', 'lognormal:1000:500', '--seed', seed, '--json', '--out', tmpdir())).out).result;

@@ -20,7 +20,7 @@
 
 namespace disagg {
 
-/// Where a prefix-cache hit was found. Only gpu is filled until tiered KV lands in the simulator.
+/// Where a prefix-cache hit was found: the GPU pool, or a lower tier it was loaded from.
 enum class CacheTier : std::uint8_t { gpu = 0, host = 1, disk = 2, remote = 3 };
 inline constexpr std::size_t kCacheTiers = 4;
 
@@ -31,7 +31,8 @@ struct RequestRecord {
   double finish = 0;
   std::int32_t prompt_tokens = 0;
   std::int32_t output_tokens = 0;
-  /// Prompt tokens found in the prefix cache of the worker that prefilled it, per tier.
+  /// Prompt tokens found in the prefix cache of the worker that prefilled it, per tier (at its
+  /// first admission: GPU hits, then tokens loaded from host, disk or the remote store).
   std::array<std::int32_t, kCacheTiers> cached_tokens{};
   std::int32_t preemptions = 0;
   bool disaggregated = false;
@@ -69,6 +70,15 @@ struct MetricsSummary {
   std::int64_t preemptions = 0;
   std::int64_t disaggregated = 0;  ///< requests that went through a prefill worker
   double kv_transfer_bytes = 0;
+  /// Lower KV tiers, indexed by CacheTier (gpu unused), all workers: KV bytes read into GPU
+  /// memory, bytes written (offloaded), and blocks whose offload was skipped because the tier's
+  /// write link was too far behind. Filled by the simulator; reported only when has_tiers.
+  std::array<double, kCacheTiers> tier_bytes_loaded{};
+  std::array<double, kCacheTiers> tier_bytes_offloaded{};
+  std::array<std::int64_t, kCacheTiers> tier_offloads_skipped{};
+  /// Whether the deployment has lower tiers: to_json then adds "kvTiers" (so GPU-only summaries
+  /// keep their exact text).
+  bool has_tiers = false;
   /// Busy share of each worker (step time / duration), in deployment order.
   std::vector<double> worker_utilization;
   double mean_utilization = 0;

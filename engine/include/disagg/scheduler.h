@@ -24,12 +24,34 @@
 //                output_tokens tokens (its first step recomputes the last prompt token). A remote_kv
 //                sequence that is preempted later recomputes its prompt locally.
 //
+// Lower KV tiers (optional; set_tier_hook): a worker may keep copies of KV blocks in host memory,
+// on local disk and in a store shared with other workers (vLLM's OffloadingConnector, LMCache).
+//   offload  write-through: every full block the worker computes is offered to the hook
+//            (KvTierHook::offload) when it is published; the hook decides what each tier keeps.
+//   load     at admission of a full or prefill_only sequence, after the GPU prefix hits, the hook
+//            continues the chain of block hashes through the tiers (KvTierHook::lookup). When it
+//            finds blocks, the sequence allocates GPU blocks for the hits and the loaded blocks
+//            only, emits one tier_load event per tier involved (after its admitted event) and
+//            waits, holding them, until tier_load_ready(); then its computed count covers the
+//            loaded blocks, which are published (GPU-cached again; not offered back to the tiers),
+//            and it runs. As with GPU hits, at least the last prompt token is left to compute.
+//            remote_kv sequences never load (their prompt comes from the prefill worker). A
+//            loading sequence counts as running, cannot be preempted, and may be aborted.
+//
 // Plan, then apply: next_step() plans a batch (admission and preemption happen here, since they
 // decide the batch) and prices it with the CostModel; the caller lets the step's time pass on its own
 // clock (virtual in the simulator, real in sim-worker), then calls complete_step(now), which advances
 // the sequences and reports tokens and completions. The scheduler reads no clock and never sleeps.
 //
-// Bounded: at most max_num_seqs running (including those waiting for remote KV), max_waiting waiting,
+// Abort (the client left): abort(handle) is valid in every state (waiting, running, pulling, held)
+// and at any time, also between next_step() and complete_step() for a sequence of the pending plan:
+// it is taken out of the plan at once, so complete_step() neither advances nor reports it (the
+// plan's priced batch still counts its tokens: that work was launched). Its blocks are freed as a
+// finished sequence's are (full published ones stay cached, evictable), its handle is retired at
+// once and no later event names it. The caller drops its own pending work for the handle (e.g. a
+// remote_kv_ready or release_held timer): the next submit() may reuse the handle.
+//
+// Bounded: at most max_num_seqs running (including those waiting for remote or tier KV), max_waiting waiting,
 // max_num_seqs held. All storage is sized by create(); block tables keep their capacity when slots
 // are reused, so a steady state allocates nothing. Not thread-safe; no method throws.
 #pragma once
@@ -42,6 +64,7 @@
 #include "disagg/block_hash.h"
 #include "disagg/cost_model.h"
 #include "disagg/expected.h"
+#include "disagg/kv_block_index.h"
 #include "disagg/kv_block_pool.h"
 
 namespace disagg {
@@ -84,13 +107,13 @@ enum class SchedErrc {
   wrong_role,       ///< submit(): the worker's role does not accept this kind
   invalid_request,  ///< submit(): prompt_tokens < 1, or output_tokens < 1
   too_long,         ///< submit(): prompt + output would need more blocks than the whole pool
-  not_found,        ///< remote_kv_ready()/release_held(): the handle is not in that state
+  not_found,        ///< remote_kv_ready()/tier_load_ready()/release_held()/abort(): the handle is not in that state
   step_pending,     ///< next_step() twice, or complete_step() without a plan
 };
 std::string_view to_string(SchedErrc code);
 
 /// Handle of a submitted sequence; valid until its `finished` event (prefill_only: until
-/// release_held()). Handles are reused afterwards.
+/// release_held()) or abort(). Handles are reused afterwards.
 using SeqHandle = std::int32_t;
 
 /// A request as the scheduler sees it.
@@ -119,6 +142,7 @@ enum class SchedEventKind : std::uint8_t {
   admitted,     ///< planning: left the waiting queue; value = prompt tokens found in the prefix cache
   preempted,    ///< planning: lost its KV, back to waiting; value = tokens it had computed
   kv_pull,      ///< planning: remote_kv admitted; value = prompt tokens to transfer (not cached here)
+  tier_load,    ///< planning: after `admitted`, one per lower tier: value = prompt tokens to load from `tier`
   first_token,  ///< completion: first token sampled (value = 1)
   token,        ///< completion: a later token sampled; value = tokens sampled so far
   finished,     ///< completion: done; value = tokens sampled. prefill_only: blocks stay held
@@ -130,6 +154,24 @@ struct SchedEvent {
   SeqHandle handle = -1;
   std::uint64_t id = 0;
   std::int32_t value = 0;
+  /// tier_load: the tier to read from (cpu = host memory, disk, remote); gpu for other kinds.
+  KvTier tier = KvTier::gpu;
+};
+
+/// Lower KV tiers of one worker, as its scheduler uses them. Implemented by the driver (the
+/// simulator), which owns the tiers, their links and the clock. Calls are synchronous and must not
+/// call back into the scheduler.
+class KvTierHook {
+ public:
+  virtual ~KvTierHook() = default;
+  /// `hashes` continue a sequence's GPU prefix hits. Writes to tiers[i] the fastest lower tier
+  /// holding hashes[i] readable now, for the leading hashes held somewhere, and returns how many
+  /// those are (it stops at the first hash held nowhere). A hit refreshes its LRU position.
+  /// Precondition: tiers.size() >= hashes.size().
+  virtual std::int32_t lookup(std::span<const BlockHash> hashes, std::span<KvTier> tiers) = 0;
+  /// Write-through offload of full blocks this worker just computed, in sequence order; the
+  /// leading `shared` of them may be presented by other sequences (the rest are private).
+  virtual void offload(std::span<const BlockHash> hashes, std::int32_t shared) = 0;
 };
 
 /// A planned step.
@@ -152,9 +194,11 @@ struct SchedulerStats {
   std::int64_t preemptions = 0;
   std::int64_t prompt_tokens_queried = 0;  ///< prompt tokens looked up at first admission
   std::int64_t prompt_tokens_hit = 0;      ///< of those, found in the prefix cache
+  std::int64_t prompt_tokens_loaded = 0;   ///< of those, loaded from lower tiers (tier_load)
   std::int64_t prefill_tokens = 0;     ///< tokens computed by prefill chunks (recompute included)
   std::int64_t decode_tokens = 0;      ///< tokens computed by decode steps
   std::int64_t finished = 0;
+  std::int64_t aborted = 0;            ///< sequences abort() retired before they finished
 };
 
 class Scheduler {
@@ -181,12 +225,24 @@ class Scheduler {
   /// Failure: not_found.
   Expected<void, SchedErrc> remote_kv_ready(SeqHandle handle);
 
+  /// The lower-tier KV of a sequence (after its tier_load events) is in its GPU blocks: its computed
+  /// count covers them, they are published, and it becomes runnable. Failure: not_found.
+  Expected<void, SchedErrc> tier_load_ready(SeqHandle handle);
+
   /// Frees the blocks of a finished prefill_only sequence (its KV has been transferred) and
   /// retires the handle. Failure: not_found.
   Expected<void, SchedErrc> release_held(SeqHandle handle);
 
+  /// Stops a sequence that has not been retired yet, in any state (see "Abort" in the header
+  /// comment): frees its blocks, retires the handle, counts stats().aborted, and no event names it
+  /// afterwards. A held (finished prefill_only) sequence is released as by release_held() and not
+  /// counted as aborted (it finished). O(max_num_seqs + max_waiting); allocates nothing.
+  /// Failure: not_found (the handle is free or out of range; nothing changes).
+  Expected<void, SchedErrc> abort(SeqHandle handle);
+
   /// Whether a next_step() could schedule something now (runnable running sequences, or waiting
-  /// ones while a run slot is free). False means: idle until a submit, remote_kv_ready or release.
+  /// ones while a run slot is free). False means: idle until a submit, remote_kv_ready,
+  /// tier_load_ready or release.
   bool has_work() const;
 
   const SchedulerConfig& config() const { return config_; }
@@ -195,8 +251,13 @@ class Scheduler {
   const KvBlockPool& pool() const { return pool_; }
   /// Receives prefix-cache changes (see KvPoolListener); nullptr for none.
   void set_pool_listener(KvPoolListener* listener) { pool_.set_listener(listener); }
+  /// Enables lower KV tiers (see the file comment); nullptr (the default) disables them. Not owned;
+  /// must outlive the scheduler's use. Sizes a scratch buffer (one entry per pool block) now.
+  void set_tier_hook(KvTierHook* hook);
 
-  std::int32_t num_running() const { return static_cast<std::int32_t>(running_.size()) + num_pulling_; }
+  std::int32_t num_running() const {
+    return static_cast<std::int32_t>(running_.size()) + num_pulling_ + num_loading_;
+  }
   std::int32_t num_waiting() const { return waiting_count_; }
   std::int32_t num_held() const { return num_held_; }
   /// Sequences submitted and not yet finished (held ones excluded).
@@ -208,7 +269,7 @@ class Scheduler {
   Expected<void, std::string> check_invariants() const;
 
  private:
-  enum class SeqState : std::uint8_t { free, waiting, running, pulling, held };
+  enum class SeqState : std::uint8_t { free, waiting, running, pulling, loading, held };
 
   struct Seq {
     std::uint64_t id = 0;
@@ -220,6 +281,7 @@ class Scheduler {
     std::int32_t published = 0; // leading blocks that hold their hash
     std::int32_t shared = 0;    // leading hashes announced to the pool listener
     std::int32_t scheduled = 0; // tokens of the pending step
+    std::int32_t loading = 0;   // blocks being loaded from lower tiers (state loading)
     std::int32_t preemptions = 0;
     RequestKind kind = RequestKind::full;
     SeqState state = SeqState::free;
@@ -233,9 +295,11 @@ class Scheduler {
   bool ensure_blocks(Seq& s, std::int32_t tokens);
   void preempt(SeqHandle h);
   bool try_admit(SeqHandle h, std::int32_t* budget);
+  bool admit_loading(SeqHandle h, std::int32_t hits, std::int32_t loaded);
   void free_blocks(Seq& s);
   void push_waiting_front(SeqHandle h);
-  void publish_full_blocks(Seq& s);
+  void publish_full_blocks(Seq& s, bool offload);
+  void remove_waiting(SeqHandle h);
 
   SchedulerConfig config_;
   CostModel cost_;
@@ -250,6 +314,9 @@ class Scheduler {
   std::vector<SeqHandle> running_;     // admission order; newest at the back
   std::vector<SeqHandle> scheduled_;   // of the pending step
   std::int32_t num_pulling_ = 0;
+  std::int32_t num_loading_ = 0;
+  KvTierHook* tier_hook_ = nullptr;
+  std::vector<KvTier> tier_scratch_;   // tiers of a lookup's hits; one entry per pool block
   std::int32_t num_held_ = 0;
   bool plan_pending_ = false;
   StepPlan plan_;

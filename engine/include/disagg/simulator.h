@@ -16,6 +16,24 @@
 // unique to one request (WorkloadRequest::shared_prefix_tokens) get synthetic unique hashes and are
 // private to their worker's pool (see RouterSpec::announce_unique_blocks).
 //
+// Lower KV tiers (PoolSpec::kv_tiers; see engine/README.md, "Lower KV tiers"): each worker of a
+// pool may have host memory and local disk tiers of its own, and reach one remote store shared by
+// every worker that lists it. Each tier is a bounded LRU set of block hashes (KvTierCache).
+//   offload  write-through: the full blocks a worker computes in a step, per sequence, are one
+//            write per tier (blocks the tier holds already are only refreshed), timed on the
+//            worker's FIFO write link to that tier: latency + bytes / writeBytesPerSecond. When
+//            the link is more than max_write_backlog_seconds behind, the write is skipped and its
+//            blocks counted (LMCache and vLLM drop stores under pressure rather than stall).
+//            A block is readable from the tier only once its write completes (holds(hash, now)).
+//   load     at admission the scheduler continues the GPU prefix hits block by block through
+//            host, disk, then remote (the fastest tier holding each block, up to the first block
+//            held nowhere); per tier involved one read of latency + bytes / readBytesPerSecond on
+//            the worker's FIFO read link to it (tiers in parallel); when the last read lands the
+//            sequence runs with those tokens computed and the blocks GPU-cached again.
+// With a precise router index, tier stores (announced at write issue) and evictions reach it
+// with their tier (remote ones for every endpoint that lists the store), so policies that weigh
+// tiers see them. Without tiers nothing of this runs and every result is unchanged.
+//
 // Events are POD structs in a binary heap ordered by (time, sequence number): no std::function per
 // event, no randomness, so a run is a pure function of the configuration and the workload (seed).
 // Requests are pulled from the Workload one at a time, so memory holds only the requests in flight.
@@ -35,6 +53,30 @@
 
 namespace disagg {
 
+/// Write backlog (seconds of queued writes on a tier's link) beyond which an offload is skipped.
+inline constexpr double kDefaultMaxWriteBacklogSeconds = 1.0;
+
+/// Most blocks the lower tiers of all workers may hold together (each costs about 50 bytes of
+/// simulator memory, allocated at create()).
+inline constexpr std::int64_t kMaxSimTierBlocks = std::int64_t{1} << 26;
+
+/// One lower KV tier of every worker of a pool.
+struct KvTierSpec {
+  /// KvTier::cpu (host memory), disk or remote (the shared store); never gpu.
+  KvTier tier = KvTier::cpu;
+  /// Bytes of KV the tier holds: per worker for cpu and disk; the whole store for remote (every
+  /// pool that lists the remote store must give the same value).
+  double capacity_bytes = 0;
+  /// Bandwidth of one worker's link reading from the tier into GPU memory. > 0.
+  double read_bytes_per_second = 0;
+  /// Bandwidth of one worker's link writing to the tier. > 0.
+  double write_bytes_per_second = 0;
+  /// Fixed latency of each read or write. >= 0.
+  double latency_seconds = 0;
+  /// Skip an offload when the write link is more than this far behind. >= 0.
+  double max_write_backlog_seconds = kDefaultMaxWriteBacklogSeconds;
+};
+
 /// Identical replicas.
 struct PoolSpec {
   std::string name = "pool";
@@ -44,6 +86,8 @@ struct PoolSpec {
   CostModelParams cost;
   /// Limits of each replica's scheduler (its `role` is replaced by the pool's).
   SchedulerConfig scheduler;
+  /// Lower KV tiers of each replica, in the order cpu, disk, remote, each at most once. Empty: GPU only.
+  std::vector<KvTierSpec> kv_tiers;
 };
 
 struct RouterSpec {
@@ -97,7 +141,9 @@ class Simulator {
  public:
   /// Validates the deployment: pools non-empty, replicas >= 1, aggregated xor (prefill + decode),
   /// at most kMaxRoutingEndpoints workers when the policy needs endpoint ids, equal block sizes,
-  /// cost models and scheduler limits valid, policy known. Failure: invalid_config.
+  /// cost models and scheduler limits valid, policy known, KV tiers ordered with capacities of at
+  /// least one block (at most kMaxSimTierBlocks in all) and one remote store capacity.
+  /// Failure: invalid_config.
   static Expected<Simulator, SimError> create(const SimulationConfig& config);
 
   /// Runs `workload` to its end (or to max_seconds). May be called once per Simulator.

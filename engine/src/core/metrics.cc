@@ -249,7 +249,25 @@ std::string to_json(const MetricsSummary& m) {
     if (i) o += ',';
     put_number(o, m.worker_utilization[i]);
   }
-  o += "]}";
+  o += ']';
+  if (m.has_tiers) {
+    o += ",\"kvTiers\":{";
+    static constexpr const char* kNames[kCacheTiers] = {"gpu", "host", "disk", "remote"};
+    for (std::size_t k = 1; k < kCacheTiers; ++k) {
+      if (k > 1) o += ',';
+      o += '"';
+      o += kNames[k];
+      o += "\":{\"bytesLoaded\":";
+      put_number(o, m.tier_bytes_loaded[k]);
+      o += ",\"bytesOffloaded\":";
+      put_number(o, m.tier_bytes_offloaded[k]);
+      o += ",\"offloadsSkipped\":";
+      put_int(o, m.tier_offloads_skipped[k]);
+      o += '}';
+    }
+    o += '}';
+  }
+  o += '}';
   return o;
 }
 

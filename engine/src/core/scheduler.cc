@@ -42,6 +42,7 @@ std::string_view to_string(SchedEventKind kind) {
     case SchedEventKind::admitted: return "admitted";
     case SchedEventKind::preempted: return "preempted";
     case SchedEventKind::kv_pull: return "kv_pull";
+    case SchedEventKind::tier_load: return "tier_load";
     case SchedEventKind::first_token: return "first_token";
     case SchedEventKind::token: return "token";
     case SchedEventKind::finished: return "finished";
@@ -73,8 +74,9 @@ Scheduler::Scheduler(const SchedulerConfig& config, const CostModel& cost, KvBlo
   running_.reserve(static_cast<std::size_t>(config.max_num_seqs));
   scheduled_.reserve(static_cast<std::size_t>(config.max_num_seqs));
   scratch_.reserve(static_cast<std::size_t>(config.max_num_seqs));
-  // Per step at most: one admission + pull per admitted, one preemption per running sequence.
-  plan_events_.reserve(3 * static_cast<std::size_t>(config.max_num_seqs));
+  // Per step at most: per admitted sequence an admission and a pull or up to three tier loads; or
+  // one preemption per running sequence (never both in one step).
+  plan_events_.reserve(4 * static_cast<std::size_t>(config.max_num_seqs));
   done_events_.reserve(2 * static_cast<std::size_t>(config.max_num_seqs));
 }
 
@@ -108,6 +110,7 @@ Expected<SeqHandle, SchedErrc> Scheduler::submit(const SchedRequest& r) {
   s.published = 0;
   s.shared = std::max<std::int32_t>(r.shared_blocks, 0);
   s.scheduled = 0;
+  s.loading = 0;
   s.preemptions = 0;
   s.kind = r.kind;
   s.state = SeqState::waiting;
@@ -178,6 +181,11 @@ bool Scheduler::try_admit(SeqHandle h, std::int32_t* budget) {
   const std::span<const BlockHash> lookup = s.hashes.first(std::min(s.hashes.size(), max_hits));
   const std::int32_t hits = pool_.match_prefix(lookup);
   const std::int32_t hit_tokens = hits * bs;
+  // Lower tiers continue the GPU prefix; a remote_kv prompt comes from its prefill worker instead.
+  if (tier_hook_ != nullptr && s.kind != RequestKind::remote_kv && static_cast<std::size_t>(hits) < lookup.size()) {
+    const std::int32_t loaded = tier_hook_->lookup(lookup.subspan(static_cast<std::size_t>(hits)), tier_scratch_);
+    if (loaded > 0) return admit_loading(h, hits, loaded);
+  }
   const std::int32_t new_tokens =
       s.kind == RequestKind::remote_kv ? 0 : std::min(known - hit_tokens, *budget);
   const std::int32_t blocks_total = s.kind == RequestKind::remote_kv
@@ -270,15 +278,65 @@ Expected<const StepPlan*, SchedErrc> Scheduler::next_step() {
   return &plan_;
 }
 
-void Scheduler::publish_full_blocks(Seq& s) {
+void Scheduler::publish_full_blocks(Seq& s, bool offload) {
   const std::size_t full = std::min({static_cast<std::size_t>(s.computed / config_.block_size),
                                      s.hashes.size(), s.blocks.size()});
-  for (std::size_t i = static_cast<std::size_t>(s.published); i < full; ++i) {
+  const std::size_t first = static_cast<std::size_t>(s.published);
+  for (std::size_t i = first; i < full; ++i) {
     // false (another block holds this hash) is fine: this block then frees as empty.
     auto r = pool_.publish(s.blocks[i], s.hashes[i], i < static_cast<std::size_t>(s.shared));
     (void)r;
   }
-  if (full > static_cast<std::size_t>(s.published)) s.published = static_cast<std::int32_t>(full);
+  if (full <= first) return;
+  s.published = static_cast<std::int32_t>(full);
+  // Write-through: the blocks this worker computed go to its lower tiers too.
+  if (offload && tier_hook_ != nullptr) {
+    const std::int32_t shared = std::clamp<std::int32_t>(s.shared - static_cast<std::int32_t>(first), 0,
+                                                         static_cast<std::int32_t>(full - first));
+    tier_hook_->offload(s.hashes.subspan(first, full - first), shared);
+  }
+}
+
+void Scheduler::set_tier_hook(KvTierHook* hook) {
+  tier_hook_ = hook;
+  if (hook != nullptr) tier_scratch_.assign(static_cast<std::size_t>(pool_.total_blocks()), KvTier::gpu);
+}
+
+bool Scheduler::admit_loading(SeqHandle h, std::int32_t hits, std::int32_t loaded) {
+  Seq& s = seqs_[static_cast<std::size_t>(h)];
+  const std::int32_t bs = config_.block_size;
+  // Blocks for the GPU hits and the loaded ones only: the rest is computed after the load.
+  const std::span<const BlockHash> hit_hashes = s.hashes.first(static_cast<std::size_t>(hits));
+  const std::int32_t blocks_total = hits + loaded;
+  const PoolPlan p = pool_.plan(hit_hashes, blocks_total);
+  if (!p.fits) return false;
+  s.blocks.resize(static_cast<std::size_t>(blocks_total));
+  auto done = pool_.commit(p, hit_hashes, s.blocks);
+  if (!done) {
+    s.blocks.clear();
+    return false;
+  }
+  const std::int32_t hit_tokens = hits * bs;
+  if (!s.queried) {
+    s.queried = true;
+    stats_.prompt_tokens_queried += s.prompt;
+    stats_.prompt_tokens_hit += std::min(hit_tokens, s.prompt);
+    stats_.prompt_tokens_loaded += std::min(loaded * bs, s.prompt - std::min(hit_tokens, s.prompt));
+  }
+  s.published = hits;
+  s.computed = hit_tokens;
+  s.loading = loaded;
+  s.state = SeqState::loading;
+  ++num_loading_;
+  plan_events_.push_back({SchedEventKind::admitted, h, s.id, hit_tokens});
+  std::int32_t per_tier[kKvTierCount] = {};
+  for (std::int32_t i = 0; i < loaded; ++i) ++per_tier[static_cast<int>(tier_scratch_[static_cast<std::size_t>(i)])];
+  for (int t = 1; t < kKvTierCount; ++t) {
+    if (per_tier[t] > 0) {
+      plan_events_.push_back({SchedEventKind::tier_load, h, s.id, per_tier[t] * bs, static_cast<KvTier>(t)});
+    }
+  }
+  return true;
 }
 
 Expected<std::span<const SchedEvent>, SchedErrc> Scheduler::complete_step() {
@@ -294,7 +352,7 @@ Expected<std::span<const SchedEvent>, SchedErrc> Scheduler::complete_step() {
     (decoding ? stats_.decode_tokens : stats_.prefill_tokens) += s.scheduled;
     s.computed += s.scheduled;
     s.scheduled = 0;
-    publish_full_blocks(s);
+    publish_full_blocks(s, true);
     if (s.computed < known_tokens(s)) continue;  // a prefill chunk that is not the last one
     ++s.output;
     done_events_.push_back({s.output == 1 ? SchedEventKind::first_token : SchedEventKind::token, h,
@@ -331,7 +389,22 @@ Expected<void, SchedErrc> Scheduler::remote_kv_ready(SeqHandle h) {
   s.state = SeqState::running;
   --num_pulling_;
   running_.push_back(h);
-  publish_full_blocks(s);
+  // Pulled blocks were computed (and offloaded) by the prefill worker.
+  publish_full_blocks(s, false);
+  return {};
+}
+
+Expected<void, SchedErrc> Scheduler::tier_load_ready(SeqHandle h) {
+  if (h < 0 || static_cast<std::size_t>(h) >= seqs_.size()) return unexpected(SchedErrc::not_found);
+  Seq& s = seqs_[static_cast<std::size_t>(h)];
+  if (s.state != SeqState::loading) return unexpected(SchedErrc::not_found);
+  s.computed = (s.published + s.loading) * config_.block_size;
+  s.loading = 0;
+  s.state = SeqState::running;
+  --num_loading_;
+  running_.push_back(h);
+  // GPU-cached again; the tiers already hold these blocks.
+  publish_full_blocks(s, false);
   return {};
 }
 
@@ -347,6 +420,45 @@ Expected<void, SchedErrc> Scheduler::release_held(SeqHandle h) {
   return {};
 }
 
+void Scheduler::remove_waiting(SeqHandle h) {
+  // Close the gap in the ring buffer, keeping FIFO order.
+  const std::size_t cap = waiting_.size();
+  const std::size_t head = static_cast<std::size_t>(waiting_head_);
+  const std::size_t count = static_cast<std::size_t>(waiting_count_);
+  std::size_t i = 0;
+  while (i < count && waiting_[(head + i) % cap] != h) ++i;
+  if (i == count) return;
+  for (; i + 1 < count; ++i) waiting_[(head + i) % cap] = waiting_[(head + i + 1) % cap];
+  --waiting_count_;
+}
+
+Expected<void, SchedErrc> Scheduler::abort(SeqHandle h) {
+  if (h < 0 || static_cast<std::size_t>(h) >= seqs_.size()) return unexpected(SchedErrc::not_found);
+  Seq& s = seqs_[static_cast<std::size_t>(h)];
+  switch (s.state) {
+    case SeqState::free: return unexpected(SchedErrc::not_found);
+    case SeqState::held: return release_held(h);  // it finished: only its blocks are left
+    case SeqState::waiting: remove_waiting(h); break;
+    case SeqState::pulling: --num_pulling_; break;
+    case SeqState::loading: --num_loading_; break;
+    case SeqState::running:
+      running_.erase(std::find(running_.begin(), running_.end(), h));
+      // Out of the pending plan too, so complete_step() neither advances nor reports it.
+      if (auto it = std::find(scheduled_.begin(), scheduled_.end(), h); it != scheduled_.end()) {
+        scheduled_.erase(it);
+      }
+      break;
+  }
+  free_blocks(s);
+  s.scheduled = 0;
+  s.loading = 0;
+  s.state = SeqState::free;
+  s.hashes = {};
+  free_slots_.push_back(h);
+  ++stats_.aborted;
+  return {};
+}
+
 bool Scheduler::has_work() const {
   return !running_.empty() || (waiting_count_ > 0 && num_running() < config_.max_num_seqs);
 }
@@ -354,7 +466,7 @@ bool Scheduler::has_work() const {
 Expected<void, std::string> Scheduler::check_invariants() const {
   if (auto pool_ok = pool_.check_invariants(); !pool_ok) return unexpected(pool_ok.error());
   std::vector<std::int32_t> refs(static_cast<std::size_t>(pool_.total_blocks()), 0);
-  std::int32_t running = 0, waiting = 0, pulling = 0, held = 0;
+  std::int32_t running = 0, waiting = 0, pulling = 0, loading = 0, held = 0;
   for (std::size_t h = 0; h < seqs_.size(); ++h) {
     const Seq& s = seqs_[h];
     switch (s.state) {
@@ -362,6 +474,7 @@ Expected<void, std::string> Scheduler::check_invariants() const {
       case SeqState::waiting: ++waiting; break;
       case SeqState::running: ++running; break;
       case SeqState::pulling: ++pulling; break;
+      case SeqState::loading: ++loading; break;
       case SeqState::held: ++held; break;
     }
     if (s.state == SeqState::waiting && !s.blocks.empty()) {
@@ -381,7 +494,7 @@ Expected<void, std::string> Scheduler::check_invariants() const {
                         std::to_string(refs[static_cast<std::size_t>(b)]) + " block-table entries");
     }
   }
-  if (running != static_cast<std::int32_t>(running_.size()) || pulling != num_pulling_ ||
+  if (running != static_cast<std::int32_t>(running_.size()) || pulling != num_pulling_ || loading != num_loading_ ||
       waiting != waiting_count_ || held != num_held_) {
     return unexpected(std::string("state counts disagree with the queues"));
   }

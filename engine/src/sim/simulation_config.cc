@@ -265,6 +265,51 @@ bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, Simulatio
   return true;
 }
 
+// A pool's `kvTiers` array: lower KV tiers of each replica. Field types and ranges are checked
+// here; order, capacity in blocks and the one remote store capacity in Simulator::create().
+bool read_kv_tiers(Reader& rd, const JsonValue& pj, const std::string& p, std::vector<KvTierSpec>* out) {
+  const JsonValue* arr = pj.find("kvTiers");
+  if (!arr || arr->is_null()) return true;
+  const std::string ap = Reader::full(p, "kvTiers");
+  if (!arr->is_array()) {
+    return rd.fail("'" + ap + "' (" + arr->dump() + ") must be an array, e.g. [{\"tier\": \"host\", \"capacityBytes\": 5e11, \"readBytesPerSecond\": 5e10, \"writeBytesPerSecond\": 5e10}]");
+  }
+  for (std::size_t j = 0; j < arr->items().size(); ++j) {
+    const JsonValue& tj = arr->items()[j];
+    const std::string tp = ap + "[" + std::to_string(j) + "]";
+    if (!tj.is_object()) return rd.fail("'" + tp + "' (" + tj.dump() + ") must be an object");
+    if (!rd.known_keys(tj, tp, {"tier", "capacityBytes", "readBytesPerSecond", "writeBytesPerSecond", "latencySeconds",
+                               "maxWriteBacklogSeconds"},
+                       "engine/README.md, Lower KV tiers")) {
+      return false;
+    }
+    KvTierSpec t;
+    std::string name;
+    if (!rd.string(tj, tp, "tier", &name)) return false;
+    if (name == "host") t.tier = KvTier::cpu;
+    else if (name == "disk") t.tier = KvTier::disk;
+    else if (name == "remote") t.tier = KvTier::remote;
+    else if (name.empty()) return rd.fail("'" + tp + ".tier' is required; use host, disk or remote");
+    else return rd.fail("'" + tp + ".tier' (\"" + name + "\") must be host, disk or remote");
+    for (const auto* key : {"capacityBytes", "readBytesPerSecond", "writeBytesPerSecond"}) {
+      const JsonValue* v = tj.find(key);
+      if (!v || v->is_null()) {
+        return rd.fail("'" + tp + "." + key + "' is required for the " + name + " tier (bytes" +
+                       (std::string_view(key) == "capacityBytes" ? ")" : "/s)"));
+      }
+    }
+    if (!rd.number(tj, tp, "capacityBytes", &t.capacity_bytes, 0, true) ||
+        !rd.number(tj, tp, "readBytesPerSecond", &t.read_bytes_per_second, 0, true) ||
+        !rd.number(tj, tp, "writeBytesPerSecond", &t.write_bytes_per_second, 0, true) ||
+        !rd.number(tj, tp, "latencySeconds", &t.latency_seconds, 0) ||
+        !rd.number(tj, tp, "maxWriteBacklogSeconds", &t.max_write_backlog_seconds, 0)) {
+      return false;
+    }
+    out->push_back(t);
+  }
+  return true;
+}
+
 // One pool entry (or a planner option, a pool template): cost model merged over the top level,
 // scheduler limits, KV capacity. `p` is the entry's JSON path for messages.
 bool read_pool(Reader& rd, const JsonValue& doc, const JsonValue& pj, const std::string& p, std::int32_t block_size,
@@ -279,7 +324,8 @@ bool read_pool(Reader& rd, const JsonValue& doc, const JsonValue& pj, const std:
       !rd.integer(pj, p, "maxBatchedTokens", &sc.max_num_batched_tokens, 1) ||
       !rd.integer(pj, p, "maxWaitingRequests", &sc.max_waiting, 1) ||
       !rd.number(pj, p, "kvTokensPerReplica", &kv_tokens, 0) || !rd.number(pj, p, "kvCacheBytesPerRank", &kv_bytes, 0) ||
-      !rd.boolean(pj, p, "prefixCaching", &sc.enable_prefix_caching)) {
+      !rd.boolean(pj, p, "prefixCaching", &sc.enable_prefix_caching) ||
+      !read_kv_tiers(rd, pj, p, &spec->kv_tiers)) {
     return false;
   }
   if (kv_tokens <= 0 && kv_bytes > 0) kv_tokens = kv_bytes / spec->cost.kv_bytes_per_token_per_rank;
@@ -448,7 +494,7 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
     if (!rd.known_keys(oj, op, {"label", "role", "tensorParallel", "weightBytesPerRank", "acceleratorsPerReplica",
                                 "pricePerAcceleratorHour", "model", "hardware", "parallel", "efficiency",
                                 "kvTokensPerReplica", "kvCacheBytesPerRank", "maxConcurrencyPerReplica",
-                                "maxBatchedTokens", "maxWaitingRequests", "prefixCaching"},
+                                "maxBatchedTokens", "maxWaitingRequests", "prefixCaching", "kvTiers"},
                        "engine/README.md, Planner")) {
       return unexpected(rd.error);
     }

@@ -1,13 +1,17 @@
 #include "disagg/simulator.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <deque>
 #include <optional>
 #include <queue>
 #include <utility>
 
 #include "disagg/block_hash.h"
+#include "disagg/json_value.h"
 #include "disagg/kv_block_index.h"
+#include "disagg/kv_tier_cache.h"
 
 namespace disagg {
 
@@ -21,14 +25,14 @@ std::string_view to_string(SimErrc code) {
 
 namespace {
 
-enum class EvKind : std::uint8_t { arrival, step_done, transfer_done };
+enum class EvKind : std::uint8_t { arrival, step_done, transfer_done, tier_load_done };
 
 // POD event; the heap orders by time, then by the order events were scheduled.
 struct Event {
   double time;
   std::uint64_t seq;
   EvKind kind;
-  std::int32_t target;  // worker (step_done) or flight (transfer_done)
+  std::int32_t target;  // worker (step_done) or flight (transfer_done, tier_load_done)
 
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
@@ -68,6 +72,108 @@ class IndexFeed final : public KvPoolListener {
   EndpointId endpoint_;
 };
 
+// Forwards one lower tier's stores and evictions into the router's index, for every endpoint that
+// reaches the tier (one for host and disk; each worker listing the shared remote store).
+class TierIndexFeed final : public KvPoolListener {
+ public:
+  TierIndexFeed(KvBlockIndex* index, KvTier tier) : index_(index), tier_(tier) {}
+  void add_endpoint(EndpointId e) { endpoints_.push_back(e); }
+  void on_block_stored(BlockHash hash) override {
+    for (const EndpointId e : endpoints_) {
+      auto r = index_->apply_stored(e, tier_, std::span<const BlockHash>(&hash, 1));
+      (void)r;
+    }
+  }
+  void on_block_removed(BlockHash hash) override {
+    for (const EndpointId e : endpoints_) {
+      auto r = index_->apply_removed(e, tier_, std::span<const BlockHash>(&hash, 1));
+      (void)r;
+    }
+  }
+
+ private:
+  KvBlockIndex* index_;
+  KvTier tier_;
+  std::vector<EndpointId> endpoints_;
+};
+
+// Totals over all workers, indexed by KvTier.
+struct TierTotals {
+  std::array<double, kKvTierCount> bytes_loaded{}, bytes_offloaded{};
+  std::array<std::int64_t, kKvTierCount> offloads_skipped{};
+};
+
+// One worker's lower tiers as its scheduler sees them: per tier the contents (its own host or disk
+// cache, or the shared remote store) and the worker's FIFO read and write links to it.
+class WorkerTiers final : public KvTierHook {
+ public:
+  struct Link {
+    KvTierCache* cache = nullptr;  // nullptr: tier not configured
+    KvTierSpec spec;
+    double read_free_at = 0, write_free_at = 0;
+  };
+
+  WorkerTiers(const double* clock, double block_bytes, TierTotals* totals)
+      : clock_(clock), block_bytes_(block_bytes), totals_(totals) {}
+
+  std::array<Link, kKvTierCount> links;  // [0] (gpu) unused
+  std::array<std::unique_ptr<KvTierCache>, kKvTierCount> own;  // host and disk caches
+
+  std::int32_t lookup(std::span<const BlockHash> hashes, std::span<KvTier> tiers) override {
+    const double now = *clock_;
+    std::int32_t n = 0;
+    for (const BlockHash h : hashes) {
+      int found = 0;
+      for (int t = 1; t < kKvTierCount && found == 0; ++t) {
+        KvTierCache* c = links[static_cast<std::size_t>(t)].cache;
+        if (c != nullptr && c->holds(h, now)) found = t;
+      }
+      if (found == 0) break;
+      links[static_cast<std::size_t>(found)].cache->touch(h);
+      tiers[static_cast<std::size_t>(n++)] = static_cast<KvTier>(found);
+    }
+    return n;
+  }
+
+  void offload(std::span<const BlockHash> hashes, std::int32_t shared) override {
+    const double now = *clock_;
+    for (int t = 1; t < kKvTierCount; ++t) {
+      Link& l = links[static_cast<std::size_t>(t)];
+      if (l.cache == nullptr) continue;
+      // Blocks the tier holds already (written by an earlier sequence, or by another worker into
+      // the shared store) need no write: refresh them, count the rest.
+      std::int64_t fresh = 0;
+      for (const BlockHash h : hashes) fresh += l.cache->touch(h) ? 0 : 1;
+      if (fresh == 0) continue;
+      if (l.write_free_at - now > l.spec.max_write_backlog_seconds) {
+        totals_->offloads_skipped[static_cast<std::size_t>(t)] += fresh;
+        continue;
+      }
+      const double bytes = static_cast<double>(fresh) * block_bytes_;
+      const double done = std::max(now, l.write_free_at) + l.spec.latency_seconds + bytes / l.spec.write_bytes_per_second;
+      l.write_free_at = done;
+      totals_->bytes_offloaded[static_cast<std::size_t>(t)] += bytes;
+      for (std::size_t i = 0; i < hashes.size(); ++i) {
+        l.cache->insert(hashes[i], done, static_cast<std::int32_t>(i) < shared);
+      }
+    }
+  }
+
+  // Times a read of `bytes` from tier `t` on this worker's link; returns when it lands.
+  double read(KvTier t, double bytes, double now) {
+    Link& l = links[static_cast<std::size_t>(t)];
+    const double done = std::max(now, l.read_free_at) + l.spec.latency_seconds + bytes / l.spec.read_bytes_per_second;
+    l.read_free_at = done;
+    totals_->bytes_loaded[static_cast<std::size_t>(t)] += bytes;
+    return done;
+  }
+
+ private:
+  const double* clock_;
+  double block_bytes_;
+  TierTotals* totals_;
+};
+
 }  // namespace
 
 struct Simulator::Impl {
@@ -80,6 +186,7 @@ struct Simulator::Impl {
     std::int64_t inflight_prefill_tokens = 0;
     double prefill_tokens_per_second = 0;
     std::unique_ptr<IndexFeed> feed;
+    std::unique_ptr<WorkerTiers> tiers = nullptr;  // nullptr: GPU only
   };
 
   struct Flight {
@@ -90,6 +197,10 @@ struct Simulator::Impl {
     std::int32_t prefill_worker = -1, decode_worker = -1;  // decode_worker: the client-facing one
     SeqHandle prefill_handle = -1, decode_handle = -1;
     std::int32_t cached_tokens = 0;
+    std::array<std::int32_t, kCacheTiers> tier_tokens{};  // loaded at first admission, per tier
+    std::int32_t load_worker = -1, load_pending = 0;      // lower-tier reads in flight
+    SeqHandle load_handle = -1;
+    bool first_admission = false;  // its latest admission was the first (tier loads count)
     std::int32_t preemptions = 0;
     double kv_bytes = 0;
     std::uint64_t route_id = 0;
@@ -110,6 +221,12 @@ struct Simulator::Impl {
   bool announce_private = false;
   std::int32_t block_size = 16;
   bool ran = false;
+  // Lower tiers: the shared remote store, the index feeds, totals, and the clock the hooks read.
+  std::unique_ptr<KvTierCache> remote_store;
+  std::vector<std::unique_ptr<TierIndexFeed>> tier_feeds;
+  TierTotals tier_totals;
+  bool has_tiers = false;
+  double clock = 0;
 
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap;
   std::uint64_t seq = 0;
@@ -153,6 +270,11 @@ struct Simulator::Impl {
     fl.prefill_worker = fl.decode_worker = -1;
     fl.prefill_handle = fl.decode_handle = -1;
     fl.cached_tokens = fl.preemptions = 0;
+    fl.tier_tokens = {};
+    fl.load_worker = -1;
+    fl.load_pending = 0;
+    fl.load_handle = -1;
+    fl.first_admission = false;
     fl.kv_bytes = 0;
     fl.disaggregated = fl.admitted_once = false;
     fl.active = true;
@@ -302,11 +424,22 @@ struct Simulator::Impl {
       Flight& fl = flights[e.id];
       switch (e.kind) {
         case SchedEventKind::admitted:
-          if (wi == fl.prefill_worker && !fl.admitted_once) {
+          fl.first_admission = wi == fl.prefill_worker && !fl.admitted_once;
+          if (fl.first_admission) {
             fl.admitted_once = true;
             fl.cached_tokens = std::min(e.value, fl.prompt);
           }
           break;
+        case SchedEventKind::tier_load: {
+          const double bytes = w.sched.cost_model().kv_transfer_bytes(e.value);
+          const double done = w.tiers->read(e.tier, bytes, now);
+          if (fl.first_admission) fl.tier_tokens[static_cast<std::size_t>(e.tier)] += e.value;
+          fl.load_worker = wi;
+          fl.load_handle = e.handle;
+          ++fl.load_pending;
+          push(done, EvKind::tier_load_done, static_cast<std::int32_t>(e.id));
+          break;
+        }
         case SchedEventKind::preempted: ++fl.preemptions; break;
         case SchedEventKind::kv_pull: {
           const CostModel& cm = w.sched.cost_model();
@@ -393,6 +526,7 @@ struct Simulator::Impl {
     rec.prompt_tokens = fl.prompt;
     rec.output_tokens = fl.output;
     rec.cached_tokens[static_cast<std::size_t>(CacheTier::gpu)] = fl.cached_tokens;
+    for (std::size_t t = 1; t < kCacheTiers; ++t) rec.cached_tokens[t] = fl.tier_tokens[t];
     rec.preemptions = fl.preemptions;
     rec.disaggregated = fl.disaggregated;
     rec.kv_transfer_bytes = fl.kv_bytes;
@@ -412,12 +546,115 @@ struct Simulator::Impl {
     kick(now, fl.decode_worker);
     kick(now, fl.prefill_worker);
   }
+
+  void on_tier_load_done(double now, std::int32_t f) {
+    Flight& fl = flights[static_cast<std::size_t>(f)];
+    if (--fl.load_pending > 0) return;  // another tier's read is still on its way
+    auto ready = workers[static_cast<std::size_t>(fl.load_worker)].sched.tier_load_ready(fl.load_handle);
+    (void)ready;
+    kick(now, fl.load_worker);
+  }
 };
 
 Simulator::Simulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Simulator::Simulator(Simulator&&) noexcept = default;
 Simulator& Simulator::operator=(Simulator&&) noexcept = default;
 Simulator::~Simulator() = default;
+
+namespace {
+
+std::string tier_name(KvTier t) {
+  switch (t) {
+    case KvTier::gpu: return "gpu";
+    case KvTier::cpu: return "host";
+    case KvTier::disk: return "disk";
+    case KvTier::remote: return "remote";
+  }
+  return "unknown";
+}
+
+std::string num(double v) { return json_number(v); }
+
+// Checks the lower tiers of every pool (messages in the JSON configuration's terms) and returns
+// the blocks each tier entry holds (per worker; the store's total for remote), pool by pool.
+Expected<std::vector<std::vector<std::int64_t>>, std::string> check_tiers(const SimulationConfig& config,
+                                                                          std::int32_t block_size) {
+  std::vector<std::vector<std::int64_t>> blocks(config.pools.size());
+  std::int64_t total = 0;
+  double remote_capacity = -1;
+  std::size_t remote_pool = 0;
+  bool remote_counted = false;
+  for (std::size_t i = 0; i < config.pools.size(); ++i) {
+    const PoolSpec& p = config.pools[i];
+    const double block_bytes = p.cost.kv_bytes_per_token * block_size;
+    int last = 0;
+    for (std::size_t j = 0; j < p.kv_tiers.size(); ++j) {
+      const KvTierSpec& t = p.kv_tiers[j];
+      const std::string f = "'pools[" + std::to_string(i) + "].kvTiers[" + std::to_string(j) + "]";
+      const int rank = static_cast<int>(t.tier);
+      if (t.tier == KvTier::gpu || rank >= kKvTierCount) {
+        return unexpected(f + ".tier' (" + tier_name(t.tier) + ") must be host, disk or remote");
+      }
+      if (rank <= last) {
+        return unexpected("'pools[" + std::to_string(i) + "].kvTiers' lists " + tier_name(t.tier) +
+                          " after " + tier_name(static_cast<KvTier>(last)) +
+                          "; list host, disk, remote in that order, each at most once");
+      }
+      last = rank;
+      if (!(t.read_bytes_per_second > 0) || !std::isfinite(t.read_bytes_per_second)) {
+        return unexpected(f + ".readBytesPerSecond' (" + num(t.read_bytes_per_second) + ") must be > 0; e.g. 5e10 for host memory over PCIe Gen5 x16");
+      }
+      if (!(t.write_bytes_per_second > 0) || !std::isfinite(t.write_bytes_per_second)) {
+        return unexpected(f + ".writeBytesPerSecond' (" + num(t.write_bytes_per_second) + ") must be > 0; e.g. 5e10 for host memory over PCIe Gen5 x16");
+      }
+      if (!(t.latency_seconds >= 0) || !std::isfinite(t.latency_seconds)) {
+        return unexpected(f + ".latencySeconds' (" + num(t.latency_seconds) + ") must be >= 0");
+      }
+      if (!(t.max_write_backlog_seconds >= 0)) {
+        return unexpected(f + ".maxWriteBacklogSeconds' (" + num(t.max_write_backlog_seconds) + ") must be >= 0");
+      }
+      if (!(block_bytes > 0)) continue;  // the cost model's own check reports kvBytesPerToken
+      if (!(t.capacity_bytes >= block_bytes) || !std::isfinite(t.capacity_bytes)) {
+        return unexpected(f + ".capacityBytes' (" + num(t.capacity_bytes) + ") must hold at least one KV block of " +
+                          num(block_bytes) + " bytes (" + std::to_string(block_size) + " tokens x " +
+                          num(p.cost.kv_bytes_per_token) + " bytes per token)");
+      }
+      const double n = std::floor(t.capacity_bytes / block_bytes);
+      if (n > static_cast<double>(KvTierCache::kMaxBlocks)) {
+        return unexpected(f + ".capacityBytes' (" + num(t.capacity_bytes) + ") is " + num(n) +
+                          " KV blocks; the simulator holds at most " + std::to_string(KvTierCache::kMaxBlocks) +
+                          " per tier; give less (a tier larger than the workload's working set behaves the same)");
+      }
+      const auto nb = static_cast<std::int64_t>(n);
+      blocks[i].push_back(nb);
+      if (t.tier == KvTier::remote) {
+        if (remote_capacity >= 0 && t.capacity_bytes != remote_capacity) {
+          return unexpected(f + ".capacityBytes' (" + num(t.capacity_bytes) +
+                            ") differs from the remote store's capacity in pools[" + std::to_string(remote_pool) +
+                            "] (" + num(remote_capacity) + "); the store is shared: give every pool the same capacityBytes");
+        }
+        remote_capacity = t.capacity_bytes;
+        remote_pool = i;
+        if (!remote_counted) total += nb;
+        remote_counted = true;
+      } else {
+        total += nb * p.replicas;
+      }
+      if (total > kMaxSimTierBlocks) {
+        return unexpected(f + ".capacityBytes' (" + num(t.capacity_bytes) + ") brings the lower tiers of all workers to " +
+                          std::to_string(total) + " KV blocks; the simulator holds at most " +
+                          std::to_string(kMaxSimTierBlocks) + " (about 50 bytes each); give smaller capacities");
+      }
+    }
+  }
+  return blocks;
+}
+
+// Router-index entries the lower tiers can add, beyond the GPU pools': bounded, so that a large
+// store costs no more than ~400 MB of index (beyond it the index evicts, as a real router's does).
+constexpr std::int64_t kMaxTierIndexEntries = std::int64_t{1} << 22;
+
+}  // namespace
 
 Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) {
   auto bad = [](std::string m) { return unexpected(SimError{SimErrc::invalid_config, std::move(m)}); };
@@ -450,6 +687,22 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
   }
   if (config.max_in_flight < 1) return bad("'maxInFlight' must be >= 1");
   if (!(config.max_seconds >= 0)) return bad("'maxSeconds' must be >= 0");
+  auto tier_blocks = check_tiers(config, block_size);
+  if (!tier_blocks) return bad(tier_blocks.error());
+  // Index entries the tiers may add: host and disk per worker, the store once per endpoint reaching it.
+  std::int64_t tier_entries = 0, remote_endpoints = 0, remote_blocks = 0;
+  for (std::size_t i = 0; i < config.pools.size(); ++i) {
+    for (std::size_t j = 0; j < config.pools[i].kv_tiers.size(); ++j) {
+      const std::int64_t nb = (*tier_blocks)[i][j];
+      if (config.pools[i].kv_tiers[j].tier == KvTier::remote) {
+        remote_blocks = nb;
+        remote_endpoints += config.pools[i].replicas;
+      } else {
+        tier_entries += nb * config.pools[i].replicas;
+      }
+    }
+  }
+  tier_entries = std::min(tier_entries + remote_blocks * remote_endpoints, kMaxTierIndexEntries);
 
   auto impl = std::make_unique<Impl>();
   impl->config = config;
@@ -466,7 +719,7 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
     KvIndexConfig ic;
     ic.max_endpoints = static_cast<int>(total_workers);
     // Every block of every pool, once: the index never needs to evict.
-    ic.max_entries = std::min<std::int64_t>(std::max<std::int64_t>(total_blocks, 1), 1LL << 28);
+    ic.max_entries = std::min<std::int64_t>(std::max<std::int64_t>(total_blocks, 1) + tier_entries, 1LL << 28);
     auto idx = KvBlockIndex::create(ic);
     if (!idx) return bad("router index: " + std::string(to_string(idx.error())));
     impl->index.emplace(std::move(*idx));
@@ -501,6 +754,54 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
       impl->endpoints.push_back(e);
     }
   }
+  // Lower tiers: per worker host and disk caches of its own, links to every tier, one shared store.
+  std::array<TierIndexFeed*, kKvTierCount> remote_feed{};
+  std::size_t worker = 0;
+  for (std::size_t i = 0; i < config.pools.size(); ++i) {
+    const PoolSpec& p = config.pools[i];
+    for (std::int32_t r = 0; r < p.replicas; ++r, ++worker) {
+      if (p.kv_tiers.empty()) continue;
+      impl->has_tiers = true;
+      Impl::Worker& w = impl->workers[worker];
+      const double block_bytes = w.sched.cost_model().kv_transfer_bytes(block_size);
+      w.tiers = std::make_unique<WorkerTiers>(&impl->clock, block_bytes, &impl->tier_totals);
+      for (std::size_t j = 0; j < p.kv_tiers.size(); ++j) {
+        const KvTierSpec& t = p.kv_tiers[j];
+        const auto k = static_cast<std::size_t>(t.tier);
+        const std::int64_t nb = (*tier_blocks)[i][j];
+        KvTierCache* cache = nullptr;
+        TierIndexFeed* feed = nullptr;
+        if (t.tier == KvTier::remote) {
+          if (!impl->remote_store) {
+            auto c = KvTierCache::create(nb);
+            if (!c) return bad("'pools[" + std::to_string(i) + "].kvTiers[" + std::to_string(j) + "].capacityBytes': cannot size the remote store");
+            impl->remote_store = std::make_unique<KvTierCache>(std::move(*c));
+            if (impl->index) {
+              impl->tier_feeds.push_back(std::make_unique<TierIndexFeed>(&*impl->index, KvTier::remote));
+              remote_feed[k] = impl->tier_feeds.back().get();
+              impl->remote_store->set_listener(remote_feed[k]);
+            }
+          }
+          cache = impl->remote_store.get();
+          feed = remote_feed[k];
+        } else {
+          auto c = KvTierCache::create(nb);
+          if (!c) return bad("'pools[" + std::to_string(i) + "].kvTiers[" + std::to_string(j) + "].capacityBytes': cannot size the tier");
+          w.tiers->own[k] = std::make_unique<KvTierCache>(std::move(*c));
+          cache = w.tiers->own[k].get();
+          if (impl->index) {
+            impl->tier_feeds.push_back(std::make_unique<TierIndexFeed>(&*impl->index, t.tier));
+            feed = impl->tier_feeds.back().get();
+            cache->set_listener(feed);
+          }
+        }
+        if (feed != nullptr) feed->add_endpoint(static_cast<EndpointId>(worker));
+        w.tiers->links[k].cache = cache;
+        w.tiers->links[k].spec = t;
+      }
+      w.sched.set_tier_hook(w.tiers.get());
+    }
+  }
   if (impl->index) {
     // Listeners point into `workers`, which no longer grows.
     for (std::size_t i = 0; i < impl->workers.size(); ++i) {
@@ -533,6 +834,7 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
     if (s.config.max_seconds > 0 && ev.time > s.config.max_seconds) break;
     s.heap.pop();
     now = ev.time;
+    s.clock = now;
     ++s.result.events;
     switch (ev.kind) {
       case EvKind::arrival:
@@ -542,6 +844,7 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
         break;
       case EvKind::step_done: s.on_step_done(now, ev.target); break;
       case EvKind::transfer_done: s.on_transfer_done(now, ev.target); break;
+      case EvKind::tier_load_done: s.on_tier_load_done(now, ev.target); break;
     }
     if (s.failure) return unexpected(*s.failure);
   }
@@ -556,6 +859,12 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
   }
   s.result.end_seconds = now;
   s.result.summary = s.metrics.summarize(s.config.slo, first_arrival, busy);
+  s.result.summary.has_tiers = s.has_tiers;
+  for (std::size_t t = 1; t < kCacheTiers; ++t) {
+    s.result.summary.tier_bytes_loaded[t] = s.tier_totals.bytes_loaded[t];
+    s.result.summary.tier_bytes_offloaded[t] = s.tier_totals.bytes_offloaded[t];
+    s.result.summary.tier_offloads_skipped[t] = s.tier_totals.offloads_skipped[t];
+  }
   return s.result;
 }
 

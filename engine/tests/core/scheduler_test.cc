@@ -400,5 +400,248 @@ TEST_P(SchedulerDifferential, MatchesTheReferenceStepByStep) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, SchedulerDifferential, ::testing::Range(1, 13));
 
+// ---- abort ---------------------------------------------------------------------------------------
+
+namespace abort_test {
+
+std::vector<BlockHash> chain(std::uint64_t seed, std::size_t blocks) {
+  std::vector<BlockHash> h(blocks);
+  for (std::size_t i = 0; i < blocks; ++i) h[i] = seed * 1000 + i;
+  return h;
+}
+
+void expect_sound(const Scheduler& s) {
+  auto ok = s.check_invariants();
+  EXPECT_TRUE(ok.has_value()) << (ok ? "" : ok.error());
+}
+
+}  // namespace abort_test
+
+TEST(SchedulerAbort, WaitingSequenceLeavesTheQueueInOrder) {
+  // GIVEN one run slot and three requests: 1 runs, 2 and 3 wait
+  auto s = *Scheduler::create(small_config(64, 1, 64), test_cost_model());
+  ASSERT_TRUE(s.submit({1, RequestKind::full, 4, 3, {}}).has_value());
+  const SeqHandle h2 = *s.submit({2, RequestKind::full, 4, 3, {}});
+  ASSERT_TRUE(s.submit({3, RequestKind::full, 4, 3, {}}).has_value());
+  (void)*s.next_step();
+  (void)*s.complete_step();
+  ASSERT_EQ(s.num_waiting(), 2);
+  // WHEN the middle of the queue is aborted
+  ASSERT_TRUE(s.abort(h2).has_value());
+  // THEN it is gone at once, counted, and the others finish in FIFO order without it
+  EXPECT_EQ(s.num_waiting(), 1);
+  EXPECT_EQ(s.stats().aborted, 1);
+  abort_test::expect_sound(s);
+  std::vector<std::uint64_t> finished;
+  for (const auto& e : drain(s)) {
+    EXPECT_NE(e.id, 2u);
+    if (e.kind == SchedEventKind::finished) finished.push_back(e.id);
+  }
+  EXPECT_EQ(finished, (std::vector<std::uint64_t>{1, 3}));
+  EXPECT_EQ(s.abort(h2).error(), SchedErrc::not_found);
+  EXPECT_EQ(s.abort(-1).error(), SchedErrc::not_found);
+  EXPECT_EQ(s.abort(1 << 30).error(), SchedErrc::not_found);
+  EXPECT_EQ(s.stats().aborted, 1);
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+}
+
+TEST(SchedulerAbort, RunningSequenceFreesItsBlocksAndKeepsFullOnesCached) {
+  // GIVEN a running request whose 12-token prompt filled 3 published blocks, decoding
+  auto s = *Scheduler::create(small_config(64, 4, 64), test_cost_model());
+  const auto hashes = abort_test::chain(1, 8);
+  const SeqHandle h = *s.submit({1, RequestKind::full, 12, 20, hashes});
+  for (int i = 0; i < 3; ++i) {
+    (void)*s.next_step();
+    (void)*s.complete_step();
+  }
+  ASSERT_GT(s.pool().used_blocks(), 0);
+  // WHEN it is aborted
+  ASSERT_TRUE(s.abort(h).has_value());
+  // THEN nothing is in use, its full blocks stay cached (free), nothing runs
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+  EXPECT_GE(s.pool().free_cached_blocks(), 3);
+  EXPECT_EQ(s.num_running(), 0);
+  EXPECT_FALSE(s.has_work());
+  abort_test::expect_sound(s);
+  // AND the same prompt hits the cache it left behind
+  ASSERT_TRUE(s.submit({2, RequestKind::full, 12, 1, hashes}).has_value());
+  const StepPlan* p = *s.next_step();
+  ASSERT_FALSE(p->events.empty());
+  EXPECT_EQ(p->events[0].value, 8);  // 2 of 3 prompt blocks: the last token is always computed
+  (void)*s.complete_step();
+  drain(s);
+  EXPECT_EQ(s.stats().finished, 1);
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+}
+
+TEST(SchedulerAbort, MidPlanTheSequenceIsNeitherAdvancedNorReported) {
+  // GIVEN two decoding requests and a pending plan that schedules both
+  auto s = *Scheduler::create(small_config(64, 4, 64), test_cost_model());
+  const SeqHandle a = *s.submit({1, RequestKind::full, 5, 10, abort_test::chain(1, 3)});
+  ASSERT_TRUE(s.submit({2, RequestKind::full, 5, 10, abort_test::chain(2, 3)}).has_value());
+  (void)*s.next_step();
+  (void)*s.complete_step();
+  const StepPlan* p = *s.next_step();
+  ASSERT_EQ(p->num_scheduled, 2);
+  // WHEN one is aborted before the step completes
+  ASSERT_TRUE(s.abort(a).has_value());
+  abort_test::expect_sound(s);
+  // AND its handle is reused by a new request while the plan is still pending
+  const SeqHandle reused = *s.submit({3, RequestKind::full, 5, 2, {}});
+  EXPECT_EQ(reused, a);
+  // THEN the completion reports only request 2; the new one was not part of the plan
+  auto done = *s.complete_step();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, 2u);
+  EXPECT_EQ(done[0].value, 2);
+  abort_test::expect_sound(s);
+  // AND both others finish; request 1 never appears again
+  std::map<std::uint64_t, int> finished;
+  for (const auto& e : drain(s)) {
+    EXPECT_NE(e.id, 1u);
+    if (e.kind == SchedEventKind::finished) ++finished[e.id];
+  }
+  EXPECT_EQ(finished[2], 1);
+  EXPECT_EQ(finished[3], 1);
+  EXPECT_EQ(s.stats().aborted, 1);
+  EXPECT_EQ(s.stats().finished, 2);
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+}
+
+TEST(SchedulerAbort, AdmittedInThePendingPlanOrPreemptedByIt) {
+  // GIVEN 6 blocks of 4 tokens: two requests grow until the newer is preempted
+  auto s = *Scheduler::create(small_config(6, 4, 64), test_cost_model());
+  ASSERT_TRUE(s.submit({1, RequestKind::full, 8, 10, {}}).has_value());
+  const SeqHandle b = *s.submit({2, RequestKind::full, 8, 10, {}});
+  // WHEN the plan that admits them is pending, request 2 is aborted
+  const StepPlan* p = *s.next_step();
+  ASSERT_EQ(p->num_scheduled, 2);
+  ASSERT_TRUE(s.abort(b).has_value());
+  auto first = *s.complete_step();
+  // THEN only request 1 gets its first token, and it runs alone to the end without preemption
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].id, 1u);
+  drain(s);
+  EXPECT_EQ(s.stats().preemptions, 0);
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+
+  // GIVEN the two again; WHEN a plan preempts one (back to waiting) and it is aborted mid-plan
+  ASSERT_TRUE(s.submit({3, RequestKind::full, 8, 10, {}}).has_value());
+  ASSERT_TRUE(s.submit({4, RequestKind::full, 8, 10, {}}).has_value());
+  bool aborted_preempted = false;
+  for (int i = 0; i < 100 && s.num_unfinished() > 0; ++i) {
+    const StepPlan* q = *s.next_step();
+    for (const SchedEvent& e : q->events) {
+      if (e.kind == SchedEventKind::preempted && !aborted_preempted) {
+        ASSERT_TRUE(s.abort(e.handle).has_value());
+        aborted_preempted = true;
+        abort_test::expect_sound(s);
+      }
+    }
+    (void)*s.complete_step();
+    abort_test::expect_sound(s);
+  }
+  // THEN the preempted one left the queue and the other finished
+  EXPECT_TRUE(aborted_preempted);
+  EXPECT_EQ(s.num_unfinished(), 0);
+  EXPECT_EQ(s.stats().aborted, 2);
+  EXPECT_EQ(s.pool().used_blocks(), 0);
+}
+
+TEST(SchedulerAbort, PullingAndHeldSequences) {
+  // GIVEN a decode worker with a remote_kv request waiting for its KV
+  auto dc = small_config(16, 4, 64);
+  dc.role = WorkerRole::decode;
+  auto d = *Scheduler::create(dc, test_cost_model());
+  const SeqHandle pull = *d.submit({5, RequestKind::remote_kv, 10, 2, {}});
+  (void)*d.next_step();
+  (void)*d.complete_step();
+  ASSERT_EQ(d.pool().used_blocks(), 3);
+  ASSERT_EQ(d.num_running(), 1);
+  // WHEN it is aborted THEN its blocks are free, it does not run, and the KV arrival is refused
+  ASSERT_TRUE(d.abort(pull).has_value());
+  EXPECT_EQ(d.pool().used_blocks(), 0);
+  EXPECT_EQ(d.num_running(), 0);
+  EXPECT_EQ(d.remote_kv_ready(pull).error(), SchedErrc::not_found);
+  EXPECT_EQ(d.stats().aborted, 1);
+  abort_test::expect_sound(d);
+
+  // GIVEN a prefill worker holding a finished prefill_only request's blocks
+  auto pc = small_config(16, 4, 64);
+  pc.role = WorkerRole::prefill;
+  auto p = *Scheduler::create(pc, test_cost_model());
+  const SeqHandle held = *p.submit({1, RequestKind::prefill_only, 10, 1, {}});
+  drain(p);
+  ASSERT_EQ(p.num_held(), 1);
+  // WHEN it is aborted THEN it is released like release_held(), and not counted as aborted
+  ASSERT_TRUE(p.abort(held).has_value());
+  EXPECT_EQ(p.num_held(), 0);
+  EXPECT_EQ(p.pool().used_blocks(), 0);
+  EXPECT_EQ(p.stats().aborted, 0);
+  EXPECT_EQ(p.release_held(held).error(), SchedErrc::not_found);
+  abort_test::expect_sound(p);
+}
+
+TEST(SchedulerAbort, SeededRandomMixKeepsTheInvariants) {
+  // GIVEN a small pool (preemption is frequent), shared prefixes, and a seeded stream of submits,
+  // steps and aborts (some between next_step and complete_step)
+  for (std::uint32_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    auto s = *Scheduler::create(small_config(24, 6, 24), test_cost_model());
+    std::vector<std::vector<BlockHash>> chains;
+    for (std::uint64_t c = 0; c < 4; ++c) chains.push_back(abort_test::chain(c + 1, 12));
+    std::map<std::uint64_t, SeqHandle> live;  // id -> handle, until finished or aborted
+    std::map<std::uint64_t, bool> gone;       // finished or aborted
+    std::uint64_t next_id = 1;
+    std::int64_t aborts = 0, finishes = 0;
+    auto abort_one = [&]() {
+      if (live.empty()) return;
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng() % live.size()));
+      ASSERT_TRUE(s.abort(it->second).has_value()) << "seed " << seed << " id " << it->first;
+      gone[it->first] = true;
+      live.erase(it);
+      ++aborts;
+    };
+    for (int step = 0; step < 400; ++step) {
+      const std::uint32_t r = rng() % 10;
+      if (r < 4) {
+        const int prompt = 1 + static_cast<int>(rng() % 20);
+        const int output = 1 + static_cast<int>(rng() % 20);
+        SchedRequest req{next_id, RequestKind::full, prompt, output, chains[rng() % chains.size()]};
+        auto h = s.submit(req);
+        if (h) live[next_id] = *h;
+        ++next_id;
+      } else if (r < 5) {
+        abort_one();
+      }
+      auto plan = s.next_step();
+      ASSERT_TRUE(plan.has_value());
+      if (rng() % 4 == 0) abort_one();  // mid-plan
+      abort_test::expect_sound(s);
+      auto done = s.complete_step();
+      ASSERT_TRUE(done.has_value());
+      for (const SchedEvent& e : *done) {
+        // THEN no event names an aborted (or finished) request
+        ASSERT_FALSE(gone.count(e.id)) << "seed " << seed << ": event for retired request " << e.id;
+        if (e.kind == SchedEventKind::finished) {
+          gone[e.id] = true;
+          live.erase(e.id);
+          ++finishes;
+        }
+      }
+      abort_test::expect_sound(s);
+    }
+    // AND aborting what is left frees every block; the counters add up
+    while (!live.empty()) abort_one();
+    EXPECT_EQ(s.num_unfinished(), 0);
+    EXPECT_EQ(s.pool().used_blocks(), 0) << "seed " << seed;
+    EXPECT_EQ(s.stats().aborted, aborts);
+    EXPECT_EQ(s.stats().finished, finishes);
+    EXPECT_FALSE(s.has_work());
+    abort_test::expect_sound(s);
+  }
+}
+
 }  // namespace
 }  // namespace disagg

@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
-import { loadEngine, simulate, simulateSweep, simulationConfig, SimulationConfig, SweepPoint } from '../../engine';
+import { KvTierSizes, loadEngine, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT, defaultKvPrecision } from '../defaults';
 import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, EngineFlags, engineFlags, formatLatency, positive, sweepRates, wholeNumber } from '../engine-flags';
@@ -33,6 +33,11 @@ Deployment:
   --aggregated                 serve whole requests on one pool instead (with --replicas and --tp)
   --replicas N                 aggregated replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas})
   --tp N                       aggregated tensor-parallel size (default ${DEFAULT_DEPLOYMENT.tensorParallel})
+
+KV tiers below HBM (on replicas that prefill; offloaded blocks are loaded back instead of recomputed):
+  --host-kv GIB[@GB/s]         CPU memory per replica (default link: 50 GB/s per accelerator, PCIe Gen5)
+  --disk-kv GIB[@GB/s]         instance-store NVMe per replica (default: 2 GB/s read per drive)
+  --remote-kv GIB[@GB/s]       one store shared by all replicas (default link: 12.5 GB/s per replica)
 ${ENGINE_FLAG_HELP}
 Output:
   --rates LIST                 arrival rates of the chart (default: 0.25x to 2x --rate, then higher
@@ -69,6 +74,9 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     'replicas': { type: 'string' },
     'tp': { type: 'string' },
     'rates': { type: 'string' },
+    'host-kv': { type: 'string' },
+    'disk-kv': { type: 'string' },
+    'remote-kv': { type: 'string' },
     'json': { type: 'boolean' },
     'help': { type: 'boolean', short: 'h' },
   });
@@ -106,6 +114,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       slo: flags.slo,
       policy: flags.policy,
       efficiency: { stepOverheadSeconds: flags.stepOverheadSeconds },
+      kvTiers: kvTierFlags(values),
       seed: flags.seed,
     });
   } catch (e) {
@@ -184,7 +193,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   io.out('');
   const s = main.summary;
   io.out(`At ${main.ratePerSecond} req/s: ${s.completed}/${s.submitted} completed, ${pct(s.goodputShare)} good (${s.goodputShare >= flags.targetShare ? 'meets' : 'misses'} the ${pct(flags.targetShare)} target), ` +
-    `prefix-cache hits ${pct(s.prefixHitRate.gpu)}, ${s.disaggregatedRequests} requests through prefill, ${s.preemptions} preemptions, mean utilization ${pct(s.meanUtilization)}`);
+    `prefix-cache hits ${describeHits(s)}, ${s.disaggregatedRequests} requests through prefill, ${s.preemptions} preemptions, mean utilization ${pct(s.meanUtilization)}`);
   const top = points[points.length - 1];
   if (values.rates === undefined && config.workload.kind !== 'trace' && top.summary.goodputShare >= flags.targetShare) {
     io.out(`  still meeting the target at ${top.ratePerSecond} req/s: pass higher --rates to find the saturation point`);
@@ -205,11 +214,26 @@ export function renderSweepTable(points: SweepPoint[], mark: number | undefined,
       pct(s.goodputShare) + (s.goodputShare >= targetShare ? '' : ' !'),
       s.goodputRequestsPerSecond.toFixed(2),
       Math.round(s.outputTokensPerSecond).toLocaleString('en-US'),
-      pct(s.prefixHitRate.gpu),
+      pct(totalHits(s)),
       p.ratePerSecond === mark ? '<- --rate' : '',
     ];
   });
   return renderTable(headers, rows, headers.map((_, i) => i > 0 && i < 11));
+}
+
+/** Share of prompt tokens found cached in any tier. */
+function totalHits(s: SimulationResult): number {
+  const h = s.prefixHitRate;
+  return h.gpu + (h.host ?? 0) + (h.disk ?? 0) + (h.remote ?? 0);
+}
+
+/** "42%", or with lower tiers "61% (gpu 42%, host 9%, disk 10%)". */
+function describeHits(s: SimulationResult): string {
+  const tiers = (['host', 'disk', 'remote'] as const).filter(t => s.kvTiers?.[t] !== undefined);
+  if (tiers.length === 0) return pct(s.prefixHitRate.gpu);
+  const parts = [`gpu ${pct(s.prefixHitRate.gpu)}`, ...tiers.map(t => `${t} ${pct(s.prefixHitRate[t])}`)];
+  const loaded = tiers.reduce((sum, t) => sum + s.kvTiers![t].bytesLoaded, 0);
+  return `${pct(totalHits(s))} (${parts.join(', ')}; ${(loaded / 1e9).toFixed(1)} GB loaded from lower tiers)`;
 }
 
 function describePools(config: SimulationConfig): string {
@@ -232,6 +256,24 @@ function rateList(text: string): number[] {
     throw new UsageError(`--rates expects 1 to 64 comma-separated positive rates, got '${text}'`);
   }
   return [...new Set(items.map(item => positive('--rates', item)!))];
+}
+
+/** `--host-kv GIB[@GB/s]` and its siblings: sizes (and bandwidth overrides) of the lower KV tiers. */
+function kvTierFlags(values: { 'host-kv'?: string; 'disk-kv'?: string; 'remote-kv'?: string }): KvTierSizes | undefined {
+  const sizes: Record<string, number> = {};
+  for (const tier of ['host', 'disk', 'remote'] as const) {
+    const text = values[`${tier}-kv`];
+    if (text === undefined) continue;
+    const m = /^([0-9.]+)(?:@([0-9.]+))?$/.exec(text.trim());
+    const gib = m ? Number(m[1]) : NaN;
+    const gbps = m?.[2] !== undefined ? Number(m[2]) : undefined;
+    if (!(gib > 0) || (gbps !== undefined && !(gbps > 0))) {
+      throw new UsageError(`--${tier}-kv '${text}' must be GIB or GIB@GB/s with positive numbers, e.g. --${tier}-kv 256 or --${tier}-kv 256@40`);
+    }
+    sizes[`${tier}Gib`] = gib;
+    if (gbps !== undefined) sizes[`${tier}GBps`] = gbps;
+  }
+  return Object.keys(sizes).length > 0 ? sizes : undefined;
 }
 
 function lookup<T>(flag: string, name: string, parse: (n: string) => T): T {
