@@ -331,6 +331,8 @@ export interface PoolTemplateConfig {
   readonly maxWaitingRequests?: number;
   /** @default true */
   readonly prefixCaching?: boolean;
+  /** Mix prompt chunks and decodes in one step (vLLM V1); false = vLLM V0's prefill-first steps. @default true */
+  readonly chunkedPrefill?: boolean;
   /** Lower KV tiers, fastest first. @default - none (HBM only) */
   readonly kvTiers?: KvTierConfig[];
 }

@@ -13,6 +13,10 @@
 //   2. Only when nothing was preempted: waiting sequences, FIFO, while fewer than max_num_seqs run
 //      and budget remains: prefix-cache lookup through KvBlockPool::plan, commit, then a first
 //      chunk. Admission stops at the first sequence that does not fit (no skipping).
+// Without chunked prefill (SchedulerConfig::chunked_prefill false: vLLM V0's default scheduler, the
+// baseline DistServe and Splitwise measured against), admissions come first and a step that admits
+// a prompt runs prompts only, each whole (the first one even beyond the token budget); running
+// sequences decode only in steps that admit nothing. Decodes then stall behind every prefill.
 //
 // Request kinds (disaggregation):
 //   full         prefill, then decode output_tokens tokens (an aggregated worker).
@@ -98,6 +102,9 @@ struct SchedulerConfig {
   std::int32_t block_size = 16;
   /// Look up and publish prefix-cache hashes. Off: every prompt is computed in full.
   bool enable_prefix_caching = true;
+  /// Mix prompt chunks and decodes in one step (vLLM V1). Off: prefill-first steps of whole prompts
+  /// that exclude decodes (vLLM V0 without --enable-chunked-prefill). See the header comment.
+  bool chunked_prefill = true;
 };
 
 /// Why the scheduler refused a call. A refused call changes nothing.
@@ -295,6 +302,10 @@ class Scheduler {
   bool ensure_blocks(Seq& s, std::int32_t tokens);
   void preempt(SeqHandle h);
   bool try_admit(SeqHandle h, std::int32_t* budget);
+  // Admits waiting sequences FIFO while budget, run slots and KV allow.
+  void admit_waiting(std::int32_t* budget);
+  // Prices the batch and publishes the plan's events.
+  const StepPlan* finish_plan();
   bool admit_loading(SeqHandle h, std::int32_t hits, std::int32_t loaded);
   void free_blocks(Seq& s);
   void push_waiting_front(SeqHandle h);

@@ -186,8 +186,12 @@ bool Scheduler::try_admit(SeqHandle h, std::int32_t* budget) {
     const std::int32_t loaded = tier_hook_->lookup(lookup.subspan(static_cast<std::size_t>(hits)), tier_scratch_);
     if (loaded > 0) return admit_loading(h, hits, loaded);
   }
-  const std::int32_t new_tokens =
-      s.kind == RequestKind::remote_kv ? 0 : std::min(known - hit_tokens, *budget);
+  std::int32_t new_tokens = s.kind == RequestKind::remote_kv ? 0 : std::min(known - hit_tokens, *budget);
+  if (!config_.chunked_prefill && s.kind != RequestKind::remote_kv && new_tokens < known - hit_tokens) {
+    // Whole prompts only: one that does not fit waits for the next step, unless it is the step's first.
+    if (*budget < config_.max_num_batched_tokens) return false;
+    new_tokens = known - hit_tokens;
+  }
   const std::int32_t blocks_total = s.kind == RequestKind::remote_kv
                                         ? pool_.blocks_for_tokens(s.prompt)
                                         : pool_.blocks_for_tokens(hit_tokens + new_tokens);
@@ -216,7 +220,7 @@ bool Scheduler::try_admit(SeqHandle h, std::int32_t* budget) {
   }
   s.computed = hit_tokens;
   s.scheduled = new_tokens;
-  *budget -= new_tokens;
+  *budget = std::max(0, *budget - new_tokens);
   s.state = SeqState::running;
   running_.push_back(h);
   scheduled_.push_back(h);
@@ -232,6 +236,12 @@ Expected<const StepPlan*, SchedErrc> Scheduler::next_step() {
   scheduled_.clear();
   std::int32_t budget = config_.max_num_batched_tokens;
   bool preempted = false;
+
+  // 0. Without chunked prefill, prompts first; a step that starts one runs prompts only.
+  if (!config_.chunked_prefill) {
+    admit_waiting(&budget);
+    if (!scheduled_.empty()) return finish_plan();
+  }
 
   // 1. Running sequences, oldest first; victims of preemption are taken from the back.
   for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
@@ -263,15 +273,20 @@ Expected<const StepPlan*, SchedErrc> Scheduler::next_step() {
   }
 
   // 2. Admissions, FIFO, only when this step preempted nothing (as vLLM v1 does).
-  if (!preempted) {
-    while (waiting_count_ > 0 && budget > 0 && num_running() < config_.max_num_seqs) {
-      const SeqHandle h = waiting_[static_cast<std::size_t>(waiting_head_)];
-      if (!try_admit(h, &budget)) break;
-      waiting_head_ = (waiting_head_ + 1) % static_cast<std::int32_t>(waiting_.size());
-      --waiting_count_;
-    }
-  }
+  if (!preempted && config_.chunked_prefill) admit_waiting(&budget);
+  return finish_plan();
+}
 
+void Scheduler::admit_waiting(std::int32_t* budget) {
+  while (waiting_count_ > 0 && *budget > 0 && num_running() < config_.max_num_seqs) {
+    const SeqHandle h = waiting_[static_cast<std::size_t>(waiting_head_)];
+    if (!try_admit(h, budget)) break;
+    waiting_head_ = (waiting_head_ + 1) % static_cast<std::int32_t>(waiting_.size());
+    --waiting_count_;
+  }
+}
+
+const StepPlan* Scheduler::finish_plan() {
   plan_.num_scheduled = static_cast<std::int32_t>(scheduled_.size());
   plan_.seconds = plan_.empty() ? 0.0 : cost_.step_time(plan_.batch).total_seconds;
   plan_.events = plan_events_;
