@@ -33,3 +33,15 @@ export const DEFAULT_DEPLOYMENT = {
 export function defaultKvPrecision(weightsFlag: string | undefined): string {
   return weightsFlag === undefined ? DEFAULT_DEPLOYMENT.kv : 'bf16';
 }
+
+/**
+ * The flags that name a model on an instance type, shared by `plan`, `synth` and `simulate` (each
+ * documents and defaults them from DEFAULT_DEPLOYMENT).
+ */
+export const MODEL_FLAG_OPTIONS = {
+  model: { type: 'string' },
+  instance: { type: 'string' },
+  weights: { type: 'string' },
+  kv: { type: 'string' },
+  context: { type: 'string' },
+} as const;

@@ -1,28 +1,12 @@
 // choose(), score() and KvBlockIndex::longest_prefix() must not allocate: the router calls them on
-// every request. This file replaces the global operator new of the test binary with a counting
-// pass-through (the count is per thread and only read inside the measured window).
+// every request. Counted by counting_new.h (per thread, read only inside the measured window).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <new>
 #include <vector>
 
 #include "disagg/routing.h"
 
-namespace {
-thread_local long g_allocations = 0;
-}  // namespace
-
-void* operator new(std::size_t size) {
-  ++g_allocations;
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return ::operator new(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#include "counting_new.h"
 
 namespace disagg {
 namespace {
@@ -60,7 +44,7 @@ TEST(RoutingAllocation, ChooseScoreAndLongestPrefixNeverAllocate) {
       auto policy = std::move(make_routing_policy(name, o)).value();
       policy->on_routed(r, eps[5]);  // approximate histories now hold a prefix
       // WHEN deciding many times
-      const long before = g_allocations;
+      const long before = test::allocations();
       std::int64_t sink = 0;
       for (std::uint64_t id = 0; id < 200; ++id) {
         r.request_id = id;
@@ -69,17 +53,17 @@ TEST(RoutingAllocation, ChooseScoreAndLongestPrefixNeverAllocate) {
         sink += d.index + d.cached_blocks;
       }
       sink += index.longest_prefix(hashes, overlaps);
-      const long during = g_allocations - before;
+      const long during = test::allocations() - before;
       // THEN nothing was allocated
       EXPECT_EQ(during, 0) << name << (precise ? " (precise)" : " (approximate)");
       EXPECT_GE(sink, 0);
     }
   }
   // The counter itself works (the test can fail).
-  const long before = g_allocations;
+  const long before = test::allocations();
   auto* probe = new std::vector<int>(3);
   delete probe;
-  EXPECT_GE(g_allocations - before, 2);
+  EXPECT_GE(test::allocations() - before, 2);
 }
 
 }  // namespace

@@ -11,32 +11,10 @@
 #include <vector>
 
 #include "kv_block_pool_reference.h"
+#include "test_fixtures.h"
 
 namespace disagg {
 namespace {
-
-CostModel test_cost_model() {
-  CostModelParams p;
-  p.weight_bytes_per_rank = 16e9;
-  p.kv_bytes_per_token = 131072;
-  p.active_parameters = 8e9;
-  p.layers = 32;
-  p.hidden_size = 4096;
-  p.peak_flops_per_second = 989e12;
-  p.hbm_bytes_per_second = 3.35e12;
-  p.fabric_bytes_per_second = 5e10;
-  return *CostModel::create(p);
-}
-
-SchedulerConfig small_config(std::int32_t blocks, std::int32_t seqs, std::int32_t budget) {
-  SchedulerConfig c;
-  c.num_blocks = blocks;
-  c.block_size = 4;
-  c.max_num_seqs = seqs;
-  c.max_num_batched_tokens = budget;
-  c.max_waiting = 64;
-  return c;
-}
 
 // Runs steps until idle; returns every completion event.
 std::vector<SchedEvent> drain(Scheduler& s, int max_steps = 100000) {
@@ -55,7 +33,7 @@ std::vector<SchedEvent> drain(Scheduler& s, int max_steps = 100000) {
 
 TEST(Scheduler, ChunkedPrefillThenDecodeEmitsEveryTokenOnce) {
   // GIVEN a budget of 8 tokens per step and a 20-token prompt with 3 output tokens
-  auto s = *Scheduler::create(small_config(64, 4, 8), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(64, 4, 8), test::cost_model());
   std::vector<BlockHash> hashes;
   ASSERT_TRUE(s.submit({7, RequestKind::full, 20, 3, hashes}).has_value());
   // WHEN it runs: chunks of 8, 8, 4 (first token), then two decode steps
@@ -84,7 +62,7 @@ TEST(Scheduler, ChunkedPrefillThenDecodeEmitsEveryTokenOnce) {
 
 TEST(Scheduler, PrefixHitSkipsCachedBlocksButComputesTheLastToken) {
   // GIVEN a finished request whose 16-token prompt filled 4 published blocks
-  auto s = *Scheduler::create(small_config(64, 4, 64), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(64, 4, 64), test::cost_model());
   std::vector<TokenId> tokens(16);
   for (int i = 0; i < 16; ++i) tokens[static_cast<std::size_t>(i)] = i;
   std::vector<BlockHash> h(4);
@@ -106,7 +84,7 @@ TEST(Scheduler, PrefixHitSkipsCachedBlocksButComputesTheLastToken) {
 
 TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOut) {
   // GIVEN 6 blocks of 4 tokens and two requests that each grow to 3 blocks and beyond
-  auto s = *Scheduler::create(small_config(6, 4, 64), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(6, 4, 64), test::cost_model());
   ASSERT_TRUE(s.submit({1, RequestKind::full, 8, 10, {}}).has_value());
   ASSERT_TRUE(s.submit({2, RequestKind::full, 8, 10, {}}).has_value());
   // WHEN they decode until the pool is full
@@ -124,7 +102,7 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOut) {
 
 TEST(Scheduler, PreemptedSequenceFindsItsPrivateBlocksAgain) {
   // GIVEN 6 blocks of 4 tokens and two requests whose blocks are all private (unique hashes)
-  auto s = *Scheduler::create(small_config(6, 4, 64), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(6, 4, 64), test::cost_model());
   std::vector<BlockHash> a(4), b(4);
   for (std::size_t i = 0; i < 4; ++i) {
     a[i] = 1000 + i;
@@ -155,9 +133,9 @@ TEST(Scheduler, PreemptedSequenceFindsItsPrivateBlocksAgain) {
 
 TEST(Scheduler, PrefillOnlyHoldsBlocksUntilReleased) {
   // GIVEN a prefill worker
-  auto c = small_config(16, 4, 64);
+  auto c = test::small_config(16, 4, 64);
   c.role = WorkerRole::prefill;
-  auto s = *Scheduler::create(c, test_cost_model());
+  auto s = *Scheduler::create(c, test::cost_model());
   EXPECT_EQ(s.submit({1, RequestKind::remote_kv, 8, 4, {}}).error(), SchedErrc::wrong_role);
   const SeqHandle h = *s.submit({1, RequestKind::prefill_only, 10, 99, {}});
   // WHEN it runs
@@ -174,9 +152,9 @@ TEST(Scheduler, PrefillOnlyHoldsBlocksUntilReleased) {
 
 TEST(Scheduler, RemoteKvAllocatesPromptAndWaitsForTheTransfer) {
   // GIVEN a decode worker and a remote_kv request with a 10-token prompt
-  auto c = small_config(16, 4, 64);
+  auto c = test::small_config(16, 4, 64);
   c.role = WorkerRole::decode;
-  auto s = *Scheduler::create(c, test_cost_model());
+  auto s = *Scheduler::create(c, test::cost_model());
   const SeqHandle h = *s.submit({5, RequestKind::remote_kv, 10, 2, {}});
   // WHEN planned
   const StepPlan* p = *s.next_step();
@@ -201,9 +179,9 @@ TEST(Scheduler, RemoteKvAllocatesPromptAndWaitsForTheTransfer) {
 }
 
 TEST(Scheduler, RefusesWhatCanNeverFitAndBoundsTheQueue) {
-  auto c = small_config(4, 2, 16);
+  auto c = test::small_config(4, 2, 16);
   c.max_waiting = 2;
-  auto s = *Scheduler::create(c, test_cost_model());
+  auto s = *Scheduler::create(c, test::cost_model());
   EXPECT_EQ(s.submit({1, RequestKind::full, 16, 2, {}}).error(), SchedErrc::too_long);
   EXPECT_EQ(s.submit({1, RequestKind::full, 0, 2, {}}).error(), SchedErrc::invalid_request);
   ASSERT_TRUE(s.submit({1, RequestKind::full, 4, 2, {}}).has_value());
@@ -212,7 +190,7 @@ TEST(Scheduler, RefusesWhatCanNeverFitAndBoundsTheQueue) {
   EXPECT_EQ(s.complete_step().error(), SchedErrc::step_pending);
   ASSERT_TRUE(s.next_step().has_value());
   EXPECT_EQ(s.next_step().error(), SchedErrc::step_pending);
-  EXPECT_EQ(Scheduler::create(small_config(0, 1, 1), test_cost_model()).error(), SchedErrc::invalid_config);
+  EXPECT_EQ(Scheduler::create(test::small_config(0, 1, 1), test::cost_model()).error(), SchedErrc::invalid_config);
 }
 
 // ---- reference model -------------------------------------------------------------------------
@@ -340,7 +318,7 @@ TEST_P(SchedulerDifferential, MatchesTheReferenceStepByStep) {
   const int seed = GetParam();
   std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
   const int bs = 4, blocks = 40 + seed % 3 * 20, seqs = 3 + seed % 4, budget = 8 + seed % 3 * 12;
-  auto s = *Scheduler::create(small_config(blocks, seqs, budget), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(blocks, seqs, budget), test::cost_model());
   ReferenceScheduler ref(blocks, bs, seqs, budget);
   std::vector<std::vector<TokenId>> prefixes(3);
   for (auto& p : prefixes) {
@@ -419,7 +397,7 @@ void expect_sound(const Scheduler& s) {
 
 TEST(SchedulerAbort, WaitingSequenceLeavesTheQueueInOrder) {
   // GIVEN one run slot and three requests: 1 runs, 2 and 3 wait
-  auto s = *Scheduler::create(small_config(64, 1, 64), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(64, 1, 64), test::cost_model());
   ASSERT_TRUE(s.submit({1, RequestKind::full, 4, 3, {}}).has_value());
   const SeqHandle h2 = *s.submit({2, RequestKind::full, 4, 3, {}});
   ASSERT_TRUE(s.submit({3, RequestKind::full, 4, 3, {}}).has_value());
@@ -447,7 +425,7 @@ TEST(SchedulerAbort, WaitingSequenceLeavesTheQueueInOrder) {
 
 TEST(SchedulerAbort, RunningSequenceFreesItsBlocksAndKeepsFullOnesCached) {
   // GIVEN a running request whose 12-token prompt filled 3 published blocks, decoding
-  auto s = *Scheduler::create(small_config(64, 4, 64), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(64, 4, 64), test::cost_model());
   const auto hashes = abort_test::chain(1, 8);
   const SeqHandle h = *s.submit({1, RequestKind::full, 12, 20, hashes});
   for (int i = 0; i < 3; ++i) {
@@ -476,7 +454,7 @@ TEST(SchedulerAbort, RunningSequenceFreesItsBlocksAndKeepsFullOnesCached) {
 
 TEST(SchedulerAbort, MidPlanTheSequenceIsNeitherAdvancedNorReported) {
   // GIVEN two decoding requests and a pending plan that schedules both
-  auto s = *Scheduler::create(small_config(64, 4, 64), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(64, 4, 64), test::cost_model());
   const SeqHandle a = *s.submit({1, RequestKind::full, 5, 10, abort_test::chain(1, 3)});
   ASSERT_TRUE(s.submit({2, RequestKind::full, 5, 10, abort_test::chain(2, 3)}).has_value());
   (void)*s.next_step();
@@ -510,7 +488,7 @@ TEST(SchedulerAbort, MidPlanTheSequenceIsNeitherAdvancedNorReported) {
 
 TEST(SchedulerAbort, AdmittedInThePendingPlanOrPreemptedByIt) {
   // GIVEN 6 blocks of 4 tokens: two requests grow until the newer is preempted
-  auto s = *Scheduler::create(small_config(6, 4, 64), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(6, 4, 64), test::cost_model());
   ASSERT_TRUE(s.submit({1, RequestKind::full, 8, 10, {}}).has_value());
   const SeqHandle b = *s.submit({2, RequestKind::full, 8, 10, {}});
   // WHEN the plan that admits them is pending, request 2 is aborted
@@ -550,9 +528,9 @@ TEST(SchedulerAbort, AdmittedInThePendingPlanOrPreemptedByIt) {
 
 TEST(SchedulerAbort, PullingAndHeldSequences) {
   // GIVEN a decode worker with a remote_kv request waiting for its KV
-  auto dc = small_config(16, 4, 64);
+  auto dc = test::small_config(16, 4, 64);
   dc.role = WorkerRole::decode;
-  auto d = *Scheduler::create(dc, test_cost_model());
+  auto d = *Scheduler::create(dc, test::cost_model());
   const SeqHandle pull = *d.submit({5, RequestKind::remote_kv, 10, 2, {}});
   (void)*d.next_step();
   (void)*d.complete_step();
@@ -567,9 +545,9 @@ TEST(SchedulerAbort, PullingAndHeldSequences) {
   abort_test::expect_sound(d);
 
   // GIVEN a prefill worker holding a finished prefill_only request's blocks
-  auto pc = small_config(16, 4, 64);
+  auto pc = test::small_config(16, 4, 64);
   pc.role = WorkerRole::prefill;
-  auto p = *Scheduler::create(pc, test_cost_model());
+  auto p = *Scheduler::create(pc, test::cost_model());
   const SeqHandle held = *p.submit({1, RequestKind::prefill_only, 10, 1, {}});
   drain(p);
   ASSERT_EQ(p.num_held(), 1);
@@ -587,7 +565,7 @@ TEST(SchedulerAbort, SeededRandomMixKeepsTheInvariants) {
   // steps and aborts (some between next_step and complete_step)
   for (std::uint32_t seed = 1; seed <= 20; ++seed) {
     std::mt19937 rng(seed);
-    auto s = *Scheduler::create(small_config(24, 6, 24), test_cost_model());
+    auto s = *Scheduler::create(test::small_config(24, 6, 24), test::cost_model());
     std::vector<std::vector<BlockHash>> chains;
     for (std::uint64_t c = 0; c < 4; ++c) chains.push_back(abort_test::chain(c + 1, 12));
     std::map<std::uint64_t, SeqHandle> live;  // id -> handle, until finished or aborted
@@ -652,9 +630,9 @@ namespace {
 // vLLM V0 scheduling (no chunked prefill): prompts run whole, first, and never share a step with decodes.
 TEST(SchedulerNoChunkedPrefill, PromptsRunWholeAndAloneWhileDecodesWait) {
   // GIVEN a budget of 8 tokens, one sequence decoding, then a 20-token prompt arriving
-  SchedulerConfig c = small_config(64, 4, 8);
+  SchedulerConfig c = test::small_config(64, 4, 8);
   c.chunked_prefill = false;
-  auto s = *Scheduler::create(c, test_cost_model());
+  auto s = *Scheduler::create(c, test::cost_model());
   std::vector<BlockHash> none;
   ASSERT_TRUE(s.submit({1, RequestKind::full, 6, 5, none}).has_value());
   const StepPlan* first = *s.next_step();
@@ -677,9 +655,9 @@ TEST(SchedulerNoChunkedPrefill, PromptsRunWholeAndAloneWhileDecodesWait) {
 
 TEST(SchedulerNoChunkedPrefill, PromptsThatDoNotFitTogetherWaitForTheNextStep) {
   // GIVEN a budget of 8 and prompts of 5, 5 and 3 tokens
-  SchedulerConfig c = small_config(64, 4, 8);
+  SchedulerConfig c = test::small_config(64, 4, 8);
   c.chunked_prefill = false;
-  auto s = *Scheduler::create(c, test_cost_model());
+  auto s = *Scheduler::create(c, test::cost_model());
   std::vector<BlockHash> none;
   for (std::uint64_t id = 0; id < 3; ++id) {
     ASSERT_TRUE(s.submit({id, RequestKind::full, id == 2 ? 3 : 5, 1, none}).has_value());
@@ -700,9 +678,9 @@ TEST(SchedulerNoChunkedPrefill, RandomStreamsKeepTheInvariants) {
   // GIVEN seeded random arrivals into a small pool (preemptions happen), V0 scheduling
   for (std::uint32_t seed = 1; seed <= 10; ++seed) {
     std::mt19937 rng(seed);
-    SchedulerConfig c = small_config(48, 6, 16);
+    SchedulerConfig c = test::small_config(48, 6, 16);
     c.chunked_prefill = false;
-    auto s = *Scheduler::create(c, test_cost_model());
+    auto s = *Scheduler::create(c, test::cost_model());
     std::vector<BlockHash> none;
     std::uniform_int_distribution<int> prompt(1, 40), output(1, 12), coin(0, 3);
     int submitted = 0, finished = 0;

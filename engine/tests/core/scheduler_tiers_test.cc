@@ -10,32 +10,10 @@
 #include <vector>
 
 #include "disagg/scheduler.h"
+#include "test_fixtures.h"
 
 namespace disagg {
 namespace {
-
-CostModel test_cost_model() {
-  CostModelParams p;
-  p.weight_bytes_per_rank = 16e9;
-  p.kv_bytes_per_token = 131072;
-  p.active_parameters = 8e9;
-  p.layers = 32;
-  p.hidden_size = 4096;
-  p.peak_flops_per_second = 989e12;
-  p.hbm_bytes_per_second = 3.35e12;
-  p.fabric_bytes_per_second = 5e10;
-  return *CostModel::create(p);
-}
-
-SchedulerConfig small_config(std::int32_t blocks, std::int32_t seqs, std::int32_t budget) {
-  SchedulerConfig c;
-  c.num_blocks = blocks;
-  c.block_size = 4;
-  c.max_num_seqs = seqs;
-  c.max_num_batched_tokens = budget;
-  c.max_waiting = 64;
-  return c;
-}
 
 // A hook over plain maps: hash -> tier it is held in; records every offload.
 struct FakeTiers final : KvTierHook {
@@ -63,7 +41,7 @@ struct FakeTiers final : KvTierHook {
 
 TEST(SchedulerTiers, LoadWaitsThenRunsWithTheLoadedTokensComputed) {
   // GIVEN a 14-token prompt (3 full blocks of 4) whose block 0 is in host memory and block 1 on disk
-  auto s = *Scheduler::create(small_config(16, 4, 64), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(16, 4, 64), test::cost_model());
   FakeTiers tiers;
   s.set_tier_hook(&tiers);
   const std::vector<BlockHash> h{101, 102, 103};
@@ -112,7 +90,7 @@ TEST(SchedulerTiers, LoadWaitsThenRunsWithTheLoadedTokensComputed) {
 
 TEST(SchedulerTiers, GpuHitsFirstThenTiersAndTheLastTokenIsAlwaysComputed) {
   // GIVEN a 12-token prompt (3 full blocks) with block 0 GPU-cached and blocks 1 and 2 in a tier
-  auto s = *Scheduler::create(small_config(16, 4, 64), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(16, 4, 64), test::cost_model());
   FakeTiers tiers;
   s.set_tier_hook(&tiers);
   const std::vector<BlockHash> h{201, 202, 203};
@@ -138,9 +116,9 @@ TEST(SchedulerTiers, GpuHitsFirstThenTiersAndTheLastTokenIsAlwaysComputed) {
 
 TEST(SchedulerTiers, RemoteKvNeverLoadsAndOffloadKeepsPrivateBlocksApart) {
   // GIVEN a decode worker whose tiers hold the whole prompt
-  auto c = small_config(16, 4, 64);
+  auto c = test::small_config(16, 4, 64);
   c.role = WorkerRole::decode;
-  auto s = *Scheduler::create(c, test_cost_model());
+  auto s = *Scheduler::create(c, test::cost_model());
   FakeTiers tiers;
   s.set_tier_hook(&tiers);
   const std::vector<BlockHash> h{301, 302, 303};
@@ -172,7 +150,7 @@ TEST_P(SchedulerTiersRandom, ConservesRequestsAndBlocksWithLoadsInFlight) {
   std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
   // Prefixes of 10 blocks against a pool of 30 to 50: the GPU keeps evicting what the tiers hold.
   const int bs = 4, blocks = 30 + seed % 3 * 10;
-  auto s = *Scheduler::create(small_config(blocks, 3 + seed % 4, 8 + seed % 3 * 12), test_cost_model());
+  auto s = *Scheduler::create(test::small_config(blocks, 3 + seed % 4, 8 + seed % 3 * 12), test::cost_model());
   FakeTiers tiers;
   s.set_tier_hook(&tiers);
   std::vector<std::vector<TokenId>> prefixes(3);

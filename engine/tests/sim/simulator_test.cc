@@ -7,34 +7,10 @@
 #include <cmath>
 
 #include "disagg/metrics.h"
+#include "../core/test_fixtures.h"
 
 namespace disagg {
 namespace {
-
-CostModelParams model() {
-  CostModelParams p;
-  p.weight_bytes_per_rank = 16e9;
-  p.kv_bytes_per_token = 131072;
-  p.active_parameters = 8e9;
-  p.layers = 32;
-  p.hidden_size = 4096;
-  p.peak_flops_per_second = 989e12;
-  p.hbm_bytes_per_second = 3.35e12;
-  p.fabric_bytes_per_second = 5e10;
-  p.step_overhead_seconds = 0.002;
-  return p;
-}
-
-PoolSpec pool(WorkerRole role, int replicas, int blocks) {
-  PoolSpec p;
-  p.role = role;
-  p.replicas = replicas;
-  p.cost = model();
-  p.scheduler.num_blocks = blocks;
-  p.scheduler.max_num_seqs = 64;
-  p.scheduler.max_num_batched_tokens = 2048;
-  return p;
-}
 
 WorkloadSpec chat(std::uint64_t seed, int requests, double rate) {
   WorkloadSpec w;
@@ -49,23 +25,14 @@ WorkloadSpec chat(std::uint64_t seed, int requests, double rate) {
   return w;
 }
 
-SimulationResult run(const SimulationConfig& c, const WorkloadSpec& w) {
-  auto sim = Simulator::create(c);
-  EXPECT_TRUE(sim.has_value()) << (sim ? "" : sim.error().message);
-  auto wl = Workload::create(w).value();
-  auto r = sim->run(wl);
-  EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
-  return *r;
-}
-
 TEST(Simulator, AggregatedRunConservesRequestsBlocksAndTokens) {
   // GIVEN 3 aggregated workers with a KV pool small enough to preempt, and checked invariants
   SimulationConfig c;
-  c.pools.push_back(pool(WorkerRole::aggregated, 3, 600));
+  c.pools.push_back(test::sim_pool(WorkerRole::aggregated, 3, 600));
   c.router.policy = "llm-d";
   c.check_invariants = true;
   // WHEN 400 chat requests run
-  const SimulationResult r = run(c, chat(5, 400, 20));
+  const SimulationResult r = test::run(c, chat(5, 400, 20));
   // THEN each finished once, nothing leaked, and every sampled token belongs to a finished request
   EXPECT_EQ(r.summary.completed, 400);
   EXPECT_EQ(r.summary.submitted, 400);
@@ -83,11 +50,11 @@ TEST(Simulator, AggregatedRunConservesRequestsBlocksAndTokens) {
 
 TEST(Simulator, SameSeedSameSummaryOtherSeedOther) {
   SimulationConfig c;
-  c.pools.push_back(pool(WorkerRole::aggregated, 2, 4000));
+  c.pools.push_back(test::sim_pool(WorkerRole::aggregated, 2, 4000));
   c.router.policy = "sglang";
-  const std::string a = to_json(run(c, chat(11, 300, 10)).summary);
-  const std::string b = to_json(run(c, chat(11, 300, 10)).summary);
-  const std::string d = to_json(run(c, chat(12, 300, 10)).summary);
+  const std::string a = to_json(test::run(c, chat(11, 300, 10)).summary);
+  const std::string b = to_json(test::run(c, chat(11, 300, 10)).summary);
+  const std::string d = to_json(test::run(c, chat(12, 300, 10)).summary);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, d);
 }
@@ -95,13 +62,13 @@ TEST(Simulator, SameSeedSameSummaryOtherSeedOther) {
 TEST(Simulator, DisaggregatedRunTransfersKvAndFinishesEverything) {
   // GIVEN 2 prefill + 2 decode workers and a threshold of 800 uncached tokens
   SimulationConfig c;
-  c.pools.push_back(pool(WorkerRole::prefill, 2, 2000));
-  c.pools.push_back(pool(WorkerRole::decode, 2, 1500));
+  c.pools.push_back(test::sim_pool(WorkerRole::prefill, 2, 2000));
+  c.pools.push_back(test::sim_pool(WorkerRole::decode, 2, 1500));
   c.router.policy = "round-robin";
   c.router.decider.min_uncached_tokens = 800;
   c.check_invariants = true;
   // WHEN 300 requests run
-  const SimulationResult r = run(c, chat(3, 300, 15));
+  const SimulationResult r = test::run(c, chat(3, 300, 15));
   // THEN long prompts went through prefill, KV moved, and nothing leaked on either side
   EXPECT_EQ(r.summary.completed, 300);
   EXPECT_GT(r.summary.disaggregated, 0);
@@ -114,9 +81,9 @@ TEST(Simulator, DisaggregatedRunTransfersKvAndFinishesEverything) {
 
 TEST(Simulator, HorizonStopsTheClockAndCountsUnfinished) {
   SimulationConfig c;
-  c.pools.push_back(pool(WorkerRole::aggregated, 1, 4000));
+  c.pools.push_back(test::sim_pool(WorkerRole::aggregated, 1, 4000));
   c.max_seconds = 5;
-  const SimulationResult r = run(c, chat(1, 400, 50));
+  const SimulationResult r = test::run(c, chat(1, 400, 50));
   EXPECT_GT(r.unfinished, 0);
   EXPECT_EQ(r.summary.submitted, r.summary.completed + r.unfinished);
   EXPECT_LE(r.end_seconds, 5);
@@ -138,12 +105,12 @@ TEST(Simulator, UniqueBlocksKeptOutOfTheIndexChangeNoResult) {
   // GIVEN an llm-d router over 4 small workers (so blocks get evicted and requests preempted)
   for (const char* policy : {"llm-d", "disagg", "dynamo"}) {
     SimulationConfig c;
-    c.pools.push_back(pool(WorkerRole::aggregated, 4, 600));
+    c.pools.push_back(test::sim_pool(WorkerRole::aggregated, 4, 600));
     c.router.policy = policy;
     // WHEN the same one-shot traffic runs with and without announcing request-unique blocks
-    const SimulationResult quiet = run(c, one_shot(9, 400, 20));
+    const SimulationResult quiet = test::run(c, one_shot(9, 400, 20));
     c.router.announce_unique_blocks = true;
-    const SimulationResult loud = run(c, one_shot(9, 400, 20));
+    const SimulationResult loud = test::run(c, one_shot(9, 400, 20));
     // THEN every number of the summary is the same (only index work differs)
     EXPECT_EQ(to_json(quiet.summary), to_json(loud.summary)) << policy;
     EXPECT_GT(quiet.summary.prefix_hit_rate[0], 0) << policy;
@@ -153,12 +120,12 @@ TEST(Simulator, UniqueBlocksKeptOutOfTheIndexChangeNoResult) {
 TEST(Simulator, ClosedLoopKeepsConcurrencyRequestsInFlight) {
   // GIVEN a closed loop of 8 clients and 200 requests on one worker
   SimulationConfig c;
-  c.pools.push_back(pool(WorkerRole::aggregated, 1, 4000));
+  c.pools.push_back(test::sim_pool(WorkerRole::aggregated, 1, 4000));
   c.check_invariants = true;
   WorkloadSpec w = one_shot(4, 200, 1);
   w.concurrency = 8;
   // WHEN it runs
-  const SimulationResult r = run(c, w);
+  const SimulationResult r = test::run(c, w);
   // THEN every request finished, and the mean number in flight (Little's law: throughput x mean
   // E2E) is the concurrency: a client sends its next request the moment the previous one ends
   EXPECT_EQ(r.summary.completed, 200);
@@ -169,14 +136,14 @@ TEST(Simulator, ClosedLoopKeepsConcurrencyRequestsInFlight) {
 
 TEST(Simulator, RefusesMixedOrIncompleteDeployments) {
   SimulationConfig c;
-  c.pools.push_back(pool(WorkerRole::aggregated, 1, 100));
-  c.pools.push_back(pool(WorkerRole::decode, 1, 100));
+  c.pools.push_back(test::sim_pool(WorkerRole::aggregated, 1, 100));
+  c.pools.push_back(test::sim_pool(WorkerRole::decode, 1, 100));
   auto a = Simulator::create(c);
   ASSERT_FALSE(a.has_value());
   EXPECT_NE(a.error().message.find("mixes"), std::string::npos);
   c.pools.erase(c.pools.begin());
   EXPECT_FALSE(Simulator::create(c).has_value());
-  c.pools[0] = pool(WorkerRole::aggregated, 1, 100);
+  c.pools[0] = test::sim_pool(WorkerRole::aggregated, 1, 100);
   c.router.policy = "nope";
   EXPECT_FALSE(Simulator::create(c).has_value());
 }

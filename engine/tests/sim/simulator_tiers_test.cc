@@ -9,33 +9,13 @@
 #include "disagg/metrics.h"
 #include "disagg/simulation_config.h"
 #include "disagg/simulator.h"
+#include "../core/test_fixtures.h"
 
 namespace disagg {
 namespace {
 
-CostModelParams model() {
-  CostModelParams p;
-  p.weight_bytes_per_rank = 16e9;
-  p.kv_bytes_per_token = 131072;  // 2 MiB per 16-token block
-  p.active_parameters = 8e9;
-  p.layers = 32;
-  p.hidden_size = 4096;
-  p.peak_flops_per_second = 989e12;
-  p.hbm_bytes_per_second = 3.35e12;
-  p.fabric_bytes_per_second = 5e10;
-  p.step_overhead_seconds = 0.002;
-  return p;
-}
-
 PoolSpec pool(int replicas, int blocks) {
-  PoolSpec p;
-  p.role = WorkerRole::aggregated;
-  p.replicas = replicas;
-  p.cost = model();
-  p.scheduler.num_blocks = blocks;
-  p.scheduler.max_num_seqs = 64;
-  p.scheduler.max_num_batched_tokens = 2048;
-  return p;
+  return test::sim_pool(WorkerRole::aggregated, replicas, blocks);
 }
 
 KvTierSpec tier(KvTier t, double capacity, double bandwidth, double latency) {
@@ -62,15 +42,6 @@ WorkloadSpec chat(std::uint64_t seed, int requests, double rate) {
   return w;
 }
 
-SimulationResult run(const SimulationConfig& c, const WorkloadSpec& w) {
-  auto sim = Simulator::create(c);
-  EXPECT_TRUE(sim.has_value()) << (sim ? "" : sim.error().message);
-  auto wl = Workload::create(w).value();
-  auto r = sim->run(wl);
-  EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
-  return *r;
-}
-
 double total_hit(const MetricsSummary& m) {
   return m.prefix_hit_rate[0] + m.prefix_hit_rate[1] + m.prefix_hit_rate[2] + m.prefix_hit_rate[3];
 }
@@ -88,11 +59,11 @@ TEST(SimulatorTiers, HostTierServesChatHistoryTheGpuEvicted) {
   for (const char* policy : {"round-robin", "llm-d"}) {
     // GIVEN a chat workload on workers whose GPU KV is far too small for the live sessions
     const WorkloadSpec w = chat(3, 400, 6);
-    const SimulationResult none = run(small_gpu(policy), w);
+    const SimulationResult none = test::run(small_gpu(policy), w);
     // WHEN each worker gets 32 GiB of host memory over PCIe Gen5 x16 (~50 GB/s in practice)
     SimulationConfig c = small_gpu(policy);
     c.pools[0].kv_tiers.push_back(tier(KvTier::cpu, 32.0 * (1ull << 30), 5e10, 1e-5));
-    const SimulationResult host = run(c, w);
+    const SimulationResult host = test::run(c, w);
     // THEN turns hit the host tier, the GPU alone hits less than all tiers together, TTFT p90
     // improves, and every request still finishes with no block leaked
     SCOPED_TRACE(policy);
@@ -118,7 +89,7 @@ TEST(SimulatorTiers, ATierSlowerThanRecomputeRaisesTtft) {
   SimulationConfig slow = small_gpu("round-robin");
   slow.pools[0].kv_tiers.push_back(tier(KvTier::cpu, 32.0 * (1ull << 30), 2e7, 1e-5));
   // WHEN both run, and the GPU-only deployment
-  const SimulationResult f = run(fast, w), s = run(slow, w), none = run(small_gpu("round-robin"), w);
+  const SimulationResult f = test::run(fast, w), s = test::run(slow, w), none = test::run(small_gpu("round-robin"), w);
   // THEN loading at 20 MB/s (0.1 s per 2 MiB block) is slower than recomputing: TTFT rises above
   // both the fast tier's and no tier at all, and offloads back up until they are skipped
   EXPECT_GT(s.summary.ttft.p90, f.summary.ttft.p90);
@@ -134,9 +105,9 @@ TEST(SimulatorTiers, SameSeedSameSummaryWithEveryTier) {
   c.pools[0].kv_tiers = {tier(KvTier::cpu, 4.0 * (1ull << 30), 5e10, 1e-5),
                          tier(KvTier::disk, 16.0 * (1ull << 30), 6e9, 1e-4),
                          tier(KvTier::remote, 64.0 * (1ull << 30), 1.2e10, 5e-4)};
-  const std::string a = to_json(run(c, chat(9, 300, 6)).summary);
-  const std::string b = to_json(run(c, chat(9, 300, 6)).summary);
-  const std::string other = to_json(run(c, chat(10, 300, 6)).summary);
+  const std::string a = to_json(test::run(c, chat(9, 300, 6)).summary);
+  const std::string b = to_json(test::run(c, chat(9, 300, 6)).summary);
+  const std::string other = to_json(test::run(c, chat(10, 300, 6)).summary);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, other);
 }
@@ -158,7 +129,7 @@ TEST(SimulatorTiers, RemoteStoreIsSharedAcrossWorkers) {
   w.tenants = 1;
   w.system_prompt_tokens = 1024;
   // WHEN they run
-  const SimulationResult r = run(c, w);
+  const SimulationResult r = test::run(c, w);
   // THEN the second worker's first request loads the prefix the first worker computed (64 of the
   // 6 x 1,088 prompt tokens) from the store, and later ones hit their own GPU
   EXPECT_GT(r.summary.prefix_hit_rate[3], 0);

@@ -2,7 +2,7 @@ import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../cat
 import { ServingPlan, ServingPlanProps } from '../../sizing';
 import { formatGbAndGib, formatGib, formatInt, formatSeconds, GIB } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
-import { DEFAULT_DEPLOYMENT, defaultKvPrecision } from '../defaults';
+import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
 import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS } from '../engine-flags';
 import { PLAN_SIMULATE_HELP, PLAN_SIMULATE_OPTIONS, runPlanSearch } from '../plan-simulate';
 import { renderTable } from '../table';
@@ -52,11 +52,7 @@ export const command: Command = {
 
 async function runPlan(argv: string[], io: CliIo): Promise<number> {
   const values = parseOptions(argv, {
-    'model': { type: 'string' },
-    'instance': { type: 'string' },
-    'weights': { type: 'string' },
-    'kv': { type: 'string' },
-    'context': { type: 'string' },
+    ...MODEL_FLAG_OPTIONS,
     'tp': { type: 'string' },
     'pp': { type: 'string' },
     'dp': { type: 'string' },

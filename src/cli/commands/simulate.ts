@@ -3,7 +3,7 @@ import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { KvTierSizes, loadEngine, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
-import { DEFAULT_DEPLOYMENT, defaultKvPrecision } from '../defaults';
+import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
 import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, EngineFlags, engineFlags, formatLatency, positive, sweepRates, wholeNumber } from '../engine-flags';
 import { ProgressReporter } from '../progress';
 import { renderSweepChart } from '../svg-chart';
@@ -61,11 +61,7 @@ export const command: Command = {
 async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   const values = parseOptions(argv, {
     ...ENGINE_FLAG_OPTIONS,
-    'model': { type: 'string' },
-    'instance': { type: 'string' },
-    'weights': { type: 'string' },
-    'kv': { type: 'string' },
-    'context': { type: 'string' },
+    ...MODEL_FLAG_OPTIONS,
     'prefill-replicas': { type: 'string' },
     'prefill-tp': { type: 'string' },
     'decode-replicas': { type: 'string' },

@@ -4,7 +4,7 @@ import { ServingPlan } from '../../sizing';
 import { formatGib, formatInt, formatSeconds } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { defaultDeploymentSpec, DeploymentSpec, synthesizeDeployment } from '../default-deployment';
-import { DEFAULT_DEPLOYMENT, defaultKvPrecision } from '../defaults';
+import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
 import { renderTable } from '../table';
 
 const DEFAULT_OUT = 'disagg.out';
@@ -129,11 +129,7 @@ interface SynthValues {
 
 function parseSynthOptions(argv: string[]): SynthValues {
   return parseOptions(argv, {
-    'model': { type: 'string' },
-    'instance': { type: 'string' },
-    'weights': { type: 'string' },
-    'kv': { type: 'string' },
-    'context': { type: 'string' },
+    ...MODEL_FLAG_OPTIONS,
     'tp': { type: 'string' },
     'prefill-replicas': { type: 'string' },
     'decode-replicas': { type: 'string' },
