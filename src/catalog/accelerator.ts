@@ -299,18 +299,20 @@ export class Accelerator {
   /**
    * Dense peak TFLOP/s (TOPS for integer formats) per device for matrix math in the given precision.
    *
-   * Falls back to the next wider precision the device supports when it lacks native support:
-   * FP4 -> FP8 -> BF16, INT4 -> INT8 -> FP8 -> BF16 (e.g. FP4 on H100 runs at the FP8 rate, FP8 on A100
-   * at the BF16 rate). Never throws.
+   * Without native support, vLLM runs a 4-bit or FP8 format weight-only: the weights are dequantized
+   * in the kernel and the math runs at the activation precision, BF16 (FP4 on H100: MXFP4 weights with
+   * unquantized activations, vLLM's gpt-oss Triton MoE kernels on SM90; FP8 on A100: FP8 Marlin).
+   * INT4 (AWQ / GPTQ, Marlin W4A16) is weight-only on every device. INT8 (W8A8) falls back to the
+   * FP8 rate, then BF16. Never throws.
+   * @see https://docs.vllm.ai/en/v0.19.1/api/vllm/model_executor/layers/fused_moe/gpt_oss_triton_kernels_moe/
    */
   public peakTflops(precision: Precision): number {
     const fp8OrBf16 = this.fp8 ?? this.bf16;
     switch (precision.name) {
       case 'fp4':
-        return this.fp4 ?? fp8OrBf16;
+        return this.fp4 ?? this.bf16;
       case 'fp8':
         return fp8OrBf16;
-      case 'int4':
       case 'int8':
         return this.int8 ?? fp8OrBf16;
       default:

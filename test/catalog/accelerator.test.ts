@@ -28,8 +28,8 @@ describe('Accelerator', () => {
       expect(a.memoryGib).toBeGreaterThan(0);
       // AND narrower formats are never slower than wider ones
       expect(a.peakTflops(Precision.FP8)).toBeGreaterThanOrEqual(a.peakTflops(Precision.BF16));
-      expect(a.peakTflops(Precision.FP4)).toBeGreaterThanOrEqual(a.peakTflops(Precision.FP8));
-      expect(a.peakTflops(Precision.INT4)).toBeGreaterThanOrEqual(a.peakTflops(Precision.BF16));
+      expect(a.peakTflops(Precision.FP4)).toBeGreaterThanOrEqual(a.peakTflops(Precision.BF16));
+      expect(a.peakTflops(Precision.INT4)).toBe(a.peakTflops(Precision.BF16));
       expect(a.peakTflops(Precision.FP16)).toBe(a.peakTflops(Precision.BF16));
     }
   });
@@ -39,10 +39,12 @@ describe('Accelerator', () => {
     expect(new Set(names).size).toBe(names.length);
   });
 
-  test('unsupported precisions fall back to the next wider supported rate', () => {
-    // H100 has no FP4: FP4 runs at the FP8 rate
+  test('precisions a device cannot multiply run weight-only at the BF16 rate (INT8 at FP8)', () => {
+    // H100 has no FP4: vLLM keeps MXFP4 weight-only, so the math runs at the BF16 rate
     expect(Accelerator.H100.supportsNativePrecision(Precision.FP4)).toBe(false);
-    expect(Accelerator.H100.peakTflops(Precision.FP4)).toBe(Accelerator.H100.peakTflops(Precision.FP8));
+    expect(Accelerator.H100.peakTflops(Precision.FP4)).toBe(Accelerator.H100.peakTflops(Precision.BF16));
+    // INT4 (AWQ / GPTQ) is weight-only everywhere
+    expect(Accelerator.H100.peakTflops(Precision.INT4)).toBe(Accelerator.H100.peakTflops(Precision.BF16));
     // A100 has no FP8: FP8 runs at the BF16 rate
     expect(Accelerator.A100_40GB.supportsNativePrecision(Precision.FP8)).toBe(false);
     expect(Accelerator.A100_40GB.peakTflops(Precision.FP8)).toBe(Accelerator.A100_40GB.peakTflops(Precision.BF16));
