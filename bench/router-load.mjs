@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Closed-loop HTTP load for bench/router.sh: `--requests` completions over `--concurrency`
 // keep-alive connections (node:http Agent), streamed (SSE) or not; prints one JSON line with
-// per-request latency percentiles (to the last byte) and requests per second.
+// per-request latency percentiles (to the last byte) and requests per second (after `--warmup`
+// requests, which are not measured).
 //   node bench/router-load.mjs --url http://127.0.0.1:8000 --requests 2000 --concurrency 1 [--stream]
 import http from 'node:http';
 import { parseArgs } from 'node:util';
@@ -75,7 +76,7 @@ const { latencies, errors, seconds } = await run(requests);
 latencies.sort((a, b) => a - b);
 const q = (p) => latencies[Math.min(latencies.length - 1, Math.max(0, Math.ceil(p * latencies.length) - 1))];
 console.log(JSON.stringify({
-  requests: latencies.length, errors, concurrency, stream: values.stream,
+  requests: latencies.length, errors, concurrency, stream: values.stream, warmup,
   p50Ms: q(0.5), p99Ms: q(0.99), rps: latencies.length / seconds,
 }));
 agent.destroy();

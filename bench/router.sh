@@ -7,7 +7,12 @@
 # concurrency 1 for latency (non-streaming and streaming), concurrency 32 for maximum requests/s.
 # Added latency = proxied p50 / p99 minus direct p50 / p99. Prints a markdown table with ratios to
 # nginx. Builds nothing: run `npx projen engine` first (or ENGINE=path/to/disagg-engine).
-# REQUESTS (2000) and RPS_REQUESTS (10000) size the runs; ROUTER_FLAGS adds router flags
+# On a small shared machine single runs swing by tens of percent, so the three targets are measured
+# in ROUNDS (3) interleaved rounds, in a new random order each round, and every cell is the median
+# over rounds. Each proxy's own CPU time per request (user + system from /proc, all its threads or
+# worker processes) is reported too: it is what the proxy costs the machine, and it varies less
+# than latency when other processes compete for the cores.
+# REQUESTS (2000) and RPS_REQUESTS (20000) size the runs; ROUTER_FLAGS adds router flags
 # (e.g. "--upstream-keepalive 0": a new upstream connection per request, as before the pool).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +21,7 @@ engine=${ENGINE:-engine/build/disagg-engine}
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 [[ -x "$nginx_bin" ]] || { echo "missing nginx; install Debian's: apt-get install -y nginx-light" >&2; exit 1; }
 requests=${REQUESTS:-2000}
-rps_requests=${RPS_REQUESTS:-10000}
+rps_requests=${RPS_REQUESTS:-20000}
 model=bench-model
 tmp=$(mktemp -d /tmp/disagg-bench-router.XXXXXX)
 pids=()
@@ -83,38 +88,76 @@ for _ in $(seq 100); do curl -fs "http://127.0.0.1:$nginx_port/health" >/dev/nul
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$router/ready" >/dev/null 2>&1 && break; sleep 0.05; done
 
 load() { node bench/router-load.mjs --model $model "$@"; }
-field() { node -e "console.log(JSON.parse(process.argv[1])['$2'])" "$1"; }
-declare -A r
-for target in direct nginx router; do
-  case $target in
-    direct) url=http://127.0.0.1:$w1 ;;
-    nginx) url=http://127.0.0.1:$nginx_port ;;
-    router) url=http://127.0.0.1:$router ;;
-  esac
-  r[$target,plain]=$(load --url "$url" --requests "$requests" --concurrency 1)
-  r[$target,stream]=$(load --url "$url" --requests "$requests" --concurrency 1 --stream)
-  r[$target,rps]=$(load --url "$url" --requests "$rps_requests" --concurrency 32)
-  echo "$target: ${r[$target,plain]} ${r[$target,stream]} ${r[$target,rps]}" >&2
+# CPU ticks (user + system) used so far by the given processes, all their threads included.
+ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
+declare -A url cpu_pids
+url[direct]=http://127.0.0.1:$w1
+url[nginx]=http://127.0.0.1:$nginx_port
+url[router]=http://127.0.0.1:$router
+cpu_pids[direct]=${pids[0]}
+cpu_pids[nginx]=$(pgrep -P "${pids[-1]}" | tr '\n' ' ')  # nginx's worker processes
+cpu_pids[router]=${pids[2]}
+hz=$(getconf CLK_TCK)
+rounds=${ROUNDS:-3}
+: >"$tmp/results"
+for round in $(seq "$rounds"); do
+  for target in $(printf '%s\n' direct nginx router | shuf); do
+    for mode in plain stream rps; do
+      case $mode in
+        plain) args=(--requests "$requests" --concurrency 1) ;;
+        stream) args=(--requests "$requests" --concurrency 1 --stream) ;;
+        rps) args=(--requests "$rps_requests" --concurrency 32) ;;
+      esac
+      # shellcheck disable=SC2086  # a list of pids
+      before=$(ticks ${cpu_pids[$target]})
+      out=$(load --url "${url[$target]}" "${args[@]}")
+      # shellcheck disable=SC2086
+      after=$(ticks ${cpu_pids[$target]})
+      echo "$target $mode $((after - before)) $hz $out" >>"$tmp/results"
+      echo "round $round, $target $mode: $out" >&2
+    done
+  done
 done
 
-node - "${r[direct,plain]}" "${r[nginx,plain]}" "${r[router,plain]}" \
-  "${r[direct,stream]}" "${r[nginx,stream]}" "${r[router,stream]}" \
-  "${r[direct,rps]}" "${r[nginx,rps]}" "${r[router,rps]}" <<'EOF'
-const [dp, np, rp, ds, ns, rs, dr, nr, rr] = process.argv.slice(2).map((s) => JSON.parse(s));
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $rounds rounds" >&2
+node - "$tmp/results" "$rounds" <<'EOF'
+const [file, rounds] = process.argv.slice(2);
+const cells = {};
+for (const line of require('fs').readFileSync(file, 'utf8').trim().split('\n')) {
+  const [target, mode, ticks, hz, ...json] = line.split(' ');
+  const r = JSON.parse(json.join(' '));
+  // CPU per request; the load tool's warm-up requests ran inside the measured window too.
+  r.cpuUs = ((Number(ticks) / Number(hz)) * 1e6) / (r.requests + r.warmup);
+  (cells[`${target} ${mode}`] ??= []).push(r);
+}
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const med = (target, mode, k) => median(cells[`${target} ${mode}`].map((r) => r[k]));
 const f = (x) => x.toFixed(3);
 const ratio = (a, b) => (b > 0 ? (a / b).toFixed(2) + 'x' : '-');
-const added = (p, d, k) => Math.max(0, p[k] - d[k]);
 const rows = [];
-for (const [label, d, n, r] of [['non-streaming', dp, np, rp], ['streaming', ds, ns, rs]]) {
+for (const [label, mode] of [['non-streaming', 'plain'], ['streaming', 'stream']]) {
   for (const k of ['p50Ms', 'p99Ms']) {
-    const an = added(n, d, k), ar = added(r, d, k);
-    rows.push(`| added latency ${k.slice(0, 3)} ms, ${label} | ${f(d[k])} (total) | ${f(an)} | ${f(ar)} | ${ratio(ar, an)} |`);
+    const d = med('direct', mode, k);
+    const an = Math.max(0, med('nginx', mode, k) - d);
+    const ar = Math.max(0, med('router', mode, k) - d);
+    rows.push(`| added latency ${k.slice(0, 3)} ms, ${label} | ${f(d)} (total) | ${f(an)} | ${f(ar)} | ${ratio(ar, an)} |`);
   }
 }
-rows.push(`| max requests/s (concurrency 32, non-streaming) | ${dr.rps.toFixed(0)} | ${nr.rps.toFixed(0)} | ${rr.rps.toFixed(0)} | ${ratio(rr.rps, nr.rps)} |`);
-const errors = [dp, np, rp, ds, ns, rs, dr, nr, rr].reduce((n, x) => n + x.errors, 0);
+const rps = (t) => med(t, 'rps', 'rps');
+rows.push(`| max requests/s (concurrency 32, non-streaming) | ${rps('direct').toFixed(0)} | ${rps('nginx').toFixed(0)} | ${rps('router').toFixed(0)} | ${ratio(rps('router'), rps('nginx'))} |`);
+for (const [label, mode] of [['non-streaming, concurrency 1', 'plain'], ['streaming, concurrency 1', 'stream'], ['concurrency 32', 'rps']]) {
+  const n = med('nginx', mode, 'cpuUs');
+  const r = med('router', mode, 'cpuUs');
+  rows.push(`| proxy CPU us per request, ${label} | - | ${n.toFixed(0)} | ${r.toFixed(0)} | ${ratio(r, n)} |`);
+}
+const errors = Object.values(cells).flat().reduce((n, x) => n + x.errors, 0);
 console.log('| metric | direct | nginx | router | router / nginx |');
 console.log('|---|---:|---:|---:|---:|');
 for (const row of rows) console.log(row);
-console.log(`\nerrors: ${errors}; latency at concurrency 1, ${dp.requests} requests per cell; lower added latency and higher requests/s are better`);
+console.log(`\nerrors: ${errors}; medians of ${rounds} interleaved rounds; latency at concurrency 1, ` +
+  `${cells['direct plain'][0].requests} requests per cell; lower added latency and CPU, higher requests/s are better`);
 EOF

@@ -6,6 +6,7 @@
 // ejection and recovery, every request accounted for).
 import { ChildProcess, spawn, spawnSync } from 'child_process';
 import * as fs from 'fs';
+import * as http from 'http';
 import * as net from 'net';
 import * as path from 'path';
 import OpenAI from 'openai';
@@ -239,9 +240,8 @@ describeIfBuilt('router, aggregated pool, with the openai SDK', () => {
     } catch { /* some SDK versions raise an abort error instead */ }
     expect(n).toBeGreaterThanOrEqual(3);
     expect(n).toBeLessThan(2000);
-    // THEN the router notices at its next write, closes the upstream connection and counts the
-    // request as client_gone (the sim-worker then stops streaming to it; it has no abort, so its
-    // sequence runs out in the scheduler, as documented in sim_worker.cc)
+    // THEN the router closes the upstream connection and counts the request as client_gone (the
+    // sim-worker then aborts it: see 'router, a client that leaves' below)
     await waitFor(async () => (await metrics(router)).get('disagg_router_requests_total{route="completions",outcome="client_gone"}') === 1,
       5_000, 'client_gone counted');
   });
@@ -480,5 +480,77 @@ describeIfBuilt('router, a worker killed mid-stream', () => {
     const m = await metrics(router);
     expect(total(m, 'disagg_router_requests_total')).toBe(9 + 6 + 4 + 6);
     expect(m.get('disagg_router_requests_total{route="completions",outcome="error"}')).toBe(onVictim.length);
+  });
+});
+
+/** Sends a generation request with Node's http client; `hangUp()` closes the connection mid-way. */
+function rawRequest(url: string, body: object): { firstData: Promise<void>; hangUp: () => void } {
+  const req = http.request(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+  const firstData = new Promise<void>((resolve, reject) => {
+    req.once('response', (res) => res.once('data', () => resolve()));
+    req.once('error', reject);
+  });
+  firstData.catch(() => { /* the hang-up ends it */ });
+  req.on('error', () => { /* expected after hangUp() */ });
+  req.end(JSON.stringify(body));
+  return { firstData, hangUp: () => req.destroy() };
+}
+
+describeIfBuilt('router, a client that leaves', () => {
+  const GONE = 'disagg_router_requests_total{route="completions",outcome="client_gone"}';
+  let worker: Proc;
+  let router: Proc;
+  let idleKv = 0;
+  let aborts = 0;
+  let served = 0;
+  beforeAll(async () => {
+    // A slow worker: 4000 tokens take many seconds, so only an abort ends them early.
+    worker = await startWorker({ extra: ['--speedup', '4'] });
+    router = await startRouter(['--policy', 'least-loaded', '--endpoint', `role=both,url=${worker.url}`]);
+    idleKv = (await metrics(worker)).get(`vllm:kv_cache_usage_perc{engine="0",model_name="${MODEL}"}`)!;
+  });
+
+  const abortCount = async (): Promise<number> =>
+    (await metrics(worker)).get(`vllm:request_success_total{engine="0",model_name="${MODEL}",finished_reason="abort"}`) ?? -1;
+
+  async function expectWorkerAbortedAndServing(): Promise<void> {
+    // THEN within a bounded wait the worker runs nothing, counted the abort, and its KV use is idle
+    aborts++;
+    await waitFor(async () => {
+      const m = await metrics(worker);
+      return total(m, 'vllm:num_requests_running') === 0 && await abortCount() === aborts
+        && m.get(`vllm:kv_cache_usage_perc{engine="0",model_name="${MODEL}"}`) === idleKv;
+    }, 5_000, 'the worker to abort the request');
+    const m = await metrics(worker);
+    expect(m.get(`vllm:request_success_total{engine="0",model_name="${MODEL}",finished_reason="length"}`)).toBe(served);
+    expect(total(m, 'vllm:generation_tokens_total')).toBeLessThan(4000 * aborts);
+    // AND the worker still serves a new request through the router
+    const c = await sdk(router).completions.create({ model: MODEL, prompt: 'short after abort', max_tokens: 2 });
+    expect(c.choices[0].text.trim().split(' ')).toHaveLength(2);
+    served++;
+    await waitFor(async () => total(await metrics(worker), 'vllm:num_requests_running') === 0, 5_000, 'idle again');
+  }
+
+  test('streaming: a hang-up after the first tokens aborts the request on the worker', async () => {
+    // GIVEN a streamed request for 4000 tokens through the router
+    const r = rawRequest(router.url, { model: MODEL, prompt: 'a long streamed story', max_tokens: 4000, stream: true });
+    // WHEN the client hangs up after the first tokens
+    await r.firstData;
+    r.hangUp();
+    await expectWorkerAbortedAndServing();
+    // AND the router counted it as client_gone
+    await waitFor(async () => (await metrics(router)).get(GONE) === 1, 5_000, 'client_gone counted');
+  });
+
+  test('non-streaming: a hang-up while the answer is pending aborts the request on the worker', async () => {
+    // GIVEN a whole-body request for 4000 tokens through the router, running on the worker
+    const r = rawRequest(router.url, { model: MODEL, prompt: 'a long whole story', max_tokens: 4000 });
+    await waitFor(async () => total(await metrics(worker), 'vllm:num_requests_running') === 1, 5_000, 'the request to run');
+    // WHEN the client hangs up 200 ms later (no byte of the answer was sent yet)
+    await new Promise((res) => setTimeout(res, 200));
+    r.hangUp();
+    await expectWorkerAbortedAndServing();
+    // AND the router counted it as client_gone
+    await waitFor(async () => (await metrics(router)).get(GONE) === 2, 5_000, 'client_gone counted');
   });
 });

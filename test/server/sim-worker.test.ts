@@ -73,7 +73,7 @@ function sdk(w: Worker): OpenAI {
   return new OpenAI({ baseURL: `${w.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 20_000 });
 }
 
-/** Parses the Prometheus text into name{labels} -> value for the sample lines. */
+/** Parses the Prometheus text into name -> value, summing the series of a family (e.g. every finished_reason). */
 async function metrics(w: Worker): Promise<Map<string, number>> {
   const text = await (await fetch(`${w.url}/metrics`)).text();
   const out = new Map<string, number>();
@@ -81,7 +81,7 @@ async function metrics(w: Worker): Promise<Map<string, number>> {
     if (line.startsWith('#') || line.trim() === '') continue;
     const name = line.slice(0, line.indexOf('{') >= 0 ? line.indexOf('{') : line.indexOf(' '));
     const value = Number(line.slice(line.lastIndexOf(' ') + 1));
-    if (!line.includes('_bucket{')) out.set(name, value);
+    if (!line.includes('_bucket{')) out.set(name, (out.get(name) ?? 0) + value);
   }
   return out;
 }

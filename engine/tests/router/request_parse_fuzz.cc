@@ -3,7 +3,9 @@
 //   engine/fuzz.sh   (or: cmake --build engine/build-fuzz --target disagg_request_parse_fuzz)
 // The first byte picks completions or chat; the rest is the body. Invariants: no crash or UB
 // (ASan/UBSan), an accepted request names a served model and has prompt tokens in the fake
-// vocabulary, a refusal is a 400 or 404 with a message, and parsing the same bytes twice agrees.
+// vocabulary, a refusal is a 400 or 404 with a message, parsing the same bytes twice agrees, and
+// the router's fast scan (request_scan.h) accepts only bodies the slow path accepts, with the same
+// result.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "request_parse.h"
+#include "request_scan.h"
 
 namespace {
 
@@ -50,13 +53,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const bool chat = (data[0] & 1) != 0;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  // As the router does: no exceptions, a discarded value is a 400 before validation.
-  const nlohmann::json body = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return 0;
   // Reused buffers, as the router reuses its per-request scratch.
   static std::vector<TokenId> tokens;
   static std::string scratch;
+  // The fast scan first, as the router runs it.
+  Outcome fast;
+  tokens.clear();
+  fast.ok = disagg::router::scan_generate_request(text, chat, kModels, fast.request, tokens, scratch);
+  if (!fast.ok && !tokens.empty()) __builtin_trap();  // a declining scan leaves the tokens as they were
+  fast.tokens = tokens;
+  // As the router does: no exceptions, a discarded value is a 400 before validation.
+  const nlohmann::json body = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    if (fast.ok) __builtin_trap();  // the scan accepted invalid JSON
+    return 0;
+  }
   const Outcome a = run(body, chat, tokens, scratch);
+  if (fast.ok && (!a.ok || a.tokens != fast.tokens || a.request.model != fast.request.model ||
+                  a.request.stream != fast.request.stream || a.request.max_tokens != fast.request.max_tokens)) {
+    __builtin_trap();
+  }
   if (a.ok) {
     if (a.tokens.empty()) __builtin_trap();
     if (a.request.model != kModels[0] && a.request.model != kModels[1]) __builtin_trap();

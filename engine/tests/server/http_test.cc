@@ -7,6 +7,8 @@
 #include <chrono>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -14,6 +16,7 @@
 #include "server/http/http_server.h"
 #include "server/http/openai_error.h"
 #include "server/http/sse.h"
+#include "server/http/wake_signal.h"
 
 namespace disagg::http {
 namespace {
@@ -302,6 +305,74 @@ TEST_F(ServerFixture, PooledClientReusesKeepAliveConnections) {
   EXPECT_EQ(pool.idle(), 0u);
 }
 
+// Wakes the handler that watches its client (ResponseWriter::watch_close).
+struct Wake {
+  WakeSignal signal;
+  void operator()() const { signal.notify(); }
+};
+
+TEST_F(ServerFixture, WatchCloseWakesAHandlerWhoseClientHungUp) {
+  // GIVEN a handler that would wait 30 s for its answer, unless its client leaves
+  std::atomic<int> closed_seen{0};
+  start([&](Request&, ResponseWriter& w) -> Task<void> {
+    WakeSignal signal(w.executor());
+    w.watch_close(Wake{signal});
+    co_await signal.wait(30s);
+    if (w.client_closed()) {
+      closed_seen.fetch_add(1);
+      w.abort();
+      co_return;
+    }
+    co_await w.send(200, "late", "text/plain");
+  });
+  // WHEN a client sends a request and hangs up before the answer
+  {
+    net::io_context io;
+    tcp::socket s(io);
+    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
+    net::write(s, net::buffer(std::string("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi")));
+    s.close();
+  }
+  // THEN the handler learns it long before its 30 s wait ends
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (closed_seen.load() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(closed_seen.load(), 1);
+}
+
+TEST_F(ServerFixture, WatchCloseLeavesAClientThatStaysAlone) {
+  // GIVEN a handler that watches its client and answers after 50 ms
+  std::atomic<int> closed_seen{0};
+  start([&](Request& req, ResponseWriter& w) -> Task<void> {
+    WakeSignal signal(w.executor());
+    w.watch_close(Wake{signal});
+    co_await signal.wait(50ms);
+    if (w.client_closed()) closed_seen.fetch_add(1);
+    co_await w.send(200, std::string(req.target()), "text/plain");
+  });
+  // WHEN one keep-alive connection sends a request, reads the answer, then sends another
+  net::io_context io;
+  tcp::socket s(io);
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
+  auto exchange = [&](const std::string& request, const std::string& until) {
+    net::write(s, net::buffer(request));
+    std::string out;
+    char buf[1024];
+    boost::system::error_code ec;
+    while (out.find(until) == std::string::npos) {
+      const std::size_t n = s.read_some(net::buffer(buf), ec);
+      out.append(buf, n);
+      if (ec) break;
+    }
+    return out;
+  };
+  const std::string first = exchange("GET /one HTTP/1.1\r\nHost: h\r\n\r\n", "/one");
+  const std::string second = exchange("GET /two HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", "/two");
+  // THEN both are answered on the same connection and no close was reported
+  EXPECT_NE(first.find("200 OK"), std::string::npos) << first;
+  EXPECT_NE(second.find("/two"), std::string::npos) << second;
+  EXPECT_EQ(closed_seen.load(), 0);
+}
+
 TEST_F(ServerFixture, DrainFinishesInFlightRequestsAndStopsAccepting) {
   // GIVEN a request in flight that takes 200 ms
   std::atomic<bool> entered{false};
@@ -333,6 +404,106 @@ TEST_F(ServerFixture, DrainFinishesInFlightRequestsAndStopsAccepting) {
   boost::system::error_code ec;
   s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port), ec);
   EXPECT_TRUE(ec) << "still accepting after drain";
+}
+
+// ---- one io_context per thread (the router's layout) --------------------------------------------
+
+TEST(ThreadPerContext, ConnectionsSpreadOverContextsAndChunksFrameByHand) {
+  // GIVEN a server whose connections go round robin to two io_contexts, each run by one thread, and
+  // a handler that streams with the first chunk in start_stream() and the last one in finish()
+  net::io_context a(1), b(1);
+  auto guard_a = net::make_work_guard(a);
+  auto guard_b = net::make_work_guard(b);
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  ServerOptions o;
+  o.connection_contexts = {&a, &b};
+  auto s = HttpServer::create(a, o, [&](Request&, ResponseWriter& w) -> Task<void> {
+    {
+      std::lock_guard lock(mu);
+      threads.insert(std::this_thread::get_id());
+    }
+    if (co_await w.start_stream(200, "text/event-stream", {}, "first")) {
+      co_await w.write("mid");
+      co_await w.finish("last!");
+    }
+  });
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  HttpServer& server = **s;
+  server.start();
+  std::thread ta([&a] { a.run(); });
+  std::thread tb([&b] { b.run(); });
+  // WHEN four connections each send one request
+  std::vector<std::string> answers;
+  for (int i = 0; i < 4; ++i) {
+    net::io_context io;
+    tcp::socket sock(io);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server.port()));
+    boost::system::error_code ec;
+    net::write(sock, net::buffer(std::string("GET /s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")), ec);
+    std::string out;
+    char buf[4096];
+    while (!ec) {
+      const std::size_t n = sock.read_some(net::buffer(buf), ec);
+      out.append(buf, n);
+    }
+    answers.push_back(out);
+  }
+  std::promise<void> drained;
+  server.drain([&] { drained.set_value(); });
+  drained.get_future().wait_for(2s);
+  guard_a.reset();
+  guard_b.reset();
+  a.stop();
+  b.stop();
+  ta.join();
+  tb.join();
+  // THEN both threads served requests, and each answer is a correctly framed chunked stream
+  EXPECT_EQ(threads.size(), 2u);
+  for (const std::string& r : answers) {
+    EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+    EXPECT_NE(r.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << r;
+    EXPECT_NE(r.find("Connection: close\r\n"), std::string::npos) << r;
+    const std::size_t body = r.find("\r\n\r\n");
+    ASSERT_NE(body, std::string::npos) << r;
+    EXPECT_EQ(r.substr(body + 4), "5\r\nfirst\r\n3\r\nmid\r\n5\r\nlast!\r\n0\r\n\r\n");
+  }
+}
+
+TEST_F(ServerFixture, RegisteredPoolReusesSocketsOnTheirOwnContext) {
+  // GIVEN a keep-alive server and, on one client io_context, a pool that parks registered sockets
+  start(echo_handler());
+  const std::uint16_t port = server_->port();
+  // WHEN five requests run one after another with a pool that lives inside the client coroutine
+  // (it must go before its io_context)
+  struct Counts {
+    std::string bodies;
+    std::uint64_t reused = 0;
+    std::size_t idle = 0;
+  };
+  auto counts = client<Counts>([port](net::any_io_executor ex) -> Task<Counts> {
+    ConnectionPool::Options po;
+    po.keep_registered = true;
+    ConnectionPool pool(po);
+    Counts out;
+    for (int i = 0; i < 5; ++i) {
+      ClientRequest req;
+      req.method = bhttp::verb::post;
+      req.target = "/r" + std::to_string(i);
+      req.body = "b" + std::to_string(i);
+      ClientOptions opts;
+      opts.pool = &pool;
+      auto r = co_await fetch(ex, "127.0.0.1", port, std::move(req), opts);
+      out.bodies += r ? r->body + ";" : r.error().message() + ";";
+    }
+    out.reused = pool.reused();
+    out.idle = pool.idle();
+    co_return out;
+  });
+  // THEN every answer is right, four requests reused the first connection, which is parked again
+  EXPECT_EQ(counts.bodies, "/r0|b0;/r1|b1;/r2|b2;/r3|b3;/r4|b4;");
+  EXPECT_EQ(counts.reused, 4u);
+  EXPECT_EQ(counts.idle, 1u);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <msgpack.hpp>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <zmq.hpp>
@@ -334,6 +336,150 @@ TEST(SimWorkerKvEvents, SubscriberSeesStoredBlocksOfThePromptAndReplayWorks) {
   EXPECT_GE(seqs.size() - 1, static_cast<std::size_t>(expected_seq));
   for (std::size_t i = 0; i + 1 < seqs.size(); ++i) EXPECT_EQ(seqs[i], encode_seq(static_cast<std::int64_t>(i)));
 }
+
+// ---- client disconnect aborts the request ---------------------------------------------------
+
+// name{labels} -> value of /metrics (bucket lines skipped); empty when the worker did not answer.
+std::map<std::string, double> scrape(std::uint16_t port) {
+  net::io_context io;
+  std::map<std::string, double> out;
+  net::co_spawn(
+      io,
+      [&]() -> http::Task<void> {
+        http::ClientRequest req;
+        req.method = http::bhttp::verb::get;
+        req.target = "/metrics";
+        auto r = co_await http::fetch(io.get_executor(), "127.0.0.1", port, std::move(req));
+        if (!r) co_return;
+        std::istringstream lines(r->body);
+        std::string line;
+        while (std::getline(lines, line)) {
+          if (line.empty() || line[0] == '#' || line.find("_bucket{") != std::string::npos) continue;
+          const auto cut = line.rfind(' ');
+          out[line.substr(0, cut)] = std::stod(line.substr(cut + 1));
+        }
+      },
+      net::detached);
+  io.run();
+  return out;
+}
+
+// The value of the one series of `family` whose labels contain `label` (e.g. finished_reason="abort").
+double metric(const std::map<std::string, double>& m, const std::string& family, const std::string& label = "") {
+  for (const auto& [key, value] : m) {
+    if (key.rfind(family + "{", 0) == 0 && key.find(label) != std::string::npos) return value;
+  }
+  return -1;
+}
+
+// Polls /metrics until `done` holds or `limit` passes; returns the last scrape.
+template <class Pred>
+std::map<std::string, double> wait_metrics(std::uint16_t port, std::chrono::milliseconds limit, Pred done) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto m = scrape(port);
+  while (!done(m) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+    m = scrape(port);
+  }
+  return m;
+}
+
+// A raw HTTP/1.1 client that can hang up mid-response.
+struct RawClient {
+  net::io_context io;
+  http::tcp::socket socket{io};
+  explicit RawClient(std::uint16_t port) {
+    socket.connect(http::tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  }
+  void post(const std::string& path, const std::string& body) {
+    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    net::write(socket, net::buffer(req));
+  }
+  // Reads until `needle` was received (or the peer closed); returns what was read.
+  std::string read_until(const std::string& needle) {
+    std::string got;
+    char buf[4096];
+    boost::system::error_code ec;
+    while (got.find(needle) == std::string::npos) {
+      const std::size_t n = socket.read_some(net::buffer(buf), ec);
+      if (ec) break;
+      got.append(buf, n);
+    }
+    return got;
+  }
+  void hang_up() {
+    boost::system::error_code ec;
+    socket.shutdown(http::tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+  }
+};
+
+class SimWorkerAbort : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SimWorkerAbort, ClientThatLeavesFreesTheSequenceAndTheWorkerServesOn) {
+  const bool stream = GetParam();
+  // GIVEN a worker at real speed (a 1B model: ~0.7 ms per decode step, so 4000 tokens take seconds)
+  SimWorkerConfig c;
+  c.port = 0;
+  c.model_name = "m";
+  c.block_size = 16;
+  c.kv_blocks = 1024;
+  c.max_model_len = 16384;
+  c.speedup = 1;
+  auto w = SimWorker::create(c, small_model());
+  ASSERT_TRUE(w.has_value()) << w.error();
+  WorkerRun run;
+  run.worker = std::move(*w);
+  run.thread = std::thread([&run] { run.worker->run(); });
+  const std::uint16_t port = run.worker->port();
+  const auto idle = wait_metrics(port, 2s, [](const auto& m) { return !m.empty(); });
+  const double idle_kv = metric(idle, "vllm:kv_cache_usage_perc");
+  ASSERT_EQ(metric(idle, "vllm:request_success_total", "finished_reason=\"abort\""), 0) << "no abort series";
+
+  // WHEN a client asks for 4000 tokens and hangs up once it is running (streaming: after the
+  // first tokens arrived)
+  RawClient client(port);
+  const nlohmann::json body = {{"model", "m"}, {"prompt", "tell me a very long story about the sea"},
+                               {"max_tokens", 4000}, {"stream", stream}};
+  client.post("/v1/completions", body.dump());
+  if (stream) {
+    const std::string head = client.read_until("data: ");
+    ASSERT_NE(head.find("200 OK"), std::string::npos) << head;
+  }
+  const auto busy = wait_metrics(port, 5s, [](const auto& m) {
+    return metric(m, "vllm:num_requests_running") == 1 && metric(m, "vllm:generation_tokens_total") >= 0;
+  });
+  ASSERT_EQ(metric(busy, "vllm:num_requests_running"), 1);
+  EXPECT_GT(metric(busy, "vllm:kv_cache_usage_perc"), idle_kv);
+  if (!stream) std::this_thread::sleep_for(200ms);  // the client's patience, not a condition
+  client.hang_up();
+
+  // THEN the worker aborts it: nothing runs, the abort is counted, KV use is back to idle, and
+  // the request did not run to its end (no success with reason length)
+  const auto after = wait_metrics(port, 3s, [&](const auto& m) {
+    return metric(m, "vllm:num_requests_running") == 0 &&
+           metric(m, "vllm:request_success_total", "finished_reason=\"abort\"") == 1 &&
+           metric(m, "vllm:kv_cache_usage_perc") == idle_kv;
+  });
+  EXPECT_EQ(metric(after, "vllm:num_requests_running"), 0);
+  EXPECT_EQ(metric(after, "vllm:num_requests_waiting"), 0);
+  EXPECT_EQ(metric(after, "vllm:request_success_total", "finished_reason=\"abort\""), 1);
+  EXPECT_EQ(metric(after, "vllm:request_success_total", "finished_reason=\"length\""), 0);
+  EXPECT_EQ(metric(after, "vllm:kv_cache_usage_perc"), idle_kv);
+  EXPECT_LT(metric(after, "vllm:generation_tokens_total"), 4000);
+
+  // AND the worker still serves a new request
+  unsigned status = 0;
+  const auto res = post(port, "/v1/completions", {{"model", "m"}, {"prompt", "and now a short one"}, {"max_tokens", 3}}, &status);
+  EXPECT_EQ(status, 200u) << res.dump();
+  EXPECT_EQ(res["usage"]["completion_tokens"], 3);
+  const auto last = scrape(port);
+  EXPECT_EQ(metric(last, "vllm:request_success_total", "finished_reason=\"length\""), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(StreamOrNot, SimWorkerAbort, ::testing::Bool(),
+                         [](const auto& param_info) { return param_info.param ? "Streaming" : "NonStreaming"; });
 
 }  // namespace
 }  // namespace disagg::sim_worker

@@ -1,5 +1,7 @@
 #include "http_server.h"
 
+#include <array>
+#include <cstdio>
 #include <exception>
 #include <optional>
 
@@ -15,6 +17,37 @@ bool is_disconnect(const boost::system::error_code& ec) {
          ec == beast::error::timeout || ec == net::error::broken_pipe ||
          ec == net::error::not_connected || ec == bhttp::error::partial_message;
 }
+
+// Response headers are serialized by hand (the bytes Beast's keep_alive() + prepare_payload()
+// give): Beast's generic serializer cost as many instructions as the rest of the router's request
+// path. Appends the status line, Server, `headers` and Content-Type.
+void append_head(std::string& out, unsigned version, unsigned status, std::string_view server,
+                 std::span<const Header> headers, std::string_view content_type) {
+  const auto field = [&out](std::string_view name, std::string_view value) {
+    out.append(name).append(": ").append(value).append("\r\n");
+  };
+  const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
+  out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ").append(std::to_string(status)).append(" ");
+  out.append(reason.data(), reason.size()).append("\r\n");
+  field("Server", server);
+  for (const Header& h : headers) field(h.name, h.value);
+  field("Content-Type", content_type);
+}
+
+// Appends the Connection field that `keep_alive` needs in this HTTP version, then the blank line.
+void end_head(std::string& out, unsigned version, bool keep_alive) {
+  if (version >= 11 && !keep_alive) out.append("Connection: close\r\n");
+  if (version < 11 && keep_alive) out.append("Connection: keep-alive\r\n");
+  out.append("\r\n");
+}
+
+// The size line of a chunk of `n` bytes ("<hex>\r\n") in `buf`; returns its length.
+std::size_t chunk_size_line(char (&buf)[24], std::size_t n) {
+  return static_cast<std::size_t>(std::snprintf(buf, sizeof buf, "%zx\r\n", n));
+}
+
+constexpr std::string_view kCrlf = "\r\n";
+constexpr std::string_view kLastChunk = "0\r\n\r\n";
 
 // Answers a request that failed before it reached the handler, then the connection closes.
 Task<void> reply_and_close(beast::tcp_stream& stream, const ServerOptions& options,
@@ -41,12 +74,25 @@ std::string_view target_path(std::string_view target) {
 // ---- ResponseWriter -------------------------------------------------------------------------
 
 ResponseWriter::ResponseWriter(beast::tcp_stream& stream, const Request& request, bool keep_alive,
-                               const ServerOptions& options, const std::atomic<bool>* draining)
+                               const ServerOptions& options, const std::atomic<bool>* draining,
+                               std::shared_ptr<CloseWatch> close_watch)
     : stream_(stream),
       options_(options),
       draining_(draining),
+      watch_(std::move(close_watch)),
       version_(request.version()),
       keep_alive_(keep_alive) {}
+
+ResponseWriter::~ResponseWriter() { unwatch_close(); }
+
+void ResponseWriter::unwatch_close() {
+  if (watch_ == nullptr || !watch_->armed) return;
+  ++watch_->generation;
+  watch_->armed = false;
+  // The pending receive completes with operation_aborted and, being stale, does nothing.
+  boost::system::error_code ec;
+  stream_.socket().cancel(ec);
+}
 
 bool ResponseWriter::decide_keep_alive() {
   if (draining_ != nullptr && draining_->load(std::memory_order_acquire)) keep_alive_ = false;
@@ -62,15 +108,19 @@ Task<bool> ResponseWriter::send(unsigned status, std::string body, std::string_v
                                 std::span<const Header> headers) {
   if (state_ != State::none || broken_) co_return false;
   state_ = State::sent;
-  bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(status), version_};
-  fill_common(res.base(), headers);
-  res.set(bhttp::field::content_type, content_type);
-  res.keep_alive(decide_keep_alive());
-  res.body() = std::move(body);
-  res.prepare_payload();
+  unwatch_close();
+  // Header and body in one gathered write.
+  std::string head;
+  head.reserve(256);
+  append_head(head, version_, status, options_.server_name, headers, content_type);
+  if (status >= 200 && status != 204 && status != 304) {
+    head.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
+  }
+  end_head(head, version_, decide_keep_alive());
+  const std::array<net::const_buffer, 2> buffers = {net::buffer(head), net::buffer(body)};
   stream_.expires_after(options_.write_timeout);
   boost::system::error_code ec;
-  co_await bhttp::async_write(stream_, res, net::redirect_error(net::use_awaitable, ec));
+  co_await net::async_write(stream_, buffers, net::redirect_error(net::use_awaitable, ec));
   if (ec) broken_ = true;
   co_return !broken_;
 }
@@ -83,19 +133,26 @@ Task<bool> ResponseWriter::send_error(unsigned status, std::string_view message,
 }
 
 Task<bool> ResponseWriter::start_stream(unsigned status, std::string_view content_type,
-                                        std::span<const Header> headers) {
+                                        std::span<const Header> headers, std::string_view first) {
   if (state_ != State::none || broken_) co_return false;
   state_ = State::streaming;
-  bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(status), version_};
-  fill_common(res.base(), headers);
-  res.set(bhttp::field::content_type, content_type);
-  res.set(bhttp::field::cache_control, "no-cache");
-  res.keep_alive(decide_keep_alive());
-  res.chunked(true);
-  bhttp::response_serializer<bhttp::empty_body> sr{res};
+  std::string head;
+  head.reserve(256);
+  append_head(head, version_, status, options_.server_name, headers, content_type);
+  head.append("Cache-Control: no-cache\r\n");
+  const bool keep = decide_keep_alive();
+  if (version_ >= 11 && !keep) head.append("Connection: close\r\n");
+  if (version_ < 11 && keep) head.append("Connection: keep-alive\r\n");
+  head.append("Transfer-Encoding: chunked\r\n\r\n");
+  // The first chunk, if given, goes in the same write as the header.
+  char size_line[24];
+  const std::size_t n = first.empty() ? 0 : chunk_size_line(size_line, first.size());
+  const std::array<net::const_buffer, 4> buffers = {net::buffer(head), net::buffer(size_line, n),
+                                                    net::buffer(first.data(), first.size()),
+                                                    net::buffer(kCrlf.data(), first.empty() ? 0 : 2)};
   stream_.expires_after(options_.write_timeout);
   boost::system::error_code ec;
-  co_await bhttp::async_write_header(stream_, sr, net::redirect_error(net::use_awaitable, ec));
+  co_await net::async_write(stream_, buffers, net::redirect_error(net::use_awaitable, ec));
   if (ec) broken_ = true;
   co_return !broken_;
 }
@@ -105,24 +162,36 @@ Task<bool> ResponseWriter::write(std::string_view data) {
   if (data.empty()) co_return true;
   stream_.expires_after(options_.write_timeout);
   boost::system::error_code ec;
-  co_await net::async_write(stream_, bhttp::make_chunk(net::buffer(data.data(), data.size())),
-                            net::redirect_error(net::use_awaitable, ec));
+  // Chunk framing by hand (hex size, CRLF, data, CRLF) in one gathered write: Beast's chunk
+  // buffer sequences cost more than the write itself.
+  char size_line[24];
+  const std::array<net::const_buffer, 3> chunk = {net::buffer(size_line, chunk_size_line(size_line, data.size())),
+                                                  net::buffer(data.data(), data.size()),
+                                                  net::buffer(kCrlf.data(), kCrlf.size())};
+  co_await net::async_write(stream_, chunk, net::redirect_error(net::use_awaitable, ec));
   if (ec) broken_ = true;
   co_return !broken_;
 }
 
-Task<bool> ResponseWriter::finish() {
+Task<bool> ResponseWriter::finish(std::string_view last) {
   if (state_ != State::streaming || broken_) co_return false;
   state_ = State::finished;
+  unwatch_close();
+  // The final chunk, if given, goes in the same write as the end of the stream.
+  char size_line[24];
+  const std::size_t n = last.empty() ? 0 : chunk_size_line(size_line, last.size());
+  const std::array<net::const_buffer, 4> buffers = {net::buffer(size_line, n), net::buffer(last.data(), last.size()),
+                                                    net::buffer(kCrlf.data(), last.empty() ? 0 : 2),
+                                                    net::buffer(kLastChunk.data(), kLastChunk.size())};
   stream_.expires_after(options_.write_timeout);
   boost::system::error_code ec;
-  co_await net::async_write(stream_, bhttp::make_chunk_last(),
-                            net::redirect_error(net::use_awaitable, ec));
+  co_await net::async_write(stream_, buffers, net::redirect_error(net::use_awaitable, ec));
   if (ec) broken_ = true;
   co_return !broken_;
 }
 
 void ResponseWriter::abort() {
+  unwatch_close();
   broken_ = true;
   boost::system::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -136,6 +205,7 @@ struct HttpServer::Conn {
   net::any_io_executor strand;
   beast::tcp_stream* stream = nullptr;  // set and read on the strand only
   bool idle = true;                     // waiting for a request; strand only
+  CloseWatch watch;                     // of the request being served; strand only
 };
 
 HttpServer::HttpServer(net::io_context& ioc, ServerOptions options, Handler handler)
@@ -169,9 +239,14 @@ void HttpServer::start() {
 }
 
 Task<void> HttpServer::accept_loop() {
+  std::size_t next = 0;
+  const auto& contexts = options_.connection_contexts;
   while (!draining()) {
     boost::system::error_code ec;
-    auto strand = net::make_strand(ioc_);
+    // A single-threaded context needs no strand (see ServerOptions::connection_contexts).
+    const net::any_io_executor strand =
+        contexts.empty() ? net::any_io_executor(net::make_strand(ioc_))
+                         : net::any_io_executor(contexts[next++ % contexts.size()]->get_executor());
     tcp::socket socket(strand);
     co_await acceptor_.async_accept(socket, net::redirect_error(net::use_awaitable, ec));
     if (ec) {
@@ -242,8 +317,18 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
       co_await bhttp::async_write(stream, cont, net::redirect_error(net::use_awaitable, ec));
       if (ec) break;
     }
-    stream.expires_after(options_.read_timeout);
-    co_await bhttp::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+    // A body that arrived with the header is parsed here: an asynchronous read would take a
+    // round through the reactor for it without reading anything.
+    while (!parser.is_done() && buffer.size() != 0) {
+      const std::size_t used = parser.put(buffer.data(), ec);
+      buffer.consume(used);
+      if (ec == bhttp::error::need_more) ec = {};
+      if (ec || used == 0) break;
+    }
+    if (!ec && !parser.is_done()) {
+      stream.expires_after(options_.read_timeout);
+      co_await bhttp::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+    }
     if (ec) {
       if (ec == bhttp::error::body_limit) {
         co_await reply_and_close(stream, options_, 413, "request body is larger than the limit of " +
@@ -257,7 +342,9 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
       break;
     }
     Request req = parser.release();
-    ResponseWriter writer(stream, req, req.keep_alive() && !draining(), options_, &draining_);
+    // The aliasing pointer shares the connection's ownership: no allocation per request.
+    ResponseWriter writer(stream, req, req.keep_alive() && !draining(), options_, &draining_,
+                          std::shared_ptr<CloseWatch>(conn, &conn->watch));
     std::exception_ptr failure;
     try {
       co_await handler_(req, writer);

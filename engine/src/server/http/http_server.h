@@ -34,6 +34,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "asio.h"
 #include "disagg/expected.h"
@@ -61,6 +62,20 @@ struct ServerOptions {
   int listen_backlog = 1024;
   /// Value of the Server header.
   std::string server_name = "disagg-engine";
+  /// When non-empty, accepted connections are handed round robin to these io_contexts (not
+  /// owned), each of which the caller runs on exactly one thread: a connection then stays on one
+  /// thread without a strand, so serving a request wakes no other thread. Empty: each connection
+  /// gets a strand of the server's io_context, which any number of threads may run.
+  std::vector<net::io_context*> connection_contexts;
+};
+
+/// Per-connection state of ResponseWriter::watch_close(). Shared with the pending socket wait, so
+/// that a completion arriving after its request ended touches only this (and ignores itself).
+struct CloseWatch {
+  std::uint64_t generation = 0;  ///< bumped when a watch ends: older completions are stale
+  bool armed = false;
+  bool closed = false;  ///< the client closed or reset the connection during the watch
+  char peeked = 0;      ///< target of the watch's MSG_PEEK receive (never consumed)
 };
 
 /// One extra response header.
@@ -73,8 +88,13 @@ struct Header {
 class ResponseWriter {
  public:
   /// `draining`: when set by the time the header goes out, the response says Connection: close.
+  /// `close_watch`: the connection's slot for watch_close() (none: watch_close() does nothing).
   ResponseWriter(beast::tcp_stream& stream, const Request& request, bool keep_alive,
-                 const ServerOptions& options, const std::atomic<bool>* draining = nullptr);
+                 const ServerOptions& options, const std::atomic<bool>* draining = nullptr,
+                 std::shared_ptr<CloseWatch> close_watch = nullptr);
+  ~ResponseWriter();
+  ResponseWriter(const ResponseWriter&) = delete;
+  ResponseWriter& operator=(const ResponseWriter&) = delete;
 
   /// Sends a complete response. Returns false when the client is gone.
   Task<bool> send(unsigned status, std::string body,
@@ -84,16 +104,38 @@ class ResponseWriter {
   Task<bool> send_error(unsigned status, std::string_view message, std::string_view param = {},
                         std::string_view code = {}, std::span<const Header> headers = {});
 
-  /// Starts a chunked response (text/event-stream by default, no caching). False: client gone.
+  /// Starts a chunked response (text/event-stream by default, no caching). `first`, when not
+  /// empty, is the first chunk, sent in the same write as the header. False: client gone.
   Task<bool> start_stream(unsigned status = 200,
                           std::string_view content_type = "text/event-stream",
-                          std::span<const Header> headers = {});
+                          std::span<const Header> headers = {}, std::string_view first = {});
   /// Sends `data` as one chunk (empty data is skipped). False: client gone or write timed out.
   Task<bool> write(std::string_view data);
-  /// Sends the last chunk. False: client gone.
-  Task<bool> finish();
+  /// Ends the stream; `last`, when not empty, is a final chunk sent in the same write.
+  /// False: client gone.
+  Task<bool> finish(std::string_view last = {});
   /// Ends the connection without completing the response (the client sees a truncated stream).
   void abort();
+
+  /// Watches for the client going away while the response is pending: the request was read in
+  /// full, so the socket turning readable means EOF, a reset, or pipelined bytes. When the client
+  /// closed or reset the connection, client_closed() becomes true and `on_close()` runs once, on the
+  /// connection's strand (e.g. to wake the handler, or cancel an upstream request). The watch ends
+  /// at send(), finish(), abort(), unwatch_close() or the writer's end, and `on_close` never runs
+  /// after that, so it may refer to handler state that outlives the watch. Pipelined bytes end the
+  /// watch quietly (the client is still there; they stay unread). Cost: one 1-byte MSG_PEEK receive
+  /// queued on the socket (no epoll_ctl, no allocation beyond Asio's recycled handler memory); Asio
+  /// first tries it at once (one non-blocking recv answering EAGAIN) unless the request's own read
+  /// left the socket known-drained. Only handlers that call it pay this: the sim-worker's and the
+  /// router's generation requests. Does nothing after a complete response, while watching, or
+  /// without a watch slot.
+  template <class F>
+  void watch_close(F on_close);
+  /// Ends the watch (no-op when none). Call while no other operation is pending on the connection
+  /// (true in a handler between its own awaited writes): it cancels the socket's pending wait.
+  void unwatch_close();
+  /// Whether a watch saw the client close or reset the connection.
+  bool client_closed() const { return watch_ != nullptr && watch_->closed; }
 
   bool responded() const { return state_ != State::none; }
   bool streaming() const { return state_ == State::streaming; }
@@ -109,14 +151,45 @@ class ResponseWriter {
   void fill_common(bhttp::fields& f, std::span<const Header> headers);
   bool decide_keep_alive();
 
+  template <class F>
+  struct CloseWait;
+
   beast::tcp_stream& stream_;
   const ServerOptions& options_;
   const std::atomic<bool>* draining_;
+  std::shared_ptr<CloseWatch> watch_;
   unsigned version_;
   bool keep_alive_;
   bool broken_ = false;
   State state_ = State::none;
 };
+
+template <class F>
+struct ResponseWriter::CloseWait {
+  std::shared_ptr<CloseWatch> watch;
+  std::uint64_t generation;
+  F on_close;
+
+  void operator()(const boost::system::error_code& ec, std::size_t bytes) {
+    if (watch->generation != generation || !watch->armed) return;  // the watch ended
+    watch->armed = false;
+    if (!ec && bytes > 0) return;  // pipelined bytes (peeked, not read): the client is still there
+    watch->closed = true;          // EOF, a reset, or the connection was closed under us
+    on_close();
+  }
+};
+
+template <class F>
+void ResponseWriter::watch_close(F on_close) {
+  if (watch_ == nullptr || watch_->armed || broken_ || state_ == State::sent ||
+      state_ == State::finished) {
+    return;
+  }
+  watch_->armed = true;
+  watch_->closed = false;
+  stream_.socket().async_receive(net::buffer(&watch_->peeked, 1), tcp::socket::message_peek,
+                                 CloseWait<F>{watch_, watch_->generation, std::move(on_close)});
+}
 
 /// Handles one request. Runs on the connection's strand.
 using Handler = std::function<Task<void>(Request& request, ResponseWriter& response)>;

@@ -18,6 +18,15 @@ class Admission {
   Admission(std::int32_t max_active, std::int32_t max_queue)
       : max_active_(max_active), max_queue_(max_queue) {}
 
+  /// Takes a free slot without waiting: true when one was free and nobody is queued (release() it
+  /// once), false otherwise (then acquire() queues).
+  bool try_acquire() {
+    std::lock_guard lock(mu_);
+    if (active_ >= max_active_ || !queue_.empty()) return false;
+    ++active_;
+    return true;
+  }
+
   /// True when a slot is held (release() it once), false when the queue is full or the wait timed
   /// out. `executor`: the caller's strand.
   http::Task<bool> acquire(http::net::any_io_executor executor, std::chrono::milliseconds timeout) {

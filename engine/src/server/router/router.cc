@@ -25,6 +25,7 @@
 #include "endpoint_health.h"
 #include "kv_event_subscriber.h"
 #include "request_parse.h"
+#include "request_scan.h"
 #include "retry_policy.h"
 #include "router_metrics.h"
 #include "server/http/http_client.h"
@@ -124,6 +125,30 @@ struct Plan {
   PdReason reason = PdReason::below_threshold;
 };
 
+// While a request is proxied, a client that closes its connection cancels the upstream request
+// (ResponseWriter::watch_close), whatever phase it is in: waiting for the answer's header,
+// reading a whole answer, or streaming; the worker then sees its connection close and aborts.
+class CancelOnClientClose {
+ public:
+  explicit CancelOnClientClose(http::ClientCancel* cancel) : cancel_(cancel) {}
+  void operator()() const { cancel_->cancel(); }
+
+ private:
+  http::ClientCancel* cancel_;
+};
+
+// Ends the watch before the ClientCancel it refers to goes away.
+class CloseWatchGuard {
+ public:
+  explicit CloseWatchGuard(ResponseWriter& w) : w_(w) {}
+  ~CloseWatchGuard() { w_.unwatch_close(); }
+  CloseWatchGuard(const CloseWatchGuard&) = delete;
+  CloseWatchGuard& operator=(const CloseWatchGuard&) = delete;
+
+ private:
+  ResponseWriter& w_;
+};
+
 ErrorCause cause_of(const http::ClientError& e) {
   switch (e.code) {
     case http::ClientErrc::resolve_failed:
@@ -135,6 +160,9 @@ ErrorCause cause_of(const http::ClientError& e) {
     default: return ErrorCause::upstream_broken;
   }
 }
+
+// Streamed pieces that arrived together are relayed in one write, up to this many bytes.
+constexpr std::size_t kStreamBatchBytes = 64u << 10;
 
 std::size_t count_events(std::string_view piece) {
   std::size_t n = 0;
@@ -151,17 +179,25 @@ struct Router::Impl final : KvEventSink {
         decider(config.decider) {
     health.eject_after = config.eject_after;
     health.eject_ms = config.eject_ms;
+    for (int i = 1; i < config.threads; ++i) extra_contexts.push_back(std::make_unique<net::io_context>(1));
     if (config.upstream_keepalive > 0) {
       http::ConnectionPool::Options po;
       po.max_idle_per_endpoint = static_cast<std::size_t>(config.upstream_keepalive);
       po.idle_ttl = std::chrono::milliseconds(config.upstream_keepalive_ms);
-      upstream_pool = std::make_unique<http::ConnectionPool>(po);
+      po.keep_registered = true;  // each pool serves one single-threaded context
+      for (int i = 0; i < config.threads; ++i) upstream_pools.push_back(std::make_unique<http::ConnectionPool>(po));
     }
   }
 
   RouterConfig config;
   HealthPolicy health;
-  net::io_context ioc;
+  // One io_context per HTTP thread, each run by that thread alone: a client connection and its
+  // upstream requests stay on one thread, so a request wakes no other thread (on a shared
+  // multi-threaded io_context, handing completions between threads was most of the router's
+  // added latency). `ioc` (thread 1) also runs the listener, health checks and scrapes.
+  // The others are declared first so that they outlive `ioc`, whose accept loop holds their sockets.
+  std::vector<std::unique_ptr<net::io_context>> extra_contexts;
+  net::io_context ioc{1};
   net::signal_set signals{ioc, SIGTERM, SIGINT};
   std::unique_ptr<http::HttpServer> server;
   RouterMetrics metrics;
@@ -169,8 +205,10 @@ struct Router::Impl final : KvEventSink {
   PdDecider decider;
   ScratchPool scratch;
   // Keep-alive connections to the endpoints (every leg, health check and scrape): a new TCP
-  // connection per request was most of the latency the router added. nullptr = reuse off.
-  std::unique_ptr<http::ConnectionPool> upstream_pool;
+  // connection per request was most of the latency the router added. One pool per io_context
+  // (index 0 = `ioc`, then extra_contexts), so a parked connection stays registered with its
+  // thread's reactor; destroyed before the contexts. Empty = reuse off.
+  std::vector<std::unique_ptr<http::ConnectionPool>> upstream_pools;
   std::int64_t started_unix = 0;
 
   std::mutex mu;  // slots' identity, policy, index, sessions
@@ -189,6 +227,39 @@ struct Router::Impl final : KvEventSink {
   std::mutex dns_mu;
   std::condition_variable dns_cv;
   bool dns_stop = false;
+
+  // The upstream pool of the io_context that runs `ex`; nullptr when reuse is off.
+  http::ConnectionPool* pool_for(const net::any_io_executor& ex) {
+    if (upstream_pools.empty()) return nullptr;
+    const net::execution_context* ctx = &net::query(ex, net::execution::context);
+    for (std::size_t i = 0; i < extra_contexts.size(); ++i) {
+      if (ctx == extra_contexts[i].get()) return upstream_pools[i + 1].get();
+    }
+    return upstream_pools[0].get();
+  }
+
+  std::vector<net::io_context*> contexts() {
+    std::vector<net::io_context*> out{&ioc};
+    for (auto& c : extra_contexts) out.push_back(c.get());
+    return out;
+  }
+
+  // A timer that is always the next to expire on `ctx`: the reactor reprograms its timerfd when a
+  // new timer becomes the earliest, which every socket timeout of a request did on threads without
+  // this (4 system calls per request); the health loop's 20 ms tick does this on `ioc`.
+  static Task<void> timer_anchor(net::io_context& ctx) {
+    net::steady_timer t(ctx);
+    while (!ctx.stopped()) {
+      t.expires_after(std::chrono::milliseconds(250));
+      boost::system::error_code ec;
+      co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+    }
+  }
+
+  void stop_contexts() {
+    ioc.stop();
+    for (auto& c : extra_contexts) c->stop();
+  }
 
   // ---- endpoints ------------------------------------------------------------------------------
 
@@ -220,7 +291,7 @@ struct Router::Impl final : KvEventSink {
     if (!s.present) return;
     s.present = false;
     if (index) index->clear(static_cast<EndpointId>(id));
-    if (upstream_pool) upstream_pool->drop(s.spec.host + ":" + std::to_string(s.spec.port));
+    for (auto& pool : upstream_pools) pool->drop(s.spec.host + ":" + std::to_string(s.spec.port));
     if (subscriber) subscriber->remove(static_cast<EndpointId>(id));
     log_line("endpoint " + s.label + " removed (no longer in DNS)");
   }
@@ -488,12 +559,15 @@ struct Router::Impl final : KvEventSink {
                  admission.active());
     write_metric(out, "disagg_router_queued_requests", "gauge", "Requests waiting for an admission slot.", "",
                  admission.queued());
+    double reused = 0, idle = 0;
+    for (const auto& pool : upstream_pools) {
+      reused += static_cast<double>(pool->reused());
+      idle += static_cast<double>(pool->idle());
+    }
     write_metric(out, "disagg_router_upstream_connections_reused_total", "counter",
-                 "Upstream requests sent over a kept-alive connection.", "",
-                 upstream_pool ? static_cast<double>(upstream_pool->reused()) : 0);
+                 "Upstream requests sent over a kept-alive connection.", "", reused);
     write_metric(out, "disagg_router_upstream_idle_connections", "gauge",
-                 "Kept-alive upstream connections waiting for a request.", "",
-                 upstream_pool ? static_cast<double>(upstream_pool->idle()) : 0);
+                 "Kept-alive upstream connections waiting for a request.", "", idle);
     std::lock_guard lock(mu);
     write_metric(out, "disagg_router_kv_index_entries", "gauge", "Entries (block x endpoint x tier) in the KV block index.",
                  "", index ? static_cast<double>(index->size()) : 0);
@@ -546,7 +620,7 @@ struct Router::Impl final : KvEventSink {
     http::ClientOptions o;
     o.connect_timeout = o.first_byte_timeout = o.idle_timeout = std::chrono::milliseconds(config.health_timeout_ms);
     o.max_body_bytes = 64 << 10;
-    o.pool = upstream_pool.get();
+    o.pool = pool_for(ioc.get_executor());
     http::ClientRequest r;
     r.method = http::bhttp::verb::get;
     r.target = "/health";
@@ -573,7 +647,7 @@ struct Router::Impl final : KvEventSink {
     http::ClientOptions o;
     o.connect_timeout = o.first_byte_timeout = o.idle_timeout = std::chrono::milliseconds(config.health_timeout_ms);
     o.max_body_bytes = 4 << 20;
-    o.pool = upstream_pool.get();
+    o.pool = pool_for(ioc.get_executor());
     http::ClientRequest r;
     r.method = http::bhttp::verb::get;
     r.target = "/metrics";
@@ -642,8 +716,8 @@ struct Router::Impl final : KvEventSink {
   }
 
   // Sends the prefill leg; returns the kv_transfer_params of its answer, or null on any failure.
-  Task<json> run_prefill(Pick& p, const json& body, std::string target, std::string request_id,
-                         Clock::time_point deadline) {
+  Task<json> run_prefill(net::any_io_executor ex, Pick& p, const json& body, std::string target,
+                         std::string request_id, Clock::time_point deadline) {
     json pb = body;
     pb["max_tokens"] = 1;
     if (pb.contains("max_completion_tokens")) pb["max_completion_tokens"] = 1;
@@ -662,8 +736,8 @@ struct Router::Impl final : KvEventSink {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     o.first_byte_timeout = std::max(std::chrono::milliseconds(1), left);
     o.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
-    o.pool = upstream_pool.get();
-    auto res = co_await http::fetch(ioc.get_executor(), p.host, p.port, std::move(r), o);
+    o.pool = pool_for(ex);
+    auto res = co_await http::fetch(ex, p.host, p.port, std::move(r), o);
     json params;  // null
     if (!res) {
       upstream_failed(p, res.error().code == http::ClientErrc::connect_failed, res.error().message());
@@ -687,20 +761,26 @@ struct Router::Impl final : KvEventSink {
       co_await reject(w, route, 503, ErrorCause::draining, "the router is shutting down; retry on another replica", "", "draining");
       co_return;
     }
-    json body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
-    if (body.is_discarded()) {
-      co_await reject(w, route, 400, ErrorCause::bad_request, "the request body is not valid JSON", "", "");
-      co_return;
-    }
     std::unique_ptr<Scratch> sc = scratch.acquire();
     GenerateRequest g;
-    auto parsed = parse_generate_request(body, chat, config.served_models, g, sc->tokens, sc->text);
-    if (!parsed) {
-      ApiError e = parsed.error();
-      scratch.release(std::move(sc));
-      co_await reject(w, route, e.status, e.status == 404 ? ErrorCause::unknown_model : ErrorCause::bad_request,
-                      std::move(e.message), std::move(e.param), std::move(e.code));
-      co_return;
+    // The document is built only where it is needed: P/D rewrites the body for its legs, and the
+    // slow path answers every request the fast scan declines (errors included).
+    json body;
+    if (pd_mode || !scan_generate_request(req.body(), chat, config.served_models, g, sc->tokens, sc->text)) {
+      body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+      if (body.is_discarded()) {
+        scratch.release(std::move(sc));
+        co_await reject(w, route, 400, ErrorCause::bad_request, "the request body is not valid JSON", "", "");
+        co_return;
+      }
+      auto parsed = parse_generate_request(body, chat, config.served_models, g, sc->tokens, sc->text);
+      if (!parsed) {
+        ApiError e = parsed.error();
+        scratch.release(std::move(sc));
+        co_await reject(w, route, e.status, e.status == 404 ? ErrorCause::unknown_model : ErrorCause::bad_request,
+                        std::move(e.message), std::move(e.param), std::move(e.code));
+        co_return;
+      }
     }
     sc->hashes.resize(sc->tokens.size() / static_cast<std::size_t>(config.block_size));
     sc->hashes.resize(hash_blocks(sc->tokens, static_cast<std::size_t>(config.block_size), kRootBlockHash, sc->hashes));
@@ -717,7 +797,9 @@ struct Router::Impl final : KvEventSink {
     }
 
     const auto tq = Clock::now();
-    const bool admitted = co_await admission.acquire(w.executor(), std::chrono::milliseconds(config.queue_timeout_ms));
+    // A free slot is taken without a coroutine; only a wait for one needs acquire().
+    const bool admitted = admission.try_acquire() ||
+                          co_await admission.acquire(w.executor(), std::chrono::milliseconds(config.queue_timeout_ms));
     const double queued = seconds_since(tq);
     metrics.queue_seconds.observe(queued);
     if (!admitted) {
@@ -748,6 +830,9 @@ struct Router::Impl final : KvEventSink {
     ErrorCause last_cause = ErrorCause::no_endpoint;
     unsigned last_status = 503;
     std::string last_body;  // a 5xx body to pass through when every attempt failed
+    http::ClientCancel client_left;
+    w.watch_close(CancelOnClientClose(&client_left));
+    const CloseWatchGuard watch_guard(w);
     for (int attempt = 0; attempt <= config.max_retries; ++attempt) {
       if (Clock::now() >= deadline) {
         last_cause = ErrorCause::request_timeout;
@@ -776,7 +861,7 @@ struct Router::Impl final : KvEventSink {
       if (plan_result.prefill.ok()) {
         Pick& pf = plan_result.prefill;
         prefill_label = pf.label;
-        kv_params = co_await run_prefill(pf, body, target, request_id, deadline);
+        kv_params = co_await run_prefill(w.executor(), pf, body, target, request_id, deadline);
         finish(pf, rq.request_id);
         if (kv_params.is_null()) {
           metrics.prefill_fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -803,8 +888,15 @@ struct Router::Impl final : KvEventSink {
       o.first_byte_timeout = std::max(std::chrono::milliseconds(1),
                                       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
       o.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
-      o.pool = upstream_pool.get();
+      o.pool = pool_for(w.executor());
+      o.cancel = &client_left;
       auto opened = co_await http::ClientStream::open(w.executor(), pick.host, pick.port, std::move(creq), o);
+      if (!opened && opened.error().code == http::ClientErrc::cancelled) {
+        finish(pick, rq.request_id);
+        metrics.error(ErrorCause::client_gone);
+        w.abort();
+        co_return 2;
+      }
       if (!opened) {
         const http::ClientError& e = opened.error();
         last_cause = cause_of(e);
@@ -866,6 +958,15 @@ struct Router::Impl final : KvEventSink {
     co_return 1;
   }
 
+  // Sends `piece` as the next chunk of an SSE stream, with the response header when `started`
+  // is false (and sets it). False: the client is gone.
+  static Task<bool> stream_piece(ResponseWriter& w, bool& started, std::span<const Header> hs,
+                                 std::string_view piece) {
+    if (started) co_return co_await w.write(piece);
+    started = true;
+    co_return co_await w.start_stream(200, "text/event-stream", hs, piece);
+  }
+
   Task<int> relay(ResponseWriter& w, http::ClientStream& up, Pick& pick, const GenerateRequest& g,
                   Clock::time_point t0, const std::string& prefill_label) {
     const unsigned status = up.status();
@@ -876,16 +977,31 @@ struct Router::Impl final : KvEventSink {
     const bool sse = content_type.find("text/event-stream") != std::string_view::npos;
     const auto deadline = t0 + std::chrono::milliseconds(config.request_timeout_ms);
     if (status == 200 && g.stream && sse) {
-      if (!co_await w.start_stream(200, "text/event-stream", hs)) {
-        up.cancel();
-        metrics.error(ErrorCause::client_gone);
-        co_return 2;
+      // Bytes go out as they arrive, in as few writes as nginx's: pieces already received are
+      // sent together, the header goes with the first piece when that came with the upstream's
+      // header (else at once, so that the client sees the stream start before the first token),
+      // and the last piece with the end of the stream.
+      bool started = false;
+      if (!up.buffered()) {
+        if (!co_await w.start_stream(200, "text/event-stream", hs)) {
+          up.cancel();
+          metrics.error(ErrorCause::client_gone);
+          co_return 2;
+        }
+        started = true;
       }
       bool first = true;
+      bool ended = false;  // the end of the stream went out with the last piece
+      std::string batch;   // pieces held back while more are already buffered
       std::size_t events = 0;
       Clock::time_point t_first{}, t_last{};
       while (true) {
         auto piece = co_await up.read_some();
+        if (!piece && piece.error().code == http::ClientErrc::cancelled) {  // the client left
+          metrics.error(ErrorCause::client_gone);
+          w.abort();
+          co_return 2;
+        }
         if (!piece || Clock::now() >= deadline) {
           // The stream started: never retried. End it with an OpenAI error event the SDKs raise.
           ErrorCause cause = ErrorCause::request_timeout;
@@ -900,10 +1016,8 @@ struct Router::Impl final : KvEventSink {
             up.cancel();
           }
           metrics.error(cause);
-          std::string event;
-          http::append_sse_event(event, http::openai_error_body(502, message, "", "upstream_stream_broken"));
-          co_await w.write(event);
-          co_await w.finish();
+          http::append_sse_event(batch, http::openai_error_body(502, message, "", "upstream_stream_broken"));
+          if (co_await stream_piece(w, started, hs, batch)) co_await w.finish();
           co_return 1;
         }
         if (piece->empty()) break;
@@ -916,10 +1030,29 @@ struct Router::Impl final : KvEventSink {
         }
         events += count_events(*piece);
         t_last = now;
-        if (!co_await w.write(*piece)) {
+        const bool last = up.done();
+        if (!last && up.buffered() && batch.size() + piece->size() <= kStreamBatchBytes) {
+          batch.append(*piece);  // more is here already: send it in the same write
+          continue;
+        }
+        std::string_view out = *piece;
+        if (!batch.empty()) out = batch.append(*piece);
+        bool sent = false;
+        if (last && started) {
+          sent = co_await w.finish(out);
+        } else {
+          sent = co_await stream_piece(w, started, hs, out);
+          if (sent && last) sent = co_await w.finish();
+        }
+        batch.clear();
+        if (!sent) {
           up.cancel();  // closes the upstream connection: the worker sees the client leave
           metrics.error(ErrorCause::client_gone);
           co_return 2;
+        }
+        if (last) {
+          ended = true;
+          break;
         }
       }
       // Events: tokens plus the final usage chunk and [DONE]; TPOT over the gaps between tokens.
@@ -927,12 +1060,19 @@ struct Router::Impl final : KvEventSink {
         metrics.tpot_seconds.observe(std::chrono::duration<double>(t_last - t_first).count() /
                                      static_cast<double>(events - 3));
       }
-      co_return co_await w.finish() ? 0 : 2;
+      if (ended) co_return 0;
+      if (!started && !co_await w.start_stream(200, "text/event-stream", hs, batch)) co_return 2;
+      co_return co_await w.finish(started ? std::string_view(batch) : std::string_view()) ? 0 : 2;
     }
     // Whole body (non-streaming, or an error answer).
     std::string out;
     while (true) {
       auto piece = co_await up.read_some();
+      if (!piece && piece.error().code == http::ClientErrc::cancelled) {  // the client left
+        metrics.error(ErrorCause::client_gone);
+        w.abort();
+        co_return 2;
+      }
       if (!piece) {
         metrics.error(cause_of(piece.error()));
         upstream_failed(pick, false, piece.error().message());
@@ -952,7 +1092,7 @@ struct Router::Impl final : KvEventSink {
     }
     first_byte(pick);
     if (status >= 400) metrics.error(ErrorCause::upstream_4xx);
-    const std::string ct(content_type.empty() ? std::string_view("application/json") : content_type);
+    const std::string_view ct = content_type.empty() ? std::string_view("application/json") : content_type;
     const bool sent = co_await w.send(status, std::move(out), ct, hs);
     co_return sent ? (status < 400 ? 0 : 1) : 2;
   }
@@ -1077,6 +1217,7 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   so.drain_timeout = std::chrono::milliseconds(c.drain_timeout_ms);
   so.idle_timeout = std::chrono::milliseconds(std::max<std::int64_t>(c.idle_timeout_ms, 1000));
   so.server_name = "disagg-engine router";
+  so.connection_contexts = im.contexts();
   Impl* raw = impl.get();
   auto server = http::HttpServer::create(im.ioc, so, [raw](http::Request& req, ResponseWriter& w) {
     return raw->handle(req, w);
@@ -1098,7 +1239,7 @@ void Router::drain() {
   Impl* im = impl_.get();
   if (im->draining.exchange(true)) return;
   log_line("draining: refusing new requests, finishing " + std::to_string(im->admission.active()) + " in flight");
-  im->server->drain([im] { im->ioc.stop(); });
+  im->server->drain([im] { im->stop_contexts(); });
 }
 
 void Router::run() {
@@ -1110,9 +1251,16 @@ void Router::run() {
   im.signals.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) drain();
   });
+  // The other contexts have no work of their own until a connection arrives: keep them running.
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> keep;
   std::vector<std::thread> threads;
-  for (int i = 1; i < im.config.threads; ++i) threads.emplace_back([&im] { im.ioc.run(); });
+  for (auto& c : im.extra_contexts) {
+    keep.push_back(net::make_work_guard(*c));
+    net::co_spawn(*c, Impl::timer_anchor(*c), net::detached);
+    threads.emplace_back([ctx = c.get()] { ctx->run(); });
+  }
   im.ioc.run();
+  im.stop_contexts();
   for (auto& t : threads) t.join();
   im.subscriber->stop();
   {

@@ -1,8 +1,10 @@
 // router.h — `disagg-engine router`: the OpenAI-compatible front, endpoint registry (static and
 // DNS), health checks and load scraping, KV-event-fed index, routing and P/D orchestration.
 //
-// Threads: `threads` HTTP threads run the io_context (one strand per client connection; health
-// checks and scrapes are coroutines on it too); one KV-event subscriber thread; one DNS thread when
+// Threads: `threads` HTTP threads, each running its own io_context; client connections are spread
+// over them round robin and a request (its upstream legs included) stays on its connection's
+// thread; the first also runs the listener, health checks and scrapes. One KV-event subscriber
+// thread; one DNS thread when
 // a pool is discovered by DNS. The policy, the KV block index and the endpoint table are guarded by
 // one mutex, held for a routing decision (microseconds) or one KV event batch; per-endpoint live
 // state is atomic (endpoint_health.h).

@@ -73,6 +73,7 @@ SimEngine::SimEngine(SimEngineOptions options, const CostModel& cost, Scheduler 
   listener_ = std::make_unique<Listener>(*this);
   sched_.set_pool_listener(listener_.get());
   inbox_.reserve(static_cast<std::size_t>(options_.max_pending));
+  cancels_.reserve(static_cast<std::size_t>(options_.max_pending));
 }
 
 SimEngine::~SimEngine() { stop(); }
@@ -102,6 +103,42 @@ bool SimEngine::submit(EngineRequest request) {
   return true;
 }
 
+void SimEngine::cancel(const std::shared_ptr<RequestState>& state) {
+  if (state->cancelled.exchange(true, std::memory_order_acq_rel)) return;
+  {
+    std::lock_guard lock(inbox_mu_);
+    if (stop_) return;  // the engine fails what is left when it stops
+    cancels_.push_back(state);
+  }
+  inbox_cv_.notify_one();
+}
+
+void SimEngine::abort_cancelled(std::vector<std::shared_ptr<RequestState>>& cancels) {
+  for (const auto& st : cancels) {
+    // A cancel follows its submit, so the request was admitted from the inbox by now; it is gone
+    // from active_ when it ended meanwhile.
+    auto it = active_.find(st->engine_id);
+    if (st->engine_id == 0 || it == active_.end()) continue;
+    const SeqHandle h = it->second->handle;
+    if (h >= 0) {
+      (void)sched_.abort(h);
+      // Its KV-pull timer must not fire for the next sequence that gets this handle.
+      timers_.erase(std::remove_if(timers_.begin(), timers_.end(),
+                                   [h](const Timer& t) { return t.handle == h && !t.release_held; }),
+                    timers_.end());
+    }
+    finish(st->engine_id, RequestState::aborted, SchedErrc::not_found);
+  }
+  cancels.clear();
+}
+
+void SimEngine::update_gauges() {
+  std::lock_guard lock(metrics_mu_);
+  running_gauge_ = sched_.num_running();
+  waiting_gauge_ = std::max(0, pending_.load(std::memory_order_acquire) - running_gauge_);
+  kv_usage_ = static_cast<double>(sched_.pool().used_blocks()) / sched_.pool().total_blocks();
+}
+
 void SimEngine::admit_inbox(std::vector<EngineRequest>& inbox) {
   const std::size_t bs = static_cast<std::size_t>(options_.scheduler.block_size);
   for (EngineRequest& r : inbox) {
@@ -113,6 +150,7 @@ void SimEngine::admit_inbox(std::vector<EngineRequest>& inbox) {
     a->prompt = r.prompt_tokens;
     a->output = r.output_tokens;
     a->arrival = r.arrival;
+    a->state->engine_id = id;
     if (options_.scheduler.enable_prefix_caching) {
       a->hashes.resize(a->tokens.size() / bs);
       a->hashes.resize(hash_blocks(a->tokens, bs, kRootBlockHash, a->hashes));
@@ -157,6 +195,13 @@ void SimEngine::finish(std::uint64_t id, RequestState::Status status, SchedErrc 
       e2e_.observe(seconds_between(a.arrival, Clock::now()));
       prompt_tokens_ += a.prompt;
       generation_tokens_ += a.state->tokens.load(std::memory_order_relaxed);
+    } else if (status == RequestState::aborted) {
+      // As vLLM: a finished request with reason abort; what it computed is counted.
+      aborted_ += 1;
+      e2e_.observe(seconds_between(a.arrival, Clock::now()));
+      const std::int32_t produced = a.state->tokens.load(std::memory_order_relaxed);
+      if (produced > 0) prompt_tokens_ += a.prompt;
+      generation_tokens_ += produced;
     } else {
       failures_ += 1;
     }
@@ -229,25 +274,32 @@ void SimEngine::flush_events() {
 void SimEngine::loop() {
   std::vector<EngineRequest> inbox;
   inbox.reserve(static_cast<std::size_t>(options_.max_pending));
+  std::vector<std::shared_ptr<RequestState>> cancels;
+  cancels.reserve(static_cast<std::size_t>(options_.max_pending));
   Clock::time_point vtime = Clock::now();
   const double speedup = options_.speedup;
   bool idle_wait = false;  // the last plan was empty although work exists (e.g. out of blocks)
   while (true) {
     {
       std::unique_lock lock(inbox_mu_);
-      if (!stop_ && inbox_.empty() && (idle_wait || !sched_.has_work())) {
+      if (!stop_ && inbox_.empty() && cancels_.empty() && (idle_wait || !sched_.has_work())) {
         Clock::time_point until = Clock::time_point::max();
         for (const Timer& t : timers_) until = std::min(until, t.at);
         if (idle_wait) until = std::min(until, Clock::now() + std::chrono::milliseconds(2));
-        auto ready = [&] { return stop_ || !inbox_.empty(); };
+        auto ready = [&] { return stop_ || !inbox_.empty() || !cancels_.empty(); };
         if (until == Clock::time_point::max()) inbox_cv_.wait(lock, ready);
         else inbox_cv_.wait_until(lock, until, ready);
       }
       if (stop_) break;
       inbox.swap(inbox_);
+      cancels.swap(cancels_);
     }
     admit_inbox(inbox);
     inbox.clear();
+    if (!cancels.empty()) {
+      abort_cancelled(cancels);
+      update_gauges();  // an idle engine steps no more, so the gauges are refreshed here
+    }
     run_timers(Clock::now());
     idle_wait = false;
     if (!sched_.has_work()) {
@@ -346,10 +398,7 @@ void SimEngine::loop() {
       }
     }
     flush_events();
-    std::lock_guard lock(metrics_mu_);
-    running_gauge_ = sched_.num_running();
-    waiting_gauge_ = std::max(0, pending_.load(std::memory_order_acquire) - running_gauge_);
-    kv_usage_ = static_cast<double>(sched_.pool().used_blocks()) / sched_.pool().total_blocks();
+    update_gauges();
   }
   // Stopped: fail what is left, so no request waits forever.
   std::vector<std::uint64_t> ids;
@@ -366,6 +415,7 @@ void SimEngine::loop() {
     r.state->signal.notify();
   }
   inbox_.clear();
+  cancels_.clear();
 }
 
 std::string SimEngine::metrics_text() const {
@@ -390,8 +440,15 @@ std::string SimEngine::metrics_text() const {
                     labels, prompt_tokens_);
   write_prom_metric(out, "vllm:generation_tokens_total", "counter",
                     "Number of generation tokens processed.", labels, generation_tokens_);
-  write_prom_metric(out, "vllm:request_success_total", "counter",
-                    "Count of successfully processed requests.", labels, success_);
+  // One series per finish reason, as vLLM's (vllm/v1/metrics/loggers.py): sim-worker requests end
+  // at max_tokens (length) or when their client leaves (abort); none stops early.
+  out.append("# HELP vllm:request_success_total Count of successfully processed requests.\n"
+             "# TYPE vllm:request_success_total counter\n");
+  const std::pair<const char*, double> reasons[] = {{"stop", 0.0}, {"length", success_}, {"abort", aborted_}};
+  for (const auto& [reason, value] : reasons) {
+    out.append("vllm:request_success_total{").append(labels).append(",finished_reason=\"")
+        .append(reason).append("\"} ").append(prom_number(value)).append("\n");
+  }
   write_prom_metric(out, "disagg:sim_worker_request_failures_total", "counter",
                     "Requests the scheduler refused or that the engine dropped at shutdown.", labels,
                     failures_);

@@ -7,6 +7,9 @@
 //   - one RequestState per request: atomics the engine writes (tokens produced, status) and a
 //     WakeSignal that wakes the request's coroutine. Only counts cross threads, so a request's
 //     "queue" is bounded by construction (its own output length).
+//   - cancel(): the client left. The engine thread aborts the sequence in the scheduler (waiting,
+//     running or pulling KV), frees its blocks, drops its KV-transfer timer and counts it as
+//     vLLM does (request_success_total{finished_reason="abort"}).
 // KV transfers (P/D): a remote_kv request's kv_pull becomes ready after
 // CostModel::kv_transfer_seconds(tokens) / speedup; a finished prefill_only request holds its
 // blocks for the same time for its prompt (the decode side pulling them), then releases them.
@@ -35,15 +38,17 @@ namespace disagg::sim_worker {
 struct RequestState {
   explicit RequestState(http::net::any_io_executor ex) : signal(std::move(ex)) {}
 
-  enum Status : int { running = 0, finished = 1, failed = 2 };
+  enum Status : int { running = 0, finished = 1, failed = 2, aborted = 3 };
 
   /// Tokens sampled so far (written by the engine, release order before signal).
   std::atomic<std::int32_t> tokens{0};
   std::atomic<int> status{running};
   /// Prompt tokens found in the prefix cache at admission.
   std::atomic<std::int32_t> cached_tokens{0};
-  /// Set by the HTTP side when the client left (the engine then stops reporting to it).
+  /// Set by SimEngine::cancel() when the client left.
   std::atomic<bool> cancelled{false};
+  /// The engine's id of the request (engine thread only; 0 until admitted from the inbox).
+  std::uint64_t engine_id = 0;
   // Written by the engine before status becomes final; read by the HTTP side after.
   SchedErrc error = SchedErrc::invalid_request;
   /// Set with status failed when the engine stopped before the request finished.
@@ -87,6 +92,9 @@ class SimEngine {
 
   /// Queues a request. False when max_pending requests are already pending (nothing queued).
   bool submit(EngineRequest request);
+  /// The client of a submitted request left: the engine thread aborts it (see the file comment)
+  /// and sets its status to aborted. Thread-safe; a request that already ended is left alone.
+  void cancel(const std::shared_ptr<RequestState>& state);
 
   /// Prometheus text of the vLLM metrics.
   std::string metrics_text() const;
@@ -102,6 +110,8 @@ class SimEngine {
             KvEventPublisher* publisher);
   void loop();
   void admit_inbox(std::vector<EngineRequest>& inbox);
+  void abort_cancelled(std::vector<std::shared_ptr<RequestState>>& cancels);
+  void update_gauges();
   void finish(std::uint64_t id, RequestState::Status status, SchedErrc error);
   void run_timers(std::chrono::steady_clock::time_point now);
   void on_stored(BlockHash hash);
@@ -118,6 +128,7 @@ class SimEngine {
   mutable std::mutex inbox_mu_;
   std::condition_variable inbox_cv_;
   std::vector<EngineRequest> inbox_;
+  std::vector<std::shared_ptr<RequestState>> cancels_;
   bool stop_ = false;
   std::atomic<std::int32_t> pending_{0};
 
@@ -144,6 +155,7 @@ class SimEngine {
   PromHistogram ttft_, itl_, e2e_, queue_time_;
   double prefix_hits_ = 0, prefix_queries_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0;
   double preemptions_ = 0, success_ = 0, failures_ = 0, kv_pulls_ = 0, kv_pull_seconds_ = 0;
+  double aborted_ = 0;
   std::int32_t running_gauge_ = 0, waiting_gauge_ = 0;
   double kv_usage_ = 0;
 };

@@ -136,6 +136,14 @@ void append_stream_events(std::string& buf, const ResponseCtx& c, const RequestS
   }
 }
 
+// Wakes a request's coroutine when its client leaves (ResponseWriter::watch_close). Made outside
+// the coroutine (see ResponseCtx on g++ 12 and braced initializers).
+struct WakeOnClose {
+  http::WakeSignal signal;
+  void operator()() const { signal.notify(); }
+};
+WakeOnClose wake_on_close(const RequestState& st) { return WakeOnClose{st.signal}; }
+
 std::string models_body(const std::string& model, std::int32_t max_model_len) {
   json m = {{"id", model},       {"object", "model"}, {"created", unix_seconds()}, {"owned_by", "vllm"},
             {"root", model},     {"parent", nullptr}, {"max_model_len", max_model_len}};
@@ -387,8 +395,18 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
   ctx.kind = g.kind;
   const std::array<Header, 1> retry = {Header{"Retry-After", "1"}};
 
+  // A client that leaves before its response is complete has its request aborted in the engine
+  // (blocks and batch slot freed), as vLLM aborts a request whose connection closed.
+  w.watch_close(wake_on_close(*state));
   if (!g.stream) {
-    while (state->status.load(std::memory_order_acquire) == RequestState::running) co_await state->signal.wait();
+    while (state->status.load(std::memory_order_acquire) == RequestState::running && !w.client_closed()) {
+      co_await state->signal.wait();
+    }
+    if (w.client_closed()) {
+      engine->cancel(state);
+      w.abort();
+      co_return;
+    }
     if (state->status.load(std::memory_order_acquire) == RequestState::failed) {
       const ApiError e = fail_response();
       co_await w.send_error(e.status, e.message, e.param, e.code,
@@ -406,7 +424,7 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
   std::int32_t sent = 0;
   bool started = false;
   std::string buf;
-  while (true) {
+  while (!w.client_closed()) {
     const int status = state->status.load(std::memory_order_acquire);
     const std::int32_t produced = state->tokens.load(std::memory_order_acquire);
     if (status == RequestState::failed) {
@@ -449,8 +467,9 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
     }
     co_await state->signal.wait();
   }
-  // The client left: stop reporting to it (the scheduler has no abort; the sequence runs out).
-  state->cancelled.store(true);
+  // The client left (the connection closed, or a write failed): abort the request.
+  engine->cancel(state);
+  w.abort();
 }
 
 Task<void> SimWorker::Impl::handle(http::Request& req, ResponseWriter& w) {

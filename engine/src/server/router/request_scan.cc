@@ -1,0 +1,472 @@
+#include "request_scan.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace disagg::router {
+
+namespace {
+
+// Deeper bodies go to the slow path (which has no depth limit), so recursion here stays shallow.
+constexpr int kMaxDepth = 64;
+
+enum class Kind : std::uint8_t { string, number, object, array, boolean_true, boolean_false, null };
+
+// One JSON value as bytes of the body. Strings: the bytes between the quotes; numbers: the
+// literal; objects and arrays: from the opening to the closing bracket.
+struct Value {
+  Kind kind = Kind::null;
+  std::string_view raw;
+  bool escaped = false;          // a string with a backslash escape
+  bool unicode_escape = false;   // ... of which at least one is \uXXXX
+  bool integer = false;          // a number without fraction or exponent
+};
+
+bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+unsigned hex_value(char c) {
+  if (is_digit(c)) return static_cast<unsigned>(c - '0');
+  if (c >= 'a' && c <= 'f') return static_cast<unsigned>(c - 'a' + 10);
+  return static_cast<unsigned>(c - 'A' + 10);
+}
+
+// A strict RFC 8259 reader (at least as strict as nlohmann's: whatever it accepts, nlohmann accepts
+// and reads the same way). Every method returns false on anything it does not accept.
+class Scanner {
+ public:
+  explicit Scanner(std::string_view s) : p_(s.data()), end_(s.data() + s.size()) {}
+
+  void ws() {
+    while (p_ != end_ && is_ws(*p_)) ++p_;
+  }
+  bool at_end() {
+    ws();
+    return p_ == end_;
+  }
+  bool peek(char c) {
+    ws();
+    return p_ != end_ && *p_ == c;
+  }
+
+  bool value(Value& v, int depth) {
+    ws();
+    if (p_ == end_) return false;
+    switch (*p_) {
+      case '"': return string(v);
+      case '{':
+      case '[': return container(v, depth);
+      case 't': v.kind = Kind::boolean_true; return literal("true", v);
+      case 'f': v.kind = Kind::boolean_false; return literal("false", v);
+      case 'n': v.kind = Kind::null; return literal("null", v);
+      default: return number(v);
+    }
+  }
+
+  // Reads the members of the object at the cursor, calling fn(key, value) for each; false when
+  // fn does or the object is malformed.
+  template <class F>
+  bool members(F&& fn, int depth) {
+    if (!peek('{')) return false;
+    ++p_;
+    if (peek('}')) {
+      ++p_;
+      return true;
+    }
+    Value key, val;
+    while (true) {
+      if (!peek('"') || !string(key)) return false;
+      if (!peek(':')) return false;
+      ++p_;
+      if (!value(val, depth + 1) || !fn(key, val)) return false;
+      if (peek(',')) {
+        ++p_;
+        continue;
+      }
+      if (!peek('}')) return false;
+      ++p_;
+      return true;
+    }
+  }
+
+  // Reads the elements of the array at the cursor, calling fn(value) for each.
+  template <class F>
+  bool elements(F&& fn, int depth) {
+    if (!peek('[')) return false;
+    ++p_;
+    if (peek(']')) {
+      ++p_;
+      return true;
+    }
+    Value val;
+    while (true) {
+      if (!value(val, depth + 1) || !fn(val)) return false;
+      if (peek(',')) {
+        ++p_;
+        continue;
+      }
+      if (!peek(']')) return false;
+      ++p_;
+      return true;
+    }
+  }
+
+ private:
+  bool literal(std::string_view word, Value& v) {
+    if (static_cast<std::size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word) return false;
+    v.raw = std::string_view(p_, word.size());
+    p_ += word.size();
+    return true;
+  }
+
+  bool container(Value& v, int depth) {
+    if (depth >= kMaxDepth) return false;
+    const char* start = p_;
+    const bool object = *p_ == '{';
+    const bool ok = object ? members([](const Value&, const Value&) { return true; }, depth)
+                           : elements([](const Value&) { return true; }, depth);
+    if (!ok) return false;
+    v.kind = object ? Kind::object : Kind::array;
+    v.raw = std::string_view(start, static_cast<std::size_t>(p_ - start));
+    return true;
+  }
+
+  // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, declining values that could overflow a double
+  // (nlohmann refuses those): more than 200 integer digits or a 3-digit exponent.
+  bool number(Value& v) {
+    const char* start = p_;
+    if (p_ != end_ && *p_ == '-') ++p_;
+    if (p_ == end_) return false;
+    std::size_t int_digits = 0;
+    if (*p_ == '0') {
+      ++p_;
+      int_digits = 1;
+    } else if (*p_ >= '1' && *p_ <= '9') {
+      while (p_ != end_ && is_digit(*p_)) ++p_, ++int_digits;
+    } else {
+      return false;
+    }
+    v.integer = true;
+    if (p_ != end_ && *p_ == '.') {
+      ++p_;
+      if (p_ == end_ || !is_digit(*p_)) return false;
+      while (p_ != end_ && is_digit(*p_)) ++p_;
+      v.integer = false;
+    }
+    if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+      ++p_;
+      if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+      std::size_t exp_digits = 0;
+      while (p_ != end_ && is_digit(*p_)) ++p_, ++exp_digits;
+      if (exp_digits == 0 || exp_digits > 2) return false;
+      v.integer = false;
+    }
+    if (int_digits > 200) return false;
+    v.kind = Kind::number;
+    v.raw = std::string_view(start, static_cast<std::size_t>(p_ - start));
+    return true;
+  }
+
+  // Well-formed UTF-8 per RFC 3629 (no overlongs, no surrogates, nothing above U+10FFFF).
+  bool utf8() {
+    const auto byte = [this](std::size_t i) { return static_cast<unsigned char>(p_[i]); };
+    const unsigned char c = byte(0);
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c == 0xE0) {
+      n = 2, lo = 0xA0;
+    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+      n = 2;
+    } else if (c == 0xED) {
+      n = 2, hi = 0x9F;
+    } else if (c == 0xF0) {
+      n = 3, lo = 0x90;
+    } else if (c >= 0xF1 && c <= 0xF3) {
+      n = 3;
+    } else if (c == 0xF4) {
+      n = 3, hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (static_cast<std::size_t>(end_ - p_) <= n) return false;
+    if (byte(1) < lo || byte(1) > hi) return false;
+    for (std::size_t i = 2; i <= n; ++i) {
+      if (byte(i) < 0x80 || byte(i) > 0xBF) return false;
+    }
+    p_ += n + 1;
+    return true;
+  }
+
+  bool string(Value& v) {
+    ++p_;  // the opening quote
+    const char* start = p_;
+    v.kind = Kind::string;
+    v.escaped = v.unicode_escape = false;
+    while (true) {
+      // The common case: printable ASCII.
+      while (p_ != end_) {
+        const auto c = static_cast<unsigned char>(*p_);
+        if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') break;
+        ++p_;
+      }
+      if (p_ == end_) return false;
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c == '"') break;
+      if (c < 0x20) return false;  // control characters must be escaped
+      if (c >= 0x80) {
+        if (!utf8()) return false;
+        continue;
+      }
+      // A backslash escape.
+      v.escaped = true;
+      if (end_ - p_ < 2) return false;
+      const char e = p_[1];
+      if (e == 'u') {
+        if (end_ - p_ < 6) return false;
+        unsigned code = 0;
+        for (int i = 2; i < 6; ++i) {
+          if (!is_hex(p_[i])) return false;
+          code = code * 16 + hex_value(p_[i]);
+        }
+        // Surrogates (valid only in pairs) are left to the slow path.
+        if (code >= 0xD800 && code <= 0xDFFF) return false;
+        v.unicode_escape = true;
+        p_ += 6;
+      } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+        p_ += 2;
+      } else {
+        return false;
+      }
+    }
+    v.raw = std::string_view(start, static_cast<std::size_t>(p_ - start));
+    ++p_;  // the closing quote
+    return true;
+  }
+
+  const char* p_;
+  const char* end_;
+};
+
+// Appends the text of a string value; false for \u escapes (left to the slow path).
+bool append_text(std::string& out, const Value& v) {
+  if (!v.escaped) {
+    out.append(v.raw);
+    return true;
+  }
+  if (v.unicode_escape) return false;
+  for (std::size_t i = 0; i < v.raw.size(); ++i) {
+    char c = v.raw[i];
+    if (c == '\\') {
+      switch (v.raw[++i]) {
+        case 'b': c = '\b'; break;
+        case 'f': c = '\f'; break;
+        case 'n': c = '\n'; break;
+        case 'r': c = '\r'; break;
+        case 't': c = '\t'; break;
+        default: c = v.raw[i]; break;  // " \ /
+      }
+    }
+    out.push_back(c);
+  }
+  return true;
+}
+
+// An integer literal of at most 18 digits (so no overflow), as int64.
+bool small_integer(const Value& v, std::int64_t& out) {
+  if (v.kind != Kind::number || !v.integer) return false;
+  std::string_view d = v.raw;
+  const bool negative = !d.empty() && d[0] == '-';
+  if (negative) d.remove_prefix(1);
+  if (d.empty() || d.size() > 18) return false;
+  std::int64_t x = 0;
+  for (char c : d) x = x * 10 + (c - '0');
+  out = negative ? -x : x;
+  return true;
+}
+
+// Marks `key` as seen in `slot`; false when it was seen before (nlohmann keeps the last of
+// repeated keys; the slow path handles those).
+bool take(Value& slot, bool& seen, const Value& value) {
+  if (seen) return false;
+  seen = true;
+  slot = value;
+  return true;
+}
+
+bool tokenize_text(const Value& v, std::vector<TokenId>& tokens, std::string& scratch) {
+  if (!v.escaped) {
+    fake_tokenize(v.raw, tokens);
+    return true;
+  }
+  scratch.clear();
+  if (!append_text(scratch, v)) return false;
+  fake_tokenize(scratch, tokens);
+  return true;
+}
+
+bool token_ids(const Value& array, std::vector<TokenId>& tokens) {
+  Scanner s(array.raw);
+  return s.elements(
+      [&](const Value& t) {
+        std::int64_t id = 0;
+        if (!small_integer(t, id) || id < 0 || id > 0x7fffffff) return false;
+        tokens.push_back(static_cast<TokenId>(id));
+        return true;
+      },
+      1);
+}
+
+bool completion_prompt(const Value& prompt, std::vector<TokenId>& tokens, std::string& scratch) {
+  if (prompt.kind == Kind::string) return tokenize_text(prompt, tokens, scratch);
+  if (prompt.kind != Kind::array) return false;
+  // Batches route by their first prompt.
+  Value first;
+  bool have_first = false;
+  Scanner s(prompt.raw);
+  if (!s.elements(
+          [&](const Value& e) {
+            if (!have_first) first = e, have_first = true;
+            return true;
+          },
+          1)) {
+    return false;
+  }
+  if (have_first && first.kind == Kind::string) return tokenize_text(first, tokens, scratch);
+  if (have_first && first.kind == Kind::array) return token_ids(first, tokens);
+  return token_ids(prompt, tokens);
+}
+
+// The text of a message's content (see content_text in request_parse.cc).
+bool content_parts(const Value& parts, std::string& out) {
+  bool first = true;
+  Scanner s(parts.raw);
+  return s.elements(
+      [&](const Value& part) {
+        if (part.kind != Kind::object) return true;
+        Value type, text;
+        bool has_type = false, has_text = false;
+        Scanner p(part.raw);
+        const bool ok = p.members(
+            [&](const Value& key, const Value& val) {
+              if (key.escaped) return false;
+              if (key.raw == "type") return take(type, has_type, val);
+              if (key.raw == "text") return take(text, has_text, val);
+              return true;
+            },
+            2);
+        if (!ok) return false;
+        if (!has_type || type.kind != Kind::string || !has_text || text.kind != Kind::string) return true;
+        if (type.escaped) return false;
+        if (type.raw != "text") return true;
+        if (!first) out.push_back('\n');
+        first = false;
+        return append_text(out, text);
+      },
+      1);
+}
+
+bool chat_prompt(const Value& messages, std::vector<TokenId>& tokens, std::string& scratch) {
+  if (messages.kind != Kind::array) return false;
+  scratch.clear();
+  bool any = false;
+  Scanner s(messages.raw);
+  const bool ok = s.elements(
+      [&](const Value& msg) {
+        if (msg.kind != Kind::object) return false;
+        any = true;
+        Value role, content;
+        bool has_role = false, has_content = false;
+        Scanner m(msg.raw);
+        const bool fields = m.members(
+            [&](const Value& key, const Value& val) {
+              if (key.escaped) return false;
+              if (key.raw == "role") return take(role, has_role, val);
+              if (key.raw == "content") return take(content, has_content, val);
+              return true;
+            },
+            1);
+        if (!fields || !has_role || role.kind != Kind::string) return false;
+        scratch.append("<|");
+        if (!append_text(scratch, role)) return false;
+        scratch.append("|>\n");
+        if (has_content && content.kind != Kind::null) {
+          if (content.kind == Kind::string) {
+            if (!append_text(scratch, content)) return false;
+          } else if (content.kind == Kind::array) {
+            if (!content_parts(content, scratch)) return false;
+          } else {
+            return false;
+          }
+        }
+        scratch.push_back('\n');
+        return true;
+      },
+      0);
+  if (!ok || !any) return false;
+  scratch.append("<|assistant|>\n");
+  fake_tokenize(scratch, tokens);
+  return true;
+}
+
+bool scan(std::string_view body, bool chat, std::span<const std::string> models, GenerateRequest& out,
+          std::vector<TokenId>& tokens, std::string& scratch) {
+  Value model, stream, max_tokens, max_completion_tokens, prompt, messages;
+  bool has_model = false, has_stream = false, has_max = false, has_max_completion = false, has_prompt = false,
+       has_messages = false;
+  Scanner s(body);
+  const bool object = s.members(
+      [&](const Value& key, const Value& val) {
+        if (key.escaped) return false;  // might spell one of the keys below
+        if (key.raw == "model") return take(model, has_model, val);
+        if (key.raw == "stream") return take(stream, has_stream, val);
+        if (key.raw == "max_tokens") return take(max_tokens, has_max, val);
+        if (key.raw == "max_completion_tokens") return take(max_completion_tokens, has_max_completion, val);
+        if (key.raw == "prompt") return take(prompt, has_prompt, val);
+        if (key.raw == "messages") return take(messages, has_messages, val);
+        return true;
+      },
+      0);
+  if (!object || !s.at_end()) return false;
+
+  if (!has_model || model.kind != Kind::string || model.escaped || model.raw.empty()) return false;
+  if (std::find(models.begin(), models.end(), model.raw) == models.end()) return false;
+  out.model.assign(model.raw);
+
+  out.stream = false;
+  if (has_stream && stream.kind != Kind::null) {
+    if (stream.kind != Kind::boolean_true && stream.kind != Kind::boolean_false) return false;
+    out.stream = stream.kind == Kind::boolean_true;
+  }
+
+  out.max_tokens = 0;
+  for (const auto& [has, v] : {std::pair<bool, const Value*>{has_max_completion, &max_completion_tokens},
+                               std::pair<bool, const Value*>{has_max, &max_tokens}}) {
+    if (!has || v->kind == Kind::null) continue;
+    std::int64_t n = 0;
+    if (!small_integer(*v, n) || n < 1) return false;
+    out.max_tokens = n;
+    break;
+  }
+
+  const std::size_t before = tokens.size();
+  if (chat) {
+    if (!has_messages || !chat_prompt(messages, tokens, scratch)) return false;
+  } else {
+    if (!has_prompt || prompt.kind == Kind::null || !completion_prompt(prompt, tokens, scratch)) return false;
+  }
+  return tokens.size() != before;
+}
+
+}  // namespace
+
+bool scan_generate_request(std::string_view body, bool chat, std::span<const std::string> models,
+                           GenerateRequest& out, std::vector<TokenId>& tokens, std::string& scratch) {
+  const std::size_t before = tokens.size();
+  if (scan(body, chat, models, out, tokens, scratch)) return true;
+  tokens.resize(before);
+  return false;
+}
+
+}  // namespace disagg::router
