@@ -223,29 +223,6 @@ describeIfBuilt('router, aggregated pool, with the openai SDK', () => {
     expect(homes.get('bob')!.size).toBe(1);
   });
 
-  test('a client that leaves mid-stream cancels the upstream request', async () => {
-    // GIVEN a long streamed completion
-    const controller = new AbortController();
-    const stream = await sdk(router).completions.create(
-      { model: MODEL, prompt: 'a long story', max_tokens: 2000, stream: true },
-      { signal: controller.signal });
-    sent++;
-    // WHEN the client aborts after the first chunks (the SDK ends the iteration quietly)
-    let n = 0;
-    try {
-      for await (const chunk of stream) {
-        void chunk;
-        if (++n === 3) controller.abort();
-      }
-    } catch { /* some SDK versions raise an abort error instead */ }
-    expect(n).toBeGreaterThanOrEqual(3);
-    expect(n).toBeLessThan(2000);
-    // THEN the router closes the upstream connection and counts the request as client_gone (the
-    // sim-worker then aborts it: see 'router, a client that leaves' below)
-    await waitFor(async () => (await metrics(router)).get('disagg_router_requests_total{route="completions",outcome="client_gone"}') === 1,
-      5_000, 'client_gone counted');
-  });
-
   test('raw HTTP errors in the OpenAI shape (curl)', () => {
     const url = `${router.url}/v1/completions`;
     const cases: Array<[string[], number, RegExp]> = [
@@ -277,7 +254,9 @@ describeIfBuilt('router, aggregated pool, with the openai SDK', () => {
     }
     expect(m.get('disagg_router_errors_total{cause="unknown_model"}')).toBe(1);
     expect(m.get('disagg_router_errors_total{cause="bad_request"}')).toBe(4);
-    expect(m.get('disagg_router_errors_total{cause="client_gone"}')).toBe(1);
+    // (clients that leave are counted in 'router, a client that leaves', against a slow worker: at this
+    // speed-up a whole answer can be written before a loaded client reads its third chunk)
+    expect(m.get('disagg_router_errors_total{cause="client_gone"}') ?? 0).toBe(0);
     expect(total(m, 'disagg_router_endpoint_healthy')).toBe(2);
     // AND upstream connections were kept alive and reused (sequential requests need no new connection)
     expect(m.get('disagg_router_upstream_connections_reused_total')).toBeGreaterThan(sent / 2);
@@ -552,5 +531,26 @@ describeIfBuilt('router, a client that leaves', () => {
     await expectWorkerAbortedAndServing();
     // AND the router counted it as client_gone
     await waitFor(async () => (await metrics(router)).get(GONE) === 2, 5_000, 'client_gone counted');
+  });
+
+  test('the openai SDK aborting a stream (AbortController) aborts the request on the worker', async () => {
+    // GIVEN a long streamed completion through the router with the official SDK
+    const controller = new AbortController();
+    const stream = await sdk(router).completions.create(
+      { model: MODEL, prompt: 'a long story for the sdk', max_tokens: 4000, stream: true },
+      { signal: controller.signal });
+    // WHEN the client aborts after the first chunks (the SDK ends the iteration quietly)
+    let n = 0;
+    try {
+      for await (const chunk of stream) {
+        void chunk;
+        if (++n === 3) controller.abort();
+      }
+    } catch { /* some SDK versions raise an abort error instead */ }
+    expect(n).toBeGreaterThanOrEqual(3);
+    expect(n).toBeLessThan(4000);
+    await expectWorkerAbortedAndServing();
+    // AND the router counted it as client_gone
+    await waitFor(async () => (await metrics(router)).get(GONE) === 3, 5_000, 'client_gone counted');
   });
 });
