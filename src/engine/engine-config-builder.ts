@@ -250,6 +250,8 @@ export interface PlannerInputs extends EngineModelInputs {
   readonly pricePerInstanceHour?: number;
   /** @default - pricePerInstanceHour */
   readonly decodePricePerInstanceHour?: number;
+  /** KV tiers below HBM on every option (decode replicas never load from them). @default - none */
+  readonly kvTiers?: KvTierSizes;
   /** @default 1 */
   readonly seed?: number;
 }
@@ -282,8 +284,10 @@ export function plannerConfig(inputs: PlannerInputs): SimulationConfig {
         continue;
       }
       top = top ?? costSections(plan, inputs.weightPrecision);
+      const tiers = inputs.kvTiers ? kvTierConfigs(plan, inputs.kvTiers) : [];
       options.push({
         ...poolTemplate(plan, inputs.weightPrecision, inputs.efficiency),
+        ...(tiers.length > 0 ? { kvTiers: tiers } : {}),
         role,
         ...(price !== undefined ? { pricePerAcceleratorHour: price / type.acceleratorCount } : {}),
       });

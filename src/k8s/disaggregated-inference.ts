@@ -2,11 +2,12 @@ import { createHash } from 'crypto';
 import { ApiObject, Chart } from 'cdk8s';
 import { Construct } from 'constructs';
 import { AcceleratedInstanceType } from '../catalog';
-import { plannerConfig, planSync } from '../engine';
+import { KvTierSizes, plannerConfig, planSync } from '../engine';
 import { DataParallelEndpoints } from './data-parallel-endpoints';
 import { ExpertParallelPool, ExpertParallelPoolOptions, ExpertParallelPoolProps } from './expert-parallel-pool';
 import { GatewayExposure } from './gateway-exposure';
 import { InferencePoolOptions } from './inference-pool-options';
+import { KvTier } from './kv-tier';
 import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
 import { PoolRole } from './pool-role';
@@ -424,7 +425,8 @@ function sizePools(
     throw new Error(`${where}: 'sizeFor.workload.conversationTurns' (${turns}) must be an integer >= 1 and 'tenants' (${tenants}) >= 0`);
   }
   const maxAccelerators = sizing.maxAccelerators ?? 2 * decode.instanceType.acceleratorCount;
-  const config = plannerConfig({
+  const kvTiers = kvTierSizes(where, sizing.kvCacheTiers ?? []);
+  const config = sizingError(where, () => plannerConfig({
     model: resolved.model,
     weightPrecision: resolved.weightPrecision,
     kvPrecision: resolved.kvCachePrecision,
@@ -435,6 +437,7 @@ function sizePools(
     decodeInstanceType: decode.instanceType,
     pricePerInstanceHour: sizing.pricePerInstanceHour,
     decodePricePerInstanceHour: sizing.decodePricePerInstanceHour,
+    ...(kvTiers ? { kvTiers } : {}),
     workload: {
       kind: turns > 1 ? 'chat' : 'single',
       requests: w.simulatedRequests ?? 400,
@@ -454,8 +457,8 @@ function sizePools(
       targetShare: sizing.slo.targetShare ?? 0.9,
       requiredRatePerSecond: w.requestsPerSecond ?? 0,
     },
-  });
-  const result = planSync(config);
+  }));
+  const result = sizingError(where, () => planSync(config));
   const best = result.candidates.find(c => c.status === 'evaluated' && c.goodputRatePerSecond > 0 && c.meetsRequiredRate);
   if (!best) {
     throw new Error(`${where}: 'sizeFor': no split of at most ${maxAccelerators} accelerators meets the SLO for ${sizing.slo.targetShare ?? 0.9} of requests` +
@@ -467,4 +470,31 @@ function sizePools(
     decode: { ...decode, replicas: pool('decode').replicas, tensorParallel: pool('decode').tensorParallel },
     goodputPerSecond: best.goodputRatePerSecond,
   };
+}
+
+/** The planner's tier sizes (GiB) for `sizeFor.kvCacheTiers`; undefined for none. */
+function kvTierSizes(where: string, tiers: KvTier[]): KvTierSizes | undefined {
+  if (tiers.length === 0) return undefined;
+  const sizes: { hostGib?: number; diskGib?: number; remoteGib?: number } = {};
+  for (const tier of tiers) {
+    const field = tier.kind === 'host-memory' ? 'hostGib' : tier.kind === 'local-nvme' ? 'diskGib' : 'remoteGib';
+    if (sizes[field] !== undefined) {
+      throw new Error(`${where}: 'sizeFor.kvCacheTiers' lists ${tier.kind} twice; give each tier once`);
+    }
+    if (tier.sizeGib === undefined) {
+      throw new Error(`${where}: 'sizeFor.kvCacheTiers' has a remote tier of unknown size (an existing Redis server); ` +
+        'size it with KvStoreEndpoint.engineKvStore, or leave it out of the sizing');
+    }
+    sizes[field] = tier.sizeGib;
+  }
+  return sizes;
+}
+
+/** Runs `f`; an error it throws is re-thrown naming the construct and `sizeFor`. */
+function sizingError<T>(where: string, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    throw new Error(`${where}: 'sizeFor': ${(e as Error).message}`);
+  }
 }

@@ -1,3 +1,5 @@
+import { KvTier } from './kv-tier';
+
 /**
  * Latency targets of a deployment: a request is good when it meets both.
  */
@@ -99,4 +101,13 @@ export interface PoolSizing {
    * @default - `pricePerInstanceHour`
    */
   readonly decodePricePerInstanceHour?: number;
+  /**
+   * The KV tiers below HBM that the prefill replicas will have: the same `KvTier`s as the
+   * `TieredKvCache` attached to the prefill pool, so that the planner counts the prefixes they keep
+   * (a load from host memory or NVMe instead of a recompute). Link speeds are the engine's stated
+   * assumptions: each accelerator's PCIe link for host memory, the replica's share of the
+   * instance-store drives, a 100 Gbit/s connection to the remote store.
+   * @default - HBM only
+   */
+  readonly kvCacheTiers?: KvTier[];
 }

@@ -67,11 +67,37 @@ function tieredKvCache(app: App): Chart {
   return chart;
 }
 
+function sizedInference(app: App): Chart {
+  // SNIPPET size-for
+  const chart = new Chart(app, 'llama-sized', { namespace: 'inference' });
+  const tiers = [KvTier.hostMemory(Size.gibibytes(128))];
+  const inference = new DisaggregatedInference(chart, 'Llama', {
+    model: ModelArchitecture.LLAMA_3_3_70B,
+    image: 'registry.example.com/disagg/engine:0.1.0',
+    weightPrecision: Precision.FP8,
+    kvCachePrecision: Precision.FP8,
+    maxContext: 32768,
+    prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE },
+    decode: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE },
+    sizeFor: {
+      slo: { ttftSeconds: 1, tpotSeconds: 0.05 },
+      workload: { inputTokens: 2048, outputTokens: 256, conversationTurns: 4, requestsPerSecond: 2 },
+      maxAccelerators: 8,
+      kvCacheTiers: tiers,
+    },
+  });
+  new TieredKvCache(chart, 'KvCache', { tiers }).attachTo(inference.prefill);
+  // END SNIPPET
+  return chart;
+}
+
 describe('README snippets', () => {
   test.each([
     ['DisaggregatedInference', disaggregatedInference, ['Deployment', 'ConfigMap', 'Gateway', 'HTTPRoute']],
     ['ExpertParallelPool', expertParallelPool, ['LeaderWorkerSet', 'InferencePool', 'HTTPRoute']],
     ['TieredKvCache', tieredKvCache, ['StatefulSet', 'Deployment']],
+    // Needs the engine addon (the planner runs at synth time), as test/k8s/size-for.test.ts does.
+    ['sizeFor', sizedInference, ['Deployment', 'ConfigMap']],
   ])('%s synthesizes', (_name, snippet, kinds) => {
     // GIVEN the snippet WHEN synthesized
     const manifests = Testing.synth(snippet(Testing.app()));
