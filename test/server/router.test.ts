@@ -521,6 +521,42 @@ describeIfBuilt('router, a client that leaves', () => {
     await waitFor(async () => (await metrics(router)).get(GONE) === 1, 5_000, 'client_gone counted');
   });
 
+  test('P/D: a hang-up during the prefill leg aborts it, and the decode leg is never sent', async () => {
+    // GIVEN a P/D router whose prefill worker is slow: 16-token prefill steps at 1/20 of real time
+    // (a 300-token prefill takes about 7 s; the running gauge shows it after the first step)
+    const prefill = await startWorker({ role: 'prefill', extra: ['--speedup', '0.05', '--max-num-batched-tokens', '16'] });
+    const decode = await startWorker({ role: 'decode' });
+    const pd = await startRouter(['--policy', 'disagg', '--min-uncached-tokens', '32',
+      '--endpoint', `role=prefill,url=${prefill.url}`, '--endpoint', `role=decode,url=${decode.url}`]);
+    const prefillAborts = async (): Promise<number | undefined> =>
+      (await metrics(prefill)).get(`vllm:request_success_total{engine="0",model_name="${MODEL}",finished_reason="abort"}`);
+    expect(await prefillAborts()).toBe(0);
+    // AND a long prompt, disaggregated, whose prefill is running
+    const r = rawRequest(pd.url, { model: MODEL, prompt: prompt('leave-pd-', 200), max_tokens: 50 });
+    await waitFor(async () => total(await metrics(prefill), 'vllm:num_requests_running') === 1, 5_000, 'the prefill to run');
+    // WHEN the client hangs up 200 ms later
+    await new Promise((res) => setTimeout(res, 200));
+    r.hangUp();
+    // THEN the prefill worker aborts its request long before the prefill would have ended
+    await waitFor(async () => await prefillAborts() === 1, 3_000, 'the prefill worker to abort the request');
+    const pm = await metrics(prefill);
+    expect(total(pm, 'vllm:num_requests_running')).toBe(0);
+    expect(pm.get(`vllm:request_success_total{engine="0",model_name="${MODEL}",finished_reason="length"}`)).toBe(0);
+    // AND the router counted the request as client_gone, with no prefill failure or fallback
+    await waitFor(async () => (await metrics(pd)).get(GONE) === 1, 5_000, 'client_gone counted');
+    const rm = await metrics(pd);
+    expect(rm.get('disagg_router_pd_decisions_total{reason="disaggregate"}')).toBe(1);
+    expect(total(rm, 'disagg_router_prefill_fallbacks_total')).toBe(0);
+    expect(rm.get('disagg_router_errors_total{cause="prefill_failed"}') ?? 0).toBe(0);
+    // AND the decode worker never saw the request (still nothing there a moment later)
+    await new Promise((res) => setTimeout(res, 300));
+    const dm = await metrics(decode);
+    expect(total(dm, 'vllm:request_success_total')).toBe(0);
+    expect(total(dm, 'vllm:prompt_tokens_total')).toBe(0);
+    expect(total(dm, 'vllm:num_requests_running') + total(dm, 'vllm:num_requests_waiting')).toBe(0);
+    await Promise.all([pd, prefill, decode].map(stop));
+  });
+
   test('non-streaming: a hang-up while the answer is pending aborts the request on the worker', async () => {
     // GIVEN a whole-body request for 4000 tokens through the router, running on the worker
     const r = rawRequest(router.url, { model: MODEL, prompt: 'a long whole story', max_tokens: 4000 });

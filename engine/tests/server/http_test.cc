@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/http/http_client.h"
 #include "server/http/http_server.h"
@@ -373,6 +374,86 @@ TEST_F(ServerFixture, WatchCloseLeavesAClientThatStaysAlone) {
   EXPECT_EQ(closed_seen.load(), 0);
 }
 
+// Reads from `s` until `until` is in what was read, or EOF / an error (then `eof` is set).
+std::string read_until(tcp::socket& s, const std::string& until, bool* eof = nullptr) {
+  std::string out;
+  char buf[1024];
+  boost::system::error_code ec;
+  while (out.find(until) == std::string::npos) {
+    const std::size_t n = s.read_some(net::buffer(buf), ec);
+    out.append(buf, n);
+    if (ec) {
+      if (eof != nullptr) *eof = true;
+      break;
+    }
+  }
+  return out;
+}
+
+TEST_F(ServerFixture, PipelinedRequestsAreServedInOrderWhileTheHandlerWatches) {
+  // GIVEN a handler that watches its client and answers after 30 ms
+  std::atomic<int> closed_seen{0};
+  start([&](Request& req, ResponseWriter& w) -> Task<void> {
+    WakeSignal signal(w.executor());
+    w.watch_close(Wake{signal});
+    co_await signal.wait(30ms);
+    if (w.client_closed()) closed_seen.fetch_add(1);
+    co_await w.send(200, std::string(req.target()), "text/plain");
+  });
+  // WHEN a client sends three requests in one write (the next ones arrive while the first is served)
+  net::io_context io;
+  tcp::socket s(io);
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
+  net::write(s, net::buffer(std::string("GET /p1 HTTP/1.1\r\nHost: h\r\n\r\n"
+                                        "POST /p2 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"
+                                        "GET /p3 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")));
+  bool eof = false;
+  const std::string out = read_until(s, "\r\n\r\n/p3", &eof);
+  // THEN all three are answered, in order, and none was taken for a client that left
+  const auto p1 = out.find("/p1"), p2 = out.find("/p2"), p3 = out.find("/p3");
+  ASSERT_NE(p3, std::string::npos) << out;
+  EXPECT_LT(p1, p2);
+  EXPECT_LT(p2, p3);
+  EXPECT_EQ(closed_seen.load(), 0);
+}
+
+TEST_F(ServerFixture, AnIdleKeepAliveConnectionTimesOutAndDrainsAfterItsResponse) {
+  // GIVEN a server that closes keep-alive connections idle for 300 ms
+  ServerOptions o;
+  o.idle_timeout = 300ms;
+  start(echo_handler(), o);
+  net::io_context io;
+  const auto ask = [&](tcp::socket& s) {
+    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
+    net::write(s, net::buffer(std::string("GET /idle HTTP/1.1\r\nHost: h\r\n\r\n")));
+    return read_until(s, "/idle|");
+  };
+  // WHEN a client gets its answer and then sends nothing
+  tcp::socket a(io);
+  EXPECT_NE(ask(a).find("200 OK"), std::string::npos);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool eof = false;
+  read_until(a, "never", &eof);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  // THEN the server closes it after the idle timeout, not before
+  EXPECT_TRUE(eof);
+  EXPECT_GE(waited, 250ms);
+  EXPECT_LT(waited, 5s);
+  // WHEN another connection is idle after its answer and the server drains
+  tcp::socket b(io);
+  EXPECT_NE(ask(b).find("200 OK"), std::string::npos);
+  std::promise<void> drained;
+  server_->drain([&] {
+    drained.set_value();
+    ioc_.stop();
+  });
+  // THEN that connection is closed at once and the drain completes well before the idle timeout
+  EXPECT_EQ(drained.get_future().wait_for(200ms), std::future_status::ready);
+  eof = false;
+  read_until(b, "never", &eof);
+  EXPECT_TRUE(eof);
+}
+
 TEST_F(ServerFixture, DrainFinishesInFlightRequestsAndStopsAccepting) {
   // GIVEN a request in flight that takes 200 ms
   std::atomic<bool> entered{false};
@@ -504,6 +585,119 @@ TEST_F(ServerFixture, RegisteredPoolReusesSocketsOnTheirOwnContext) {
   EXPECT_EQ(counts.bodies, "/r0|b0;/r1|b1;/r2|b2;/r3|b3;/r4|b4;");
   EXPECT_EQ(counts.reused, 4u);
   EXPECT_EQ(counts.idle, 1u);
+}
+
+// A scripted upstream on one thread: on each accepted connection it answers requests with the
+// next entries of `script` (raw bytes; an empty entry closes the connection without a byte, one
+// starting with '~' sends the rest and then closes it), and counts connections and requests.
+class ScriptedUpstream {
+ public:
+  explicit ScriptedUpstream(std::vector<std::string> script)
+      : script_(std::move(script)), acceptor_(io_, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)) {
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ScriptedUpstream() {
+    stop_.store(true);
+    boost::system::error_code ec;
+    tcp::socket wake(io_);  // unblocks a pending accept()
+    wake.connect(acceptor_.local_endpoint(), ec);
+    thread_.join();
+  }
+  std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  int connections() const { return connections_.load(); }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void serve() {
+    std::size_t next = 0;
+    while (next < script_.size()) {
+      boost::system::error_code ec;
+      tcp::socket s(io_);
+      acceptor_.accept(s, ec);
+      if (ec || stop_.load()) return;
+      connections_.fetch_add(1);
+      std::string in;
+      while (next < script_.size()) {
+        char buf[4096];
+        const std::size_t n = s.read_some(net::buffer(buf), ec);
+        if (ec) break;  // the client closed this connection
+        in.append(buf, n);
+        if (in.find("\r\n\r\n") == std::string::npos) continue;
+        in.clear();
+        requests_.fetch_add(1);
+        std::string_view answer = script_[next++];
+        if (answer.empty()) break;  // close without answering
+        const bool then_close = answer.front() == '~';
+        if (then_close) answer.remove_prefix(1);
+        net::write(s, net::buffer(answer), ec);
+        if (then_close) break;
+      }
+      s.close(ec);
+    }
+  }
+
+  std::vector<std::string> script_;
+  net::io_context io_;
+  tcp::acceptor acceptor_;
+  std::atomic<int> connections_{0};
+  std::atomic<int> requests_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// fetch() with `pool` of GET `target`; "body" or the error's code.
+Task<std::string> pooled_get(net::any_io_executor ex, std::uint16_t port, ConnectionPool& pool,
+                             std::string target) {
+  ClientRequest req;
+  req.target = std::move(target);
+  ClientOptions opts;
+  opts.pool = &pool;
+  auto r = co_await fetch(ex, "127.0.0.1", port, std::move(req), opts);
+  co_return r ? r->body : std::string(to_string(r.error().code));
+}
+
+TEST(PooledConnection, ClosedBeforeAnyByteIsResentOnceOnANewConnection) {
+  // GIVEN an upstream that answers one request, then closes that kept-alive connection when the
+  // second request arrives on it (as if it had timed it out unseen), then answers on a new one
+  ScriptedUpstream up({"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none", "",
+                       "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo"});
+  ConnectionPool pool;
+  // WHEN two requests run one after another over the pool
+  net::io_context io;
+  std::string got;
+  net::co_spawn(io, [&]() -> Task<void> {
+    got += co_await pooled_get(io.get_executor(), up.port(), pool, "/a") + ";";
+    got += co_await pooled_get(io.get_executor(), up.port(), pool, "/b") + ";";
+  }, net::detached);
+  io.run();
+  // THEN the second was sent on the pooled connection, met its close before any byte, and was
+  // resent once on a new connection, which succeeded
+  EXPECT_EQ(got, "one;two;");
+  EXPECT_EQ(up.requests(), 3);
+  EXPECT_EQ(up.connections(), 2);
+  EXPECT_EQ(pool.reused(), 1u);
+}
+
+TEST(PooledConnection, ClosedAfterAResponseByteIsNeverResent) {
+  // GIVEN an upstream that answers one request, then sends part of a status line for the second
+  // and closes the connection
+  ScriptedUpstream up({"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none",
+                       "~HTTP/1.1 200 OK\r\nContent-Le",
+                       "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nthree"});
+  ConnectionPool pool;
+  // WHEN two requests run one after another over the pool
+  net::io_context io;
+  std::string got;
+  net::co_spawn(io, [&]() -> Task<void> {
+    got += co_await pooled_get(io.get_executor(), up.port(), pool, "/a") + ";";
+    got += co_await pooled_get(io.get_executor(), up.port(), pool, "/b") + ";";
+  }, net::detached);
+  io.run();
+  // THEN the second fails (its answer had started): it is not sent again
+  EXPECT_EQ(got.substr(0, 4), "one;");
+  EXPECT_NE(got, "one;three;");
+  EXPECT_EQ(up.requests(), 2);
+  EXPECT_EQ(up.connections(), 1);
 }
 
 }  // namespace

@@ -1,10 +1,8 @@
 #include "http_client.h"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
-#include <cerrno>
 #include <limits>
 
 namespace disagg::http {
@@ -49,13 +47,12 @@ std::optional<tcp::socket> ConnectionPool::take(const std::string& endpoint,
   while (!list.empty()) {
     Idle c = std::move(list.back());  // most recently parked first: the likeliest to be open
     list.pop_back();
-    const int fd = c.socket ? c.socket->native_handle() : c.fd;
-    char byte;
-    const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    const bool open = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-    if (!open || now - c.since > options_.idle_ttl) {
-      if (!c.socket) ::close(c.fd);  // closed by the upstream, stray bytes, or too old
-      continue;                      // (a parked socket object closes itself)
+    // No liveness probe (it cost a system call per reuse, as nginx does not pay): a connection
+    // the upstream closed meanwhile fails before any response byte and open() resends once on a
+    // new one.
+    if (now - c.since > options_.idle_ttl) {
+      if (!c.socket) ::close(c.fd);  // too old (a parked socket object closes itself)
+      continue;
     }
     boost::system::error_code ec;
     if (c.socket && c.socket->get_executor() == executor) {
@@ -333,9 +330,11 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
                                         net::redirect_error(net::use_awaitable, ec));
       if (!ec) co_return Expected<Stream, ClientError>(std::move(s));
     }
-    // A pooled connection the upstream closed unseen fails before any response byte: retry once
-    // on a new connection. A timeout is not retried (the upstream may be working on it).
-    if (s->reused_ && ec != beast::error::timeout && !s->cancelled_ && !s->parser_.got_some()) {
+    // A pooled connection the upstream closed unseen (the pool does not probe them) fails before
+    // any response byte: resend once on a new connection; the upstream never saw the request.
+    // Never after a response byte arrived, and not after a timeout (the upstream may be working).
+    if (s->reused_ && ec != beast::error::timeout && !s->cancelled_ && !s->parser_.got_some() &&
+        s->buffer_.size() == 0) {
       continue;
     }
     const ClientErrc code = s->cancelled_ ? ClientErrc::cancelled

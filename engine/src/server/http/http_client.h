@@ -70,9 +70,10 @@ struct ClientOptions {
 
 /// Idle keep-alive connections per upstream "host:port", shared by every thread. A connection
 /// goes back to the pool when its response was read to the end and both sides allow keep-alive;
-/// take() drops connections the upstream closed meanwhile (a non-blocking peek) and those idle
-/// longer than idle_ttl. A request on a reused connection that fails before any response byte is
-/// retried once on a new connection (the upstream had closed it unseen). Bounded by
+/// take() drops those idle longer than idle_ttl but does not probe the others (as nginx, no
+/// system call per reuse): a request on a reused connection that fails before any response byte
+/// (the upstream had closed it unseen) is resent once on a new connection by ClientStream::open(),
+/// never after a response byte, and is not reported as a failure. Bounded by
 /// max_idle_per_endpoint; thread-safe.
 class ConnectionPool {
  public:
@@ -81,7 +82,7 @@ class ConnectionPool {
     std::chrono::milliseconds idle_ttl{30'000};
     /// Park the socket objects themselves, still registered with their io_context: take() with
     /// the executor a connection was parked from (one pool per single-threaded io_context) then
-    /// costs no system call but the peek; any other executor gets the descriptor moved over.
+    /// costs no system call; any other executor gets the descriptor moved over.
     /// Only when the pool is destroyed before every io_context its connections came from.
     /// false: park bare descriptors (re-registered on every take()).
     bool keep_registered = false;

@@ -1,5 +1,6 @@
 #include "http_server.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <exception>
@@ -87,11 +88,86 @@ ResponseWriter::~ResponseWriter() { unwatch_close(); }
 
 void ResponseWriter::unwatch_close() {
   if (watch_ == nullptr || !watch_->armed) return;
-  ++watch_->generation;
   watch_->armed = false;
-  // The pending receive completes with operation_aborted and, being stale, does nothing.
-  boost::system::error_code ec;
-  stream_.socket().cancel(ec);
+  watch_->on_close.reset();
+}
+
+// ---- read of the next request -----------------------------------------------------------------
+
+namespace {
+
+// Completion of the read of the next request (CloseWatch). Runs on the connection's strand (the
+// socket's executor).
+struct NextReadDone {
+  std::shared_ptr<CloseWatch> w;
+  void operator()(const boost::system::error_code& ec, std::size_t bytes) const {
+    w->reading = false;
+    if (!ec && bytes > 0) {
+      w->buffer.commit(bytes);  // the next request (or part of it): the client is still there
+      w->armed = false;
+      w->on_close.reset();
+    } else {
+      w->read_failed = true;  // EOF, a reset, an idle timeout, a drain or our own close
+      if (w->armed) {
+        w->armed = false;
+        w->closed = true;
+        w->on_close();
+        w->on_close.reset();
+      }
+    }
+    if (w->waiter) {  // the session waits for this read: resume it (we are on its strand)
+      auto resume = std::move(*w->waiter);
+      w->waiter.reset();
+      resume();
+    }
+  }
+};
+
+// The lazy idle timer of CloseWatch: ends a wait for the next request that has lasted
+// `timeout`; re-arms for the end of a wait that began later; stops when nobody waits.
+struct IdleTick {
+  std::shared_ptr<CloseWatch> w;
+  std::chrono::milliseconds timeout;
+  void operator()(const boost::system::error_code& ec) const;
+};
+
+void arm_idle_timer(const std::shared_ptr<CloseWatch>& w, std::chrono::milliseconds timeout) {
+  w->timer_armed = true;
+  w->idle_timer.expires_at(w->wait_since + timeout);
+  w->idle_timer.async_wait(IdleTick{w, timeout});
+}
+
+void IdleTick::operator()(const boost::system::error_code& ec) const {
+  w->timer_armed = false;
+  if (ec || w->socket == nullptr || !w->waiter) return;  // cancelled, connection gone, or no wait
+  if (std::chrono::steady_clock::now() - w->wait_since < timeout) {
+    arm_idle_timer(w, timeout);  // this wait began after the timer was armed
+    return;
+  }
+  boost::system::error_code ignored;
+  w->socket->cancel(ignored);  // the read completes aborted, and the session closes the connection
+}
+
+// Waits (on the connection's strand) until the pending read of the next request completes, at
+// most `timeout`.
+Task<void> wait_next_read(const std::shared_ptr<CloseWatch>& w, std::chrono::milliseconds timeout) {
+  if (!w->reading) co_return;
+  w->wait_since = std::chrono::steady_clock::now();
+  if (!w->timer_armed) arm_idle_timer(w, timeout);
+  co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
+      [&w](auto handler) { w->waiter.emplace(std::move(handler)); }, net::use_awaitable);
+}
+
+}  // namespace
+
+void start_next_read(const std::shared_ptr<CloseWatch>& w) {
+  if (w->reading || w->read_failed || w->socket == nullptr || w->buffer.size() != 0) return;
+  w->reading = true;
+  // As much as Beast's own reads ask for (at least 512 bytes, at most 64 KiB per call); the
+  // request parser applies the header and body limits to what arrives.
+  const std::size_t room = w->buffer.capacity() - w->buffer.size();
+  const std::size_t want = std::min<std::size_t>(std::max<std::size_t>(512, room), 65536);
+  w->socket->async_read_some(w->buffer.prepare(want), NextReadDone{w});
 }
 
 bool ResponseWriter::decide_keep_alive() {
@@ -201,11 +277,11 @@ void ResponseWriter::abort() {
 // ---- HttpServer -----------------------------------------------------------------------------
 
 struct HttpServer::Conn {
-  explicit Conn(net::any_io_executor ex) : strand(std::move(ex)) {}
+  explicit Conn(net::any_io_executor ex) : strand(ex), watch(std::move(ex)) {}
   net::any_io_executor strand;
   beast::tcp_stream* stream = nullptr;  // set and read on the strand only
   bool idle = true;                     // waiting for a request; strand only
-  CloseWatch watch;                     // of the request being served; strand only
+  CloseWatch watch;                     // read buffer, next-request read, close watch; strand only
 };
 
 HttpServer::HttpServer(net::io_context& ioc, ServerOptions options, Handler handler)
@@ -275,7 +351,10 @@ Task<void> HttpServer::accept_loop() {
 Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
   beast::tcp_stream stream(std::move(socket));
   conn->stream = &stream;
-  beast::flat_buffer buffer;
+  // The aliasing pointer shares the connection's ownership: no allocation per request.
+  const std::shared_ptr<CloseWatch> next(conn, &conn->watch);
+  next->socket = &stream.socket();
+  beast::flat_buffer& buffer = next->buffer;
   boost::system::error_code ec;
   const bool over_limit = active_.load(std::memory_order_acquire) > options_.max_connections;
   if (over_limit) {
@@ -286,9 +365,20 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
     parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
     parser.body_limit(options_.max_body_bytes);
     conn->idle = true;
-    stream.expires_after(options_.idle_timeout);
-    co_await bhttp::async_read_header(stream, buffer, parser,
-                                      net::redirect_error(net::use_awaitable, ec));
+    // The read of this request may have started during the previous response (CloseWatch).
+    if (next->reading) co_await wait_next_read(next, options_.idle_timeout);
+    if (next->read_failed) break;  // the client left, idle timeout, or drain: close silently
+    // Bytes already buffered (usually the whole request, read during the previous response) are
+    // parsed here: Beast would take a round through the reactor to hand them over.
+    if (buffer.size() != 0) {
+      buffer.consume(parser.put(buffer.data(), ec));
+      if (ec == bhttp::error::need_more) ec = {};  // an incomplete header: read the rest below
+    }
+    if (!ec && !parser.is_header_done()) {
+      stream.expires_after(options_.idle_timeout);
+      co_await bhttp::async_read_header(stream, buffer, parser,
+                                        net::redirect_error(net::use_awaitable, ec));
+    }
     conn->idle = false;
     if (ec) {
       if (ec == bhttp::error::header_limit) {
@@ -342,9 +432,11 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
       break;
     }
     Request req = parser.release();
-    // The aliasing pointer shares the connection's ownership: no allocation per request.
-    ResponseWriter writer(stream, req, req.keep_alive() && !draining(), options_, &draining_,
-                          std::shared_ptr<CloseWatch>(conn, &conn->watch));
+    const bool keep_alive = req.keep_alive() && !draining();
+    next->closed = false;
+    // Read the next request while this one is served: its EOF tells that the client left.
+    if (keep_alive) start_next_read(next);
+    ResponseWriter writer(stream, req, keep_alive, options_, &draining_, next);
     std::exception_ptr failure;
     try {
       co_await handler_(req, writer);
@@ -362,7 +454,9 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
   }
   conn->stream = nullptr;
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream.close();
+  stream.close();  // a pending read of the next request completes, aborted, and changes nothing
+  next->socket = nullptr;
+  next->idle_timer.cancel();
   active_.fetch_sub(1, std::memory_order_acq_rel);
 }
 

@@ -14,6 +14,10 @@
 // `Expect: 100-continue` is answered after the size check, so oversized uploads are refused
 // before they are sent.
 //
+// While a handler runs, the connection already reads the next request (CloseWatch): what arrives
+// is parsed after the response, and EOF or a reset there tells the handler that its client left
+// (ResponseWriter::watch_close) at no extra system call.
+//
 // A handler either sends one response (send) or streams one (start_stream, write..., finish);
 // a handler that returns without responding produces a 500. Exceptions escaping a handler are
 // caught and answered with a 500 when nothing was sent yet, otherwise the connection is closed.
@@ -31,6 +35,8 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,14 +75,67 @@ struct ServerOptions {
   std::vector<net::io_context*> connection_contexts;
 };
 
-/// Per-connection state of ResponseWriter::watch_close(). Shared with the pending socket wait, so
-/// that a completion arriving after its request ended touches only this (and ignores itself).
-struct CloseWatch {
-  std::uint64_t generation = 0;  ///< bumped when a watch ends: older completions are stale
-  bool armed = false;
-  bool closed = false;  ///< the client closed or reset the connection during the watch
-  char peeked = 0;      ///< target of the watch's MSG_PEEK receive (never consumed)
+namespace detail {
+/// A callable kept in place (no allocation) for CloseWatch: up to 32 bytes, e.g. a pointer, or a
+/// shared_ptr plus a pointer.
+class CloseCallback {
+ public:
+  CloseCallback() = default;
+  CloseCallback(const CloseCallback&) = delete;
+  CloseCallback& operator=(const CloseCallback&) = delete;
+  ~CloseCallback() { reset(); }
+  template <class F>
+  void emplace(F f) {
+    static_assert(sizeof(F) <= sizeof(storage_) && alignof(F) <= alignof(std::max_align_t),
+                  "watch_close(): the callable must fit in 32 bytes; capture a pointer instead");
+    reset();
+    ::new (static_cast<void*>(storage_)) F(std::move(f));
+    call_ = [](void* p) { (*static_cast<F*>(p))(); };
+    destroy_ = [](void* p) { static_cast<F*>(p)->~F(); };
+  }
+  void operator()() {
+    if (call_ != nullptr) call_(storage_);
+  }
+  void reset() {
+    if (destroy_ != nullptr) destroy_(storage_);
+    call_ = nullptr;
+    destroy_ = nullptr;
+  }
+
+ private:
+  alignas(std::max_align_t) unsigned char storage_[32];
+  void (*call_)(void*) = nullptr;
+  void (*destroy_)(void*) = nullptr;
 };
+}  // namespace detail
+
+/// Per-connection read state. While a response is pending, the server already reads the next
+/// request (that read is needed after the response anyway, so watching costs no extra system
+/// call): bytes that arrive are kept for the next request, and EOF or an error on that read means
+/// the client left, which is what ResponseWriter::watch_close() reports. Owned by the connection;
+/// the pending read shares its ownership, so a late completion touches only this. Strand only.
+struct CloseWatch {
+  explicit CloseWatch(net::any_io_executor executor) : idle_timer(std::move(executor)) {}
+  beast::flat_buffer buffer;       ///< the connection's read buffer
+  tcp::socket* socket = nullptr;   ///< while the connection's session runs
+  bool reading = false;            ///< a read of the next request is pending on the socket
+  bool read_failed = false;        ///< that read met EOF, a reset or a cancel: the connection is done
+  bool armed = false;              ///< a watch is on: a failed read calls on_close
+  bool closed = false;             ///< the client closed or reset the connection during the request
+  detail::CloseCallback on_close;
+  /// The session, when it waits for the read after its response.
+  std::optional<net::async_result<net::use_awaitable_t<>, void()>::handler_type> waiter;
+  /// idle_timeout while the session waits for the read. Armed lazily: a wait only notes when it
+  /// began, and the timer, when it fires, checks the wait under way and re-arms for its end, so
+  /// that a request costs no timer operation (each is a round through the reactor).
+  net::steady_timer idle_timer;
+  std::chrono::steady_clock::time_point wait_since{};
+  bool timer_armed = false;
+};
+
+/// Starts the read of the next request on `watch` (see CloseWatch): no-op while one is pending,
+/// once one failed, or when bytes are already buffered (a pipelined request: no watch needed).
+void start_next_read(const std::shared_ptr<CloseWatch>& watch);
 
 /// One extra response header.
 struct Header {
@@ -118,21 +177,19 @@ class ResponseWriter {
   void abort();
 
   /// Watches for the client going away while the response is pending: the request was read in
-  /// full, so the socket turning readable means EOF, a reset, or pipelined bytes. When the client
-  /// closed or reset the connection, client_closed() becomes true and `on_close()` runs once, on the
-  /// connection's strand (e.g. to wake the handler, or cancel an upstream request). The watch ends
-  /// at send(), finish(), abort(), unwatch_close() or the writer's end, and `on_close` never runs
-  /// after that, so it may refer to handler state that outlives the watch. Pipelined bytes end the
-  /// watch quietly (the client is still there; they stay unread). Cost: one 1-byte MSG_PEEK receive
-  /// queued on the socket (no epoll_ctl, no allocation beyond Asio's recycled handler memory); Asio
-  /// first tries it at once (one non-blocking recv answering EAGAIN) unless the request's own read
-  /// left the socket known-drained. Only handlers that call it pay this: the sim-worker's and the
-  /// router's generation requests. Does nothing after a complete response, while watching, or
-  /// without a watch slot.
+  /// full, and the server's read of the next request is pending (see CloseWatch), so EOF or an
+  /// error on that read means the client closed or reset the connection. Then client_closed()
+  /// becomes true and `on_close()` runs once, on the connection's strand (at once, inside this
+  /// call, when the client had already left), e.g. to wake the handler or cancel an upstream
+  /// request. The watch ends at send(), finish(), abort(), unwatch_close() or the writer's end,
+  /// and `on_close` never runs after that, so it may refer to handler state that outlives the
+  /// watch. Bytes of a pipelined request end the watch quietly (the client is still there; they
+  /// are served after this response). Cost: none beyond storing `on_close` (at most 32 bytes, kept
+  /// in place: no allocation); the read it rides on is the one the connection needs anyway. Does
+  /// nothing after a complete response, while watching, or without a watch slot.
   template <class F>
   void watch_close(F on_close);
-  /// Ends the watch (no-op when none). Call while no other operation is pending on the connection
-  /// (true in a handler between its own awaited writes): it cancels the socket's pending wait.
+  /// Ends the watch (no-op when none). The read of the next request stays pending.
   void unwatch_close();
   /// Whether a watch saw the client close or reset the connection.
   bool client_closed() const { return watch_ != nullptr && watch_->closed; }
@@ -151,9 +208,6 @@ class ResponseWriter {
   void fill_common(bhttp::fields& f, std::span<const Header> headers);
   bool decide_keep_alive();
 
-  template <class F>
-  struct CloseWait;
-
   beast::tcp_stream& stream_;
   const ServerOptions& options_;
   const std::atomic<bool>* draining_;
@@ -165,30 +219,20 @@ class ResponseWriter {
 };
 
 template <class F>
-struct ResponseWriter::CloseWait {
-  std::shared_ptr<CloseWatch> watch;
-  std::uint64_t generation;
-  F on_close;
-
-  void operator()(const boost::system::error_code& ec, std::size_t bytes) {
-    if (watch->generation != generation || !watch->armed) return;  // the watch ended
-    watch->armed = false;
-    if (!ec && bytes > 0) return;  // pipelined bytes (peeked, not read): the client is still there
-    watch->closed = true;          // EOF, a reset, or the connection was closed under us
-    on_close();
-  }
-};
-
-template <class F>
 void ResponseWriter::watch_close(F on_close) {
   if (watch_ == nullptr || watch_->armed || broken_ || state_ == State::sent ||
       state_ == State::finished) {
     return;
   }
+  if (watch_->read_failed) {  // the client left before the watch began
+    watch_->closed = true;
+    on_close();
+    return;
+  }
+  start_next_read(watch_);  // usually pending already (keep-alive requests)
+  if (!watch_->reading) return;  // pipelined bytes buffered: the client is there
+  watch_->on_close.emplace(std::move(on_close));
   watch_->armed = true;
-  watch_->closed = false;
-  stream_.socket().async_receive(net::buffer(&watch_->peeked, 1), tcp::socket::message_peek,
-                                 CloseWait<F>{watch_, watch_->generation, std::move(on_close)});
 }
 
 /// Handles one request. Runs on the connection's strand.

@@ -716,8 +716,10 @@ struct Router::Impl final : KvEventSink {
   }
 
   // Sends the prefill leg; returns the kv_transfer_params of its answer, or null on any failure.
+  // `cancel` (the client-close watch's) aborts the leg when the client leaves: the prefill worker
+  // then sees its connection close and aborts; that is not the endpoint's failure.
   Task<json> run_prefill(net::any_io_executor ex, Pick& p, const json& body, std::string target,
-                         std::string request_id, Clock::time_point deadline) {
+                         std::string request_id, Clock::time_point deadline, http::ClientCancel* cancel) {
     json pb = body;
     pb["max_tokens"] = 1;
     if (pb.contains("max_completion_tokens")) pb["max_completion_tokens"] = 1;
@@ -737,8 +739,12 @@ struct Router::Impl final : KvEventSink {
     o.first_byte_timeout = std::max(std::chrono::milliseconds(1), left);
     o.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
     o.pool = pool_for(ex);
+    o.cancel = cancel;
     auto res = co_await http::fetch(ex, p.host, p.port, std::move(r), o);
     json params;  // null
+    if (!res && res.error().code == http::ClientErrc::cancelled) {
+      co_return params;  // the client left; the caller sees cancel->cancelled()
+    }
     if (!res) {
       upstream_failed(p, res.error().code == http::ClientErrc::connect_failed, res.error().message());
     } else if (res->status >= 500) {
@@ -861,8 +867,14 @@ struct Router::Impl final : KvEventSink {
       if (plan_result.prefill.ok()) {
         Pick& pf = plan_result.prefill;
         prefill_label = pf.label;
-        kv_params = co_await run_prefill(w.executor(), pf, body, target, request_id, deadline);
+        kv_params = co_await run_prefill(w.executor(), pf, body, target, request_id, deadline, &client_left);
         finish(pf, rq.request_id);
+        if (client_left.cancelled()) {  // the client left during the prefill: no decode leg
+          finish(pick, rq.request_id);
+          metrics.error(ErrorCause::client_gone);
+          w.abort();
+          co_return 2;
+        }
         if (kv_params.is_null()) {
           metrics.prefill_fallbacks.fetch_add(1, std::memory_order_relaxed);
           metrics.error(ErrorCause::prefill_failed);
