@@ -340,6 +340,22 @@ TEST_F(ServerFixture, WatchCloseWakesAHandlerWhoseClientHungUp) {
   EXPECT_EQ(closed_seen.load(), 1);
 }
 
+// Reads from `s` until `until` is in what was read, or EOF / an error (then `eof` is set).
+std::string read_until(tcp::socket& s, const std::string& until, bool* eof = nullptr) {
+  std::string out;
+  char buf[1024];
+  boost::system::error_code ec;
+  while (out.find(until) == std::string::npos) {
+    const std::size_t n = s.read_some(net::buffer(buf), ec);
+    out.append(buf, n);
+    if (ec) {
+      if (eof != nullptr) *eof = true;
+      break;
+    }
+  }
+  return out;
+}
+
 TEST_F(ServerFixture, WatchCloseLeavesAClientThatStaysAlone) {
   // GIVEN a handler that watches its client and answers after 50 ms
   std::atomic<int> closed_seen{0};
@@ -356,15 +372,7 @@ TEST_F(ServerFixture, WatchCloseLeavesAClientThatStaysAlone) {
   s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
   auto exchange = [&](const std::string& request, const std::string& until) {
     net::write(s, net::buffer(request));
-    std::string out;
-    char buf[1024];
-    boost::system::error_code ec;
-    while (out.find(until) == std::string::npos) {
-      const std::size_t n = s.read_some(net::buffer(buf), ec);
-      out.append(buf, n);
-      if (ec) break;
-    }
-    return out;
+    return read_until(s, until);
   };
   const std::string first = exchange("GET /one HTTP/1.1\r\nHost: h\r\n\r\n", "/one");
   const std::string second = exchange("GET /two HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", "/two");
@@ -372,22 +380,6 @@ TEST_F(ServerFixture, WatchCloseLeavesAClientThatStaysAlone) {
   EXPECT_NE(first.find("200 OK"), std::string::npos) << first;
   EXPECT_NE(second.find("/two"), std::string::npos) << second;
   EXPECT_EQ(closed_seen.load(), 0);
-}
-
-// Reads from `s` until `until` is in what was read, or EOF / an error (then `eof` is set).
-std::string read_until(tcp::socket& s, const std::string& until, bool* eof = nullptr) {
-  std::string out;
-  char buf[1024];
-  boost::system::error_code ec;
-  while (out.find(until) == std::string::npos) {
-    const std::size_t n = s.read_some(net::buffer(buf), ec);
-    out.append(buf, n);
-    if (ec) {
-      if (eof != nullptr) *eof = true;
-      break;
-    }
-  }
-  return out;
 }
 
 TEST_F(ServerFixture, PipelinedRequestsAreServedInOrderWhileTheHandlerWatches) {
