@@ -97,6 +97,8 @@ const engine = project.addTask('engine', {
   steps: [{ spawn: 'engine:build' }, { spawn: 'engine:addon' }],
 });
 project.compileTask.prependSpawn(engine);
+// tsc creates lib/ files 0644; `npx disagg` (the README's main command) needs the bin executable.
+project.compileTask.exec('chmod +x lib/cli/main.js');
 project.testTask.prependSpawn(engine);
 project.testTask.spawn(project.tasks.tryFind('engine:test')!);
 

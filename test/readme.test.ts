@@ -1,3 +1,4 @@
+import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 
@@ -27,6 +28,18 @@ describe('README', () => {
     const firstScreen = readme.split('\n').slice(0, 15).join('\n');
     expect(firstScreen).toMatch(/^scripts\/setup\.sh && npx disagg synth && npx disagg local /m);
     expect(firstScreen).toMatch(/^scripts\/setup\.sh && npm test /m);
+  });
+
+  // `npx disagg` runs the package's own bin, lib/cli/main.js, which `npx projen compile` builds.
+  const bin = path.join(ROOT, 'lib', 'cli', 'main.js');
+  (fs.existsSync(bin) ? test : test.skip)('the main command\'s `npx disagg` runs from this checkout', () => {
+    // GIVEN the compiled bin WHEN run as the README runs it
+    const r = spawnSync('npx', ['--no-install', 'disagg', '--help'], { cwd: ROOT, encoding: 'utf8' });
+    // THEN it starts (a bin without the executable bit fails here with "Permission denied")
+    expect(r.stderr).not.toMatch(/Permission denied/);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^Usage: disagg <command>/);
+    expect(fs.statSync(bin).mode & 0o111).not.toBe(0);
   });
 
   test('has TypeScript snippets', () => {
