@@ -589,4 +589,26 @@ describeIfBuilt('router, a client that leaves', () => {
     // AND the router counted it as client_gone
     await waitFor(async () => (await metrics(router)).get(GONE) === 3, 5_000, 'client_gone counted');
   });
+
+  test('streamed tokens reach the client as the worker makes them, not at the end', async () => {
+    // GIVEN a streamed request for 120 tokens (about 0.3 s of decoding at this speed-up)
+    const arrivals = await new Promise<number[]>((resolve, reject) => {
+      const times: number[] = [];
+      const req = http.request(`${router.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+        res.on('data', (d: Buffer) => {
+          for (const _ of d.toString().matchAll(/^data: /gm)) times.push(performance.now());
+        });
+        res.on('end', () => resolve(times));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify({ model: MODEL, prompt: 'stream me as you go', max_tokens: 120, stream: true }));
+    });
+    served++;
+    // THEN the events arrive spread over the decoding: a router that held the stream back would
+    // deliver (nearly) all of them in one burst at the end
+    expect(arrivals.length).toBeGreaterThanOrEqual(120);
+    const span = arrivals[arrivals.length - 1] - arrivals[0];
+    expect(span).toBeGreaterThan(100);
+    expect(arrivals.filter((t) => t - arrivals[0] < span / 2).length).toBeGreaterThan(20);
+  });
 });

@@ -361,8 +361,9 @@ Task<Expected<std::string_view, ClientError>> ClientStream::read_some() {
       if (ec) co_return client_error<std::string_view>(ClientErrc::read_failed, ec.message(), false);
       const std::size_t n = options_.read_chunk_bytes - parser_.get().body().size;
       if (n > 0) {
+        const std::size_t all = n + parse_buffered();
         if (parser_.is_done()) recycle();
-        co_return Result(std::string_view(chunk_.get(), n));
+        co_return Result(std::string_view(chunk_.get(), all));
       }
       if (used > 0 || parser_.is_done()) continue;
     }
@@ -378,12 +379,30 @@ Task<Expected<std::string_view, ClientError>> ClientStream::read_some() {
       co_return client_error<std::string_view>(code, ec.message(), false);
     }
     if (n > 0) {
+      const std::size_t all = n + parse_buffered();
       if (parser_.is_done()) recycle();
-      co_return Result(std::string_view(chunk_.get(), n));
+      co_return Result(std::string_view(chunk_.get(), all));
     }
   }
   recycle();
   co_return Result(std::string_view{});
+}
+
+std::size_t ClientStream::parse_buffered() {
+  // Every complete body byte already received joins the piece: a piece ends where the received bytes
+  // do, never at a chunk boundary (whose CRLF or next chunk header may already sit in the buffer, so
+  // "bytes are buffered" does not mean "more body is ready"). A parse error is left in the buffer for
+  // the next read_some() to report.
+  std::size_t added = 0;
+  while (buffer_.size() != 0 && !parser_.is_done() && parser_.get().body().size > 0) {
+    const std::size_t before = parser_.get().body().size;
+    boost::system::error_code ec;
+    const std::size_t used = parser_.put(buffer_.data(), ec);
+    buffer_.consume(used);
+    added += before - parser_.get().body().size;
+    if ((ec && ec != bhttp::error::need_more && ec != bhttp::error::need_buffer) || used == 0) break;
+  }
+  return added;
 }
 
 Task<Expected<ClientResponse, ClientError>> fetch(net::any_io_executor executor, std::string host,

@@ -185,12 +185,13 @@ class ClientStream {
   unsigned status() const { return parser_.get().result_int(); }
   const bhttp::fields& headers() const { return parser_.get().base(); }
 
-  /// The next piece of the body; an empty view at the end. The view is valid until the next call.
+  /// The next piece of the body: every body byte received so far (at least one, waiting for it when
+  /// none is), up to the read chunk size; an empty view at the end. Valid until the next call.
   Task<Expected<std::string_view, ClientError>> read_some();
   /// Whether the whole body has been read.
   bool done() const { return parser_.is_done(); }
-  /// Whether bytes of the body arrived with what was read so far (the next read_some() is then
-  /// likely not to wait).
+  /// Whether bytes arrived beyond what was parsed so far (they may be only chunk framing: this does
+  /// not promise that the next read_some() will not wait).
   bool buffered() const { return buffer_.size() != 0; }
   /// Whether this request went over a pooled connection.
   bool reused_connection() const { return reused_; }
@@ -199,6 +200,8 @@ class ClientStream {
   ~ClientStream();
 
  private:
+  // Parses received bytes into the current piece; returns the body bytes added.
+  std::size_t parse_buffered();
   ClientStream(net::any_io_executor executor, ClientOptions options);
   void recycle();
 

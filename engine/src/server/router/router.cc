@@ -161,8 +161,6 @@ ErrorCause cause_of(const http::ClientError& e) {
   }
 }
 
-// Streamed pieces that arrived together are relayed in one write, up to this many bytes.
-constexpr std::size_t kStreamBatchBytes = 64u << 10;
 
 std::size_t count_events(std::string_view piece) {
   std::size_t n = 0;
@@ -989,10 +987,10 @@ struct Router::Impl final : KvEventSink {
     const bool sse = content_type.find("text/event-stream") != std::string_view::npos;
     const auto deadline = t0 + std::chrono::milliseconds(config.request_timeout_ms);
     if (status == 200 && g.stream && sse) {
-      // Bytes go out as they arrive, in as few writes as nginx's: pieces already received are
-      // sent together, the header goes with the first piece when that came with the upstream's
-      // header (else at once, so that the client sees the stream start before the first token),
-      // and the last piece with the end of the stream.
+      // Bytes go out as they arrive, in as few writes as nginx's: each piece is everything received
+      // so far, the header goes with the first piece when that came with the upstream's header
+      // (else at once, so that the client sees the stream start before the first token), and the
+      // last piece with the end of the stream.
       bool started = false;
       if (!up.buffered()) {
         if (!co_await w.start_stream(200, "text/event-stream", hs)) {
@@ -1004,7 +1002,7 @@ struct Router::Impl final : KvEventSink {
       }
       bool first = true;
       bool ended = false;  // the end of the stream went out with the last piece
-      std::string batch;   // pieces held back while more are already buffered
+      std::string batch;   // the error event when the stream breaks
       std::size_t events = 0;
       Clock::time_point t_first{}, t_last{};
       while (true) {
@@ -1042,13 +1040,10 @@ struct Router::Impl final : KvEventSink {
         }
         events += count_events(*piece);
         t_last = now;
+        // read_some() already joined every body byte received so far into this piece: send it now
+        // (holding it back for bytes not yet received would delay tokens).
         const bool last = up.done();
-        if (!last && up.buffered() && batch.size() + piece->size() <= kStreamBatchBytes) {
-          batch.append(*piece);  // more is here already: send it in the same write
-          continue;
-        }
-        std::string_view out = *piece;
-        if (!batch.empty()) out = batch.append(*piece);
+        const std::string_view out = *piece;
         bool sent = false;
         if (last && started) {
           sent = co_await w.finish(out);
@@ -1056,7 +1051,6 @@ struct Router::Impl final : KvEventSink {
           sent = co_await stream_piece(w, started, hs, out);
           if (sent && last) sent = co_await w.finish();
         }
-        batch.clear();
         if (!sent) {
           up.cancel();  // closes the upstream connection: the worker sees the client leave
           metrics.error(ErrorCause::client_gone);
