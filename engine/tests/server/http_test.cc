@@ -101,11 +101,13 @@ class ServerFixture : public ::testing::Test {
     if (server_ && !server_->draining()) server_->drain([this] { ioc_.stop(); });
     for (auto& t : threads_) t.join();
   }
+  // The server's loopback address, for test clients.
+  tcp::endpoint endpoint() const { return {net::ip::make_address("127.0.0.1"), server_->port()}; }
   // Sends raw bytes on a new connection and returns everything until the server closes it.
   std::string raw(const std::string& bytes) {
     net::io_context io;
     tcp::socket s(io);
-    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
+    s.connect(endpoint());
     boost::system::error_code ec;
     net::write(s, net::buffer(bytes), ec);
     std::string out;
@@ -330,7 +332,7 @@ TEST_F(ServerFixture, WatchCloseWakesAHandlerWhoseClientHungUp) {
   {
     net::io_context io;
     tcp::socket s(io);
-    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
+    s.connect(endpoint());
     net::write(s, net::buffer(std::string("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi")));
     s.close();
   }
@@ -356,20 +358,25 @@ std::string read_until(tcp::socket& s, const std::string& until, bool* eof = nul
   return out;
 }
 
+// A handler that watches its client, waits `delay`, counts a close it saw, then echoes the target.
+Handler watching_echo(std::chrono::milliseconds delay, std::atomic<int>& closed_seen) {
+  return [delay, &closed_seen](Request& req, ResponseWriter& w) -> Task<void> {
+    WakeSignal signal(w.executor());
+    w.watch_close(Wake{signal});
+    co_await signal.wait(delay);
+    if (w.client_closed()) closed_seen.fetch_add(1);
+    co_await w.send(200, std::string(req.target()), "text/plain");
+  };
+}
+
 TEST_F(ServerFixture, WatchCloseLeavesAClientThatStaysAlone) {
   // GIVEN a handler that watches its client and answers after 50 ms
   std::atomic<int> closed_seen{0};
-  start([&](Request& req, ResponseWriter& w) -> Task<void> {
-    WakeSignal signal(w.executor());
-    w.watch_close(Wake{signal});
-    co_await signal.wait(50ms);
-    if (w.client_closed()) closed_seen.fetch_add(1);
-    co_await w.send(200, std::string(req.target()), "text/plain");
-  });
+  start(watching_echo(50ms, closed_seen));
   // WHEN one keep-alive connection sends a request, reads the answer, then sends another
   net::io_context io;
   tcp::socket s(io);
-  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
+  s.connect(endpoint());
   auto exchange = [&](const std::string& request, const std::string& until) {
     net::write(s, net::buffer(request));
     return read_until(s, until);
@@ -385,17 +392,11 @@ TEST_F(ServerFixture, WatchCloseLeavesAClientThatStaysAlone) {
 TEST_F(ServerFixture, PipelinedRequestsAreServedInOrderWhileTheHandlerWatches) {
   // GIVEN a handler that watches its client and answers after 30 ms
   std::atomic<int> closed_seen{0};
-  start([&](Request& req, ResponseWriter& w) -> Task<void> {
-    WakeSignal signal(w.executor());
-    w.watch_close(Wake{signal});
-    co_await signal.wait(30ms);
-    if (w.client_closed()) closed_seen.fetch_add(1);
-    co_await w.send(200, std::string(req.target()), "text/plain");
-  });
+  start(watching_echo(30ms, closed_seen));
   // WHEN a client sends three requests in one write (the next ones arrive while the first is served)
   net::io_context io;
   tcp::socket s(io);
-  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
+  s.connect(endpoint());
   net::write(s, net::buffer(std::string("GET /p1 HTTP/1.1\r\nHost: h\r\n\r\n"
                                         "POST /p2 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"
                                         "GET /p3 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")));
@@ -416,7 +417,7 @@ TEST_F(ServerFixture, AnIdleKeepAliveConnectionTimesOutAndDrainsAfterItsResponse
   start(echo_handler(), o);
   net::io_context io;
   const auto ask = [&](tcp::socket& s) {
-    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
+    s.connect(endpoint());
     net::write(s, net::buffer(std::string("GET /idle HTTP/1.1\r\nHost: h\r\n\r\n")));
     return read_until(s, "/idle|");
   };
