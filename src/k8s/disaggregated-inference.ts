@@ -50,7 +50,9 @@ export interface DisaggregatedInferenceProps extends ModelDeploymentOptions {
   readonly prefillExpertParallel?: ExpertParallelPoolOptions;
   /**
    * An expert-parallel decode pool (MoE models) instead of `decode`. Its endpoints default to
-   * `DataParallelEndpoints.SINGLE`, the one port per pod the router discovers.
+   * `DataParallelEndpoints.SINGLE` (one API server per group); with `DataParallelEndpoints.PER_RANK`
+   * the router discovers every rank's port of every pod (8000, 8001, ...) and routes to each rank's
+   * KV cache.
    * @default - none; then `decode` is required
    */
   readonly decodeExpertParallel?: ExpertParallelPoolOptions;
@@ -152,10 +154,6 @@ export class DisaggregatedInference extends Construct {
       if ((options === undefined) === (ep === undefined)) {
         throw new Error(`${where}: set exactly one of '${role}' (a tensor-parallel pool) and '${role}ExpertParallel' (an expert-parallel pool); ` +
           `${options === undefined ? 'neither' : 'both'} given`);
-      }
-      if (ep?.endpoints === DataParallelEndpoints.PER_RANK) {
-        throw new Error(`${where}: '${role}ExpertParallel.endpoints' (per-rank) is not supported behind the router, which discovers one port per pod ` +
-          '(engine/schema pools[].discovery.port); use DataParallelEndpoints.SINGLE, or serve the pool alone behind an InferencePool');
       }
       return { options, ep };
     };
@@ -285,6 +283,9 @@ export class DisaggregatedInference extends Construct {
       decode,
       prefillHost: dns(this.prefillServiceName),
       decodeHost: dns(this.decodeServiceName),
+      // Per-rank expert-parallel pods serve one API server per local rank: the router lists each port.
+      prefillPorts: pools.prefill instanceof ExpertParallelPool ? pools.prefill.httpPorts : undefined,
+      decodePorts: pools.decode instanceof ExpertParallelPool ? pools.decode.httpPorts : undefined,
       kvTransfer: `nixl-${this.nixlBackend.toLowerCase()}`,
     });
     this.routerConfig = JSON.stringify(config, undefined, 2);

@@ -79,8 +79,8 @@ export interface ExpertParallelPoolOptions {
   readonly redundantExperts?: number;
   /**
    * How ranks take HTTP requests.
-   * @default DataParallelEndpoints.PER_RANK (SINGLE inside a DisaggregatedInference, whose router
-   * discovers one port per pod)
+   * @default DataParallelEndpoints.PER_RANK (SINGLE inside a DisaggregatedInference, one endpoint per
+   * group; its router discovers every rank's port when PER_RANK is set)
    */
   readonly endpoints?: DataParallelEndpoints;
   /**
@@ -495,16 +495,19 @@ function epScript(s: EpShape, kind: 'leader' | 'worker'): string {
       `exec vllm serve "$@"${kind === 'worker' ? ' --headless' : ''} --data-parallel-start-rank "$START"`,
     ].join('\n');
   }
-  // One API server per local rank on its own GPUs and port. vLLM adds the global rank to the KV-events
-  // port itself (5557 + rank); the topic names the rank's HTTP endpoint for the router's index.
-  const events = JSON.stringify({ ...kvEventsConfig('@MODEL@'), topic: 'kv@%s:%s@%s' });
+  // One API server per local rank on its own GPUs and port. vLLM binds the KV-events endpoint's port
+  // plus the global data-parallel rank (vllm/distributed/kv_events.py, offset_endpoint_port, given
+  // parallel_config.data_parallel_index); configuring 5557 - START makes local rank j of every pod
+  // publish on 5557 + j, next to its HTTP port 8000 + j, which is what the router derives
+  // (engine/src/server/router/router_config.h, dns_kv_events_port). The topic names the rank's HTTP endpoint.
+  const events = JSON.stringify({ ...kvEventsConfig('@MODEL@'), endpoint: 'tcp://*:%s', topic: 'kv@%s:%s@%s' });
   return [
     start,
     `for LOCAL in $(seq 0 ${s.local - 1}); do`,
     '  RANK=$((START + LOCAL))',
     `  PORT=$((${PORTS.http} + LOCAL))`,
     `  GPUS=$(seq -s, $((LOCAL * ${s.tp})) $((LOCAL * ${s.tp} + ${s.tp - 1})))`,
-    `  EVENTS=$(printf ${shellQuote(events)} "$POD_IP" "$PORT" ${shellQuote(s.ctx.servedModelName)})`,
+    `  EVENTS=$(printf ${shellQuote(events)} "$((${PORTS.kvEvents} - START))" "$POD_IP" "$PORT" ${shellQuote(s.ctx.servedModelName)})`,
     '  CUDA_VISIBLE_DEVICES="$GPUS" vllm serve "$@" --data-parallel-rank "$RANK" --port "$PORT" --kv-events-config "$EVENTS" &',
     'done',
     // A rank that exits breaks the group's collectives: end the pod so the LWS restarts the group.

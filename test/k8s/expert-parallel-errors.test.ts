@@ -50,7 +50,7 @@ describe('ExpertParallelPool errors name the prop, the value and a fix', () => {
     expect(() => AllToAllBackend.of('deep ep')).toThrow(/'allToAllBackend' \('deep ep'\) must be a vLLM --all2all-backend name/);
   });
 
-  test('inside DisaggregatedInference: exactly one pool kind per side, fields prefixed, per-rank refused', () => {
+  test('inside DisaggregatedInference: exactly one pool kind per side, fields prefixed', () => {
     const base = {
       model: ModelArchitecture.DEEPSEEK_V3,
       modelSource: undefined,
@@ -63,10 +63,10 @@ describe('ExpertParallelPool errors name the prop, the value and a fix', () => {
     // GIVEN neither
     expect(() => synthChart(c => new DisaggregatedInference(c, 'D', defaultProps({ ...base, decode: undefined }))))
       .toThrow(/set exactly one of 'decode' .*; neither given/);
-    // GIVEN per-rank endpoints behind the router
+    // GIVEN per-rank endpoints behind the router THEN accepted (the router discovers every rank's port)
     expect(() => synthChart(c => new DisaggregatedInference(c, 'D', defaultProps({
       ...base, decode: undefined, decodeExpertParallel: { instanceType: P5EN, endpoints: DataParallelEndpoints.PER_RANK },
-    })))).toThrow(/'decodeExpertParallel.endpoints' \(per-rank\) is not supported behind the router/);
+    })))).not.toThrow();
     // GIVEN a bad group inside the deployment: the field carries the side's prop name
     expect(() => synthChart(c => new DisaggregatedInference(c, 'D', defaultProps({
       ...base, decode: undefined, decodeExpertParallel: { instanceType: P5EN, nodesPerGroup: 2, dataParallel: 4 },

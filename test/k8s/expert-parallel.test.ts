@@ -1,3 +1,8 @@
+import { spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import Ajv2020 from 'ajv/dist/2020';
 import { container, find, flag, synthChart, wideEpProps, env, defaultProps } from './util';
 import { AcceleratedInstanceType, AllToAllBackend, DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, ModelArchitecture, PoolRole, Precision } from '../../src';
 
@@ -141,5 +146,91 @@ describe('ExpertParallelPool', () => {
     const config = JSON.parse(inference.routerConfig);
     expect(config.pools[1]).toMatchObject({ role: 'decode', discovery: { host: 'deepseek-v3-decode.inference.svc.cluster.local', port: 8000 } });
     expect(inference.decodeIsMultiNode).toBe(true);
+  });
+
+  // vLLM's ZmqEventPublisher binds the configured KV-events port plus the engine's global
+  // data-parallel rank (vllm/distributed/kv_events.py, offset_endpoint_port).
+  const vllmKvEventsPort = (endpoint: string, rank: number) => Number(endpoint.slice(endpoint.lastIndexOf(':') + 1)) + rank;
+
+  /** Runs a pod's start script with a stand-in `vllm` that records its arguments; one entry per `vllm serve`. */
+  function runScript(c: any, workerIndex: number, servers: number): string[][] {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'per-rank-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'vllm'), '#!/bin/bash\nprintf \'%s\\0\' "$@" > "$OUTDIR/call.$BASHPID.tmp" && mv "$OUTDIR/call.$BASHPID.tmp" "$OUTDIR/call.$BASHPID"\n', { mode: 0o755 });
+      spawnSync('/bin/bash', ['-c', c.command[2], 'vllm', ...c.args], {
+        env: { PATH: `${dir}:${process.env.PATH}`, OUTDIR: dir, LWS_WORKER_INDEX: String(workerIndex), POD_IP: '10.0.0.9' },
+        timeout: 10_000,
+      });
+      // `wait -n` returns after the first server exits: wait for the others' records.
+      const calls = () => fs.readdirSync(dir).filter(f => /^call\.\d+$/.test(f));
+      for (let i = 0; i < 200 && calls().length < servers; i++) spawnSync('sleep', ['0.02']);
+      return calls().map(f => fs.readFileSync(path.join(dir, f), 'utf8').split('\0').slice(0, -1));
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  test('DisaggregatedInference with a per-rank decode side: the router lists every rank port and finds each rank\'s KV events', () => {
+    // GIVEN an EP16 decode pool on two p5en with one API server per rank WHEN synthesized
+    const { manifests, result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds', defaultProps({
+      model: ModelArchitecture.DEEPSEEK_V3,
+      modelSource: undefined,
+      weightPrecision: Precision.FP8,
+      prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, tensorParallel: 8 },
+      decode: undefined,
+      decodeExpertParallel: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, nodesPerGroup: 2, endpoints: DataParallelEndpoints.PER_RANK },
+    })));
+    const config = JSON.parse(inference.routerConfig);
+    const lws = find(manifests, 'LeaderWorkerSet', '-decode');
+    // THEN the router's decode pool lists ports 8000..8007 (8 local ranks) and the prefill pool keeps one port
+    const local = 8;
+    const ports = Array.from({ length: local }, (_, r) => 8000 + r);
+    expect(config.pools[1].discovery).toEqual({ type: 'dns', host: 'deepseek-v3-decode.inference.svc.cluster.local', ports });
+    expect(config.pools[0].discovery.port).toBe(8000);
+    expect(config.pools[0].discovery.ports).toBeUndefined();
+    // AND the Service exposes the same ports
+    const svc = find(manifests, 'Service', '-decode');
+    expect(svc.spec.ports.map((p: any) => p.port)).toEqual(expect.arrayContaining(ports));
+    // AND on the second pod of the group (ranks 8..15) every rank publishes where the router subscribes:
+    // vLLM's port for its rank equals kvEvents.port + the index of the rank's HTTP port
+    for (const [template, workerIndex] of [['leaderTemplate', 0], ['workerTemplate', 1]] as const) {
+      const calls = runScript(container(lws, template), workerIndex, local);
+      expect(calls).toHaveLength(local);
+      const seen = calls.map(args => {
+        const port = Number(flag(args, '--port'));
+        const rank = Number(flag(args, '--data-parallel-rank'));
+        const events = JSON.parse(flag(args, '--kv-events-config')!);
+        expect(rank).toBe(workerIndex * local + (port - 8000));
+        expect(events.topic).toBe(`kv@10.0.0.9:${port}@deepseek-ai/DeepSeek-V3`);
+        const routerKvPort = config.pools[1].kvEvents.port + config.pools[1].discovery.ports.indexOf(port);
+        expect(vllmKvEventsPort(events.endpoint, rank)).toBe(routerKvPort);
+        return port;
+      });
+      expect(seen.sort()).toEqual(ports);
+    }
+  });
+
+  const schemaPath = path.resolve(__dirname, '..', '..', 'engine', 'schema', 'engine-config.schema.json');
+  test('a per-rank router config validates against engine/schema/engine-config.schema.json; both port and ports does not', () => {
+    // GIVEN the engine's schema and a per-rank prefill side
+    const validate = new Ajv2020({ strict: false, allErrors: true }).compile(JSON.parse(fs.readFileSync(schemaPath, 'utf8')));
+    const { result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds', defaultProps({
+      model: ModelArchitecture.DEEPSEEK_V3,
+      modelSource: undefined,
+      weightPrecision: Precision.FP8,
+      prefill: undefined,
+      prefillExpertParallel: {
+        instanceType: AcceleratedInstanceType.P5EN_48XLARGE, nodesPerGroup: 1, tensorParallel: 2, endpoints: DataParallelEndpoints.PER_RANK,
+      },
+      decode: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, tensorParallel: 8 },
+    })));
+    const config = JSON.parse(inference.routerConfig);
+    // WHEN validated THEN it passes, with the 4 local ranks' ports
+    expect(config.pools[0].discovery.ports).toEqual([8000, 8001, 8002, 8003]);
+    validate(config);
+    expect(validate.errors ?? []).toEqual([]);
+    // AND the schema refuses a pool with both port and ports
+    config.pools[0].discovery.port = 8000;
+    expect(validate(config)).toBe(false);
   });
 });

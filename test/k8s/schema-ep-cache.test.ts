@@ -21,6 +21,14 @@ describe('expert-parallel and tiered-cache objects validate against their schema
       decodeExpertParallel: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, nodesPerGroup: 2 },
       gateway: GatewayExposure.inferencePool({ gateway: { name: 'gw' } }),
     }))).manifests],
+    ['DeepSeek-V3 P/D with a per-rank EP decode side behind the router', () => synthChart(c => new DisaggregatedInference(c, 'Ds', defaultProps({
+      model: ModelArchitecture.DEEPSEEK_V3,
+      modelSource: undefined,
+      weightPrecision: Precision.FP8,
+      prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, tensorParallel: 8 },
+      decode: undefined,
+      decodeExpertParallel: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, nodesPerGroup: 2, endpoints: DataParallelEndpoints.PER_RANK },
+    }))).manifests],
   ])('%s', (_name, build) => {
     // GIVEN a configuration WHEN synthesized
     const manifests = build();

@@ -1,10 +1,22 @@
 // Configuration: the shape src/k8s/private/router-config.ts writes, static endpoints, flags that
-// override the file, and every refusal naming its field and a fix.
+// override the file, and every refusal naming its field and a fix. Also a DNS pool with several
+// ports (one per local data-parallel rank) run through a real Router: one endpoint per address x port.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
 
+#include "router.h"
 #include "router_config.h"
 
 namespace disagg::router {
@@ -152,6 +164,133 @@ TEST(RouterConfig, FlagErrors) {
     ASSERT_FALSE(c) << expect;
     EXPECT_NE(c.error().find(expect), std::string::npos) << c.error();
   }
+}
+
+TEST(RouterConfig, DnsPoolWithOnePortPerDataParallelRank) {
+  // GIVEN a decode pool whose pods serve one vLLM API server per local rank on 8000..8003
+  json doc = construct_config();
+  doc["pools"][1]["discovery"].erase("port");
+  doc["pools"][1]["discovery"]["ports"] = {8000, 8001, 8002, 8003};
+  doc["pools"][1]["kvEvents"]["port"] = 5600;
+  RouterConfig c;
+  // WHEN read
+  auto r = apply_config_json(doc, c);
+  ASSERT_TRUE(r) << r.error();
+  // THEN the single-port pool keeps one port and the per-rank pool lists every rank's
+  ASSERT_EQ(c.dns_pools.size(), 2u);
+  EXPECT_EQ(c.dns_pools[0].ports, std::vector<std::uint16_t>{8000});
+  EXPECT_EQ(c.dns_pools[1].ports, (std::vector<std::uint16_t>{8000, 8001, 8002, 8003}));
+  // AND rank j publishes KV events on kvEvents.port + j (vLLM's rank offset); none without kvEvents
+  for (std::size_t j = 0; j < 4; ++j) EXPECT_EQ(dns_kv_events_port(c.dns_pools[1], j), 5600 + j);
+  EXPECT_EQ(dns_kv_events_port(c.dns_pools[0], 0), 5557);
+  DnsPoolSpec quiet = c.dns_pools[1];
+  quiet.kv_events_port = 0;
+  EXPECT_EQ(dns_kv_events_port(quiet, 3), 0);
+}
+
+TEST(RouterConfig, DnsPortListRefusals) {
+  struct Case {
+    json discovery;
+    json kv_events;  // null = the valid default
+    const char* expect;
+  };
+  std::vector<std::uint16_t> too_many(65);
+  for (std::size_t i = 0; i < too_many.size(); ++i) too_many[i] = static_cast<std::uint16_t>(9000 + i);
+  const std::vector<Case> cases = {
+      {{{"port", 8000}, {"ports", {8000, 8001}}}, nullptr, "'pools[1].discovery.port' and 'pools[1].discovery.ports' are both set"},
+      {{{"ports", json::array()}}, nullptr, "'pools[1].discovery.ports' ([]) must be a list of 1 to 64 port numbers"},
+      {{{"ports", too_many}}, nullptr, "must be a list of 1 to 64 port numbers"},
+      {{{"ports", 8000}}, nullptr, "'pools[1].discovery.ports' (8000) must be a list"},
+      {{{"ports", {8000, 8001, 8000}}}, nullptr, "'pools[1].discovery.ports[2]' (8000) repeats 'pools[1].discovery.ports[0]'"},
+      {{{"ports", {8000, 0}}}, nullptr, "'pools[1].discovery.ports[1]' (0) must be a whole number in [1, 65535]"},
+      {{{"ports", {70000}}}, nullptr, "'pools[1].discovery.ports[0]' (70000)"},
+      {{{"ports", {"8000"}}}, nullptr, "'pools[1].discovery.ports[0]' (\"8000\")"},
+      {json::object(), nullptr, "'pools[1].discovery.port' (or 'pools[1].discovery.ports') are required"},
+      {{{"ports", {8000, 8001, 8002}}}, {{"port", 65534}}, "'pools[1].kvEvents.port' (65534) plus 2"},
+  };
+  for (const Case& k : cases) {
+    json doc = construct_config();
+    json& disc = doc["pools"][1]["discovery"];
+    disc = json::object({{"type", "dns"}, {"host", "d"}});
+    disc.update(k.discovery);
+    if (!k.kv_events.is_null()) doc["pools"][1]["kvEvents"] = k.kv_events;
+    RouterConfig c;
+    auto r = apply_config_json(doc, c);
+    ASSERT_FALSE(r) << k.discovery.dump();
+    EXPECT_NE(r.error().find(k.expect), std::string::npos) << r.error();
+  }
+}
+
+TEST(RouterConfig, DnsPoolPortRangeFlag) {
+  auto c = parse_flags({"--model-name", "m", "--dns-pool", "role=decode,host=svc,ports=8000-8003,kv-port=5557"});
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_EQ(c->dns_pools.size(), 1u);
+  EXPECT_EQ(c->dns_pools[0].ports, (std::vector<std::uint16_t>{8000, 8001, 8002, 8003}));
+  EXPECT_EQ(dns_kv_events_port(c->dns_pools[0], 3), 5560);
+  for (const char* bad : {"ports=8003-8000", "ports=8000", "ports=1-65", "ports=a-b"}) {
+    auto e = parse_flags({"--model-name", "m", "--dns-pool", std::string("role=decode,host=svc,") + bad});
+    ASSERT_FALSE(e) << bad;
+    EXPECT_NE(e.error().find("must be FIRST-LAST"), std::string::npos) << e.error();
+  }
+}
+
+// GET `target` from 127.0.0.1:`port` over a plain socket; "" on failure.
+std::string http_get(std::uint16_t port, const std::string& target) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (::send(fd, req.data(), req.size(), 0) == static_cast<ssize_t>(req.size())) {
+      char buf[8192];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+TEST(RouterDns, MultiPortPoolYieldsOneEndpointPerAddressAndPort) {
+  // GIVEN a router whose decode pool is discovered as "localhost" on two ports (nothing listens:
+  // discovery adds endpoints whether or not they are healthy)
+  RouterConfig c;
+  c.host = "127.0.0.1";
+  c.port = 0;
+  c.served_models = {"m"};
+  c.health_interval_ms = 60'000;
+  c.scrape_interval_ms = 60'000;
+  DnsPoolSpec pool;
+  pool.pool = "decode";
+  pool.role = EndpointRole::decode;
+  pool.host = "localhost";
+  pool.ports = {18431, 18432};
+  pool.refresh_seconds = 0.1;
+  pool.kv_events_port = 18531;
+  c.dns_pools.push_back(pool);
+  auto router = Router::create(c);
+  ASSERT_TRUE(router) << router.error();
+  Router& r = **router;
+  std::thread serving([&r] { r.run(); });
+  // WHEN discovery has run THEN /metrics lists every resolved address on both ports, in the pool
+  const std::regex sample(R"re(disagg_router_endpoint_healthy\{endpoint="(.*):(\d+)",pool="decode",role="decode"\})re");
+  std::map<std::string, std::set<int>> seen;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    seen.clear();
+    const std::string page = http_get(r.port(), "/metrics");
+    for (auto it = std::sregex_iterator(page.begin(), page.end(), sample); it != std::sregex_iterator(); ++it) {
+      seen[(*it)[1].str()].insert(std::stoi((*it)[2].str()));
+    }
+    if (seen.count("127.0.0.1") != 0 && seen["127.0.0.1"].size() == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  r.drain();
+  serving.join();
+  ASSERT_EQ(seen.count("127.0.0.1"), 1u) << "no endpoint of 127.0.0.1 on /metrics";
+  for (const auto& [host, ports] : seen) EXPECT_EQ(ports, (std::set<int>{18431, 18432})) << host;
 }
 
 TEST(RouterConfig, PolicyNamesMapOntoTheEngines) {

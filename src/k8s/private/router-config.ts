@@ -17,6 +17,13 @@ export interface RouterConfigInputs {
   /** DNS name of each pool's headless Service. */
   readonly prefillHost: string;
   readonly decodeHost: string;
+  /**
+   * HTTP ports of each pool's pods: one per local data-parallel rank for an expert-parallel pool with
+   * per-rank endpoints (8000, 8001, ...).
+   * @default [8000]
+   */
+  readonly prefillPorts?: number[];
+  readonly decodePorts?: number[];
   readonly kvTransfer: string;
 }
 
@@ -50,18 +57,21 @@ export function routerConfig(inputs: RouterConfigInputs): Record<string, unknown
       prefixSource: 'history',
     },
     pools: [
-      poolEntry(inputs.prefill, inputs.prefillHost),
-      poolEntry(decode, inputs.decodeHost),
+      poolEntry(inputs.prefill, inputs.prefillHost, inputs.prefillPorts),
+      poolEntry(decode, inputs.decodeHost, inputs.decodePorts),
     ],
   };
 }
 
-function poolEntry(pool: PoolPlan, host: string): Record<string, unknown> {
+function poolEntry(pool: PoolPlan, host: string, ports: number[] = [PORTS.http]): Record<string, unknown> {
   const p = pool.parallelism;
   return {
     name: pool.role,
     role: pool.role,
-    discovery: { type: 'dns', host, port: PORTS.http },
+    // Several ports: the router makes each address x port an endpoint, and subscribes the one on
+    // ports[j] to KV events on kvEvents.port + j (vLLM offsets the KV-events port by the rank; the
+    // expert-parallel pool's script lines that up per pod).
+    discovery: ports.length === 1 ? { type: 'dns', host, port: ports[0] } : { type: 'dns', host, ports: [...ports] },
     kvEvents: { port: PORTS.kvEvents, topicPrefix: 'kv@' },
     replicas: pool.replicas,
     instanceType: pool.options.instanceType.name,

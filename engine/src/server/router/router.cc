@@ -280,7 +280,8 @@ struct Router::Impl final : KvEventSink {
                std::string(to_string(spec.role)) + (spec.kv_events.empty() ? "" : ", kv events " + spec.kv_events) + ")");
       return id;
     }
-    log_line("endpoint " + spec.host + " not added: all " + std::to_string(kMaxRoutingEndpoints) + " endpoint slots are in use");
+    log_line("endpoint " + spec.host + ":" + std::to_string(spec.port) + " not added: all " +
+             std::to_string(kMaxRoutingEndpoints) + " endpoint slots are in use");
     return -1;
   }
 
@@ -342,26 +343,31 @@ struct Router::Impl final : KvEventSink {
   }
 
   void sync_pool(const DnsPoolSpec& pool, const std::set<std::string>& addresses) {
+    // One endpoint per address x port (a pod serving one vLLM API server per local data-parallel
+    // rank lists every rank's port); the pool's ports never change, so only addresses come and go.
     std::lock_guard lock(mu);
-    std::set<std::string> have;
+    std::set<std::pair<std::string, std::uint16_t>> have;
     for (int id = 0; id < kMaxRoutingEndpoints; ++id) {
       EndpointSlot& s = slots[static_cast<std::size_t>(id)];
       if (!s.present || !s.from_dns || s.spec.pool != pool.pool) continue;
       if (addresses.count(s.spec.host) == 0) remove_endpoint(id);
-      else have.insert(s.spec.host);
+      else have.emplace(s.spec.host, s.spec.port);
     }
     for (const std::string& ip : addresses) {
-      if (have.count(ip) != 0) continue;
-      EndpointSpec e;
-      e.pool = pool.pool;
-      e.role = pool.role;
-      e.host = ip;
-      e.port = pool.port;
-      if (pool.kv_events_port != 0) {
-        const std::string h = ip.find(':') != std::string::npos ? "[" + ip + "]" : ip;
-        e.kv_events = "tcp://" + h + ":" + std::to_string(pool.kv_events_port);
+      for (std::size_t j = 0; j < pool.ports.size(); ++j) {
+        if (have.count({ip, pool.ports[j]}) != 0) continue;
+        EndpointSpec e;
+        e.pool = pool.pool;
+        e.role = pool.role;
+        e.host = ip;
+        e.port = pool.ports[j];
+        // vLLM offsets each rank's KV-event port by its rank (dns_kv_events_port, router_config.h).
+        if (const std::uint16_t kv = dns_kv_events_port(pool, j); kv != 0) {
+          const std::string h = ip.find(':') != std::string::npos ? "[" + ip + "]" : ip;
+          e.kv_events = "tcp://" + h + ":" + std::to_string(kv);
+        }
+        add_endpoint(e, true, pool.topic_prefix);
       }
-      add_endpoint(e, true, pool.topic_prefix);
     }
   }
 

@@ -15,7 +15,8 @@ constexpr const char* kUsage =
     "KV-aware OpenAI-compatible router in front of vLLM (or sim-worker) endpoints.\n"
     "Config keys (engine/schema/engine-config.schema.json): router.{listenPort, servedModelName,\n"
     "kvBlockSize, requestTimeoutSeconds}, policy.{name, weights, options, prefixSource,\n"
-    "disaggregation.minUncachedPromptTokens}, pools[].{name, role, discovery{type dns, host, port,\n"
+    "disaggregation.minUncachedPromptTokens}, pools[].{name, role, discovery{type dns, host, port or\n"
+    "ports (one per local data-parallel rank; KV events of ports[j] on kvEvents.port + j),\n"
     "refreshSeconds}, kvEvents{port, topicPrefix}}, endpoints[].{pool, url, kvEventsEndpoint,\n"
     "kvEventsReplayEndpoint}.\n"
     "Flags override the file:\n"
@@ -33,7 +34,9 @@ constexpr const char* kUsage =
     "                                is saturated (0 = never)\n"
     "  --endpoint SPEC               role=R,url=http://H:P[,pool=NAME][,kv=tcp://H:P][,replay=tcp://H:P]\n"
     "                                R = aggregated | both | prefill | decode; repeatable\n"
-    "  --dns-pool SPEC               role=R,host=NAME,port=P[,pool=NAME][,kv-port=P][,refresh=SECONDS]\n"
+    "  --dns-pool SPEC               role=R,host=NAME,port=P[,pool=NAME][,kv-port=P][,refresh=SECONDS];\n"
+    "                                ports=FIRST-LAST instead of port: one endpoint per address x port,\n"
+    "                                port FIRST+j with KV events on kv-port+j; repeatable\n"
     "  --session-header NAME         header whose value pins a session to an endpoint (none)\n"
     "  --request-timeout-ms N        whole request limit (router.requestTimeoutSeconds, 600000)\n"
     "  --connect-timeout-ms N        upstream connect limit (2000)\n"
@@ -124,6 +127,52 @@ bool object_or_absent(const json& doc, const char* key, const json** out, std::s
   return true;
 }
 
+// `port` (one) or `ports` (a list, e.g. one per local data-parallel rank) of a DNS discovery.
+// Absent both: `out` stays empty and the caller asks for one.
+bool get_ports(const json& obj, const std::string& path, std::vector<std::uint16_t>* out, std::string& err) {
+  auto one = obj.find("port");
+  auto many = obj.find("ports");
+  const bool has_one = one != obj.end() && !one->is_null();
+  const bool has_many = many != obj.end() && !many->is_null();
+  if (has_one && has_many) {
+    err = "'" + path + "port' and '" + path + "ports' are both set; keep one: port for one HTTP port per address, " +
+          "ports for several (e.g. [8000, 8001] for two data-parallel ranks per pod)";
+    return false;
+  }
+  if (has_one) {
+    std::int64_t port = 0;
+    if (!get_int(obj, path, "port", 1, 65535, &port, err)) return false;
+    out->assign(1, static_cast<std::uint16_t>(port));
+    return true;
+  }
+  if (!has_many) return true;
+  if (!many->is_array() || many->empty() || many->size() > kMaxDnsPoolPorts) {
+    err = "'" + path + "ports' (" + quoted(*many) + ") must be a list of 1 to " + std::to_string(kMaxDnsPoolPorts) +
+          " port numbers (the router has " + std::to_string(kMaxDnsPoolPorts) +
+          " endpoint slots), e.g. [8000, 8001]";
+    return false;
+  }
+  out->clear();
+  for (std::size_t j = 0; j < many->size(); ++j) {
+    const json& v = (*many)[j];
+    const std::string at = path + "ports[" + std::to_string(j) + "]";
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 65535) {
+      err = "'" + at + "' (" + quoted(v) + ") must be a whole number in [1, 65535]";
+      return false;
+    }
+    const auto port = static_cast<std::uint16_t>(v.get<std::int64_t>());
+    for (std::size_t k = 0; k < j; ++k) {
+      if ((*out)[k] == port) {
+        err = "'" + at + "' (" + std::to_string(port) + ") repeats '" + path + "ports[" + std::to_string(k) +
+              "]'; list each port once";
+        return false;
+      }
+    }
+    out->push_back(port);
+  }
+  return true;
+}
+
 // "key=value,key=value" (values may not contain commas).
 std::vector<std::pair<std::string, std::string>> split_spec(const std::string& spec) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -193,18 +242,34 @@ Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
       if (!parse_num(v, &n) || n < (k == "port" ? 1 : 0) || n > 65535) {
         return unexpected("'--dns-pool' " + k + " (" + v + ") must be a port number");
       }
-      (k == "port" ? p.port : p.kv_events_port) = static_cast<std::uint16_t>(n);
+      if (k == "port") p.ports.assign(1, static_cast<std::uint16_t>(n));
+      else p.kv_events_port = static_cast<std::uint16_t>(n);
+    } else if (k == "ports") {
+      // FIRST-LAST: one port per local data-parallel rank (commas separate the spec's keys).
+      const auto dash = v.find('-');
+      std::int64_t first = 0, last = 0;
+      if (dash == std::string::npos || !parse_num(std::string_view(v).substr(0, dash), &first) ||
+          !parse_num(std::string_view(v).substr(dash + 1), &last) || first < 1 || last > 65535 || last < first ||
+          last - first + 1 > static_cast<std::int64_t>(kMaxDnsPoolPorts)) {
+        return unexpected("'--dns-pool' ports (" + v + ") must be FIRST-LAST, 1 to " +
+                          std::to_string(kMaxDnsPoolPorts) + " ports in [1, 65535], e.g. ports=8000-8007");
+      }
+      p.ports.clear();
+      for (std::int64_t port = first; port <= last; ++port) p.ports.push_back(static_cast<std::uint16_t>(port));
     } else if (k == "refresh") {
       if (!parse_num(v, &p.refresh_seconds) || !(p.refresh_seconds > 0)) {
         return unexpected("'--dns-pool' refresh (" + v + ") must be seconds > 0, e.g. 5");
       }
     } else {
       return unexpected("'--dns-pool' (" + spec + ") has an unknown key '" + k +
-                        "'; use role=R,host=NAME,port=P[,pool=NAME][,kv-port=P][,refresh=SECONDS]");
+                        "'; use role=R,host=NAME,port=P|ports=FIRST-LAST[,pool=NAME][,kv-port=P][,refresh=SECONDS]");
     }
   }
-  if (p.host.empty() || p.port == 0) {
-    return unexpected("'--dns-pool' (" + spec + ") needs host=NAME and port=P");
+  if (p.host.empty() || p.ports.empty()) {
+    return unexpected("'--dns-pool' (" + spec + ") needs host=NAME and port=P (or ports=FIRST-LAST)");
+  }
+  if (p.kv_events_port != 0 && p.kv_events_port + p.ports.size() - 1 > 65535) {
+    return unexpected("'--dns-pool' kv-port (" + std::to_string(p.kv_events_port) + ") plus one per further port exceeds 65535");
   }
   if (p.pool.empty()) p.pool = std::string(to_string(p.role));
   return p;
@@ -213,6 +278,11 @@ Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
 }  // namespace
 
 const char* router_usage() { return kUsage; }
+
+std::uint16_t dns_kv_events_port(const DnsPoolSpec& pool, std::size_t port_index) {
+  if (pool.kv_events_port == 0) return 0;
+  return static_cast<std::uint16_t>(pool.kv_events_port + port_index);
+}
 
 std::string engine_policy_name(const std::string& name) {
   if (name == "kv-aware") return "llm-d";
@@ -347,22 +417,30 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
       d.pool = name;
       d.role = *r;
       std::string type;
-      std::int64_t port = 0;
       const std::string dat = at + "discovery.";
       if (!get_string(*disc, dat, "type", &type, err) || !get_string(*disc, dat, "host", &d.host, err) ||
-          !get_int(*disc, dat, "port", 1, 65535, &port, err) ||
+          !get_ports(*disc, dat, &d.ports, err) ||
           !get_number(*disc, dat, "refreshSeconds", 0, &d.refresh_seconds, err)) {
         return unexpected(err);
       }
       if (type != "dns") return unexpected("'" + dat + "type' (\"" + type + "\") must be dns");
-      if (d.host.empty() || port == 0) return unexpected("'" + dat + "host' and '" + dat + "port' are required");
-      d.port = static_cast<std::uint16_t>(port);
+      if (d.host.empty() || d.ports.empty()) {
+        return unexpected("'" + dat + "host' and '" + dat + "port' (or '" + dat + "ports') are required");
+      }
       if (auto kv = p.find("kvEvents"); kv != p.end() && !kv->is_null()) {
         if (!kv->is_object()) return unexpected("'" + at + "kvEvents' must be an object");
         std::int64_t kport = 5557;  // vLLM's KVEventsConfig endpoint default, tcp://*:5557
         if (!get_int(*kv, at + "kvEvents.", "port", 1, 65535, &kport, err) ||
             !get_string(*kv, at + "kvEvents.", "topicPrefix", &d.topic_prefix, err)) {
           return unexpected(err);
+        }
+        // Port j publishes on kvEvents.port + j (dns_kv_events_port): the last must be a port too.
+        const std::int64_t last = kport + static_cast<std::int64_t>(d.ports.size()) - 1;
+        if (last > 65535) {
+          return unexpected("'" + at + "kvEvents.port' (" + std::to_string(kport) + ") plus " +
+                            std::to_string(d.ports.size() - 1) + " (one per further port of '" + dat +
+                            "ports') exceeds 65535; use a kvEvents.port <= " +
+                            std::to_string(65535 - static_cast<std::int64_t>(d.ports.size()) + 1));
         }
         d.kv_events_port = static_cast<std::uint16_t>(kport);
       }

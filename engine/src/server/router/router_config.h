@@ -3,6 +3,7 @@
 // which override the file. See router_usage() for the flags.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,17 +28,35 @@ struct EndpointSpec {
   std::string kv_replay;
 };
 
-/// A pool whose endpoints are the A/AAAA records of a (headless Service) DNS name.
+/// Most HTTP ports of one DNS pool: one per local data-parallel rank of a pod, and every
+/// address x port is an endpoint, so more could never fit the router's 64 endpoint slots.
+inline constexpr std::size_t kMaxDnsPoolPorts = 64;
+
+/// A pool whose endpoints are the A/AAAA records of a (headless Service) DNS name, each on every
+/// port of `ports`: one endpoint per address x port, labelled host:port.
 struct DnsPoolSpec {
   std::string pool;
   EndpointRole role = EndpointRole::aggregated;
   std::string host;
-  std::uint16_t port = 0;
+  /// HTTP ports of every address; `ports[j]` is the API server of the pod's local data-parallel
+  /// rank j (vLLM "external load balancing": one `vllm serve` per rank). One entry for a pod with one
+  /// server. Non-empty, distinct, at most kMaxDnsPoolPorts (apply_config_json checks).
+  std::vector<std::uint16_t> ports;
   double refresh_seconds = 5;
-  /// KV events port on every resolved address; 0 = none.
+  /// KV events port of `ports[0]` on every resolved address; 0 = none. See dns_kv_events_port().
   std::uint16_t kv_events_port = 0;
   std::string topic_prefix = "kv@";
 };
+
+/// The KV-events (ZMQ PUB) port of the endpoint on `pool.ports[port_index]`: kv_events_port +
+/// port_index, 0 when the pool has no KV events. vLLM's ZmqEventPublisher binds the configured
+/// endpoint's port plus the engine's data-parallel rank (vllm/distributed/kv_events.py,
+/// `offset_endpoint_port`); the rank is the global one (`parallel_config.data_parallel_index`,
+/// vllm/v1/core/sched/scheduler.py), so a pod whose first local rank is not rank 0 must configure
+/// its endpoint port as base - first rank (src/k8s/expert-parallel-pool.ts does) to publish local
+/// rank j on base + j. Precondition: port_index < pool.ports.size() and the sum fits 16 bits
+/// (apply_config_json checks).
+std::uint16_t dns_kv_events_port(const DnsPoolSpec& pool, std::size_t port_index);
 
 struct RouterConfig {
   std::string config_path;
