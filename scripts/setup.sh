@@ -23,9 +23,10 @@ fi
 # boost (Asio/Beast), libzmq + cppzmq, msgpack-cxx: the router and sim-worker servers (HTTP, KV events);
 # redis-server/redis-tools: real Redis clients and the peer for kvstore tests and benchmarks;
 # nginx-light: the proxy peer in the router benchmark; curl: raw-HTTP tests;
-# clang + libclang-rt-14-dev: libFuzzer targets (engine/fuzz.sh).
+# clang + libclang-rt-14-dev: libFuzzer targets (engine/fuzz.sh);
+# libgoogle-perftools-dev: tcmalloc, linked statically into disagg-engine (engine/CMakeLists.txt).
 packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev
-  libboost-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
+  libboost-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libgoogle-perftools-dev
   redis-server redis-tools nginx-light curl clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do

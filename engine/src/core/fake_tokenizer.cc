@@ -1,6 +1,6 @@
 #include "disagg/fake_tokenizer.h"
 
-#include <algorithm>
+#include <array>
 
 namespace disagg {
 
@@ -9,33 +9,49 @@ namespace {
 constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
 constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+// ASCII whitespace of rule 1, as a table: the router tokenizes every prompt, so this loop is on
+// its request path.
+constexpr std::array<bool, 256> kSpace = [] {
+  std::array<bool, 256> t{};
+  for (const unsigned char c : {' ', '\t', '\n', '\r', '\f', '\v'}) t[c] = true;
+  return t;
+}();
+
+TokenId id_of(std::uint64_t fnv) {
+  return static_cast<TokenId>(256 + fnv % static_cast<std::uint64_t>(kFakeVocabSize - 256));
 }
 
 }  // namespace
 
 TokenId fake_token_id(std::string_view piece) {
   std::uint64_t h = kFnvOffset;
-  for (unsigned char c : piece) {
-    h ^= c;
-    h *= kFnvPrime;
-  }
-  return static_cast<TokenId>(256 + h % static_cast<std::uint64_t>(kFakeVocabSize - 256));
+  for (const char ch : piece) h = (h ^ static_cast<unsigned char>(ch)) * kFnvPrime;
+  return id_of(h);
 }
 
 void fake_tokenize(std::string_view text, std::vector<TokenId>& out) {
-  std::size_t i = 0;
-  const std::size_t n = text.size();
-  while (i < n) {
-    while (i < n && is_space(text[i])) ++i;
-    std::size_t j = i;
-    while (j < n && !is_space(text[j])) ++j;
-    for (std::size_t p = i; p < j; p += 4) {
-      out.push_back(fake_token_id(text.substr(p, std::min<std::size_t>(4, j - p))));
+  // One pass: each byte either ends the piece (whitespace) or joins its hash; a piece also ends
+  // at 4 bytes. The same tokens as splitting at whitespace and cutting runs into 4-byte pieces.
+  std::uint64_t h = kFnvOffset;
+  int len = 0;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (kSpace[c]) {
+      if (len != 0) {
+        out.push_back(id_of(h));
+        h = kFnvOffset;
+        len = 0;
+      }
+      continue;
     }
-    i = j;
+    h = (h ^ c) * kFnvPrime;
+    if (++len == 4) {
+      out.push_back(id_of(h));
+      h = kFnvOffset;
+      len = 0;
+    }
   }
+  if (len != 0) out.push_back(id_of(h));
 }
 
 }  // namespace disagg

@@ -45,6 +45,22 @@ TEST(FakeTokenizer, IsDeterministicAndWhitespaceInsensitive) {
   }
 }
 
+TEST(FakeTokenizer, IdsAreStable) {
+  // GIVEN texts with every whitespace byte, runs longer than 4 bytes and UTF-8
+  // WHEN tokenized THEN the ids are the ones the rule gave when it was written: routers, workers and
+  // recorded traces hash these ids, so a faster implementation must not change one of them
+  std::vector<TokenId> a, b, c, d;
+  fake_tokenize("The quick brown fox", a);
+  fake_tokenize("  a\tbc\n\ndefgh   ijklmnopq \f\v r", b);
+  fake_tokenize("\xc3\xa9t\xc3\xa9 caf\xc3\xa9!", c);
+  fake_tokenize(" \t\n", d);
+  EXPECT_EQ(a, (std::vector<TokenId>{86748, 7839, 116362, 35355, 15729, 11406}));
+  EXPECT_EQ(b, (std::vector<TokenId>{122252, 52338, 98193, 40151, 95245, 13669, 61628, 34261}));
+  EXPECT_EQ(c, (std::vector<TokenId>{29028, 105444, 47738, 8639}));
+  EXPECT_TRUE(d.empty());
+  EXPECT_EQ(fake_token_id("quic"), a[1]);
+}
+
 TEST(FakeTokenizer, ExtendingTextExtendsTokens) {
   // GIVEN a prompt and the same prompt with a follow-up
   std::vector<TokenId> base, longer;

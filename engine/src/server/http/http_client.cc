@@ -5,6 +5,8 @@
 #include <array>
 #include <limits>
 
+#include "write_now.h"
+
 namespace disagg::http {
 
 std::string_view to_string(ClientErrc code) {
@@ -226,10 +228,13 @@ Expected<T, ClientError> client_error(ClientErrc code, std::string detail, bool 
   return unexpected(std::move(e));
 }
 
-// A request as bytes: its header, and the body moved from the ClientRequest.
+// A request as bytes: its header, and the body moved from the ClientRequest (or the caller's
+// bytes, ClientRequest::body_view).
 struct WireRequest {
   std::string head;
-  std::string body;
+  std::string owned;
+  std::string_view view;
+  std::string_view body() const { return view.empty() ? std::string_view(owned) : view; }
 };
 
 // Serialized by hand: Beast's generic serializer cost as many instructions as the rest of the
@@ -241,6 +246,9 @@ WireRequest make_request(ClientRequest& request, const std::string& where, bool 
     out.append(name).append(": ").append(value).append("\r\n");
   };
   WireRequest w;
+  w.owned = std::move(request.body);
+  w.view = request.body_view;
+  const std::size_t body_size = w.body().size();
   w.head.reserve(192 + request.target.size());
   const auto method = bhttp::to_string(request.method);
   w.head.append(method.data(), method.size()).append(" ").append(request.target).append(" HTTP/1.1\r\n");
@@ -248,13 +256,12 @@ WireRequest make_request(ClientRequest& request, const std::string& where, bool 
   field(w.head, "User-Agent", "disagg-engine");
   for (const auto& [name, value] : request.headers) field(w.head, name, value);
   const bhttp::verb m = request.method;
-  if (!request.body.empty() || m == bhttp::verb::post) field(w.head, "Content-Type", request.content_type);
-  if (!request.body.empty() || m == bhttp::verb::post || m == bhttp::verb::put || m == bhttp::verb::options) {
-    field(w.head, "Content-Length", std::to_string(request.body.size()));
+  if (body_size != 0 || m == bhttp::verb::post) field(w.head, "Content-Type", request.content_type);
+  if (body_size != 0 || m == bhttp::verb::post || m == bhttp::verb::put || m == bhttp::verb::options) {
+    field(w.head, "Content-Length", std::to_string(body_size));
   }
   if (!keep_alive) field(w.head, "Connection", "close");
   w.head.append("\r\n");
-  w.body = std::move(request.body);
   return w;
 }
 
@@ -279,7 +286,9 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
   const bool keep_alive = options.pool != nullptr;
   // The serialized request, kept for a retry after a stale pooled connection.
   const WireRequest req = make_request(request, where, keep_alive);
-  const std::array<net::const_buffer, 2> req_buffers = {net::buffer(req.head), net::buffer(req.body)};
+  const std::string_view req_body = req.body();
+  const std::array<net::const_buffer, 2> req_buffers = {net::buffer(req.head),
+                                                        net::buffer(req_body.data(), req_body.size())};
 
   for (int attempt = 0;; ++attempt) {
     Stream s(new ClientStream(executor, options));
@@ -321,8 +330,10 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
       }
       s->stream_.socket().set_option(tcp::no_delay(true), ec);
     }
-    s->stream_.expires_after(options.first_byte_timeout);
-    co_await net::async_write(s->stream_, req_buffers, net::redirect_error(net::use_awaitable, ec));
+    const std::size_t sent = write_now(s->stream_.socket(), req_buffers, ec);
+    if (!ec && sent < net::buffer_size(req_buffers)) {
+      co_await write_rest(s->stream_, req_buffers, sent, options.first_byte_timeout, ec);
+    }
     const bool written = !ec;
     if (written) {
       s->stream_.expires_after(options.first_byte_timeout);

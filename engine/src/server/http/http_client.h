@@ -144,6 +144,9 @@ struct ClientRequest {
   bhttp::verb method = bhttp::verb::get;
   std::string target = "/";
   std::string body;
+  /// When not empty, the body sent instead of `body`, without a copy (e.g. a proxied request's own
+  /// body); the bytes must stay alive until open() or fetch() completes.
+  std::string_view body_view;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
 };

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "openai_error.h"
+#include "write_now.h"
 
 namespace disagg::http {
 
@@ -194,9 +195,9 @@ Task<bool> ResponseWriter::send(unsigned status, std::string body, std::string_v
   }
   end_head(head, version_, decide_keep_alive());
   const std::array<net::const_buffer, 2> buffers = {net::buffer(head), net::buffer(body)};
-  stream_.expires_after(options_.write_timeout);
   boost::system::error_code ec;
-  co_await net::async_write(stream_, buffers, net::redirect_error(net::use_awaitable, ec));
+  const std::size_t sent = write_now(stream_.socket(), buffers, ec);
+  if (!ec && sent < net::buffer_size(buffers)) co_await write_rest(stream_, buffers, sent, options_.write_timeout, ec);
   if (ec) broken_ = true;
   co_return !broken_;
 }
@@ -226,9 +227,9 @@ Task<bool> ResponseWriter::start_stream(unsigned status, std::string_view conten
   const std::array<net::const_buffer, 4> buffers = {net::buffer(head), net::buffer(size_line, n),
                                                     net::buffer(first.data(), first.size()),
                                                     net::buffer(kCrlf.data(), first.empty() ? 0 : 2)};
-  stream_.expires_after(options_.write_timeout);
   boost::system::error_code ec;
-  co_await net::async_write(stream_, buffers, net::redirect_error(net::use_awaitable, ec));
+  const std::size_t sent = write_now(stream_.socket(), buffers, ec);
+  if (!ec && sent < net::buffer_size(buffers)) co_await write_rest(stream_, buffers, sent, options_.write_timeout, ec);
   if (ec) broken_ = true;
   co_return !broken_;
 }
@@ -236,15 +237,15 @@ Task<bool> ResponseWriter::start_stream(unsigned status, std::string_view conten
 Task<bool> ResponseWriter::write(std::string_view data) {
   if (state_ != State::streaming || broken_) co_return false;
   if (data.empty()) co_return true;
-  stream_.expires_after(options_.write_timeout);
-  boost::system::error_code ec;
   // Chunk framing by hand (hex size, CRLF, data, CRLF) in one gathered write: Beast's chunk
   // buffer sequences cost more than the write itself.
   char size_line[24];
   const std::array<net::const_buffer, 3> chunk = {net::buffer(size_line, chunk_size_line(size_line, data.size())),
                                                   net::buffer(data.data(), data.size()),
                                                   net::buffer(kCrlf.data(), kCrlf.size())};
-  co_await net::async_write(stream_, chunk, net::redirect_error(net::use_awaitable, ec));
+  boost::system::error_code ec;
+  const std::size_t sent = write_now(stream_.socket(), chunk, ec);
+  if (!ec && sent < net::buffer_size(chunk)) co_await write_rest(stream_, chunk, sent, options_.write_timeout, ec);
   if (ec) broken_ = true;
   co_return !broken_;
 }
@@ -259,9 +260,9 @@ Task<bool> ResponseWriter::finish(std::string_view last) {
   const std::array<net::const_buffer, 4> buffers = {net::buffer(size_line, n), net::buffer(last.data(), last.size()),
                                                     net::buffer(kCrlf.data(), last.empty() ? 0 : 2),
                                                     net::buffer(kLastChunk.data(), kLastChunk.size())};
-  stream_.expires_after(options_.write_timeout);
   boost::system::error_code ec;
-  co_await net::async_write(stream_, buffers, net::redirect_error(net::use_awaitable, ec));
+  const std::size_t sent = write_now(stream_.socket(), buffers, ec);
+  if (!ec && sent < net::buffer_size(buffers)) co_await write_rest(stream_, buffers, sent, options_.write_timeout, ec);
   if (ec) broken_ = true;
   co_return !broken_;
 }

@@ -1,6 +1,7 @@
 #include "request_scan.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 namespace disagg::router {
@@ -21,6 +22,13 @@ struct Value {
   bool unicode_escape = false;   // ... of which at least one is \uXXXX
   bool integer = false;          // a number without fraction or exponent
 };
+
+// Bytes a string holds as they are: printable ASCII other than the quote and the backslash.
+constexpr std::array<bool, 256> kPlain = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0x20; c < 0x80; ++c) t[static_cast<std::size_t>(c)] = c != '"' && c != '\\';
+  return t;
+}();
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -205,12 +213,8 @@ class Scanner {
     v.kind = Kind::string;
     v.escaped = v.unicode_escape = false;
     while (true) {
-      // The common case: printable ASCII.
-      while (p_ != end_) {
-        const auto c = static_cast<unsigned char>(*p_);
-        if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') break;
-        ++p_;
-      }
+      // The common case: printable ASCII (one table look-up per byte: prompts are most of a body).
+      while (p_ != end_ && kPlain[static_cast<unsigned char>(*p_)]) ++p_;
       if (p_ == end_) return false;
       const auto c = static_cast<unsigned char>(*p_);
       if (c == '"') break;
