@@ -347,6 +347,37 @@ describeIfBuilt('router, limits and shutdown', () => {
     expect(total(m, 'disagg_router_requests_total')).toBe(2);
   });
 
+  test('a client that leaves while queued for a slot gives its place up at once', async () => {
+    // GIVEN one slot held by a request the worker stalls 5 s, and a long queue timeout
+    const w = await startWorker({ extra: ['--stall-ms', '5000'] });
+    const router = await startRouter(['--max-inflight', '1', '--max-queue', '4', '--queue-timeout-ms', '60000',
+      '--endpoint', `role=both,url=${w.url}`]);
+    const body = { model: MODEL, prompt: 'hold the slot', max_tokens: 1 };
+    const holder = fetch(`${router.url}/v1/completions`, {
+      method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' },
+    });
+    await waitFor(async () => (await metrics(router)).get('disagg_router_inflight_requests') === 1, 10_000, 'the slot taken');
+    // AND a second client queued behind it
+    const queued = rawRequest(router.url, { ...body, prompt: 'queued' });
+    await waitFor(async () => (await metrics(router)).get('disagg_router_queued_requests') === 1, 10_000, 'a request queued');
+    // WHEN that client hangs up
+    queued.hangUp();
+    // THEN the router drops it from the queue and counts it as client_gone while the slot is still
+    // held (before the fix it stayed queued until the slot freed or its queue timeout ran out)
+    await waitFor(async () => {
+      const m = await metrics(router);
+      return m.get('disagg_router_queued_requests') === 0 &&
+        m.get('disagg_router_requests_total{route="completions",outcome="client_gone"}') === 1;
+    }, 3_000, 'the queued request dropped');
+    const m = await metrics(router);
+    expect(m.get('disagg_router_inflight_requests')).toBe(1);
+    expect(m.get('disagg_router_errors_total{cause="client_gone"}')).toBe(1);
+    // AND the request holding the slot is still served
+    expect((await holder).status).toBe(200);
+    // AND the worker saw only that one request
+    expect(total(await metrics(w), 'vllm:request_success_total')).toBe(1);
+  });
+
   test('SIGTERM drains: in-flight streams finish, /ready fails, the process exits 0', async () => {
     const w = await startWorker({ extra: ['--speedup', '5'] });
     const router = await startRouter(['--endpoint', `role=both,url=${w.url}`]);

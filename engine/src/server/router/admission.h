@@ -14,7 +14,26 @@
 namespace disagg::router {
 
 class Admission {
+  struct Waiter;
+
  public:
+  /// Lets a queued acquire() give up before its timeout, e.g. because its client left: cancel()
+  /// wakes the wait and acquire() returns false at once (it still returns true when the slot had
+  /// already been granted; the caller then releases it). Use it on the waiter's strand only.
+  class Cancel {
+   public:
+    void cancel() {
+      cancelled_ = true;
+      if (auto w = waiter_.lock()) w->signal.notify();
+    }
+    bool cancelled() const { return cancelled_; }
+
+   private:
+    friend class Admission;
+    bool cancelled_ = false;
+    std::weak_ptr<Waiter> waiter_;
+  };
+
   Admission(std::int32_t max_active, std::int32_t max_queue)
       : max_active_(max_active), max_queue_(max_queue) {}
 
@@ -27,9 +46,10 @@ class Admission {
     return true;
   }
 
-  /// True when a slot is held (release() it once), false when the queue is full or the wait timed
-  /// out. `executor`: the caller's strand.
-  http::Task<bool> acquire(http::net::any_io_executor executor, std::chrono::milliseconds timeout) {
+  /// True when a slot is held (release() it once), false when the queue is full, the wait timed
+  /// out or `cancel` (optional) was cancelled. `executor`: the caller's strand.
+  http::Task<bool> acquire(http::net::any_io_executor executor, std::chrono::milliseconds timeout,
+                           Cancel* cancel = nullptr) {
     std::shared_ptr<Waiter> me;
     {
       std::lock_guard lock(mu_);
@@ -38,16 +58,18 @@ class Admission {
         co_return true;
       }
       if (static_cast<std::int32_t>(queue_.size()) >= max_queue_ || timeout.count() <= 0) co_return false;
+      if (cancel != nullptr && cancel->cancelled_) co_return false;
       me = std::make_shared<Waiter>(executor);
       queue_.push_back(me);
     }
+    if (cancel != nullptr) cancel->waiter_ = me;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
       const auto now = std::chrono::steady_clock::now();
       {
         std::lock_guard lock(mu_);
         if (me->granted) co_return true;
-        if (now >= deadline) {
+        if (now >= deadline || (cancel != nullptr && cancel->cancelled_)) {
           for (auto it = queue_.begin(); it != queue_.end(); ++it) {
             if (*it == me) {
               queue_.erase(it);

@@ -137,6 +137,16 @@ class CancelOnClientClose {
   http::ClientCancel* cancel_;
 };
 
+// Wakes a queued admission wait when the client leaves.
+class CancelQueuedWait {
+ public:
+  explicit CancelQueuedWait(Admission::Cancel* cancel) : cancel_(cancel) {}
+  void operator()() const { cancel_->cancel(); }
+
+ private:
+  Admission::Cancel* cancel_;
+};
+
 // Ends the watch before the ClientCancel it refers to goes away.
 class CloseWatchGuard {
  public:
@@ -807,9 +817,24 @@ struct Router::Impl final : KvEventSink {
     }
 
     const auto tq = Clock::now();
-    // A free slot is taken without a coroutine; only a wait for one needs acquire().
-    const bool admitted = admission.try_acquire() ||
-                          co_await admission.acquire(w.executor(), std::chrono::milliseconds(config.queue_timeout_ms));
+    // A free slot is taken without a coroutine; only a wait for one needs acquire(). A client that
+    // leaves while queued gives its place up at once (the connection's close watch wakes the wait).
+    bool admitted = admission.try_acquire();
+    if (!admitted) {
+      Admission::Cancel left;
+      w.watch_close(CancelQueuedWait(&left));
+      admitted = co_await admission.acquire(w.executor(), std::chrono::milliseconds(config.queue_timeout_ms), &left);
+      w.unwatch_close();
+      if (w.client_closed()) {
+        if (admitted) admission.release();
+        scratch.release(std::move(sc));
+        metrics.queue_seconds.observe(seconds_since(tq));
+        metrics.error(ErrorCause::client_gone);
+        metrics.requests[static_cast<std::size_t>(route)][2].fetch_add(1, std::memory_order_relaxed);
+        w.abort();
+        co_return;
+      }
+    }
     const double queued = seconds_since(tq);
     metrics.queue_seconds.observe(queued);
     if (!admitted) {
@@ -836,7 +861,7 @@ struct Router::Impl final : KvEventSink {
     std::uint64_t exclude = 0;
     json kv_params;  // from the prefill leg
     std::string prefill_label;
-    std::string last_error = "no healthy endpoint";
+    std::string last_error;  // set by each failed attempt (not up front: a served request allocates none)
     ErrorCause last_cause = ErrorCause::no_endpoint;
     unsigned last_status = 503;
     std::string last_body;  // a 5xx body to pass through when every attempt failed
@@ -886,18 +911,16 @@ struct Router::Impl final : KvEventSink {
           prefill_label.clear();
         }
       }
-      std::string upstream_body;
-      if (kv_params.is_null()) {
-        upstream_body = req.body();
-      } else {
-        json db = body;
-        db["kv_transfer_params"] = kv_params;
-        upstream_body = db.dump();
-      }
       http::ClientRequest creq;
       creq.method = http::bhttp::verb::post;
       creq.target = target;
-      creq.body = std::move(upstream_body);
+      if (kv_params.is_null()) {
+        creq.body_view = req.body();  // the client's bytes as they are, not copied (kept for a retry)
+      } else {
+        json db = body;
+        db["kv_transfer_params"] = kv_params;
+        creq.body = db.dump();
+      }
       creq.headers.emplace_back("X-Request-Id", request_id);
       http::ClientOptions o;
       o.connect_timeout = std::chrono::milliseconds(config.connect_timeout_ms);
@@ -968,7 +991,7 @@ struct Router::Impl final : KvEventSink {
     } else {
       std::array<Header, 1> retry = {Header{"Retry-After", "1"}};
       const std::string code = std::string(to_string(last_cause));
-      co_await w.send_error(last_status, last_error, "", code,
+      co_await w.send_error(last_status, last_error.empty() ? "no healthy endpoint" : last_error, "", code,
                             last_status == 503 ? std::span<const Header>(retry) : std::span<const Header>());
     }
     co_return 1;
