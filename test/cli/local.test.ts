@@ -60,7 +60,7 @@ describe('disagg local', () => {
     expect(config.endpoints).toHaveLength(3);
     expect(config.policy.name).toBe('kv-aware');
     // AND sim-workers hash prompts as the router does, so the event-fed index replaces the history
-    expect(d.config.policy.prefixSource).toBe('history');
+    expect((d.config.policy as { prefixSource: string }).prefixSource).toBe('history');
     expect(config.policy.prefixSource).toBe('index');
     expect(config.model.layers).toBe(80);
     // AND the engine's schema accepts it

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# User-space instructions per request of `disagg-engine router` against nginx, counted by Valgrind's
+# callgrind: the same two sim-workers and load as bench/router.sh, each proxy run under callgrind in
+# turn (router: 2 threads, default policy, so it scores every request; nginx: one worker process,
+# round robin, keep-alive upstream pool, buffering off). Counters are zeroed after a warm-up and
+# dumped after N requests per mode, so start-up and warm-up are excluded.
+# Why a second benchmark: on a small shared machine the wall-clock ratios of bench/router.sh swing
+# by tens of percent between runs, while instruction counts repeat to about 1%; they show what the
+# proxy's own code costs per request (system calls and kernel time are not counted: see
+# bench/router.sh for those).
+# REQUESTS (1000) per mode. Needs valgrind (Debian: apt-get install -y valgrind) and nginx-light.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+engine=${ENGINE:-engine/build/disagg-engine}
+[[ -x "$engine" ]] || { echo "missing $engine; build it with \`npx projen engine\`" >&2; exit 1; }
+command -v valgrind >/dev/null || { echo "missing valgrind; install Debian's: apt-get install -y valgrind" >&2; exit 1; }
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+[[ -x "$nginx_bin" ]] || { echo "missing nginx; install Debian's: apt-get install -y nginx-light" >&2; exit 1; }
+requests=${REQUESTS:-1000}
+model=bench-model
+tmp=$(mktemp -d /tmp/disagg-bench-instr.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"; }
+# Starts a sim-worker and sets `port` from its "listening on" line.
+start_worker() {
+  local name=$1
+  "$engine" sim-worker --config engine/examples/llama-3.3-70b-p5en.json --port 0 --model-name $model \
+    --speedup 1000000 --max-waiting 100000 >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  pids+=($!)
+  for _ in $(seq 200); do
+    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.out" | head -1)
+    [[ -n "$port" ]] && return
+    sleep 0.05
+  done
+  echo "$name did not start: $(cat "$tmp/$name.err")" >&2
+  exit 1
+}
+start_worker w1; w1=$port
+start_worker w2; w2=$port
+
+# Counts the proxy at `url` (callgrind pid `pid`, dumps named $tmp/$name.*) per mode; appends
+# "name mode instructions-per-request" lines to $tmp/results.
+measure() {
+  local name=$1 pid=$2 url=$3 mode args total f v
+  for _ in $(seq 300); do curl -fs "$url/v1/models" >/dev/null 2>&1 && break; sleep 0.1; done
+  for mode in plain stream c8; do
+    case $mode in
+      plain) args=(--concurrency 1) ;;
+      stream) args=(--concurrency 1 --stream) ;;
+      c8) args=(--concurrency 8) ;;
+    esac
+    node bench/router-load.mjs --model $model --url "$url" --requests 200 "${args[@]}" >/dev/null
+    callgrind_control -z "$pid" >/dev/null 2>&1
+    node bench/router-load.mjs --model $model --url "$url" --requests "$requests" --warmup 0 "${args[@]}" >"$tmp/load.json"
+    callgrind_control -d "$pid" >/dev/null 2>&1
+    sleep 0.5
+    total=0
+    for f in "$tmp/$name".*.*; do
+      v=$(awk '/^(summary|totals):/{print $2; exit}' "$f")
+      total=$((total + ${v:-0}))
+      rm -f "$f"
+    done
+    grep -q '"errors":0' "$tmp/load.json" || { echo "$name $mode: requests failed: $(cat "$tmp/load.json")" >&2; exit 1; }
+    echo "$name $mode $((total / requests))" >>"$tmp/results"
+    echo "$name $mode: $((total / requests)) instructions per request" >&2
+  done
+}
+
+: >"$tmp/results"
+rport=$(free_port)
+valgrind --tool=callgrind --callgrind-out-file="$tmp/router.%p" "$engine" router --host 127.0.0.1 --port "$rport" \
+  --model-name $model --threads 2 --endpoint "role=aggregated,url=http://127.0.0.1:$w1" \
+  --endpoint "role=aggregated,url=http://127.0.0.1:$w2" >"$tmp/router.out" 2>"$tmp/router.err" &
+rpid=$!
+pids+=($rpid)
+measure router $rpid "http://127.0.0.1:$rport"
+kill $rpid 2>/dev/null || true
+
+nport=$(free_port)
+mkdir -p "$tmp/nginx/logs"
+cat >"$tmp/nginx/nginx.conf" <<CONF
+master_process off;
+worker_processes 1;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $tmp/nginx/body;
+  proxy_temp_path $tmp/nginx/proxy;
+  upstream workers { server 127.0.0.1:$w1; server 127.0.0.1:$w2; keepalive 64; }
+  server {
+    listen 127.0.0.1:$nport;
+    location / { proxy_pass http://workers; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; }
+  }
+}
+CONF
+valgrind --tool=callgrind --callgrind-out-file="$tmp/nginx.%p" "$nginx_bin" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" \
+  -g 'daemon off;' 2>"$tmp/nginx.err" &
+npid=$!
+pids+=($npid)
+measure nginx $npid "http://127.0.0.1:$nport"
+
+node - "$tmp/results" "$requests" <<'JS'
+const [file, requests] = process.argv.slice(2);
+const ir = {};
+for (const line of require('fs').readFileSync(file, 'utf8').trim().split('\n')) {
+  const [name, mode, n] = line.split(' ');
+  ir[`${name} ${mode}`] = Number(n);
+}
+console.log('| user-space instructions per request | nginx | router | router / nginx |');
+console.log('|---|---:|---:|---:|');
+for (const [label, mode] of [['non-streaming, concurrency 1', 'plain'], ['streaming, concurrency 1', 'stream'], ['non-streaming, concurrency 8', 'c8']]) {
+  const n = ir[`nginx ${mode}`];
+  const r = ir[`router ${mode}`];
+  console.log(`| ${label} | ${n.toLocaleString('en')} | ${r.toLocaleString('en')} | ${(r / n).toFixed(2)}x |`);
+}
+console.log(`\n${requests} requests per mode after a warm-up, counted by callgrind; lower is better`);
+JS
