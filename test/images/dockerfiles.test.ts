@@ -209,6 +209,25 @@ describe.each(VARIANTS.map((v) => [v.name, v] as const))('images/%s/Dockerfile',
     expect(script).toMatch(/--target disagg-engine/);
   });
 
+  test('installs the libraries the engine\'s servers build and run with', () => {
+    // GIVEN the libraries engine/ requires (the images label router and sim-worker roles, which need them)
+    const cmake = ['src/server/http/CMakeLists.txt', 'src/server/router/CMakeLists.txt']
+      .map((f) => fs.readFileSync(path.join(REPO, 'engine', f), 'utf8')).join('\n');
+    expect(cmake).toMatch(/find_package\(Boost [^)]*REQUIRED\)/);
+    expect(cmake).toMatch(/pkg_check_modules\([A-Z_]+ REQUIRED IMPORTED_TARGET libzmq\)/);
+    expect(cmake).toMatch(/find_path\([A-Z_]+ zmq\.hpp REQUIRED\)/);
+    // WHEN the builder's and the runtime's package lists are read
+    const builder = file.stages.find((s) => s.name === 'builder')!;
+    const buildPackages = argValues(file, builder, 'amd64').ENGINE_BUILD_PACKAGES ?? '';
+    const runtimeApt = text.split('\n').filter((l) => /apt-get install|ENGINE_RUNTIME_PACKAGES=/.test(l)).join('\n');
+    // THEN the builder has Boost, libzmq and cppzmq (the configure step fails without them), and
+    // gperftools' static tcmalloc; the runtime has libzmq's shared library
+    for (const p of ['libboost-dev', 'libzmq3-dev', 'cppzmq-dev', 'libgoogle-perftools-dev', 'nlohmann-json3-dev']) {
+      expect({ package: p, in: buildPackages.split(/\s+/).includes(p) }).toEqual({ package: p, in: true });
+    }
+    expect(runtimeApt).toMatch(/\blibzmq5\b/);
+  });
+
   test('runs disagg-engine as its exec-form ENTRYPOINT, copied from the builder onto PATH', () => {
     for (const arch of arches(variant)) {
       // WHEN
