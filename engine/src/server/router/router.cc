@@ -125,29 +125,22 @@ struct Plan {
   PdReason reason = PdReason::below_threshold;
 };
 
-// While a request is proxied, a client that closes its connection cancels the upstream request
-// (ResponseWriter::watch_close), whatever phase it is in: waiting for the answer's header,
-// reading a whole answer, or streaming; the worker then sees its connection close and aborts.
+// A client that closes its connection cancels what its request waits on
+// (ResponseWriter::watch_close): the upstream request while it is proxied, whatever phase it is in
+// (waiting for the answer's header, reading a whole answer, or streaming; the worker then sees its
+// connection close and aborts), or its place in the admission queue. `T` has cancel(); the callback
+// holds one pointer, so the watch keeps it in place.
+template <class T>
 class CancelOnClientClose {
  public:
-  explicit CancelOnClientClose(http::ClientCancel* cancel) : cancel_(cancel) {}
-  void operator()() const { cancel_->cancel(); }
+  explicit CancelOnClientClose(T* target) : target_(target) {}
+  void operator()() const { target_->cancel(); }
 
  private:
-  http::ClientCancel* cancel_;
+  T* target_;
 };
 
-// Wakes a queued admission wait when the client leaves.
-class CancelQueuedWait {
- public:
-  explicit CancelQueuedWait(Admission::Cancel* cancel) : cancel_(cancel) {}
-  void operator()() const { cancel_->cancel(); }
-
- private:
-  Admission::Cancel* cancel_;
-};
-
-// Ends the watch before the ClientCancel it refers to goes away.
+// Ends the watch before what its callback refers to goes away.
 class CloseWatchGuard {
  public:
   explicit CloseWatchGuard(ResponseWriter& w) : w_(w) {}
@@ -822,9 +815,11 @@ struct Router::Impl final : KvEventSink {
     bool admitted = admission.try_acquire();
     if (!admitted) {
       Admission::Cancel left;
-      w.watch_close(CancelQueuedWait(&left));
-      admitted = co_await admission.acquire(w.executor(), std::chrono::milliseconds(config.queue_timeout_ms), &left);
-      w.unwatch_close();
+      {
+        w.watch_close(CancelOnClientClose(&left));
+        const CloseWatchGuard watch_guard(w);
+        admitted = co_await admission.acquire(w.executor(), std::chrono::milliseconds(config.queue_timeout_ms), &left);
+      }
       if (w.client_closed()) {
         if (admitted) admission.release();
         scratch.release(std::move(sc));
