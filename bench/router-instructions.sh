@@ -20,30 +20,12 @@ requests=${REQUESTS:-1000}
 model=bench-model
 tmp=$(mktemp -d /tmp/disagg-bench-instr.XXXXXX)
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=bench/lib/proxy-peers.sh
+source bench/lib/proxy-peers.sh
+trap bench_cleanup EXIT INT TERM
 
-free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"; }
-# Starts a sim-worker and sets `port` from its "listening on" line.
-start_worker() {
-  local name=$1
-  "$engine" sim-worker --config engine/examples/llama-3.3-70b-p5en.json --port 0 --model-name $model \
-    --speedup 1000000 --max-waiting 100000 >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  for _ in $(seq 200); do
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.out" | head -1)
-    [[ -n "$port" ]] && return
-    sleep 0.05
-  done
-  echo "$name did not start: $(cat "$tmp/$name.err")" >&2
-  exit 1
-}
-start_worker w1; w1=$port
-start_worker w2; w2=$port
+bench_worker w1; w1=$port
+bench_worker w2; w2=$port
 
 # Counts the proxy at `url` (callgrind pid `pid`, dumps named $tmp/$name.*) per mode; appends
 # "name mode instructions-per-request" lines to $tmp/results.
@@ -74,39 +56,18 @@ measure() {
 }
 
 : >"$tmp/results"
-rport=$(free_port)
-valgrind --tool=callgrind --callgrind-out-file="$tmp/router.%p" "$engine" router --host 127.0.0.1 --port "$rport" \
-  --model-name $model --threads 2 --endpoint "role=aggregated,url=http://127.0.0.1:$w1" \
-  --endpoint "role=aggregated,url=http://127.0.0.1:$w2" >"$tmp/router.out" 2>"$tmp/router.err" &
-rpid=$!
-pids+=($rpid)
-measure router $rpid "http://127.0.0.1:$rport"
-kill $rpid 2>/dev/null || true
+bench_start router valgrind --tool=callgrind --callgrind-out-file="$tmp/router.%p" "$engine" router \
+  --host 127.0.0.1 --port 0 --model-name $model --threads 2 --endpoint "role=aggregated,url=http://127.0.0.1:$w1" \
+  --endpoint "role=aggregated,url=http://127.0.0.1:$w2"
+measure router "$started_pid" "http://127.0.0.1:$port"
+kill "$started_pid" 2>/dev/null || true
 
-nport=$(free_port)
-mkdir -p "$tmp/nginx/logs"
-cat >"$tmp/nginx/nginx.conf" <<CONF
-master_process off;
-worker_processes 1;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $tmp/nginx/body;
-  proxy_temp_path $tmp/nginx/proxy;
-  upstream workers { server 127.0.0.1:$w1; server 127.0.0.1:$w2; keepalive 64; }
-  server {
-    listen 127.0.0.1:$nport;
-    location / { proxy_pass http://workers; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; }
-  }
-}
-CONF
+nginx_port=$(free_port)
+write_nginx_conf "$nginx_port" 1 "$w1" "$w2"
 valgrind --tool=callgrind --callgrind-out-file="$tmp/nginx.%p" "$nginx_bin" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" \
   -g 'daemon off;' 2>"$tmp/nginx.err" &
-npid=$!
-pids+=($npid)
-measure nginx $npid "http://127.0.0.1:$nport"
+pids+=($!)
+measure nginx $! "http://127.0.0.1:$nginx_port"
 
 node - "$tmp/results" "$requests" <<'JS'
 const [file, requests] = process.argv.slice(2);

@@ -25,63 +25,19 @@ rps_requests=${RPS_REQUESTS:-20000}
 model=bench-model
 tmp=$(mktemp -d /tmp/disagg-bench-router.XXXXXX)
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=bench/lib/proxy-peers.sh
+source bench/lib/proxy-peers.sh
+trap bench_cleanup EXIT INT TERM
 
-# Starts `disagg-engine ARGS` (in this shell, so that cleanup knows its pid) and sets `port` from
-# its "listening on" line.
-start() {
-  local name=$1; shift
-  "$engine" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  for _ in $(seq 200); do
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.out" 2>/dev/null | head -1)
-    [[ -n "$port" ]] && return
-    sleep 0.05
-  done
-  echo "$name did not start: $(cat "$tmp/$name.err")" >&2
-  exit 1
-}
-
-config=engine/examples/llama-3.3-70b-p5en.json
-start w1 sim-worker --config "$config" --port 0 --model-name $model --speedup 1000000 --max-waiting 100000; w1=$port
-start w2 sim-worker --config "$config" --port 0 --model-name $model --speedup 1000000 --max-waiting 100000; w2=$port
+bench_worker w1; w1=$port
+bench_worker w2; w2=$port
 # shellcheck disable=SC2086  # ROUTER_FLAGS is a list of words
-start router router --host 127.0.0.1 --port 0 --model-name $model --threads 2 ${ROUTER_FLAGS:-} \
+bench_start router "$engine" router --host 127.0.0.1 --port 0 --model-name $model --threads 2 ${ROUTER_FLAGS:-} \
   --endpoint "role=aggregated,url=http://127.0.0.1:$w1" --endpoint "role=aggregated,url=http://127.0.0.1:$w2"
 router=$port
 
-nginx_port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
-mkdir -p "$tmp/nginx/logs"
-cat >"$tmp/nginx/nginx.conf" <<EOF
-worker_processes 2;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $tmp/nginx/body;
-  proxy_temp_path $tmp/nginx/proxy;
-  upstream workers {
-    server 127.0.0.1:$w1;
-    server 127.0.0.1:$w2;
-    keepalive 64;
-  }
-  server {
-    listen 127.0.0.1:$nginx_port;
-    location / {
-      proxy_pass http://workers;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffering off;
-    }
-  }
-}
-EOF
+nginx_port=$(free_port)
+write_nginx_conf "$nginx_port" 2 "$w1" "$w2"
 "$nginx_bin" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' &
 pids+=($!)
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$nginx_port/health" >/dev/null 2>&1 && break; sleep 0.05; done
