@@ -166,6 +166,42 @@ TEST_F(ServerFixture, AnswersMalformedRequestsWith400And431) {
   // GIVEN a header over the 16 KiB default limit THEN 431
   const std::string big = "GET / HTTP/1.1\r\nX-Big: " + std::string(20000, 'b') + "\r\n\r\n";
   EXPECT_EQ(raw(big).rfind("HTTP/1.1 431", 0), 0u);
+  // GIVEN Content-Length together with Transfer-Encoding (a smuggling vector) THEN 400
+  EXPECT_EQ(raw("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+                .rfind("HTTP/1.1 400", 0),
+            0u);
+  // GIVEN a transfer coding the server cannot decode THEN 501; GIVEN HTTP/2.0 on this port THEN 505
+  EXPECT_EQ(raw("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n").rfind("HTTP/1.1 501", 0), 0u);
+  EXPECT_EQ(raw("GET / HTTP/2.0\r\n\r\n").rfind("HTTP/1.1 505", 0), 0u);
+  // GIVEN empty lines before the request line THEN they are skipped (RFC 9112 2.2)
+  EXPECT_NE(raw("\r\nGET /slow HTTP/1.1\r\nConnection: close\r\n\r\n").find("/slow|"), std::string::npos);
+}
+
+TEST_F(ServerFixture, ReadsChunkedBodiesAndAnswersExpectContinue) {
+  start(echo_handler());
+  // GIVEN a chunked body with an extension and a trailer, then a second request on the connection
+  const std::string res = raw(
+      "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nabc\r\n2\r\nde\r\n0\r\nT: v\r\n\r\n"
+      "GET /d HTTP/1.1\r\nConnection: close\r\n\r\n");
+  // THEN the handler sees the decoded body, and the next request is served after it
+  EXPECT_NE(res.find("/c|abcde"), std::string::npos) << res;
+  EXPECT_NE(res.find("/d|"), std::string::npos) << res;
+  // GIVEN `Expect: 100-continue` WHEN only the head is sent THEN 100 Continue comes before the body
+  net::io_context io;
+  tcp::socket s(io);
+  s.connect(endpoint());
+  net::write(s, net::buffer(std::string(
+                    "POST /e HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\nConnection: close\r\n\r\n")));
+  std::string got(64, '\0');
+  got.resize(s.read_some(net::buffer(got)));
+  EXPECT_EQ(got, "HTTP/1.1 100 Continue\r\n\r\n");
+  net::write(s, net::buffer(std::string("body")));
+  boost::system::error_code ec;
+  std::string rest;
+  char buf[1024];
+  while (!ec) rest.append(buf, s.read_some(net::buffer(buf), ec));
+  EXPECT_EQ(rest.rfind("HTTP/1.1 200", 0), 0u) << rest;
+  EXPECT_NE(rest.find("/e|body"), std::string::npos) << rest;
 }
 
 TEST_F(ServerFixture, KeepsConnectionsAlive) {
@@ -211,7 +247,7 @@ TEST_F(ServerFixture, StreamsChunkedSseThatTheClientReadsIncrementally) {
     req.body = "{}";
     auto s = co_await ClientStream::open(ex, "127.0.0.1", port, req);
     if (!s) co_return out;
-    out.content_type = std::string((*s)->headers()[bhttp::field::content_type]);
+    out.content_type = std::string((*s)->headers()["Content-Type"]);
     SseParser parser;
     while (true) {
       auto piece = co_await (*s)->read_some();
@@ -691,6 +727,35 @@ TEST(PooledConnection, ClosedAfterAResponseByteIsNeverResent) {
   EXPECT_NE(got, "one;three;");
   EXPECT_EQ(up.requests(), 2);
   EXPECT_EQ(up.connections(), 1);
+}
+
+TEST(PooledConnection, ClientReadsEveryResponseFraming) {
+  // GIVEN an upstream that answers, in turn: a 100 Continue then a chunked body with a trailer; a
+  // Content-Length body; a body delimited by closing the connection; a broken chunked body; and a
+  // head larger than the client's 16 KiB read buffer
+  const std::string big(20000, 'h');
+  ScriptedUpstream up({"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       "3\r\none\r\n0\r\nT: x\r\n\r\n",
+                       "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo",
+                       "~HTTP/1.1 200 OK\r\n\r\nthree-until-close",
+                       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n",
+                       "HTTP/1.1 200 OK\r\nX-Big: " + big + "\r\nContent-Length: 4\r\n\r\nfour"});
+  ConnectionPool pool;
+  // WHEN five requests run one after another over the pool
+  net::io_context io;
+  std::string got;
+  net::co_spawn(io, [&]() -> Task<void> {
+    for (const char* target : {"/1", "/2", "/3", "/4", "/5"}) {
+      got += co_await pooled_get(io.get_executor(), up.port(), pool, target) + ";";
+    }
+  }, net::detached);
+  io.run();
+  // THEN each body comes out whole (the 1xx skipped, the trailer dropped), the first two share a
+  // connection, the close-delimited one is not pooled, and the broken one is a protocol error
+  EXPECT_EQ(got, "one;two;three-until-close;protocol_error;four;");
+  EXPECT_EQ(up.requests(), 5);
+  EXPECT_EQ(up.connections(), 3);
+  EXPECT_EQ(pool.reused(), 2u);
 }
 
 }  // namespace

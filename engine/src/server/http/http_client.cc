@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <limits>
 
 #include "write_now.h"
@@ -177,42 +179,147 @@ void give_block(void* p, std::size_t bytes) noexcept {
 
 // ---- ClientStream ---------------------------------------------------------------------------
 
-ClientStream::ClientStream(net::any_io_executor executor, ClientOptions options)
-    : options_(options), stream_(std::move(executor)) {
-  parser_.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
-  // Streamed: the caller bounds what it keeps. (Not boost::none: Beast 1.74 then refuses every
-  // Content-Length body, comparing the length against an empty optional.)
-  parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
-  // Not zero-filled: filling 16 KiB per request was a tenth of the router's CPU time.
-  chunk_ = std::unique_ptr<char, detail::BlockDeleter>(
-      static_cast<char*>(detail::take_block(options_.read_chunk_bytes)),
-      detail::BlockDeleter{options_.read_chunk_bytes});
-  // Beast reads at most the free space of this buffer per system call (512 bytes when empty):
-  // room for a whole small response, and fewer reads for long ones.
-  buffer_.reserve(options_.read_chunk_bytes);
+namespace {
+
+struct DeadlineTick {
+  std::shared_ptr<detail::Deadline> d;
+  void operator()(const boost::system::error_code& ec) const;
+};
+
+void arm(const std::shared_ptr<detail::Deadline>& d) {
+  d->armed = true;
+  d->timer.expires_at(d->at);
+  d->timer.async_wait(DeadlineTick{d});
 }
 
-void ClientStream::recycle() {
-  if (options_.pool == nullptr || !parser_.is_done() || !parser_.get().keep_alive() ||
-      buffer_.size() != 0 || cancelled_) {
+void DeadlineTick::operator()(const boost::system::error_code& ec) const {
+  if (ec) return;  // cancelled: re-armed earlier, or the stream is gone (its owner reset `armed`)
+  d->armed = false;
+  if (d->socket == nullptr || d->at == std::chrono::steady_clock::time_point::max()) return;
+  if (std::chrono::steady_clock::now() < d->at) {
+    arm(d);  // the deadline moved on since the timer was armed
     return;
   }
-  stream_.expires_never();
-  options_.pool->put(endpoint_, std::move(stream_.socket()));
+  d->expired = true;
+  boost::system::error_code ignored;
+  d->socket->cancel(ignored);  // the pending operation completes aborted and reports the timeout
 }
 
-void ClientStream::cancel() {
-  cancelled_ = true;
-  stream_.cancel();
+}  // namespace
+
+ClientStream::ClientStream(net::any_io_executor executor, ClientOptions options)
+    : options_(options),
+      deadline_(std::make_shared<detail::Deadline>(executor)),
+      chunks_(options.max_header_bytes) {
+  // Not zero-filled: filling 16 KiB per request was a tenth of the router's CPU time.
+  cap_ = std::max<std::size_t>(options_.read_chunk_bytes, 1024);
+  buf_ = static_cast<char*>(detail::take_block(cap_));
 }
 
 ClientStream::~ClientStream() {
   if (options_.cancel != nullptr && options_.cancel->current_ == this) options_.cancel->current_ = nullptr;
+  deadline_->socket = nullptr;
+  if (deadline_->armed) deadline_->timer.cancel();
+  detail::give_block(buf_, cap_);
+}
+
+void ClientStream::set_deadline(std::chrono::milliseconds timeout) {
+  detail::Deadline& d = *deadline_;
+  d.at = std::chrono::steady_clock::now() + timeout;
+  d.expired = false;
+  if (!d.armed) {
+    arm(deadline_);
+  } else if (d.timer.expiry() > d.at) {
+    arm(deadline_);  // a shorter timeout than the pending wait's: re-arm (cancels that wait)
+  }
+}
+
+void ClientStream::cancel() {
+  cancelled_ = true;
+  boost::system::error_code ignored;
+  if (socket_) socket_->cancel(ignored);
 }
 
 void ClientCancel::cancel() {
   cancelled_ = true;
   if (current_ != nullptr) current_->cancel();
+}
+
+bool ClientStream::make_room() {
+  if (end_ < cap_) return true;
+  if (begin_ > base_) {  // bytes before begin_ were handed out or parsed: reuse their room
+    std::memmove(buf_ + base_, buf_ + begin_, end_ - begin_);
+    end_ -= begin_ - base_;
+    begin_ = base_;
+    return true;
+  }
+  // Full of unparsed bytes: only a head can need more (a body piece is taken before reading).
+  if (cap_ >= options_.max_header_bytes) return false;
+  const std::size_t bigger = std::min(cap_ * 2, options_.max_header_bytes);
+  char* grown = static_cast<char*>(detail::take_block(bigger));
+  std::memcpy(grown, buf_, end_);
+  detail::give_block(buf_, cap_);
+  buf_ = grown;
+  cap_ = bigger;
+  return true;
+}
+
+Task<void> ClientStream::read_more(boost::system::error_code& ec) {
+  if (!make_room()) {
+    ec = net::error::no_buffer_space;
+    co_return;
+  }
+  end_ += co_await socket_->async_read_some(net::buffer(buf_ + end_, cap_ - end_),
+                                           net::redirect_error(net::use_awaitable, ec));
+}
+
+Expected<std::string_view, ClientError> ClientStream::take_piece() {
+  using Result = Expected<std::string_view, ClientError>;
+  const std::size_t start = begin_;
+  std::size_t n = 0;
+  switch (head_.body) {
+    case BodyKind::length:
+      n = static_cast<std::size_t>(std::min<std::uint64_t>(end_ - begin_, remaining_));
+      begin_ += n;
+      remaining_ -= n;
+      done_ = remaining_ == 0;
+      break;
+    case BodyKind::chunked: {
+      // In place: the data bytes move down over the framing, from `start` on.
+      const auto r = chunks_.decode(buf_ + begin_, end_ - begin_, buf_ + begin_, end_ - begin_);
+      if (r.error != ParseError::none) {
+        ClientError e;
+        e.code = ClientErrc::protocol_error;
+        e.detail = std::string(to_string(r.error));
+        e.before_response = false;
+        return Result(unexpected(std::move(e)));
+      }
+      n = r.produced;
+      begin_ += r.consumed;
+      done_ = chunks_.done();
+      break;
+    }
+    case BodyKind::until_close:
+      n = end_ - begin_;
+      begin_ = end_;
+      break;
+    case BodyKind::none:
+      done_ = true;
+      break;
+  }
+  if (begin_ == end_) begin_ = end_ = base_;  // nothing left unparsed: the next read starts at base_
+  return Result(std::string_view(buf_ + start, n));
+}
+
+void ClientStream::recycle() {
+  if (options_.pool == nullptr || !done_ || !head_.keep_alive || end_ != begin_ || cancelled_ ||
+      !socket_ || !socket_->is_open()) {
+    return;
+  }
+  deadline_->at = std::chrono::steady_clock::time_point::max();
+  deadline_->socket = nullptr;
+  options_.pool->put(endpoint_, std::move(*socket_));
+  socket_.reset();
 }
 
 namespace {
@@ -265,16 +372,6 @@ WireRequest make_request(ClientRequest& request, const std::string& where, bool 
   return w;
 }
 
-ClientErrc header_error_code(const boost::system::error_code& ec, bool cancelled) {
-  if (ec == beast::error::timeout) return ClientErrc::first_byte_timeout;
-  if (cancelled) return ClientErrc::cancelled;
-  if (ec.category() == bhttp::make_error_code(bhttp::error::bad_field).category() &&
-      ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
-    return ClientErrc::protocol_error;
-  }
-  return ClientErrc::read_failed;
-}
-
 }  // namespace
 
 Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
@@ -284,6 +381,7 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
   boost::system::error_code ec;
   const std::string where = host + ":" + std::to_string(port);
   const bool keep_alive = options.pool != nullptr;
+  const bool head_request = request.method == bhttp::verb::head;
   // The serialized request, kept for a retry after a stale pooled connection.
   const WireRequest req = make_request(request, where, keep_alive);
   const std::string_view req_body = req.body();
@@ -299,11 +397,13 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
     }
     if (keep_alive && attempt == 0) {
       if (auto pooled = options.pool->take(where, executor)) {
-        s->stream_.socket() = std::move(*pooled);
+        s->socket_.emplace(std::move(*pooled));
         s->reused_ = true;
       }
     }
     if (!s->reused_) {
+      s->socket_.emplace(executor);
+      s->deadline_->socket = &*s->socket_;  // for connect_timeout
       // Resolve (an IP literal resolves without DNS) and connect, both under connect_timeout.
       tcp::resolver resolver(executor);
       net::steady_timer resolve_timer(executor, options.connect_timeout);
@@ -319,101 +419,116 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
         co_return client_error<Stream>(code, where + ": " + ec.message(), true);
       }
       if (s->cancelled_) co_return client_error<Stream>(ClientErrc::cancelled, where, true);
-      s->stream_.expires_after(options.connect_timeout);
-      co_await s->stream_.async_connect(endpoints, net::redirect_error(net::use_awaitable, ec));
+      s->set_deadline(options.connect_timeout);
+      co_await net::async_connect(*s->socket_, endpoints, net::redirect_error(net::use_awaitable, ec));
       if (ec) {
-        const ClientErrc code =
-            s->cancelled_              ? ClientErrc::cancelled
-            : ec == beast::error::timeout ? ClientErrc::connect_timeout
-                                          : ClientErrc::connect_failed;
-        co_return client_error<Stream>(code, where + ": " + ec.message(), true);
+        const ClientErrc code = s->cancelled_           ? ClientErrc::cancelled
+                                : s->deadline_->expired ? ClientErrc::connect_timeout
+                                                        : ClientErrc::connect_failed;
+        const std::string why = s->deadline_->expired ? "timed out" : ec.message();
+        co_return client_error<Stream>(code, where + ": " + why, true);
       }
-      s->stream_.socket().set_option(tcp::no_delay(true), ec);
+      s->socket_->set_option(tcp::no_delay(true), ec);
     }
-    const std::size_t sent = write_now(s->stream_.socket(), req_buffers, ec);
+    s->deadline_->socket = &*s->socket_;
+    // Writing and the response head share first_byte_timeout.
+    s->set_deadline(options.first_byte_timeout);
+    const std::size_t sent = write_now(*s->socket_, req_buffers, ec);
     if (!ec && sent < net::buffer_size(req_buffers)) {
-      co_await write_rest(s->stream_, req_buffers, sent, options.first_byte_timeout, ec);
+      beast::buffers_suffix<std::array<net::const_buffer, 2>> rest(req_buffers);
+      rest.consume(sent);
+      co_await net::async_write(*s->socket_, rest, net::redirect_error(net::use_awaitable, ec));
     }
     const bool written = !ec;
+    ParseError bad = ParseError::none;
     if (written) {
-      s->stream_.expires_after(options.first_byte_timeout);
-      co_await bhttp::async_read_header(s->stream_, s->buffer_, s->parser_,
-                                        net::redirect_error(net::use_awaitable, ec));
-      if (!ec) co_return Expected<Stream, ClientError>(std::move(s));
+      std::size_t searched = 0;
+      while (true) {
+        const std::size_t head_end = find_head_end(std::string_view(s->buf_, s->end_), searched);
+        if (head_end == 0) {
+          co_await s->read_more(ec);
+          if (!ec && s->end_ == 0) ec = net::error::eof;
+          if (ec) break;
+          continue;
+        }
+        bad = parse_response_head(std::string_view(s->buf_, head_end), s->head_, head_request);
+        if (bad != ParseError::none) break;
+        if (s->head_.status < 200 && s->head_.status != 101) {  // 100 Continue and the like: skipped
+          std::memmove(s->buf_, s->buf_ + head_end, s->end_ - head_end);
+          s->end_ -= head_end;
+          searched = 0;
+          continue;
+        }
+        s->base_ = s->begin_ = head_end;
+        s->remaining_ = s->head_.content_length;
+        s->done_ = s->head_.body == BodyKind::none ||
+                   (s->head_.body == BodyKind::length && s->remaining_ == 0);
+        if (s->done_) s->recycle();
+        co_return Expected<Stream, ClientError>(std::move(s));
+      }
+    }
+    if (bad != ParseError::none) {
+      co_return client_error<Stream>(ClientErrc::protocol_error, where + ": " + std::string(to_string(bad)), true);
+    }
+    if (ec == net::error::no_buffer_space) {
+      co_return client_error<Stream>(ClientErrc::protocol_error, where + ": response header over " +
+                                     std::to_string(options.max_header_bytes) + " bytes", true);
     }
     // A pooled connection the upstream closed unseen (the pool does not probe them) fails before
     // any response byte: resend once on a new connection; the upstream never saw the request.
     // Never after a response byte arrived, and not after a timeout (the upstream may be working).
-    if (s->reused_ && ec != beast::error::timeout && !s->cancelled_ && !s->parser_.got_some() &&
-        s->buffer_.size() == 0) {
-      continue;
-    }
-    const ClientErrc code = s->cancelled_ ? ClientErrc::cancelled
-                            : written     ? header_error_code(ec, false)
-                                          : ClientErrc::write_failed;
-    co_return client_error<Stream>(code, where + ": " + ec.message(), true);
+    if (s->reused_ && !s->deadline_->expired && !s->cancelled_ && s->end_ == 0) continue;
+    const ClientErrc code = s->cancelled_           ? ClientErrc::cancelled
+                            : s->deadline_->expired ? ClientErrc::first_byte_timeout
+                            : written               ? ClientErrc::read_failed
+                                                    : ClientErrc::write_failed;
+    const std::string why = s->deadline_->expired ? "timed out" : ec.message();
+    co_return client_error<Stream>(code, where + ": " + why, true);
   }
 }
 
 Task<Expected<std::string_view, ClientError>> ClientStream::read_some() {
   using Result = Expected<std::string_view, ClientError>;
-  while (!parser_.is_done()) {
+  while (!done_) {
     if (cancelled_) co_return client_error<std::string_view>(ClientErrc::cancelled, "", false);
-    auto& body = parser_.get().body();
-    body.data = chunk_.get();
-    body.size = options_.read_chunk_bytes;
-    boost::system::error_code ec;
-    if (buffer_.size() != 0) {
-      // Bytes already received are parsed here: an asynchronous read would take a round through
+    if (begin_ > base_) {  // the last piece is no longer needed: unparsed bytes move down
+      std::memmove(buf_ + base_, buf_ + begin_, end_ - begin_);
+      end_ -= begin_ - base_;
+      begin_ = base_;
+    }
+    if (end_ > begin_) {
+      // Bytes already received are decoded here: an asynchronous read would take a round through
       // the reactor for them without reading anything.
-      const std::size_t used = parser_.put(buffer_.data(), ec);
-      buffer_.consume(used);
-      if (ec == bhttp::error::need_more || ec == bhttp::error::need_buffer) ec = {};
-      if (ec) co_return client_error<std::string_view>(ClientErrc::read_failed, ec.message(), false);
-      const std::size_t n = options_.read_chunk_bytes - parser_.get().body().size;
-      if (n > 0) {
-        const std::size_t all = n + parse_buffered();
-        if (parser_.is_done()) recycle();
-        co_return Result(std::string_view(chunk_.get(), all));
-      }
-      if (used > 0 || parser_.is_done()) continue;
+      auto piece = take_piece();
+      if (!piece) co_return Result(unexpected(piece.error()));
+      if (done_) recycle();
+      if (!piece->empty()) co_return piece;
+      if (done_) break;
     }
-    stream_.expires_after(options_.idle_timeout);
-    co_await bhttp::async_read_some(stream_, buffer_, parser_,
-                                    net::redirect_error(net::use_awaitable, ec));
-    const std::size_t n = options_.read_chunk_bytes - parser_.get().body().size;
-    if (ec == bhttp::error::need_buffer) ec = {};
+    set_deadline(options_.idle_timeout);
+    boost::system::error_code ec;
+    const std::size_t before = end_;
+    co_await read_more(ec);
+    if (!ec && end_ == before) ec = net::error::eof;
+    if (ec == net::error::eof && head_.body == BodyKind::until_close && !cancelled_) {
+      done_ = true;  // the body ends with the connection
+      break;
+    }
     if (ec) {
-      ClientErrc code = ClientErrc::read_failed;
-      if (ec == beast::error::timeout) code = ClientErrc::idle_timeout;
-      else if (cancelled_) code = ClientErrc::cancelled;
-      co_return client_error<std::string_view>(code, ec.message(), false);
-    }
-    if (n > 0) {
-      const std::size_t all = n + parse_buffered();
-      if (parser_.is_done()) recycle();
-      co_return Result(std::string_view(chunk_.get(), all));
+      const ClientErrc code = cancelled_           ? ClientErrc::cancelled
+                              : deadline_->expired ? ClientErrc::idle_timeout
+                                                   : ClientErrc::read_failed;
+      co_return client_error<std::string_view>(code, deadline_->expired ? "timed out" : ec.message(), false);
     }
   }
-  recycle();
   co_return Result(std::string_view{});
 }
 
-std::size_t ClientStream::parse_buffered() {
-  // Every complete body byte already received joins the piece: a piece ends where the received bytes
-  // do, never at a chunk boundary (whose CRLF or next chunk header may already sit in the buffer, so
-  // "bytes are buffered" does not mean "more body is ready"). A parse error is left in the buffer for
-  // the next read_some() to report.
-  std::size_t added = 0;
-  while (buffer_.size() != 0 && !parser_.is_done() && parser_.get().body().size > 0) {
-    const std::size_t before = parser_.get().body().size;
-    boost::system::error_code ec;
-    const std::size_t used = parser_.put(buffer_.data(), ec);
-    buffer_.consume(used);
-    added += before - parser_.get().body().size;
-    if ((ec && ec != bhttp::error::need_more && ec != bhttp::error::need_buffer) || used == 0) break;
+std::string_view ClientResponse::header(std::string_view name) const {
+  for (const auto& [n, v] : headers) {
+    if (iequals(n, name)) return v;
   }
-  return added;
+  return {};
 }
 
 Task<Expected<ClientResponse, ClientError>> fetch(net::any_io_executor executor, std::string host,
@@ -426,7 +541,7 @@ Task<Expected<ClientResponse, ClientError>> fetch(net::any_io_executor executor,
   ClientStream& s = **opened;
   ClientResponse out;
   out.status = s.status();
-  out.headers = s.headers();
+  for (const Field& f : s.headers().all_fields()) out.headers.emplace_back(f.name, f.value);
   while (true) {
     auto piece = co_await s.read_some();
     if (!piece) co_return Result(unexpected(piece.error()));

@@ -30,6 +30,7 @@
 
 #include "asio.h"
 #include "disagg/expected.h"
+#include "http_parse.h"
 
 namespace disagg::http {
 
@@ -158,44 +159,40 @@ namespace detail {
 void* take_block(std::size_t bytes);
 void give_block(void* p, std::size_t bytes) noexcept;
 
-template <class T>
-struct BlockAllocator {
-  using value_type = T;
-  BlockAllocator() = default;
-  template <class U>
-  BlockAllocator(const BlockAllocator<U>&) noexcept {}
-  T* allocate(std::size_t n) { return static_cast<T*>(take_block(n * sizeof(T))); }
-  void deallocate(T* p, std::size_t n) noexcept { give_block(p, n * sizeof(T)); }
-  template <class U>
-  bool operator==(const BlockAllocator<U>&) const noexcept { return true; }
-  template <class U>
-  bool operator!=(const BlockAllocator<U>&) const noexcept { return false; }
-};
-
-struct BlockDeleter {
-  std::size_t bytes = 0;
-  void operator()(char* p) const noexcept { give_block(p, bytes); }
+/// A lazily armed deadline for one ClientStream: setting it costs no timer operation while a wait
+/// is pending (the timer, when it fires early, re-arms for the current deadline), so a request arms
+/// the timer once, not once per read. Shared with the pending wait, which may complete after the
+/// stream is gone.
+struct Deadline {
+  explicit Deadline(const net::any_io_executor& executor) : timer(executor) {}
+  net::steady_timer timer;
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::time_point::max();
+  bool armed = false;            ///< a wait is pending
+  bool expired = false;          ///< it fired and cancelled the socket's operations
+  tcp::socket* socket = nullptr; ///< cancelled when the deadline passes; nullptr: stream gone
 };
 }  // namespace detail
 
 class ClientStream {
  public:
-  /// Connects to host:port, sends `request` and reads the response header.
+  /// Connects to host:port, sends `request` and reads the response header (1xx responses are
+  /// skipped).
   static Task<Expected<std::unique_ptr<ClientStream>, ClientError>> open(
       net::any_io_executor executor, std::string host, std::uint16_t port, ClientRequest request,
       ClientOptions options = {});
 
-  unsigned status() const { return parser_.get().result_int(); }
-  const bhttp::fields& headers() const { return parser_.get().base(); }
+  unsigned status() const { return head_.status; }
+  /// The response head (fields by name: headers()["Content-Type"]); valid for the stream's life.
+  const Head& headers() const { return head_; }
 
   /// The next piece of the body: every body byte received so far (at least one, waiting for it when
   /// none is), up to the read chunk size; an empty view at the end. Valid until the next call.
   Task<Expected<std::string_view, ClientError>> read_some();
   /// Whether the whole body has been read.
-  bool done() const { return parser_.is_done(); }
+  bool done() const { return done_; }
   /// Whether bytes arrived beyond what was parsed so far (they may be only chunk framing: this does
   /// not promise that the next read_some() will not wait).
-  bool buffered() const { return buffer_.size() != 0; }
+  bool buffered() const { return end_ > begin_; }
   /// Whether this request went over a pooled connection.
   bool reused_connection() const { return reused_; }
   /// Aborts pending and future reads (ClientErrc::cancelled). Call on the stream's executor.
@@ -203,25 +200,44 @@ class ClientStream {
   ~ClientStream();
 
  private:
-  // Parses received bytes into the current piece; returns the body bytes added.
-  std::size_t parse_buffered();
   ClientStream(net::any_io_executor executor, ClientOptions options);
+  void set_deadline(std::chrono::milliseconds timeout);
+  // Reads more bytes after end_ (room is made first); sets `ec`.
+  Task<void> read_more(boost::system::error_code& ec);
+  // Makes room after end_: moves unparsed bytes back to base_, or grows the buffer (for a head
+  // up to max_header_bytes). False: no room can be made.
+  bool make_room();
+  // Moves the body bytes received so far into a piece; sets done_. Empty: none yet.
+  Expected<std::string_view, ClientError> take_piece();
   void recycle();
 
   ClientOptions options_;
   std::string endpoint_;
   bool reused_ = false;
-  beast::tcp_stream stream_;
-  beast::basic_flat_buffer<detail::BlockAllocator<char>> buffer_;
-  bhttp::response_parser<bhttp::buffer_body> parser_;
-  std::unique_ptr<char, detail::BlockDeleter> chunk_;  // read_chunk_bytes
   bool cancelled_ = false;
+  bool done_ = false;
+  // Emplaced by open() (moved from the pool or connected): constructing a socket looks up its
+  // io_context's service under a lock, which a pooled connection does not need.
+  std::optional<tcp::socket> socket_;
+  std::shared_ptr<detail::Deadline> deadline_;
+  // Read buffer (detail::take_block): the response head stays at its front (head_ points into
+  // it); body bytes are decoded in place after it, from base_ on. [begin_, end_) is unparsed.
+  char* buf_ = nullptr;
+  std::size_t cap_ = 0;
+  std::size_t base_ = 0;
+  std::size_t begin_ = 0;
+  std::size_t end_ = 0;
+  Head head_;
+  ChunkedDecoder chunks_;
+  std::uint64_t remaining_ = 0;  // of a Content-Length body
 };
 
 struct ClientResponse {
   unsigned status = 0;
-  bhttp::fields headers;
+  std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  /// The value of the first header field called `name` (case-insensitive), or "".
+  std::string_view header(std::string_view name) const;
 };
 
 /// open() + read the whole body (at most options.max_body_bytes).

@@ -13,11 +13,19 @@ namespace disagg::http {
 
 namespace {
 
-bool is_disconnect(const boost::system::error_code& ec) {
-  return ec == bhttp::error::end_of_stream || ec == net::error::eof ||
-         ec == net::error::connection_reset || ec == net::error::operation_aborted ||
-         ec == beast::error::timeout || ec == net::error::broken_pipe ||
-         ec == net::error::not_connected || ec == bhttp::error::partial_message;
+// "HTTP/1.1 <status> <reason>\r\n", built once per status code: formatting the number and looking
+// up the reason per response showed in the router's profile.
+std::string_view status_line(unsigned status) {
+  static const auto* lines = [] {
+    auto* all = new std::array<std::string, 600>();
+    for (unsigned s = 100; s < all->size(); ++s) {
+      const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(s));
+      (*all)[s] = "HTTP/1.1 " + std::to_string(s) + " " + std::string(reason.data(), reason.size()) + "\r\n";
+    }
+    return all;
+  }();
+  return status >= 100 && status < lines->size() ? std::string_view((*lines)[status])
+                                                  : std::string_view((*lines)[500]);
 }
 
 // Response headers are serialized by hand (the bytes Beast's keep_alive() + prepare_payload()
@@ -28,9 +36,9 @@ void append_head(std::string& out, unsigned version, unsigned status, std::strin
   const auto field = [&out](std::string_view name, std::string_view value) {
     out.append(name).append(": ").append(value).append("\r\n");
   };
-  const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
-  out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ").append(std::to_string(status)).append(" ");
-  out.append(reason.data(), reason.size()).append("\r\n");
+  const std::size_t start = out.size();
+  out.append(status_line(status));
+  if (version == 10) out[start + 7] = '0';  // "HTTP/1.0"
   field("Server", server);
   for (const Header& h : headers) field(h.name, h.value);
   field("Content-Type", content_type);
@@ -54,19 +62,54 @@ constexpr std::string_view kLastChunk = "0\r\n\r\n";
 // Answers a request that failed before it reached the handler, then the connection closes.
 Task<void> reply_and_close(beast::tcp_stream& stream, const ServerOptions& options,
                            unsigned status, std::string_view message) {
-  bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(status), 11};
-  res.set(bhttp::field::server, options.server_name);
-  res.set(bhttp::field::content_type, "application/json");
-  res.keep_alive(false);
-  res.body() = openai_error_body(status, message);
-  res.prepare_payload();
-  stream.expires_after(options.write_timeout);
+  const std::string body = openai_error_body(status, message);
+  std::string head;
+  append_head(head, 11, status, options.server_name, {}, "application/json");
+  head.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
+  end_head(head, 11, false);
+  const std::array<net::const_buffer, 2> buffers = {net::buffer(head), net::buffer(body)};
   boost::system::error_code ec;
-  co_await bhttp::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+  const std::size_t sent = write_now(stream.socket(), buffers, ec);
+  if (!ec && sent < net::buffer_size(buffers)) co_await write_rest(stream, buffers, sent, options.write_timeout, ec);
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
 }
 
+// The bytes received and not yet parsed.
+std::string_view buffered(const beast::flat_buffer& buffer) {
+  const auto data = buffer.data();
+  return {static_cast<const char*>(data.data()), data.size()};
+}
+
+// Reads more bytes into `buffer` (as much as Beast's own reads ask for: at least 512 bytes, at
+// most 64 KiB per call), waiting at most `timeout`. Returns the bytes read; sets `ec`.
+Task<std::size_t> read_more(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                            std::chrono::milliseconds timeout, boost::system::error_code& ec) {
+  const std::size_t room = buffer.capacity() - buffer.size();
+  const std::size_t want = std::min<std::size_t>(std::max<std::size_t>(512, room), 65536);
+  stream.expires_after(timeout);
+  const std::size_t n =
+      co_await stream.async_read_some(buffer.prepare(want), net::redirect_error(net::use_awaitable, ec));
+  buffer.commit(n);
+  co_return n;
+}
+
+// The reply to a request head that does not parse.
+unsigned parse_error_status(ParseError e) {
+  switch (e) {
+    case ParseError::too_many_fields: return 431;
+    case ParseError::bad_version: return 505;
+    case ParseError::unsupported_transfer_encoding: return 501;
+    default: return 400;
+  }
+}
+
 }  // namespace
+
+ParseError Request::assign_head(std::string_view head) {
+  raw_.assign(head.data(), head.size());
+  body_.clear();
+  return parse_request_head(raw_, head_);
+}
 
 std::string_view target_path(std::string_view target) {
   const std::size_t q = target.find('?');
@@ -283,6 +326,7 @@ struct HttpServer::Conn {
   beast::tcp_stream* stream = nullptr;  // set and read on the strand only
   bool idle = true;                     // waiting for a request; strand only
   CloseWatch watch;                     // read buffer, next-request read, close watch; strand only
+  Request request;                      // the request being served; reused (keeps its capacity)
 };
 
 HttpServer::HttpServer(net::io_context& ioc, ServerOptions options, Handler handler)
@@ -361,78 +405,108 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
   if (over_limit) {
     co_await reply_and_close(stream, options_, 503, "too many connections; retry later");
   }
+  Request& req = conn->request;
   while (!over_limit && !draining()) {
-    bhttp::request_parser<bhttp::string_body> parser;
-    parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
-    parser.body_limit(options_.max_body_bytes);
+    ec = {};
     conn->idle = true;
     // The read of this request may have started during the previous response (CloseWatch).
     if (next->reading) co_await wait_next_read(next, options_.idle_timeout);
     if (next->read_failed) break;  // the client left, idle timeout, or drain: close silently
-    // Bytes already buffered (usually the whole request, read during the previous response) are
-    // parsed here: Beast would take a round through the reactor to hand them over.
-    if (buffer.size() != 0) {
-      buffer.consume(parser.put(buffer.data(), ec));
-      if (ec == bhttp::error::need_more) ec = {};  // an incomplete header: read the rest below
+    // The head: usually buffered whole already (read during the previous response). Each byte is
+    // searched once, however the head arrives.
+    std::size_t searched = 0;
+    std::size_t head_end = 0;
+    while ((head_end = find_head_end(buffered(buffer), searched)) == 0 &&
+           buffer.size() <= options_.max_header_bytes) {
+      co_await read_more(stream, buffer, options_.idle_timeout, ec);
+      if (ec) break;
     }
-    if (!ec && !parser.is_header_done()) {
-      stream.expires_after(options_.idle_timeout);
-      co_await bhttp::async_read_header(stream, buffer, parser,
-                                        net::redirect_error(net::use_awaitable, ec));
-    }
+    if (ec) break;  // the client left or sent no complete head in time: close silently
     conn->idle = false;
-    if (ec) {
-      if (ec == bhttp::error::header_limit) {
-        co_await reply_and_close(stream, options_, 431, "request header is larger than the limit");
-      } else if (ec == bhttp::error::body_limit) {  // Content-Length over the limit
-        co_await reply_and_close(stream, options_, 413,
-                                 "request body is larger than the limit of " +
-                                     std::to_string(options_.max_body_bytes) + " bytes");
-      } else if (!is_disconnect(ec)) {
-        co_await reply_and_close(stream, options_, 400, "malformed HTTP request: " + ec.message());
-      }
+    if (head_end == 0 || head_end > options_.max_header_bytes) {
+      co_await reply_and_close(stream, options_, 431, "request header is larger than the limit of " +
+                                                          std::to_string(options_.max_header_bytes) +
+                                                          " bytes");
       break;
     }
-    const auto length = parser.content_length();
-    if (length && *length > options_.max_body_bytes) {
+    const ParseError bad = req.assign_head(buffered(buffer).substr(0, head_end));
+    buffer.consume(head_end);
+    if (bad != ParseError::none) {
+      co_await reply_and_close(stream, options_, parse_error_status(bad),
+                               "malformed HTTP request: " + std::string(to_string(bad)));
+      break;
+    }
+    const Head& hdr = req.head_;
+    if (hdr.body == BodyKind::length && hdr.content_length > options_.max_body_bytes) {
       co_await reply_and_close(stream, options_, 413,
-                               "request body (" + std::to_string(*length) +
+                               "request body (" + std::to_string(hdr.content_length) +
                                    " bytes) is larger than the limit of " +
                                    std::to_string(options_.max_body_bytes) + " bytes");
       break;
     }
-    const auto& hdr = parser.get();
-    if (beast::iequals(hdr[bhttp::field::expect], "100-continue")) {
-      bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, hdr.version()};
-      stream.expires_after(options_.write_timeout);
-      co_await bhttp::async_write(stream, cont, net::redirect_error(net::use_awaitable, ec));
+    if (hdr.expect_continue && hdr.version >= 11 && hdr.body != BodyKind::none &&
+        buffer.size() == 0) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      const std::array<net::const_buffer, 1> cont = {net::buffer(kContinue.data(), kContinue.size())};
+      const std::size_t sent = write_now(stream.socket(), cont, ec);
+      if (!ec && sent < kContinue.size()) co_await write_rest(stream, cont, sent, options_.write_timeout, ec);
       if (ec) break;
     }
-    // A body that arrived with the header is parsed here: an asynchronous read would take a
-    // round through the reactor for it without reading anything.
-    while (!parser.is_done() && buffer.size() != 0) {
-      const std::size_t used = parser.put(buffer.data(), ec);
-      buffer.consume(used);
-      if (ec == bhttp::error::need_more) ec = {};
-      if (ec || used == 0) break;
-    }
-    if (!ec && !parser.is_done()) {
-      stream.expires_after(options_.read_timeout);
-      co_await bhttp::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
-    }
-    if (ec) {
-      if (ec == bhttp::error::body_limit) {
-        co_await reply_and_close(stream, options_, 413, "request body is larger than the limit of " +
-                                                            std::to_string(options_.max_body_bytes) +
-                                                            " bytes");
-      } else if (ec == beast::error::timeout) {
-        co_await reply_and_close(stream, options_, 408, "request body not received in time");
-      } else if (!is_disconnect(ec)) {
-        co_await reply_and_close(stream, options_, 400, "malformed HTTP request: " + ec.message());
+    // The body: what arrived with the head is taken from the buffer; the rest is read under
+    // read_timeout.
+    std::string& body = req.body_;
+    unsigned refuse = 0;  // the status that ends the connection, when the body is refused
+    if (hdr.body == BodyKind::length) {
+      const std::size_t need = static_cast<std::size_t>(hdr.content_length);
+      const std::size_t take = std::min(buffer.size(), need);
+      body.assign(buffered(buffer).data(), take);
+      buffer.consume(take);
+      if (body.size() < need) body.resize(need);  // read in place below, not through the buffer
+      std::size_t have = take;
+      while (have < need) {
+        stream.expires_after(options_.read_timeout);
+        have += co_await stream.async_read_some(net::buffer(body.data() + have, need - have),
+                                                net::redirect_error(net::use_awaitable, ec));
+        if (ec) break;
       }
+    } else if (hdr.body == BodyKind::chunked) {
+      ChunkedDecoder chunks(options_.max_header_bytes);
+      while (true) {
+        // Decoded bytes are never more than the input: room for all of it, trimmed after.
+        const std::size_t old = body.size();
+        body.resize(old + buffer.size());
+        const auto r = chunks.decode(buffered(buffer).data(), buffer.size(), body.data() + old, buffer.size());
+        body.resize(old + r.produced);
+        buffer.consume(r.consumed);
+        if (r.error != ParseError::none) {
+          refuse = 400;
+          break;
+        }
+        if (body.size() > options_.max_body_bytes) {
+          refuse = 413;
+          break;
+        }
+        if (chunks.done()) break;
+        co_await read_more(stream, buffer, options_.read_timeout, ec);
+        if (ec) break;
+      }
+      if (refuse == 400) {
+        co_await reply_and_close(stream, options_, 400, "malformed HTTP request: malformed chunked body");
+        break;
+      }
+    }
+    if (refuse == 413) {
+      co_await reply_and_close(stream, options_, 413, "request body is larger than the limit of " +
+                                                          std::to_string(options_.max_body_bytes) +
+                                                          " bytes");
       break;
     }
-    Request req = parser.release();
+    if (ec) {
+      if (ec == beast::error::timeout) {
+        co_await reply_and_close(stream, options_, 408, "request body not received in time");
+      }
+      break;  // otherwise the client left
+    }
     const bool keep_alive = req.keep_alive() && !draining();
     next->closed = false;
     // Read the next request while this one is served: its EOF tells that the client left.

@@ -1,13 +1,17 @@
-// http_server.h — a small HTTP/1.1 server on Boost.Beast for the engine's servers.
+// http_server.h — a small HTTP/1.1 server on Boost.Asio for the engine's servers.
 //
 // One C++20 coroutine per connection (asio::awaitable), each on its own strand, over an
 // io_context that the caller runs on as many threads as it likes. Keep-alive is honoured;
-// requests on one connection are served in order (no pipelining of responses).
+// requests on one connection are served in order (no pipelining of responses). Requests are
+// parsed in place by http_parse.h; responses are serialized by hand.
 //
 // Limits and the replies they produce (the connection is closed after each of these):
-//   header larger than max_header_bytes          -> 431, OpenAI error body
+//   header larger than max_header_bytes, or over Head::kMaxFields fields  -> 431, OpenAI error body
 //   Content-Length or body over max_body_bytes   -> 413 (checked before the body is read)
-//   unparsable request line, header or chunking  -> 400
+//   unparsable request line, header or chunking  -> 400 (also: Content-Length with
+//                                                   Transfer-Encoding, two different lengths)
+//   a transfer coding other than chunked         -> 501
+//   a version other than HTTP/1.0 and HTTP/1.1   -> 505
 //   no complete header within idle_timeout       -> connection closed silently
 //   body not received within read_timeout        -> 408
 //   connections beyond max_connections           -> 503 and close
@@ -44,11 +48,41 @@
 
 #include "asio.h"
 #include "disagg/expected.h"
+#include "http_parse.h"
 
 namespace disagg::http {
 
-/// A parsed request; the body is complete when the handler runs.
-using Request = bhttp::request<bhttp::string_body>;
+/// A parsed request; the body is complete when the handler runs. Owned by the connection and
+/// reused for its next request (its buffers keep their capacity): valid until the handler returns.
+class Request {
+ public:
+  /// The method, as Beast names it (bhttp::verb::unknown for a method it does not know).
+  bhttp::verb method() const { return bhttp::string_to_verb(head_.method); }
+  std::string_view method_string() const { return head_.method; }
+  /// The request target as sent, e.g. "/v1/completions?x=1" (see target_path()).
+  std::string_view target() const { return head_.target; }
+  /// 10 or 11.
+  unsigned version() const { return head_.version; }
+  /// Whether the client allows another request on this connection.
+  bool keep_alive() const { return head_.keep_alive; }
+  const std::string& body() const { return body_; }
+  std::string& body() { return body_; }
+  /// The first header field called `name` (case-insensitive), or nullptr.
+  const Field* find(std::string_view name) const { return head_.find(name); }
+  /// The value of header field `name`, or "" when absent.
+  std::string_view operator[](std::string_view name) const { return head_[name]; }
+  std::span<const Field> fields() const { return head_.all_fields(); }
+
+  /// Parses `head` (a complete head, through its empty line) into this request, copying the bytes
+  /// first, and empties the body. For the server and for tests.
+  ParseError assign_head(std::string_view head);
+
+ private:
+  friend class HttpServer;
+  std::string raw_;  // the head's bytes; head_ points into them
+  Head head_;
+  std::string body_;
+};
 
 /// The path of a request target, without the query string.
 std::string_view target_path(std::string_view target);

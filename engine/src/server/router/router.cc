@@ -805,8 +805,8 @@ struct Router::Impl final : KvEventSink {
     rq.block_hashes = sc->hashes;
     rq.block_size = config.block_size;
     if (!config.session_header.empty()) {
-      auto it = req.find(config.session_header);
-      if (it != req.end() && !it->value().empty()) rq.session_key = fnv64(it->value()) | 1U;
+      const std::string_view session = req[config.session_header];
+      if (!session.empty()) rq.session_key = fnv64(session) | 1U;
     }
 
     const auto tq = Clock::now();
@@ -1007,7 +1007,7 @@ struct Router::Impl final : KvEventSink {
     std::array<Header, 2> headers = {Header{"X-Disagg-Endpoint", pick.label},
                                      Header{"X-Disagg-Prefill-Endpoint", prefill_label}};
     const std::span<const Header> hs(headers.data(), prefill_label.empty() ? 1 : 2);
-    const auto content_type = up.headers()[http::bhttp::field::content_type];
+    const auto content_type = up.headers()["Content-Type"];
     const bool sse = content_type.find("text/event-stream") != std::string_view::npos;
     const auto deadline = t0 + std::chrono::milliseconds(config.request_timeout_ms);
     if (status == 200 && g.stream && sse) {
