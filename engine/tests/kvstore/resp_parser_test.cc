@@ -312,5 +312,37 @@ TEST(RespParser, RejectedCommandDropsItsPayloads) {
   EXPECT_TRUE(parser.payloads().empty());
 }
 
+TEST(RespParser, RejectedCommandLeavesNoStaleArgs) {
+  // GIVEN a two-letter inline command, then one whose 4097-byte argument breaks the bulk limit
+  ParserLimits limits;
+  limits.max_bulk_bytes = 4096;
+  RespParser parser(limits);
+  const std::string input = "ab\n" + encode({std::string(4097, 'x')});
+  // WHEN it is fed one byte at a time, dropping consumed and discardable bytes
+  std::string buffer;
+  std::vector<std::string> seq;
+  for (char c : input) {
+    buffer += c;
+    for (;;) {
+      const ParseStatus st = parser.parse(buffer);
+      if (st == ParseStatus::kNeedMore) {
+        buffer.erase(0, parser.take_discardable());
+        break;
+      }
+      ASSERT_NE(st, ParseStatus::kProtocolError) << parser.error();
+      seq.push_back(st == ParseStatus::kRejected ? "R" : "C");
+      // THEN args() never views bytes outside the current buffer: the rejected command's are
+      // empty, not the inline command's views into bytes already consumed
+      const char* end = buffer.data() + buffer.size();
+      for (const std::string_view arg : parser.args()) {
+        EXPECT_TRUE(arg.data() >= buffer.data() && arg.data() + arg.size() <= end) << seq.back();
+      }
+      if (st == ParseStatus::kRejected) EXPECT_TRUE(parser.args().empty());
+      buffer.erase(0, parser.consumed());
+    }
+  }
+  EXPECT_EQ(seq, (std::vector<std::string>{"C", "R"}));
+}
+
 }  // namespace
 }  // namespace disagg::kvstore

@@ -98,6 +98,8 @@ ParseStatus RespParser::finish_command(std::string_view data) {
   request_bytes_ = 0;
   rejected_ = false;
   if (rejected) {
+    // Also drop the previous command's args: they view bytes the caller has since consumed.
+    args_.clear();
     offsets_.clear();
     payloads_.clear();
     return ParseStatus::kRejected;

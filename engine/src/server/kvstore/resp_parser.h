@@ -62,7 +62,7 @@ class RespParser {
   [[nodiscard]] std::size_t consumed() const { return consumed_; }
 
   /// After kCommand: the arguments, views into the `data` of the last parse() call. Empty for
-  /// no-op input (a blank inline line, `*0`), which callers skip without a reply.
+  /// no-op input (a blank inline line, `*0`), which callers skip without a reply, and after kRejected.
   [[nodiscard]] const std::vector<std::string_view>& args() const { return args_; }
 
   /// After kNeedMore: bytes at the front of the buffer that the caller may drop now (payload of a
