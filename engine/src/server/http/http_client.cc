@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "serialize.h"
 #include "write_now.h"
 
 namespace disagg::http {
@@ -349,26 +350,22 @@ struct WireRequest {
 // Content-Length when there is a body (or for POST, PUT and OPTIONS), `Connection: close` when
 // the connection is not kept.
 WireRequest make_request(ClientRequest& request, const std::string& where, bool keep_alive) {
-  const auto field = [](std::string& out, std::string_view name, std::string_view value) {
-    out.append(name).append(": ").append(value).append("\r\n");
-  };
   WireRequest w;
   w.owned = std::move(request.body);
   w.view = request.body_view;
   const std::size_t body_size = w.body().size();
   w.head.reserve(192 + request.target.size());
   const auto method = bhttp::to_string(request.method);
-  w.head.append(method.data(), method.size()).append(" ").append(request.target).append(" HTTP/1.1\r\n");
-  field(w.head, "Host", where);
-  field(w.head, "User-Agent", "disagg-engine");
-  for (const auto& [name, value] : request.headers) field(w.head, name, value);
+  append_pieces(w.head, {std::string_view(method.data(), method.size()), " ", request.target,
+                         " HTTP/1.1\r\nHost: ", where, "\r\nUser-Agent: disagg-engine\r\n"});
+  for (const auto& [name, value] : request.headers) append_field(w.head, name, value);
   const bhttp::verb m = request.method;
-  if (body_size != 0 || m == bhttp::verb::post) field(w.head, "Content-Type", request.content_type);
+  if (body_size != 0 || m == bhttp::verb::post) append_field(w.head, "Content-Type", request.content_type);
   if (body_size != 0 || m == bhttp::verb::post || m == bhttp::verb::put || m == bhttp::verb::options) {
-    field(w.head, "Content-Length", std::to_string(body_size));
+    char digits[24];
+    append_field(w.head, "Content-Length", decimal(digits, body_size));
   }
-  if (!keep_alive) field(w.head, "Connection", "close");
-  w.head.append("\r\n");
+  append_pieces(w.head, {keep_alive ? "\r\n" : "Connection: close\r\n\r\n"});
   return w;
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "openai_error.h"
+#include "serialize.h"
 #include "write_now.h"
 
 namespace disagg::http {
@@ -33,22 +34,22 @@ std::string_view status_line(unsigned status) {
 // path. Appends the status line, Server, `headers` and Content-Type.
 void append_head(std::string& out, unsigned version, unsigned status, std::string_view server,
                  std::span<const Header> headers, std::string_view content_type) {
-  const auto field = [&out](std::string_view name, std::string_view value) {
-    out.append(name).append(": ").append(value).append("\r\n");
-  };
   const std::size_t start = out.size();
-  out.append(status_line(status));
+  append_pieces(out, {status_line(status), "Server: ", server, "\r\n"});
   if (version == 10) out[start + 7] = '0';  // "HTTP/1.0"
-  field("Server", server);
-  for (const Header& h : headers) field(h.name, h.value);
-  field("Content-Type", content_type);
+  for (const Header& h : headers) append_field(out, h.name, h.value);
+  append_field(out, "Content-Type", content_type);
 }
 
 // Appends the Connection field that `keep_alive` needs in this HTTP version, then the blank line.
 void end_head(std::string& out, unsigned version, bool keep_alive) {
-  if (version >= 11 && !keep_alive) out.append("Connection: close\r\n");
-  if (version < 11 && keep_alive) out.append("Connection: keep-alive\r\n");
-  out.append("\r\n");
+  if (version >= 11 && !keep_alive) {
+    append_pieces(out, {"Connection: close\r\n\r\n"});
+  } else if (version < 11 && keep_alive) {
+    append_pieces(out, {"Connection: keep-alive\r\n\r\n"});
+  } else {
+    append_pieces(out, {"\r\n"});
+  }
 }
 
 // The size line of a chunk of `n` bytes ("<hex>\r\n") in `buf`; returns its length.
@@ -65,7 +66,8 @@ Task<void> reply_and_close(beast::tcp_stream& stream, const ServerOptions& optio
   const std::string body = openai_error_body(status, message);
   std::string head;
   append_head(head, 11, status, options.server_name, {}, "application/json");
-  head.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
+  char digits[24];
+  append_field(head, "Content-Length", decimal(digits, body.size()));
   end_head(head, 11, false);
   const std::array<net::const_buffer, 2> buffers = {net::buffer(head), net::buffer(body)};
   boost::system::error_code ec;
@@ -219,11 +221,6 @@ bool ResponseWriter::decide_keep_alive() {
   return keep_alive_;
 }
 
-void ResponseWriter::fill_common(bhttp::fields& f, std::span<const Header> headers) {
-  f.set(bhttp::field::server, options_.server_name);
-  for (const Header& h : headers) f.set(h.name, h.value);
-}
-
 Task<bool> ResponseWriter::send(unsigned status, std::string body, std::string_view content_type,
                                 std::span<const Header> headers) {
   if (state_ != State::none || broken_) co_return false;
@@ -234,7 +231,8 @@ Task<bool> ResponseWriter::send(unsigned status, std::string body, std::string_v
   head.reserve(256);
   append_head(head, version_, status, options_.server_name, headers, content_type);
   if (status >= 200 && status != 204 && status != 304) {
-    head.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
+    char digits[24];
+    append_field(head, "Content-Length", decimal(digits, body.size()));
   }
   end_head(head, version_, decide_keep_alive());
   const std::array<net::const_buffer, 2> buffers = {net::buffer(head), net::buffer(body)};
@@ -259,11 +257,12 @@ Task<bool> ResponseWriter::start_stream(unsigned status, std::string_view conten
   std::string head;
   head.reserve(256);
   append_head(head, version_, status, options_.server_name, headers, content_type);
-  head.append("Cache-Control: no-cache\r\n");
   const bool keep = decide_keep_alive();
-  if (version_ >= 11 && !keep) head.append("Connection: close\r\n");
-  if (version_ < 11 && keep) head.append("Connection: keep-alive\r\n");
-  head.append("Transfer-Encoding: chunked\r\n\r\n");
+  append_pieces(head, {"Cache-Control: no-cache\r\n",
+                       version_ >= 11 && !keep ? "Connection: close\r\n"
+                       : version_ < 11 && keep ? "Connection: keep-alive\r\n"
+                                               : "",
+                       "Transfer-Encoding: chunked\r\n\r\n"});
   // The first chunk, if given, goes in the same write as the header.
   char size_line[24];
   const std::size_t n = first.empty() ? 0 : chunk_size_line(size_line, first.size());

@@ -239,7 +239,6 @@ class ResponseWriter {
 
  private:
   enum class State : std::uint8_t { none, sent, streaming, finished };
-  void fill_common(bhttp::fields& f, std::span<const Header> headers);
   bool decide_keep_alive();
 
   beast::tcp_stream& stream_;
