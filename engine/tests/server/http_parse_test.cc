@@ -92,6 +92,22 @@ TEST(HttpParse, RefusesWhatTwoParsersCouldReadDifferently) {
   parse_request(many + "\r\n", ParseError::too_many_fields);
 }
 
+TEST(HttpParse, FieldValuesRefuseControlCharactersAtEveryPosition) {
+  // GIVEN a 40-byte value (scanned eight bytes at a time) with HTAB, obs-text and a trailing space
+  const std::string value = "text/plain;\tq=0.5 \xc3\xa9t\xc3\xa9 and more words ok";
+  const Head h = parse_request("GET / HTTP/1.1\r\nX-V: " + value + " \r\n\r\n");
+  // THEN it is accepted whole, trimmed at the end only
+  EXPECT_EQ(h["x-v"], value);
+  // GIVEN a control character or DEL at each position of a long value THEN the head is refused
+  for (const char bad : {'\x00', '\x01', '\x0b', '\x1f', '\x7f', '\n'}) {
+    for (std::size_t at = 0; at < value.size(); ++at) {
+      std::string v = value;
+      v[at] = bad;
+      parse_request("GET / HTTP/1.1\r\nX-V: " + v + "\r\n\r\n", ParseError::bad_field);
+    }
+  }
+}
+
 TEST(HttpParse, FindsTheHeadEndHoweverTheBytesArrive) {
   // GIVEN a head followed by body bytes, fed one byte more at a time
   const std::string head = "\r\n\r\nGET /a HTTP/1.1\r\nHost: h\r\n\r\n";

@@ -581,11 +581,19 @@ TEST(ThreadPerContext, ConnectionsSpreadOverContextsAndChunksFrameByHand) {
 }
 
 TEST_F(ServerFixture, RegisteredPoolReusesSocketsOnTheirOwnContext) {
-  // GIVEN a keep-alive server and, on one client io_context, a pool that parks registered sockets
-  start(echo_handler());
+  // GIVEN a keep-alive server that answers "/slow" after 300 ms, and, on one client io_context, a
+  // pool that parks registered sockets (with their deadline timers)
+  start([](Request& req, ResponseWriter& w) -> Task<void> {
+    if (req.target() == "/slow") {
+      net::steady_timer t(w.executor(), 300ms);
+      co_await t.async_wait(net::use_awaitable);
+    }
+    co_await w.send(200, std::string(req.target()) + "|" + req.body(), "text/plain");
+  });
   const std::uint16_t port = server_->port();
   // WHEN five requests run one after another with a pool that lives inside the client coroutine
-  // (it must go before its io_context)
+  // (it must go before its io_context), then a sixth, slow one with a 100 ms first-byte timeout,
+  // then a seventh, whose connection is parked when the pool goes
   struct Counts {
     std::string bodies;
     std::uint64_t reused = 0;
@@ -596,22 +604,28 @@ TEST_F(ServerFixture, RegisteredPoolReusesSocketsOnTheirOwnContext) {
     po.keep_registered = true;
     ConnectionPool pool(po);
     Counts out;
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < 7; ++i) {
       ClientRequest req;
       req.method = bhttp::verb::post;
-      req.target = "/r" + std::to_string(i);
+      req.target = i == 5 ? "/slow" : "/r" + std::to_string(i);
       req.body = "b" + std::to_string(i);
       ClientOptions opts;
       opts.pool = &pool;
+      // A parked deadline that outlived its pool would keep this io_context running for 10 minutes:
+      // ctest's timeout for this suite (120 s) fails the test then.
+      opts.first_byte_timeout = i == 5 ? 100ms : 600s;
+      opts.connect_timeout = 600s;
       auto r = co_await fetch(ex, "127.0.0.1", port, std::move(req), opts);
-      out.bodies += r ? r->body + ";" : r.error().message() + ";";
+      out.bodies += r ? r->body + ";" : std::string(to_string(r.error().code)) + ";";
+      if (i == 4) {
+        out.reused = pool.reused();
+        out.idle = pool.idle();
+      }
     }
-    out.reused = pool.reused();
-    out.idle = pool.idle();
     co_return out;
   });
   // THEN every answer is right, four requests reused the first connection, which is parked again
-  EXPECT_EQ(counts.bodies, "/r0|b0;/r1|b1;/r2|b2;/r3|b3;/r4|b4;");
+  EXPECT_EQ(counts.bodies, "/r0|b0;/r1|b1;/r2|b2;/r3|b3;/r4|b4;first_byte_timeout;/r6|b6;");
   EXPECT_EQ(counts.reused, 4u);
   EXPECT_EQ(counts.idle, 1u);
 }

@@ -34,16 +34,32 @@ std::string ClientError::message() const {
 
 // ---- ConnectionPool -------------------------------------------------------------------------
 
+namespace {
+
+// Ends the pending wait of a deadline the pool no longer keeps: on its own context (this may be
+// another thread), so that a context whose work is done is not kept running until the wait's
+// expiry.
+void let_go(std::shared_ptr<detail::Deadline> d) {
+  if (d == nullptr) return;
+  auto ex = d->timer.get_executor();
+  net::post(ex, [d = std::move(d)] {
+    if (d->armed && d->socket == nullptr) d->timer.cancel();
+  });
+}
+
+}  // namespace
+
 ConnectionPool::~ConnectionPool() {
   for (auto& [endpoint, list] : idle_) {
-    for (const Idle& c : list) {
+    for (Idle& c : list) {
       if (c.fd >= 0) ::close(c.fd);
+      let_go(std::move(c.deadline));
     }
   }
 }
 
-std::optional<tcp::socket> ConnectionPool::take(const std::string& endpoint,
-                                                const net::any_io_executor& executor) {
+std::optional<ConnectionPool::Taken> ConnectionPool::take(const std::string& endpoint,
+                                                          const net::any_io_executor& executor) {
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mu_);
   auto it = idle_.find(endpoint);
@@ -57,13 +73,15 @@ std::optional<tcp::socket> ConnectionPool::take(const std::string& endpoint,
     // new one.
     if (now - c.since > options_.idle_ttl) {
       if (!c.socket) ::close(c.fd);  // too old (a parked socket object closes itself)
+      let_go(std::move(c.deadline));
       continue;
     }
     boost::system::error_code ec;
     if (c.socket && c.socket->get_executor() == executor) {
       ++reused_;
-      return std::move(c.socket);
+      return Taken{std::move(*c.socket), std::move(c.deadline)};
     }
+    let_go(std::move(c.deadline));  // its timer belongs to the other context
     if (c.socket) {  // parked from another io_context or strand: move the descriptor over
       c.v6 = c.socket->local_endpoint(ec).address().is_v6();
       if (ec) continue;
@@ -77,13 +95,24 @@ std::optional<tcp::socket> ConnectionPool::take(const std::string& endpoint,
       continue;
     }
     ++reused_;
-    return s;
+    return Taken{std::move(s), nullptr};
   }
   return std::nullopt;
 }
 
-void ConnectionPool::put(const std::string& endpoint, tcp::socket socket) {
-  if (!socket.is_open()) return;
+void ConnectionPool::put(const std::string& endpoint, tcp::socket socket,
+                         std::shared_ptr<detail::Deadline> deadline) {
+  // put() runs on the connection's own context (ClientStream::recycle): a deadline that is not
+  // kept is cancelled here and now, so that its wait does not keep the context running.
+  const auto cancel = [&deadline] {
+    if (deadline != nullptr && deadline->armed) deadline->timer.cancel();
+    deadline = nullptr;
+  };
+  if (!options_.keep_registered) cancel();
+  if (!socket.is_open()) {
+    cancel();
+    return;
+  }
   Idle c;
   c.since = std::chrono::steady_clock::now();
   if (!options_.keep_registered) {
@@ -93,9 +122,13 @@ void ConnectionPool::put(const std::string& endpoint, tcp::socket socket) {
   }
   std::lock_guard lock(mu_);
   auto& list = idle_[endpoint];
-  if (list.size() >= options_.max_idle_per_endpoint) return;  // `socket` closes on return
+  if (list.size() >= options_.max_idle_per_endpoint) {
+    cancel();
+    return;  // `socket` closes on return
+  }
   if (options_.keep_registered) {
     c.socket.emplace(std::move(socket));
+    c.deadline = std::move(deadline);
   } else {
     boost::system::error_code ec;
     c.fd = socket.release(ec);
@@ -113,8 +146,9 @@ void ConnectionPool::drop(const std::string& endpoint) {
     gone = std::move(it->second);
     idle_.erase(it);
   }
-  for (const Idle& c : gone) {
+  for (Idle& c : gone) {
     if (c.fd >= 0) ::close(c.fd);
+    let_go(std::move(c.deadline));
   }
 }
 
@@ -208,9 +242,8 @@ void DeadlineTick::operator()(const boost::system::error_code& ec) const {
 
 }  // namespace
 
-ClientStream::ClientStream(net::any_io_executor executor, ClientOptions options)
+ClientStream::ClientStream(ClientOptions options)
     : options_(options),
-      deadline_(std::make_shared<detail::Deadline>(executor)),
       chunks_(options.max_header_bytes) {
   // Not zero-filled: filling 16 KiB per request was a tenth of the router's CPU time.
   cap_ = std::max<std::size_t>(options_.read_chunk_bytes, 1024);
@@ -219,8 +252,10 @@ ClientStream::ClientStream(net::any_io_executor executor, ClientOptions options)
 
 ClientStream::~ClientStream() {
   if (options_.cancel != nullptr && options_.cancel->current_ == this) options_.cancel->current_ = nullptr;
-  deadline_->socket = nullptr;
-  if (deadline_->armed) deadline_->timer.cancel();
+  if (deadline_ != nullptr) {  // not parked with its connection
+    deadline_->socket = nullptr;
+    if (deadline_->armed) deadline_->timer.cancel();
+  }
   detail::give_block(buf_, cap_);
 }
 
@@ -317,9 +352,12 @@ void ClientStream::recycle() {
       !socket_ || !socket_->is_open()) {
     return;
   }
+  // The deadline goes with the connection, its wait (if any) still pending: the next request on it
+  // then arms no timer.
   deadline_->at = std::chrono::steady_clock::time_point::max();
   deadline_->socket = nullptr;
-  options_.pool->put(endpoint_, std::move(*socket_));
+  options_.pool->put(endpoint_, std::move(*socket_), std::move(deadline_));
+  deadline_ = nullptr;
   socket_.reset();
 }
 
@@ -386,7 +424,7 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
                                                         net::buffer(req_body.data(), req_body.size())};
 
   for (int attempt = 0;; ++attempt) {
-    Stream s(new ClientStream(executor, options));
+    Stream s(new ClientStream(options));
     s->endpoint_ = where;
     if (options.cancel != nullptr) {
       if (options.cancel->cancelled_) co_return client_error<Stream>(ClientErrc::cancelled, where, true);
@@ -394,10 +432,12 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
     }
     if (keep_alive && attempt == 0) {
       if (auto pooled = options.pool->take(where, executor)) {
-        s->socket_.emplace(std::move(*pooled));
+        s->socket_.emplace(std::move(pooled->socket));
+        s->deadline_ = std::move(pooled->deadline);
         s->reused_ = true;
       }
     }
+    if (s->deadline_ == nullptr) s->deadline_ = std::make_shared<detail::Deadline>(executor);
     if (!s->reused_) {
       s->socket_.emplace(executor);
       s->deadline_->socket = &*s->socket_;  // for connect_timeout

@@ -69,6 +69,22 @@ struct ClientOptions {
   ClientCancel* cancel = nullptr;
 };
 
+namespace detail {
+/// A lazily armed deadline for a ClientStream: setting it costs no timer operation while a wait is
+/// pending (the timer, when it fires early, re-arms for the current deadline), so a request arms
+/// the timer at most once, not once per read; a pooled connection keeps its deadline (parked with
+/// no socket and no deadline), so its next request usually finds the timer armed. Shared with the
+/// pending wait, which may complete after the stream is gone.
+struct Deadline {
+  explicit Deadline(const net::any_io_executor& executor) : timer(executor) {}
+  net::steady_timer timer;
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::time_point::max();
+  bool armed = false;            ///< a wait is pending
+  bool expired = false;          ///< it fired and cancelled the socket's operations
+  tcp::socket* socket = nullptr; ///< cancelled when the deadline passes; nullptr: stream gone
+};
+}  // namespace detail
+
 /// Idle keep-alive connections per upstream "host:port", shared by every thread. A connection
 /// goes back to the pool when its response was read to the end and both sides allow keep-alive;
 /// take() drops those idle longer than idle_ttl but does not probe the others (as nginx, no
@@ -94,10 +110,17 @@ class ConnectionPool {
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
 
+  /// A parked connection, and its deadline when it comes back on the executor it was parked from.
+  struct Taken {
+    tcp::socket socket;
+    std::shared_ptr<detail::Deadline> deadline;  ///< nullptr: make a new one
+  };
   /// An idle, still-open connection to `endpoint`, re-homed onto `executor`; nullopt if none.
-  std::optional<tcp::socket> take(const std::string& endpoint, const net::any_io_executor& executor);
-  /// Parks an open connection (closes it when the endpoint already has max_idle_per_endpoint).
-  void put(const std::string& endpoint, tcp::socket socket);
+  std::optional<Taken> take(const std::string& endpoint, const net::any_io_executor& executor);
+  /// Parks an open connection (closes it when the endpoint already has max_idle_per_endpoint),
+  /// with its deadline (kept only with keep_registered; it must have no socket and no deadline).
+  void put(const std::string& endpoint, tcp::socket socket,
+           std::shared_ptr<detail::Deadline> deadline = nullptr);
   /// Closes every idle connection to `endpoint` (e.g. an endpoint that left DNS: its entries
   /// would otherwise stay until a take() for it that never comes).
   void drop(const std::string& endpoint);
@@ -109,6 +132,7 @@ class ConnectionPool {
  private:
   struct Idle {
     std::optional<tcp::socket> socket;  // keep_registered
+    std::shared_ptr<detail::Deadline> deadline;  // keep_registered: its timer, on the same context
     int fd = -1;                        // otherwise
     bool v6 = false;
     std::chrono::steady_clock::time_point since;
@@ -158,19 +182,6 @@ namespace detail {
 /// malloc's shared bins cost a fifth of the router's instructions.
 void* take_block(std::size_t bytes);
 void give_block(void* p, std::size_t bytes) noexcept;
-
-/// A lazily armed deadline for one ClientStream: setting it costs no timer operation while a wait
-/// is pending (the timer, when it fires early, re-arms for the current deadline), so a request arms
-/// the timer once, not once per read. Shared with the pending wait, which may complete after the
-/// stream is gone.
-struct Deadline {
-  explicit Deadline(const net::any_io_executor& executor) : timer(executor) {}
-  net::steady_timer timer;
-  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::time_point::max();
-  bool armed = false;            ///< a wait is pending
-  bool expired = false;          ///< it fired and cancelled the socket's operations
-  tcp::socket* socket = nullptr; ///< cancelled when the deadline passes; nullptr: stream gone
-};
 }  // namespace detail
 
 class ClientStream {
@@ -200,7 +211,7 @@ class ClientStream {
   ~ClientStream();
 
  private:
-  ClientStream(net::any_io_executor executor, ClientOptions options);
+  explicit ClientStream(ClientOptions options);
   void set_deadline(std::chrono::milliseconds timeout);
   // Reads more bytes after end_ (room is made first); sets `ec`.
   Task<void> read_more(boost::system::error_code& ec);

@@ -28,6 +28,35 @@ bool is_value(char c) { return kClasses.value[static_cast<unsigned char>(c)]; }
 
 char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c; }
 
+// The end of a run of field-value characters from p: eight bytes at a time while none of them is a
+// control character or DEL (most of a head), then byte by byte (HTAB, which is allowed, and the
+// CR that ends the line both stop the fast loop).
+const char* scan_value(const char* p, const char* end) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr std::uint64_t kHigh = 0x8080808080808080ULL;
+  while (end - p >= 8) {
+    std::uint64_t x;
+    std::memcpy(&x, p, 8);
+    const std::uint64_t below_space = (x - kOnes * 0x20) & ~x & kHigh;  // a byte < 0x20
+    const std::uint64_t y = x ^ (kOnes * 0x7f);
+    const std::uint64_t del = (y - kOnes) & ~y & kHigh;  // a byte == 0x7f
+    if ((below_space | del) != 0) break;
+    p += 8;
+  }
+  while (p < end && is_value(*p)) ++p;
+  return p;
+}
+
+// Whether the token `a` equals `lowercase`, a literal of lowercase letters, digits and '-':
+// setting bit 5 folds ASCII letters to lowercase, and a token's other characters cannot alias one.
+bool token_is(std::string_view a, std::string_view lowercase) {
+  if (a.size() != lowercase.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if ((a[i] | 0x20) != lowercase[i]) return false;
+  }
+  return true;
+}
+
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -70,7 +99,7 @@ ParseError parse_fields(const char* p, const char* end, Head& out) {
     const std::string_view field_name(name, static_cast<std::size_t>(p - name));
     ++p;
     const char* value = p;
-    while (p < end && is_value(*p)) ++p;
+    p = scan_value(p, end);
     if (end - p < 2 || p[0] != '\r' || p[1] != '\n') return ParseError::bad_field;  // CTL or bare LF
     if (!out.add_field(field_name, trim(std::string_view(value, static_cast<std::size_t>(p - value))))) {
       return ParseError::too_many_fields;
@@ -101,7 +130,7 @@ ParseError interpret_fields(Head& out) {
   for (const Field& f : out.all_fields()) {
     switch (f.name.size()) {
       case 14:
-        if (iequals(f.name, "content-length")) {
+        if (token_is(f.name, "content-length")) {
           std::uint64_t n = 0;
           if (!parse_length(f.value, n) || (has_length && n != out.content_length)) {
             return ParseError::bad_content_length;
@@ -111,7 +140,7 @@ ParseError interpret_fields(Head& out) {
         }
         break;
       case 17:
-        if (iequals(f.name, "transfer-encoding")) {
+        if (token_is(f.name, "transfer-encoding")) {
           // Each coding in the list, over every Transfer-Encoding field in order.
           std::string_view rest = f.value;
           while (true) {
@@ -129,13 +158,13 @@ ParseError interpret_fields(Head& out) {
         }
         break;
       case 10:
-        if (iequals(f.name, "connection")) {
+        if (token_is(f.name, "connection")) {
           close = close || has_token(f.value, "close");
           keep = keep || has_token(f.value, "keep-alive");
         }
         break;
       case 6:
-        if (iequals(f.name, "expect")) out.expect_continue = iequals(f.value, "100-continue");
+        if (token_is(f.name, "expect")) out.expect_continue = iequals(f.value, "100-continue");
         break;
       default:
         break;
@@ -280,7 +309,7 @@ ParseError parse_response_head(std::string_view head, Head& out, bool head_reque
     return ParseError::bad_status_line;  // e.g. a fourth digit
   }
   const char* reason = p;
-  while (p < end && is_value(*p)) ++p;
+  p = scan_value(p, end);
   if (end - p < 2 || p[0] != '\r' || p[1] != '\n') return ParseError::bad_status_line;
   out.reason = std::string_view(reason, static_cast<std::size_t>(p - reason));
   err = parse_fields(p + 2, end, out);
