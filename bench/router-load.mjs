@@ -3,6 +3,10 @@
 // keep-alive connections (node:http Agent), streamed (SSE) or not; prints one JSON line with
 // per-request latency percentiles (to the last byte) and requests per second (after `--warmup`
 // requests, which are not measured).
+// `--prompts unique` (the default) starts each prompt with its own word, so that no two requests
+// share a KV block: a prefix-aware router then spreads them by load, as round robin does, and both
+// proxies keep both workers busy. `--prompts fixed` sends one prompt, which such a router sends to
+// the worker that has it cached: at high concurrency that worker, not the proxy, is the limit.
 //   node bench/router-load.mjs --url http://127.0.0.1:8000 --requests 2000 --concurrency 1 [--stream]
 import http from 'node:http';
 import { parseArgs } from 'node:util';
@@ -17,6 +21,7 @@ const { values } = parseArgs({
     model: { type: 'string', default: 'bench-model' },
     'max-tokens': { type: 'string', default: '4' },
     'prompt-words': { type: 'string', default: '64' },
+    prompts: { type: 'string', default: 'unique' },
   },
 });
 if (!values.url) {
@@ -28,11 +33,20 @@ const requests = Number(values.requests);
 const concurrency = Number(values.concurrency);
 const warmup = Number(values.warmup);
 const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
-// A fixed prompt: the point is the proxy's cost, not the workers' cache behaviour.
-const prompt = Array.from({ length: Number(values['prompt-words']) }, (_, i) => `w${i % 97}`).join(' ');
-const body = JSON.stringify({ model: values.model, prompt, max_tokens: Number(values['max-tokens']), stream: values.stream });
+if (values.prompts !== 'unique' && values.prompts !== 'fixed') {
+  console.error(`router-load: --prompts is "${values.prompts}"; use unique or fixed`);
+  process.exit(2);
+}
+const words = Array.from({ length: Number(values['prompt-words']) - 1 }, (_, i) => `w${i % 97}`).join(' ');
+let sent = 0;
+// The request body: the first word is the request's number with `--prompts unique`.
+function requestBody() {
+  const first = values.prompts === 'unique' ? `u${sent++}` : 'u';
+  return JSON.stringify({ model: values.model, prompt: `${first} ${words}`, max_tokens: Number(values['max-tokens']), stream: values.stream });
+}
 
 function once() {
+  const body = requestBody();
   return new Promise((resolve, reject) => {
     const t0 = process.hrtime.bigint();
     const req = http.request(url, {
@@ -76,7 +90,7 @@ const { latencies, errors, seconds } = await run(requests);
 latencies.sort((a, b) => a - b);
 const q = (p) => latencies[Math.min(latencies.length - 1, Math.max(0, Math.ceil(p * latencies.length) - 1))];
 console.log(JSON.stringify({
-  requests: latencies.length, errors, concurrency, stream: values.stream, warmup,
+  requests: latencies.length, errors, concurrency, stream: values.stream, warmup, prompts: values.prompts,
   p50Ms: q(0.5), p99Ms: q(0.99), rps: latencies.length / seconds,
 }));
 agent.destroy();

@@ -47,30 +47,45 @@ constexpr std::array<double, 14> kClientBounds = {0.001, 0.005, 0.01, 0.025, 0.0
 
 }  // namespace
 
+std::size_t metric_shard() {
+  static std::atomic<std::size_t> next{0};
+  thread_local const std::size_t shard = next.fetch_add(1, std::memory_order_relaxed) % kMetricShards;
+  return shard;
+}
+
 Histogram::Histogram(std::span<const double> bounds) : bounds_(bounds) {}
+
+std::uint64_t Histogram::count() const {
+  std::uint64_t total = 0;
+  for (const Shard& s : shards_) total += s.count.load(std::memory_order_relaxed);
+  return total;
+}
 
 void Histogram::observe(double v) {
   std::size_t i = 0;
   while (i < bounds_.size() && v > bounds_[i]) ++i;
-  counts_[i].fetch_add(1, std::memory_order_relaxed);
-  count_.fetch_add(1, std::memory_order_relaxed);
+  Shard& s = shards_[metric_shard()];
+  s.counts[i].fetch_add(1, std::memory_order_relaxed);
+  s.count.fetch_add(1, std::memory_order_relaxed);
   const double micro = v > 0 ? v * 1e6 : 0;
-  sum_micro_.fetch_add(static_cast<std::uint64_t>(micro + 0.5), std::memory_order_relaxed);
+  s.sum_micro.fetch_add(static_cast<std::uint64_t>(micro + 0.5), std::memory_order_relaxed);
 }
 
 void Histogram::write(std::string& out, std::string_view name, std::string_view help) const {
   out.append("# HELP ").append(name).append(" ").append(help).append("\n");
   out.append("# TYPE ").append(name).append(" histogram\n");
   std::uint64_t cumulative = 0;
+  std::uint64_t sum_micro = 0;
+  for (const Shard& s : shards_) sum_micro += s.sum_micro.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i <= bounds_.size(); ++i) {
-    cumulative += counts_[i].load(std::memory_order_relaxed);
+    for (const Shard& s : shards_) cumulative += s.counts[i].load(std::memory_order_relaxed);
     out.append(name).append("_bucket{le=\"").append(i < bounds_.size() ? number(bounds_[i]) : "+Inf")
         .append("\"} ").append(std::to_string(cumulative)).append("\n");
   }
   out.append(name).append("_sum ")
-      .append(number(static_cast<double>(sum_micro_.load(std::memory_order_relaxed)) * 1e-6))
+      .append(number(static_cast<double>(sum_micro) * 1e-6))
       .append("\n");
-  out.append(name).append("_count ").append(std::to_string(count_.load(std::memory_order_relaxed)))
+  out.append(name).append("_count ").append(std::to_string(count()))
       .append("\n");
 }
 
@@ -96,9 +111,7 @@ void write_sample(std::string& out, std::string_view name, std::string_view labe
 }
 
 void RouterMetrics::write(std::string& out) const {
-  auto load = [](const std::atomic<std::uint64_t>& a) {
-    return static_cast<double>(a.load(std::memory_order_relaxed));
-  };
+  auto load = [](const auto& a) { return static_cast<double>(a.load(std::memory_order_relaxed)); };
   out.append("# HELP disagg_router_requests_total Requests completed by the router.\n"
              "# TYPE disagg_router_requests_total counter\n");
   constexpr std::array<std::string_view, 2> routes = {"completions", "chat"};
