@@ -699,6 +699,19 @@ Task<std::string> pooled_get(net::any_io_executor ex, std::uint16_t port, Connec
   co_return r ? r->body : std::string(to_string(r.error().code));
 }
 
+// GETs `targets` one after another through `pool` on a new io_context; each "body;" or "code;".
+std::string pooled_gets(std::uint16_t port, ConnectionPool& pool, std::vector<std::string> targets) {
+  net::io_context io;
+  std::string got;
+  net::co_spawn(io, [&]() -> Task<void> {
+    for (std::string& target : targets) {
+      got += co_await pooled_get(io.get_executor(), port, pool, std::move(target)) + ";";
+    }
+  }, net::detached);
+  io.run();
+  return got;
+}
+
 TEST(PooledConnection, ClosedBeforeAnyByteIsResentOnceOnANewConnection) {
   // GIVEN an upstream that answers one request, then closes that kept-alive connection when the
   // second request arrives on it (as if it had timed it out unseen), then answers on a new one
@@ -706,13 +719,7 @@ TEST(PooledConnection, ClosedBeforeAnyByteIsResentOnceOnANewConnection) {
                        "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo"});
   ConnectionPool pool;
   // WHEN two requests run one after another over the pool
-  net::io_context io;
-  std::string got;
-  net::co_spawn(io, [&]() -> Task<void> {
-    got += co_await pooled_get(io.get_executor(), up.port(), pool, "/a") + ";";
-    got += co_await pooled_get(io.get_executor(), up.port(), pool, "/b") + ";";
-  }, net::detached);
-  io.run();
+  const std::string got = pooled_gets(up.port(), pool, {"/a", "/b"});
   // THEN the second was sent on the pooled connection, met its close before any byte, and was
   // resent once on a new connection, which succeeded
   EXPECT_EQ(got, "one;two;");
@@ -729,13 +736,7 @@ TEST(PooledConnection, ClosedAfterAResponseByteIsNeverResent) {
                        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nthree"});
   ConnectionPool pool;
   // WHEN two requests run one after another over the pool
-  net::io_context io;
-  std::string got;
-  net::co_spawn(io, [&]() -> Task<void> {
-    got += co_await pooled_get(io.get_executor(), up.port(), pool, "/a") + ";";
-    got += co_await pooled_get(io.get_executor(), up.port(), pool, "/b") + ";";
-  }, net::detached);
-  io.run();
+  const std::string got = pooled_gets(up.port(), pool, {"/a", "/b"});
   // THEN the second fails (its answer had started): it is not sent again
   EXPECT_EQ(got.substr(0, 4), "one;");
   EXPECT_NE(got, "one;three;");
@@ -756,14 +757,7 @@ TEST(PooledConnection, ClientReadsEveryResponseFraming) {
                        "HTTP/1.1 200 OK\r\nX-Big: " + big + "\r\nContent-Length: 4\r\n\r\nfour"});
   ConnectionPool pool;
   // WHEN five requests run one after another over the pool
-  net::io_context io;
-  std::string got;
-  net::co_spawn(io, [&]() -> Task<void> {
-    for (const char* target : {"/1", "/2", "/3", "/4", "/5"}) {
-      got += co_await pooled_get(io.get_executor(), up.port(), pool, target) + ";";
-    }
-  }, net::detached);
-  io.run();
+  const std::string got = pooled_gets(up.port(), pool, {"/1", "/2", "/3", "/4", "/5"});
   // THEN each body comes out whole (the 1xx skipped, the trailer dropped), the first two share a
   // connection, the close-delimited one is not pooled, and the broken one is a protocol error
   EXPECT_EQ(got, "one;two;three-until-close;protocol_error;four;");

@@ -17,16 +17,15 @@ namespace {
 // "HTTP/1.1 <status> <reason>\r\n", built once per status code: formatting the number and looking
 // up the reason per response showed in the router's profile.
 std::string_view status_line(unsigned status) {
-  static const auto* lines = [] {
-    auto* all = new std::array<std::string, 600>();
-    for (unsigned s = 100; s < all->size(); ++s) {
+  static const std::array<std::string, 600> lines = [] {
+    std::array<std::string, 600> all;
+    for (unsigned s = 100; s < all.size(); ++s) {
       const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(s));
-      (*all)[s] = "HTTP/1.1 " + std::to_string(s) + " " + std::string(reason.data(), reason.size()) + "\r\n";
+      all[s] = "HTTP/1.1 " + std::to_string(s) + " " + std::string(reason.data(), reason.size()) + "\r\n";
     }
     return all;
   }();
-  return status >= 100 && status < lines->size() ? std::string_view((*lines)[status])
-                                                  : std::string_view((*lines)[500]);
+  return lines[status >= 100 && status < lines.size() ? status : 500];
 }
 
 // Response headers are serialized by hand (the bytes Beast's keep_alive() + prepare_payload()
@@ -82,15 +81,19 @@ std::string_view buffered(const beast::flat_buffer& buffer) {
   return {static_cast<const char*>(data.data()), data.size()};
 }
 
-// Reads more bytes into `buffer` (as much as Beast's own reads ask for: at least 512 bytes, at
-// most 64 KiB per call), waiting at most `timeout`. Returns the bytes read; sets `ec`.
+// How much one read into `buffer` asks for: as much as Beast's own reads did (its free room, at
+// least 512 bytes, at most 64 KiB); the parser applies the header and body limits to what arrives.
+std::size_t read_size(const beast::flat_buffer& buffer) {
+  const std::size_t room = buffer.capacity() - buffer.size();
+  return std::min<std::size_t>(std::max<std::size_t>(512, room), 65536);
+}
+
+// Reads more bytes into `buffer`, waiting at most `timeout`. Returns the bytes read; sets `ec`.
 Task<std::size_t> read_more(beast::tcp_stream& stream, beast::flat_buffer& buffer,
                             std::chrono::milliseconds timeout, boost::system::error_code& ec) {
-  const std::size_t room = buffer.capacity() - buffer.size();
-  const std::size_t want = std::min<std::size_t>(std::max<std::size_t>(512, room), 65536);
   stream.expires_after(timeout);
-  const std::size_t n =
-      co_await stream.async_read_some(buffer.prepare(want), net::redirect_error(net::use_awaitable, ec));
+  const std::size_t n = co_await stream.async_read_some(buffer.prepare(read_size(buffer)),
+                                                        net::redirect_error(net::use_awaitable, ec));
   buffer.commit(n);
   co_return n;
 }
@@ -209,11 +212,7 @@ Task<void> wait_next_read(const std::shared_ptr<CloseWatch>& w, std::chrono::mil
 void start_next_read(const std::shared_ptr<CloseWatch>& w) {
   if (w->reading || w->read_failed || w->socket == nullptr || w->buffer.size() != 0) return;
   w->reading = true;
-  // As much as Beast's own reads ask for (at least 512 bytes, at most 64 KiB per call); the
-  // request parser applies the header and body limits to what arrives.
-  const std::size_t room = w->buffer.capacity() - w->buffer.size();
-  const std::size_t want = std::min<std::size_t>(std::max<std::size_t>(512, room), 65536);
-  w->socket->async_read_some(w->buffer.prepare(want), NextReadDone{w});
+  w->socket->async_read_some(w->buffer.prepare(read_size(w->buffer)), NextReadDone{w});
 }
 
 bool ResponseWriter::decide_keep_alive() {
@@ -257,12 +256,8 @@ Task<bool> ResponseWriter::start_stream(unsigned status, std::string_view conten
   std::string head;
   head.reserve(256);
   append_head(head, version_, status, options_.server_name, headers, content_type);
-  const bool keep = decide_keep_alive();
-  append_pieces(head, {"Cache-Control: no-cache\r\n",
-                       version_ >= 11 && !keep ? "Connection: close\r\n"
-                       : version_ < 11 && keep ? "Connection: keep-alive\r\n"
-                                               : "",
-                       "Transfer-Encoding: chunked\r\n\r\n"});
+  append_pieces(head, {"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n"});
+  end_head(head, version_, decide_keep_alive());
   // The first chunk, if given, goes in the same write as the header.
   char size_line[24];
   const std::size_t n = first.empty() ? 0 : chunk_size_line(size_line, first.size());
