@@ -289,8 +289,9 @@ bool ClientStream::make_room() {
     begin_ = base_;
     return true;
   }
-  // Full of unparsed bytes: only a head can need more (a body piece is taken before reading).
-  if (cap_ >= options_.max_header_bytes) return false;
+  // Full of unparsed bytes: only a head can need more (a body piece is taken before reading), and
+  // once a head is parsed the buffer must not move (head_ points into it).
+  if (cap_ >= options_.max_header_bytes || base_ != 0) return false;
   const std::size_t bigger = std::min(cap_ * 2, options_.max_header_bytes);
   char* grown = static_cast<char*>(detail::take_block(bigger));
   std::memcpy(grown, buf_, end_);
