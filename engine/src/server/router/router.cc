@@ -73,13 +73,17 @@ struct Scratch {
   std::string text;
 };
 
+// Per thread: a request takes and returns its scratch on the thread that serves its connection, so
+// the free list needs no lock (a shared one passed its mutex between the HTTP threads' cores on
+// every request). A scratch released on another thread (a strand that moved) joins that thread's
+// list.
 class ScratchPool {
  public:
   std::unique_ptr<Scratch> acquire() {
-    std::lock_guard lock(mu_);
-    if (free_.empty()) return std::make_unique<Scratch>();
-    auto s = std::move(free_.back());
-    free_.pop_back();
+    auto& free = free_list();
+    if (free.empty()) return std::make_unique<Scratch>();
+    auto s = std::move(free.back());
+    free.pop_back();
     return s;
   }
   void release(std::unique_ptr<Scratch> s) {
@@ -89,13 +93,15 @@ class ScratchPool {
     s->text.clear();
     // Very large prompts do not pin their memory.
     if (s->tokens.capacity() > (1u << 20)) return;
-    std::lock_guard lock(mu_);
-    if (free_.size() < 256) free_.push_back(std::move(s));
+    auto& free = free_list();
+    if (free.size() < 256) free.push_back(std::move(s));
   }
 
  private:
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Scratch>> free_;
+  static std::vector<std::unique_ptr<Scratch>>& free_list() {
+    thread_local std::vector<std::unique_ptr<Scratch>> free;
+    return free;
+  }
 };
 
 constexpr std::size_t kSessionSlots = 1 << 14;
