@@ -218,6 +218,20 @@ TEST_F(ServerFixture, KeepsConnectionsAlive) {
   EXPECT_LT(first, second);
 }
 
+TEST_F(ServerFixture, AnswersHttp10InKind) {
+  start(echo_handler());
+  // GIVEN an HTTP/1.0 request asking for keep-alive, then a plain one on the same connection
+  const std::string res = raw("GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.0\r\n\r\n");
+  // THEN both are answered as HTTP/1.0: the first says it keeps the connection, the second does
+  // not (and the server closes it, which ends raw())
+  const auto second = res.find("HTTP/1.0 200 OK\r\n", 1);
+  ASSERT_EQ(res.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << res;
+  ASSERT_NE(second, std::string::npos) << res;
+  EXPECT_NE(res.substr(0, second).find("Connection: keep-alive\r\n"), std::string::npos) << res;
+  EXPECT_EQ(res.substr(second).find("Connection:"), std::string::npos) << res;
+  EXPECT_NE(res.find("/b|"), std::string::npos) << res;
+}
+
 TEST_F(ServerFixture, StreamsChunkedSseThatTheClientReadsIncrementally) {
   // GIVEN a handler that streams 5 events 20 ms apart
   start([](Request&, ResponseWriter& w) -> Task<void> {

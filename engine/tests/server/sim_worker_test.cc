@@ -61,6 +61,41 @@ TEST(FakeTokenizer, IdsAreStable) {
   EXPECT_EQ(fake_token_id("quic"), a[1]);
 }
 
+TEST(FakeTokenizer, MatchesTheRuleOnRandomText) {
+  // GIVEN random texts of every length up to 80 over an alphabet heavy in whitespace, control
+  // bytes, high bytes and long runs (so every 8-byte block shape and piece cut occurs)
+  const std::string alphabet = std::string(" \t\n\r\f\v\x01\x1f\x21\x7f\x80\xff") + "abcdefgh";
+  std::uint64_t seed = 0x243f6a8885a308d3ULL;
+  const auto next = [&seed] {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    return seed;
+  };
+  for (int round = 0; round < 4000; ++round) {
+    std::string text(next() % 81, ' ');
+    for (char& c : text) c = alphabet[next() % alphabet.size()];
+    // WHEN tokenized, after a token already in the output
+    std::vector<TokenId> got = {7};
+    fake_tokenize(text, got);
+    // THEN the ids are the rule's: split at whitespace, cut runs into 4-byte pieces, id each piece
+    std::vector<TokenId> want = {7};
+    std::size_t i = 0;
+    while (i < text.size()) {
+      const auto space = [&](std::size_t k) { return std::string_view(" \t\n\r\f\v").find(text[k]) != std::string_view::npos; };
+      if (space(i)) {
+        ++i;
+        continue;
+      }
+      std::size_t j = i;
+      while (j < text.size() && !space(j)) ++j;
+      for (std::size_t k = i; k < j; k += 4) want.push_back(fake_token_id(std::string_view(text).substr(k, std::min<std::size_t>(4, j - k))));
+      i = j;
+    }
+    ASSERT_EQ(got, want) << "round " << round;
+  }
+}
+
 TEST(FakeTokenizer, ExtendingTextExtendsTokens) {
   // GIVEN a prompt and the same prompt with a follow-up
   std::vector<TokenId> base, longer;
