@@ -269,6 +269,14 @@ export class ExpertParallelPool extends Construct implements IServingPool {
       throw new Error(`${where}: 'endpoints' (per-rank) gives ${local} ports per pod, more than the 8 target ports of an InferencePool; ` +
         'use tensorParallel >= 2 or DataParallelEndpoints.SINGLE');
     }
+    // Per rank, pod i configures KV events on PORTS.kvEvents - START (START = i x local ranks) so that
+    // vLLM's rank offset lands every pod's rank j on PORTS.kvEvents + j (see epScript): START must
+    // stay below that port.
+    const lastStart = (nodes! - 1) * local;
+    if (endpoints === DataParallelEndpoints.PER_RANK && lastStart >= PORTS.kvEvents) {
+      throw new Error(`${where}: 'endpoints' (per-rank) with ${nodes} nodes of ${local} ranks starts the last pod at data-parallel rank ${lastStart}, ` +
+        `but per-rank KV events need start ranks below ${PORTS.kvEvents}; use DataParallelEndpoints.SINGLE or fewer nodes per group`);
+    }
     this.endpoints = endpoints;
     this.httpPorts = endpoints === DataParallelEndpoints.PER_RANK
       ? Array.from({ length: local }, (_, r) => PORTS.http + r)

@@ -18,6 +18,8 @@ describe('ExpertParallelPool errors name the prop, the value and a fix', () => {
       /which does not divide the 256 routed experts of deepseek-v3 plus 8 redundant \(16.50 per rank\)/],
     ['per-rank ports beyond an InferencePool', { instanceType: AcceleratedInstanceType.TRN2_48XLARGE, nodesPerGroup: 1 },
       /'endpoints' \(per-rank\) gives 16 ports per pod, more than the 8 target ports of an InferencePool/],
+    ['per-rank start ranks beyond the KV events port', { nodesPerGroup: 700, redundantExperts: 5344 },
+      /'endpoints' \(per-rank\) with 700 nodes of 8 ranks starts the last pod at data-parallel rank 5592, but per-rank KV events need start ranks below 5557; use DataParallelEndpoints.SINGLE/],
     ['weights that do not fit', { weightPrecision: Precision.BF16, modelSource: undefined, nodesPerGroup: 1, prequantizedCheckpoint: true, instanceType: AcceleratedInstanceType.P5_48XLARGE },
       /leaves too little memory for the weights/],
     ['NIXL over libfabric without EFA', {
