@@ -682,32 +682,47 @@ struct Router::Impl final : KvEventSink {
     std::array<std::int64_t, kMaxRoutingEndpoints> next_probe{};
     std::array<std::int64_t, kMaxRoutingEndpoints> next_scrape{};
     std::array<std::uint32_t, kMaxRoutingEndpoints> seen_generation{};
+    struct Present {
+      int id = 0;
+      std::string host;
+      std::uint16_t port = 0;
+      std::uint32_t generation = 0;
+    };
+    std::vector<Present> present;
+    present.reserve(kMaxRoutingEndpoints);
     while (!ioc.stopped()) {
       const std::int64_t now = now_ms();
-      for (int id = 0; id < kMaxRoutingEndpoints; ++id) {
-        EndpointSlot& s = slots[static_cast<std::size_t>(id)];
-        std::string host;
-        std::uint16_t port = 0;
-        std::uint32_t gen = 0;
-        {
-          std::lock_guard lock(mu);
+      // One hold of the router's lock per tick (the request path takes it for every decision),
+      // not one per slot.
+      present.clear();
+      {
+        std::lock_guard lock(mu);
+        for (int id = 0; id < kMaxRoutingEndpoints; ++id) {
+          const EndpointSlot& s = slots[static_cast<std::size_t>(id)];
           if (!s.present) continue;
-          host = s.spec.host;
-          port = s.spec.port;
-          gen = s.generation;
+          // Field by field: g++ 12 mishandles braced temporaries in coroutines (http/README.md).
+          Present& e = present.emplace_back();
+          e.id = id;
+          e.host = s.spec.host;
+          e.port = s.spec.port;
+          e.generation = s.generation;
         }
-        if (seen_generation[static_cast<std::size_t>(id)] != gen) {  // new endpoint: check at once
-          seen_generation[static_cast<std::size_t>(id)] = gen;
-          next_probe[static_cast<std::size_t>(id)] = 0;
-          next_scrape[static_cast<std::size_t>(id)] = 0;
+      }
+      for (Present& e : present) {
+        const auto i = static_cast<std::size_t>(e.id);
+        EndpointSlot& s = slots[i];
+        if (seen_generation[i] != e.generation) {  // new endpoint: check at once
+          seen_generation[i] = e.generation;
+          next_probe[i] = 0;
+          next_scrape[i] = 0;
         }
-        if (now >= next_probe[static_cast<std::size_t>(id)] && !s.probing.exchange(true)) {
-          next_probe[static_cast<std::size_t>(id)] = now + config.health_interval_ms;
-          net::co_spawn(ioc, probe(id, gen, host, port), net::detached);
+        if (now >= next_probe[i] && !s.probing.exchange(true)) {
+          next_probe[i] = now + config.health_interval_ms;
+          net::co_spawn(ioc, probe(e.id, e.generation, e.host, e.port), net::detached);
         }
-        if (now >= next_scrape[static_cast<std::size_t>(id)] && !s.scraping.exchange(true)) {
-          next_scrape[static_cast<std::size_t>(id)] = now + config.scrape_interval_ms;
-          net::co_spawn(ioc, scrape(id, gen, host, port), net::detached);
+        if (now >= next_scrape[i] && !s.scraping.exchange(true)) {
+          next_scrape[i] = now + config.scrape_interval_ms;
+          net::co_spawn(ioc, scrape(e.id, e.generation, std::move(e.host), e.port), net::detached);
         }
       }
       timer.expires_after(std::chrono::milliseconds(20));
