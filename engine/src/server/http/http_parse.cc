@@ -336,7 +336,18 @@ ChunkedDecoder::Result ChunkedDecoder::decode(const char* in, std::size_t in_siz
     state_ = State::failed;
     error_ = e;
   };
-  while (p < end && state_ != State::done && state_ != State::failed) {
+  // One byte of framing: `want` moves on to `next`; anything else is a malformed chunk.
+  const auto expect = [&](char want, State next) {
+    if (*p != want) {
+      fail(ParseError::bad_chunk);
+      return false;
+    }
+    ++p;
+    state_ = next;
+    return true;
+  };
+  bool full = false;  // the output has no room left
+  while (p < end && !full && state_ != State::done && state_ != State::failed) {
     const char c = *p;
     switch (state_) {
       case State::size: {
@@ -369,23 +380,18 @@ ChunkedDecoder::Result ChunkedDecoder::decode(const char* in, std::size_t in_siz
         if (++line_ > max_line_) fail(ParseError::chunk_line_too_long);
         break;
       case State::size_lf:
-        if (c != '\n') {
-          fail(ParseError::bad_chunk);
-          break;
+        if (expect('\n', remaining_ == 0 ? State::trailer : State::data)) {
+          line_ = 0;
+          digits_ = 0;
         }
-        ++p;
-        line_ = 0;
-        digits_ = 0;
-        state_ = remaining_ == 0 ? State::trailer : State::data;
         break;
       case State::data: {
         std::size_t k = static_cast<std::size_t>(end - p);
         if (remaining_ < k) k = static_cast<std::size_t>(remaining_);
         if (static_cast<std::size_t>(out_end - o) < k) k = static_cast<std::size_t>(out_end - o);
-        if (k == 0) {  // the output is full
-          r.consumed = static_cast<std::size_t>(p - in);
-          r.produced = static_cast<std::size_t>(o - out);
-          return r;
+        if (k == 0) {
+          full = true;
+          break;
         }
         if (o != p) std::memmove(o, p, k);
         o += k;
@@ -396,20 +402,10 @@ ChunkedDecoder::Result ChunkedDecoder::decode(const char* in, std::size_t in_siz
         break;
       }
       case State::data_cr:
-        if (c != '\r') {
-          fail(ParseError::bad_chunk);
-          break;
-        }
-        ++p;
-        state_ = State::data_lf;
+        expect('\r', State::data_lf);
         break;
       case State::data_lf:
-        if (c != '\n') {
-          fail(ParseError::bad_chunk);
-          break;
-        }
-        ++p;
-        state_ = State::size;
+        expect('\n', State::size);
         break;
       case State::trailer:
         if (c == '\r') {
@@ -431,12 +427,7 @@ ChunkedDecoder::Result ChunkedDecoder::decode(const char* in, std::size_t in_siz
         break;
       case State::trailer_lf:
       case State::final_lf:
-        if (c != '\n') {
-          fail(ParseError::bad_chunk);
-          break;
-        }
-        ++p;
-        state_ = state_ == State::final_lf ? State::done : State::trailer;
+        expect('\n', state_ == State::final_lf ? State::done : State::trailer);
         break;
       case State::done:
       case State::failed:
