@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import Ajv2020 from 'ajv/dist/2020';
-import { container, find, flag, synthChart, wideEpProps, env, defaultProps } from './util';
+import { container, find, flag, synthChart, wideEpProps, env, defaultProps, deepseekEpPdProps } from './util';
 import { AcceleratedInstanceType, AllToAllBackend, DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, ModelArchitecture, PoolRole, Precision } from '../../src';
 
 describe('ExpertParallelPool', () => {
@@ -127,14 +127,7 @@ describe('ExpertParallelPool', () => {
 
   test('DisaggregatedInference with an expert-parallel decode side: single endpoint, router discovers it', () => {
     // GIVEN DeepSeek-V3 with a TP8 prefill pool and an EP16 decode pool WHEN synthesized
-    const { manifests, result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds', defaultProps({
-      model: ModelArchitecture.DEEPSEEK_V3,
-      modelSource: undefined,
-      weightPrecision: Precision.FP8,
-      prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, tensorParallel: 8 },
-      decode: undefined,
-      decodeExpertParallel: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, nodesPerGroup: 2 },
-    })));
+    const { manifests, result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds', deepseekEpPdProps()));
     const lws = find(manifests, 'LeaderWorkerSet', '-decode');
     const leader = container(lws, 'leaderTemplate');
     // THEN the decode side is an LWS named after the deployment, in SINGLE mode, with NIXL
@@ -172,14 +165,8 @@ describe('ExpertParallelPool', () => {
 
   test('DisaggregatedInference with a per-rank decode side: the router lists every rank port and finds each rank\'s KV events', () => {
     // GIVEN an EP16 decode pool on two p5en with one API server per rank WHEN synthesized
-    const { manifests, result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds', defaultProps({
-      model: ModelArchitecture.DEEPSEEK_V3,
-      modelSource: undefined,
-      weightPrecision: Precision.FP8,
-      prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, tensorParallel: 8 },
-      decode: undefined,
-      decodeExpertParallel: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, nodesPerGroup: 2, endpoints: DataParallelEndpoints.PER_RANK },
-    })));
+    const { manifests, result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds',
+      deepseekEpPdProps({ endpoints: DataParallelEndpoints.PER_RANK })));
     const config = JSON.parse(inference.routerConfig);
     const lws = find(manifests, 'LeaderWorkerSet', '-decode');
     // THEN the router's decode pool lists ports 8000..8007 (8 local ranks) and the prefill pool keeps one port

@@ -1,6 +1,6 @@
 import { Size } from 'cdk8s';
-import { reportSkipped, synthChart, tieredPdChart, validateManifests, wideEpProps, defaultProps } from './util';
-import { AcceleratedInstanceType, DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, GatewayExposure, KvTier, ModelArchitecture, Precision, TieredKvCache } from '../../src';
+import { reportSkipped, synthChart, tieredPdChart, validateManifests, wideEpProps, deepseekEpPdProps } from './util';
+import { DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, GatewayExposure, KvTier, TieredKvCache } from '../../src';
 
 describe('expert-parallel and tiered-cache objects validate against their schemas', () => {
   test.each([
@@ -12,23 +12,10 @@ describe('expert-parallel and tiered-cache objects validate against their schema
       new TieredKvCache(c, 'Cache', { tiers: [KvTier.hostMemory(Size.gibibytes(800))] }).attachTo(pool);
     }).manifests],
     ['Llama-3.3-70B P/D with host, NVMe and kvstore tiers', () => tieredPdChart().manifests],
-    ['DeepSeek-V3 P/D with an EP decode side behind an InferencePool', () => synthChart(c => new DisaggregatedInference(c, 'Ds', defaultProps({
-      model: ModelArchitecture.DEEPSEEK_V3,
-      modelSource: undefined,
-      weightPrecision: Precision.FP8,
-      prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, tensorParallel: 8 },
-      decode: undefined,
-      decodeExpertParallel: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, nodesPerGroup: 2 },
-      gateway: GatewayExposure.inferencePool({ gateway: { name: 'gw' } }),
-    }))).manifests],
-    ['DeepSeek-V3 P/D with a per-rank EP decode side behind the router', () => synthChart(c => new DisaggregatedInference(c, 'Ds', defaultProps({
-      model: ModelArchitecture.DEEPSEEK_V3,
-      modelSource: undefined,
-      weightPrecision: Precision.FP8,
-      prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, tensorParallel: 8 },
-      decode: undefined,
-      decodeExpertParallel: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, nodesPerGroup: 2, endpoints: DataParallelEndpoints.PER_RANK },
-    }))).manifests],
+    ['DeepSeek-V3 P/D with an EP decode side behind an InferencePool', () => synthChart(c => new DisaggregatedInference(c, 'Ds',
+      deepseekEpPdProps({}, { gateway: GatewayExposure.inferencePool({ gateway: { name: 'gw' } }) }))).manifests],
+    ['DeepSeek-V3 P/D with a per-rank EP decode side behind the router', () => synthChart(c => new DisaggregatedInference(c, 'Ds',
+      deepseekEpPdProps({ endpoints: DataParallelEndpoints.PER_RANK }))).manifests],
   ])('%s', (_name, build) => {
     // GIVEN a configuration WHEN synthesized
     const manifests = build();

@@ -5,7 +5,7 @@ import * as path from 'path';
 import Ajv, { ValidateFunction } from 'ajv';
 import { Chart, Size, Testing } from 'cdk8s';
 import { parseAllDocuments } from 'yaml';
-import { AcceleratedInstanceType, Accelerator, CpuArchitecture, DisaggregatedInference, EksAmiType, DisaggregatedInferenceProps, ExpertParallelPoolProps, GatewayExposure, KvStoreEndpoint, KvTier, ModelArchitecture, ModelSource, Precision, TieredKvCache } from '../../src';
+import { AcceleratedInstanceType, Accelerator, CpuArchitecture, DisaggregatedInference, EksAmiType, DisaggregatedInferenceProps, ExpertParallelPoolOptions, ExpertParallelPoolProps, GatewayExposure, KvStoreEndpoint, KvTier, ModelArchitecture, ModelSource, Precision, TieredKvCache } from '../../src';
 
 /** Groups whose objects are custom resources (validated against the shared CRDs). */
 const CRD_GROUPS = ['leaderworkerset.x-k8s.io', 'inference.networking.k8s.io', 'gateway.networking.k8s.io'];
@@ -189,6 +189,23 @@ export function wideEpProps(overrides?: Partial<ExpertParallelPoolProps>): Exper
     kvCachePrecision: Precision.FP8,
     ...overrides,
   };
+}
+
+/**
+ * DeepSeek-V3 P/D props (defaultProps): a TP8 p5en prefill pool and an expert-parallel decode side of
+ * two p5en per group; `decodeExpertParallel` fields and other props override.
+ */
+export function deepseekEpPdProps(ep?: Partial<ExpertParallelPoolOptions>,
+  overrides?: Partial<DisaggregatedInferenceProps>): DisaggregatedInferenceProps {
+  return defaultProps({
+    model: ModelArchitecture.DEEPSEEK_V3,
+    modelSource: undefined,
+    weightPrecision: Precision.FP8,
+    prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, tensorParallel: 8 },
+    decode: undefined,
+    decodeExpertParallel: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, nodesPerGroup: 2, ...ep },
+    ...overrides,
+  });
 }
 
 /** Result of {@link tieredPdChart}. */
