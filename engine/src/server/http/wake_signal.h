@@ -5,6 +5,12 @@
 // state and call notify(). No wake-up is lost: notify() sets a flag the consumer tests before it
 // sleeps, and the cancel it posts runs on the consumer's strand, i.e. after the wait has started
 // or before the flag test. Several notify() calls before a wait() collapse into one wake-up.
+// The flag is cleared after a wake-up with an exchange, never a plain store: a notify() that finds
+// the flag still set posts nothing and relies on the consumer reading its state after the clear.
+// Only a read-modify-write orders that read after the producer's write; with a store, x86 may
+// let the consumer's next state read pass the store still sitting in its store buffer, and the
+// update is missed with no wake-up to come (a few in a million notify pairs microseconds apart:
+// tests/server/wake_signal_test.cc).
 #pragma once
 
 #include <atomic>
@@ -34,7 +40,7 @@ class WakeSignal {
       state_->timer.expires_after(timeout);
       boost::system::error_code ec;
       co_await state_->timer.async_wait(net::redirect_error(net::use_awaitable, ec));
-      state_->pending.store(false, std::memory_order_release);
+      state_->pending.exchange(false, std::memory_order_acq_rel);
     }
   }
 
