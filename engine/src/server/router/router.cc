@@ -205,6 +205,9 @@ struct Router::Impl final : KvEventSink {
   // The others are declared first so that they outlive `ioc`, whose accept loop holds their sockets.
   std::vector<std::unique_ptr<net::io_context>> extra_contexts;
   net::io_context ioc{1};
+  // The health loop sleeps on it until its next probe or scrape is due; add_endpoint() cancels it
+  // so that a new endpoint is checked at once.
+  net::steady_timer health_timer{ioc};
   net::signal_set signals{ioc, SIGTERM, SIGINT};
   std::unique_ptr<http::HttpServer> server;
   RouterMetrics metrics;
@@ -253,7 +256,7 @@ struct Router::Impl final : KvEventSink {
 
   // A timer that is always the next to expire on `ctx`: the reactor reprograms its timerfd when a
   // new timer becomes the earliest, which every socket timeout of a request did on threads without
-  // this (4 system calls per request); the health loop's 20 ms tick does this on `ioc`.
+  // this (4 system calls per request). Every context runs one, `ioc` included.
   static Task<void> timer_anchor(net::io_context& ctx) {
     net::steady_timer t(ctx);
     while (!ctx.stopped()) {
@@ -285,6 +288,7 @@ struct Router::Impl final : KvEventSink {
       if (!spec.kv_events.empty() && subscriber) {
         subscriber->add(static_cast<EndpointId>(id), s.generation, spec.kv_events, spec.kv_replay, topic);
       }
+      net::post(ioc, [this] { health_timer.cancel(); });
       log_line("endpoint " + s.label + " added (pool " + spec.pool + ", role " +
                std::string(to_string(spec.role)) + (spec.kv_events.empty() ? "" : ", kv events " + spec.kv_events) + ")");
       return id;
@@ -677,8 +681,10 @@ struct Router::Impl final : KvEventSink {
     s.scraping.store(false);
   }
 
+  // Probes and scrapes each present endpoint when they are due, then sleeps until the next one is
+  // (at least 20 ms, so a probe that outlives its interval is not polled in a busy loop), instead
+  // of waking every 20 ms to look.
   Task<void> health_loop() {
-    net::steady_timer timer(ioc);
     std::array<std::int64_t, kMaxRoutingEndpoints> next_probe{};
     std::array<std::int64_t, kMaxRoutingEndpoints> next_scrape{};
     std::array<std::uint32_t, kMaxRoutingEndpoints> seen_generation{};
@@ -692,6 +698,7 @@ struct Router::Impl final : KvEventSink {
     present.reserve(kMaxRoutingEndpoints);
     while (!ioc.stopped()) {
       const std::int64_t now = now_ms();
+      std::int64_t due = now + 60'000;  // none present: add_endpoint() wakes the loop
       // One hold of the router's lock per tick (the request path takes it for every decision),
       // not one per slot.
       present.clear();
@@ -724,10 +731,11 @@ struct Router::Impl final : KvEventSink {
           next_scrape[i] = now + config.scrape_interval_ms;
           net::co_spawn(ioc, scrape(e.id, e.generation, std::move(e.host), e.port), net::detached);
         }
+        due = std::min({due, next_probe[i], next_scrape[i]});
       }
-      timer.expires_after(std::chrono::milliseconds(20));
+      health_timer.expires_after(std::chrono::milliseconds(std::max<std::int64_t>(due - now, 20)));
       boost::system::error_code ec;
-      co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+      co_await health_timer.async_wait(net::redirect_error(net::use_awaitable, ec));
     }
   }
 
@@ -1299,6 +1307,7 @@ void Router::run() {
   if (!im.config.dns_pools.empty()) im.dns_thread = std::thread([&im] { im.dns_loop(); });
   im.server->start();
   net::co_spawn(im.ioc, im.health_loop(), net::detached);
+  net::co_spawn(im.ioc, Impl::timer_anchor(im.ioc), net::detached);
   im.signals.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) drain();
   });
