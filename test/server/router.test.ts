@@ -263,6 +263,30 @@ describeIfBuilt('router, aggregated pool, with the openai SDK', () => {
   });
 });
 
+describeIfBuilt('router, endpoints discovered by DNS', () => {
+  test('workers behind a DNS name are found, checked at once and served', async () => {
+    // GIVEN two workers and a router that knows them only as DNS pools on "localhost", with
+    // health checks and scrapes a minute apart: whether DNS answers before or after the health
+    // loop first runs, an endpoint is checked when it is added, not a minute later
+    const workers = [await startWorker(), await startWorker()];
+    const router = await startRouter(['--health-interval-ms', '60000', '--scrape-interval-ms', '60000',
+      ...workers.flatMap((w, i) => ['--dns-pool', `role=aggregated,host=localhost,port=${w.port},pool=p${i}`])]);
+    // WHEN completions are sent through it
+    const client = sdk(router);
+    for (let i = 0; i < 8; i++) {
+      const c = await client.completions.create({ model: MODEL, prompt: prompt(`dns${i}-`, 12), max_tokens: 2 });
+      expect(c.usage!.completion_tokens).toBe(2);
+    }
+    // THEN both resolved endpoints are listed as healthy, and the requests went to them
+    const m = await metrics(router);
+    for (const [i, w] of workers.entries()) {
+      const labels = `endpoint="127.0.0.1:${w.port}",pool="p${i}",role="aggregated"`;
+      expect(m.get(`disagg_router_endpoint_healthy{${labels}}`)).toBe(1);
+    }
+    expect(total(m, 'disagg_router_endpoint_requests_total')).toBe(8);
+  });
+});
+
 describeIfBuilt('router, prefill/decode pools', () => {
   test('P/D on the wire: prefill-only request on the prefill worker, remote prefill on decode', async () => {
     // GIVEN a prefill worker, a decode worker and the router disaggregating prompts >= 32 uncached tokens
