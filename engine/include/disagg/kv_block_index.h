@@ -22,7 +22,8 @@
 //     links, endpoint, tier (a removal touches the entry and its two LRU neighbours)       = 20 B
 //   hash table: 8 B slots (node id and a 32-bit fingerprint of the hash, so probes and
 //     deletions stay in the slot array) at load factor <= 0.5                              = 16 to 32 B
-// so 84 to 100 B per entry of max_entries, all allocated by create(): 1M entries ~ 100 MB.
+// so 84 to 100 B per entry of max_entries, all allocated by create(): 1M entries ~ 100 MB. The
+// arrays ask for transparent huge pages (huge_pages.h): lookups touch them at random.
 //
 // Complexity (k = hashes in the call, E = endpoints, r = entries of one block, at most 4 E):
 //   apply_stored / apply_removed   O(k r) expected (r is 1 or 2 in practice)
@@ -45,6 +46,7 @@
 
 #include "disagg/block_hash.h"
 #include "disagg/expected.h"
+#include "disagg/huge_pages.h"
 
 namespace disagg {
 
@@ -177,9 +179,9 @@ class KvBlockIndex {
     std::uint64_t lower = 0;  // endpoints holding it in CPU, disk or remote
     std::int32_t head = -1;   // first entry, or next free node when unused
   };
-  std::vector<Node> nodes_;
-  std::vector<std::uint64_t> node_cpu_mask_;   // endpoints holding it in CPU
-  std::vector<std::uint64_t> node_disk_mask_;  // endpoints holding it on disk
+  std::vector<Node, HugePageAllocator<Node>> nodes_;
+  std::vector<std::uint64_t, HugePageAllocator<std::uint64_t>> node_cpu_mask_;   // endpoints holding it in CPU
+  std::vector<std::uint64_t, HugePageAllocator<std::uint64_t>> node_disk_mask_;  // endpoints holding it on disk
   std::int32_t free_node_ = -1;
 
   // Entries, one record each (a removal reads all of its fields); free entries are chained
@@ -193,12 +195,12 @@ class KvBlockIndex {
     std::uint8_t endpoint = 0;
     std::uint8_t tier = 0;
   };
-  std::vector<Entry> entries_;
+  std::vector<Entry, HugePageAllocator<Entry>> entries_;
   std::int32_t free_entry_ = -1;
   std::array<std::int64_t, kMaxRoutingEndpoints> endpoint_entries_{};
 
   // Open addressing: linear probing, backward-shift deletion.
-  std::vector<Slot> slots_;
+  std::vector<Slot, HugePageAllocator<Slot>> slots_;
   std::size_t slot_mask_ = 0;
 };
 
