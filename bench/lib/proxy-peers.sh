@@ -1,4 +1,4 @@
-# Shared by the router benchmarks (bench/router.sh, bench/router-instructions.sh); sourced, not run.
+# Shared by the router benchmarks (bench/router.sh, bench/router-instructions.sh, bench/router-ab.sh); sourced, not run.
 # Expects `tmp` (a scratch directory the caller removes) and a `pids` array; bench_cleanup kills
 # every process started here, then removes `tmp`.
 
