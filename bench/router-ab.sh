@@ -18,22 +18,12 @@ if [[ -z "${ENGINE_A:-}" ]]; then
   exit 0
 fi
 engine_a=$ENGINE_A
-for e in "$engine_a" "$engine"; do
-  [[ -x "$e" ]] || { echo "missing $e; build it with \`npx projen engine\`" >&2; exit 1; }
-done
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
-[[ -x "$nginx_bin" ]] || { echo "missing nginx; install Debian's: apt-get install -y nginx-light" >&2; exit 1; }
 requests=${REQUESTS:-20000}
 rounds=${ROUNDS:-8}
 model=bench-model
-tmp=$(mktemp -d /tmp/disagg-bench-ab.XXXXXX)
-pids=()
 # shellcheck source=bench/lib/proxy-peers.sh
 source bench/lib/proxy-peers.sh
-trap bench_cleanup EXIT INT TERM
-
-bench_worker w1; w1=$port
-bench_worker w2; w2=$port
+bench_begin ab "$engine_a" "$engine"
 endpoints=(--endpoint "role=aggregated,url=http://127.0.0.1:$w1" --endpoint "role=aggregated,url=http://127.0.0.1:$w2")
 declare -A url procs
 bench_start router-a "$engine_a" router --host 127.0.0.1 --port 0 --model-name $model --threads 2 "${endpoints[@]}"

@@ -12,20 +12,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engine=${ENGINE:-engine/build/disagg-engine}
-[[ -x "$engine" ]] || { echo "missing $engine; build it with \`npx projen engine\`" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "missing valgrind; install Debian's: apt-get install -y valgrind" >&2; exit 1; }
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
-[[ -x "$nginx_bin" ]] || { echo "missing nginx; install Debian's: apt-get install -y nginx-light" >&2; exit 1; }
 requests=${REQUESTS:-1000}
 model=bench-model
-tmp=$(mktemp -d /tmp/disagg-bench-instr.XXXXXX)
-pids=()
 # shellcheck source=bench/lib/proxy-peers.sh
 source bench/lib/proxy-peers.sh
-trap bench_cleanup EXIT INT TERM
-
-bench_worker w1; w1=$port
-bench_worker w2; w2=$port
+bench_begin instr "$engine"
 
 # Counts the proxy at `url` (callgrind pid `pid`, dumps named $tmp/$name.*) per mode; appends
 # "name mode instructions-per-request" lines to $tmp/results.

@@ -17,20 +17,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engine=${ENGINE:-engine/build/disagg-engine}
-[[ -x "$engine" ]] || { echo "missing $engine; build it with \`npx projen engine\`" >&2; exit 1; }
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
-[[ -x "$nginx_bin" ]] || { echo "missing nginx; install Debian's: apt-get install -y nginx-light" >&2; exit 1; }
 requests=${REQUESTS:-2000}
 rps_requests=${RPS_REQUESTS:-20000}
 model=bench-model
-tmp=$(mktemp -d /tmp/disagg-bench-router.XXXXXX)
-pids=()
 # shellcheck source=bench/lib/proxy-peers.sh
 source bench/lib/proxy-peers.sh
-trap bench_cleanup EXIT INT TERM
-
-bench_worker w1; w1=$port
-bench_worker w2; w2=$port
+bench_begin router "$engine"
 # shellcheck disable=SC2086  # ROUTER_FLAGS is a list of words
 bench_start router "$engine" router --host 127.0.0.1 --port 0 --model-name $model --threads 2 ${ROUTER_FLAGS:-} \
   --endpoint "role=aggregated,url=http://127.0.0.1:$w1" --endpoint "role=aggregated,url=http://127.0.0.1:$w2"

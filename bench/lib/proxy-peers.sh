@@ -1,6 +1,27 @@
 # Shared by the router benchmarks (bench/router.sh, bench/router-instructions.sh, bench/router-ab.sh); sourced, not run.
-# Expects `tmp` (a scratch directory the caller removes) and a `pids` array; bench_cleanup kills
-# every process started here, then removes `tmp`.
+# bench_begin makes the scratch directory `tmp` and the `pids` array; bench_cleanup kills every
+# process started here, then removes `tmp`.
+
+# Common start of a router benchmark, run from the repository root with `engine` (the build the
+# sim-workers run) and `model` set: checks that each ENGINE... build and nginx exist (sets
+# `nginx_bin`), makes `tmp` (/tmp/disagg-bench-NAME.XXXXXX), cleans up on exit, and starts two bench
+# sim-workers, whose ports it puts in `w1` and `w2`.
+bench_begin() {
+  local name=$1 e
+  shift
+  for e in "$@"; do
+    [[ -x "$e" ]] || { echo "missing $e; build it with \`npx projen engine\`" >&2; exit 1; }
+  done
+  nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+  [[ -x "$nginx_bin" ]] || { echo "missing nginx; install Debian's: apt-get install -y nginx-light" >&2; exit 1; }
+  tmp=$(mktemp -d "/tmp/disagg-bench-$name.XXXXXX")
+  pids=()
+  trap bench_cleanup EXIT INT TERM
+  bench_worker w1
+  w1=$port
+  bench_worker w2
+  w2=$port
+}
 
 bench_cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
