@@ -29,8 +29,9 @@ struct HugePageAllocator {
   using value_type = T;
 
   HugePageAllocator() noexcept = default;
+  // Implicit, as std::allocator's: containers rebind allocators to their node types.
   template <class U>
-  HugePageAllocator(const HugePageAllocator<U>&) noexcept {}  // NOLINT: rebinding, as std::allocator
+  HugePageAllocator(const HugePageAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
 
   T* allocate(std::size_t n) {
     if (n * sizeof(T) < kHugePageBytes) return std::allocator<T>{}.allocate(n);

@@ -180,8 +180,9 @@ class KvBlockIndex {
     std::int32_t head = -1;   // first entry, or next free node when unused
   };
   std::vector<Node, HugePageAllocator<Node>> nodes_;
-  std::vector<std::uint64_t, HugePageAllocator<std::uint64_t>> node_cpu_mask_;   // endpoints holding it in CPU
-  std::vector<std::uint64_t, HugePageAllocator<std::uint64_t>> node_disk_mask_;  // endpoints holding it on disk
+  // Endpoints holding the block in CPU, and on disk.
+  std::vector<std::uint64_t, HugePageAllocator<std::uint64_t>> node_cpu_mask_;
+  std::vector<std::uint64_t, HugePageAllocator<std::uint64_t>> node_disk_mask_;
   std::int32_t free_node_ = -1;
 
   // Entries, one record each (a removal reads all of its fields); free entries are chained

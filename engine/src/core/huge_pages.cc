@@ -11,7 +11,9 @@ namespace disagg {
 
 namespace {
 
-std::size_t rounded(std::size_t bytes) { return (bytes + kHugePageBytes - 1) & ~(kHugePageBytes - 1); }
+std::size_t rounded(std::size_t bytes) {
+  return (bytes + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
+}
 
 }  // namespace
 
