@@ -27,8 +27,9 @@
 //                  reuse) plus a KV-pressure penalty, behind a load-balance guard (engine/README.md)
 //
 // Preconditions for every policy: endpoints.size() <= kMaxRoutingEndpoints and every
-// EndpointState::id < kMaxRoutingEndpoints and unique; endpoints with id >= options.max_endpoints
-// are routed as if they held no cached prefix. Positions beyond kMaxRoutingEndpoints are ignored.
+// EndpointState::id < kMaxRoutingEndpoints and unique; with a precise index, endpoints whose ids it
+// does not cover (>= its config().max_endpoints) are routed as if they held no cached prefix (the
+// approximate history covers every id). Positions beyond kMaxRoutingEndpoints are ignored.
 //
 // Thread-safety: not thread-safe. choose()/score() are const and may run concurrently with each
 // other, but not with on_routed()/on_finished() or with writes to a KvBlockIndex the policy reads.
@@ -165,7 +166,10 @@ struct PolicyOptions {
   /// events, not owned, must outlive the policy. nullptr = approximate: the policy keeps its own
   /// LRU history of routed block hashes per endpoint.
   const KvBlockIndex* index = nullptr;
-  /// [maxEndpoints] Endpoint ids the approximate history covers: [0, maxEndpoints). Range [1, 64].
+  /// [maxEndpoints] Endpoints the approximate history is sized for: it holds
+  /// historyBlocksPerEndpoint x maxEndpoints blocks, shared by every endpoint id (each holds at most
+  /// historyBlocksPerEndpoint; when all are used, the endpoint holding the most gives up its least
+  /// recent, as in KvBlockIndex). Range [1, 64].
   int max_endpoints = 16;
   /// [historyBlocksPerEndpoint] Capacity of the approximate history per endpoint. llm-d's
   /// approximate prefix index: LRU of 31,250 blocks per server (REFERENCE.md section 6).

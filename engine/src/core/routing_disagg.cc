@@ -35,7 +35,7 @@ class ExpectedTtft final : public PrefixAwarePolicy {
   void on_routed(const RouteRequest& request, const EndpointState& chosen) override {
     if (chosen.id < kMaxRoutingEndpoints && request.prompt_tokens > 0) {
       OverlapArray overlaps{};
-      source().overlaps(request, overlaps);
+      source().overlaps(request, overlaps, std::size_t{chosen.id} + 1);
       const double prompt = static_cast<double>(request.prompt_tokens);
       const double block_size = request.block_size > 0 ? request.block_size : 1;
       const double reused =

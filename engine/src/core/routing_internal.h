@@ -1,6 +1,7 @@
 // routing_internal.h — shared pieces of the routing policies (not a public header).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -41,8 +42,10 @@ class PrefixSource {
   /// Precondition: options validated.
   explicit PrefixSource(const PolicyOptions& options);
 
-  /// Fills out[id] for every endpoint id of the index; returns the longest overlap.
-  std::int32_t overlaps(const RouteRequest& r, OverlapArray& out) const noexcept;
+  /// Fills out[id] for every endpoint id below `id_limit` (at most kMaxRoutingEndpoints: one more
+  /// than the largest id the caller will read, so a small pool does not pay for 64 ids); returns
+  /// the longest of those overlaps.
+  std::int32_t overlaps(const RouteRequest& r, OverlapArray& out, std::size_t id_limit) const noexcept;
 
   /// Entries the source attributes to `id` (the size of its "tree" for "sglang").
   std::int64_t size_of(EndpointId id) const;
@@ -56,6 +59,14 @@ class PrefixSource {
   const KvBlockIndex* index_ = nullptr;
   std::optional<KvBlockIndex> history_;
 };
+
+/// One more than the largest endpoint id in `endpoints` (0 when empty), at most
+/// kMaxRoutingEndpoints: the `id_limit` of PrefixSource::overlaps() for them.
+inline std::size_t id_limit(std::span<const EndpointState> endpoints) noexcept {
+  std::size_t limit = 0;
+  for (const EndpointState& e : endpoints) limit = std::max<std::size_t>(limit, std::size_t{e.id} + 1);
+  return std::min<std::size_t>(limit, kMaxRoutingEndpoints);
+}
 
 /// Overlap of endpoint `e` from a filled OverlapArray (zero for ids the index does not cover).
 inline const PrefixOverlap& overlap_of(const OverlapArray& all, const EndpointState& e) {

@@ -37,21 +37,24 @@ std::int64_t prompt_blocks(const RouteRequest& r) noexcept {
 
 PrefixSource::PrefixSource(const PolicyOptions& options) : index_(options.index) {
   if (index_ == nullptr) {
+    // Every endpoint id is covered; max_endpoints sizes the pool of blocks they share (when it is
+    // full, the endpoint holding the most gives up its least recent).
     KvIndexConfig config;
-    config.max_endpoints = options.max_endpoints;
+    config.max_endpoints = kMaxRoutingEndpoints;
     config.max_entries = options.history_blocks_per_endpoint * options.max_endpoints;
     config.max_entries_per_endpoint = options.history_blocks_per_endpoint;
     history_.emplace(std::move(KvBlockIndex::create(config).value()));  // validated by the factory
   }
 }
 
-std::int32_t PrefixSource::overlaps(const RouteRequest& r, OverlapArray& out) const noexcept {
+std::int32_t PrefixSource::overlaps(const RouteRequest& r, OverlapArray& out, std::size_t id_limit) const noexcept {
   const KvBlockIndex& index = history_ ? *history_ : *index_;
+  const std::size_t limit = std::min(id_limit, out.size());
   // Ids the index does not cover read as "no prefix".
-  for (std::size_t i = static_cast<std::size_t>(index.config().max_endpoints); i < out.size(); ++i) {
+  for (std::size_t i = static_cast<std::size_t>(index.config().max_endpoints); i < limit; ++i) {
     out[i] = PrefixOverlap{};
   }
-  return index.longest_prefix(r.block_hashes, out);
+  return index.longest_prefix(r.block_hashes, std::span<PrefixOverlap>(out.data(), limit));
 }
 
 std::int64_t PrefixSource::size_of(EndpointId id) const {
@@ -71,9 +74,9 @@ double weighted_cached_blocks(const PrefixOverlap& o, const PolicyOptions& optio
 void PrefixAwarePolicy::score(const RouteRequest& request, std::span<const EndpointState> endpoints,
                               std::span<double> out) const noexcept {
   OverlapArray overlaps;
-  source_.overlaps(request, overlaps);
-  CostArray all;
   const std::size_t n = considered(endpoints);
+  source_.overlaps(request, overlaps, id_limit(endpoints.first(n)));
+  CostArray all;
   costs(request, endpoints.first(n), overlaps, std::span<double>(all.data(), n));
   for (std::size_t i = 0; i < n && i < out.size(); ++i) out[i] = all[i];
 }
@@ -81,9 +84,9 @@ void PrefixAwarePolicy::score(const RouteRequest& request, std::span<const Endpo
 RouteDecision PrefixAwarePolicy::choose(const RouteRequest& request,
                                         std::span<const EndpointState> endpoints) const noexcept {
   OverlapArray overlaps;
-  source_.overlaps(request, overlaps);
-  CostArray all;
   const std::size_t n = considered(endpoints);
+  source_.overlaps(request, overlaps, id_limit(endpoints.first(n)));
+  CostArray all;
   costs(request, endpoints.first(n), overlaps, std::span<double>(all.data(), n));
   RouteDecision d;
   d.index = argmin_rotated(std::span<const double>(all.data(), n), tie_seed(request));

@@ -161,6 +161,25 @@ TEST(RoutingPolicies, ApproximateHistoryLearnsFromRouting) {
   }
 }
 
+TEST(RoutingPolicies, ApproximateHistoryCoversEveryEndpointId) {
+  // GIVEN 40 endpoints (ids up to 39, as a router assigns them) and the default history, which is
+  // sized for 16 endpoints' blocks
+  auto eps = pool(40);
+  for (const auto name : kPrefixPolicies) {
+    auto policy = make(name);
+    for (const std::size_t at : {3u, 18u, 39u}) {
+      const auto prompt = chain(5000 + 100 * at, 8);
+      const auto next = chain(5000 + 100 * at, 10);
+      // WHEN a conversation was routed to endpoint `at`
+      policy->on_routed(request_for(prompt, 7), eps[at]);
+      // THEN its follow-up goes there too, with its 8 blocks believed cached
+      const RouteDecision d = policy->choose(request_for(next, 4242), eps);
+      EXPECT_EQ(d.index, static_cast<std::int32_t>(at)) << name;
+      EXPECT_EQ(d.cached_blocks, 8) << name << " endpoint " << at;
+    }
+  }
+}
+
 TEST(RoutingPolicies, LoadGuardOverridesPrefixWhenOneEndpointIsOverloaded) {
   // GIVEN endpoint 1 holds the prefix but is swamped (200 waiting), the others idle
   KvBlockIndex index = make_index();
