@@ -284,6 +284,8 @@ describeIfBuilt('router, endpoints discovered by DNS', () => {
       expect(m.get(`disagg_router_endpoint_healthy{${labels}}`)).toBe(1);
     }
     expect(total(m, 'disagg_router_endpoint_requests_total')).toBe(8);
+    // AND DNS may add endpoints later, so the prefix history keeps its default size
+    expect(router.stderr()).toContain('prefix history: 500000 blocks, sized for 16 endpoints');
   });
 });
 
@@ -369,6 +371,8 @@ describeIfBuilt('router, limits and shutdown', () => {
     const m = await metrics(router);
     expect(m.get('disagg_router_errors_total{cause="queue_full"}')).toBe(1);
     expect(total(m, 'disagg_router_requests_total')).toBe(2);
+    // AND with one static endpoint the prefix history is sized for one
+    expect(router.stderr()).toContain('prefix history: 31250 blocks, sized for 1 endpoint ');
   });
 
   test('a client that leaves while queued for a slot gives its place up at once', async () => {

@@ -139,9 +139,26 @@ TEST(RouterConfig, FlagsOverrideTheFile) {
   ASSERT_EQ(c->endpoints.size(), 1u);
   EXPECT_EQ(c->endpoints[0].kv_replay, "tcp://127.0.0.1:9002");
   EXPECT_EQ(c->options.guard_slack, 4);
+  EXPECT_FALSE(c->max_endpoints_given);  // the router may size the prefix history itself
   EXPECT_EQ(c->dns_pools.size(), 2u);  // the file's pools stay
   EXPECT_EQ(c->session_header, "x-session-id");
   std::remove(path.c_str());
+}
+
+TEST(RouterConfig, AnExplicitMaxEndpointsIsRemembered) {
+  // GIVEN maxEndpoints as a flag, or in the file's policy options
+  auto flag = parse_flags({"--model-name", "m", "--endpoint", "role=decode,url=http://127.0.0.1:9000",
+                           "--policy-option", "maxEndpoints=8"});
+  ASSERT_TRUE(flag) << flag.error();
+  json doc = construct_config();
+  doc["policy"]["options"] = json{{"maxEndpoints", 12}};
+  RouterConfig from_file;
+  ASSERT_TRUE(apply_config_json(doc, from_file));
+  // THEN the value is kept and marked as given, so the router does not resize the history
+  EXPECT_EQ(flag->options.max_endpoints, 8);
+  EXPECT_TRUE(flag->max_endpoints_given);
+  EXPECT_EQ(from_file.options.max_endpoints, 12);
+  EXPECT_TRUE(from_file.max_endpoints_given);
 }
 
 TEST(RouterConfig, FlagErrors) {

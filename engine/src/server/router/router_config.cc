@@ -275,6 +275,13 @@ Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
   return p;
 }
 
+// set_policy_option on c.options, remembering an explicit maxEndpoints (RouterConfig::max_endpoints_given).
+Expected<void, RoutingError> set_option(RouterConfig& c, std::string_view key, double value) {
+  auto set = set_policy_option(c.options, key, value);
+  if (set && key == "maxEndpoints") c.max_endpoints_given = true;
+  return set;
+}
+
 }  // namespace
 
 const char* router_usage() { return kUsage; }
@@ -374,7 +381,7 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
       if (!o->is_object()) return unexpected(std::string("'policy.options' must be an object of numbers"));
       for (auto it = o->begin(); it != o->end(); ++it) {
         if (!it->is_number()) return unexpected("'policy.options." + it.key() + "' (" + quoted(*it) + ") must be a number");
-        auto set = set_policy_option(c.options, it.key(), it->get<double>());
+        auto set = set_option(c, it.key(), it->get<double>());
         if (!set) return unexpected("'policy.options." + it.key() + "': " + set.error().message);
       }
     }
@@ -547,7 +554,7 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
       if (eq == std::string::npos || !parse_num(std::string_view(v).substr(eq + 1), &value)) {
         return bad("must be KEY=NUMBER, e.g. prefixWeight=3");
       }
-      auto set = set_policy_option(c.options, v.substr(0, eq), value);
+      auto set = set_option(c, v.substr(0, eq), value);
       if (!set) return unexpected("'--policy-option': " + set.error().message);
     } else if (flag == "--prefix-source") {
       if (v != "index" && v != "history") return bad("must be index or history");

@@ -69,6 +69,9 @@ struct RouterConfig {
   /// Engine policy name (routing.h), after mapping the ConfigMap's names.
   std::string policy = "llm-d";
   PolicyOptions options;
+  /// Whether maxEndpoints was set (config or flag). When it was not and every endpoint is static
+  /// (no DNS pools), the approximate history is sized for the static endpoints instead of 16.
+  bool max_endpoints_given = false;
   /// Prefix source: true = KV-event index, false = approximate history; unset = index when any
   /// endpoint publishes KV events.
   std::optional<bool> precise_prefix;
