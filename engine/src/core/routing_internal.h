@@ -45,7 +45,8 @@ class PrefixSource {
   /// Fills out[id] for every endpoint id below `id_limit` (at most kMaxRoutingEndpoints: one more
   /// than the largest id the caller will read, so a small pool does not pay for 64 ids); returns
   /// the longest of those overlaps.
-  std::int32_t overlaps(const RouteRequest& r, OverlapArray& out, std::size_t id_limit) const noexcept;
+  std::int32_t overlaps(const RouteRequest& r, OverlapArray& out,
+                        std::size_t id_limit) const noexcept;
 
   /// Entries the source attributes to `id` (the size of its "tree" for "sglang").
   std::int64_t size_of(EndpointId id) const;
@@ -64,7 +65,9 @@ class PrefixSource {
 /// kMaxRoutingEndpoints: the `id_limit` of PrefixSource::overlaps() for them.
 inline std::size_t id_limit(std::span<const EndpointState> endpoints) noexcept {
   std::size_t limit = 0;
-  for (const EndpointState& e : endpoints) limit = std::max<std::size_t>(limit, std::size_t{e.id} + 1);
+  for (const EndpointState& e : endpoints) {
+    limit = std::max<std::size_t>(limit, std::size_t{e.id} + 1);
+  }
   return std::min<std::size_t>(limit, kMaxRoutingEndpoints);
 }
 

@@ -47,7 +47,8 @@ PrefixSource::PrefixSource(const PolicyOptions& options) : index_(options.index)
   }
 }
 
-std::int32_t PrefixSource::overlaps(const RouteRequest& r, OverlapArray& out, std::size_t id_limit) const noexcept {
+std::int32_t PrefixSource::overlaps(const RouteRequest& r, OverlapArray& out,
+                                    std::size_t id_limit) const noexcept {
   const KvBlockIndex& index = history_ ? *history_ : *index_;
   const std::size_t limit = std::min(id_limit, out.size());
   // Ids the index does not cover read as "no prefix".
@@ -62,7 +63,7 @@ std::int64_t PrefixSource::size_of(EndpointId id) const {
 }
 
 void PrefixSource::learn(const RouteRequest& r, EndpointId id) {
-  // Ids beyond the history's range are not learned (documented precondition of the factory).
+  // The history covers every id below kMaxRoutingEndpoints (a precondition of every policy).
   if (history_) (void)history_->apply_stored(id, KvTier::gpu, r.block_hashes);
 }
 

@@ -275,7 +275,8 @@ Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
   return p;
 }
 
-// set_policy_option on c.options, remembering an explicit maxEndpoints (RouterConfig::max_endpoints_given).
+// set_policy_option on c.options, remembering an explicit maxEndpoints
+// (RouterConfig::max_endpoints_given).
 Expected<void, RoutingError> set_option(RouterConfig& c, std::string_view key, double value) {
   auto set = set_policy_option(c.options, key, value);
   if (set && key == "maxEndpoints") c.max_endpoints_given = true;
