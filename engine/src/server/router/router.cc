@@ -403,8 +403,11 @@ struct Router::Impl final : KvEventSink {
         failing[i] = false;
         sync_pool(p, *addrs);
       }
+      // Sleep until the next pool's refresh is due (lookups may have taken a while); stop wakes it.
+      const std::int64_t due = *std::min_element(next.begin(), next.end());
+      const auto wait = std::chrono::milliseconds(std::max<std::int64_t>(due - now_ms(), 10));
       std::unique_lock lock(dns_mu);
-      if (dns_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return dns_stop; })) return;
+      if (dns_cv.wait_for(lock, wait, [&] { return dns_stop; })) return;
     }
   }
 
