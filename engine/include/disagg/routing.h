@@ -239,6 +239,10 @@ struct RoutingError {
 /// The policy names make_routing_policy() accepts.
 std::span<const std::string_view> routing_policy_names();
 
+/// Whether policy `name` reads cached prefixes (a KvBlockIndex or its own history): false for
+/// "round-robin" and "least-load", true for the others.
+bool routing_policy_reads_prefixes(std::string_view name);
+
 /// Sets the option named `key` (the bracketed names in PolicyOptions, e.g. "prefixWeight").
 /// Failure modes: unknown_option, invalid_option (options unchanged).
 Expected<void, RoutingError> set_policy_option(PolicyOptions& options, std::string_view key,

@@ -226,6 +226,10 @@ Expected<void, RoutingError> validate(const PolicyOptions& o) {
 
 std::span<const std::string_view> routing_policy_names() { return kPolicyNames; }
 
+bool routing_policy_reads_prefixes(std::string_view name) {
+  return name != "round-robin" && name != "least-load";
+}
+
 Expected<void, RoutingError> set_policy_option(PolicyOptions& options, std::string_view key, double value) {
   PolicyOptions next = options;
   bool known = false;

@@ -714,7 +714,7 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
   options.max_endpoints = static_cast<int>(total_workers);
   options.index = nullptr;
   // Only prefix-aware policies read the index; feeding it costs time per cached block.
-  const bool reads_prefixes = config.router.policy != "round-robin" && config.router.policy != "least-load";
+  const bool reads_prefixes = routing_policy_reads_prefixes(config.router.policy);
   if (config.router.precise_prefix && reads_prefixes) {
     KvIndexConfig ic;
     ic.max_endpoints = static_cast<int>(total_workers);

@@ -3,6 +3,7 @@
 // and the P/D decider.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <random>
@@ -425,6 +426,14 @@ TEST(ExpectedTtft, DiscountsTheQueueOfAnEndpointWhosePromptsAreMostlyCached) {
 }
 
 // ---- factory and options ------------------------------------------------------------------------
+
+TEST(RoutingFactory, PrefixReadersAreTheFourPrefixAwarePolicies) {
+  for (const std::string_view name : routing_policy_names()) {
+    const bool prefix_aware = std::find(kPrefixPolicies.begin(), kPrefixPolicies.end(), name) != kPrefixPolicies.end();
+    EXPECT_EQ(routing_policy_reads_prefixes(name), prefix_aware) << name;
+  }
+  EXPECT_EQ(routing_policy_names().size(), kPrefixPolicies.size() + 2);  // round-robin, least-load
+}
 
 TEST(RoutingFactory, UnknownPolicyNamesTheChoices) {
   auto p = make_routing_policy("random");

@@ -1276,7 +1276,7 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   auto policy = make_routing_policy(c.policy, options);
   if (!policy) return unexpected("policy '" + c.policy + "': " + policy.error().message);
   im.policy = std::move(*policy);
-  if (!precise && c.policy != "round-robin" && c.policy != "least-load") {
+  if (!precise && routing_policy_reads_prefixes(c.policy)) {
     log_line("prefix history: " + std::to_string(options.history_blocks_per_endpoint * options.max_endpoints) +
              " blocks, sized for " + std::to_string(options.max_endpoints) +
              (options.max_endpoints == 1 ? " endpoint" : " endpoints") + " (at most " +
