@@ -220,7 +220,7 @@ bool ResponseWriter::decide_keep_alive() {
   return keep_alive_;
 }
 
-Task<bool> ResponseWriter::send(unsigned status, std::string body, std::string_view content_type,
+Task<bool> ResponseWriter::send(unsigned status, std::string_view body, std::string_view content_type,
                                 std::span<const Header> headers) {
   if (state_ != State::none || broken_) co_return false;
   state_ = State::sent;

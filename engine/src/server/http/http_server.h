@@ -189,8 +189,10 @@ class ResponseWriter {
   ResponseWriter(const ResponseWriter&) = delete;
   ResponseWriter& operator=(const ResponseWriter&) = delete;
 
-  /// Sends a complete response. Returns false when the client is gone.
-  Task<bool> send(unsigned status, std::string body,
+  /// Sends a complete response. Returns false when the client is gone. `body` is not copied: it
+  /// must stay valid until the returned task completes (a temporary in the co_await expression
+  /// does; a proxy can send from its upstream's buffer).
+  Task<bool> send(unsigned status, std::string_view body,
                   std::string_view content_type = "application/json",
                   std::span<const Header> headers = {});
   /// Sends an OpenAI error body (see openai_error.h).
