@@ -348,6 +348,63 @@ describeIfBuilt('router, prefill/decode pools', () => {
   });
 });
 
+describeIfBuilt('router, an upstream that answers in pieces', () => {
+  // The router sends a one-piece answer from the upstream's buffer and gathers one that comes in
+  // pieces: both must reach the client byte for byte.
+  test('non-streaming answers framed by length or by chunks, in one piece or several, arrive whole', async () => {
+    // GIVEN an OpenAI-shaped upstream whose answer to prompt "<framing> <pieces>" is a 40 KiB JSON
+    // body (above the router's 16 KiB read size) written in that many pieces, 20 ms apart
+    const answer = (tag: string) => JSON.stringify({ id: tag, object: 'text_completion', choices: [{ index: 0, text: `${tag}:${'x'.repeat(40_000)}` }] });
+    const upstream = http.createServer((req, res) => {
+      if (req.method === 'GET') {
+        res.writeHead(200, { 'content-type': 'text/plain' }).end(req.url === '/health' ? 'ok' : '');
+        return;
+      }
+      let raw = '';
+      req.on('data', (d) => { raw += d; });
+      req.on('end', () => {
+        const [framing, count] = (JSON.parse(raw).prompt as string).split(' ');
+        const body = Buffer.from(answer(`${framing}-${count}`));
+        res.writeHead(200, framing === 'length' ? { 'content-type': 'application/json', 'content-length': body.length } : { 'content-type': 'application/json' });
+        const n = Number(count);
+        const size = Math.ceil(body.length / n);
+        const write = (i: number) => {
+          if (i === n) {
+            res.end();
+            return;
+          }
+          res.write(body.subarray(i * size, (i + 1) * size));
+          setTimeout(() => write(i + 1), 20);
+        };
+        write(0);
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (upstream.address() as net.AddressInfo).port;
+      const router = await startRouter(['--endpoint', `role=both,url=http://127.0.0.1:${port}`]);
+      for (const framing of ['length', 'chunked']) {
+        for (const pieces of [1, 3]) {
+          // WHEN a client asks for it through the router
+          const r = await fetch(`${router.url}/v1/completions`, {
+            method: 'POST', headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ model: MODEL, prompt: `${framing} ${pieces}`, max_tokens: 4 }),
+          });
+          // THEN it gets the upstream's bytes, exactly
+          expect(r.status).toBe(200);
+          expect(r.headers.get('content-type')).toBe('application/json');
+          const got = await r.text();
+          const want = answer(`${framing}-${pieces}`);
+          expect(got.length).toBe(want.length);
+          expect(got === want).toBe(true);  // (a 40 KiB diff would bury the failure)
+        }
+      }
+    } finally {
+      await new Promise((resolve) => upstream.close(resolve));
+    }
+  });
+});
+
 describeIfBuilt('router, limits and shutdown', () => {
   test('a full queue answers 429 with Retry-After; a slow worker hits the request timeout (504)', async () => {
     // GIVEN one slot, no queue, and a worker that stalls each request 5 s
