@@ -158,6 +158,7 @@ class KvBlockIndex {
   std::int32_t new_node(BlockHash hash, std::size_t slot);
   void insert_entry(EndpointId endpoint, KvTier tier, BlockHash hash);
   void erase_entry(std::int32_t entry);
+  void prefetch_victims(EndpointId endpoint) const noexcept;
   void refresh_node_masks(std::int32_t node);
   void lru_unlink(std::int32_t entry);
   void lru_push_back(EndpointId endpoint, std::int32_t entry);

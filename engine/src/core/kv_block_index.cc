@@ -232,6 +232,24 @@ void KvBlockIndex::evict_one(EndpointId preferred) {
   const auto head = static_cast<std::size_t>(config_.max_entries) + victim;
   erase_entry(entries_[head].lru_next);  // the least recently stored entry of `victim`
   ++evictions_;
+  prefetch_victims(victim);
+}
+
+void KvBlockIndex::prefetch_victims(EndpointId endpoint) const noexcept {
+  // A full history evicts on every insert, and each eviction is a chain of dependent misses at
+  // random addresses: the entry, its node, the node's hash-table slot. The next victims are known
+  // now (the LRU order), so start their misses one stage per eviction ahead: the next victim's
+  // slot (its entry is cached: erase_entry's unlink wrote it; its node was prefetched by the last
+  // eviction), the one after's node (its entry was prefetched then), and the third's entry.
+  const auto sentinel = static_cast<std::int32_t>(config_.max_entries);  // heads are >= it
+  const std::int32_t v1 = entries_[static_cast<std::size_t>(sentinel + endpoint)].lru_next;
+  if (v1 >= sentinel) return;
+  const Entry& e1 = entries_[static_cast<std::size_t>(v1)];
+  __builtin_prefetch(&slots_[fingerprint_of(nodes_[static_cast<std::size_t>(e1.node)].hash) & slot_mask_]);
+  if (e1.lru_next >= sentinel) return;
+  const Entry& e2 = entries_[static_cast<std::size_t>(e1.lru_next)];
+  __builtin_prefetch(&nodes_[static_cast<std::size_t>(e2.node)]);
+  if (e2.lru_next < sentinel) __builtin_prefetch(&entries_[static_cast<std::size_t>(e2.lru_next)]);
 }
 
 void KvBlockIndex::insert_entry(EndpointId endpoint, KvTier tier, BlockHash hash) {
