@@ -387,7 +387,8 @@ describeIfBuilt('router, an upstream that answers in pieces', () => {
         for (const pieces of [1, 3]) {
           // WHEN a client asks for it through the router
           const r = await fetch(`${router.url}/v1/completions`, {
-            method: 'POST', headers: { 'content-type': 'application/json' },
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
             body: JSON.stringify({ model: MODEL, prompt: `${framing} ${pieces}`, max_tokens: 4 }),
           });
           // THEN it gets the upstream's bytes, exactly
@@ -396,7 +397,7 @@ describeIfBuilt('router, an upstream that answers in pieces', () => {
           const got = await r.text();
           const want = answer(`${framing}-${pieces}`);
           expect(got.length).toBe(want.length);
-          expect(got === want).toBe(true);  // (a 40 KiB diff would bury the failure)
+          expect(got === want).toBe(true); // (a 40 KiB diff would bury the failure)
         }
       }
     } finally {
