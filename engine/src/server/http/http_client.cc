@@ -301,13 +301,18 @@ bool ClientStream::make_room() {
   return true;
 }
 
-Task<void> ClientStream::read_more(boost::system::error_code& ec) {
+Task<void> ClientStream::read_more(boost::system::error_code& ec, bool after_write) {
   if (!make_room()) {
     ec = net::error::no_buffer_space;
     co_return;
   }
-  end_ += co_await socket_->async_read_some(net::buffer(buf_ + end_, cap_ - end_),
-                                           net::redirect_error(net::use_awaitable, ec));
+  const net::mutable_buffer room(buf_ + end_, cap_ - end_);
+  if (after_write && options_.one_thread_reactor) {  // no recv until the answer is there
+    end_ += co_await async_read_response(*socket_, options_.one_thread_reactor, room,
+                                         net::redirect_error(net::use_awaitable, ec));
+  } else {
+    end_ += co_await socket_->async_read_some(room, net::redirect_error(net::use_awaitable, ec));
+  }
 }
 
 Expected<std::string_view, ClientError> ClientStream::take_piece() {
@@ -478,13 +483,17 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
       co_await net::async_write(*s->socket_, rest, net::redirect_error(net::use_awaitable, ec));
     }
     const bool written = !ec;
+    // The first read follows a request written in full, in this handler (read_response.h); a
+    // request that needed async_write suspended, and an early answer may have raised its event.
+    bool after_write = sent == net::buffer_size(req_buffers);
     ParseError bad = ParseError::none;
     if (written) {
       std::size_t searched = 0;
       while (true) {
         const std::size_t head_end = find_head_end(std::string_view(s->buf_, s->end_), searched);
         if (head_end == 0) {
-          co_await s->read_more(ec);
+          co_await s->read_more(ec, after_write);
+          after_write = false;
           if (!ec && s->end_ == 0) ec = net::error::eof;
           if (ec) break;
           continue;

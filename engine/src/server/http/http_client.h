@@ -31,6 +31,7 @@
 #include "asio.h"
 #include "disagg/expected.h"
 #include "http_parse.h"
+#include "read_response.h"
 
 namespace disagg::http {
 
@@ -67,6 +68,10 @@ struct ClientOptions {
   /// Lets the caller abort the request (not owned; see ClientCancel). nullptr: no abort but
   /// ClientStream::cancel() on the stream open() returned.
   ClientCancel* cancel = nullptr;
+  /// Set it (SocketReactor::of(executor)) only when the executor's io_context is run by one
+  /// thread: the first read of each answer then waits for readiness instead of failing a recv
+  /// (read_response.h). Empty: Asio's own reads.
+  SocketReactor one_thread_reactor;
 };
 
 namespace detail {
@@ -213,8 +218,9 @@ class ClientStream {
  private:
   explicit ClientStream(ClientOptions options);
   void set_deadline(std::chrono::milliseconds timeout);
-  // Reads more bytes after end_ (room is made first); sets `ec`.
-  Task<void> read_more(boost::system::error_code& ec);
+  // Reads more bytes after end_ (room is made first); sets `ec`. `after_write`: the first read
+  // after a request written in full in the same handler (read_response.h).
+  Task<void> read_more(boost::system::error_code& ec, bool after_write = false);
   // Makes room after end_: moves unparsed bytes back to base_, or grows the buffer (for a head
   // up to max_header_bytes). False: no room can be made.
   bool make_room();

@@ -212,7 +212,9 @@ Task<void> wait_next_read(const std::shared_ptr<CloseWatch>& w, std::chrono::mil
 void start_next_read(const std::shared_ptr<CloseWatch>& w) {
   if (w->reading || w->read_failed || w->socket == nullptr || w->buffer.size() != 0) return;
   w->reading = true;
-  w->socket->async_read_some(w->buffer.prepare(read_size(w->buffer)), NextReadDone{w});
+  // Started when the next request cannot be there yet: the read that got this one drained the
+  // socket, so this one waits for readiness instead of failing a recv first (read_response.h).
+  async_read_draining(*w->socket, w->reactor, w->buffer.prepare(read_size(w->buffer)), NextReadDone{w});
 }
 
 bool ResponseWriter::decide_keep_alive() {

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "asio.h"
+#include "read_response.h"
 #include "disagg/expected.h"
 #include "http_parse.h"
 
@@ -149,7 +150,9 @@ class CloseCallback {
 /// the client left, which is what ResponseWriter::watch_close() reports. Owned by the connection;
 /// the pending read shares its ownership, so a late completion touches only this. Strand only.
 struct CloseWatch {
-  explicit CloseWatch(net::any_io_executor executor) : idle_timer(std::move(executor)) {}
+  explicit CloseWatch(net::any_io_executor executor)
+      : reactor(SocketReactor::of(executor)), idle_timer(std::move(executor)) {}
+  SocketReactor reactor;           ///< of the connection's io_context (read_response.h)
   beast::flat_buffer buffer;       ///< the connection's read buffer
   tcp::socket* socket = nullptr;   ///< while the connection's session runs
   bool reading = false;            ///< a read of the next request is pending on the socket

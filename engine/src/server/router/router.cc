@@ -189,6 +189,8 @@ struct Router::Impl final : KvEventSink {
     health.eject_after = config.eject_after;
     health.eject_ms = config.eject_ms;
     for (int i = 1; i < config.threads; ++i) extra_contexts.push_back(std::make_unique<net::io_context>(1));
+    // Each context is run by one thread (run()), as the client's skipped first read requires.
+    for (net::io_context* ctx : contexts()) reactors.emplace_back(*ctx);
     if (config.upstream_keepalive > 0) {
       http::ConnectionPool::Options po;
       po.max_idle_per_endpoint = static_cast<std::size_t>(config.upstream_keepalive);
@@ -221,6 +223,8 @@ struct Router::Impl final : KvEventSink {
   // (index 0 = `ioc`, then extra_contexts), so a parked connection stays registered with its
   // thread's reactor; destroyed before the contexts. Empty = reuse off.
   std::vector<std::unique_ptr<http::ConnectionPool>> upstream_pools;
+  // The reactor of each context in contexts(), looked up once (read_response.h).
+  std::vector<http::SocketReactor> reactors;
   std::int64_t started_unix = 0;
 
   std::mutex mu;  // slots' identity, policy, index, sessions
@@ -246,14 +250,23 @@ struct Router::Impl final : KvEventSink {
   std::condition_variable dns_cv;
   bool dns_stop = false;
 
-  // The upstream pool of the io_context that runs `ex`; nullptr when reuse is off.
-  http::ConnectionPool* pool_for(const net::any_io_executor& ex) {
-    if (upstream_pools.empty()) return nullptr;
+  // Index of the io_context that runs `ex` in contexts().
+  std::size_t context_index(const net::any_io_executor& ex) const {
     const net::execution_context* ctx = &net::query(ex, net::execution::context);
     for (std::size_t i = 0; i < extra_contexts.size(); ++i) {
-      if (ctx == extra_contexts[i].get()) return upstream_pools[i + 1].get();
+      if (ctx == extra_contexts[i].get()) return i + 1;
     }
-    return upstream_pools[0].get();
+    return 0;
+  }
+
+  // Client options for a request on the io_context that runs `ex`: its upstream pool (none when
+  // reuse is off) and its reactor.
+  http::ClientOptions client_options(const net::any_io_executor& ex) {
+    http::ClientOptions o;
+    const std::size_t i = context_index(ex);
+    o.pool = upstream_pools.empty() ? nullptr : upstream_pools[i].get();
+    o.one_thread_reactor = reactors[i];
+    return o;
   }
 
   std::vector<net::io_context*> contexts() {
@@ -650,10 +663,9 @@ struct Router::Impl final : KvEventSink {
   // ---- health checks and load scraping (coroutines on the io_context) -----------------------------
 
   Task<void> probe(int id, std::uint32_t generation, std::string host, std::uint16_t port) {
-    http::ClientOptions o;
+    http::ClientOptions o = client_options(ioc.get_executor());
     o.connect_timeout = o.first_byte_timeout = o.idle_timeout = std::chrono::milliseconds(config.health_timeout_ms);
     o.max_body_bytes = 64 << 10;
-    o.pool = pool_for(ioc.get_executor());
     http::ClientRequest r;
     r.method = http::bhttp::verb::get;
     r.target = "/health";
@@ -677,10 +689,9 @@ struct Router::Impl final : KvEventSink {
   }
 
   Task<void> scrape(int id, std::uint32_t generation, std::string host, std::uint16_t port) {
-    http::ClientOptions o;
+    http::ClientOptions o = client_options(ioc.get_executor());
     o.connect_timeout = o.first_byte_timeout = o.idle_timeout = std::chrono::milliseconds(config.health_timeout_ms);
     o.max_body_bytes = 4 << 20;
-    o.pool = pool_for(ioc.get_executor());
     http::ClientRequest r;
     r.method = http::bhttp::verb::get;
     r.target = "/metrics";
@@ -785,12 +796,11 @@ struct Router::Impl final : KvEventSink {
     r.target = std::move(target);
     r.body = pb.dump();
     r.headers.emplace_back("X-Request-Id", request_id);
-    http::ClientOptions o;
+    http::ClientOptions o = client_options(ex);
     o.connect_timeout = std::chrono::milliseconds(config.connect_timeout_ms);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     o.first_byte_timeout = std::max(std::chrono::milliseconds(1), left);
     o.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
-    o.pool = pool_for(ex);
     o.cancel = cancel;
     auto res = co_await http::fetch(ex, p.host, p.port, std::move(r), o);
     json params;  // null
@@ -965,14 +975,13 @@ struct Router::Impl final : KvEventSink {
         creq.body = db.dump();
       }
       creq.headers.emplace_back("X-Request-Id", request_id);
-      http::ClientOptions o;
+      http::ClientOptions o = client_options(w.executor());
       o.connect_timeout = std::chrono::milliseconds(config.connect_timeout_ms);
       // From the decision's time: the prefill leg, if any, took its own and is read again.
       const auto sent = plan_result.prefill.ok() ? Clock::now() : plan_result.decided;
       o.first_byte_timeout = std::max(std::chrono::milliseconds(1),
                                       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - sent));
       o.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
-      o.pool = pool_for(w.executor());
       o.cancel = &client_left;
       auto opened = co_await http::ClientStream::open(w.executor(), pick.host, pick.port, std::move(creq), o);
       if (!opened && opened.error().code == http::ClientErrc::cancelled) {

@@ -1,0 +1,268 @@
+// The two reads of read_response.h over real loopback sockets: what each reads, when it completes,
+// and the behaviour the header states, including the cases it gives up (another thread's context,
+// a FIN that came with drained data).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "server/http/read_response.h"
+
+namespace disagg::http {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A connected loopback pair: `ours` on `io` (the side under test), `peer` a blocking socket on its
+// own context, written from the test's thread.
+struct Pair {
+  explicit Pair(net::io_context& io) : ours(io), peer(peer_io) {
+    tcp::acceptor acceptor(peer_io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+    ours.connect(acceptor.local_endpoint());
+    acceptor.accept(peer);
+  }
+  // Writes `bytes` from the peer and waits until they are readable on `ours`.
+  void send(const std::string& bytes) {
+    net::write(peer, net::buffer(bytes));
+    wait_available(bytes.size());
+  }
+  void wait_available(std::size_t n) {
+    for (int i = 0; i < 2000 && ours.available() < n; ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_GE(ours.available(), n);
+  }
+  net::io_context peer_io;
+  tcp::socket ours;
+  tcp::socket peer;
+};
+
+struct Result {
+  boost::system::error_code ec;
+  std::size_t n = 0;
+};
+
+// Runs `io`'s reactor once without blocking: takes the readiness events that are there and runs
+// what they complete. (A plain poll() of a context with no work stops it and runs no reactor.)
+void pump(net::io_context& io) {
+  io.restart();
+  auto busy = net::make_work_guard(io);
+  io.poll();
+  io.restart();
+}
+
+// Runs `io` until `done` is set, at most about 5 s of polling.
+void run_until(net::io_context& io, const std::optional<Result>& done) {
+  for (int i = 0; i < 5000 && !done; ++i) {
+    io.run_one_for(1ms);
+    io.restart();
+  }
+}
+
+TEST(ReadResponse, ReadsTheAnswerThatComesAfterTheWrite) {
+  // GIVEN a one-thread context and a request just written on it
+  net::io_context io(1);
+  Pair p(io);
+  ASSERT_TRUE(made_for_one_thread(io));
+  net::write(p.ours, net::buffer(std::string("ping")));
+  char buf[64];
+  std::optional<Result> got;
+  // WHEN the answer is read, and the peer answers later
+  async_read_response(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  pump(io);
+  EXPECT_FALSE(got);
+  p.send("pong");
+  run_until(io, got);
+  // THEN the read completes with the answer
+  ASSERT_TRUE(got);
+  EXPECT_FALSE(got->ec);
+  EXPECT_EQ(std::string(buf, got->n), "pong");
+}
+
+TEST(ReadResponse, SkipsTheFirstTryAndReadsOnTheNextEvent) {
+  // GIVEN bytes already readable whose readiness event the context has taken (as it would have,
+  // had they come before the request, which an answer cannot)
+  net::io_context io(1);
+  Pair p(io);
+  p.send("early ");
+  pump(io);
+  char buf[64];
+  std::optional<Result> got;
+  // WHEN a read starts
+  async_read_response(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  pump(io);
+  // THEN it has not tried a recv: it waits for the next event, and then reads everything there
+  EXPECT_FALSE(got);
+  p.send("answer");
+  run_until(io, got);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::string(buf, got->n), "early answer");
+}
+
+TEST(ReadResponse, WithoutAReactorItIsAsiosOwnReadAndTriesAtOnce) {
+  // GIVEN the same bytes, and no reactor (the caller cannot promise a context run by one thread)
+  net::io_context io(1);
+  Pair p(io);
+  p.send("early ");
+  pump(io);
+  char buf[64];
+  std::optional<Result> got;
+  // WHEN a read starts THEN it reads them at once
+  async_read_response(p.ours, SocketReactor(), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  run_until(io, got);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::string(buf, got->n), "early ");
+}
+
+TEST(ReadResponse, TellsAContextMadeForOneThread) {
+  net::io_context one(1);
+  net::io_context any;
+  EXPECT_TRUE(made_for_one_thread(one));
+  EXPECT_FALSE(made_for_one_thread(any));
+  EXPECT_TRUE(SocketReactor(one));
+  EXPECT_FALSE(SocketReactor());
+}
+
+TEST(ReadResponse, EndOfFileCancelAndCloseComplete) {
+  char buf[64];
+  {
+    // GIVEN a pending read WHEN the peer closes THEN it completes with end of file
+    net::io_context io(1);
+    Pair p(io);
+    std::optional<Result> got;
+    async_read_response(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+    pump(io);
+    p.peer.close();
+    run_until(io, got);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->ec, net::error::eof);
+  }
+  for (const bool close : {false, true}) {
+    // GIVEN a pending read WHEN our socket is cancelled or closed THEN it completes aborted
+    net::io_context io(1);
+    Pair p(io);
+    std::optional<Result> got;
+    async_read_response(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+    pump(io);
+    if (close) {
+      p.ours.close();
+    } else {
+      p.ours.cancel();
+    }
+    run_until(io, got);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->ec, net::error::operation_aborted) << (close ? "close" : "cancel");
+  }
+  {
+    // GIVEN a pending read WHEN its context is destroyed THEN the handler is dropped, not called
+    bool called = false;
+    {
+      net::io_context io(1);
+      Pair p(io);
+      async_read_response(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code, std::size_t) { called = true; });
+      pump(io);
+    }
+    EXPECT_FALSE(called);
+  }
+}
+
+TEST(ReadResponse, WorksAsACoroutineRead) {
+  // GIVEN a coroutine that writes a request and reads the answer with use_awaitable
+  net::io_context io(1);
+  Pair p(io);
+  std::string answer;
+  net::co_spawn(io, [&]() -> Task<void> {
+    net::write(p.ours, net::buffer(std::string("ping")));
+    char buf[64];
+    boost::system::error_code ec;
+    const std::size_t n = co_await async_read_response(p.ours, SocketReactor(io), net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
+    answer.assign(buf, n);
+  }, net::detached);
+  pump(io);
+  // WHEN the peer answers THEN the coroutine gets it
+  p.send("pong");
+  for (int i = 0; i < 5000 && answer.empty(); ++i) {
+    io.run_one_for(1ms);
+    io.restart();
+  }
+  EXPECT_EQ(answer, "pong");
+}
+
+TEST(ReadDraining, AfterAShortReadTheNextWaitsForData) {
+  // GIVEN a draining read that took everything there was
+  net::io_context io(1);
+  Pair p(io);
+  p.send("first");
+  char buf[64];
+  std::optional<Result> got;
+  async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  run_until(io, got);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::string(buf, got->n), "first");
+  // WHEN the next read starts and data comes later, and then the peer closes
+  got.reset();
+  async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  pump(io);
+  EXPECT_FALSE(got);
+  p.send("second");
+  run_until(io, got);
+  // THEN each read gets what came, and end of file is seen
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::string(buf, got->n), "second");
+  got.reset();
+  async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  p.peer.close();
+  run_until(io, got);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->ec, net::error::eof);
+}
+
+TEST(ReadDraining, AFullReadLeavesTheNextToTryAtOnce) {
+  // GIVEN more bytes than the buffer holds
+  net::io_context io(1);
+  Pair p(io);
+  p.send("0123456789");
+  char buf[4];
+  std::string all;
+  // WHEN draining reads of 4 bytes follow each other, with no new event between them
+  for (int i = 0; i < 3; ++i) {
+    std::optional<Result> got;
+    async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+    run_until(io, got);
+    ASSERT_TRUE(got);
+    all.append(buf, got->n);
+  }
+  // THEN a full read did not mark the socket drained: the rest was read without another event
+  EXPECT_EQ(all, "0123456789");
+}
+
+TEST(ReadDraining, AFinThatCameWithTheDrainedDataWaitsForAnotherEvent) {
+  // GIVEN a peer that sends its last bytes and half-closes at once, both there before the read
+  net::io_context io(1);
+  Pair p(io);
+  net::write(p.peer, net::buffer(std::string("last")));
+  p.peer.shutdown(tcp::socket::shutdown_send);
+  p.wait_available(4);
+  std::this_thread::sleep_for(20ms);  // the FIN follows the bytes on loopback
+  pump(io);                           // their readiness event is taken before the read
+  char buf[64];
+  std::optional<Result> got;
+  async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  run_until(io, got);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::string(buf, got->n), "last");
+  // WHEN the next read starts
+  got.reset();
+  async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  pump(io);
+  // THEN it does not see the end of file yet, as the header states (a server's keep-alive
+  // timeout ends such a connection); a cancel still ends it
+  EXPECT_FALSE(got);
+  p.ours.cancel();
+  run_until(io, got);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->ec, net::error::operation_aborted);
+}
+
+}  // namespace
+}  // namespace disagg::http
