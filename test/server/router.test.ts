@@ -246,6 +246,8 @@ describeIfBuilt('router, aggregated pool, with the openai SDK', () => {
   });
 
   test('metrics: every request is counted, with the families dashboards need', async () => {
+    // (a request is counted after its answer went out: the last count can trail the client)
+    await waitFor(async () => total(await metrics(router), 'disagg_router_requests_total') >= sent, 5_000, 'every request counted');
     const m = await metrics(router);
     expect(total(m, 'disagg_router_requests_total')).toBe(sent);
     for (const family of ['disagg_router_ttft_seconds_count', 'disagg_router_tpot_seconds_count',
@@ -572,7 +574,10 @@ describeIfBuilt('router, a worker killed mid-stream', () => {
     }
     expect(served.has(label)).toBe(true);
 
-    // AND no request was silently dropped: the router counted every one, as ok or error
+    // AND no request was silently dropped: the router counted every one, as ok or error (it counts
+    // a request after its answer went out, so the last count can trail the client by a moment)
+    await waitFor(async () => total(await metrics(router), 'disagg_router_requests_total') >= 9 + 6 + 4 + 6,
+      5_000, 'every request counted');
     const m = await metrics(router);
     expect(total(m, 'disagg_router_requests_total')).toBe(9 + 6 + 4 + 6);
     expect(m.get('disagg_router_requests_total{route="completions",outcome="error"}')).toBe(onVictim.length);
