@@ -42,6 +42,19 @@ struct Result {
   std::size_t n = 0;
 };
 
+// One read under test: its buffer and, once it completed, its result.
+struct Read {
+  char buf[64];
+  std::optional<Result> got;
+  auto buffer() { return net::buffer(buf); }
+  // The completion handler of the next read (the last result is dropped).
+  auto handler() {
+    got.reset();
+    return [this](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; };
+  }
+  std::string text() const { return std::string(buf, got->n); }
+};
+
 // Runs `io`'s reactor once without blocking: takes the readiness events that are there and runs
 // what they complete. (A plain poll() of a context with no work stops it and runs no reactor.)
 void pump(net::io_context& io) {
@@ -49,6 +62,13 @@ void pump(net::io_context& io) {
   auto busy = net::make_work_guard(io);
   io.poll();
   io.restart();
+}
+
+// Bytes already readable on `p.ours` whose readiness event the context has taken (as it would
+// have, had they come before the request, which an answer cannot).
+void early_bytes(net::io_context& io, Pair& p) {
+  p.send("early ");
+  pump(io);
 }
 
 // Runs `io` until `done` is set, at most about 5 s of polling.
@@ -65,18 +85,17 @@ TEST(ReadResponse, ReadsTheAnswerThatComesAfterTheWrite) {
   Pair p(io);
   ASSERT_TRUE(made_for_one_thread(io));
   net::write(p.ours, net::buffer(std::string("ping")));
-  char buf[64];
-  std::optional<Result> got;
+  Read r;
   // WHEN the answer is read, and the peer answers later
-  async_read_response(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  async_read_response(p.ours, SocketReactor(io), r.buffer(), r.handler());
   pump(io);
-  EXPECT_FALSE(got);
+  EXPECT_FALSE(r.got);
   p.send("pong");
-  run_until(io, got);
+  run_until(io, r.got);
   // THEN the read completes with the answer
-  ASSERT_TRUE(got);
-  EXPECT_FALSE(got->ec);
-  EXPECT_EQ(std::string(buf, got->n), "pong");
+  ASSERT_TRUE(r.got);
+  EXPECT_FALSE(r.got->ec);
+  EXPECT_EQ(r.text(), "pong");
 }
 
 TEST(ReadResponse, SkipsTheFirstTryAndReadsOnTheNextEvent) {
@@ -84,34 +103,30 @@ TEST(ReadResponse, SkipsTheFirstTryAndReadsOnTheNextEvent) {
   // had they come before the request, which an answer cannot)
   net::io_context io(1);
   Pair p(io);
-  p.send("early ");
-  pump(io);
-  char buf[64];
-  std::optional<Result> got;
+  early_bytes(io, p);
+  Read r;
   // WHEN a read starts
-  async_read_response(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  async_read_response(p.ours, SocketReactor(io), r.buffer(), r.handler());
   pump(io);
   // THEN it has not tried a recv: it waits for the next event, and then reads everything there
-  EXPECT_FALSE(got);
+  EXPECT_FALSE(r.got);
   p.send("answer");
-  run_until(io, got);
-  ASSERT_TRUE(got);
-  EXPECT_EQ(std::string(buf, got->n), "early answer");
+  run_until(io, r.got);
+  ASSERT_TRUE(r.got);
+  EXPECT_EQ(r.text(), "early answer");
 }
 
 TEST(ReadResponse, WithoutAReactorItIsAsiosOwnReadAndTriesAtOnce) {
   // GIVEN the same bytes, and no reactor (the caller cannot promise a context run by one thread)
   net::io_context io(1);
   Pair p(io);
-  p.send("early ");
-  pump(io);
-  char buf[64];
-  std::optional<Result> got;
+  early_bytes(io, p);
+  Read r;
   // WHEN a read starts THEN it reads them at once
-  async_read_response(p.ours, SocketReactor(), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
-  run_until(io, got);
-  ASSERT_TRUE(got);
-  EXPECT_EQ(std::string(buf, got->n), "early ");
+  async_read_response(p.ours, SocketReactor(), r.buffer(), r.handler());
+  run_until(io, r.got);
+  ASSERT_TRUE(r.got);
+  EXPECT_EQ(r.text(), "early ");
 }
 
 TEST(ReadResponse, TellsAContextMadeForOneThread) {
@@ -124,34 +139,32 @@ TEST(ReadResponse, TellsAContextMadeForOneThread) {
 }
 
 TEST(ReadResponse, EndOfFileCancelAndCloseComplete) {
-  char buf[64];
+  Read r;
   {
     // GIVEN a pending read WHEN the peer closes THEN it completes with end of file
     net::io_context io(1);
     Pair p(io);
-    std::optional<Result> got;
-    async_read_response(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+    async_read_response(p.ours, SocketReactor(io), r.buffer(), r.handler());
     pump(io);
     p.peer.close();
-    run_until(io, got);
-    ASSERT_TRUE(got);
-    EXPECT_EQ(got->ec, net::error::eof);
+    run_until(io, r.got);
+    ASSERT_TRUE(r.got);
+    EXPECT_EQ(r.got->ec, net::error::eof);
   }
   for (const bool close : {false, true}) {
     // GIVEN a pending read WHEN our socket is cancelled or closed THEN it completes aborted
     net::io_context io(1);
     Pair p(io);
-    std::optional<Result> got;
-    async_read_response(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+    async_read_response(p.ours, SocketReactor(io), r.buffer(), r.handler());
     pump(io);
     if (close) {
       p.ours.close();
     } else {
       p.ours.cancel();
     }
-    run_until(io, got);
-    ASSERT_TRUE(got);
-    EXPECT_EQ(got->ec, net::error::operation_aborted) << (close ? "close" : "cancel");
+    run_until(io, r.got);
+    ASSERT_TRUE(r.got);
+    EXPECT_EQ(r.got->ec, net::error::operation_aborted) << (close ? "close" : "cancel");
   }
   {
     // GIVEN a pending read WHEN its context is destroyed THEN the handler is dropped, not called
@@ -159,7 +172,7 @@ TEST(ReadResponse, EndOfFileCancelAndCloseComplete) {
     {
       net::io_context io(1);
       Pair p(io);
-      async_read_response(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code, std::size_t) { called = true; });
+      async_read_response(p.ours, SocketReactor(io), r.buffer(), [&](boost::system::error_code, std::size_t) { called = true; });
       pump(io);
     }
     EXPECT_FALSE(called);
@@ -193,28 +206,25 @@ TEST(ReadDraining, AfterAShortReadTheNextWaitsForData) {
   net::io_context io(1);
   Pair p(io);
   p.send("first");
-  char buf[64];
-  std::optional<Result> got;
-  async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
-  run_until(io, got);
-  ASSERT_TRUE(got);
-  EXPECT_EQ(std::string(buf, got->n), "first");
+  Read r;
+  async_read_draining(p.ours, SocketReactor(io), r.buffer(), r.handler());
+  run_until(io, r.got);
+  ASSERT_TRUE(r.got);
+  EXPECT_EQ(r.text(), "first");
   // WHEN the next read starts and data comes later, and then the peer closes
-  got.reset();
-  async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  async_read_draining(p.ours, SocketReactor(io), r.buffer(), r.handler());
   pump(io);
-  EXPECT_FALSE(got);
+  EXPECT_FALSE(r.got);
   p.send("second");
-  run_until(io, got);
+  run_until(io, r.got);
   // THEN each read gets what came, and end of file is seen
-  ASSERT_TRUE(got);
-  EXPECT_EQ(std::string(buf, got->n), "second");
-  got.reset();
-  async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  ASSERT_TRUE(r.got);
+  EXPECT_EQ(r.text(), "second");
+  async_read_draining(p.ours, SocketReactor(io), r.buffer(), r.handler());
   p.peer.close();
-  run_until(io, got);
-  ASSERT_TRUE(got);
-  EXPECT_EQ(got->ec, net::error::eof);
+  run_until(io, r.got);
+  ASSERT_TRUE(r.got);
+  EXPECT_EQ(r.got->ec, net::error::eof);
 }
 
 TEST(ReadDraining, AFullReadLeavesTheNextToTryAtOnce) {
@@ -222,15 +232,14 @@ TEST(ReadDraining, AFullReadLeavesTheNextToTryAtOnce) {
   net::io_context io(1);
   Pair p(io);
   p.send("0123456789");
-  char buf[4];
+  Read r;
   std::string all;
   // WHEN draining reads of 4 bytes follow each other, with no new event between them
   for (int i = 0; i < 3; ++i) {
-    std::optional<Result> got;
-    async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
-    run_until(io, got);
-    ASSERT_TRUE(got);
-    all.append(buf, got->n);
+    async_read_draining(p.ours, SocketReactor(io), net::buffer(r.buf, 4), r.handler());
+    run_until(io, r.got);
+    ASSERT_TRUE(r.got);
+    all.append(r.buf, r.got->n);
   }
   // THEN a full read did not mark the socket drained: the rest was read without another event
   EXPECT_EQ(all, "0123456789");
@@ -245,23 +254,21 @@ TEST(ReadDraining, AFinThatCameWithTheDrainedDataWaitsForAnotherEvent) {
   p.wait_available(4);
   std::this_thread::sleep_for(20ms);  // the FIN follows the bytes on loopback
   pump(io);                           // their readiness event is taken before the read
-  char buf[64];
-  std::optional<Result> got;
-  async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
-  run_until(io, got);
-  ASSERT_TRUE(got);
-  EXPECT_EQ(std::string(buf, got->n), "last");
+  Read r;
+  async_read_draining(p.ours, SocketReactor(io), r.buffer(), r.handler());
+  run_until(io, r.got);
+  ASSERT_TRUE(r.got);
+  EXPECT_EQ(r.text(), "last");
   // WHEN the next read starts
-  got.reset();
-  async_read_draining(p.ours, SocketReactor(io), net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) { got = Result{ec, n}; });
+  async_read_draining(p.ours, SocketReactor(io), r.buffer(), r.handler());
   pump(io);
   // THEN it does not see the end of file yet, as the header states (a server's keep-alive
   // timeout ends such a connection); a cancel still ends it
-  EXPECT_FALSE(got);
+  EXPECT_FALSE(r.got);
   p.ours.cancel();
-  run_until(io, got);
-  ASSERT_TRUE(got);
-  EXPECT_EQ(got->ec, net::error::operation_aborted);
+  run_until(io, r.got);
+  ASSERT_TRUE(r.got);
+  EXPECT_EQ(r.got->ec, net::error::operation_aborted);
 }
 
 }  // namespace

@@ -65,6 +65,8 @@ namespace disagg::http {
 
 namespace read_response_detail {
 
+enum class ReadKind { response, draining };
+
 #if DISAGG_READ_RESPONSE_OP
 namespace ad = boost::asio::detail;
 
@@ -133,8 +135,6 @@ class ReadOp : public ad::reactor_op {
   Handler handler_;
   ad::handler_work<Handler, IoExecutor> work_;
 };
-
-enum class ReadKind { response, draining };
 
 // Starts a ReadOp of `kind` on `socket`; falls back to Asio's own read where the op cannot help.
 template <class Handler>
@@ -211,24 +211,36 @@ void read_response_detail::start_read(net::ip::tcp::socket& socket, ad::reactor&
 }
 #endif
 
+namespace read_response_detail {
+
+// One of the reads below, or Asio's own without a reactor.
+template <class Token>
+auto async_read(ReadKind kind, net::ip::tcp::socket& socket, SocketReactor reactor, net::mutable_buffer buffer,
+                Token&& token) {
+#if DISAGG_READ_RESPONSE_OP
+  if (reactor) {
+    return net::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+        [&socket, reactor, buffer, kind](auto handler) {
+          start_read(socket, *reactor.get(), buffer, kind, std::move(handler));
+        },
+        token);
+  }
+#else
+  (void)kind;
+  (void)reactor;
+#endif
+  return socket.async_read_some(buffer, std::forward<Token>(token));
+}
+
+}  // namespace read_response_detail
+
 /// Reads some bytes of the answer to a request just written on `socket`, whose io_context is run
 /// by one thread and has `reactor` (see the contract above).
 template <class Token>
 auto async_read_response(net::ip::tcp::socket& socket, SocketReactor reactor, net::mutable_buffer buffer,
                          Token&& token) {
-#if DISAGG_READ_RESPONSE_OP
-  if (reactor) {
-    return net::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
-        [&socket, reactor, buffer](auto handler) {
-          read_response_detail::start_read(socket, *reactor.get(), buffer, read_response_detail::ReadKind::response,
-                                           std::move(handler));
-        },
-        token);
-  }
-#else
-  (void)reactor;
-#endif
-  return socket.async_read_some(buffer, std::forward<Token>(token));
+  return read_response_detail::async_read(read_response_detail::ReadKind::response, socket, reactor, buffer,
+                                          std::forward<Token>(token));
 }
 
 /// Reads some bytes from `socket`, whose io_context has `reactor`; a short read marks it drained
@@ -236,19 +248,8 @@ auto async_read_response(net::ip::tcp::socket& socket, SocketReactor reactor, ne
 template <class Token>
 auto async_read_draining(net::ip::tcp::socket& socket, SocketReactor reactor, net::mutable_buffer buffer,
                          Token&& token) {
-#if DISAGG_READ_RESPONSE_OP
-  if (reactor) {
-    return net::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
-        [&socket, reactor, buffer](auto handler) {
-          read_response_detail::start_read(socket, *reactor.get(), buffer, read_response_detail::ReadKind::draining,
-                                           std::move(handler));
-        },
-        token);
-  }
-#else
-  (void)reactor;
-#endif
-  return socket.async_read_some(buffer, std::forward<Token>(token));
+  return read_response_detail::async_read(read_response_detail::ReadKind::draining, socket, reactor, buffer,
+                                          std::forward<Token>(token));
 }
 
 }  // namespace disagg::http
