@@ -177,7 +177,9 @@ struct ClientRequest {
   /// When not empty, the body sent instead of `body`, without a copy (e.g. a proxied request's own
   /// body); the bytes must stay alive until open() or fetch() completes.
   std::string_view body_view;
-  std::string content_type = "application/json";
+  /// Not owned: a literal, or bytes that outlive open() or fetch(). (A std::string here allocated
+  /// on every request: "application/json" is one byte past the short-string buffer.)
+  std::string_view content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
 };
 

@@ -908,7 +908,7 @@ struct Router::Impl final : KvEventSink {
   Task<int> proxy(http::Request& req, ResponseWriter& w, const json& body, const GenerateRequest& g,
                   RouteRequest& rq, Clock::time_point t0, double queued) {
     const auto deadline = t0 + std::chrono::milliseconds(config.request_timeout_ms);
-    const std::string target(req.target());
+    const std::string_view target = req.target();  // `req` outlives this call
     const std::string request_id = "disagg-" + std::to_string(rq.request_id);
     std::uint64_t exclude = 0;
     json kv_params;  // from the prefill leg
@@ -949,7 +949,7 @@ struct Router::Impl final : KvEventSink {
       if (plan_result.prefill.ok()) {
         Pick& pf = plan_result.prefill;
         prefill_label = pf.label;
-        kv_params = co_await run_prefill(w.executor(), pf, body, target, request_id, deadline, &client_left);
+        kv_params = co_await run_prefill(w.executor(), pf, body, std::string(target), request_id, deadline, &client_left);
         finish(pf, rq.request_id);
         if (client_left.cancelled()) {  // the client left during the prefill: no decode leg
           finish(pick, rq.request_id);
