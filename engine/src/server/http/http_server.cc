@@ -135,6 +135,13 @@ ResponseWriter::ResponseWriter(beast::tcp_stream& stream, const Request& request
 
 ResponseWriter::~ResponseWriter() { unwatch_close(); }
 
+std::string& ResponseWriter::head_buffer() {
+  std::string& head = watch_ != nullptr ? watch_->head : own_head_;
+  head.clear();
+  head.reserve(256);
+  return head;
+}
+
 void ResponseWriter::unwatch_close() {
   if (watch_ == nullptr || !watch_->armed) return;
   watch_->armed = false;
@@ -228,8 +235,7 @@ Task<bool> ResponseWriter::send(unsigned status, std::string_view body, std::str
   state_ = State::sent;
   unwatch_close();
   // Header and body in one gathered write.
-  std::string head;
-  head.reserve(256);
+  std::string& head = head_buffer();
   append_head(head, version_, status, options_.server_name, headers, content_type);
   if (status >= 200 && status != 204 && status != 304) {
     char digits[24];
@@ -255,8 +261,7 @@ Task<bool> ResponseWriter::start_stream(unsigned status, std::string_view conten
                                         std::span<const Header> headers, std::string_view first) {
   if (state_ != State::none || broken_) co_return false;
   state_ = State::streaming;
-  std::string head;
-  head.reserve(256);
+  std::string& head = head_buffer();
   append_head(head, version_, status, options_.server_name, headers, content_type);
   append_pieces(head, {"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n"});
   end_head(head, version_, decide_keep_alive());

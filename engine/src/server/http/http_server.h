@@ -168,6 +168,9 @@ struct CloseWatch {
   net::steady_timer idle_timer;
   std::chrono::steady_clock::time_point wait_since{};
   bool timer_armed = false;
+  /// The response head being written: one buffer per connection, reused by each response (a
+  /// connection writes one at a time), instead of an allocation per response.
+  std::string head;
 };
 
 /// Starts the read of the next request on `watch` (see CloseWatch): no-op while one is pending,
@@ -245,11 +248,14 @@ class ResponseWriter {
  private:
   enum class State : std::uint8_t { none, sent, streaming, finished };
   bool decide_keep_alive();
+  // An empty buffer for the response head: the connection's, kept for its next response.
+  std::string& head_buffer();
 
   beast::tcp_stream& stream_;
   const ServerOptions& options_;
   const std::atomic<bool>* draining_;
   std::shared_ptr<CloseWatch> watch_;
+  std::string own_head_;  // the head buffer of a writer without a connection's (no watch)
   unsigned version_;
   bool keep_alive_;
   bool broken_ = false;
