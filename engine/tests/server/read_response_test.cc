@@ -80,6 +80,17 @@ void run_until(net::io_context& io, const std::optional<Result>& done) {
   }
 }
 
+// Whether the read pending on `p.ours` waits (one pump completes nothing), then completes once the
+// peer sends `bytes`.
+::testing::AssertionResult waits_then_reads(net::io_context& io, Pair& p, Read& r, const std::string& bytes) {
+  pump(io);
+  if (r.got) return ::testing::AssertionFailure() << "completed before any new bytes, with " << r.got->n;
+  p.send(bytes);
+  run_until(io, r.got);
+  if (!r.got) return ::testing::AssertionFailure() << "did not complete after \"" << bytes << "\" came";
+  return ::testing::AssertionSuccess();
+}
+
 TEST(ReadResponse, ReadsTheAnswerThatComesAfterTheWrite) {
   if (!DISAGG_READ_RESPONSE_OP) GTEST_SKIP() << "read_response.h's operation is not built for this Boost or reactor";
   // GIVEN a one-thread context and a request just written on it
@@ -90,12 +101,8 @@ TEST(ReadResponse, ReadsTheAnswerThatComesAfterTheWrite) {
   Read r;
   // WHEN the answer is read, and the peer answers later
   async_read_response(p.ours, SocketReactor(io), r.buffer(), r.handler());
-  pump(io);
-  EXPECT_FALSE(r.got);
-  p.send("pong");
-  run_until(io, r.got);
   // THEN the read completes with the answer
-  ASSERT_TRUE(r.got);
+  ASSERT_TRUE(waits_then_reads(io, p, r, "pong"));
   EXPECT_FALSE(r.got->ec);
   EXPECT_EQ(r.text(), "pong");
 }
@@ -110,12 +117,8 @@ TEST(ReadResponse, SkipsTheFirstTryAndReadsOnTheNextEvent) {
   Read r;
   // WHEN a read starts
   async_read_response(p.ours, SocketReactor(io), r.buffer(), r.handler());
-  pump(io);
   // THEN it has not tried a recv: it waits for the next event, and then reads everything there
-  EXPECT_FALSE(r.got);
-  p.send("answer");
-  run_until(io, r.got);
-  ASSERT_TRUE(r.got);
+  ASSERT_TRUE(waits_then_reads(io, p, r, "answer"));
   EXPECT_EQ(r.text(), "early answer");
 }
 
@@ -217,12 +220,8 @@ TEST(ReadDraining, AfterAShortReadTheNextWaitsForData) {
   EXPECT_EQ(r.text(), "first");
   // WHEN the next read starts and data comes later, and then the peer closes
   async_read_draining(p.ours, SocketReactor(io), r.buffer(), r.handler());
-  pump(io);
-  EXPECT_FALSE(r.got);
-  p.send("second");
-  run_until(io, r.got);
   // THEN each read gets what came, and end of file is seen
-  ASSERT_TRUE(r.got);
+  ASSERT_TRUE(waits_then_reads(io, p, r, "second"));
   EXPECT_EQ(r.text(), "second");
   async_read_draining(p.ours, SocketReactor(io), r.buffer(), r.handler());
   p.peer.close();
