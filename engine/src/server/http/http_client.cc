@@ -306,13 +306,10 @@ Task<void> ClientStream::read_more(boost::system::error_code& ec, bool after_wri
     ec = net::error::no_buffer_space;
     co_return;
   }
-  const net::mutable_buffer room(buf_ + end_, cap_ - end_);
-  if (after_write && options_.one_thread_reactor) {  // no recv until the answer is there
-    end_ += co_await async_read_response(*socket_, options_.one_thread_reactor, room,
-                                         net::redirect_error(net::use_awaitable, ec));
-  } else {
-    end_ += co_await socket_->async_read_some(room, net::redirect_error(net::use_awaitable, ec));
-  }
+  // Right after the request: no recv until the answer is there. Otherwise (no reactor) Asio's read.
+  end_ += co_await async_read_response(*socket_, after_write ? options_.one_thread_reactor : SocketReactor(),
+                                       net::buffer(buf_ + end_, cap_ - end_),
+                                       net::redirect_error(net::use_awaitable, ec));
 }
 
 Expected<std::string_view, ClientError> ClientStream::take_piece() {
