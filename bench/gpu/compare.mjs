@@ -38,11 +38,19 @@ for (const step of [...measured.prefill, ...measured.decode].filter(s => typeof 
 measured.prefill = measured.prefill.filter(s => typeof s.seconds === 'number');
 measured.decode = measured.decode.filter(s => typeof s.seconds === 'number');
 const model = ModelArchitecture.LLAMA_3_1_8B;
-const shape = { layers: model.layers, hidden: model.hiddenSize, heads: model.attentionHeads, kv_heads: model.kvHeads, head_dim: model.headDim };
+const shape = {
+  layers: model.layers, hidden: model.hiddenSize, heads: model.attentionHeads, kv_heads: model.kvHeads,
+  head_dim: model.headDim, vocab: model.vocabSize,
+};
 for (const [key, want] of Object.entries(shape)) {
   if (measured.model[key] !== want) {
     throw new Error(`${file}: model.${key} is ${measured.model[key]}, but ${model.name} has ${want}; measure with step_times.py's default shape`);
   }
+}
+// The rest of the shape (the MLP width) shows in the parameter count, which the cost model reads.
+const measuredParameters = measured.weight_bytes / (measured.dtype === 'bfloat16' ? 2 : 4);
+if (Math.abs(measuredParameters / model.parametersTotal - 1) > 0.01) {
+  throw new Error(`${file}: the measured model has ${measuredParameters} parameters, ${model.name} ${model.parametersTotal}; measure with step_times.py's default shape`);
 }
 const type = AcceleratedInstanceType.all().find(t => t.accelerator.name === acceleratorName);
 if (!type) {
