@@ -2,7 +2,9 @@
 // Prometheus load parser and the metrics page.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include "admission.h"
 #include "endpoint_health.h"
@@ -96,6 +98,47 @@ TEST(Admission, BoundsActiveAndQueuedRequests) {
   ioc.restart();
   ioc.run_for(std::chrono::milliseconds(200));
   EXPECT_EQ(refused, 2);
+  EXPECT_EQ(a.queued(), 0);
+}
+
+TEST(Admission, ManyThreadsNeverExceedTheLimitAndEveryWaiterIsServed) {
+  // GIVEN 3 slots, a queue long enough for everyone, and 4 threads, each running 50 requests that
+  // take a slot the router's way (try_acquire, else queue) and hold it for a moment
+  constexpr int kThreads = 4, kPerThread = 50, kSlots = 3;
+  Admission a(kSlots, kThreads * kPerThread);
+  std::atomic<int> holding{0}, most{0}, granted{0}, refused{0};
+  auto one = [&](http::net::io_context& ioc, int i) -> http::Task<void> {
+    bool ok = a.try_acquire();
+    if (!ok) ok = co_await a.acquire(ioc.get_executor(), std::chrono::seconds(20));
+    if (!ok) {
+      ++refused;
+      co_return;
+    }
+    const int now = ++holding;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    http::net::steady_timer t(ioc, std::chrono::microseconds(50 * (i % 7)));
+    co_await t.async_wait(http::net::use_awaitable);
+    --holding;
+    ++granted;
+    a.release();
+  };
+  // WHEN they all run at once
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      http::net::io_context ioc;
+      for (int i = 0; i < kPerThread; ++i) http::net::co_spawn(ioc, one(ioc, i), http::net::detached);
+      ioc.run();
+    });
+  }
+  for (auto& t : threads) t.join();
+  // THEN at most 3 held a slot at any time, every request got one, and nothing is left held or queued
+  EXPECT_LE(most.load(), kSlots);
+  EXPECT_EQ(granted.load(), kThreads * kPerThread);
+  EXPECT_EQ(refused.load(), 0);
+  EXPECT_EQ(a.active(), 0);
   EXPECT_EQ(a.queued(), 0);
 }
 
