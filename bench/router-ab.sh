@@ -1,53 +1,59 @@
 #!/usr/bin/env bash
-# A/B of two `disagg-engine router` builds against nginx, in one run: CPU time per request (user and
-# system, all threads or worker processes, from /proc) and requests/s at concurrency 32.
+# Router against nginx, or two router builds against nginx, in one run: CPU time per request (user
+# and system, all threads or worker processes, from /proc) and requests/s at concurrency 32.
 # Why a third router benchmark: on this small shared machine bench/router.sh's ratios swing by
-# 10-20% between runs, more than most single changes move them. Here both builds and nginx serve
-# the same two sim-workers at the same time, measured in ROUNDS (8) interleaved rounds in a new
-# random order each round, so machine-wide drift hits all three alike; cells are medians.
-#   ENGINE_A=old/disagg-engine ENGINE_B=engine/build/disagg-engine bash bench/router-ab.sh
+# 10-20% between runs, more than most single changes move them. Here every target serves the same
+# two sim-workers in the same run, measured in ROUNDS (8) interleaved rounds in a new random order
+# each round, so machine-wide drift hits them alike. Cells are medians; each router's ratio to
+# nginx is also taken round by round (the two measured seconds apart) and given as the median of
+# those paired ratios with a bootstrap 95% interval over the rounds, which says whether a
+# difference is larger than this machine's noise.
+#   bash bench/router-ab.sh                              # engine/build/disagg-engine against nginx
+#   ENGINE_A=old/disagg-engine bash bench/router-ab.sh   # ... and an older build, A
 # (build the old one from a worktree: git worktree add /tmp/old REV && cmake -S /tmp/old/engine
 # -B /tmp/old-build -DDISAGG_BUILD_TESTS=OFF && cmake --build /tmp/old-build --target disagg-engine)
-# The sim-workers run ENGINE_B. REQUESTS (20000) per cell. Prints a markdown table.
+# THREADS (2): the router's --threads and nginx's worker processes. The sim-workers run ENGINE_B
+# (default engine/build/disagg-engine). REQUESTS (20000) per cell. Prints markdown tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engine=${ENGINE_B:-engine/build/disagg-engine}
-if [[ -z "${ENGINE_A:-}" ]]; then
-  # `npm run bench` runs every script: without a build to compare with there is nothing to measure.
-  echo "router-ab: skipped; set ENGINE_A to a router build to compare with ENGINE_B (default engine/build/disagg-engine)"
-  exit 0
-fi
-engine_a=$ENGINE_A
 requests=${REQUESTS:-20000}
 rounds=${ROUNDS:-8}
+threads=${THREADS:-2}
+[[ $threads =~ ^[1-9][0-9]*$ ]] || { echo "router-ab: THREADS is '$threads'; give a positive integer" >&2; exit 2; }
 model=bench-model
 # shellcheck source=bench/lib/proxy-peers.sh
 source bench/lib/proxy-peers.sh
-bench_begin ab "$engine_a" "$engine"
+targets=(B nginx)
+[[ -n "${ENGINE_A:-}" ]] && targets=(A B nginx)
+bench_begin ab ${ENGINE_A:+"$ENGINE_A"} "$engine"
 endpoints=(--endpoint "role=aggregated,url=http://127.0.0.1:$w1" --endpoint "role=aggregated,url=http://127.0.0.1:$w2")
 declare -A url procs
-bench_start router-a "$engine_a" router --host 127.0.0.1 --port 0 --model-name $model --threads 2 "${endpoints[@]}"
-url[A]=http://127.0.0.1:$port; procs[A]=$started_pid
-bench_start router-b "$engine" router --host 127.0.0.1 --port 0 --model-name $model --threads 2 "${endpoints[@]}"
+if [[ -n "${ENGINE_A:-}" ]]; then
+  bench_start router-a "$ENGINE_A" router --host 127.0.0.1 --port 0 --model-name $model --threads "$threads" "${endpoints[@]}"
+  url[A]=http://127.0.0.1:$port; procs[A]=$started_pid
+fi
+bench_start router-b "$engine" router --host 127.0.0.1 --port 0 --model-name $model --threads "$threads" "${endpoints[@]}"
 url[B]=http://127.0.0.1:$port; procs[B]=$started_pid
 nginx_port=$(free_port)
-write_nginx_conf "$nginx_port" 2 "$w1" "$w2"
+write_nginx_conf "$nginx_port" "$threads" "$w1" "$w2"
 "$nginx_bin" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' &
 pids+=($!)
 nginx_master=$!
-for target in A B nginx; do
+for target in "${targets[@]}"; do
   [[ $target == nginx ]] && u=http://127.0.0.1:$nginx_port || u=${url[$target]}
   for _ in $(seq 100); do curl -fs "$u/health" >/dev/null 2>&1 && break; sleep 0.05; done
 done
 url[nginx]=http://127.0.0.1:$nginx_port
-procs[nginx]=$(pgrep -P "$nginx_master" | tr '\n' ' ')  # the worker processes
+# The worker processes (one worker runs without a master: then the process itself).
+if [[ $threads == 1 ]]; then procs[nginx]=$nginx_master; else procs[nginx]=$(pgrep -P "$nginx_master" | tr '\n' ' '); fi
 
 # "user system" CPU ticks used so far by the given processes.
 ticks() { local u=0 s=0 p a b; for p in "$@"; do read -r a b < <(awk '{print $14, $15}' "/proc/$p/stat"); u=$((u + a)); s=$((s + b)); done; echo "$u $s"; }
 hz=$(getconf CLK_TCK)
 : >"$tmp/results"
 for round in $(seq "$rounds"); do
-  for target in $(printf '%s\n' A B nginx | shuf); do
+  for target in $(printf '%s\n' "${targets[@]}" | shuf); do
     node bench/router-load.mjs --model $model --url "${url[$target]}" --requests 1000 --concurrency 32 >/dev/null
     # shellcheck disable=SC2086  # procs[] holds a list of pids
     read -r u0 s0 < <(ticks ${procs[$target]})
@@ -60,21 +66,52 @@ for round in $(seq "$rounds"); do
     echo "round $round, $target: $(tail -1 "$tmp/results")" >&2
   done
 done
-node - "$tmp/results" "$rounds" <<'EOF'
+node - "$tmp/results" "$rounds" "$threads" <<'EOF'
 const fs = require('fs');
-const rows = fs.readFileSync(process.argv[2], 'utf8').trim().split('\n').map((l) => l.split(' '));
+const [file, rounds, threads] = process.argv.slice(2);
+// Rows in measuring order: target, user us, system us, requests/s; each target once per round.
+const rows = fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => l.split(' '));
+const targets = ['A', 'B', 'nginx'].filter((t) => rows.some((r) => r[0] === t));
+const routers = targets.filter((t) => t !== 'nginx');
+const name = { A: 'router A', B: routers.length === 1 ? 'router' : 'router B', nginx: 'nginx' };
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
-const cell = (t, i) => median(rows.filter((r) => r[0] === t).map((r) => Number(r[i])));
+const metrics = [
+  ['CPU us per request, user', (r) => Number(r[1])],
+  ['CPU us per request, system', (r) => Number(r[2])],
+  ['CPU us per request, total', (r) => Number(r[1]) + Number(r[2])],
+  ['requests/s', (r) => Number(r[3])],
+];
+const per = (t, f) => rows.filter((r) => r[0] === t).map(f);  // round by round
 const fmt = (x) => Number.isInteger(x) ? String(x) : x.toFixed(1);
-console.log('| concurrency 32 | router A | router B | nginx | A / nginx | B / nginx |');
-console.log('|---|---:|---:|---:|---:|---:|');
-const line = (name, f) => {
-  const [a, b, n] = ['A', 'B', 'nginx'].map(f);
-  console.log(`| ${name} | ${fmt(a)} | ${fmt(b)} | ${fmt(n)} | ${(a / n).toFixed(2)}x | ${(b / n).toFixed(2)}x |`);
+const head = `concurrency 32, ${threads} thread(s) / worker(s)`;
+console.log(`| ${head} | ${targets.map((t) => name[t]).join(' | ')} | ${routers.map((t) => `${name[t]} / nginx`).join(' | ')} |`);
+console.log(`|---|${targets.map(() => '---:').join('|')}|${routers.map(() => '---:').join('|')}|`);
+for (const [label, f] of metrics) {
+  const m = Object.fromEntries(targets.map((t) => [t, median(per(t, f))]));
+  console.log(`| ${label} | ${targets.map((t) => fmt(m[t])).join(' | ')} | ${routers.map((t) => `${(m[t] / m.nginx).toFixed(2)}x`).join(' | ')} |`);
+}
+// Paired ratios: round i's router value over round i's nginx value. The interval: the medians of
+// 2,000 resamples of the rounds (with replacement), 2.5th to 97.5th percentile, from a fixed seed
+// so that the same data gives the same interval.
+let seed = 0x2545f491;
+const random = () => { seed ^= seed << 13; seed ^= seed >>> 17; seed ^= seed << 5; return (seed >>> 0) / 4294967296; };
+const interval = (xs) => {
+  const meds = [];
+  for (let k = 0; k < 2000; k++) meds.push(median(xs.map(() => xs[Math.floor(random() * xs.length)])));
+  meds.sort((a, b) => a - b);
+  return [meds[50], meds[1949]];
 };
-line('CPU us per request, user', (t) => cell(t, 1));
-line('CPU us per request, system', (t) => cell(t, 2));
-line('CPU us per request, total', (t) => median(rows.filter((r) => r[0] === t).map((r) => Number(r[1]) + Number(r[2]))));
-line('requests/s', (t) => cell(t, 3));
-console.log(`\nmedians of ${process.argv[3]} interleaved rounds; A = ENGINE_A, B = ENGINE_B`);
+console.log(`\n| paired by round, ${threads} thread(s) / worker(s) | ${routers.map((t) => `${name[t]} / nginx: median [95% interval]`).join(' | ')} |`);
+console.log(`|---|${routers.map(() => '---:').join('|')}|`);
+for (const [label, f] of metrics) {
+  const cells = routers.map((t) => {
+    const n = per('nginx', f);
+    const ratios = per(t, f).map((v, i) => v / n[i]);
+    const [lo, hi] = interval(ratios);
+    return `${median(ratios).toFixed(2)}x [${lo.toFixed(2)}-${hi.toFixed(2)}]`;
+  });
+  console.log(`| ${label} | ${cells.join(' | ')} |`);
+}
+const which = routers.length > 1 ? '; A = ENGINE_A, B = ENGINE_B' : '';
+console.log(`\nmedians of ${rounds} interleaved rounds${which}; an interval that leaves out 1.00x is a difference beyond this run's noise`);
 EOF
