@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <random>
 #include <set>
@@ -39,6 +40,55 @@ TEST(BlockHash, DependsOnOrderParentAndLength) {
   EXPECT_NE(hash_block(kRootBlockHash, t), hash_block(kRootBlockHash, swapped));
   EXPECT_NE(hash_block(kRootBlockHash, t), hash_block(kRootBlockHash + 1, t));
   EXPECT_NE(hash_block(kRootBlockHash, std::span(t).first(3)), hash_block(kRootBlockHash, t));
+}
+
+TEST(BlockHash, EveryPositionAndEverySwapCounts) {
+  // GIVEN a 64-token block (the router's block size: its words fall into four lanes) and blocks of
+  // other sizes, including odd ones
+  for (const std::size_t size : {1u, 2u, 3u, 7u, 8u, 9u, 16u, 63u, 64u}) {
+    std::vector<TokenId> t(size);
+    for (std::size_t i = 0; i < size; ++i) t[i] = static_cast<TokenId>(1000 + 7 * i);
+    const BlockHash base = hash_block(kRootBlockHash, t);
+    for (std::size_t i = 0; i < size; ++i) {
+      // WHEN one token changes THEN the hash does
+      std::vector<TokenId> changed = t;
+      changed[i] += 1;
+      EXPECT_NE(hash_block(kRootBlockHash, changed), base) << size << " tokens, position " << i;
+      // AND WHEN two tokens trade places (within a word, a lane, or across lanes) THEN it does too
+      for (std::size_t j = i + 1; j < size; ++j) {
+        std::vector<TokenId> swapped = t;
+        std::swap(swapped[i], swapped[j]);
+        EXPECT_NE(hash_block(kRootBlockHash, swapped), base) << size << " tokens, swap " << i << "-" << j;
+      }
+    }
+  }
+}
+
+TEST(BlockHash, OneBitInAnyTokenFlipsHalfTheBits) {
+  // GIVEN random 64-token blocks and parents
+  std::mt19937_64 rng(7);
+  double flipped = 0;
+  int trials = 0;
+  for (int round = 0; round < 2000; ++round) {
+    std::array<TokenId, 64> block{};
+    for (TokenId& x : block) x = static_cast<TokenId>(rng() % 128'000);
+    const BlockHash parent = rng();
+    const BlockHash h = hash_block(parent, block);
+    // WHEN one bit of one token, or of the parent, flips
+    const std::size_t pos = rng() % 65;
+    const int bit = static_cast<int>(rng() % 17);
+    BlockHash other = 0;
+    if (pos == 64) {
+      other = hash_block(parent ^ (BlockHash{1} << (rng() % 64)), block);
+    } else {
+      block[pos] ^= TokenId{1} << bit;
+      other = hash_block(parent, block);
+    }
+    flipped += __builtin_popcountll(h ^ other);
+    ++trials;
+  }
+  // THEN about 32 of the 64 output bits change on average (avalanche)
+  EXPECT_NEAR(flipped / trials, 32.0, 1.0);
 }
 
 TEST(BlockHash, OutputSpanBoundsTheCount) {
