@@ -48,37 +48,51 @@ url[nginx]=http://127.0.0.1:$nginx_port
 # The worker processes (one worker runs without a master: then the process itself).
 if [[ $threads == 1 ]]; then procs[nginx]=$nginx_master; else procs[nginx]=$(pgrep -P "$nginx_master" | tr '\n' ' '); fi
 
-# "user system" CPU ticks used so far by the given processes.
+# "user system" CPU ticks used so far by the given processes. Ticks are samples: the kernel
+# charges a whole tick (10 ms) to whatever runs when it fires, so a cell of 20,000 requests
+# (about 0.6 s of CPU) holds some 60 of them; they give the split, not the total.
 ticks() { local u=0 s=0 p a b; for p in "$@"; do read -r a b < <(awk '{print $14, $15}' "/proc/$p/stat"); u=$((u + a)); s=$((s + b)); done; echo "$u $s"; }
 hz=$(getconf CLK_TCK)
+# "thread nanoseconds" lines: each thread's time on a CPU as the scheduler counts it (schedstat,
+# to the nanosecond), for every thread of the given processes.
+on_cpu() { local p f; for p in "$@"; do for f in /proc/"$p"/task/*/schedstat; do echo "${f%/schedstat} $(cut -d' ' -f1 "$f" 2>/dev/null || echo 0)"; done; done; }
+# Nanoseconds between two on_cpu listings, over the threads in both (a thread that started or
+# ended in between is left out; the proxies here keep theirs).
+on_cpu_delta() { awk 'NR == FNR { t[$1] = $2; next } ($1 in t) { d += $2 - t[$1] } END { printf "%d\n", d }' "$1" "$2"; }
 : >"$tmp/results"
 for round in $(seq "$rounds"); do
   for target in $(printf '%s\n' "${targets[@]}" | shuf); do
     node bench/router-load.mjs --model $model --url "${url[$target]}" --requests 1000 --concurrency 32 >/dev/null
     # shellcheck disable=SC2086  # procs[] holds a list of pids
     read -r u0 s0 < <(ticks ${procs[$target]})
+    # shellcheck disable=SC2086
+    on_cpu ${procs[$target]} >"$tmp/cpu0"
     out=$(node bench/router-load.mjs --model $model --url "${url[$target]}" --requests "$requests" --warmup 0 --concurrency 32)
     # shellcheck disable=SC2086
     read -r u1 s1 < <(ticks ${procs[$target]})
+    # shellcheck disable=SC2086
+    on_cpu ${procs[$target]} >"$tmp/cpu1"
     rps=$(node -e 'const j=JSON.parse(process.argv[1]); if (j.errors) process.exit(1); console.log(j.rps.toFixed(0))' "$out") ||
       { echo "round $round, $target: errors: $out" >&2; exit 1; }
-    echo "$target $(( (u1 - u0) * 1000000 / hz / requests )) $(( (s1 - s0) * 1000000 / hz / requests )) $rps" >>"$tmp/results"
+    ns=$(on_cpu_delta "$tmp/cpu0" "$tmp/cpu1")
+    echo "$target $(( (u1 - u0) * 1000000 / hz / requests )) $(( (s1 - s0) * 1000000 / hz / requests )) $rps $(( ns / requests ))" >>"$tmp/results"
     echo "round $round, $target: $(tail -1 "$tmp/results")" >&2
   done
 done
 node - "$tmp/results" "$rounds" "$threads" <<'EOF'
 const fs = require('fs');
 const [file, rounds, threads] = process.argv.slice(2);
-// Rows in measuring order: target, user us, system us, requests/s; each target once per round.
+// Rows in measuring order: target, user us and system us (ticks), requests/s, on-CPU ns (the
+// scheduler's count); each target once per round.
 const rows = fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => l.split(' '));
 const targets = ['A', 'B', 'nginx'].filter((t) => rows.some((r) => r[0] === t));
 const routers = targets.filter((t) => t !== 'nginx');
 const name = { A: 'router A', B: routers.length === 1 ? 'router' : 'router B', nginx: 'nginx' };
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const metrics = [
-  ['CPU us per request, user', (r) => Number(r[1])],
-  ['CPU us per request, system', (r) => Number(r[2])],
-  ['CPU us per request, total', (r) => Number(r[1]) + Number(r[2])],
+  ['CPU us per request (scheduler, ns precision)', (r) => Number(r[4]) / 1000],
+  ['CPU us per request, user (10 ms ticks)', (r) => Number(r[1])],
+  ['CPU us per request, system (10 ms ticks)', (r) => Number(r[2])],
   ['requests/s', (r) => Number(r[3])],
 ];
 const per = (t, f) => rows.filter((r) => r[0] === t).map(f);  // round by round
