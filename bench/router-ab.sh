@@ -115,12 +115,15 @@ const interval = (xs) => {
   meds.sort((a, b) => a - b);
   return [meds[50], meds[1949]];
 };
-console.log(`\n| paired by round, ${threads} thread(s) / worker(s) | ${routers.map((t) => `${name[t]} / nginx: median [95% interval]`).join(' | ')} |`);
-console.log(`|---|${routers.map(() => '---:').join('|')}|`);
+// Each pair: [numerator, denominator]; with two builds, B is also paired with A.
+const pairs = routers.map((t) => [t, 'nginx']);
+if (routers.length > 1) pairs.push(['B', 'A']);
+console.log(`\n| paired by round, ${threads} thread(s) / worker(s) | ${pairs.map(([a, b]) => `${name[a]} / ${name[b]}: median [95% interval]`).join(' | ')} |`);
+console.log(`|---|${pairs.map(() => '---:').join('|')}|`);
 for (const [label, f] of metrics) {
-  const cells = routers.map((t) => {
-    const n = per('nginx', f);
-    const ratios = per(t, f).map((v, i) => v / n[i]);
+  const cells = pairs.map(([a, b]) => {
+    const d = per(b, f);
+    const ratios = per(a, f).map((v, i) => v / d[i]);
     const [lo, hi] = interval(ratios);
     return `${median(ratios).toFixed(2)}x [${lo.toFixed(2)}-${hi.toFixed(2)}]`;
   });
