@@ -158,10 +158,6 @@ class RoutingPolicy {
     (void)endpoint;
   }
 
-  /// Whether on_finished() does anything. A policy that overrides it returns true; a caller that
-  /// must take a lock to call it (the router) skips both otherwise, on every request.
-  virtual bool follows_finish() const noexcept { return false; }
-
 };
 
 /// Knobs of every policy; each policy reads its own. Keys for set_policy_option() in brackets.

@@ -84,11 +84,7 @@ inline bool record_failure(EndpointSlot& e, std::int64_t now_ms, const HealthPol
 }
 
 /// A proxied request succeeded.
-inline void record_success(EndpointSlot& e) {
-  // Written only when it changes: every request succeeds through here, and a store would take the
-  // slot's cache line from the other threads each time.
-  if (e.failures.load(std::memory_order_relaxed) != 0) e.failures.store(0, std::memory_order_release);
-}
+inline void record_success(EndpointSlot& e) { e.failures.store(0, std::memory_order_release); }
 
 /// An active health check finished. Returns true when the endpoint became routable again.
 inline bool record_health(EndpointSlot& e, bool ok, std::int64_t now_ms, const HealthPolicy& policy) {

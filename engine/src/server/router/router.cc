@@ -232,20 +232,18 @@ struct Router::Impl final : KvEventSink {
   // Bit i set while slots[i].present (guarded by mu): plan() visits the present slots only, instead
   // of reading a flag in each of the 64 slots (a cache line apiece) on every request.
   std::uint64_t present_ids = 0;
+  // plan()'s endpoint snapshot (guarded by mu): a member, so that a request does not construct
+  // 64 EndpointStates (4 KiB) to fill the two or three it has.
+  std::array<EndpointState, kMaxRoutingEndpoints> plan_states;
   std::optional<KvBlockIndex> index;
   std::unique_ptr<RoutingPolicy> policy;
-  bool policy_follows_finish = false;  // policy->follows_finish(), read once
   std::array<SessionEntry, kSessionSlots> sessions{};
   bool pd_mode = false;
   bool need_prefill = false;
 
   std::unique_ptr<KvEventSubscriber> subscriber;
   std::atomic<bool> draining{false};
-  // Request ids are handed to threads in blocks (request_id()), so that threads do not take turns
-  // writing one shared counter on every request.
   std::atomic<std::uint64_t> next_request_id{1};
-  inline static std::atomic<std::uint64_t> routers_made{0};
-  const std::uint64_t serial = routers_made.fetch_add(1, std::memory_order_relaxed) + 1;  // never 0
 
   std::thread dns_thread;
   std::mutex dns_mu;
@@ -455,10 +453,8 @@ struct Router::Impl final : KvEventSink {
     const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
     std::size_t n = 0;
     Plan out;
-    // The endpoint snapshot: per thread, so that a request neither constructs 64 EndpointStates
-    // (4 KiB) to fill the two or three it has, nor writes lines that the other threads wrote last.
-    thread_local std::array<EndpointState, kMaxRoutingEndpoints> states;
     std::lock_guard lock(mu);
+    std::array<EndpointState, kMaxRoutingEndpoints>& states = plan_states;
     for (std::uint64_t ids = present_ids; ids != 0; ids &= ids - 1) {
       const int id = std::countr_zero(ids);
       const EndpointSlot& s = slots[static_cast<std::size_t>(id)];
@@ -558,28 +554,11 @@ struct Router::Impl final : KvEventSink {
   void finish(Pick& p, std::uint64_t request_id) {
     if (!p.ok()) return;
     first_byte(p);
+    std::lock_guard lock(mu);
     EndpointSlot& s = slots[static_cast<std::size_t>(p.slot)];
     s.inflight.fetch_sub(1, std::memory_order_relaxed);
-    // The lock only for a policy that follows requests to their end (none of the built-in ones):
-    // taking it on every request's end made the threads pass its cache line back and forth.
-    if (policy_follows_finish) {
-      std::lock_guard lock(mu);
-      if (s.present && s.generation == p.generation) policy->on_finished(request_id, static_cast<EndpointId>(p.slot));
-    }
+    if (s.present && s.generation == p.generation) policy->on_finished(request_id, static_cast<EndpointId>(p.slot));
     p.slot = -1;
-  }
-
-  // A new request id, unique in this router: each thread takes ids from a block of its own.
-  std::uint64_t request_id() {
-    constexpr std::uint64_t kBlock = 1024;
-    thread_local std::uint64_t next = 0, end = 0;
-    thread_local std::uint64_t owner = 0;  // a thread may serve several routers in turn (tests)
-    if (next == end || owner != serial) {
-      next = next_request_id.fetch_add(kBlock, std::memory_order_relaxed);
-      end = next + kBlock;
-      owner = serial;
-    }
-    return next++;
   }
 
   void upstream_failed(const Pick& p, bool definitive, std::string_view what) {
@@ -875,7 +854,7 @@ struct Router::Impl final : KvEventSink {
     sc->hashes.resize(hash_blocks(sc->tokens, static_cast<std::size_t>(config.block_size), kRootBlockHash, sc->hashes));
 
     RouteRequest rq;
-    rq.request_id = request_id();
+    rq.request_id = next_request_id.fetch_add(1, std::memory_order_relaxed);
     rq.prompt_tokens = static_cast<std::int64_t>(sc->tokens.size());
     rq.output_tokens = g.max_tokens;
     rq.block_hashes = sc->hashes;
@@ -1332,7 +1311,6 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   auto policy = make_routing_policy(c.policy, options);
   if (!policy) return unexpected("policy '" + c.policy + "': " + policy.error().message);
   im.policy = std::move(*policy);
-  im.policy_follows_finish = im.policy->follows_finish();
   if (!precise && routing_policy_reads_prefixes(c.policy)) {
     log_line("prefix history: " + std::to_string(options.history_blocks_per_endpoint * options.max_endpoints) +
              " blocks, sized for " + std::to_string(options.max_endpoints) +
