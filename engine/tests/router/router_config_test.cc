@@ -145,6 +145,15 @@ TEST(RouterConfig, FlagsOverrideTheFile) {
   std::remove(path.c_str());
 }
 
+TEST(RouterConfig, PinThreadsIsOffUnlessAsked) {
+  auto plain = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1"});
+  auto on = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1", "--pin-threads", "on"});
+  ASSERT_TRUE(plain) << plain.error();
+  ASSERT_TRUE(on) << on.error();
+  EXPECT_FALSE(plain->pin_threads);
+  EXPECT_TRUE(on->pin_threads);
+}
+
 TEST(RouterConfig, AnExplicitMaxEndpointsIsRemembered) {
   // GIVEN maxEndpoints as a flag, or in the file's policy options
   auto flag = parse_flags({"--model-name", "m", "--endpoint", "role=decode,url=http://127.0.0.1:9000",
@@ -175,6 +184,7 @@ TEST(RouterConfig, FlagErrors) {
       {{"--model-name", "m", "--endpoint", "url=http://h:1", "--port"}, "'--port' needs a value"},
       {{"--model-name", "m", "--dns-pool", "role=decode,host=svc"}, "needs host=NAME and port=P"},
       {{"--config", "/nonexistent/x.json", "--model-name", "m"}, "cannot be read"},
+      {{"--model-name", "m", "--endpoint", "url=http://h:1", "--pin-threads", "yes"}, "'--pin-threads' (yes) must be on or off"},
   };
   for (const auto& [args, expect] : cases) {
     auto c = parse_flags(args);

@@ -10,6 +10,7 @@
 #include "endpoint_health.h"
 #include "retry_policy.h"
 #include "router_metrics.h"
+#include "thread_pinning.h"
 
 namespace disagg::router {
 namespace {
@@ -140,6 +141,30 @@ TEST(Admission, ManyThreadsNeverExceedTheLimitAndEveryWaiterIsServed) {
   EXPECT_EQ(refused.load(), 0);
   EXPECT_EQ(a.active(), 0);
   EXPECT_EQ(a.queued(), 0);
+}
+
+TEST(ThreadPinning, AThreadRunsOnTheCpuItIsPinnedTo) {
+  // GIVEN the CPUs this process may use
+  const std::vector<int> cpus = allowed_cpus();
+  ASSERT_FALSE(cpus.empty());
+  // WHEN a new thread pins itself to the last of them
+  std::vector<int> seen;
+  bool pinned = false;
+  std::thread([&] {
+    pinned = pin_this_thread(cpus.back());
+    seen = allowed_cpus();
+  }).join();
+  // THEN that CPU is the only one it may run on, and this thread is unchanged
+  EXPECT_TRUE(pinned);
+  EXPECT_EQ(seen, std::vector<int>{cpus.back()});
+  EXPECT_EQ(allowed_cpus(), cpus);
+  // AND a CPU that does not exist is refused without changing the thread
+  std::thread([&] {
+    pinned = pin_this_thread(1023);
+    seen = allowed_cpus();
+  }).join();
+  EXPECT_FALSE(pinned);
+  EXPECT_EQ(seen, cpus);
 }
 
 TEST(RouterMetrics, ParsesVllmLoadGauges) {

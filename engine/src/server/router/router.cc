@@ -31,6 +31,7 @@
 #include "router_metrics.h"
 #include "server/http/http_client.h"
 #include "server/http/http_server.h"
+#include "thread_pinning.h"
 #include "server/http/openai_error.h"
 #include "server/http/sse.h"
 
@@ -1360,14 +1361,32 @@ void Router::run() {
   im.signals.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) drain();
   });
+  // --pin-threads: HTTP thread i (this one is 0) on the i-th allowed CPU. The list is read before
+  // any thread is pinned, and this thread pins itself last, so that the threads it starts do not
+  // inherit one CPU. (Threads that it starts later, such as Asio's resolver thread, do inherit CPU 0.)
+  const std::vector<int> cpus = im.config.pin_threads ? allowed_cpus() : std::vector<int>{};
+  const auto cpu_of = [&cpus](std::size_t i) { return cpus.empty() ? -1 : cpus[i % cpus.size()]; };
+  if (im.config.pin_threads) {
+    std::string list;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(im.config.threads); ++i) {
+      list += (i == 0 ? "" : ",") + std::to_string(cpu_of(i));
+    }
+    log_line("pinning HTTP threads to CPUs " + list + " (of " + std::to_string(cpus.size()) + " allowed)" +
+             (cpus.size() < static_cast<std::size_t>(im.config.threads) ? "; some threads share a CPU" : ""));
+  }
   // The other contexts have no work of their own until a connection arrives: keep them running.
   std::vector<net::executor_work_guard<net::io_context::executor_type>> keep;
   std::vector<std::thread> threads;
-  for (auto& c : im.extra_contexts) {
-    keep.push_back(net::make_work_guard(*c));
-    net::co_spawn(*c, Impl::timer_anchor(*c), net::detached);
-    threads.emplace_back([ctx = c.get()] { ctx->run(); });
+  for (std::size_t i = 0; i < im.extra_contexts.size(); ++i) {
+    net::io_context* ctx = im.extra_contexts[i].get();
+    keep.push_back(net::make_work_guard(*ctx));
+    net::co_spawn(*ctx, Impl::timer_anchor(*ctx), net::detached);
+    threads.emplace_back([ctx, cpu = cpu_of(i + 1)] {
+      if (cpu >= 0 && !pin_this_thread(cpu)) log_line("--pin-threads: CPU " + std::to_string(cpu) + " refused; this thread is not pinned");
+      ctx->run();
+    });
   }
+  if (cpu_of(0) >= 0 && !pin_this_thread(cpu_of(0))) log_line("--pin-threads: CPU " + std::to_string(cpu_of(0)) + " refused; this thread is not pinned");
   im.ioc.run();
   im.stop_contexts();
   for (auto& t : threads) t.join();

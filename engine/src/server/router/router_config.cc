@@ -57,6 +57,8 @@ constexpr const char* kUsage =
     "  --eject-ms N                  ejection time before health checks may restore it (5000)\n"
     "  --max-body-bytes N            request body limit; 413 beyond (8388608)\n"
     "  --threads N                   HTTP threads (2)\n"
+    "  --pin-threads on|off          run HTTP thread i on the i-th allowed CPU only; for CPUs the\n"
+    "                                router does not share (off)\n"
     "  --index-entries N             KV block index capacity, entries (1048576)\n"
     "  --index-entries-per-endpoint N  per-endpoint cap (0 = none)\n"
     "  --replay-timeout-ms N         wait for a KV event replay (1000)\n"
@@ -610,6 +612,9 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
       if (!integer(&c.max_body_bytes, 1, 1LL << 40)) return bad(range_any);
     } else if (flag == "--threads") {
       if (!integer(&c.threads, 1, 256)) return bad("must be a whole number in [1, 256]");
+    } else if (flag == "--pin-threads") {
+      if (v != "on" && v != "off") return bad("must be on or off");
+      c.pin_threads = v == "on";
     } else if (flag == "--index-entries") {
       if (!integer(&c.index_entries, 1, 1LL << 28)) return bad("must be a whole number in [1, 2^28]");
     } else if (flag == "--index-entries-per-endpoint") {

@@ -102,6 +102,9 @@ struct RouterConfig {
   std::int64_t eject_ms = 5'000;
   std::size_t max_body_bytes = 8u << 20;
   std::int32_t threads = 2;
+  /// --pin-threads on: HTTP thread i runs only on the i-th CPU the process may use (modulo their
+  /// number). See thread_pinning.h for when it pays.
+  bool pin_threads = false;
   std::int64_t index_entries = 1 << 20;
   std::int64_t index_entries_per_endpoint = 0;
   std::int64_t replay_timeout_ms = 1'000;
