@@ -12,14 +12,20 @@
 #   ENGINE_A=old/disagg-engine bash bench/router-ab.sh   # ... and an older build, A
 # (build the old one from a worktree: git worktree add /tmp/old REV && cmake -S /tmp/old/engine
 # -B /tmp/old-build -DDISAGG_BUILD_TESTS=OFF && cmake --build /tmp/old-build --target disagg-engine)
-# THREADS (2): the router's --threads and nginx's worker processes. The sim-workers run ENGINE_B
-# (default engine/build/disagg-engine). REQUESTS (20000) per cell. Prints markdown tables.
+# THREADS (2): the router's --threads and nginx's worker processes. PIN=1: each router thread and
+# each nginx worker on a CPU of its own (`--pin-threads on`, `worker_cpu_affinity auto`). The
+# sim-workers run ENGINE_B (default engine/build/disagg-engine). REQUESTS (20000) per cell. Prints
+# markdown tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engine=${ENGINE_B:-engine/build/disagg-engine}
 requests=${REQUESTS:-20000}
 rounds=${ROUNDS:-8}
 threads=${THREADS:-2}
+pin=${PIN:-0}
+[[ $pin == 0 || $pin == 1 ]] || { echo "router-ab: PIN is '$pin'; give 0 or 1" >&2; exit 2; }
+pin_flags=()
+[[ $pin == 1 ]] && pin_flags=(--pin-threads on)
 [[ $threads =~ ^[1-9][0-9]*$ ]] || { echo "router-ab: THREADS is '$threads'; give a positive integer" >&2; exit 2; }
 model=bench-model
 # shellcheck source=bench/lib/proxy-peers.sh
@@ -30,13 +36,14 @@ bench_begin ab ${ENGINE_A:+"$ENGINE_A"} "$engine"
 endpoints=(--endpoint "role=aggregated,url=http://127.0.0.1:$w1" --endpoint "role=aggregated,url=http://127.0.0.1:$w2")
 declare -A url procs
 if [[ -n "${ENGINE_A:-}" ]]; then
-  bench_start router-a "$ENGINE_A" router --host 127.0.0.1 --port 0 --model-name $model --threads "$threads" "${endpoints[@]}"
+  bench_start router-a "$ENGINE_A" router --host 127.0.0.1 --port 0 --model-name $model --threads "$threads" "${pin_flags[@]}" "${endpoints[@]}"
   url[A]=http://127.0.0.1:$port; procs[A]=$started_pid
 fi
-bench_start router-b "$engine" router --host 127.0.0.1 --port 0 --model-name $model --threads "$threads" "${endpoints[@]}"
+bench_start router-b "$engine" router --host 127.0.0.1 --port 0 --model-name $model --threads "$threads" "${pin_flags[@]}" "${endpoints[@]}"
 url[B]=http://127.0.0.1:$port; procs[B]=$started_pid
 nginx_port=$(free_port)
 write_nginx_conf "$nginx_port" "$threads" "$w1" "$w2"
+[[ $pin == 1 ]] && sed -i 's/^worker_processes .*/&\nworker_cpu_affinity auto;/' "$tmp/nginx/nginx.conf"
 "$nginx_bin" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' &
 pids+=($!)
 nginx_master=$!
@@ -79,7 +86,7 @@ for round in $(seq "$rounds"); do
     echo "round $round, $target: $(tail -1 "$tmp/results")" >&2
   done
 done
-node - "$tmp/results" "$rounds" "$threads" <<'EOF'
+node - "$tmp/results" "$rounds" "$threads$([[ $pin == 1 ]] && echo ', pinned')" <<'EOF'
 const fs = require('fs');
 const [file, rounds, threads] = process.argv.slice(2);
 // Rows in measuring order: target, user us and system us (ticks), requests/s, on-CPU ns (the
