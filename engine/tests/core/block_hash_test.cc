@@ -43,8 +43,8 @@ TEST(BlockHash, DependsOnOrderParentAndLength) {
 }
 
 TEST(BlockHash, EveryPositionAndEverySwapCounts) {
-  // GIVEN a 64-token block (the router's block size: its words fall into four lanes) and blocks of
-  // other sizes, including odd ones
+  // GIVEN blocks of 1 to 64 tokens, odd sizes included: fewer words than lanes, whole rounds of
+  // four words, and rounds with words left over
   for (const std::size_t size : {1u, 2u, 3u, 7u, 8u, 9u, 16u, 63u, 64u}) {
     std::vector<TokenId> t(size);
     for (std::size_t i = 0; i < size; ++i) t[i] = static_cast<TokenId>(1000 + 7 * i);

@@ -31,9 +31,9 @@
 #include "router_metrics.h"
 #include "server/http/http_client.h"
 #include "server/http/http_server.h"
-#include "thread_pinning.h"
 #include "server/http/openai_error.h"
 #include "server/http/sse.h"
+#include "thread_pinning.h"
 
 namespace disagg::router {
 
@@ -1366,6 +1366,9 @@ void Router::run() {
   // inherit one CPU. (Threads that it starts later, such as Asio's resolver thread, do inherit CPU 0.)
   const std::vector<int> cpus = im.config.pin_threads ? allowed_cpus() : std::vector<int>{};
   const auto cpu_of = [&cpus](std::size_t i) { return cpus.empty() ? -1 : cpus[i % cpus.size()]; };
+  const auto pin = [](int cpu) {
+    if (cpu >= 0 && !pin_this_thread(cpu)) log_line("--pin-threads: CPU " + std::to_string(cpu) + " refused; this thread is not pinned");
+  };
   if (im.config.pin_threads) {
     std::string list;
     for (std::size_t i = 0; i < static_cast<std::size_t>(im.config.threads); ++i) {
@@ -1381,12 +1384,12 @@ void Router::run() {
     net::io_context* ctx = im.extra_contexts[i].get();
     keep.push_back(net::make_work_guard(*ctx));
     net::co_spawn(*ctx, Impl::timer_anchor(*ctx), net::detached);
-    threads.emplace_back([ctx, cpu = cpu_of(i + 1)] {
-      if (cpu >= 0 && !pin_this_thread(cpu)) log_line("--pin-threads: CPU " + std::to_string(cpu) + " refused; this thread is not pinned");
+    threads.emplace_back([ctx, cpu = cpu_of(i + 1), pin] {
+      pin(cpu);
       ctx->run();
     });
   }
-  if (cpu_of(0) >= 0 && !pin_this_thread(cpu_of(0))) log_line("--pin-threads: CPU " + std::to_string(cpu_of(0)) + " refused; this thread is not pinned");
+  pin(cpu_of(0));
   im.ioc.run();
   im.stop_contexts();
   for (auto& t : threads) t.join();
