@@ -251,7 +251,8 @@ describeIfBuilt('router, aggregated pool, with the openai SDK', () => {
     const m = await metrics(router);
     expect(total(m, 'disagg_router_requests_total')).toBe(sent);
     for (const family of ['disagg_router_ttft_seconds_count', 'disagg_router_tpot_seconds_count',
-      'disagg_router_overhead_seconds_count', 'disagg_router_endpoint_inflight', 'disagg_router_endpoint_kv_usage']) {
+      'disagg_router_overhead_seconds_count', 'disagg_router_endpoint_inflight', 'disagg_router_endpoint_kv_usage',
+      'disagg_router_routing_lock_sleeps_total']) {
       expect([...m.keys()].some((k) => k.startsWith(family))).toBe(true);
     }
     expect(m.get('disagg_router_errors_total{cause="unknown_model"}')).toBe(1);

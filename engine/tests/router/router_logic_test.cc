@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -10,6 +13,7 @@
 #include "endpoint_health.h"
 #include "retry_policy.h"
 #include "router_metrics.h"
+#include "spin_then_block_mutex.h"
 #include "thread_pinning.h"
 
 namespace disagg::router {
@@ -141,6 +145,58 @@ TEST(Admission, ManyThreadsNeverExceedTheLimitAndEveryWaiterIsServed) {
   EXPECT_EQ(refused.load(), 0);
   EXPECT_EQ(a.active(), 0);
   EXPECT_EQ(a.queued(), 0);
+}
+
+TEST(SpinThenBlockMutex, ExcludesEveryOtherThread) {
+  // GIVEN 4 threads that each add to a plain counter 100,000 times under the mutex, and check
+  // that nobody else is inside with them
+  SpinThenBlockMutex mu;
+  std::uint64_t counter = 0;
+  int inside = 0;
+  std::atomic<int> overlaps{0};
+  constexpr int kThreads = 4, kPerThread = 100'000;
+  std::vector<std::thread> threads;
+  // WHEN they run at once
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPerThread; ++i) {
+        std::lock_guard lock(mu);
+        if (++inside != 1) ++overlaps;
+        ++counter;
+        --inside;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  // THEN no increment was lost and no two threads were ever inside together
+  EXPECT_EQ(counter, std::uint64_t{kThreads} * kPerThread);
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_TRUE(mu.try_lock());  // and it was left unlocked
+  mu.unlock();
+}
+
+TEST(SpinThenBlockMutex, AWaiterSleepsPastItsSpinAndIsWokenByTheUnlock) {
+  // GIVEN a mutex held by this thread
+  SpinThenBlockMutex mu;
+  mu.lock();
+  EXPECT_FALSE(mu.try_lock());
+  std::atomic<bool> got{false};
+  // WHEN another thread asks for it, and the holder keeps it far longer than a spin lasts
+  std::thread waiter([&] {
+    std::lock_guard lock(mu);
+    got = true;
+  });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (mu.sleeps() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // THEN the waiter went to sleep, and did not take the held lock
+  EXPECT_GE(mu.sleeps(), 1U);
+  EXPECT_FALSE(got.load());
+  // AND the unlock wakes it, and it gets the lock
+  mu.unlock();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_TRUE(mu.try_lock());
+  mu.unlock();
 }
 
 TEST(ThreadPinning, AThreadRunsOnTheCpuItIsPinnedTo) {

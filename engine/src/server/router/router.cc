@@ -29,6 +29,7 @@
 #include "request_scan.h"
 #include "retry_policy.h"
 #include "router_metrics.h"
+#include "spin_then_block_mutex.h"
 #include "server/http/http_client.h"
 #include "server/http/http_server.h"
 #include "server/http/openai_error.h"
@@ -228,7 +229,7 @@ struct Router::Impl final : KvEventSink {
   std::vector<http::SocketReactor> reactors;
   std::int64_t started_unix = 0;
 
-  std::mutex mu;  // slots' identity, policy, index, sessions
+  SpinThenBlockMutex mu;  // slots' identity, policy, index, sessions (held ~1-2 us per request)
   std::array<EndpointSlot, kMaxRoutingEndpoints> slots;
   // Bit i set while slots[i].present (guarded by mu): plan() visits the present slots only, instead
   // of reading a flag in each of the 64 slots (a cache line apiece) on every request.
@@ -615,6 +616,9 @@ struct Router::Impl final : KvEventSink {
                  "Upstream requests sent over a kept-alive connection.", "", reused);
     write_metric(out, "disagg_router_upstream_idle_connections", "gauge",
                  "Kept-alive upstream connections waiting for a request.", "", idle);
+    write_metric(out, "disagg_router_routing_lock_sleeps_total", "counter",
+                 "Times a thread slept waiting for the routing lock (scoring is serialized; spinning covers short waits).",
+                 "", static_cast<double>(mu.sleeps()));
     std::lock_guard lock(mu);
     write_metric(out, "disagg_router_kv_index_entries", "gauge", "Entries (block x endpoint x tier) in the KV block index.",
                  "", index ? static_cast<double>(index->size()) : 0);
