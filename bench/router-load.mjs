@@ -7,6 +7,8 @@
 // share a KV block: a prefix-aware router then spreads them by load, as round robin does, and both
 // proxies keep both workers busy. `--prompts fixed` sends one prompt, which such a router sends to
 // the worker that has it cached: at high concurrency that worker, not the proxy, is the limit.
+// `--url` may list several proxies, comma-separated: connection i goes to the (i mod n)-th, e.g. two
+// one-thread routers against one two-thread router.
 //   node bench/router-load.mjs --url http://127.0.0.1:8000 --requests 2000 --concurrency 1 [--stream]
 import http from 'node:http';
 import { parseArgs } from 'node:util';
@@ -28,7 +30,7 @@ if (!values.url) {
   console.error('router-load: --url is required, e.g. --url http://127.0.0.1:8000');
   process.exit(2);
 }
-const url = new URL('/v1/completions', values.url);
+const urls = values.url.split(',').map((u) => new URL('/v1/completions', u));
 const requests = Number(values.requests);
 const concurrency = Number(values.concurrency);
 const warmup = Number(values.warmup);
@@ -45,7 +47,7 @@ function requestBody() {
   return JSON.stringify({ model: values.model, prompt: `${first} ${words}`, max_tokens: Number(values['max-tokens']), stream: values.stream });
 }
 
-function once() {
+function once(url) {
   const body = requestBody();
   return new Promise((resolve, reject) => {
     const t0 = process.hrtime.bigint();
@@ -71,11 +73,11 @@ async function run(count) {
   let next = 0;
   let errors = 0;
   const t0 = process.hrtime.bigint();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
+  await Promise.all(Array.from({ length: concurrency }, async (_, i) => {
     while (next < count) {
       next++;
       try {
-        latencies.push(await once());
+        latencies.push(await once(urls[i % urls.length]));
       } catch {
         errors++;
       }
