@@ -5,8 +5,8 @@
 // Why not std::mutex: the router's routing lock is held for a microsecond or two per request
 // (scoring and the prefix history's update). std::mutex sleeps at the first failed attempt, so
 // with two HTTP threads about 1 request in 150 put a thread to sleep and made the other wake it:
-// two system calls, a context switch, and a wake-up the scheduler often served on another CPU
-// (bench/RESULTS.md). Spinning covers such waits without the kernel. The spin is bounded because
+// two system calls and two context switches (bench/RESULTS.md). Spinning covers such waits
+// without the kernel. The spin is bounded because
 // the holder may have been preempted (more runnable threads than CPUs): then sleeping is right.
 //
 // Contract: Lockable (lock, try_lock, unlock), so std::lock_guard and std::unique_lock work; not
@@ -50,7 +50,8 @@ class SpinThenBlockMutex {
     if (state_.exchange(kFree, std::memory_order_release) == kSleepers) wake_one();
   }
 
-  /// Times lock() found the mutex held and slept (for tests and metrics; relaxed).
+  /// Futex waits begun by lock() after its spin (a wait returns at once if the holder let go
+  /// in between, and is counted all the same); for tests and metrics, relaxed.
   std::uint64_t sleeps() const noexcept { return sleeps_.load(std::memory_order_relaxed); }
 
  private:
