@@ -62,9 +62,11 @@ TEST(FakeTokenizer, IdsAreStable) {
 }
 
 TEST(FakeTokenizer, MatchesTheRuleOnRandomText) {
-  // GIVEN random texts of every length up to 80 over an alphabet heavy in whitespace, control
-  // bytes, high bytes and long runs (so every 8-byte block shape and piece cut occurs)
-  const std::string alphabet = std::string(" \t\n\r\f\v\x01\x1f\x21\x7f\x80\xff") + "abcdefgh";
+  // GIVEN random texts of every length up to 200 over an alphabet heavy in whitespace, control
+  // bytes (including 0x08 and 0x0e, either side of \t..\r), high bytes and long runs, and over
+  // one of plain words, so that every piece cut occurs in short and long texts
+  const std::string mixed = std::string(" \t\n\r\f\v\x01\x08\x0e\x1f\x21\x7f\x80\x89\xa0\xff") + "abcdefgh";
+  const std::string sparse = std::string(" ") + "abcdefghijklmnopqrstuvwxyz0123456789";
   std::uint64_t seed = 0x243f6a8885a308d3ULL;
   const auto next = [&seed] {
     seed ^= seed << 13;
@@ -72,8 +74,9 @@ TEST(FakeTokenizer, MatchesTheRuleOnRandomText) {
     seed ^= seed << 17;
     return seed;
   };
-  for (int round = 0; round < 4000; ++round) {
-    std::string text(next() % 81, ' ');
+  for (int round = 0; round < 8000; ++round) {
+    const std::string& alphabet = round % 2 == 0 ? mixed : sparse;
+    std::string text(next() % 201, ' ');
     for (char& c : text) c = alphabet[next() % alphabet.size()];
     // WHEN tokenized, after a token already in the output
     std::vector<TokenId> got = {7};
