@@ -15,7 +15,8 @@
 # THREADS (2): the router's --threads and nginx's worker processes. PIN=1: each router thread and
 # each nginx worker on a CPU of its own (`--pin-threads on`, `worker_cpu_affinity auto`). The
 # sim-workers run ENGINE_B (default engine/build/disagg-engine). REQUESTS (20000) per cell. Prints
-# markdown tables.
+# markdown tables. The rest of the loop is measured too (the sim-workers' and the load client's CPU
+# per request): the proxy shares the cores with them, so requests/s follows the whole loop's cost.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engine=${ENGINE_B:-engine/build/disagg-engine}
@@ -33,6 +34,7 @@ source bench/lib/proxy-peers.sh
 targets=(B nginx)
 [[ -n "${ENGINE_A:-}" ]] && targets=(A B nginx)
 bench_begin ab ${ENGINE_A:+"$ENGINE_A"} "$engine"
+workers=("${pids[@]}")  # the two sim-workers, the only processes started so far
 endpoints=(--endpoint "role=aggregated,url=http://127.0.0.1:$w1" --endpoint "role=aggregated,url=http://127.0.0.1:$w2")
 declare -A url procs
 if [[ -n "${ENGINE_A:-}" ]]; then
@@ -74,15 +76,18 @@ for round in $(seq "$rounds"); do
     read -r u0 s0 < <(ticks ${procs[$target]})
     # shellcheck disable=SC2086
     on_cpu ${procs[$target]} >"$tmp/cpu0"
+    on_cpu "${workers[@]}" >"$tmp/wcpu0"
     out=$(node bench/router-load.mjs --model $model --url "${url[$target]}" --requests "$requests" --warmup 0 --concurrency 32)
     # shellcheck disable=SC2086
     read -r u1 s1 < <(ticks ${procs[$target]})
     # shellcheck disable=SC2086
     on_cpu ${procs[$target]} >"$tmp/cpu1"
-    rps=$(node -e 'const j=JSON.parse(process.argv[1]); if (j.errors) process.exit(1); console.log(j.rps.toFixed(0))' "$out") ||
+    on_cpu "${workers[@]}" >"$tmp/wcpu1"
+    read -r rps client_us < <(node -e 'const j=JSON.parse(process.argv[1]); if (j.errors) process.exit(1); console.log(j.rps.toFixed(0), j.clientCpuUs.toFixed(1))' "$out") ||
       { echo "round $round, $target: errors: $out" >&2; exit 1; }
     ns=$(on_cpu_delta "$tmp/cpu0" "$tmp/cpu1")
-    echo "$target $(( (u1 - u0) * 1000000 / hz / requests )) $(( (s1 - s0) * 1000000 / hz / requests )) $rps $(( ns / requests ))" >>"$tmp/results"
+    worker_ns=$(on_cpu_delta "$tmp/wcpu0" "$tmp/wcpu1")
+    echo "$target $(( (u1 - u0) * 1000000 / hz / requests )) $(( (s1 - s0) * 1000000 / hz / requests )) $rps $(( ns / requests )) $(( worker_ns / requests )) $client_us" >>"$tmp/results"
     echo "round $round, $target: $(tail -1 "$tmp/results")" >&2
   done
 done
@@ -90,7 +95,8 @@ node - "$tmp/results" "$rounds" "$threads$([[ $pin == 1 ]] && echo ', pinned')" 
 const fs = require('fs');
 const [file, rounds, threads] = process.argv.slice(2);
 // Rows in measuring order: target, user us and system us (ticks), requests/s, on-CPU ns (the
-// scheduler's count); each target once per round.
+// scheduler's count), the sim-workers' on-CPU ns and the load client's CPU us (both per request);
+// each target once per round.
 const rows = fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => l.split(' '));
 const targets = ['A', 'B', 'nginx'].filter((t) => rows.some((r) => r[0] === t));
 const routers = targets.filter((t) => t !== 'nginx');
@@ -101,6 +107,11 @@ const metrics = [
   ['CPU us per request, user (10 ms ticks)', (r) => Number(r[1])],
   ['CPU us per request, system (10 ms ticks)', (r) => Number(r[2])],
   ['requests/s', (r) => Number(r[3])],
+  // The cores are shared, so requests/s follows what a request costs the whole loop, not only the
+  // proxy: its effect on the others (their caches, their batching) shows here.
+  ['CPU us per request, the two sim-workers', (r) => Number(r[5]) / 1000],
+  ['CPU us per request, the load client', (r) => Number(r[6])],
+  ['CPU us per request, whole loop (proxy + sim-workers + client)', (r) => Number(r[4]) / 1000 + Number(r[5]) / 1000 + Number(r[6])],
 ];
 const per = (t, f) => rows.filter((r) => r[0] === t).map(f);  // round by round
 const fmt = (x) => Number.isInteger(x) ? String(x) : x.toFixed(1);

@@ -7,6 +7,8 @@
 // share a KV block: a prefix-aware router then spreads them by load, as round robin does, and both
 // proxies keep both workers busy. `--prompts fixed` sends one prompt, which such a router sends to
 // the worker that has it cached: at high concurrency that worker, not the proxy, is the limit.
+// `clientCpuUs` is this process's own CPU time (user + system) per measured request: on a machine
+// whose cores the client shares with the proxy and the workers, it is part of what a request costs.
 // `--url` may list several proxies, comma-separated: connection i goes to the (i mod n)-th, e.g. two
 // one-thread routers against one two-thread router.
 //   node bench/router-load.mjs --url http://127.0.0.1:8000 --requests 2000 --concurrency 1 [--stream]
@@ -73,6 +75,7 @@ async function run(count) {
   let next = 0;
   let errors = 0;
   const t0 = process.hrtime.bigint();
+  const cpu0 = process.cpuUsage();
   await Promise.all(Array.from({ length: concurrency }, async (_, i) => {
     while (next < count) {
       next++;
@@ -84,15 +87,16 @@ async function run(count) {
     }
   }));
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-  return { latencies, errors, seconds };
+  const cpu = process.cpuUsage(cpu0);
+  return { latencies, errors, seconds, cpuUs: cpu.user + cpu.system };
 }
 
 await run(warmup);
-const { latencies, errors, seconds } = await run(requests);
+const { latencies, errors, seconds, cpuUs } = await run(requests);
 latencies.sort((a, b) => a - b);
 const q = (p) => latencies[Math.min(latencies.length - 1, Math.max(0, Math.ceil(p * latencies.length) - 1))];
 console.log(JSON.stringify({
   requests: latencies.length, errors, concurrency, stream: values.stream, warmup, prompts: values.prompts,
-  p50Ms: q(0.5), p99Ms: q(0.99), rps: latencies.length / seconds,
+  p50Ms: q(0.5), p99Ms: q(0.99), rps: latencies.length / seconds, clientCpuUs: cpuUs / Math.max(1, latencies.length),
 }));
 agent.destroy();
