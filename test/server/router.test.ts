@@ -407,6 +407,56 @@ describeIfBuilt('router, an upstream that answers in pieces', () => {
       await new Promise((resolve) => upstream.close(resolve));
     }
   });
+
+  test('request ids are unique across the HTTP threads, and every leg is counted on its endpoint', async () => {
+    // GIVEN an upstream that notes the X-Request-Id of each request, behind a two-thread router
+    // (each thread takes its request ids in blocks of its own)
+    const ids: string[] = [];
+    const upstream = http.createServer((req, res) => {
+      if (req.method === 'GET') {
+        res.writeHead(200, { 'content-type': 'text/plain' }).end(req.url === '/health' ? 'ok' : '');
+        return;
+      }
+      ids.push(String(req.headers['x-request-id']));
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'x', object: 'text_completion', choices: [] }));
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (upstream.address() as net.AddressInfo).port;
+      const router = await startRouter(['--threads', '2', '--endpoint', `role=both,url=http://127.0.0.1:${port}`]);
+      // WHEN 8 keep-alive connections (handed to the threads in turn) send 25 requests each
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+      const post = () => new Promise<number>((resolve, reject) => {
+        const body = JSON.stringify({ model: MODEL, prompt: 'the same words every time', max_tokens: 4 });
+        const req = http.request(`${router.url}/v1/completions`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+      const statuses = await Promise.all(Array.from({ length: 8 }, async () => {
+        const mine: number[] = [];
+        for (let i = 0; i < 25; ++i) mine.push(await post());
+        return mine;
+      }));
+      agent.destroy();
+      // THEN every request succeeded under an id of its own
+      expect(statuses.flat().filter((s) => s !== 200)).toEqual([]);
+      expect(ids).toHaveLength(200);
+      expect(ids.every((id) => /^disagg-\d+$/.test(id))).toBe(true);
+      expect(new Set(ids).size).toBe(200);
+      // AND both threads served (ids from two blocks) and the endpoint counted every request
+      expect(new Set(ids.map((id) => Math.floor((Number(id.slice('disagg-'.length)) - 1) / 1024))).size).toBe(2);
+      const m = await metrics(router);
+      expect(total(m, 'disagg_router_endpoint_requests_total')).toBe(200);
+    } finally {
+      await new Promise((resolve) => upstream.close(resolve));
+    }
+  });
 });
 
 describeIfBuilt('router, limits and shutdown', () => {

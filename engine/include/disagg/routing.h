@@ -158,6 +158,10 @@ class RoutingPolicy {
     (void)endpoint;
   }
 
+  /// Whether on_finished() does anything. A policy that overrides it must return true; a caller
+  /// that would take a lock only to call it (the router, once per request) skips both when false.
+  virtual bool tracks_finished() const noexcept { return false; }
+
 };
 
 /// Knobs of every policy; each policy reads its own. Keys for set_policy_option() in brackets.

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "router_config.h"
+#include "router_metrics.h"
 
 namespace disagg::router {
 
@@ -48,7 +49,8 @@ struct EndpointSlot {
   std::atomic<double> kv_usage{0};
   std::atomic<std::int32_t> inflight{0};
   std::atomic<std::int64_t> inflight_prefill_tokens{0};
-  std::atomic<std::uint64_t> requests{0};
+  /// Requests routed here (a metric): sharded per thread like the router's other counters.
+  Counter requests;
 
   /// Resets the live state for a new endpoint in this slot (router lock held).
   void reset_live() {
@@ -84,7 +86,11 @@ inline bool record_failure(EndpointSlot& e, std::int64_t now_ms, const HealthPol
 }
 
 /// A proxied request succeeded.
-inline void record_success(EndpointSlot& e) { e.failures.store(0, std::memory_order_release); }
+/// Writes only when there is a count to reset: every proxied request ends here, and a store of the
+/// 0 already there would still take the line from the other HTTP threads' cores.
+inline void record_success(EndpointSlot& e) {
+  if (e.failures.load(std::memory_order_relaxed) != 0) e.failures.store(0, std::memory_order_release);
+}
 
 /// An active health check finished. Returns true when the endpoint became routable again.
 inline bool record_health(EndpointSlot& e, bool ok, std::int64_t now_ms, const HealthPolicy& policy) {

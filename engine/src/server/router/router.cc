@@ -234,9 +234,6 @@ struct Router::Impl final : KvEventSink {
   // Bit i set while slots[i].present (guarded by mu): plan() visits the present slots only, instead
   // of reading a flag in each of the 64 slots (a cache line apiece) on every request.
   std::uint64_t present_ids = 0;
-  // plan()'s endpoint snapshot (guarded by mu): a member, so that a request does not construct
-  // 64 EndpointStates (4 KiB) to fill the two or three it has.
-  std::array<EndpointState, kMaxRoutingEndpoints> plan_states;
   std::optional<KvBlockIndex> index;
   std::unique_ptr<RoutingPolicy> policy;
   std::array<SessionEntry, kSessionSlots> sessions{};
@@ -245,7 +242,32 @@ struct Router::Impl final : KvEventSink {
 
   std::unique_ptr<KvEventSubscriber> subscriber;
   std::atomic<bool> draining{false};
+  // The next block of request ids (see take_request_id()).
   std::atomic<std::uint64_t> next_request_id{1};
+  // Tells this router's blocks from another's in a thread's cache (tests run several routers).
+  const std::uint64_t instance = [] {
+    static std::atomic<std::uint64_t> routers{0};
+    return routers.fetch_add(1, std::memory_order_relaxed) + 1;
+  }();
+
+  // A request id, unique within the router: each thread takes kRequestIdBlock ids at a time, so
+  // that a request does not take a shared counter's line from the other HTTP thread's core. Ids
+  // rise per thread, not router-wide.
+  static constexpr std::uint64_t kRequestIdBlock = 1024;
+  std::uint64_t take_request_id() {
+    struct Block {
+      std::uint64_t router = 0;
+      std::uint64_t next = 0;
+      std::uint64_t end = 0;
+    };
+    thread_local Block block;
+    if (block.router != instance || block.next == block.end) {
+      block.router = instance;
+      block.next = next_request_id.fetch_add(kRequestIdBlock, std::memory_order_relaxed);
+      block.end = block.next + kRequestIdBlock;
+    }
+    return block.next++;
+  }
 
   std::thread dns_thread;
   std::mutex dns_mu;
@@ -456,7 +478,10 @@ struct Router::Impl final : KvEventSink {
     std::size_t n = 0;
     Plan out;
     std::lock_guard lock(mu);
-    std::array<EndpointState, kMaxRoutingEndpoints>& states = plan_states;
+    // The endpoint snapshot: per thread, not per request (64 EndpointStates are 4 KiB, of which a
+    // request fills two or three), and not one per router, whose lines each request would take
+    // from the other HTTP thread's core. Used only inside this call.
+    thread_local std::array<EndpointState, kMaxRoutingEndpoints> states;
     for (std::uint64_t ids = present_ids; ids != 0; ids &= ids - 1) {
       const int id = std::countr_zero(ids);
       const EndpointSlot& s = slots[static_cast<std::size_t>(id)];
@@ -556,10 +581,15 @@ struct Router::Impl final : KvEventSink {
   void finish(Pick& p, std::uint64_t request_id) {
     if (!p.ok()) return;
     first_byte(p);
-    std::lock_guard lock(mu);
     EndpointSlot& s = slots[static_cast<std::size_t>(p.slot)];
+    // Atomic, and not reset when the slot changes hands (the old endpoint's requests still end
+    // here), so no lock: the lock is for the policy's hook alone, which the built-in policies do
+    // not have. (Taking it anyway passed its line between the HTTP threads' cores per request.)
     s.inflight.fetch_sub(1, std::memory_order_relaxed);
-    if (s.present && s.generation == p.generation) policy->on_finished(request_id, static_cast<EndpointId>(p.slot));
+    if (policy->tracks_finished()) {
+      std::lock_guard lock(mu);
+      if (s.present && s.generation == p.generation) policy->on_finished(request_id, static_cast<EndpointId>(p.slot));
+    }
     p.slot = -1;
   }
 
@@ -859,7 +889,7 @@ struct Router::Impl final : KvEventSink {
     sc->hashes.resize(hash_blocks(sc->tokens, static_cast<std::size_t>(config.block_size), kRootBlockHash, sc->hashes));
 
     RouteRequest rq;
-    rq.request_id = next_request_id.fetch_add(1, std::memory_order_relaxed);
+    rq.request_id = take_request_id();
     rq.prompt_tokens = static_cast<std::int64_t>(sc->tokens.size());
     rq.output_tokens = g.max_tokens;
     rq.block_hashes = sc->hashes;
