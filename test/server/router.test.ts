@@ -129,6 +129,24 @@ async function metrics(p: Proc): Promise<Map<string, number>> {
   return out;
 }
 
+/** Runs `body` with a loopback upstream on the port it is given: GET /health answers ok (so the
+ * router finds it healthy), other GETs an empty page, and POSTs go to `onPost`. */
+async function withUpstream(onPost: http.RequestListener, body: (port: number) => Promise<void>): Promise<void> {
+  const upstream = http.createServer((req, res) => {
+    if (req.method === 'GET') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end(req.url === '/health' ? 'ok' : '');
+      return;
+    }
+    onPost(req, res);
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  try {
+    await body((upstream.address() as net.AddressInfo).port);
+  } finally {
+    await new Promise((resolve) => upstream.close(resolve));
+  }
+}
+
 /** Sum of every sample of a family (all label sets). */
 function total(m: Map<string, number>, family: string): number {
   let sum = 0;
@@ -358,11 +376,7 @@ describeIfBuilt('router, an upstream that answers in pieces', () => {
     // GIVEN an OpenAI-shaped upstream whose answer to prompt "<framing> <pieces>" is a 40 KiB JSON
     // body (above the router's 16 KiB read size) written in that many pieces, 20 ms apart
     const answer = (tag: string) => JSON.stringify({ id: tag, object: 'text_completion', choices: [{ index: 0, text: `${tag}:${'x'.repeat(40_000)}` }] });
-    const upstream = http.createServer((req, res) => {
-      if (req.method === 'GET') {
-        res.writeHead(200, { 'content-type': 'text/plain' }).end(req.url === '/health' ? 'ok' : '');
-        return;
-      }
+    await withUpstream((req, res) => {
       let raw = '';
       req.on('data', (d) => { raw += d; });
       req.on('end', () => {
@@ -381,10 +395,7 @@ describeIfBuilt('router, an upstream that answers in pieces', () => {
         };
         write(0);
       });
-    });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    try {
-      const port = (upstream.address() as net.AddressInfo).port;
+    }, async (port) => {
       const router = await startRouter(['--endpoint', `role=both,url=http://127.0.0.1:${port}`]);
       for (const framing of ['length', 'chunked']) {
         for (const pieces of [1, 3]) {
@@ -403,29 +414,22 @@ describeIfBuilt('router, an upstream that answers in pieces', () => {
           expect(got === want).toBe(true); // (a 40 KiB diff would bury the failure)
         }
       }
-    } finally {
-      await new Promise((resolve) => upstream.close(resolve));
-    }
+    });
   });
+});
 
+describeIfBuilt('router, two HTTP threads', () => {
   test('request ids are unique across the HTTP threads, and every leg is counted on its endpoint', async () => {
     // GIVEN an upstream that notes the X-Request-Id of each request, behind a two-thread router
     // (each thread takes its request ids in blocks of its own)
     const ids: string[] = [];
-    const upstream = http.createServer((req, res) => {
-      if (req.method === 'GET') {
-        res.writeHead(200, { 'content-type': 'text/plain' }).end(req.url === '/health' ? 'ok' : '');
-        return;
-      }
+    await withUpstream((req, res) => {
       ids.push(String(req.headers['x-request-id']));
       req.resume();
       req.on('end', () => {
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'x', object: 'text_completion', choices: [] }));
       });
-    });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    try {
-      const port = (upstream.address() as net.AddressInfo).port;
+    }, async (port) => {
       const router = await startRouter(['--threads', '2', '--endpoint', `role=both,url=http://127.0.0.1:${port}`]);
       // WHEN 8 keep-alive connections (handed to the threads in turn) send 25 requests each
       const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
@@ -453,9 +457,7 @@ describeIfBuilt('router, an upstream that answers in pieces', () => {
       expect(new Set(ids.map((id) => Math.floor((Number(id.slice('disagg-'.length)) - 1) / 1024))).size).toBe(2);
       const m = await metrics(router);
       expect(total(m, 'disagg_router_endpoint_requests_total')).toBe(200);
-    } finally {
-      await new Promise((resolve) => upstream.close(resolve));
-    }
+    });
   });
 });
 
