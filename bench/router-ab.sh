@@ -91,8 +91,9 @@ for round in $(seq "$rounds"); do
     echo "round $round, $target: $(tail -1 "$tmp/results")" >&2
   done
 done
-node - "$tmp/results" "$rounds" "$threads$([[ $pin == 1 ]] && echo ', pinned')" <<'EOF'
-const fs = require('fs');
+node --input-type=module - "$tmp/results" "$rounds" "$threads$([[ $pin == 1 ]] && echo ', pinned')" <<'EOF'
+import fs from 'node:fs';
+import { median, medianInterval } from './bench/lib/paired.mjs';
 const [file, rounds, threads] = process.argv.slice(2);
 // Rows in measuring order: target, user us and system us (ticks), requests/s, on-CPU ns (the
 // scheduler's count), the sim-workers' on-CPU ns and the load client's CPU us (both per request);
@@ -101,7 +102,6 @@ const rows = fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => l.split
 const targets = ['A', 'B', 'nginx'].filter((t) => rows.some((r) => r[0] === t));
 const routers = targets.filter((t) => t !== 'nginx');
 const name = { A: 'router A', B: routers.length === 1 ? 'router' : 'router B', nginx: 'nginx' };
-const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const metrics = [
   ['CPU us per request (scheduler, ns precision)', (r) => Number(r[4]) / 1000],
   ['CPU us per request, user (10 ms ticks)', (r) => Number(r[1])],
@@ -122,17 +122,8 @@ for (const [label, f] of metrics) {
   const m = Object.fromEntries(targets.map((t) => [t, median(per(t, f))]));
   console.log(`| ${label} | ${targets.map((t) => fmt(m[t])).join(' | ')} | ${routers.map((t) => `${(m[t] / m.nginx).toFixed(2)}x`).join(' | ')} |`);
 }
-// Paired ratios: round i's router value over round i's nginx value. The interval: the medians of
-// 2,000 resamples of the rounds (with replacement), 2.5th to 97.5th percentile, from a fixed seed
-// so that the same data gives the same interval.
-let seed = 0x2545f491;
-const random = () => { seed ^= seed << 13; seed ^= seed >>> 17; seed ^= seed << 5; return (seed >>> 0) / 4294967296; };
-const interval = (xs) => {
-  const meds = [];
-  for (let k = 0; k < 2000; k++) meds.push(median(xs.map(() => xs[Math.floor(random() * xs.length)])));
-  meds.sort((a, b) => a - b);
-  return [meds[50], meds[1949]];
-};
+// Paired ratios: round i's router value over round i's nginx value, with a bootstrap interval
+// (bench/lib/paired.mjs).
 // Each pair: [numerator, denominator]; with two builds, B is also paired with A.
 const pairs = routers.map((t) => [t, 'nginx']);
 if (routers.length > 1) pairs.push(['B', 'A']);
@@ -142,7 +133,7 @@ for (const [label, f] of metrics) {
   const cells = pairs.map(([a, b]) => {
     const d = per(b, f);
     const ratios = per(a, f).map((v, i) => v / d[i]);
-    const [lo, hi] = interval(ratios);
+    const [lo, hi] = medianInterval(ratios);
     return `${median(ratios).toFixed(2)}x [${lo.toFixed(2)}-${hi.toFixed(2)}]`;
   });
   console.log(`| ${label} | ${cells.join(' | ')} |`);

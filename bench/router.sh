@@ -11,7 +11,10 @@
 # in ROUNDS (3) interleaved rounds, in a new random order each round, and every cell is the median
 # over rounds. Each proxy's own CPU time per request (user + system from /proc, all its threads or
 # worker processes) is reported too: it is what the proxy costs the machine, and it varies less
-# than latency when other processes compete for the cores.
+# than latency when other processes compete for the cores. A second table pairs each round's router
+# cell with the same round's nginx cell and gives the median with a 95% bootstrap interval
+# (bench/lib/paired.mjs) and a verdict: router better, nginx better, or no difference beyond this
+# run's noise (none below 8 rounds; the default 3 keeps `npm run bench` short).
 # REQUESTS (2000) and RPS_REQUESTS (20000) size the runs; ROUTER_FLAGS adds router flags
 # (e.g. "--upstream-keepalive 0": a new upstream connection per request, as before the pool).
 set -euo pipefail
@@ -61,28 +64,26 @@ for round in $(seq "$rounds"); do
       out=$(load --url "${url[$target]}" "${args[@]}")
       # shellcheck disable=SC2086
       after=$(ticks ${cpu_pids[$target]})
-      echo "$target $mode $((after - before)) $hz $out" >>"$tmp/results"
+      echo "$round $target $mode $((after - before)) $hz $out" >>"$tmp/results"
       echo "round $round, $target $mode: $out" >&2
     done
   done
 done
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $rounds rounds" >&2
-node - "$tmp/results" "$rounds" <<'EOF'
+node --input-type=module - "$tmp/results" "$rounds" <<'EOF'
+import fs from 'node:fs';
+import { MIN_ROUNDS, median, medianInterval, verdict } from './bench/lib/paired.mjs';
 const [file, rounds] = process.argv.slice(2);
 const cells = {};
-for (const line of require('fs').readFileSync(file, 'utf8').trim().split('\n')) {
-  const [target, mode, ticks, hz, ...json] = line.split(' ');
+for (const line of fs.readFileSync(file, 'utf8').trim().split('\n')) {
+  const [round, target, mode, ticks, hz, ...json] = line.split(' ');
   const r = JSON.parse(json.join(' '));
+  r.round = Number(round);
   // CPU per request; the load tool's warm-up requests ran inside the measured window too.
   r.cpuUs = ((Number(ticks) / Number(hz)) * 1e6) / (r.requests + r.warmup);
   (cells[`${target} ${mode}`] ??= []).push(r);
 }
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 const med = (target, mode, k) => median(cells[`${target} ${mode}`].map((r) => r[k]));
 const f = (x) => x.toFixed(3);
 const ratio = (a, b) => (b > 0 ? (a / b).toFixed(2) + 'x' : '-');
@@ -106,6 +107,40 @@ const errors = Object.values(cells).flat().reduce((n, x) => n + x.errors, 0);
 console.log('| metric | direct | nginx | router | router / nginx |');
 console.log('|---|---:|---:|---:|---:|');
 for (const row of rows) console.log(row);
+
+// The goal's measures paired by round: the router's cell against nginx's cell of the same round
+// (bench/lib/paired.mjs). Added latency pairs as a difference, router minus nginx in microseconds
+// (the direct latency is common to both and cancels); a ratio of added latencies would divide by
+// nginx's few microseconds of p50 and swing wildly. Requests/s and CPU pair as ratios.
+const paired = (mode, k, combine) => {
+  const nginx = new Map(cells[`nginx ${mode}`].map((r) => [r.round, r[k]]));
+  return cells[`router ${mode}`].filter((r) => nginx.has(r.round)).map((r) => combine(r[k], nginx.get(r.round)));
+};
+const goal = [
+  ['added latency p50, non-streaming', 'plain', 'p50Ms', 'diff', true],
+  ['added latency p99, non-streaming', 'plain', 'p99Ms', 'diff', true],
+  ['added latency p50, streaming', 'stream', 'p50Ms', 'diff', true],
+  ['added latency p99, streaming', 'stream', 'p99Ms', 'diff', true],
+  ['max requests/s, concurrency 32', 'rps', 'rps', 'ratio', false],
+  ['proxy CPU per request, concurrency 32', 'rps', 'cpuUs', 'ratio', true],
+];
+const word = { better: 'router better', worse: 'nginx better', even: 'no difference beyond noise' };
+console.log(`\n| paired by round | router against nginx: median [95% interval] | verdict |`);
+console.log('|---|---:|---|');
+for (const [label, mode, k, kind, lowerIsBetter] of goal) {
+  const xs = kind === 'diff' ? paired(mode, k, (r, n) => (r - n) * 1000) : paired(mode, k, (r, n) => r / n);
+  if (xs.length === 0 || xs.some((x) => !Number.isFinite(x))) {  // e.g. no CPU tick in a short cell
+    console.log(`| ${label} | - | - |`);
+    continue;
+  }
+  const [lo, hi] = medianInterval(xs);
+  const cell = kind === 'diff'
+    ? `${median(xs) >= 0 ? '+' : ''}${median(xs).toFixed(0)} us [${lo.toFixed(0)} to ${hi.toFixed(0)}]`
+    : `${median(xs).toFixed(2)}x [${lo.toFixed(2)}-${hi.toFixed(2)}]`;
+  const says = xs.length < MIN_ROUNDS ? `none from ${xs.length} rounds (ROUNDS=${MIN_ROUNDS} or more)` : word[verdict([lo, hi], kind === 'diff' ? 0 : 1, lowerIsBetter)];
+  console.log(`| ${label} | ${cell} | ${says} |`);
+}
 console.log(`\nerrors: ${errors}; medians of ${rounds} interleaved rounds; latency at concurrency 1, ` +
-  `${cells['direct plain'][0].requests} requests per cell; lower added latency and CPU, higher requests/s are better`);
+  `${cells['direct plain'][0].requests} requests per cell; lower added latency and CPU, higher requests/s are better; ` +
+  'a verdict other than "no difference" needs the interval to leave out 0 us or 1.00x');
 EOF
