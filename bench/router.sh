@@ -111,7 +111,7 @@ for (const row of rows) console.log(row);
 // The goal's measures paired by round: the router's cell against nginx's cell of the same round
 // (bench/lib/paired.mjs). Added latency pairs as a difference, router minus nginx in microseconds
 // (the direct latency is common to both and cancels); a ratio of added latencies would divide by
-// nginx's few microseconds of p50 and swing wildly. Requests/s and CPU pair as ratios.
+// the tens of microseconds nginx adds at p50 and swing wildly. Requests/s and CPU pair as ratios.
 const paired = (mode, k, combine) => {
   const nginx = new Map(cells[`nginx ${mode}`].map((r) => [r.round, r[k]]));
   return cells[`router ${mode}`].filter((r) => nginx.has(r.round)).map((r) => combine(r[k], nginx.get(r.round)));
