@@ -43,6 +43,8 @@ const project = new awscdk.AwsCdkConstructLibrary({
     'yaml@^2',
     'openai@^6',
     'ts-node@^10.9.2',
+    // Generates src/engine/engine-config.generated.ts from the engine's JSON Schema (engine:schema-types).
+    'json-schema-to-typescript@^16',
   ],
   bin: {
     disagg: 'lib/cli/main.js',
@@ -101,6 +103,14 @@ project.compileTask.prependSpawn(engine);
 project.compileTask.exec('chmod +x lib/cli/main.js');
 project.testTask.prependSpawn(engine);
 project.testTask.spawn(project.tasks.tryFind('engine:test')!);
+
+// The engine configuration's TypeScript types are generated from its JSON Schema, never hand-edited;
+// test/engine/engine-config-types.test.ts fails when the checked-in file is behind the schema.
+project.addTask('engine:schema-types', {
+  description: 'Generate src/engine/engine-config.generated.ts from engine/schema/engine-config.schema.json (--check: fail when stale)',
+  exec: 'ts-node --project projenrc/tsconfig.json projenrc/engine-config-types.ts',
+  receiveArgs: true,
+});
 
 project.addTask('bench', {
   description: 'Run the benchmarks (separate from tests); results go to bench/RESULTS.md by hand after review',

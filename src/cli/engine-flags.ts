@@ -52,7 +52,7 @@ export type EngineFlagValues = { [K in keyof typeof ENGINE_FLAG_OPTIONS]?: strin
 export interface EngineFlags {
   readonly rate: number;
   readonly workload: WorkloadConfig;
-  readonly slo: Required<SloConfig>;
+  readonly slo: Required<Omit<SloConfig, '$comment'>>;
   readonly targetShare: number;
   readonly policy: SimulationPolicyConfig;
   readonly stepOverheadSeconds: number;
@@ -91,8 +91,8 @@ export function engineFlags(v: EngineFlagValues): EngineFlags {
     throw new UsageError(`--target-share (${v['target-share']}) must be in (0, 1]; e.g. 0.9`);
   }
   const policyName = v.policy ?? 'kv-aware';
-  const known = ['kv-aware', 'least-loaded', 'round-robin', 'sglang', 'dynamo', 'disagg', 'llm-d', 'least-load'];
-  if (!known.includes(policyName)) {
+  const known: ReadonlyArray<SimulationPolicyConfig['name']> = ['kv-aware', 'least-loaded', 'round-robin', 'sglang', 'dynamo', 'disagg', 'llm-d', 'least-load'];
+  if (!isPolicyName(policyName, known)) {
     throw new UsageError(`--policy '${policyName}' is not a routing policy; use ${known.slice(0, 6).join(', ')}`);
   }
   const threshold = wholeNumber('--threshold', v.threshold, 0);
@@ -106,6 +106,10 @@ export function engineFlags(v: EngineFlagValues): EngineFlags {
     seed: wholeNumber('--seed', v.seed, 0) ?? 1,
     outDir: v.out ?? 'disagg.out',
   };
+}
+
+function isPolicyName(name: string, known: ReadonlyArray<SimulationPolicyConfig['name']>): name is SimulationPolicyConfig['name'] {
+  return (known as readonly string[]).includes(name);
 }
 
 /** "1024", "uniform:128:4096" or "lognormal:2000:1000". */

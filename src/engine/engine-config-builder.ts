@@ -12,7 +12,7 @@ import { ParallelismRules, ServingPlan } from '../sizing';
 import type {
   EngineCostConfig, EngineEfficiencyConfig, KvTierConfig, PlannerOptionConfig, PlannerSectionConfig, SimulationConfig,
   SimulationPolicyConfig, SimulationPoolConfig, SloConfig, WorkloadConfig,
-} from './index';
+} from './engine-config';
 
 /**
  * vLLM's default `--max-num-seqs` for the OpenAI server (vllm/engine/arg_utils.py), the scheduler's

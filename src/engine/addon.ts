@@ -1,0 +1,128 @@
+/**
+ * Loader of the native engine addon (engine/src/addon/addon.cc) and the calls into it.
+ *
+ * Internal: not exported from src/index.ts, so importing the construct library never needs the
+ * addon. The addon is loaded on first use by loadEngine(); build it with `npx projen engine`.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import type { EngineCostConfig, SimulationConfig } from './engine-config';
+import type { CostModelField, CostProbes, EngineProgress, PlanResult, SimulationResult, StepTimes, SweepPoint } from './results';
+
+/** Environment variable that points at a prebuilt `disagg_engine.node` elsewhere. */
+export const ENGINE_ADDON_ENV = 'DISAGG_ENGINE_ADDON';
+
+/** What the native module exports. */
+export interface NativeEngine {
+  version(): string;
+  /** Resolves to the report as JSON text. */
+  costModel(config: unknown, probes?: unknown): Promise<string>;
+  costModelFields(): CostModelField[];
+}
+
+let cached: NativeEngine | undefined;
+
+/**
+ * Where the addon is expected: $DISAGG_ENGINE_ADDON, else
+ * <package root>/engine/build-addon/Release/disagg_engine.node. The package root is two levels up
+ * from this file, which lives in src/engine (ts-jest) or lib/engine (compiled).
+ */
+export function engineAddonPath(): string {
+  const fromEnv = process.env[ENGINE_ADDON_ENV];
+  if (fromEnv) {
+    return path.resolve(fromEnv);
+  }
+  return path.resolve(__dirname, '..', '..', 'engine', 'build-addon', 'Release', 'disagg_engine.node');
+}
+
+/**
+ * Loads the native addon once and caches it.
+ * @throws Error naming the path and how to build the addon when it is missing or cannot load.
+ */
+export function loadEngine(): NativeEngine {
+  if (cached) {
+    return cached;
+  }
+  const file = engineAddonPath();
+  if (!fs.existsSync(file)) {
+    throw new Error(
+      `The disagg engine addon is not built: ${file} does not exist. ` +
+      'Run `npx projen engine` at the repository root (needs cmake and a C++20 compiler; see engine/README.md), ' +
+      `or set ${ENGINE_ADDON_ENV} to a built disagg_engine.node.`,
+    );
+  }
+  try {
+    // A runtime path: the addon is optional and must not load when the library is imported.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports, import/no-dynamic-require
+    cached = require(file) as NativeEngine;
+  } catch (err) {
+    throw new Error(
+      `The disagg engine addon at ${file} failed to load (${(err as Error).message}). ` +
+      'Rebuild it with `npx projen engine` for this Node.js version and platform.',
+    );
+  }
+  return cached;
+}
+
+/** The engine version, e.g. "0.1.0". @throws when the addon is not built. */
+export function engineVersion(): string {
+  return loadEngine().version();
+}
+
+/**
+ * Step times of the cost model for `config`, computed on a worker thread.
+ * Rejects (never throws) when the addon is missing or the configuration or probes are invalid;
+ * the message names the field, the value received and the fix.
+ */
+export async function costModel(config: EngineCostConfig, probes?: CostProbes): Promise<StepTimes> {
+  const json = await loadEngine().costModel(config, probes);
+  return JSON.parse(json) as StepTimes;
+}
+
+/** Every configuration field the cost model reads, with its default and rule (for schema checks). */
+export function costModelFields(): CostModelField[] {
+  return loadEngine().costModelFields();
+}
+
+/** Simulator and planner entry points of the native module (see engine/src/addon/simulation_binding.cc). */
+export interface NativeSimulation {
+  simulate(configJson: string, onProgress?: (p: EngineProgress) => void): Promise<string>;
+  simulateSweep(configJson: string, rates: number[], onProgress?: (p: EngineProgress) => void): Promise<string>;
+  plan(configJson: string, onProgress?: (p: EngineProgress) => void): Promise<string>;
+  planSync(configJson: string): string;
+}
+
+function native(): NativeSimulation {
+  return loadEngine() as unknown as NativeSimulation;
+}
+
+/**
+ * Simulates `config` on a virtual clock, on a worker thread. Rejects (never throws) when the addon
+ * is missing or the configuration is invalid; the message names the field, the value and the fix.
+ */
+export async function simulate(config: SimulationConfig, onProgress?: (p: EngineProgress) => void): Promise<SimulationResult> {
+  const json = await native().simulate(JSON.stringify(config), onProgress);
+  return JSON.parse(json) as SimulationResult;
+}
+
+/** Simulates `config` once per arrival rate (the workload's arrival rate replaced), in order. */
+export async function simulateSweep(config: SimulationConfig, rates: number[], onProgress?: (p: EngineProgress) => void): Promise<SweepPoint[]> {
+  const json = await native().simulateSweep(JSON.stringify(config), rates, onProgress);
+  return JSON.parse(json) as SweepPoint[];
+}
+
+/** Runs the planner over `config.planner` on a worker thread; progress per candidate. */
+export async function plan(config: SimulationConfig, onProgress?: (p: EngineProgress) => void): Promise<PlanResult> {
+  const json = await native().plan(JSON.stringify(config), onProgress);
+  return JSON.parse(json) as PlanResult;
+}
+
+/**
+ * The planner on the calling thread: blocks until the search ends (seconds to tens of seconds).
+ * Only for synchronous callers such as construct constructors at synth time.
+ * @throws Error when the addon is missing or the configuration is invalid
+ */
+export function planSync(config: SimulationConfig): PlanResult {
+  return JSON.parse(native().planSync(JSON.stringify(config))) as PlanResult;
+}
+

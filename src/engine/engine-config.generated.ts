@@ -1,0 +1,527 @@
+/* eslint-disable */
+// ~~ Generated from engine/schema/engine-config.schema.json by projenrc/engine-config-types.ts. Do not edit:
+// change the schema and run `npx projen engine:schema-types` (test/engine/engine-config-types.test.ts checks it).
+
+/**
+ * Simulation: lower KV tiers of each replica of the pool, in the order host, disk, remote, each at most once (engine/README.md, Lower KV tiers). Every full block a replica computes is written through to its tiers (skipped while a tier's write link is more than maxWriteBacklogSeconds behind); at admission the prefix continues GPU hits -> host -> disk -> remote and the hits are loaded instead of recomputed.
+ *
+ * @maxItems 3
+ */
+export type KvTiers = {
+  $comment?: string;
+  /**
+   * host: CPU memory of the replica; disk: its local NVMe; remote: one store shared by every replica of every pool that lists it.
+   */
+  tier: 'host' | 'disk' | 'remote';
+  /**
+   * KV bytes held: per replica for host and disk; the whole shared store for remote (the same value in every pool that lists it). At least one KV block (kvBlockSize x model.kvBytesPerToken).
+   */
+  capacityBytes: number;
+  /**
+   * One replica's read bandwidth from the tier into GPU memory (a FIFO link per replica and tier).
+   */
+  readBytesPerSecond: number;
+  /**
+   * One replica's write bandwidth to the tier (a FIFO link per replica and tier).
+   */
+  writeBytesPerSecond: number;
+  /**
+   * Fixed latency of each read or write.
+   */
+  latencySeconds?: number;
+  /**
+   * An offload is skipped (counted in kvTiers.<tier>.offloadsSkipped) when the write link is more than this far behind.
+   */
+  maxWriteBacklogSeconds?: number;
+}[];
+
+/**
+ * The JSON configuration the constructs resolve for the C++ engine (a ConfigMap in a cluster; a file for `disagg-engine cost --config`). The engine keeps no hardware or model table: every number here was resolved from src/catalog and src/sizing. The cost model reads model, hardware, parallel and efficiency; the router also reads router, policy, pools and endpoints (written by src/k8s/private/router-config.ts). Field names, defaults and rules mirror engine/src/core/cost_model_config.cc (a jest test compares them).
+ */
+export interface DisaggEngineConfiguration {
+  /**
+   * Free text, ignored by the engine (e.g. where the numbers came from).
+   */
+  $comment?: string;
+  /**
+   * Resolved numbers of the served model at the chosen precisions and tensor-parallel size.
+   */
+  model: {
+    $comment?: string;
+    /**
+     * Model name, for reports only.
+     */
+    name?: string;
+    /**
+     * Weight bytes one tensor-parallel rank holds and streams from HBM every step.
+     */
+    weightBytesPerRank: number;
+    /**
+     * KV-cache bytes of one token for the whole model (2 x layers x KV heads x head dim x bytes; MLA: layers x (latent + rope dims) x bytes). What a prefill-to-decode transfer moves per token.
+     */
+    kvBytesPerToken: number;
+    /**
+     * KV bytes of one token on one rank; 0 means kvBytesPerToken / tensorParallel. Set it when KV heads are fewer than the ranks and get replicated.
+     */
+    kvBytesPerTokenPerRank?: number;
+    /**
+     * Parameters one token passes through (MoE: the active ones); 2 FLOPs each per token.
+     */
+    activeParameters: number;
+    /**
+     * Transformer layers.
+     */
+    layers: number;
+    /**
+     * Hidden size: width of the activations all-reduced twice per layer under tensor parallelism.
+     */
+    hiddenSize: number;
+    /**
+     * Query heads x head dim, for attention FLOPs (4 per layer per attended token pair); 0 means hiddenSize.
+     */
+    attentionWidth?: number;
+    /**
+     * Bytes of one activation element in all-reduces (2 for BF16).
+     */
+    activationBytes?: number;
+  };
+  /**
+   * One accelerator and the links it uses, as resolved from the instance type.
+   */
+  hardware: {
+    $comment?: string;
+    /**
+     * Dense (not sparse) peak FLOP/s at the compute precision.
+     */
+    peakFlopsPerSecond: number;
+    /**
+     * HBM bandwidth in bytes/s.
+     */
+    hbmBytesPerSecond: number;
+    /**
+     * Per-accelerator, one-direction bandwidth of the intra-node link (NVLink, NeuronLink) in bytes/s. Required (> 0) when parallel.tensorParallel > 1.
+     */
+    interconnectBytesPerSecond?: number;
+    /**
+     * Fixed latency of one all-reduce in seconds.
+     */
+    interconnectLatencySeconds?: number;
+    /**
+     * Bandwidth one pod gets for a KV transfer, all its EFA interfaces together, in bytes/s.
+     */
+    fabricBytesPerSecond: number;
+    /**
+     * Fixed latency of one KV transfer in seconds.
+     */
+    fabricLatencySeconds?: number;
+  };
+  /**
+   * How one replica is split.
+   */
+  parallel?: {
+    $comment?: string;
+    /**
+     * Ranks that split every layer.
+     */
+    tensorParallel?: number;
+  };
+  /**
+   * Fractions of peak a real step reaches, and its fixed cost. Stated assumptions, not facts: calibrate them against measurements. Defaults match src/sizing/roofline.ts.
+   */
+  efficiency?: {
+    $comment?: string;
+    /**
+     * Fraction of peak FLOP/s reached (model FLOPs utilization).
+     */
+    compute?: number;
+    /**
+     * Fraction of HBM bandwidth reached.
+     */
+    memory?: number;
+    /**
+     * Fraction of interconnect bandwidth an all-reduce reaches.
+     */
+    interconnect?: number;
+    /**
+     * Fraction of fabric bandwidth a KV transfer reaches.
+     */
+    fabric?: number;
+    /**
+     * Fixed cost of every non-empty step (scheduling, kernel launches) in seconds.
+     */
+    stepOverheadSeconds?: number;
+  };
+  /**
+   * The router process (`disagg-engine router`).
+   */
+  router?: {
+    $comment?: string;
+    /**
+     * HTTP port of the OpenAI-compatible API (and /health, /metrics).
+     */
+    listenPort?: number;
+    /**
+     * Model name clients send; the workers' --served-model-name.
+     */
+    servedModelName: string;
+    /**
+     * Tokens per KV block: the workers' --block-size, and the granularity of the prefix index.
+     */
+    kvBlockSize?: number;
+    /**
+     * How prefill hands KV cache to decode (informational for the router; the workers' --kv-transfer-config).
+     */
+    kvTransfer?: 'nixl-libfabric' | 'nixl-ucx';
+    /**
+     * Upper bound of one proxied request.
+     */
+    requestTimeoutSeconds?: number;
+  };
+  /**
+   * How the router scores endpoints and when it disaggregates.
+   */
+  policy?: {
+    $comment?: string;
+    /**
+     * A routing policy of the engine (engine/include/disagg/routing.h): round-robin, least-load, llm-d, sglang, dynamo or disagg. kv-aware (= llm-d) and least-loaded (= least-load) are the names the constructs' RouterPolicy writes.
+     */
+    name: 'round-robin' | 'least-load' | 'llm-d' | 'sglang' | 'dynamo' | 'disagg' | 'kv-aware' | 'least-loaded';
+    /**
+     * Score weights of the kv-aware policy (llm-d defaults: prefix 3, queue 2, kvUsage 2).
+     */
+    weights?: {
+      prefix?: number;
+      queue?: number;
+      kvUsage?: number;
+    };
+    disaggregation?: {
+      /**
+       * Disaggregate when the chosen decode pod lacks at least this many prompt tokens in its cache.
+       */
+      minUncachedPromptTokens?: number;
+    };
+    /**
+     * Simulation: further policy knobs by name (engine/include/disagg/routing.h PolicyOptions, e.g. overlapCredit, cacheThreshold).
+     */
+    options?: {
+      [k: string]: number | undefined;
+    };
+    /**
+     * Prefix scorers read the KV block index fed by the workers' KV events (index) or the router's own routing history (history). Use history with vLLM pods: the router cannot reproduce vLLM's token-id block hashes without the model's tokenizer.
+     */
+    prefixSource?: 'index' | 'history';
+  };
+  /**
+   * Worker pools the router sends requests to; endpoints come from each pool's discovery.
+   *
+   * @minItems 1
+   */
+  pools?: {
+    $comment?: string;
+    name: string;
+    role: 'prefill' | 'decode' | 'both';
+    /**
+     * Where endpoints come from: every A record of a headless Service, re-resolved periodically.
+     */
+    discovery?: (
+      | {
+          port: unknown;
+          [k: string]: unknown | undefined;
+        }
+      | {
+          ports: unknown;
+          [k: string]: unknown | undefined;
+        }
+    ) & {
+      type: 'dns';
+      host: string;
+      /**
+       * The HTTP port of every address (one server per pod). Exclusive with ports.
+       */
+      port?: number;
+      /**
+       * HTTP ports of every address, ports[j] being the vLLM API server of the pod's local data-parallel rank j; every address x port is one endpoint, whose KV events are on kvEvents.port + j (vLLM offsets the KV-events port by the rank). Exclusive with port.
+       *
+       * @minItems 1
+       * @maxItems 64
+       */
+      ports?: number[];
+      refreshSeconds?: number;
+    };
+    /**
+     * vLLM KV-event publishers (ZMQ PUB) on every endpoint's IP; with discovery.ports, the endpoint on ports[j] publishes on port + j.
+     */
+    kvEvents?: {
+      port?: number;
+      topicPrefix?: string;
+    };
+    replicas?: number;
+    instanceType?: string;
+    accelerator?: string;
+    tensorParallel?: number;
+    pipelineParallel?: number;
+    weightBytesPerRank?: number;
+    kvCacheBytesPerRank?: number;
+    kvTokensPerReplica?: number;
+    maxConcurrencyPerReplica?: number;
+    /**
+     * Simulation: token budget of one scheduler step (vLLM --max-num-batched-tokens). maxConcurrencyPerReplica is the step's sequence limit (vLLM --max-num-seqs, default 256).
+     */
+    maxBatchedTokens?: number;
+    /**
+     * Simulation: waiting-queue bound of each replica; requests beyond it are rejected.
+     */
+    maxWaitingRequests?: number;
+    /**
+     * Simulation: automatic prefix caching on the replica's KV pool.
+     */
+    prefixCaching?: boolean;
+    /**
+     * Simulation: mix prompt chunks and decodes in one step (vLLM V1). false: prefill-first steps of whole prompts without decodes (vLLM V0 without --enable-chunked-prefill, the baseline of DistServe and Splitwise).
+     */
+    chunkedPrefill?: boolean;
+    kvTiers?: KvTiers;
+    /**
+     * Simulation: per-pool override of top-level model fields (key by key).
+     */
+    model?: {
+      [k: string]: number | string | undefined;
+    };
+    /**
+     * Simulation: per-pool override of top-level hardware fields (key by key).
+     */
+    hardware?: {
+      [k: string]: number | string | undefined;
+    };
+    /**
+     * Simulation: per-pool override of top-level parallel fields.
+     */
+    parallel?: {
+      [k: string]: number | string | undefined;
+    };
+    /**
+     * Simulation: per-pool override of top-level efficiency fields (key by key).
+     */
+    efficiency?: {
+      [k: string]: number | string | undefined;
+    };
+  }[];
+  /**
+   * A static endpoint list, used instead of (or besides) pool discovery, e.g. for local runs.
+   */
+  endpoints?: {
+    /**
+     * Name of the pool the endpoint belongs to.
+     */
+    pool: string;
+    /**
+     * Base URL of the OpenAI-compatible server.
+     */
+    url: string;
+    /**
+     * ZMQ endpoint of its KV events.
+     */
+    kvEventsEndpoint?: string;
+    /**
+     * ZMQ ROUTER endpoint of its KV event replay (vLLM's optional replay socket); without it, a sequence gap clears the endpoint's index entries.
+     */
+    kvEventsReplayEndpoint?: string;
+  }[];
+  /**
+   * Planner (`disagg-engine plan`, addon plan()): searches replica counts and tensor-parallel sizes, aggregated and disaggregated, within maxAccelerators for the highest goodput per accelerator-dollar under slo, simulating workload at rates of a geometric grid (engine/include/disagg/planner.h). The TypeScript side resolves one pool template per tensor-parallel size (and instance type) into tensorParallelOptions, so the engine keeps no hardware table.
+   */
+  planner?: {
+    $comment?: string;
+    /**
+     * Accelerators a deployment may use in all.
+     */
+    maxAccelerators: number;
+    minAccelerators?: number;
+    /**
+     * @minItems 1
+     */
+    modes?: ('aggregated' | 'disaggregated')[];
+    /**
+     * Share of requests that must meet both SLOs at the goodput rate.
+     */
+    targetShare?: number;
+    /**
+     * Lowest arrival rate of the grid.
+     */
+    minRatePerSecond?: number;
+    /**
+     * Relative step of the rate grid: rate(i+1) = rate(i) x (1 + rateResolution).
+     */
+    rateResolution?: number;
+    /**
+     * Each candidate's search stops at boundSlack x its roofline bound.
+     */
+    boundSlack?: number;
+    /**
+     * Candidates whose goodput is below it rank after those that reach it.
+     */
+    requiredRatePerSecond?: number;
+    /**
+     * Default price of one accelerator-hour; the score is goodput x 3600 / cost per hour.
+     */
+    pricePerAcceleratorHour?: number;
+    /**
+     * Skip candidates that cannot enter the top rankDepth (exact).
+     */
+    prune?: boolean;
+    /**
+     * Candidates whose goodput is searched to the end.
+     */
+    rankDepth?: number;
+    /**
+     * Candidates in the result (0: all).
+     */
+    keep?: number;
+    /**
+     * Each probe simulates at least this long a window of arrivals (overload shows only once a queue has grown).
+     */
+    probeSeconds?: number;
+    /**
+     * One pool template per tensor-parallel size (and instance type): a pools[] entry without name and replicas. Cost-model sections override the top-level ones key by key.
+     *
+     * @minItems 1
+     */
+    tensorParallelOptions: {
+      $comment?: string;
+      /**
+       * For reports, e.g. "p5en.48xlarge tp4"; default "tp<N>".
+       */
+      label?: string;
+      /**
+       * Which pools the option may serve (both: aggregated only).
+       */
+      role?: 'any' | 'prefill' | 'decode' | 'both';
+      tensorParallel?: number;
+      weightBytesPerRank?: number;
+      /**
+       * Default: tensorParallel.
+       */
+      acceleratorsPerReplica?: number;
+      pricePerAcceleratorHour?: number;
+      /**
+       * Overrides of the top-level model fields, key by key.
+       */
+      model?: {
+        [k: string]: number | string | undefined;
+      };
+      /**
+       * Overrides of the top-level hardware fields, key by key.
+       */
+      hardware?: {
+        [k: string]: number | string | undefined;
+      };
+      /**
+       * Overrides of the top-level parallel fields, key by key.
+       */
+      parallel?: {
+        [k: string]: number | string | undefined;
+      };
+      /**
+       * Overrides of the top-level efficiency fields, key by key.
+       */
+      efficiency?: {
+        [k: string]: number | string | undefined;
+      };
+      kvTokensPerReplica?: number;
+      kvCacheBytesPerRank?: number;
+      maxConcurrencyPerReplica?: number;
+      maxBatchedTokens?: number;
+      maxWaitingRequests?: number;
+      prefixCaching?: boolean;
+      chunkedPrefill?: boolean;
+      kvTiers?: KvTiers;
+    }[];
+  };
+  /**
+   * Simulation: seed of the workload generator; the same seed gives the same summary.
+   */
+  seed?: number;
+  /**
+   * Simulation: latency targets of goodput (a request is good when it meets both).
+   */
+  slo?: {
+    $comment?: string;
+    ttftSeconds?: number;
+    tpotSeconds?: number;
+  };
+  /**
+   * Simulation: the traffic `disagg-engine simulate` runs (engine/include/disagg/workload.h).
+   */
+  workload?: {
+    $comment?: string;
+    kind?: 'single' | 'chat' | 'agentic' | 'trace';
+    /**
+     * Stop after this many requests (0: no limit).
+     */
+    requests?: number;
+    /**
+     * Closed loop when > 0 (kind single, requests > 0): this many clients, each sending its next request when the previous one ends; arrival is then ignored.
+     */
+    concurrency?: number;
+    /**
+     * No request arrives later (0: no limit).
+     */
+    durationSeconds?: number;
+    vocab?: number;
+    arrival?: {
+      $comment?: string;
+      process?: 'poisson' | 'gamma' | 'mmpp';
+      ratePerSecond?: number;
+      cv?: number;
+      burstFactor?: number;
+      burstShare?: number;
+      meanBurstSeconds?: number;
+    };
+    inputTokens?: LengthDistribution;
+    outputTokens?: LengthDistribution;
+    tenants?: {
+      $comment?: string;
+      count?: number;
+      systemPromptTokens?: number;
+      zipfExponent?: number;
+    };
+    chat?: {
+      $comment?: string;
+      turns?: LengthDistribution;
+      followupInputTokens?: LengthDistribution;
+      thinkTimeSeconds?: number;
+      maxContextTokens?: number;
+    };
+    agentic?: {
+      $comment?: string;
+      fanout?: number;
+      depth?: number;
+      toolOutputTokens?: LengthDistribution;
+      stepGapSeconds?: number;
+    };
+    trace?: {
+      $comment?: string;
+      /**
+       * JSONL file: one {timestamp_ms, input_length, output_length, hash_ids?, session_id?} per line.
+       */
+      path: string;
+      /**
+       * Tokens per trace hash id (Mooncake: 512).
+       */
+      blockTokens?: number;
+      timeScale?: number;
+      maxRecords?: number;
+    };
+  };
+}
+/**
+ * Token counts: fixed (mean), uniform [min, max], or lognormal (mean, stddev); clamped to [min, max].
+ */
+export interface LengthDistribution {
+  $comment?: string;
+  distribution?: 'fixed' | 'uniform' | 'lognormal';
+  mean?: number;
+  stddev?: number;
+  min?: number;
+  max?: number;
+}
