@@ -1,19 +1,19 @@
 // disagg/routing.h — routing policies behind one interface, and the prefill/decode decider.
 //
-// The router (real clock) and the simulator (virtual clock) hold one RoutingPolicy and, per request:
-//   1. build a RouteRequest (prompt length, chained block hashes of its full blocks) and a span of
-//      EndpointState (one per endpoint of the pool, refreshed from metrics or from the simulation);
-//   2. call choose() — const, never allocates, never throws;
-//   3. dispatch, then call on_routed() with the chosen endpoint (round robin advances, approximate
-//      prefix histories learn the request); call on_finished() when the request ends.
-// For prefill/decode disaggregation: choose a decode endpoint (request.role = decode), ask the
-// PdDecider with the cached tokens the decision reports, and if it says so choose a prefill endpoint
-// (request.role = prefill) with the same policy or another one.
+// The router (real clock) and the simulator (virtual clock) do not call a policy directly: both
+// route through RoutePlanner (disagg/route_plan.h), which calls it in one sequence per request:
+//   1. a RouteRequest (prompt length, chained block hashes of its full blocks) and a span of
+//      EndpointState (one per endpoint, refreshed from metrics or from the simulation);
+//   2. choose() — const, never allocates, never throws — once per role the request needs;
+//   3. on_routed() with each chosen endpoint (round robin advances in that role, approximate
+//      prefix histories learn the request); on_finished() when a leg ends.
+// Policies keep their state per role: picks in one role never move another role's rotation.
 //
 // Scores are costs: lower is better; +infinity marks an endpoint that must not be chosen (unhealthy,
-// other role). choose() returns the eligible endpoint of least cost; ties go to the first one at or
-// after position (seed mod endpoints.size()), seed = session_key, or request_id when session_key is
-// 0: equal endpoints share load deterministically and a session sticks to one of equals.
+// other role). choose() returns the eligible endpoint of least cost; among k endpoints of equal
+// least cost it takes the (seed mod k)-th in span order, seed = session_key, or request_id when
+// session_key is 0: equal endpoints share load evenly (an endpoint that loses on cost does not
+// hand its share to its neighbour) and a session sticks to one of equals.
 //
 // Policies (names for make_routing_policy):
 //   "round-robin"  next healthy endpoint after the last one routed to
@@ -79,6 +79,14 @@ struct EndpointState {
   std::int64_t inflight_prefill_tokens = 0;
   /// Estimated prefill throughput in tokens/s (e.g. from the cost model); 0 = the policy default.
   double prefill_tokens_per_second = 0;
+  /// Legs this router has in flight on the endpoint, counted from dispatch to the leg's end (a
+  /// prefill leg counts on the prefill endpoint, the request on its decode endpoint from the
+  /// decision on). Exact and immediate, unlike running/waiting, which are the endpoint's last load
+  /// report: RoutePlanner counts the ones that report does not show yet as waiting (route_plan.h).
+  std::int32_t routed_requests = 0;
+  /// Changes when the id is given to another endpoint (a router reuses ids): a session pinned to
+  /// an earlier generation of the id is not kept there.
+  std::uint32_t generation = 0;
 
   /// running + waiting: the load most policies balance.
   std::int64_t load() const { return std::int64_t{running_requests} + waiting_requests; }
@@ -150,6 +158,15 @@ class RoutingPolicy {
   virtual void on_routed(const RouteRequest& request, const EndpointState& chosen) {
     (void)request;
     (void)chosen;
+  }
+
+  /// Leading prompt blocks the policy believes `endpoint` holds (any tier), as choose() reports in
+  /// RouteDecision::cached_blocks had it chosen that endpoint; 0 for policies that do not track
+  /// prefixes. Used when session affinity keeps a request off the policy's pick. Never allocates.
+  virtual std::int32_t cached_prefix(const RouteRequest& request, const EndpointState& endpoint) const noexcept {
+    (void)request;
+    (void)endpoint;
+    return 0;
   }
 
   /// The request ended on `endpoint` (finished, failed or cancelled).

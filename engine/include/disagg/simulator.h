@@ -2,9 +2,11 @@
 //
 // A deployment is either aggregated (pools of role aggregated) or disaggregated (at least one
 // prefill pool and one decode pool). Every replica of a pool is one worker: a Scheduler with its own
-// KV pool and CostModel. The router is a RoutingPolicy from disagg/routing.h; for prefill/decode it
-// first picks a decode endpoint, asks the PdDecider with the cached tokens the policy reports, then
-// (if disaggregating) picks a prefill endpoint, as llm-d's router does. A disaggregated request runs
+// KV pool and CostModel. The router is the RoutePlanner of disagg/route_plan.h, the router's own
+// routing sequence: for prefill/decode it first picks a decode endpoint, asks the PdDecider with the
+// cached tokens the policy reports, then (if disaggregating) picks a prefill endpoint, as llm-d's
+// router does; each leg counts on its worker's EndpointState::routed_requests until it ends (a
+// prefill leg when its prefill finishes, the request when it finishes). A disaggregated request runs
 // prefill_only on the prefill worker; when that finishes it is submitted as remote_kv to the decode
 // worker, which allocates blocks and reports the tokens to pull; the transfer takes
 // CostModel::transfer_seconds of those bytes on the decode worker's fabric link, one transfer at a
@@ -104,6 +106,10 @@ struct RouterSpec {
   /// lookup (no other request can present them). Forced on for "sglang", which weighs the number
   /// of entries an endpoint holds.
   bool announce_unique_blocks = false;
+  /// Keep a session's requests on the endpoint it used last while that endpoint is not overloaded
+  /// (RoutePlanConfig::session_affinity; the router's --session-header). Sessions are the
+  /// workload's (WorkloadRequest::session_id).
+  bool session_affinity = false;
 };
 
 struct SimulationConfig {

@@ -1,4 +1,6 @@
 // routing_basic.cc — the load-only baselines: round robin and least load.
+#include <array>
+
 #include "disagg/routing.h"
 #include "routing_internal.h"
 
@@ -6,8 +8,10 @@ namespace disagg::routing_detail {
 
 namespace {
 
-// Next eligible endpoint after the one routed to last (by id, found in the current span, so
-// endpoints joining or leaving keep the rotation going). Cost = distance in positions from there.
+// Next eligible endpoint of the request's role after the one of that role routed to last (by id,
+// found in the current span, so endpoints joining or leaving keep the rotation going). Cost =
+// distance in positions from there. One rotation per role: with one for all, a P/D request's
+// decode pick moved the cursor its prefill pick started from, and one prefill endpoint got all.
 class RoundRobin final : public RoutingPolicy {
  public:
   std::string_view name() const noexcept override { return "round-robin"; }
@@ -15,10 +19,11 @@ class RoundRobin final : public RoutingPolicy {
   void score(const RouteRequest& request, std::span<const EndpointState> endpoints,
              std::span<double> out) const noexcept override {
     const std::size_t n = considered(endpoints);
+    const Cursor& last = last_[role_slot(request.role)];
     std::size_t start = 0;
-    if (has_last_) {
+    if (last.set) {
       for (std::size_t i = 0; i < n; ++i) {
-        if (endpoints[i].id == last_id_) {
+        if (endpoints[i].id == last.id) {
           start = i + 1 == n ? 0 : i + 1;
           break;
         }
@@ -30,14 +35,16 @@ class RoundRobin final : public RoutingPolicy {
     }
   }
 
-  void on_routed(const RouteRequest&, const EndpointState& chosen) override {
-    last_id_ = chosen.id;
-    has_last_ = true;
+  void on_routed(const RouteRequest& request, const EndpointState& chosen) override {
+    last_[role_slot(request.role)] = Cursor{chosen.id, true};
   }
 
  private:
-  EndpointId last_id_ = 0;
-  bool has_last_ = false;
+  struct Cursor {
+    EndpointId id = 0;
+    bool set = false;
+  };
+  std::array<Cursor, 3> last_{};  // per EndpointRole
 };
 
 // Fewest running + waiting requests; KV usage (< 1) breaks ties without outweighing one request.

@@ -22,9 +22,12 @@ inline std::size_t considered(std::span<const EndpointState> endpoints) {
   return endpoints.size() < kMaxRoutingEndpoints ? endpoints.size() : kMaxRoutingEndpoints;
 }
 
-/// Index of the least cost among finite costs[0, n), ties to the first at or after (seed mod n);
-/// -1 when every cost is infinite.
+/// Index of the least cost among finite costs[0, n); among k equal least costs, the
+/// (seed mod k)-th in index order; -1 when every cost is infinite (or NaN).
 std::int32_t argmin_rotated(std::span<const double> costs, std::uint64_t seed) noexcept;
+
+/// Position of a role in per-role policy state.
+inline std::size_t role_slot(EndpointRole role) { return static_cast<std::size_t>(role) % 3; }
 
 /// Seed of the tie rotation: the session key, or the request id.
 inline std::uint64_t tie_seed(const RouteRequest& r) {
@@ -93,6 +96,7 @@ class PrefixAwarePolicy : public RoutingPolicy {
   void on_routed(const RouteRequest& request, const EndpointState& chosen) override {
     source_.learn(request, chosen.id);
   }
+  std::int32_t cached_prefix(const RouteRequest& request, const EndpointState& endpoint) const noexcept override;
 
  protected:
   /// Writes costs[i] for i < costs.size() (== considered endpoints), kIneligible where not eligible.

@@ -13,19 +13,25 @@ namespace disagg {
 namespace routing_detail {
 
 std::int32_t argmin_rotated(std::span<const double> costs, std::uint64_t seed) noexcept {
-  const std::size_t n = costs.size();
-  if (n == 0) return -1;
-  const std::size_t start = static_cast<std::size_t>(seed % n);
-  std::int32_t best = -1;
+  // Pass 1: the least cost and how many share it (NaN and +infinity never count).
   double best_cost = kIneligible;
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t i = start + k < n ? start + k : start + k - n;
-    if (costs[i] < best_cost) {  // strict: the first of equals (from `start`) wins; NaN never does
-      best_cost = costs[i];
-      best = static_cast<std::int32_t>(i);
+  std::size_t ties = 0;
+  for (const double c : costs) {
+    if (c < best_cost) {
+      best_cost = c;
+      ties = 1;
+    } else if (c == best_cost && c < kIneligible) {
+      ++ties;
     }
   }
-  return best;
+  if (ties == 0) return -1;
+  // Pass 2: the (seed mod ties)-th of them. Rotating a start position instead (the first minimum
+  // at or after seed mod n) gave an endpoint that lost on cost's share to its next neighbour.
+  std::size_t skip = static_cast<std::size_t>(seed % ties);
+  for (std::size_t i = 0; i < costs.size(); ++i) {
+    if (costs[i] == best_cost && skip-- == 0) return static_cast<std::int32_t>(i);
+  }
+  return -1;  // unreachable
 }
 
 std::int64_t prompt_blocks(const RouteRequest& r) noexcept {
@@ -80,6 +86,14 @@ void PrefixAwarePolicy::score(const RouteRequest& request, std::span<const Endpo
   CostArray all;
   costs(request, endpoints.first(n), overlaps, std::span<double>(all.data(), n));
   for (std::size_t i = 0; i < n && i < out.size(); ++i) out[i] = all[i];
+}
+
+std::int32_t PrefixAwarePolicy::cached_prefix(const RouteRequest& request,
+                                              const EndpointState& endpoint) const noexcept {
+  if (endpoint.id >= kMaxRoutingEndpoints) return 0;
+  OverlapArray overlaps;
+  source_.overlaps(request, overlaps, std::size_t{endpoint.id} + 1);
+  return overlaps[endpoint.id].blocks;
 }
 
 RouteDecision PrefixAwarePolicy::choose(const RouteRequest& request,

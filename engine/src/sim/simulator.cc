@@ -12,6 +12,8 @@
 #include "disagg/json_value.h"
 #include "disagg/kv_block_index.h"
 #include "disagg/kv_tier_cache.h"
+#include "disagg/route_plan.h"
+#include "sim_routing.h"
 
 namespace disagg {
 
@@ -193,6 +195,9 @@ struct Simulator::Impl {
     std::vector<BlockHash> hashes;  // prompt + output full blocks
     double arrival = 0, first_token = -1, last_token = 0;
     std::int32_t prompt = 0, output = 0, prompt_blocks = 0;
+    // Prompt tokens the router counts as queued prefill on the prefilling worker (the plan's
+    // uncached tokens, as the router counts them) until its first token.
+    std::int64_t prefill_tokens = 0;
     std::int32_t shared_blocks = 0;  // leading hashes other requests can present (the rest are unique)
     std::int32_t prefill_worker = -1, decode_worker = -1;  // decode_worker: the client-facing one
     SeqHandle prefill_handle = -1, decode_handle = -1;
@@ -211,11 +216,9 @@ struct Simulator::Impl {
 
   SimulationConfig config;
   std::vector<Worker> workers;
-  std::vector<EndpointState> endpoints;
-  std::unique_ptr<RoutingPolicy> policy;
+  // Routing: the RoutePlanner, one EndpointState per worker and the legs in flight on each.
+  std::optional<sim::SimRouting> routing;
   std::optional<KvBlockIndex> index;
-  PdDecider decider;
-  bool disaggregated_deployment = false;
   // Announce every block to the index, even those no lookup can match: for policies that weigh
   // the number of entries an endpoint holds (sglang's "smallest tree").
   bool announce_private = false;
@@ -242,6 +245,7 @@ struct Simulator::Impl {
   void push(double t, EvKind k, std::int32_t target) { heap.push({t, seq++, k, target}); }
 
   void refresh_endpoints() {
+    const std::span<EndpointState> endpoints = routing->endpoints();
     for (std::size_t i = 0; i < workers.size(); ++i) {
       const Worker& w = workers[i];
       EndpointState& e = endpoints[i];
@@ -336,7 +340,7 @@ struct Simulator::Impl {
     auto h = workers[static_cast<std::size_t>(w)].sched.submit(req);
     if (!h) return false;
     *out = *h;
-    if (kind != RequestKind::remote_kv) workers[static_cast<std::size_t>(w)].inflight_prefill_tokens += fl.prompt;
+    if (kind != RequestKind::remote_kv) workers[static_cast<std::size_t>(w)].inflight_prefill_tokens += fl.prefill_tokens;
     return true;
   }
 
@@ -364,51 +368,28 @@ struct Simulator::Impl {
     rr.block_size = block_size;
     rr.session_key = r.session_id + 1;
     rr.tenant = r.tenant < 0 ? 0u : static_cast<std::uint32_t>(r.tenant);
-    rr.role = disaggregated_deployment ? EndpointRole::decode : EndpointRole::aggregated;
-    const RouteDecision d = policy->choose(rr, endpoints);
-    if (!d.ok()) {
+    const RoutePlan plan = routing->plan(rr);
+    if (!plan.ok()) {
       metrics.add_rejected();
       retire(f);
       ended(now);
       return;
     }
-    bool pd = false;
-    RouteDecision p;
-    if (disaggregated_deployment) {
-      const std::int64_t cached = static_cast<std::int64_t>(d.cached_blocks) * block_size;
-      if (decider.decide(fl.prompt, cached, endpoints) == PdReason::disaggregate) {
-        RouteRequest pr = rr;
-        pr.role = EndpointRole::prefill;
-        p = policy->choose(pr, endpoints);
-        pd = p.ok();
-      }
-    }
-    fl.decode_worker = d.index;
-    if (pd) {
-      fl.disaggregated = true;
-      fl.prefill_worker = p.index;
-      if (!submit(p.index, f, RequestKind::prefill_only, &fl.prefill_handle)) {
-        metrics.add_rejected();
-        retire(f);
-        ended(now);
-        return;
-      }
-      RouteRequest pr = rr;
-      pr.role = EndpointRole::prefill;
-      policy->on_routed(pr, endpoints[static_cast<std::size_t>(p.index)]);
-      policy->on_routed(rr, endpoints[static_cast<std::size_t>(d.index)]);
-      kick(now, p.index);
-      return;
-    }
-    fl.prefill_worker = d.index;
-    if (!submit(d.index, f, RequestKind::full, &fl.decode_handle)) {
+    // The prefilling worker gets the request now; a disaggregated one reaches its decode worker
+    // when its prefill finishes (on_step_done). A refused submit is never applied.
+    fl.decode_worker = plan.main.index;
+    fl.disaggregated = plan.disaggregated();
+    fl.prefill_worker = fl.disaggregated ? plan.prefill.index : plan.main.index;
+    fl.prefill_tokens = plan.prefill_tokens;
+    const RequestKind kind = fl.disaggregated ? RequestKind::prefill_only : RequestKind::full;
+    if (!submit(fl.prefill_worker, f, kind, fl.disaggregated ? &fl.prefill_handle : &fl.decode_handle)) {
       metrics.add_rejected();
       retire(f);
       ended(now);
       return;
     }
-    policy->on_routed(rr, endpoints[static_cast<std::size_t>(d.index)]);
-    kick(now, d.index);
+    routing->apply(rr, plan);
+    kick(now, fl.prefill_worker);
   }
 
   void kick(double now, std::int32_t w) {
@@ -477,7 +458,7 @@ struct Simulator::Impl {
       const bool prefill_side = w.role == WorkerRole::prefill && fl.disaggregated && wi == fl.prefill_worker;
       switch (e.kind) {
         case SchedEventKind::first_token:
-          if (wi == fl.prefill_worker) w.inflight_prefill_tokens -= fl.prompt;
+          if (wi == fl.prefill_worker) w.inflight_prefill_tokens -= fl.prefill_tokens;
           if (prefill_side) break;
           if (fl.first_token < 0) fl.first_token = now;
           fl.last_token = now;
@@ -490,12 +471,13 @@ struct Simulator::Impl {
           break;
         case SchedEventKind::finished:
           if (prefill_side) {
+            // The prefill leg's answer: the router's prefill leg ends here.
+            routing->leg_done(fl.route_id, fl.prefill_worker);
             if (!submit(fl.decode_worker, f, RequestKind::remote_kv, &fl.decode_handle)) {
               // Decode queue full: the request fails, as a proxy would report it.
               auto r = w.sched.release_held(fl.prefill_handle);
               (void)r;
-              policy->on_finished(fl.route_id, static_cast<EndpointId>(fl.prefill_worker));
-              policy->on_finished(fl.route_id, static_cast<EndpointId>(fl.decode_worker));
+              routing->leg_done(fl.route_id, fl.decode_worker);
               metrics.add_rejected();
               retire(f);
               ended(now);
@@ -531,8 +513,7 @@ struct Simulator::Impl {
     rec.disaggregated = fl.disaggregated;
     rec.kv_transfer_bytes = fl.kv_bytes;
     metrics.add_request(rec);
-    if (fl.disaggregated) policy->on_finished(fl.route_id, static_cast<EndpointId>(fl.prefill_worker));
-    policy->on_finished(fl.route_id, static_cast<EndpointId>(fl.decode_worker));
+    routing->leg_done(fl.route_id, fl.decode_worker);
     retire(f);
     ended(now);
   }
@@ -707,9 +688,7 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->block_size = block_size;
-  impl->disaggregated_deployment = aggregated == 0;
   impl->announce_private = config.router.announce_unique_blocks || config.router.policy == "sglang";
-  impl->decider = PdDecider(config.router.decider);
   PolicyOptions options = config.router.options;
   options.max_endpoints = static_cast<int>(total_workers);
   options.index = nullptr;
@@ -725,9 +704,13 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
     impl->index.emplace(std::move(*idx));
     options.index = &*impl->index;
   }
-  auto policy = make_routing_policy(config.router.policy, options);
-  if (!policy) return bad(policy.error().message);
-  impl->policy = std::move(*policy);
+  RoutePlanConfig route_config;
+  route_config.disaggregated = aggregated == 0;
+  route_config.decider = config.router.decider;
+  route_config.session_affinity = config.router.session_affinity;
+  auto planner = RoutePlanner::create(config.router.policy, options, route_config);
+  if (!planner) return bad(planner.error().message);
+  std::vector<EndpointState> endpoints;
 
   for (std::size_t i = 0; i < config.pools.size(); ++i) {
     const PoolSpec& p = config.pools[i];
@@ -751,9 +734,10 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
       e.id = id;
       e.role = endpoint_role(p.role);
       e.prefill_tokens_per_second = w.prefill_tokens_per_second;
-      impl->endpoints.push_back(e);
+      endpoints.push_back(e);
     }
   }
+  impl->routing.emplace(std::move(*planner), std::move(endpoints));
   // Lower tiers: per worker host and disk caches of its own, links to every tier, one shared store.
   std::array<TierIndexFeed*, kKvTierCount> remote_feed{};
   std::size_t worker = 0;

@@ -256,6 +256,21 @@ TEST(LeastLoad, TiesAreSpreadByRequestIdAndStickBySession) {
   EXPECT_EQ(policy->choose(a, eps).index, policy->choose(b, eps).index);
 }
 
+TEST(LeastLoad, AnEndpointThatLosesOnCostDoesNotHandItsShareToItsNeighbour) {
+  // GIVEN three endpoints, the middle one busier; the others tie
+  auto policy = make("least-load");
+  auto eps = pool(3);
+  eps[1].running_requests = 5;
+  const auto hashes = chain(1, 4);
+  // WHEN 60 requests with consecutive ids are scored against the same states
+  std::map<int, int> counts;
+  for (std::uint64_t id = 0; id < 60; ++id) ++counts[policy->choose(request_for(hashes, id), eps).index];
+  // THEN the tied endpoints share them evenly (a rotation from seed mod 3 gave 20 / 0 / 40)
+  EXPECT_EQ(counts[0], 30);
+  EXPECT_EQ(counts[2], 30);
+  EXPECT_EQ(counts.count(1), 0u);
+}
+
 // ---- llm-d --------------------------------------------------------------------------------------
 
 TEST(LlmdWeighted, QueueAndKvScorersDecideWithoutPrefix) {

@@ -1,0 +1,381 @@
+// endpoint_table.cc — endpoint slots, the KV-event sink, the decision and the leg accounting
+// (endpoint_table.h).
+#include "endpoint_table.h"
+
+#include <algorithm>
+#include <bit>
+#include <mutex>
+#include <utility>
+
+namespace disagg::router {
+
+Expected<std::unique_ptr<EndpointTable>, std::string> EndpointTable::create(const RouterConfig& c,
+                                                                           RouterMetrics& metrics) {
+  std::unique_ptr<EndpointTable> t(new EndpointTable(metrics, HealthPolicy{c.eject_after, c.eject_ms}));
+
+  // Roles: P/D when any decode endpoint or pool is configured.
+  bool any_events = false, any_aggregated = false;
+  auto note_role = [&](EndpointRole r) {
+    if (r == EndpointRole::decode) t->pd_mode_ = true;
+    if (r == EndpointRole::prefill) t->need_prefill_ = true;
+    if (r == EndpointRole::aggregated) any_aggregated = true;
+  };
+  for (const EndpointSpec& e : c.endpoints) {
+    note_role(e.role);
+    any_events = any_events || !e.kv_events.empty();
+  }
+  for (const DnsPoolSpec& p : c.dns_pools) {
+    note_role(p.role);
+    any_events = any_events || p.kv_events_port != 0;
+  }
+  if (t->need_prefill_ && !t->pd_mode_) {
+    return unexpected(std::string(
+        "prefill endpoints need decode endpoints to hand their KV to; add a decode pool or endpoint"));
+  }
+  if (t->pd_mode_ && any_aggregated) {
+    log_line("warning: aggregated endpoints are ignored while decode endpoints exist (P/D mode)");
+  }
+
+  // Index and planner.
+  const bool precise = c.precise_prefix.value_or(any_events);
+  if (any_events || precise) {
+    KvIndexConfig ic;
+    ic.max_endpoints = kMaxRoutingEndpoints;
+    ic.max_entries = c.index_entries;
+    ic.max_entries_per_endpoint = c.index_entries_per_endpoint;
+    auto idx = KvBlockIndex::create(ic);
+    if (!idx) {
+      return unexpected("'--index-entries' (" + std::to_string(c.index_entries) +
+                        ") refused by the KV block index: " + std::string(to_string(idx.error())));
+    }
+    t->index_.emplace(std::move(*idx));
+  }
+  PolicyOptions options = c.options;
+  if (precise) {
+    options.index = &*t->index_;
+    options.max_endpoints = kMaxRoutingEndpoints;
+  } else if (!c.max_endpoints_given && c.dns_pools.empty()) {
+    // Only the static endpoints can ever be routed to: the history's block pool is sized for them
+    // (less memory, and a table that stays in cache: about 1.5 us less router user time per
+    // request at concurrency 32 with 2 endpoints, bench/notes/router-overhead.md).
+    options.max_endpoints = std::clamp(static_cast<int>(c.endpoints.size()), 1, kMaxRoutingEndpoints);
+  }
+  RoutePlanConfig rc;
+  rc.disaggregated = t->pd_mode_;
+  rc.decider = c.decider;
+  rc.session_affinity = !c.session_header.empty();
+  auto planner = RoutePlanner::create(c.policy, options, rc);
+  if (!planner) return unexpected("policy '" + c.policy + "': " + planner.error().message);
+  t->planner_.emplace(std::move(*planner));
+  if (!precise && routing_policy_reads_prefixes(c.policy)) {
+    log_line("prefix history: " + std::to_string(options.history_blocks_per_endpoint * options.max_endpoints) +
+             " blocks, sized for " + std::to_string(options.max_endpoints) +
+             (options.max_endpoints == 1 ? " endpoint" : " endpoints") + " (at most " +
+             std::to_string(options.history_blocks_per_endpoint) + " each)");
+  }
+  return t;
+}
+
+// ---- endpoints --------------------------------------------------------------------------------
+
+int EndpointTable::add(const EndpointSpec& spec, bool from_dns, const std::string& topic) {
+  std::lock_guard lock(mu_);
+  for (int id = 0; id < kMaxRoutingEndpoints; ++id) {
+    EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
+    if (s.present || s.inflight.load() != 0) continue;
+    s.present = true;
+    present_ids_ |= std::uint64_t{1} << id;
+    ++s.generation;
+    s.spec = spec;
+    s.from_dns = from_dns;
+    s.label = (spec.host.find(':') != std::string::npos ? "[" + spec.host + "]" : spec.host) + ":" +
+              std::to_string(spec.port);
+    s.reset_live();
+    if (index_) index_->clear(static_cast<EndpointId>(id));
+    if (hooks_.added) hooks_.added(static_cast<EndpointId>(id), s, topic);
+    log_line("endpoint " + s.label + " added (pool " + spec.pool + ", role " + std::string(to_string(spec.role)) +
+             (spec.kv_events.empty() ? "" : ", kv events " + spec.kv_events) + ")");
+    return id;
+  }
+  log_line("endpoint " + spec.host + ":" + std::to_string(spec.port) + " not added: all " +
+           std::to_string(kMaxRoutingEndpoints) + " endpoint slots are in use");
+  return -1;
+}
+
+void EndpointTable::remove(int id) {
+  EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
+  if (!s.present) return;
+  s.present = false;
+  present_ids_ &= ~(std::uint64_t{1} << id);
+  if (index_) index_->clear(static_cast<EndpointId>(id));
+  if (hooks_.removed) hooks_.removed(static_cast<EndpointId>(id), s);
+  log_line("endpoint " + s.label + " removed (no longer in DNS)");
+}
+
+void EndpointTable::sync_dns_pool(const DnsPoolSpec& pool, const std::set<std::string>& addresses) {
+  // One endpoint per address x port (a pod serving one vLLM API server per local data-parallel
+  // rank lists every rank's port); the pool's ports never change, so only addresses come and go.
+  std::set<std::pair<std::string, std::uint16_t>> have;
+  std::vector<EndpointSpec> fresh;
+  {
+    std::lock_guard lock(mu_);
+    for (int id = 0; id < kMaxRoutingEndpoints; ++id) {
+      EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
+      if (!s.present || !s.from_dns || s.spec.pool != pool.pool) continue;
+      if (addresses.count(s.spec.host) == 0) remove(id);
+      else have.emplace(s.spec.host, s.spec.port);
+    }
+  }
+  for (const std::string& ip : addresses) {
+    for (std::size_t j = 0; j < pool.ports.size(); ++j) {
+      if (have.count({ip, pool.ports[j]}) != 0) continue;
+      EndpointSpec e;
+      e.pool = pool.pool;
+      e.role = pool.role;
+      e.host = ip;
+      e.port = pool.ports[j];
+      // vLLM offsets each rank's KV-event port by its rank (dns_kv_events_port, router_config.h).
+      if (const std::uint16_t kv = dns_kv_events_port(pool, j); kv != 0) {
+        const std::string h = ip.find(':') != std::string::npos ? "[" + ip + "]" : ip;
+        e.kv_events = "tcp://" + h + ":" + std::to_string(kv);
+      }
+      add(e, true, pool.topic_prefix);
+    }
+  }
+}
+
+// ---- KV events --------------------------------------------------------------------------------
+
+void EndpointTable::on_kv_batch(EndpointId id, std::uint32_t generation, const KvEventBatch& batch) {
+  std::lock_guard lock(mu_);
+  const EndpointSlot& s = slots_[id];
+  if (!index_ || !s.present || s.generation != generation) return;
+  for (const KvEventRecord& e : batch.events) {
+    switch (e.type) {
+      case KvEventType::block_stored: (void)index_->apply_stored(id, e.tier, batch.hashes_of(e)); break;
+      case KvEventType::block_removed: (void)index_->apply_removed(id, e.tier, batch.hashes_of(e)); break;
+      case KvEventType::all_blocks_cleared: index_->clear(id); break;
+    }
+  }
+}
+
+void EndpointTable::on_kv_clear(EndpointId id, std::uint32_t generation, std::string_view why) {
+  std::lock_guard lock(mu_);
+  const EndpointSlot& s = slots_[id];
+  if (!index_ || !s.present || s.generation != generation) return;
+  const std::int64_t dropped = index_->clear(id);
+  log_line("KV index entries of " + s.label + " cleared (" + std::string(why) + "): " + std::to_string(dropped));
+}
+
+// ---- routing ----------------------------------------------------------------------------------
+
+void EndpointTable::fill_pick(Pick& out, int id, std::int32_t cached_blocks) const {
+  const EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
+  out.slot = id;
+  out.generation = s.generation;
+  out.cached_blocks = cached_blocks;
+  out.host = s.spec.host;
+  out.port = s.spec.port;
+  out.label = s.label;
+}
+
+// `t`: now, as the caller has just read it (each clock read costs tens of nanoseconds, and a
+// request would otherwise read it many times).
+Plan EndpointTable::plan(const RouteRequest& rq, std::uint64_t exclude, bool allow_pd, Clock::time_point t) {
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  std::size_t n = 0;
+  Plan out;
+  std::lock_guard lock(mu_);
+  // The endpoint snapshot: per thread, not per request (64 EndpointStates are 4 KiB, of which a
+  // request fills two or three), and not one per router, whose lines each request would take
+  // from the other HTTP thread's core. Used only inside this call.
+  thread_local std::array<EndpointState, kMaxRoutingEndpoints> states;
+  for (std::uint64_t ids = present_ids_; ids != 0; ids &= ids - 1) {
+    const int id = std::countr_zero(ids);
+    const EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
+    EndpointState& e = states[n++];
+    e = EndpointState{};
+    e.id = static_cast<EndpointId>(id);
+    e.generation = s.generation.load(std::memory_order_relaxed);
+    e.role = s.spec.role;
+    e.healthy = routable(s, now) && ((exclude >> id) & 1U) == 0;
+    e.running_requests = s.running.load(std::memory_order_relaxed);
+    e.waiting_requests = s.waiting.load(std::memory_order_relaxed);
+    e.kv_usage = s.kv_usage.load(std::memory_order_relaxed);
+    e.inflight_prefill_tokens = std::max<std::int64_t>(0, s.inflight_prefill_tokens.load(std::memory_order_relaxed));
+    // Scraped numbers lag; the router's own count of legs in flight does not (the planner counts
+    // the ones the last scrape does not show as waiting).
+    e.routed_requests = s.inflight.load(std::memory_order_relaxed);
+  }
+  const std::span<const EndpointState> st(states.data(), n);
+  const RoutePlan rp = planner_->plan_route(rq, st, allow_pd);
+  if (!rp.ok()) {
+    out.decided = Clock::now();
+    metrics_.decision_seconds.observe(std::chrono::duration<double>(out.decided - t).count());
+    return out;
+  }
+  planner_->apply_route(rq, st, rp);
+  fill_pick(out.main, rp.main.endpoint, rp.main.cached_blocks);
+  if (rp.prefill.ok()) fill_pick(out.prefill, rp.prefill.endpoint, rp.prefill.cached_blocks);
+  out.pd_evaluated = rp.pd_evaluated;
+  out.reason = rp.reason;
+  if (rp.pd_evaluated) metrics_.pd_decisions[static_cast<int>(rp.reason)].fetch_add(1, std::memory_order_relaxed);
+  // Count the request against the endpoints now, so the next decision sees it.
+  (out.prefill.ok() ? out.prefill : out.main).prefill_tokens = rp.prefill_tokens;
+  for (Pick* p : {&out.main, &out.prefill}) {
+    if (!p->ok()) continue;
+    EndpointSlot& s = slots_[static_cast<std::size_t>(p->slot)];
+    s.inflight.fetch_add(1, std::memory_order_relaxed);
+    s.requests.fetch_add(1, std::memory_order_relaxed);
+    s.inflight_prefill_tokens.fetch_add(p->prefill_tokens, std::memory_order_relaxed);
+  }
+  metrics_.prefix_query_blocks.fetch_add(rq.block_hashes.size(), std::memory_order_relaxed);
+  metrics_.prefix_hit_blocks.fetch_add(static_cast<std::uint64_t>(std::max(0, rp.main.cached_blocks)),
+                                       std::memory_order_relaxed);
+  out.decided = Clock::now();
+  metrics_.decision_seconds.observe(std::chrono::duration<double>(out.decided - t).count());
+  return out;
+}
+
+void EndpointTable::first_byte(Pick& p) {
+  if (!p.ok() || p.prefill_tokens == 0) return;
+  slots_[static_cast<std::size_t>(p.slot)].inflight_prefill_tokens.fetch_sub(p.prefill_tokens,
+                                                                             std::memory_order_relaxed);
+  p.prefill_tokens = 0;
+}
+
+void EndpointTable::finish(Pick& p, std::uint64_t request_id) {
+  if (!p.ok()) return;
+  first_byte(p);
+  EndpointSlot& s = slots_[static_cast<std::size_t>(p.slot)];
+  // Atomic, and not reset when the slot changes hands (the old endpoint's requests still end
+  // here), so no lock: the lock is for the policy's hook alone, which the built-in policies do
+  // not have. (Taking it anyway passed its line between the HTTP threads' cores per request.)
+  s.inflight.fetch_sub(1, std::memory_order_relaxed);
+  if (planner_->tracks_finished()) {
+    std::lock_guard lock(mu_);
+    if (s.present && s.generation == p.generation) planner_->on_finished(request_id, static_cast<EndpointId>(p.slot));
+  }
+  p.slot = -1;
+}
+
+void EndpointTable::upstream_failed(const Pick& p, bool definitive, std::string_view what) {
+  EndpointSlot& s = slots_[static_cast<std::size_t>(p.slot)];
+  if (s.generation != p.generation) return;
+  const bool was_up = s.up.load();
+  if (record_failure(s, now_ms(), health_, definitive)) {
+    log_line("endpoint " + p.label + " ejected for " + std::to_string(health_.eject_ms) + " ms after " +
+             std::to_string(s.failures.load()) + " consecutive failures (last: " + std::string(what) + ")");
+  } else if (definitive && was_up) {
+    log_line("endpoint " + p.label + " marked down (" + std::string(what) + ")");
+  }
+}
+
+void EndpointTable::upstream_ok(const Pick& p) {
+  EndpointSlot& s = slots_[static_cast<std::size_t>(p.slot)];
+  if (s.generation == p.generation) record_success(s);
+}
+
+std::string EndpointTable::not_ready_reason() {
+  const std::int64_t now = now_ms();
+  bool have_main = false, have_prefill = false;
+  std::lock_guard lock(mu_);
+  const EndpointRole main_role = pd_mode_ ? EndpointRole::decode : EndpointRole::aggregated;
+  for (const EndpointSlot& s : slots_) {
+    if (!s.present || !routable(s, now)) continue;
+    have_main = have_main || s.spec.role == main_role;
+    have_prefill = have_prefill || s.spec.role == EndpointRole::prefill;
+  }
+  if (!have_main) return std::string("no healthy ") + (pd_mode_ ? "decode" : "aggregated") + " endpoint";
+  if (need_prefill_ && !have_prefill) return "no healthy prefill endpoint";
+  return "";
+}
+
+// ---- health ---------------------------------------------------------------------------------------
+
+void EndpointTable::present(std::vector<Present>& out) {
+  out.clear();
+  std::lock_guard lock(mu_);
+  for (std::uint64_t ids = present_ids_; ids != 0; ids &= ids - 1) {
+    const int id = std::countr_zero(ids);
+    const EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
+    // Field by field: g++ 12 mishandles braced temporaries in coroutines (http/README.md), and
+    // the health loop that calls this is one.
+    Present& e = out.emplace_back();
+    e.id = id;
+    e.host = s.spec.host;
+    e.port = s.spec.port;
+    e.generation = s.generation;
+  }
+}
+
+void EndpointTable::health_checked(int id, std::uint32_t generation, bool ok, const std::string& failure) {
+  EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
+  std::lock_guard lock(mu_);
+  if (!s.present || s.generation != generation) return;
+  const bool was_checked = s.checked.load();
+  const bool was_up = s.up.load();
+  if (record_health(s, ok, now_ms(), health_)) {
+    log_line("endpoint " + s.label + (was_checked ? " healthy again" : " healthy"));
+  } else if (!ok && (was_up || !was_checked)) {
+    log_line("endpoint " + s.label + " failed its health check (" + failure + ")");
+  }
+}
+
+void EndpointTable::load_reported(int id, std::uint32_t generation, const ScrapedLoad& load) {
+  EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
+  if (!load.found || s.generation != generation) return;
+  s.running.store(static_cast<std::int32_t>(load.running), std::memory_order_relaxed);
+  s.waiting.store(static_cast<std::int32_t>(load.waiting), std::memory_order_relaxed);
+  s.kv_usage.store(load.kv_usage, std::memory_order_relaxed);
+}
+
+// ---- metrics --------------------------------------------------------------------------------------
+
+void EndpointTable::write_metrics(std::string& out) {
+  std::lock_guard lock(mu_);
+  write_metric(out, "disagg_router_kv_index_entries", "gauge", "Entries (block x endpoint x tier) in the KV block index.",
+               "", index_ ? static_cast<double>(index_->size()) : 0);
+  write_metric(out, "disagg_router_kv_index_evictions_total", "counter", "Index entries evicted by its bounds.", "",
+               index_ ? static_cast<double>(index_->evictions()) : 0);
+  struct Family {
+    const char* name;
+    const char* type;
+    const char* help;
+  };
+  constexpr std::array<Family, 8> families = {{
+      {"disagg_router_endpoint_healthy", "gauge", "1 when the endpoint receives requests (health check passed, not ejected)."},
+      {"disagg_router_endpoint_inflight", "gauge", "Requests the router has in flight on the endpoint."},
+      {"disagg_router_endpoint_running", "gauge", "vllm:num_requests_running last scraped."},
+      {"disagg_router_endpoint_waiting", "gauge", "vllm:num_requests_waiting last scraped."},
+      {"disagg_router_endpoint_kv_usage", "gauge", "vllm:kv_cache_usage_perc last scraped."},
+      {"disagg_router_endpoint_kv_index_entries", "gauge", "KV block index entries of the endpoint."},
+      {"disagg_router_endpoint_requests_total", "counter", "Requests (legs) routed to the endpoint."},
+      {"disagg_router_endpoint_ejections_total", "counter", "Times the endpoint was ejected after consecutive failures."},
+  }};
+  const std::int64_t now = now_ms();
+  for (std::size_t f = 0; f < families.size(); ++f) {
+    out.append("# HELP ").append(families[f].name).append(" ").append(families[f].help).append("\n");
+    out.append("# TYPE ").append(families[f].name).append(" ").append(families[f].type).append("\n");
+    for (int id = 0; id < kMaxRoutingEndpoints; ++id) {
+      const EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
+      if (!s.present) continue;
+      const std::string labels = "endpoint=\"" + s.label + "\",pool=\"" + s.spec.pool + "\",role=\"" +
+                                 std::string(to_string(s.spec.role)) + "\"";
+      double v = 0;
+      switch (f) {
+        case 0: v = routable(s, now) ? 1 : 0; break;
+        case 1: v = s.inflight.load(); break;
+        case 2: v = s.running.load(); break;
+        case 3: v = s.waiting.load(); break;
+        case 4: v = s.kv_usage.load(); break;
+        case 5: v = index_ ? static_cast<double>(index_->size(static_cast<EndpointId>(id))) : 0; break;
+        case 6: v = static_cast<double>(s.requests.load()); break;
+        default: v = static_cast<double>(s.ejections.load()); break;
+      }
+      write_sample(out, families[f].name, labels, v);
+    }
+  }
+}
+
+}  // namespace disagg::router

@@ -1,0 +1,151 @@
+// endpoint_table.h — the router's endpoints and the routing decision over them.
+//
+// Owns: the kMaxRoutingEndpoints endpoint slots (an id is reused when its endpoint leaves; the
+// slot's generation tells the incarnations apart), which of them are present, their live state
+// (health and load: endpoint_health.h), the KV block index fed by KV events (this table is the
+// KvEventSubscriber's sink), and the RoutePlanner (disagg/route_plan.h: policy, P/D decider,
+// sessions) together with the accounting of every leg in flight (EndpointSlot::inflight from the
+// decision to the leg's end, and the prompt tokens still to prefill until its first byte).
+//
+// Locking: one lock (SpinThenBlockMutex) guards slot identity, the index and the planner. It is
+// held for one decision (plan + apply, about 1-2 us), one KV event batch, one add or removal, or one
+// health-check result. Live state is atomic and read and written without it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "disagg/expected.h"
+#include "disagg/kv_block_index.h"
+#include "disagg/route_plan.h"
+#include "endpoint_health.h"
+#include "kv_event_subscriber.h"
+#include "router_config.h"
+#include "router_log.h"
+#include "router_metrics.h"
+#include "spin_then_block_mutex.h"
+
+namespace disagg::router {
+
+/// One endpoint chosen for one leg of a request.
+struct Pick {
+  std::int32_t slot = -1;
+  std::uint32_t generation = 0;
+  std::int32_t cached_blocks = 0;
+  std::int64_t prefill_tokens = 0;  ///< counted in the slot's inflight_prefill_tokens until first byte
+  std::string host;
+  std::uint16_t port = 0;
+  std::string label;
+  bool ok() const { return slot >= 0; }
+};
+
+/// A request's legs, as the table decided and counted them.
+struct Plan {
+  Pick main;     ///< decode (P/D) or aggregated endpoint
+  Pick prefill;  ///< P/D prefill endpoint, when disaggregating
+  bool pd_evaluated = false;
+  PdReason reason = PdReason::below_threshold;
+  Clock::time_point decided;  ///< when the decision was made (its latency's end)
+};
+
+class EndpointTable final : public KvEventSink {
+ public:
+  /// Reads the roles of `config`'s endpoints and pools (P/D when any is decode), builds the index
+  /// (when any endpoint publishes KV events, or precise prefixes are asked for) and the planner.
+  /// Does not add the static endpoints (add() them once the hooks are set). Error: a message that
+  /// names the option, the value and the fix. `metrics` must outlive the table.
+  static Expected<std::unique_ptr<EndpointTable>, std::string> create(const RouterConfig& config,
+                                                                      RouterMetrics& metrics);
+
+  /// Told of each endpoint added (with its KV-event topic prefix) and removed, under the lock.
+  struct Hooks {
+    std::function<void(EndpointId, const EndpointSlot&, const std::string& topic)> added;
+    std::function<void(EndpointId, const EndpointSlot&)> removed;
+  };
+  /// Call before the first add().
+  void set_hooks(Hooks hooks) { hooks_ = std::move(hooks); }
+
+  /// Adds an endpoint in the first free slot (one that is absent with no leg in flight); returns
+  /// its id, or -1 when every slot is taken (logged). Takes the lock.
+  int add(const EndpointSpec& spec, bool from_dns, const std::string& topic);
+  /// Makes `pool`'s DNS endpoints those of `addresses` x the pool's ports: adds the new ones,
+  /// removes those whose address is gone. Takes the lock.
+  void sync_dns_pool(const DnsPoolSpec& pool, const std::set<std::string>& addresses);
+
+  /// Decides where `rq` goes (RoutePlanner::plan_route + apply_route) over the present endpoints
+  /// that are routable at `t` and not in `exclude` (bit i = endpoint id i), and counts its legs
+  /// in flight. `allow_pd` false keeps a P/D request on a decode endpoint (retries). No leg is
+  /// picked (main.ok() false) when no endpoint of the needed role is eligible.
+  Plan plan(const RouteRequest& rq, std::uint64_t exclude, bool allow_pd, Clock::time_point t);
+  /// The leg's first byte arrived: its prefill is done.
+  void first_byte(Pick& p);
+  /// The leg ended (any outcome); `p` is no longer a leg after this.
+  void finish(Pick& p, std::uint64_t request_id);
+  /// The leg's endpoint failed (definitive: nothing listens) or served it.
+  void upstream_failed(const Pick& p, bool definitive, std::string_view what);
+  void upstream_ok(const Pick& p);
+
+  /// Requests go to decode endpoints (some endpoint or pool is decode).
+  bool pd_mode() const { return pd_mode_; }
+  /// Some endpoint or pool is prefill: readiness needs a healthy one.
+  bool need_prefill() const { return need_prefill_; }
+  /// Empty when some endpoint of each needed role is routable; otherwise why not.
+  std::string not_ready_reason();
+
+  // ---- the health loop's view ------------------------------------------------------------------
+  struct Present {
+    int id = 0;
+    std::string host;
+    std::uint16_t port = 0;
+    std::uint32_t generation = 0;
+  };
+  /// The present endpoints (one hold of the lock).
+  void present(std::vector<Present>& out);
+  /// Live state of slot `id` (atomics: no lock needed).
+  EndpointSlot& slot(int id) { return slots_[static_cast<std::size_t>(id)]; }
+  /// A health check of endpoint `id` (if still that generation) passed or not; logs transitions.
+  void health_checked(int id, std::uint32_t generation, bool ok, const std::string& failure);
+  /// A load report (vLLM's gauges) of endpoint `id`, if still that generation.
+  void load_reported(int id, std::uint32_t generation, const ScrapedLoad& load);
+
+  // ---- metrics -----------------------------------------------------------------------------------
+  /// Appends the index gauges and the per-endpoint families (takes the lock).
+  void write_metrics(std::string& out);
+  /// Times a thread slept waiting for the lock.
+  std::uint64_t lock_sleeps() const { return mu_.sleeps(); }
+
+  // ---- KvEventSink (the subscriber's thread) ------------------------------------------------------
+  void on_kv_batch(EndpointId id, std::uint32_t generation, const KvEventBatch& batch) override;
+  void on_kv_clear(EndpointId id, std::uint32_t generation, std::string_view why) override;
+
+  EndpointTable(const EndpointTable&) = delete;
+  EndpointTable& operator=(const EndpointTable&) = delete;
+
+ private:
+  EndpointTable(RouterMetrics& metrics, HealthPolicy health) : metrics_(metrics), health_(health) {}
+  void remove(int id);  // lock held
+  void fill_pick(Pick& out, int id, std::int32_t cached_blocks) const;
+
+  RouterMetrics& metrics_;
+  HealthPolicy health_;
+  Hooks hooks_;
+  bool pd_mode_ = false;
+  bool need_prefill_ = false;
+
+  SpinThenBlockMutex mu_;
+  std::array<EndpointSlot, kMaxRoutingEndpoints> slots_;
+  // Bit i set while slots_[i].present (guarded by mu_): plan() visits the present slots only,
+  // instead of reading a flag in each of the 64 slots (a cache line apiece) on every request.
+  std::uint64_t present_ids_ = 0;
+  std::optional<KvBlockIndex> index_;
+  std::optional<RoutePlanner> planner_;
+};
+
+}  // namespace disagg::router

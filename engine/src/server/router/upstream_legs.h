@@ -1,0 +1,53 @@
+// upstream_legs.h — a request's upstream legs, once it is admitted: the decision (EndpointTable),
+// the P/D prefill leg, the main leg with retries on another endpoint while nothing was relayed
+// (connect failure, 5xx, first-byte timeout; never after the first byte), and the relay of the
+// answer to the client: streamed as it arrives (SSE), or whole. A client that leaves cancels the
+// leg in flight; a worker that breaks mid-stream ends the client's stream with an OpenAI error
+// event. Each leg is counted in the table from the decision to its end.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "disagg/routing.h"
+#include "endpoint_table.h"
+#include "request_parse.h"
+#include "router_config.h"
+#include "router_metrics.h"
+#include "server/http/http_client.h"
+#include "server/http/http_server.h"
+#include "upstream_clients.h"
+
+namespace disagg::router {
+
+/// How a proxied request ended (the requests_total outcome).
+enum class ProxyOutcome : int { ok = 0, error = 1, client_gone = 2 };
+
+class UpstreamLegs {
+ public:
+  /// All must outlive this object.
+  UpstreamLegs(EndpointTable& table, const UpstreamClients& clients, RouterMetrics& metrics, const RouterConfig& config)
+      : table_(table), clients_(clients), metrics_(metrics), config_(config) {}
+
+  /// Routes and proxies the request `req` (parsed as `g`; `body` is its document when P/D needs
+  /// one, else null) and answers the client on `w`. `t0`: when the request arrived; `queued`: the
+  /// seconds it waited for admission (excluded from the overhead metric).
+  http::Task<ProxyOutcome> proxy(http::Request& req, http::ResponseWriter& w, const nlohmann::json& body,
+                                 const GenerateRequest& g, const RouteRequest& rq, Clock::time_point t0, double queued);
+
+ private:
+  http::Task<nlohmann::json> run_prefill(http::net::any_io_executor ex, Pick& p, const nlohmann::json& body,
+                                         std::string target, std::string request_id, Clock::time_point deadline,
+                                         http::ClientCancel* cancel);
+  http::Task<ProxyOutcome> relay(http::ResponseWriter& w, http::ClientStream& up, Pick& pick,
+                                 const GenerateRequest& g, Clock::time_point t0, const std::string& prefill_label);
+
+  EndpointTable& table_;
+  const UpstreamClients& clients_;
+  RouterMetrics& metrics_;
+  const RouterConfig& config_;
+};
+
+}  // namespace disagg::router
