@@ -1,5 +1,5 @@
-import { createHash } from 'crypto';
 import { ApiObject, Chart } from 'cdk8s';
+import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
 import { AcceleratedInstanceType } from '../catalog';
 import { KvTierSizes, plannerConfig, planSync } from '../engine';
@@ -14,10 +14,11 @@ import { PoolRole } from './pool-role';
 import { PoolSizing } from './pool-sizing';
 import { gatewayObjects } from './private/gateway-objects';
 import { FIELD_PREFIX, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
-import { APP_PART_OF, PORTS, componentLabels } from './private/labels';
+import { APP_PART_OF, componentLabels } from './private/labels';
 import { resolveModel, strip } from './private/model-inputs';
 import { planPool } from './private/pool-plan';
-import { routerConfig } from './private/router-config';
+import { Router } from './private/router';
+import { planRouter, RouterPlan } from './private/router-config';
 import { WorkerContext, servingSelector } from './private/worker-pod';
 import { WorkerPool } from './private/worker-pool';
 import { RouterPolicy } from './router-policy';
@@ -109,8 +110,17 @@ export class DisaggregatedInference extends Construct {
   public readonly decodeServiceName: string;
   /** The router's Service name (port 80, or `routerPort`). */
   public readonly routerServiceName: string;
-  /** The router's JSON configuration, as written into its ConfigMap. */
+  /**
+   * The router's JSON configuration, as written into its ConfigMap: the `router`, `policy` and `pools`
+   * sections of the engine configuration (engine/schema/engine-config.schema.json) that
+   * `disagg-engine router` reads.
+   */
   public readonly routerConfig: string;
+  /**
+   * @internal The router's configuration and the pools it routes to, typed (`disagg local` reads it
+   * instead of parsing `routerConfig`).
+   */
+  public readonly _router: RouterPlan;
   /** The NIXL backend in use: 'LIBFABRIC' or 'UCX'. */
   public readonly nixlBackend: string;
   /** Whether the prefill pool is a LeaderWorkerSet (a replica spans nodes). */
@@ -204,12 +214,15 @@ export class DisaggregatedInference extends Construct {
     });
 
     // ServiceAccount shared by workers and router; neither talks to the Kubernetes API.
-    new ApiObject(this, 'ServiceAccount', {
-      apiVersion: 'v1',
-      kind: 'ServiceAccount',
-      metadata: meta(name, componentLabels(name, 'serving'), props.serviceAccountAnnotations ? { annotations: props.serviceAccountAnnotations } : undefined),
+    new k8s.KubeServiceAccount(this, 'ServiceAccount', {
+      metadata: {
+        name,
+        ...(namespace ? { namespace } : {}),
+        labels: { ...componentLabels(name, 'serving'), [APP_PART_OF]: 'disagg' },
+        ...(props.serviceAccountAnnotations ? { annotations: props.serviceAccountAnnotations } : {}),
+      },
       automountServiceAccountToken: false,
-    } as any);
+    });
 
     const ctx: WorkerContext = {
       instance: name,
@@ -233,7 +246,6 @@ export class DisaggregatedInference extends Construct {
     const dns = (svc: string) => (namespace ? `${svc}.${namespace}.svc.cluster.local` : svc);
     this.prefillServiceName = `${name}-prefill`;
     this.decodeServiceName = `${name}-decode`;
-    this.routerServiceName = `${name}-router`;
     const checkpointGib = resolved.checkpointBytes / 2 ** 30;
     const pools: Record<'prefill' | 'decode', WorkerPool | ExpertParallelPool> = {} as any;
     for (const role of ['prefill', 'decode'] as const) {
@@ -272,8 +284,7 @@ export class DisaggregatedInference extends Construct {
     this.decodeTensorParallel = decode.parallelism.tensorParallel;
 
     // Router: configuration, Deployment, Service, PodDisruptionBudget.
-    const config = routerConfig({
-      model,
+    this._router = planRouter({
       servedModelName,
       weightPrecision,
       kvBlockSize,
@@ -286,87 +297,19 @@ export class DisaggregatedInference extends Construct {
       // Per-rank expert-parallel pods serve one API server per local rank: the router lists each port.
       prefillPorts: pools.prefill instanceof ExpertParallelPool ? pools.prefill.httpPorts : undefined,
       decodePorts: pools.decode instanceof ExpertParallelPool ? pools.decode.httpPorts : undefined,
-      kvTransfer: `nixl-${this.nixlBackend.toLowerCase()}`,
     });
-    this.routerConfig = JSON.stringify(config, undefined, 2);
-    const routerLabels = componentLabels(name, 'router');
-    const configName = `${name}-router-config`;
-    new ApiObject(this, 'RouterConfig', {
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: meta(configName, routerLabels),
-      data: { 'config.json': this.routerConfig },
-    } as any);
-    const routerContainer = strip({
-      name: 'router',
+    const router = new Router(this, 'Router', {
+      name,
+      namespace,
+      labels: componentLabels(name, 'router'),
       image: props.routerImage ?? props.image,
       imagePullPolicy: props.imagePullPolicy,
-      command: ['disagg-engine'],
-      args: ['router', '--config', '/etc/disagg/config.json'],
-      ports: [{ name: 'http', containerPort: PORTS.router, protocol: 'TCP' }],
-      resources: { requests: { cpu: '2', memory: '4Gi' }, limits: { memory: '4Gi' } },
-      readinessProbe: { httpGet: { path: '/health', port: 'http' }, periodSeconds: 5, failureThreshold: 3 },
-      livenessProbe: { httpGet: { path: '/health', port: 'http' }, periodSeconds: 15, failureThreshold: 4, timeoutSeconds: 5 },
-      volumeMounts: [{ name: 'config', mountPath: '/etc/disagg', readOnly: true }],
-      securityContext: {
-        runAsNonRoot: true,
-        // 65532: the conventional 'nonroot' UID of distroless-style slim images.
-        runAsUser: 65532,
-        runAsGroup: 65532,
-        allowPrivilegeEscalation: false,
-        readOnlyRootFilesystem: true,
-        capabilities: { drop: ['ALL'] },
-      },
+      serviceAccountName: name,
+      replicas: routerReplicas,
+      config: this._router.config,
     });
-    new ApiObject(this, 'Router', {
-      apiVersion: 'apps/v1',
-      kind: 'Deployment',
-      metadata: meta(`${name}-router`, routerLabels),
-      spec: {
-        replicas: routerReplicas,
-        selector: { matchLabels: routerLabels },
-        template: {
-          metadata: {
-            labels: routerLabels,
-            // Roll the router when its configuration changes.
-            annotations: { 'disagg.dev/config-sha256': createHash('sha256').update(this.routerConfig).digest('hex') },
-          },
-          spec: {
-            serviceAccountName: name,
-            automountServiceAccountToken: false,
-            securityContext: { seccompProfile: { type: 'RuntimeDefault' } },
-            affinity: {
-              podAntiAffinity: {
-                preferredDuringSchedulingIgnoredDuringExecution: [{
-                  weight: 100,
-                  podAffinityTerm: { labelSelector: { matchLabels: routerLabels }, topologyKey: 'kubernetes.io/hostname' },
-                }],
-              },
-            },
-            containers: [routerContainer],
-            volumes: [{ name: 'config', configMap: { name: configName } }],
-          },
-        },
-      },
-    } as any);
-    new ApiObject(this, 'RouterService', {
-      apiVersion: 'v1',
-      kind: 'Service',
-      metadata: meta(this.routerServiceName, routerLabels),
-      spec: {
-        type: 'ClusterIP',
-        selector: routerLabels,
-        ports: [{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }],
-      },
-    } as any);
-    new ApiObject(this, 'RouterBudget', {
-      apiVersion: 'policy/v1',
-      kind: 'PodDisruptionBudget',
-      metadata: meta(`${name}-router`, routerLabels),
-      spec: routerReplicas > 1
-        ? { minAvailable: 1, selector: { matchLabels: routerLabels } }
-        : { maxUnavailable: 1, selector: { matchLabels: routerLabels } },
-    } as any);
+    this.routerServiceName = router.serviceName;
+    this.routerConfig = router.configJson;
 
     const exposure = props.gateway ?? GatewayExposure.none();
     for (const object of gatewayObjects({

@@ -5,9 +5,13 @@ import { execFileSync, spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import Ajv2020 from 'ajv/dist/2020';
-import { localDeployment, routerConfigFor } from '../../src/cli/local/deployment';
+import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src';
+import { DEFAULT_DEPLOYMENT } from '../../src/cli/defaults';
+import { localDeployment, routerConfigFor, workerConfig } from '../../src/cli/local/deployment';
 import { buildJobs } from '../../src/cli/local/workload';
 import { runCli } from '../../src/cli/run-cli';
+import { costSections, planFor } from '../../src/engine/engine-config-builder';
+import { routerConfigValidator } from '../k8s/util';
 
 const ROOT = path.join(__dirname, '..', '..');
 const BINARY = process.env.DISAGG_ENGINE_BIN ?? path.join(ROOT, 'engine', 'build', 'disagg-engine');
@@ -51,24 +55,54 @@ describe('disagg local', () => {
       { pool: 'prefill', url: 'http://127.0.0.1:9001', kvEventsEndpoint: 'tcp://127.0.0.1:9101' },
       { pool: 'prefill', url: 'http://127.0.0.1:9002' },
       { pool: 'decode', url: 'http://127.0.0.1:9003' },
-    ]) as Record<string, any>;
-    // THEN the pools keep the construct's sizing and lose DNS discovery
-    expect(config.pools.map((p: any) => [p.name, p.role, p.replicas, 'discovery' in p])).toEqual([
-      ['prefill', 'prefill', 2, false], ['decode', 'decode', 1, false],
     ]);
-    expect(config.pools[1].kvTokensPerReplica).toBeGreaterThan(100_000);
+    // THEN the pools lose DNS discovery and keep their KV-event topics; the sizing is on d.pools
+    expect(config.pools).toEqual([
+      { name: 'prefill', role: 'prefill', kvEvents: { port: 5557, topicPrefix: 'kv@' } },
+      { name: 'decode', role: 'decode', kvEvents: { port: 5557, topicPrefix: 'kv@' } },
+    ]);
+    expect(d.pools.map(p => [p.name, p.role, p.replicas, p.tensorParallel])).toEqual([['prefill', 'prefill', 2, 4], ['decode', 'decode', 1, 4]]);
+    expect(d.pools[1].kvTokensPerReplica).toBeGreaterThan(100_000);
     expect(config.endpoints).toHaveLength(3);
     expect(config.policy.name).toBe('kv-aware');
     // AND sim-workers hash prompts as the router does, so the event-fed index replaces the history
-    expect((d.config.policy as { prefixSource: string }).prefixSource).toBe('history');
+    expect(d.config.policy.prefixSource).toBe('history');
     expect(config.policy.prefixSource).toBe('index');
-    expect(config.model.layers).toBe(80);
-    // AND the engine's schema accepts it
+    // AND the engine's schema accepts the router's file (its sections) and each worker's file (whole)
+    const routerValidate = routerConfigValidator();
+    routerValidate(config);
+    expect(routerValidate.errors ?? []).toEqual([]);
     const validate = new Ajv2020({ strict: false, allErrors: true }).compile(JSON.parse(fs.readFileSync(SCHEMA, 'utf8')));
-    validate(config);
-    expect(validate.errors ?? []).toEqual([]);
+    for (const pool of d.pools) {
+      validate(workerConfig(pool));
+      expect(validate.errors ?? []).toEqual([]);
+    }
     // AND an endpoint of an unknown pool is refused with the pools to use
     expect(() => routerConfigFor(d, [{ pool: 'workers', url: 'http://127.0.0.1:1' }])).toThrow(/'workers'.*prefill, decode/);
+  });
+
+  test('sim-workers get the numbers the construct resolved for their pool, through its typed plan', () => {
+    // GIVEN the default deployment, watched for JSON parsing
+    const parse = jest.spyOn(JSON, 'parse');
+    try {
+      // WHEN disagg local resolves it, aggregated on 3 workers
+      const d = localDeployment(undefined, 3);
+      // THEN it read no JSON (the construct's routerConfig string is output, not input)
+      expect(parse).not.toHaveBeenCalled();
+      // AND one aggregated pool of the decode pool's shape serves whole requests
+      expect(d.pools.map(p => [p.name, p.role, p.replicas])).toEqual([['aggregated', 'both', 3]]);
+      expect(d.config.pools.map(p => [p.name, p.role])).toEqual([['aggregated', 'both']]);
+      expect(d).toMatchObject({ servedModelName: 'meta-llama/Llama-3.3-70B-Instruct', kvBlockSize: 16, policy: 'kv-aware' });
+      // AND each sim-worker's cost model is the engine-config builder's for one decode replica
+      const inputs = {
+        model: ModelArchitecture.LLAMA_3_3_70B, weightPrecision: Precision.FP8, kvPrecision: Precision.FP8, maxContext: DEFAULT_DEPLOYMENT.context,
+      };
+      const plan = planFor(inputs, AcceleratedInstanceType.P5EN_48XLARGE, DEFAULT_DEPLOYMENT.tensorParallel);
+      expect(workerConfig(d.pools[0])).toEqual(costSections(plan, Precision.FP8));
+      expect(d.pools[0]).toMatchObject({ tensorParallel: 4, kvTokensPerReplica: plan.kvTokens, maxConcurrencyPerReplica: plan.maxConcurrency });
+    } finally {
+      parse.mockRestore();
+    }
   });
 
   test('the workload is deterministic, exactly --requests turns, shared prefixes and growing chats', () => {

@@ -2,8 +2,7 @@ import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import Ajv2020 from 'ajv/dist/2020';
-import { container, find, flag, synthChart, wideEpProps, env, defaultProps, deepseekEpPdProps } from './util';
+import { container, find, flag, synthChart, wideEpProps, env, defaultProps, deepseekEpPdProps, routerConfigValidator } from './util';
 import { AcceleratedInstanceType, AllToAllBackend, DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, ModelArchitecture, PoolRole, Precision } from '../../src';
 
 describe('ExpertParallelPool', () => {
@@ -197,10 +196,9 @@ describe('ExpertParallelPool', () => {
     }
   });
 
-  const schemaPath = path.resolve(__dirname, '..', '..', 'engine', 'schema', 'engine-config.schema.json');
   test('a per-rank router config validates against engine/schema/engine-config.schema.json; both port and ports does not', () => {
-    // GIVEN the engine's schema and a per-rank prefill side
-    const validate = new Ajv2020({ strict: false, allErrors: true }).compile(JSON.parse(fs.readFileSync(schemaPath, 'utf8')));
+    // GIVEN the engine's schema (its router sections) and a per-rank prefill side
+    const validate = routerConfigValidator();
     const { result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds', defaultProps({
       model: ModelArchitecture.DEEPSEEK_V3,
       modelSource: undefined,

@@ -1,10 +1,11 @@
 import * as fs from 'fs';
 import * as path from 'path';
-import Ajv2020 from 'ajv/dist/2020';
-import { defaultProps, find, synthInference } from './util';
-import { AcceleratedInstanceType, KvCacheFootprint, Precision, RouterPolicy, ServingPlan, ModelArchitecture } from '../../src';
+import { deepseekEpPdProps, defaultProps, find, routerConfigValidator, synthChart, synthInference } from './util';
+import {
+  AcceleratedInstanceType, DataParallelEndpoints, DisaggregatedInference, KvCacheFootprint, ModelArchitecture, Precision, RouterPolicy, ServingPlan,
+} from '../../src';
 
-const SCHEMA = path.resolve(__dirname, '..', '..', 'engine', 'schema', 'engine-config.schema.json');
+const ROUTER_CONFIG_CC = path.resolve(__dirname, '..', '..', 'engine', 'src', 'server', 'router', 'router_config.cc');
 
 describe('router', () => {
   test('Deployment runs `disagg-engine router` with the ConfigMap mounted, non-root, read-only root', () => {
@@ -21,7 +22,7 @@ describe('router', () => {
     expect(find(manifests, 'Service', '-router').spec.ports[0]).toMatchObject({ port: 80, targetPort: 'http' });
   });
 
-  test('config: pools by headless-Service DNS, KV events, policy and resolved numbers', () => {
+  test('config: pools by headless-Service DNS, KV events and policy; the resolved numbers stay typed on the construct', () => {
     // GIVEN a custom policy WHEN synthesized
     const props = defaultProps({ routerPolicy: RouterPolicy.kvAware({ prefixWeight: 5 }), disaggregationThresholdTokens: 1024 });
     const { manifests, inference } = synthInference(props);
@@ -34,12 +35,17 @@ describe('router', () => {
       kvPrecision: Precision.FP8,
       tensorParallel: 4,
     });
-    // THEN
+    // THEN the ConfigMap holds the construct's configuration: the router's sections and nothing else
     expect(config).toEqual(JSON.parse(inference.routerConfig));
-    expect(config.pools.map((p: any) => [p.role, p.discovery.host, p.discovery.port, p.kvEvents.port])).toEqual([
-      ['prefill', 'llama-3-3-70b-prefill.inference.svc.cluster.local', 8000, 5557],
-      ['decode', 'llama-3-3-70b-decode.inference.svc.cluster.local', 8000, 5557],
-    ]);
+    expect(config).toEqual(inference._router.config);
+    expect(Object.keys(config)).toEqual(['router', 'policy', 'pools']);
+    expect(config.router).toEqual({ listenPort: 8000, servedModelName: 'meta-llama/Llama-3.3-70B-Instruct', kvBlockSize: 16 });
+    expect(config.pools).toEqual(['prefill', 'decode'].map(role => ({
+      name: role,
+      role,
+      discovery: { type: 'dns', host: `llama-3-3-70b-${role}.inference.svc.cluster.local`, port: 8000 },
+      kvEvents: { port: 5557, topicPrefix: 'kv@' },
+    })));
     // vLLM pods hash token ids the router cannot reproduce: the prefix scorer runs on routing history.
     expect(config.policy).toEqual({
       name: 'kv-aware',
@@ -47,31 +53,52 @@ describe('router', () => {
       disaggregation: { minUncachedPromptTokens: 1024 },
       prefixSource: 'history',
     });
+    // AND the numbers each pool was resolved to are on the construct's typed plan (for `disagg local`)
     const kv = KvCacheFootprint.of({ model: ModelArchitecture.LLAMA_3_3_70B, precision: Precision.FP8 });
-    expect(config.model.kvBytesPerToken).toBe(kv.bytesPerToken);
-    expect(config.model.weightBytesPerRank).toBe(Math.round(plan.weightBytesPerRank));
-    expect(config.hardware.hbmBytesPerSecond).toBe(4800e9);
-    expect(config.hardware.peakFlopsPerSecond).toBe(1979e12);
-    expect(config.parallel.tensorParallel).toBe(4);
-    expect(config.pools[1].maxConcurrencyPerReplica).toBe(plan.maxConcurrency);
-    expect(config.router.servedModelName).toBe('meta-llama/Llama-3.3-70B-Instruct');
+    const decode = inference._router.pools[1];
+    expect(decode).toMatchObject({ name: 'decode', role: 'decode', replicas: 2, tensorParallel: 4, maxConcurrencyPerReplica: plan.maxConcurrency });
+    expect(decode.kvTokensPerReplica).toBe(plan.kvTokens);
+    expect(decode.cost.model.kvBytesPerToken).toBe(kv.bytesPerToken);
+    expect(decode.cost.model.weightBytesPerRank).toBe(Math.round(plan.weightBytesPerRank));
+    expect(decode.cost.hardware.hbmBytesPerSecond).toBe(4800e9);
+    expect(decode.cost.hardware.peakFlopsPerSecond).toBe(1979e12);
+    expect(decode.cost.parallel?.tensorParallel).toBe(4);
   });
 
-  const schema = fs.existsSync(SCHEMA) ? JSON.parse(fs.readFileSync(SCHEMA, 'utf8')) : undefined;
-  const merged = schema?.properties?.pools !== undefined;
-  (merged ? test : test.skip)('config validates against engine/schema/engine-config.schema.json', () => {
-    // GIVEN the engine's schema and the synthesized config
-    const validate = new Ajv2020({ strict: false, allErrors: true }).compile(schema);
+  test('config: every key is one `disagg-engine router` reads (engine/src/server/router/router_config.cc)', () => {
+    // GIVEN the keys the router's configuration reader names (its whole-word string literals)
+    const reader = fs.readFileSync(ROUTER_CONFIG_CC, 'utf8');
+    const read = new Set([...reader.matchAll(/"([A-Za-z][A-Za-z0-9]*)"/g)].map(m => m[1]));
+    expect(read).toContain('servedModelName');
+    // WHEN the construct writes its configuration, with a per-rank expert-parallel side as well
+    const configs = [
+      synthInference(defaultProps()).inference.routerConfig,
+      synthChart(c => new DisaggregatedInference(c, 'Ds', deepseekEpPdProps({ endpoints: DataParallelEndpoints.PER_RANK }))).result.routerConfig,
+    ];
+    const keys = new Set<string>();
+    const collect = (v: unknown): void => {
+      if (Array.isArray(v)) {
+        v.forEach(collect);
+      } else if (v !== null && typeof v === 'object') {
+        for (const [k, inner] of Object.entries(v)) {
+          keys.add(k);
+          collect(inner);
+        }
+      }
+    };
+    configs.forEach(c => collect(JSON.parse(c)));
+    expect(keys).toContain('ports');
+    // THEN the router reads every key written (the file carries nothing it ignores)
+    expect([...keys].filter(k => !read.has(k))).toEqual([]);
+  });
+
+  test('config validates against the router sections of engine/schema/engine-config.schema.json', () => {
+    // GIVEN the engine's schema (less the cost model's required sections) and the synthesized config
+    const validate = routerConfigValidator();
     const { inference } = synthInference(defaultProps());
     // WHEN validated THEN it passes
     const ok = validate(JSON.parse(inference.routerConfig));
     expect(validate.errors ?? []).toEqual([]);
     expect(ok).toBe(true);
   });
-  if (!merged) {
-    test('schema check skipped', () => {
-      // eslint-disable-next-line no-console
-      console.warn(`SKIPPED router config schema validation: ${SCHEMA} ${schema ? 'has no router sections yet' : 'is absent'}`);
-    });
-  }
 });

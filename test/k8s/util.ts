@@ -3,6 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import Ajv, { ValidateFunction } from 'ajv';
+import Ajv2020 from 'ajv/dist/2020';
 import { Chart, Size, Testing } from 'cdk8s';
 import { parseAllDocuments } from 'yaml';
 import { AcceleratedInstanceType, Accelerator, CpuArchitecture, DisaggregatedInference, EksAmiType, DisaggregatedInferenceProps, ExpertParallelPoolOptions, ExpertParallelPoolProps, GatewayExposure, KvStoreEndpoint, KvTier, ModelArchitecture, ModelSource, Precision, TieredKvCache } from '../../src';
@@ -231,4 +232,18 @@ export function tieredPdChart(hostGib = 500): TieredPd {
     }).attachTo(inference.decode);
     return { inference, cache };
   });
+}
+
+/** The engine configuration's JSON Schema (engine/schema). */
+export const ENGINE_SCHEMA = path.resolve(__dirname, '..', '..', 'engine', 'schema', 'engine-config.schema.json');
+
+/**
+ * A validator of the router's configuration file against the engine schema. The router's file carries
+ * only the sections `disagg-engine router` reads; the schema requires `model` and `hardware` of every
+ * file because the cost model needs them, so this validator drops the top-level `required` list and
+ * checks everything else (every section's fields, types, rules and additionalProperties) as written.
+ */
+export function routerConfigValidator(): ValidateFunction {
+  const schema = JSON.parse(fs.readFileSync(ENGINE_SCHEMA, 'utf8'));
+  return new Ajv2020({ strict: false, allErrors: true }).compile({ ...schema, required: [] });
 }

@@ -143,7 +143,7 @@ async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io:
     let index = 0;
     for (const pool of d.pools) {
       const file = path.join(o.tmp, `worker-${pool.name}.json`);
-      fs.writeFileSync(file, JSON.stringify(workerConfig(d, pool), undefined, 2));
+      fs.writeFileSync(file, JSON.stringify(workerConfig(pool), undefined, 2));
       for (let r = 0; r < pool.replicas; r++, index++) {
         const kvPort = await freePort();
         const args = ['sim-worker', '--config', file, '--host', '127.0.0.1', '--port', '0',

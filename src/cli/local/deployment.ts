@@ -1,31 +1,26 @@
 import * as cdk8s from 'cdk8s';
+import type { EngineCostConfig } from '../../engine/engine-config';
 import { DisaggregatedInference } from '../../k8s';
-import { withStaticEndpoints, StaticRouterEndpoint } from '../../k8s/private/router-config';
+import { RoutedPool, RouterConfigFile, StaticRouterEndpoint, withStaticEndpoints } from '../../k8s/private/router-config';
+import { ServingPlan } from '../../sizing';
 import { defaultDeploymentSpec, workloadProps } from '../default-deployment';
 
 /**
  * The default deployment as `disagg local` runs it: the router configuration the
  * `DisaggregatedInference` construct writes into its ConfigMap, unchanged except that endpoints are
  * the local sim-workers (static list) instead of headless-Service DNS, and, for an aggregated run,
- * one pool of role `both` sized like the decode pool. The sim-workers read the same file: its
- * cost-model sections (`model`, `hardware`, `parallel`) are what the catalog and sizing resolved.
+ * one pool of role `both` sized like the decode pool. Every number comes from the construct's typed
+ * router plan (`_router`): the sim-workers' cost-model sections (`model`, `hardware`, `parallel`) are
+ * what the catalog and sizing resolved for their pool, which the router's file does not carry.
  */
 
-/** One pool entry of the configuration (engine/schema/engine-config.schema.json `pools[]`). */
-export interface LocalPool {
-  readonly name: string;
-  readonly role: 'prefill' | 'decode' | 'both';
-  readonly replicas: number;
-  readonly tensorParallel: number;
-  readonly weightBytesPerRank: number;
-  readonly kvTokensPerReplica: number;
-  readonly maxConcurrencyPerReplica: number;
-}
+/** One pool of sim-workers: a pool the construct's router routes to, one sim-worker per replica. */
+export type LocalPool = RoutedPool;
 
 /** The resolved deployment. */
 export interface LocalDeployment {
   /** The router configuration with DNS discovery (pools as sized). */
-  readonly config: Record<string, unknown>;
+  readonly config: RouterConfigFile;
   readonly pools: LocalPool[];
   readonly servedModelName: string;
   readonly kvBlockSize: number;
@@ -47,51 +42,37 @@ export function localDeployment(pd: { prefill: number; decode: number } | undefi
     prefillReplicas: pd?.prefill ?? spec.prefillReplicas,
     decodeReplicas: pd?.decode ?? spec.decodeReplicas,
   }, 'disagg-local'));
-  const config = JSON.parse(inference.routerConfig) as Record<string, any>;
-  let pools = config.pools as Array<Record<string, any>>;
+  let { config, pools } = inference._router;
   if (!pd) {
     // Aggregated: whole requests on one pool of the decode pool's shape.
     const decode = pools.find(p => p.role === 'decode')!;
+    const entry = config.pools.find(p => p.role === 'decode')!;
     pools = [{ ...decode, name: 'aggregated', role: 'both', replicas: workers }];
-    config.pools = pools;
+    config = { ...config, pools: [{ ...entry, name: 'aggregated', role: 'both' }] };
   }
   const tp = inference.decodeTensorParallel;
   return {
     config,
-    pools: pools.map(p => ({
-      name: p.name,
-      role: p.role,
-      replicas: p.replicas,
-      tensorParallel: p.tensorParallel,
-      weightBytesPerRank: p.weightBytesPerRank,
-      kvTokensPerReplica: p.kvTokensPerReplica,
-      maxConcurrencyPerReplica: p.maxConcurrencyPerReplica,
-    })),
+    pools,
     servedModelName: config.router.servedModelName,
-    kvBlockSize: config.router.kvBlockSize,
+    kvBlockSize: config.router.kvBlockSize ?? ServingPlan.DEFAULT_KV_BLOCK_SIZE,
     policy: config.policy.name,
     description: `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${tp} on ${spec.instanceType.name}`,
   };
 }
 
 /**
- * The configuration one sim-worker of `pool` reads: the shared file with the pool's own tensor
- * parallelism and weights per rank (the cost model's inputs that differ between pools).
+ * The configuration one sim-worker of `pool` reads: the cost-model sections of one of the pool's
+ * replicas (its own tensor parallelism, weights per rank and hardware).
  */
-export function workerConfig(d: LocalDeployment, pool: LocalPool): Record<string, unknown> {
-  const model = { ...(d.config.model as Record<string, unknown>) };
-  const parallel = d.config.parallel as { tensorParallel: number };
-  if (pool.tensorParallel !== parallel.tensorParallel) {
-    model.weightBytesPerRank = pool.weightBytesPerRank;
-    model.kvBytesPerTokenPerRank = 0; // derive from the pool's TP
-  }
-  return { ...d.config, model, parallel: { ...parallel, tensorParallel: pool.tensorParallel } };
+export function workerConfig(pool: LocalPool): EngineCostConfig {
+  return pool.cost;
 }
 
 /** The router's configuration for the local endpoints. */
-export function routerConfigFor(d: LocalDeployment, endpoints: StaticRouterEndpoint[]): Record<string, unknown> {
+export function routerConfigFor(d: LocalDeployment, endpoints: StaticRouterEndpoint[]): RouterConfigFile {
   const config = withStaticEndpoints(d.config, endpoints);
   // Sim-workers tokenize and hash prompts with the engine's own functions, so (unlike vLLM pods) their
   // KV events name the hashes the router computes: the precise, event-fed index works here.
-  return { ...config, policy: { ...(config.policy as Record<string, unknown>), prefixSource: 'index' } };
+  return { ...config, policy: { ...config.policy, prefixSource: 'index' } };
 }

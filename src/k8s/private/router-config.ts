@@ -1,12 +1,64 @@
-import { ModelArchitecture, Precision } from '../../catalog';
+import { Precision } from '../../catalog';
+import type { EngineCostConfig, EngineEndpointConfig, EngineRouterSection, SimulationPolicyConfig, SimulationPoolConfig } from '../../engine/engine-config';
 import { costSections } from '../../engine/engine-config-builder';
 import { RouterPolicy } from '../router-policy';
 import { PORTS } from './labels';
 import { PoolPlan } from './pool-plan';
 
-/** Inputs of the router's JSON configuration (internal). */
+/**
+ * The `router` keys `disagg-engine router` reads (engine/src/server/router/router_config.cc,
+ * apply_config_json): the schema's `kvTransfer` is informational and stays out.
+ */
+export type RouterSection = Pick<EngineRouterSection, 'listenPort' | 'servedModelName' | 'kvBlockSize' | 'requestTimeoutSeconds'>;
+
+/**
+ * The keys of a `pools[]` entry the router reads. The schema's sizing keys (replicas, tensorParallel,
+ * KV tokens, ...) belong to the simulator's pools and are never written for the router.
+ */
+export type RouterPool = Pick<SimulationPoolConfig, 'name' | 'role' | 'discovery' | 'kvEvents'>;
+
+/**
+ * The router's configuration file: the sections of the engine configuration (engine/schema) that
+ * `disagg-engine router` reads, and nothing else. The router ignores the cost-model sections, so they
+ * are not written: a ConfigMap that only changes when routing changes rolls the router only then.
+ */
+export interface RouterConfigFile {
+  readonly router: RouterSection;
+  readonly policy: SimulationPolicyConfig;
+  readonly pools: RouterPool[];
+  /** A static endpoint list instead of DNS discovery (`disagg local`). @default - none */
+  readonly endpoints?: EngineEndpointConfig[];
+}
+
+/**
+ * A pool the router sends requests to, with the numbers one of its replicas was resolved to (internal).
+ * `disagg local` reads these to start a sim-worker per replica; the router file carries none of them.
+ */
+export interface RoutedPool {
+  /** `pools[].name` in the router file. */
+  readonly name: string;
+  /** 'both' only for `disagg local`'s aggregated run. */
+  readonly role: 'prefill' | 'decode' | 'both';
+  readonly replicas: number;
+  readonly tensorParallel: number;
+  /** KV-cache tokens one replica holds. */
+  readonly kvTokensPerReplica: number;
+  /** Sequences one replica runs at once (vLLM --max-num-seqs). */
+  readonly maxConcurrencyPerReplica: number;
+  /** The cost-model sections (`model`, `hardware`, `parallel`) of one replica. */
+  readonly cost: EngineCostConfig;
+}
+
+/** What the router is configured with, and what it routes to (internal). */
+export interface RouterPlan {
+  /** The file written into the router's ConfigMap. */
+  readonly config: RouterConfigFile;
+  /** Prefill, then decode. */
+  readonly pools: RoutedPool[];
+}
+
+/** Inputs of the router's plan (internal). */
 export interface RouterConfigInputs {
-  readonly model: ModelArchitecture;
   readonly servedModelName: string;
   readonly weightPrecision: Precision;
   readonly kvBlockSize: number;
@@ -24,28 +76,21 @@ export interface RouterConfigInputs {
    */
   readonly prefillPorts?: number[];
   readonly decodePorts?: number[];
-  readonly kvTransfer: string;
 }
 
 /**
- * The engine's configuration (engine/schema/engine-config.schema.json): the cost-model sections
- * (`model`, `hardware`, `parallel`) resolved for the decode pool, plus the router's `router`, `policy`
- * and `pools` sections. Every hardware and model number comes from src/catalog through src/sizing: the
- * engine keeps no table of its own.
+ * The router's configuration (the `router`, `policy` and `pools` sections of
+ * engine/schema/engine-config.schema.json) and the pools it routes to, as sized by src/sizing.
  */
-export function routerConfig(inputs: RouterConfigInputs): Record<string, unknown> {
-  const decode = inputs.decode;
-  return {
-    // The cost-model sections come from the engine-config builder, shared with the CLI and `sizeFor`.
-    ...costSections(decode.plan, inputs.weightPrecision),
+export function planRouter(inputs: RouterConfigInputs): RouterPlan {
+  const config: RouterConfigFile = {
     router: {
       listenPort: PORTS.router,
       servedModelName: inputs.servedModelName,
       kvBlockSize: inputs.kvBlockSize,
-      kvTransfer: inputs.kvTransfer,
     },
     policy: {
-      name: inputs.policy.name,
+      name: policyName(inputs.policy),
       weights: { ...inputs.policy.weights },
       disaggregation: { minUncachedPromptTokens: inputs.disaggregationThresholdTokens },
       // vLLM hashes token ids (sha256 of the chat-templated, tokenized prompt, seeded per process unless
@@ -57,32 +102,53 @@ export function routerConfig(inputs: RouterConfigInputs): Record<string, unknown
       prefixSource: 'history',
     },
     pools: [
-      poolEntry(inputs.prefill, inputs.prefillHost, inputs.prefillPorts),
-      poolEntry(decode, inputs.decodeHost, inputs.decodePorts),
+      routerPool(inputs.prefill, inputs.prefillHost, inputs.prefillPorts),
+      routerPool(inputs.decode, inputs.decodeHost, inputs.decodePorts),
     ],
   };
+  return { config, pools: [routedPool(inputs.prefill, inputs.weightPrecision), routedPool(inputs.decode, inputs.weightPrecision)] };
 }
 
-function poolEntry(pool: PoolPlan, host: string, ports: number[] = [PORTS.http]): Record<string, unknown> {
-  const p = pool.parallelism;
+function routerPool(pool: PoolPlan, host: string, ports: number[] = [PORTS.http]): RouterPool {
   return {
     name: pool.role,
-    role: pool.role,
+    role: poolRole(pool),
     // Several ports: the router makes each address x port an endpoint, and subscribes the one on
     // ports[j] to KV events on kvEvents.port + j (vLLM offsets the KV-events port by the rank; the
     // expert-parallel pool's script lines that up per pod).
     discovery: ports.length === 1 ? { type: 'dns', host, port: ports[0] } : { type: 'dns', host, ports: [...ports] },
     kvEvents: { port: PORTS.kvEvents, topicPrefix: 'kv@' },
+  };
+}
+
+function routedPool(pool: PoolPlan, weightPrecision: Precision): RoutedPool {
+  return {
+    name: pool.role,
+    role: poolRole(pool),
     replicas: pool.replicas,
-    instanceType: pool.options.instanceType.name,
-    accelerator: pool.options.instanceType.accelerator.name,
-    tensorParallel: p.tensorParallel,
-    pipelineParallel: p.pipelineParallel,
-    weightBytesPerRank: Math.round(pool.plan.weightBytesPerRank),
-    kvCacheBytesPerRank: Math.round(pool.plan.kvCacheBytesPerRank),
+    tensorParallel: pool.parallelism.tensorParallel,
     kvTokensPerReplica: pool.plan.kvTokens,
     maxConcurrencyPerReplica: pool.plan.maxConcurrency,
+    // The engine-config builder's sections, shared with the CLI's simulations and `sizeFor`.
+    cost: costSections(pool.plan, weightPrecision),
   };
+}
+
+function poolRole(pool: PoolPlan): 'prefill' | 'decode' {
+  if (pool.role === 'serve') {
+    throw new Error(`a '${pool.role}' pool has no place behind the prefill/decode router; give it the prefill or decode role`);
+  }
+  return pool.role;
+}
+
+/** RouterPolicy's name, which its private constructor limits to names the engine knows. */
+function policyName(policy: RouterPolicy): SimulationPolicyConfig['name'] {
+  const known: ReadonlyArray<SimulationPolicyConfig['name']> = ['kv-aware', 'least-loaded', 'round-robin'];
+  const found = known.find(n => n === policy.name);
+  if (!found) {
+    throw new Error(`'routerPolicy' (${policy.name}) is not a policy the router knows; use RouterPolicy.KV_AWARE, LEAST_LOADED or ROUND_ROBIN`);
+  }
+  return found;
 }
 
 /** One endpoint of a static list (the schema's `endpoints[]`), e.g. a local sim-worker. */
@@ -96,15 +162,14 @@ export interface StaticRouterEndpoint {
 }
 
 /**
- * A router configuration (as `routerConfig` wrote it) with a static endpoint list instead of DNS
- * discovery: the same pools, policy and resolved numbers, for processes that are not behind a
- * headless Service (`disagg local`). Pools keep their `kvEvents` (topic prefix); the endpoints
- * carry their own KV-event addresses.
+ * A router configuration with a static endpoint list instead of DNS discovery: the same pools and
+ * policy, for processes that are not behind a headless Service (`disagg local`). Pools keep their
+ * `kvEvents` (topic prefix); the endpoints carry their own KV-event addresses.
  *
  * @throws when an endpoint names a pool the configuration lacks
  */
-export function withStaticEndpoints(config: Record<string, unknown>, endpoints: StaticRouterEndpoint[]): Record<string, unknown> {
-  const pools = (config.pools as Array<Record<string, unknown>>).map(({ discovery: _dns, ...rest }) => rest);
+export function withStaticEndpoints(config: RouterConfigFile, endpoints: StaticRouterEndpoint[]): RouterConfigFile {
+  const pools = config.pools.map(({ discovery: _dns, ...rest }) => rest);
   for (const e of endpoints) {
     if (!pools.some(p => p.name === e.pool)) {
       throw new Error(`endpoint ${e.url} names pool '${e.pool}', which the configuration lacks; use one of ${pools.map(p => p.name).join(', ')}`);
