@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/nlohmann_config_source.h"
 #include "disagg/cost_model_config.h"
 #include "disagg/cost_report.h"
+#include "server/config/nlohmann_config_source.h"
 
 namespace disagg::cli {
 

@@ -62,7 +62,7 @@ TEST(KvEventDecoder, DecodesTheSimWorkersBatchesInBothEncodings) {
 
 TEST(KvEventDecoder, SequenceFrameMatchesTheSimWorkers) {
   for (std::int64_t seq : {0LL, 1LL, 255LL, 256LL, 1LL << 40, -1LL}) {
-    EXPECT_EQ(decode_sequence(bytes_of(sim_worker::encode_seq(seq))), seq);
+    EXPECT_EQ(kv_wire::decode_seq(bytes_of(sim_worker::encode_seq(seq))), seq);
   }
 }
 #endif

@@ -214,6 +214,14 @@ bool hash_of(const Head& h, BlockHash& out) {
   }
 }
 
+// A map-like event's keys are read before its tag may be known, as BlockStored fields.
+static_assert([] {
+  for (kv_wire::RemovedField f : kv_wire::kRemovedFields) {
+    if (!kv_wire::field_named(kv_wire::kStoredFields, kv_wire::field_name(f))) return false;
+  }
+  return true;
+}(), "every BlockRemoved field must also be a BlockStored field");
+
 class Decoder {
  public:
   Decoder(std::span<const std::uint8_t> bytes, KvEventBatch& out, const KvDecodeLimits& limits)
@@ -228,13 +236,27 @@ class Decoder {
  private:
   bool fail(KvDecodeErrc code) { return r_.fail(code); }
 
+  bool batch_field(kv_wire::BatchField f) {
+    switch (f) {
+      case kv_wire::BatchField::ts: return ts();
+      case kv_wire::BatchField::events: return events();
+      case kv_wire::BatchField::data_parallel_rank: return rank();
+    }
+    return r_.skip();
+  }
+
   bool batch() {
     Head h;
     if (!r_.head(h)) return false;
     if (h.kind == Kind::array) {
-      if (h.u < 2 || h.u > 3) return fail(KvDecodeErrc::not_a_batch);
-      if (!ts() || !events()) return false;
-      return h.u == 3 ? rank() : true;
+      // Array-like: the declared fields in order; data_parallel_rank may be absent.
+      if (h.u < kv_wire::kBatchMinFields || h.u > kv_wire::kBatchFields.size()) {
+        return fail(KvDecodeErrc::not_a_batch);
+      }
+      for (std::uint64_t pos = 0; pos < h.u; ++pos) {
+        if (!batch_field(*kv_wire::field_at(kv_wire::kBatchFields, pos))) return false;
+      }
+      return true;
     }
     if (h.kind != Kind::map) return fail(KvDecodeErrc::not_a_batch);
     bool saw_events = false;
@@ -242,16 +264,9 @@ class Decoder {
       Head key;
       if (!r_.head(key)) return false;
       if (key.kind != Kind::str) return fail(KvDecodeErrc::malformed);
-      if (key.bytes == "ts") {
-        if (!ts()) return false;
-      } else if (key.bytes == "events") {
-        if (!events()) return false;
-        saw_events = true;
-      } else if (key.bytes == "data_parallel_rank") {
-        if (!rank()) return false;
-      } else if (!r_.skip()) {
-        return false;
-      }
+      const auto f = kv_wire::field_named(kv_wire::kBatchFields, key.bytes);
+      if (!(f ? batch_field(*f) : r_.skip())) return false;
+      saw_events = saw_events || f == kv_wire::BatchField::events;
     }
     return saw_events ? true : fail(KvDecodeErrc::not_a_batch);
   }
@@ -288,11 +303,9 @@ class Decoder {
   }
 
   static bool type_of(std::string_view tag, KvEventType& type) {
-    if (tag == "BlockStored") type = KvEventType::block_stored;
-    else if (tag == "BlockRemoved") type = KvEventType::block_removed;
-    else if (tag == "AllBlocksCleared") type = KvEventType::all_blocks_cleared;
-    else return false;
-    return true;
+    const auto t = kv_wire::tag_from_name(tag);
+    if (t) type = *t;
+    return t.has_value();
   }
 
   bool hashes(KvEventRecord& e) {
@@ -340,6 +353,27 @@ class Decoder {
     return true;
   }
 
+  // One field's value; the fields the router does not use are skipped.
+  bool stored_field(kv_wire::StoredField f, KvEventRecord& e) {
+    switch (f) {
+      case kv_wire::StoredField::block_hashes: return hashes(e);
+      case kv_wire::StoredField::parent_block_hash: return parent(e);
+      case kv_wire::StoredField::block_size: return block_size(e);
+      case kv_wire::StoredField::medium: return medium(e);
+      case kv_wire::StoredField::token_ids:
+      case kv_wire::StoredField::lora_id:
+      case kv_wire::StoredField::lora_name: return r_.skip(1);
+    }
+    return r_.skip(1);
+  }
+  bool removed_field(kv_wire::RemovedField f, KvEventRecord& e) {
+    switch (f) {
+      case kv_wire::RemovedField::block_hashes: return hashes(e);
+      case kv_wire::RemovedField::medium: return medium(e);
+    }
+    return r_.skip(1);
+  }
+
   bool event() {
     Head h;
     if (!r_.head(h)) return false;
@@ -358,20 +392,17 @@ class Decoder {
         }
         return true;
       }
-      // Positions after the tag, per type.
+      // Positions after the tag, per type, in the wire module's field order; fields beyond the
+      // declared ones (a newer publisher's) are skipped.
       std::uint64_t pos = 0;
       for (; left > 0; --left, ++pos) {
         bool ok = true;
         if (e.type == KvEventType::block_stored) {
-          switch (pos) {
-            case 0: ok = hashes(e); break;
-            case 1: ok = parent(e); break;
-            case 3: ok = block_size(e); break;
-            case 5: ok = medium(e); break;
-            default: ok = r_.skip(1);  // token_ids, lora_id, lora_name, later fields
-          }
+          const auto f = kv_wire::field_at(kv_wire::kStoredFields, pos);
+          ok = f ? stored_field(*f, e) : r_.skip(1);
         } else if (e.type == KvEventType::block_removed) {
-          ok = pos == 0 ? hashes(e) : pos == 1 ? medium(e) : r_.skip(1);
+          const auto f = kv_wire::field_at(kv_wire::kRemovedFields, pos);
+          ok = f ? removed_field(*f, e) : r_.skip(1);
         } else {
           ok = pos == 0 ? medium(e) : r_.skip(1);  // newer versions may tag a medium
         }
@@ -385,7 +416,7 @@ class Decoder {
         if (!r_.head(key)) return false;
         if (key.kind != Kind::str) return fail(KvDecodeErrc::malformed);
         bool ok = true;
-        if (key.bytes == "type") {
+        if (key.bytes == kv_wire::kTypeKey) {
           Head tag;
           if (!r_.head(tag)) return false;
           if (tag.kind != Kind::str) return fail(KvDecodeErrc::malformed);
@@ -399,14 +430,9 @@ class Decoder {
             ++out_.skipped_events;
             return true;
           }
-        } else if (key.bytes == "block_hashes") {
-          ok = hashes(e);
-        } else if (key.bytes == "parent_block_hash") {
-          ok = parent(e);
-        } else if (key.bytes == "block_size") {
-          ok = block_size(e);
-        } else if (key.bytes == "medium") {
-          ok = medium(e);
+        } else if (const auto f = kv_wire::field_named(kv_wire::kStoredFields, key.bytes)) {
+          // The tag may not be known yet: BlockStored's fields include every BlockRemoved field.
+          ok = stored_field(*f, e);
         } else {
           ok = r_.skip(1);
         }
@@ -434,13 +460,6 @@ Expected<void, KvDecodeError> decode_kv_event_batch(std::span<const std::uint8_t
   out.clear();
   Decoder d(bytes, out, limits);
   return d.run();
-}
-
-std::optional<std::int64_t> decode_sequence(std::span<const std::uint8_t> bytes) {
-  if (bytes.size() != 8) return std::nullopt;
-  std::uint64_t v = 0;
-  for (std::uint8_t b : bytes) v = (v << 8) | b;
-  return static_cast<std::int64_t>(v);
 }
 
 KvTier tier_from_medium(std::string_view medium) {

@@ -1,15 +1,9 @@
 // kv_event_decoder.h — decodes vLLM's KV-cache event batches (msgpack) into flat, reusable arrays.
 //
-// Wire format (REFERENCE.md section 5; vllm/distributed/kv_events.py): a ZMQ PUB multipart
-// message [topic, 8-byte big-endian sequence number, msgpack EventBatch], with
-//   EventBatch       = (ts, events, data_parallel_rank)        data_parallel_rank may be absent
-//   BlockStored      = ("BlockStored", block_hashes, parent_block_hash, token_ids, block_size,
-//                       lora_id, medium, lora_name, ...)       fields after block_size optional
-//   BlockRemoved     = ("BlockRemoved", block_hashes, medium)  medium optional
-//   AllBlocksCleared = ("AllBlocksCleared", ...)
-// msgspec writes each struct either array-like (above; the tag first) or map-like
-// ({"type": "BlockStored", "block_hashes": [...], ...} and {"ts", "events",
-// "data_parallel_rank"}), depending on the vLLM version; both are accepted, also mixed.
+// The wire format (frames, sequence numbers, event tags, field order, the array-like and map-like
+// struct encodings) is described once, in server/kv_events/kv_event_wire.h, which the sim-worker's
+// encoder writes by. Both encodings are accepted, also mixed within a batch; a batch may omit
+// data_parallel_rank, a BlockStored may stop after block_size, a BlockRemoved after block_hashes.
 //
 // Block hashes: msgpack integers (unsigned 64-bit, or signed reinterpreted as unsigned) or, as in
 // vLLM versions that hash blocks with SHA-256, byte strings: 8 bytes are read big-endian, any other
@@ -35,10 +29,12 @@
 #include "disagg/block_hash.h"
 #include "disagg/expected.h"
 #include "disagg/kv_block_index.h"
+#include "server/kv_events/kv_event_wire.h"
 
 namespace disagg::router {
 
-enum class KvEventType : std::uint8_t { block_stored, block_removed, all_blocks_cleared };
+/// The event types of the wire format (block_stored, block_removed, all_blocks_cleared).
+using KvEventType = kv_wire::EventTag;
 
 /// Stable lower-case name, e.g. "block_stored".
 std::string_view to_string(KvEventType type);
@@ -108,9 +104,6 @@ struct KvDecodeLimits {
 Expected<void, KvDecodeError> decode_kv_event_batch(std::span<const std::uint8_t> bytes,
                                                     KvEventBatch& out,
                                                     const KvDecodeLimits& limits = {});
-
-/// The sequence frame: exactly 8 bytes, big-endian, two's complement (-1 = replay end marker).
-std::optional<std::int64_t> decode_sequence(std::span<const std::uint8_t> bytes);
 
 /// The tier of a vLLM `medium` string (see the file comment).
 KvTier tier_from_medium(std::string_view medium);

@@ -6,6 +6,7 @@
 #include <zmq.hpp>
 
 #include "kv_event_sequence.h"
+#include "server/kv_events/kv_event_wire.h"
 
 namespace disagg::router {
 
@@ -24,16 +25,6 @@ namespace {
 
 std::span<const std::uint8_t> bytes_of(std::string_view s) {
   return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
-
-std::string seq_bytes(std::int64_t seq) {
-  std::string out(8, '\0');
-  auto v = static_cast<std::uint64_t>(seq);
-  for (int i = 7; i >= 0; --i) {
-    out[static_cast<std::size_t>(i)] = static_cast<char>(v & 0xff);
-    v >>= 8;
-  }
-  return out;
 }
 
 // Receives one multipart message without blocking; false when none is waiting.
@@ -116,7 +107,8 @@ bool KvEventSubscriber::replay(Sub& s, std::int64_t start, std::int64_t* last_ap
       s.dealer->set(zmq::sockopt::linger, 0);
       s.dealer->connect(s.replay);
     }
-    const std::string start_bytes = seq_bytes(start);
+    // The request after the DEALER's (implicit) identity: ["", start seq].
+    const std::string start_bytes = kv_wire::encode_seq(start);
     s.dealer->send(zmq::message_t(), zmq::send_flags::sndmore);
     s.dealer->send(zmq::buffer(start_bytes), zmq::send_flags::none);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);
@@ -130,14 +122,15 @@ bool KvEventSubscriber::replay(Sub& s, std::int64_t start, std::int64_t* last_ap
       if (zmq::poll(&item, 1, left) <= 0) continue;
       while (recv_multipart(*s.dealer, frames)) {
         // DEALER strips the identity: ["", seq, payload].
-        if (frames.size() < 3 || frames[1].size() != 8) continue;
-        const auto seq = decode_sequence(bytes_of(frames[1]));
+        using Reply = kv_wire::ReplayReplyFrame;
+        if (frames.size() < Reply::count) continue;
+        const auto seq = kv_wire::decode_seq(frames[Reply::seq]);
         if (!seq) continue;
-        if (*seq == -1) {
+        if (*seq == kv_wire::kReplayEndSeq) {
           ended = true;
           break;
         }
-        if (*seq >= start && got.size() < 1'000'000) got.emplace_back(*seq, std::move(frames[2]));
+        if (*seq >= start && got.size() < 1'000'000) got.emplace_back(*seq, std::move(frames[Reply::payload]));
       }
     }
     if (!ended) {
@@ -167,11 +160,11 @@ bool KvEventSubscriber::replay(Sub& s, std::int64_t start, std::int64_t* last_ap
 }
 
 void KvEventSubscriber::handle(Sub& s, std::vector<std::string>& frames) {
-  if (frames.size() != 3) {
+  if (frames.size() != kv_wire::PublishFrame::count) {
     metrics_.kv_decode_errors.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const auto seq = decode_sequence(bytes_of(frames[1]));
+  const auto seq = kv_wire::decode_seq(frames[kv_wire::PublishFrame::seq]);
   if (!seq) {
     metrics_.kv_decode_errors.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -199,7 +192,7 @@ void KvEventSubscriber::handle(Sub& s, std::vector<std::string>& frames) {
     case SeqVerdict::in_order:
       break;
   }
-  apply(s, frames[2]);
+  apply(s, frames[kv_wire::PublishFrame::payload]);
   s.seq.accept(*seq);
 }
 

@@ -4,7 +4,7 @@
 //
 // On a gap: when the endpoint has a replay socket (vLLM's optional ROUTER endpoint), request the
 // missing batches (a DEALER sends ["", 8-byte start]; replies are ["", seq, payload] until seq
-// -1) and apply them in order; when the replay is missing or does not reach back to the gap, the
+// -1; frames as in server/kv_events/kv_event_wire.h) and apply them in order; when the replay is missing or does not reach back to the gap, the
 // endpoint's entries are cleared first. Without replay: clear and go on. A sequence that goes back
 // means the publisher restarted: clear. A message that cannot be decoded is dropped and counted.
 #pragma once

@@ -20,46 +20,63 @@ void pack_hashes(Packer& pk, const std::vector<BlockHash>& hashes) {
   for (BlockHash h : hashes) pk.pack_uint64(h);
 }
 
-constexpr std::string_view kMedium = "GPU";
+// A struct's header: an array of its fields (an event's tag first) or a map of as many entries.
+void pack_struct(Packer& pk, KvEventEncoding enc, std::size_t entries) {
+  const auto n = static_cast<std::uint32_t>(entries);
+  if (enc == KvEventEncoding::map_like) pk.pack_map(n); else pk.pack_array(n);
+}
 
+// A field's key (map-like only); the value follows.
+void pack_key(Packer& pk, KvEventEncoding enc, std::string_view name) {
+  if (enc == KvEventEncoding::map_like) pack_str(pk, name);
+}
+
+// An event's tag: first element (array-like) or the "type" entry (map-like).
+void pack_tag(Packer& pk, KvEventEncoding enc, KvEventKind kind) {
+  pack_key(pk, enc, kv_wire::kTypeKey);
+  pack_str(pk, kv_wire::tag_name(kind));
+}
+
+// Every event is written with the fields the wire module declares for its tag, in its order.
 void pack_event(Packer& pk, const KvEvent& e, KvEventEncoding enc) {
-  const bool map = enc == KvEventEncoding::map_like;
+  using kv_wire::RemovedField;
+  using kv_wire::StoredField;
   switch (e.kind) {
     case KvEventKind::block_stored:
-      // Field order of vLLM's BlockStored: block_hashes, parent_block_hash, token_ids,
-      // block_size, lora_id, medium, lora_name (then defaulted fields, omitted).
-      map ? pk.pack_map(8) : pk.pack_array(8);
-      if (map) pack_str(pk, "type");
-      pack_str(pk, "BlockStored");
-      if (map) pack_str(pk, "block_hashes");
-      pack_hashes(pk, e.block_hashes);
-      if (map) pack_str(pk, "parent_block_hash");
-      if (e.parent_block_hash) pk.pack_uint64(*e.parent_block_hash); else pk.pack_nil();
-      if (map) pack_str(pk, "token_ids");
-      pk.pack_array(static_cast<std::uint32_t>(e.token_ids.size()));
-      for (TokenId t : e.token_ids) pk.pack_int32(t);
-      if (map) pack_str(pk, "block_size");
-      pk.pack_int32(e.block_size);
-      if (map) pack_str(pk, "lora_id");
-      pk.pack_nil();
-      if (map) pack_str(pk, "medium");
-      pack_str(pk, kMedium);
-      if (map) pack_str(pk, "lora_name");
-      pk.pack_nil();
+      pack_struct(pk, enc, 1 + kv_wire::kStoredFields.size());
+      pack_tag(pk, enc, e.kind);
+      for (StoredField f : kv_wire::kStoredFields) {
+        pack_key(pk, enc, kv_wire::field_name(f));
+        switch (f) {
+          case StoredField::block_hashes: pack_hashes(pk, e.block_hashes); break;
+          case StoredField::parent_block_hash:
+            if (e.parent_block_hash) pk.pack_uint64(*e.parent_block_hash); else pk.pack_nil();
+            break;
+          case StoredField::token_ids:
+            pk.pack_array(static_cast<std::uint32_t>(e.token_ids.size()));
+            for (TokenId t : e.token_ids) pk.pack_int32(t);
+            break;
+          case StoredField::block_size: pk.pack_int32(e.block_size); break;
+          case StoredField::medium: pack_str(pk, kv_wire::kMediumGpu); break;
+          case StoredField::lora_id:
+          case StoredField::lora_name: pk.pack_nil(); break;
+        }
+      }
       break;
     case KvEventKind::block_removed:
-      map ? pk.pack_map(3) : pk.pack_array(3);
-      if (map) pack_str(pk, "type");
-      pack_str(pk, "BlockRemoved");
-      if (map) pack_str(pk, "block_hashes");
-      pack_hashes(pk, e.block_hashes);
-      if (map) pack_str(pk, "medium");
-      pack_str(pk, kMedium);
+      pack_struct(pk, enc, 1 + kv_wire::kRemovedFields.size());
+      pack_tag(pk, enc, e.kind);
+      for (RemovedField f : kv_wire::kRemovedFields) {
+        pack_key(pk, enc, kv_wire::field_name(f));
+        switch (f) {
+          case RemovedField::block_hashes: pack_hashes(pk, e.block_hashes); break;
+          case RemovedField::medium: pack_str(pk, kv_wire::kMediumGpu); break;
+        }
+      }
       break;
     case KvEventKind::all_blocks_cleared:
-      map ? pk.pack_map(1) : pk.pack_array(1);
-      if (map) pack_str(pk, "type");
-      pack_str(pk, "AllBlocksCleared");
+      pack_struct(pk, enc, 1);
+      pack_tag(pk, enc, e.kind);
       break;
   }
 }
@@ -68,28 +85,22 @@ void pack_event(Packer& pk, const KvEvent& e, KvEventEncoding enc) {
 
 std::string encode_event_batch(double ts, std::span<const KvEvent> events,
                                std::int32_t data_parallel_rank, KvEventEncoding encoding) {
+  using kv_wire::BatchField;
   msgpack::sbuffer buf;
   Packer pk(buf);
-  const bool map = encoding == KvEventEncoding::map_like;
-  map ? pk.pack_map(3) : pk.pack_array(3);
-  if (map) pack_str(pk, "ts");
-  pk.pack_double(ts);
-  if (map) pack_str(pk, "events");
-  pk.pack_array(static_cast<std::uint32_t>(events.size()));
-  for (const KvEvent& e : events) pack_event(pk, e, encoding);
-  if (map) pack_str(pk, "data_parallel_rank");
-  pk.pack_int32(data_parallel_rank);
-  return std::string(buf.data(), buf.size());
-}
-
-std::string encode_seq(std::int64_t seq) {
-  std::string out(8, '\0');
-  auto v = static_cast<std::uint64_t>(seq);
-  for (int i = 7; i >= 0; --i) {
-    out[static_cast<std::size_t>(i)] = static_cast<char>(v & 0xff);
-    v >>= 8;
+  pack_struct(pk, encoding, kv_wire::kBatchFields.size());
+  for (BatchField f : kv_wire::kBatchFields) {
+    pack_key(pk, encoding, kv_wire::field_name(f));
+    switch (f) {
+      case BatchField::ts: pk.pack_double(ts); break;
+      case BatchField::events:
+        pk.pack_array(static_cast<std::uint32_t>(events.size()));
+        for (const KvEvent& e : events) pack_event(pk, e, encoding);
+        break;
+      case BatchField::data_parallel_rank: pk.pack_int32(data_parallel_rank); break;
+    }
   }
-  return out;
+  return std::string(buf.data(), buf.size());
 }
 
 struct KvEventPublisher::Impl {
@@ -167,13 +178,14 @@ void KvEventPublisher::run() {
           frames.push_back(std::move(part));
           if (!more) break;
         }
-        if (frames.size() != 3 || frames[2].size() != 8) continue;
-        const auto* b = static_cast<const unsigned char*>(frames[2].data());
-        std::int64_t start = 0;
-        for (int i = 0; i < 8; ++i) start = static_cast<std::int64_t>((static_cast<std::uint64_t>(start) << 8) | b[i]);
-        const std::string identity(static_cast<const char*>(frames[0].data()), frames[0].size());
+        using Request = kv_wire::ReplayRequestFrame;
+        if (frames.size() != Request::count) continue;
+        const auto start = kv_wire::decode_seq(frames[Request::start].to_string_view());
+        if (!start) continue;
+        const std::string identity = frames[Request::identity].to_string();
+        // Each answer: [identity] + ReplayReplyFrame's ["", seq, payload]; then the end marker.
         for (const auto& [seq, payload] : im.buffer) {
-          if (seq < start) continue;
+          if (seq < *start) continue;
           im.replay->send(zmq::buffer(identity), zmq::send_flags::sndmore);
           im.replay->send(zmq::message_t(), zmq::send_flags::sndmore);
           im.replay->send(zmq::buffer(encode_seq(seq)), zmq::send_flags::sndmore);
@@ -181,7 +193,7 @@ void KvEventPublisher::run() {
         }
         im.replay->send(zmq::buffer(identity), zmq::send_flags::sndmore);
         im.replay->send(zmq::message_t(), zmq::send_flags::sndmore);
-        im.replay->send(zmq::buffer(encode_seq(-1)), zmq::send_flags::sndmore);
+        im.replay->send(zmq::buffer(encode_seq(kv_wire::kReplayEndSeq)), zmq::send_flags::sndmore);
         im.replay->send(zmq::message_t(), zmq::send_flags::none);
       }
     }
@@ -197,7 +209,7 @@ void KvEventPublisher::run() {
       std::string payload = encode_event_batch(ts, events, options_.data_parallel_rank,
                                                options_.encoding);
       const std::int64_t seq = im.next_seq++;
-      try {
+      try {  // kv_wire::PublishFrame: [topic, seq, payload]
         im.pub.send(zmq::buffer(options_.topic), zmq::send_flags::sndmore);
         im.pub.send(zmq::buffer(encode_seq(seq)), zmq::send_flags::sndmore);
         im.pub.send(zmq::buffer(payload), zmq::send_flags::dontwait);

@@ -1,21 +1,13 @@
 // kv_events.h — KV-cache events in vLLM's wire format, published over ZMQ.
 //
-// Wire format (vllm/distributed/kv_events.py, ZmqEventPublisher):
-//   PUB multipart message: [topic, 8-byte big-endian sequence number (from 0), msgpack EventBatch]
-//   EventBatch  = (ts: float seconds since the epoch, events: list, data_parallel_rank: int)
-//   BlockStored = ("BlockStored", block_hashes, parent_block_hash|nil, token_ids, block_size,
-//                  lora_id|nil, medium, lora_name|nil)
-//   BlockRemoved = ("BlockRemoved", block_hashes, medium)
-//   AllBlocksCleared = ("AllBlocksCleared",)
-// Events are msgspec tagged structs. vLLM releases that declare them array_like (the form above;
-// the tag is the first element) are the default; `map` encoding writes the other msgspec form,
-// {"type": "BlockStored", "block_hashes": ..., ...} and {"ts", "events", "data_parallel_rank"},
-// which newer vLLM versions emit. Fields with defaults (extra_keys, group_idx, ...) are omitted,
-// as msgspec's omit_defaults does. Block hashes are unsigned 64-bit integers (the engine's
-// chained hashes, disagg/block_hash.h), medium is "GPU".
-// Replay (optional ROUTER socket): a request [identity, "", 8-byte big-endian start seq] is
-// answered by [identity, "", seq, payload] for every buffered batch with seq >= start, then
-// [identity, "", -1 as 8 bytes, ""].
+// The wire format (frames, sequence numbers, replay and its end marker, event tags, field order)
+// is described once, in server/kv_events/kv_event_wire.h; this encoder writes by it and the
+// router's decoder reads by it. What the sim-worker writes: array-like structs by default (vLLM
+// releases that declare them array_like), or map-like ({"type": "BlockStored", ...}; newer vLLM);
+// defaulted fields (extra_keys, group_idx, ...) are omitted, as msgspec's omit_defaults does; block
+// hashes are unsigned 64-bit integers (the engine's chained hashes, disagg/block_hash.h); lora_id
+// and lora_name are nil; medium is "GPU". The optional replay socket answers a request for a
+// start sequence with every buffered batch from it, then the end marker.
 #pragma once
 
 #include <atomic>
@@ -31,10 +23,12 @@
 
 #include "disagg/block_hash.h"
 #include "disagg/expected.h"
+#include "server/kv_events/kv_event_wire.h"
 
 namespace disagg::sim_worker {
 
-enum class KvEventKind : std::uint8_t { block_stored, block_removed, all_blocks_cleared };
+/// The event types of the wire format (block_stored, block_removed, all_blocks_cleared).
+using KvEventKind = kv_wire::EventTag;
 
 struct KvEvent {
   KvEventKind kind = KvEventKind::block_stored;
@@ -46,14 +40,15 @@ struct KvEvent {
   std::int32_t block_size = 0;
 };
 
-enum class KvEventEncoding : std::uint8_t { array_like, map_like };
+/// array_like or map_like (see kv_event_wire.h).
+using KvEventEncoding = kv_wire::Encoding;
 
 /// msgpack bytes of EventBatch(ts, events, data_parallel_rank).
 std::string encode_event_batch(double ts, std::span<const KvEvent> events,
                                std::int32_t data_parallel_rank, KvEventEncoding encoding);
 
-/// 8-byte big-endian encoding of a sequence number (as vLLM's int.to_bytes(8, "big")).
-std::string encode_seq(std::int64_t seq);
+/// The 8-byte sequence frame (the wire module's; -1 = the replay end marker).
+using kv_wire::encode_seq;
 
 struct KvEventPublisherOptions {
   /// PUB endpoint, e.g. "tcp://127.0.0.1:5557" (bound).

@@ -6,8 +6,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "cli/nlohmann_config_source.h"
 #include "disagg/cost_model_config.h"
+#include "server/config/nlohmann_config_source.h"
 #include "sim_worker.h"
 
 namespace disagg::sim_worker {
@@ -175,7 +175,7 @@ Expected<CostModel, std::string> load_cost_model(SimWorkerConfig& config) {
   if (doc.is_discarded() || !doc.is_object()) {
     return unexpected("'--config' (" + config.config_path + ") is not a JSON object");
   }
-  auto cost = read_cost_model(cli::NlohmannConfigSource(doc));
+  auto cost = read_cost_model(NlohmannConfigSource(doc));
   if (!cost) return unexpected(config.config_path + ": " + cost.error().message());
   if (config.model_name.empty()) {
     const auto m = doc.find("model");

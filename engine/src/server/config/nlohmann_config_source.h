@@ -1,6 +1,7 @@
 // nlohmann_config_source.h — adapts a parsed nlohmann::json document to the engine's ConfigSource
-// (disagg/cost_model_config.h), so every nlohmann-based reader (`disagg-engine cost`, the sim-worker)
-// maps the cost-model sections through the one field table in core.
+// (disagg/cost_model_config.h), so every nlohmann-based reader (the sim-worker, `disagg-engine cost`)
+// maps the cost-model sections through the one field table in core. It sits with the servers, not
+// the command line, so that a server includes no command-line header; core stays free of nlohmann.
 // Precondition: `doc` outlives the source. Not thread-safe beyond what nlohmann's const access is.
 #pragma once
 
@@ -10,7 +11,7 @@
 
 #include "disagg/cost_model_config.h"
 
-namespace disagg::cli {
+namespace disagg {
 
 class NlohmannConfigSource final : public ConfigSource {
  public:
@@ -36,4 +37,4 @@ class NlohmannConfigSource final : public ConfigSource {
   const nlohmann::json& doc_;
 };
 
-}  // namespace disagg::cli
+}  // namespace disagg
