@@ -1,16 +1,11 @@
 // End to end: the real `disagg-engine kvstore` binary driven by real Redis clients (redis-cli,
 // redis-benchmark, the `redis` npm client), plus kill -9 during a write stream and a restart.
-import { ChildProcess, spawn, spawnSync } from 'child_process';
+import { spawnSync } from 'child_process';
 import * as fs from 'fs';
-import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { createClient, RESP_TYPES } from 'redis';
-
-// DISAGG_ENGINE_BIN lets a developer point at a binary built elsewhere.
-const BINARY = process.env.DISAGG_ENGINE_BIN ?? path.join(__dirname, '..', '..', 'engine', 'build', 'disagg-engine');
-const HAVE_BINARY = fs.existsSync(BINARY);
-const HAVE_REDIS_TOOLS = spawnSync('redis-cli', ['--version']).status === 0 && spawnSync('redis-benchmark', ['--version']).status === 0;
+import { BINARY, HAVE_BINARY, HAVE_REDIS_TOOLS, Server as Kvstore, startKvstore, stop } from './util';
 
 if (!HAVE_BINARY) {
   // eslint-disable-next-line no-console
@@ -20,59 +15,6 @@ const describeIfBuilt = HAVE_BINARY ? describe : describe.skip;
 const testIfTools = HAVE_REDIS_TOOLS ? test : test.skip;
 
 jest.setTimeout(120_000);
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitForPort(port: number, proc: ChildProcess, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (proc.exitCode !== null) throw new Error(`kvstore exited early with code ${proc.exitCode}`);
-    const ok = await new Promise<boolean>(resolve => {
-      const s = net.connect(port, '127.0.0.1');
-      s.once('connect', () => { s.destroy(); resolve(true); });
-      s.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise(r => setTimeout(r, 50));
-  }
-  throw new Error(`kvstore did not listen on ${port} within ${timeoutMs} ms`);
-}
-
-interface Kvstore {
-  readonly port: number;
-  readonly metricsPort: number;
-  readonly proc: ChildProcess;
-  readonly stderr: () => string;
-}
-
-async function startKvstore(extraArgs: string[]): Promise<Kvstore> {
-  const port = await freePort();
-  const metricsPort = await freePort();
-  const proc = spawn(BINARY, ['kvstore', '--port', String(port), '--metrics-port', String(metricsPort), ...extraArgs], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let err = '';
-  proc.stderr!.on('data', d => { err += d.toString(); });
-  await waitForPort(port, proc);
-  return { port, metricsPort, proc, stderr: () => err };
-}
-
-async function stop(k: Kvstore, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  if (k.proc.exitCode !== null || k.proc.signalCode !== null) return;
-  await new Promise<void>(resolve => {
-    k.proc.once('exit', () => resolve());
-    k.proc.kill(signal);
-  });
-}
 
 describeIfBuilt('kvstore with real Redis clients', () => {
   let dir: string;

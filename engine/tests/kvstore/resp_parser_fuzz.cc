@@ -17,7 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   limits.max_request_bytes = 16384;
   limits.max_inline_bytes = 1024;
   limits.direct_bulk_bytes = (data[0] & 0x80) ? 32 : 0;  // also explore payloads read into their own Blob
+  limits.admit_above = (data[0] & 0x40) ? 64 : ~std::size_t{0};  // and admission, refusing every other ask
   disagg::kvstore::RespParser parser(limits);
+  std::size_t asks = 0;
   std::string buffer;
   for (std::size_t pos = 1; pos < size; pos += chunk) {
     const std::size_t n = std::min(chunk, size - pos);
@@ -39,6 +41,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         buffer.resize(parser.payload_offset());
         continue;
       }
+      if (st == disagg::kvstore::ParseStatus::kAdmit) {
+        if (parser.declared_bytes() <= limits.admit_above) __builtin_trap();
+        if (++asks % 2 == 0) parser.refuse("refused");
+        continue;
+      }
       if (st == disagg::kvstore::ParseStatus::kProtocolError) return 0;
       if (parser.consumed() == 0 || parser.consumed() > buffer.size()) __builtin_trap();  // progress
       std::size_t next_payload = 0;
@@ -48,7 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (next_payload < payloads.size() && payloads[next_payload].index == i) {
           const auto& blob = payloads[next_payload++].blob;
           if (arg.data() != blob.data() || arg.size() != blob.size()) __builtin_trap();
-        } else if (arg.data() < buffer.data() || arg.data() + arg.size() > buffer.data() + buffer.size()) {
+        } else if (!parser.owns(arg) &&
+                   (arg.data() < buffer.data() || arg.data() + arg.size() > buffer.data() + buffer.size())) {
           __builtin_trap();
         }
       }

@@ -31,8 +31,9 @@ struct Outcome {
 // payload in flight go straight into it, the rest is appended to a buffer; parse until NeedMore,
 // drop consumed/discardable bytes (and, on kPayload, the bytes copied into the payload). Every
 // argument must view the current buffer or its own Blob, and a rejected command has none.
-template <typename Cut>
-Outcome feed(RespParser& parser, const std::string& input, Cut cut) {
+// Every kAdmit is answered by `admit(declared_bytes)`: true accepts, false refuses the command.
+template <typename Cut, typename Admit>
+Outcome feed(RespParser& parser, const std::string& input, Cut cut, Admit admit) {
   Outcome out;
   std::string buffer;
   std::size_t pos = 0;
@@ -54,6 +55,11 @@ Outcome feed(RespParser& parser, const std::string& input, Cut cut) {
       }
       if (st == ParseStatus::kPayload) {
         buffer.resize(parser.payload_offset());
+        continue;
+      }
+      if (st == ParseStatus::kAdmit) {
+        out.sequence.push_back("A" + std::to_string(parser.declared_bytes()));
+        if (!admit(parser.declared_bytes())) parser.refuse("refused " + std::to_string(parser.declared_bytes()));
         continue;
       }
       if (st == ParseStatus::kProtocolError) {
@@ -78,7 +84,8 @@ Outcome feed(RespParser& parser, const std::string& input, Cut cut) {
             // A payload argument views its own Blob, never the buffer.
             if (arg.data() != payloads[next_payload++].blob.data()) ADD_FAILURE() << "payload arg not in its blob";
             ++out.payload_args;
-          } else if (arg.data() < buffer.data() || arg.data() + arg.size() > buffer.data() + buffer.size()) {
+          } else if (!parser.owns(arg) &&
+                     (arg.data() < buffer.data() || arg.data() + arg.size() > buffer.data() + buffer.size())) {
             ADD_FAILURE() << "arg " << i << " views bytes outside the buffer";
           }
         }
@@ -87,6 +94,11 @@ Outcome feed(RespParser& parser, const std::string& input, Cut cut) {
     }
   }
   return out;
+}
+
+template <typename Cut>
+Outcome feed(RespParser& parser, const std::string& input, Cut cut) {
+  return feed(parser, input, cut, [](std::size_t) { return true; });
 }
 
 Outcome feed_all(const std::string& input, ParserLimits limits = {}) {
@@ -182,31 +194,72 @@ TEST(RespParser, RandomFragmentationGivesIdenticalCommands) {
   }
 }
 
-TEST(RespParser, OversizedValueIsRejectedWithoutBufferingAndStreamContinues) {
-  // GIVEN a 10 KiB limit, a 100 KiB SET, then a PING
-  ParserLimits limits;
-  limits.max_bulk_bytes = 10 * 1024;
-  const std::string big(100 * 1024, 'x');
-  const std::string input = encode({"SET", "k", big}) + encode({"PING"});
-  // WHEN fed in 4 KiB pieces, tracking the largest buffer the caller had to keep
-  RespParser parser(limits);
-  const Outcome out = feed(parser, input, [] { return std::size_t{4096}; });
-  // THEN the SET is rejected with a message naming the limit, the PING still parses,
-  // and the skipped value was never held in full
-  ASSERT_EQ(out.sequence, (std::vector<std::string>{"R", "C"}));
+TEST(RespParser, OversizedBulkLengthIsAProtocolErrorAtItsHeader) {
+  // GIVEN the default 512 MiB value limit and a SET whose header declares 2 GiB, with no data yet
+  const std::string head = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2147483648\r\n";
+  // WHEN only the header is parsed
+  const Outcome out = feed_all(head);
+  // THEN it is refused at once, as Redis refuses one over proto-max-bulk-len, naming the limit
+  ASSERT_EQ(out.sequence, (std::vector<std::string>{"P"}));
+  EXPECT_EQ(out.errors[0].rfind("ERR Protocol error: invalid bulk length", 0), 0u) << out.errors[0];
   EXPECT_NE(out.errors[0].find("--max-value-bytes"), std::string::npos) << out.errors[0];
-  EXPECT_EQ(out.commands[0][0], "PING");
-  EXPECT_LE(out.max_buffer, 2 * 4096u);
 }
 
-TEST(RespParser, RequestByteLimitRejectsLargeMultiKeyCommands) {
+TEST(RespParser, OversizedValueIsRefusedBeforeItsBytesAreBuffered) {
+  // GIVEN a 10 KiB limit and a 100 KiB SET fed in 4 KiB pieces
+  ParserLimits limits;
+  limits.max_bulk_bytes = 10 * 1024;
+  RespParser parser(limits);
+  const Outcome out = feed(parser, encode({"SET", "k", std::string(100 * 1024, 'x')}), [] { return std::size_t{4096}; });
+  // THEN the first piece (the header) ends the stream, with at most that piece buffered
+  ASSERT_EQ(out.sequence, (std::vector<std::string>{"P"}));
+  EXPECT_LE(out.max_buffer, 4096u);
+}
+
+TEST(RespParser, RequestByteLimitIsAProtocolErrorAtTheHeaderThatPassesIt) {
   ParserLimits limits;
   limits.max_bulk_bytes = 1000;
   limits.max_request_bytes = 2500;
   const std::string v(900, 'v');
   const Outcome out = feed_all(encode({"MSET", "a", v, "b", v, "c", v}) + encode({"GET", "a"}), limits);
-  ASSERT_EQ(out.sequence, (std::vector<std::string>{"R", "C"}));
+  ASSERT_EQ(out.sequence, (std::vector<std::string>{"P"}));
   EXPECT_NE(out.errors[0].find("--max-request-bytes"), std::string::npos);
+}
+
+TEST(RespParser, LargeCommandsAskForAdmissionBeforeTheirBytes) {
+  // GIVEN admission above 1000 bytes, a small GET, then an MSET whose values pass it one by one
+  ParserLimits limits;
+  limits.admit_above = 1000;
+  const std::string v(600, 'v');
+  const std::string input = encode({"GET", "a"}) + encode({"MSET", "a", v, "b", v, "c", v});
+  // WHEN fed whole, or one byte at a time, admitting everything
+  for (std::size_t piece : {input.size(), std::size_t{1}}) {
+    RespParser parser(limits);
+    const Outcome out = feed(parser, input, [&] { return piece; });
+    // THEN the GET never asks; the MSET asks at each header once past 1000 declared bytes
+    // (4+1+600+1+600 = 1206, key "c" 1207, its value 1807), and both commands come out whole
+    EXPECT_EQ(out.sequence, (std::vector<std::string>{"C", "A1206", "A1207", "A1807", "C"})) << piece;
+    ASSERT_EQ(out.commands.size(), 2u);
+    EXPECT_EQ(out.commands[1][6], v);
+  }
+}
+
+TEST(RespParser, RefusedCommandIsSkippedUnbufferedAndTheStreamGoesOn) {
+  // GIVEN admission above 4 KiB and a 1 MiB SET refused when it asks, then a PING
+  ParserLimits limits;
+  limits.admit_above = 4096;
+  limits.direct_bulk_bytes = 1024;
+  RespParser parser(limits);
+  const std::string input = encode({"SET", "k", std::string(1 << 20, 'x')}) + encode({"PING"});
+  // WHEN fed in 8 KiB pieces
+  const Outcome out = feed(parser, input, [] { return std::size_t{8192}; }, [](std::size_t) { return false; });
+  // THEN the SET ends as rejected with the refusal's message, the PING parses, and the caller never
+  // held more than a piece of the value
+  EXPECT_EQ(out.sequence, (std::vector<std::string>{"A1048580", "R", "C"}));
+  EXPECT_EQ(out.errors[0], "refused 1048580");
+  EXPECT_EQ(out.commands[0][0], "PING");
+  EXPECT_LE(out.max_buffer, 2 * 8192u);
+  EXPECT_EQ(out.payload_args, 0u);
 }
 
 TEST(RespParser, MalformedInputIsAProtocolError) {
@@ -292,32 +345,66 @@ TEST(RespParser, PayloadWithoutCrlfIsAProtocolError) {
   EXPECT_EQ(parser.parse(buffer), ParseStatus::kProtocolError);
 }
 
-TEST(RespParser, RejectedCommandDropsItsPayloads) {
-  // GIVEN an MSET whose first value is received as a payload and whose second breaks the request limit
+TEST(RespParser, RefusedCommandDropsItsPayloads) {
+  // GIVEN an MSET whose first value is received as a payload and whose second is refused admission
   ParserLimits limits;
   limits.direct_bulk_bytes = 64;
-  limits.max_request_bytes = 300;
+  limits.admit_above = 300;
   RespParser parser(limits);
   const std::string input = encode({"MSET", "a", std::string(200, 'a'), "b", std::string(200, 'b')}) + encode({"PING"});
   // WHEN it is fed in small pieces
-  const Outcome out = feed(parser, input, [] { return std::size_t{50}; });
+  const Outcome out = feed(parser, input, [] { return std::size_t{50}; }, [](std::size_t) { return false; });
   // THEN the MSET is rejected, no payload survives it, and the stream goes on
-  EXPECT_EQ(out.sequence, (std::vector<std::string>{"R", "C"}));
+  EXPECT_EQ(out.sequence, (std::vector<std::string>{"A406", "R", "C"}));
   EXPECT_EQ(out.payload_args, 0u);
   EXPECT_TRUE(parser.payloads().empty());
 }
 
-TEST(RespParser, RejectedCommandLeavesNoStaleArgs) {
-  // GIVEN a two-letter inline command, then one whose 4097-byte argument breaks the bulk limit
+TEST(RespParser, RefusedCommandLeavesNoStaleArgs) {
+  // GIVEN a two-letter inline command, then one whose 4097-byte argument is refused admission
   ParserLimits limits;
-  limits.max_bulk_bytes = 4096;
+  limits.admit_above = 4096;
   RespParser parser(limits);
   const std::string input = "ab\n" + encode({std::string(4097, 'x')});
   // WHEN it is fed one byte at a time, dropping consumed and discardable bytes
-  const Outcome out = feed(parser, input, [] { return std::size_t{1}; });
+  const Outcome out = feed(parser, input, [] { return std::size_t{1}; }, [](std::size_t) { return false; });
   // THEN both are seen, and args() never viewed bytes outside the current buffer: the rejected
   // command's are empty, not the inline command's views into bytes already consumed (feed checks)
-  EXPECT_EQ(out.sequence, (std::vector<std::string>{"C", "R"}));
+  EXPECT_EQ(out.sequence, (std::vector<std::string>{"C", "A4097", "R"}));
+}
+
+TEST(RespParser, InlineQuotesSplitAsRedisDoes) {
+  // GIVEN inline lines with quotes and escapes (expected splits checked against redis-server 7.0)
+  const std::vector<std::pair<std::string, Command>> cases = {
+      {"SET k \"hello world\"\r\n", {"SET", "k", "hello world"}},
+      {"SET k 'it\\'s'\r\n", {"SET", "k", "it's"}},
+      {"SET k \"a\\x41\\n\\t\\\"q\\\\\"\n", {"SET", "k", "aA\n\t\"q\\"}},
+      {"ECHO ab\"c d\"\r\n", {"ECHO", "abc d"}},
+      {"SET k \"\"\r\n", {"SET", "k", ""}},
+      {"  GET\t'k'  \r\n", {"GET", "k"}},
+      {"ECHO 'a\\nb'\n", {"ECHO", "a\\nb"}},
+      {"ECHO \"\\xzz\"\n", {"ECHO", "xzz"}},
+      {"''\n", {""}},  // only empty arguments: they view the parser's (empty) storage
+  };
+  for (const auto& [line, expected] : cases) {
+    // WHEN parsed whole and one byte at a time
+    RespParser parser;
+    const Outcome bytewise = feed(parser, line, [] { return std::size_t{1}; });
+    const Outcome whole = feed_all(line);
+    // THEN each gives Redis's arguments
+    ASSERT_EQ(whole.commands.size(), 1u) << line;
+    EXPECT_EQ(whole.commands[0], expected) << line;
+    EXPECT_EQ(bytewise.commands, whole.commands) << line;
+  }
+}
+
+TEST(RespParser, UnbalancedInlineQuotesAreAProtocolError) {
+  for (const std::string line : {"SET k \"abc\r\n", "SET k 'abc\r\n", "SET k \"abc\"def\r\n", "SET k 'a'b\n",
+                                 "ECHO \"trailing\\\"\n"}) {
+    const Outcome out = feed_all(line + "PING\r\n");
+    ASSERT_EQ(out.sequence, (std::vector<std::string>{"P"})) << line;
+    EXPECT_EQ(out.errors[0], "ERR Protocol error: unbalanced quotes in request") << line;
+  }
 }
 
 }  // namespace

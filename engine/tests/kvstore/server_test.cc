@@ -12,6 +12,7 @@
 #include <future>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,16 +129,124 @@ TEST(Server, UnknownCommandGetsErrorAndConnectionStaysUsable) {
   EXPECT_EQ(c.call(cmd({"PING"}), 7), "+PONG\r\n");
 }
 
-TEST(Server, OversizedValueIsRejectedAndConnectionStaysUsable) {
+TEST(Server, DeclaredLengthOverTheLimitIsRefusedAtItsHeader) {
+  // GIVEN the default 512 MiB value limit
+  RunningServer server(small_config());
+  Client c(server.port());
+  // WHEN a client declares a 2 GiB value and sends none of it
+  c.send("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2147483648\r\n");
+  // THEN it is answered at once, as Redis answers a length over its proto-max-bulk-len, and the
+  // connection closes (a server that waited for the bytes would answer nothing: line() gives up
+  // after the client's 5 s receive timeout and returns "")
+  const std::string err = c.line();
+  EXPECT_EQ(err.rfind("-ERR Protocol error: invalid bulk length", 0), 0u) << err;
+  EXPECT_NE(err.find("--max-value-bytes"), std::string::npos) << err;
+  EXPECT_EQ(c.read_exactly(1), "");
+}
+
+// Reads INFO and returns the value of `field` ("" when absent).
+std::string info_field(Client& c, const std::string& field) {
+  c.send(cmd({"INFO"}));
+  const std::string head = c.line();
+  if (head.size() < 3 || head[0] != '$') return "";
+  const std::string body = c.read_exactly(std::stoul(head.substr(1)) + 2);
+  const auto at = body.find("\r\n" + field + ":");
+  if (at == std::string::npos) return "";
+  const auto start = at + 3 + field.size();
+  return body.substr(start, body.find("\r\n", start) - start);
+}
+
+std::string set_header(const std::string& key, std::size_t value_bytes) {
+  return "*3\r\n$3\r\nSET\r\n$" + std::to_string(key.size()) + "\r\n" + key + "\r\n$" +
+         std::to_string(value_bytes) + "\r\n";
+}
+
+TEST(Server, ValuesInFlightAreBoundedByTheMemoryBudget) {
+  // GIVEN a 16 MiB memory tier and client A half-way through sending a 10 MiB value
+  RunningServer server(small_config());
+  constexpr std::size_t kValue = 10u << 20;
+  auto a = std::make_unique<Client>(server.port());
+  Client b(server.port()), c(server.port());
+  a->send(set_header("a", kValue) + std::string(1u << 20, 'a'));
+  const std::string held = std::to_string(3 + 1 + kValue);  // "SET", "a" and the value
+  for (int i = 0; i < 500 && info_field(c, "inflight_bytes") != held; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(info_field(c, "inflight_bytes"), held);
+  // WHEN client B declares another 10 MiB value, sending none of it yet
+  b.send(set_header("b", kValue));
+  // THEN B is refused at once (the two would pass the budget), before any of its bytes are sent
+  const std::string err = b.line();
+  EXPECT_EQ(err.rfind("-OOM", 0), 0u) << err;
+  EXPECT_NE(err.find("--memory-bytes"), std::string::npos) << err;
+  EXPECT_EQ(info_field(c, "inflight_bytes"), held);
+  // AND B's bytes, when they come, are skipped: the SET gets no second reply and B stays usable
+  b.send(std::string(kValue, 'b') + "\r\n");
+  EXPECT_EQ(b.call(cmd({"PING"}), 7), "+PONG\r\n");
+  // AND when A goes away mid-value, its reservation is returned and a new 10 MiB SET fits
+  a.reset();
+  for (int i = 0; i < 500 && info_field(c, "inflight_bytes") != "0"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(info_field(c, "inflight_bytes"), "0");
+  EXPECT_EQ(c.call(cmd({"SET", "c", std::string(kValue, 'c')}), 5), "+OK\r\n");
+  EXPECT_EQ(c.call(cmd({"EXISTS", "a", "b", "c"}), 4), ":1\r\n");
+  EXPECT_EQ(info_field(c, "inflight_bytes"), "0");
+}
+
+TEST(Server, ValueLargerThanTheMemoryBudgetIsRefusedAtItsHeader) {
+  // GIVEN a 16 MiB memory tier (and a disk tier, which does not take values in flight)
+  testing::TempDir dir;
   ServerConfig cfg = small_config();
-  cfg.store.max_value_bytes = 1024;
-  cfg.parser.max_bulk_bytes = 1024;
+  cfg.store.disk_dir = dir.path();
+  cfg.store.disk_bytes = 256u << 20;
   RunningServer server(cfg);
   Client c(server.port());
-  c.send(cmd({"SET", "k", std::string(100000, 'x')}));
+  // WHEN a client declares a 20 MiB value
+  c.send(set_header("big", 20u << 20));
+  // THEN it is refused before its bytes come, saying which flag to raise
   const std::string err = c.line();
-  EXPECT_NE(err.find("--max-value-bytes"), std::string::npos) << err;
-  EXPECT_EQ(c.call(cmd({"EXISTS", "k"}), 4), ":0\r\n");
+  EXPECT_EQ(err.rfind("-OOM", 0), 0u) << err;
+  EXPECT_NE(err.find("raise --memory-bytes"), std::string::npos) << err;
+}
+
+TEST(Server, InlineCommandsTakeQuotesAndRefuseUnbalancedOnes) {
+  RunningServer server(small_config());
+  Client c(server.port());
+  // GIVEN inline commands as typed into telnet, with quoted arguments
+  EXPECT_EQ(c.call("SET \"my key\" 'it\\'s \"x\"'\r\n", 5), "+OK\r\n");
+  const std::string expected = "$8\r\nit's \"x\"\r\n";
+  EXPECT_EQ(c.call("GET \"my\\x20key\"\r\n", expected.size()), expected);
+  // WHEN a quote is left open
+  c.send("SET k \"open\r\n");
+  // THEN the reply is Redis's, and the connection closes
+  EXPECT_EQ(c.line(), "-ERR Protocol error: unbalanced quotes in request\r\n");
+  EXPECT_EQ(c.read_exactly(1), "");
+}
+
+TEST(Server, StrlenAndKeys) {
+  RunningServer server(small_config());
+  Client c(server.port());
+  c.call(cmd({"MSET", "user:1", "alice", "user:2", "bob", "item:1", std::string(40000, 'x')}), 5);
+  // STRLEN: the value's length, 0 for a missing key (a large value is not read to count it)
+  EXPECT_EQ(c.call(cmd({"STRLEN", "user:1"}), 4), ":5\r\n");
+  EXPECT_EQ(c.call(cmd({"STRLEN", "item:1"}), 8), ":40000\r\n");
+  EXPECT_EQ(c.call(cmd({"STRLEN", "nope"}), 4), ":0\r\n");
+  // KEYS: every key matching a Redis glob
+  c.send(cmd({"KEYS", "user:[0-9]"}));
+  EXPECT_EQ(c.line(), "*2\r\n");
+  std::set<std::string> got;
+  for (int i = 0; i < 2; ++i) {
+    c.line();
+    const std::string k = c.line();
+    got.insert(k.substr(0, k.size() - 2));
+  }
+  EXPECT_EQ(got, (std::set<std::string>{"user:1", "user:2"}));
+  c.send(cmd({"KEYS", "*"}));
+  EXPECT_EQ(c.line(), "*3\r\n");
+  for (int i = 0; i < 6; ++i) c.line();
+  EXPECT_EQ(c.call(cmd({"KEYS", "item:\\?"}), 4), "*0\r\n");
+  EXPECT_EQ(c.call(cmd({"KEYS", "item:\\1"}), 4 + 6 + 8), "*1\r\n$6\r\nitem:1\r\n");
 }
 
 TEST(Server, LargeValuesRoundTrip) {

@@ -328,6 +328,42 @@ TEST(GlobMatch, RedisPatterns) {
   EXPECT_FALSE(glob_match("a*b*c", "axxbyy"));
   EXPECT_TRUE(glob_match("a\\*", "a*"));
   EXPECT_FALSE(glob_match("a\\*", "ab"));
+  // Redis's quirks (checked against redis-server 7.0, and by test/kvstore against the one installed):
+  EXPECT_FALSE(glob_match("*", ""));       // only the empty pattern matches an empty key
+  EXPECT_TRUE(glob_match("", ""));
+  EXPECT_TRUE(glob_match("a[bc", "ab"));   // a class left open runs to the end of the pattern
+  EXPECT_TRUE(glob_match("[^", "x"));
+  EXPECT_TRUE(glob_match("a[b-]", "a]"));  // "b-]" is a range (']'..'b'), not "b" and "-"
+  EXPECT_FALSE(glob_match("a[b-]", "a-"));
+  EXPECT_FALSE(glob_match("a[]", "a]"));   // "[]" is an empty class
+  EXPECT_TRUE(glob_match("a[\\]]", "a]"));
+  EXPECT_TRUE(glob_match("h[z-a]llo", "hello"));  // ranges either way round
+}
+
+TEST(TieredStore, ReservationsForValuesInFlightShareTheMemoryBudget) {
+  // GIVEN a 1 MiB memory tier holding 8 values of 100 KiB
+  StoreConfig cfg;
+  cfg.memory_bytes = 1u << 20;
+  std::string error;
+  auto store = TieredStore::open(cfg, 0, &error);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(store->set("k" + std::to_string(i), std::string(100 << 10, 'v'), 0, 0), StoreStatus::kOk);
+  // WHEN 600 KiB are reserved for a value still arriving
+  ASSERT_TRUE(store->reserve(600 << 10));
+  // THEN LRU entries made way, and stored plus reserved bytes stay within the budget
+  EXPECT_EQ(store->reserved_bytes(), 600u << 10);
+  EXPECT_LE(store->memory_bytes() + store->reserved_bytes(), cfg.memory_bytes);
+  EXPECT_FALSE(store->exists("k0", 0));
+  EXPECT_TRUE(store->exists("k7", 0));
+  // AND a second reservation that cannot fit beside it fails without evicting anything
+  const std::size_t keys = store->key_count();
+  EXPECT_FALSE(store->reserve(500 << 10));
+  EXPECT_EQ(store->key_count(), keys);
+  // AND a SET cannot take the reserved room, but can once it is released
+  EXPECT_EQ(store->set("big", std::string(600 << 10, 'b'), 0, 0), StoreStatus::kNoSpace);
+  store->release(600 << 10);
+  EXPECT_EQ(store->reserved_bytes(), 0u);
+  EXPECT_EQ(store->set("big", std::string(600 << 10, 'b'), 0, 0), StoreStatus::kOk);
+  EXPECT_LE(store->memory_bytes(), cfg.memory_bytes);
 }
 
 TEST(TieredStore, FlushAllEmptiesBothTiers) {

@@ -189,6 +189,25 @@ class CommandTable {
     out->simple(x.store_->exists(a[1], CommandExecutor::now_ms()) ? "string" : "none");
   }
 
+  static void strlen(CommandExecutor& x, const Args& a, Session*, ReplyQueue* out) {
+    const std::int64_t n = x.store_->value_size(a[1], CommandExecutor::now_ms());
+    out->integer(n < 0 ? 0 : n);
+  }
+
+  // KEYS walks the whole index in one command, as Redis does (operators type it at a prompt; the
+  // LMCache connector uses SCAN). The key list lives only for this reply.
+  static void keys(CommandExecutor& x, const Args& a, Session*, ReplyQueue* out) {
+    const std::string_view pattern = a[1] == "*" ? std::string_view() : a[1];
+    const std::int64_t now = CommandExecutor::now_ms();
+    std::vector<std::string> found;
+    std::uint64_t cursor = 0;
+    do {
+      cursor = x.store_->scan(cursor, 4096, pattern, now, &found);
+    } while (cursor != 0);
+    out->array(found.size());
+    for (const std::string& k : found) out->bulk(k);
+  }
+
   static void dbsize(CommandExecutor& x, const Args&, Session*, ReplyQueue* out) {
     out->integer(static_cast<std::int64_t>(x.store_->key_count()));
   }
@@ -251,6 +270,7 @@ class CommandTable {
     text.append("\r\n# Memory\r\n");
     kv("used_memory", std::to_string(s.memory_bytes()));
     kv("maxmemory", std::to_string(s.memory_budget()));
+    kv("inflight_bytes", std::to_string(s.reserved_bytes()));
     kv("maxmemory_policy", "allkeys-lru");
     kv("index_bytes", std::to_string(s.index_bytes()));
     text.append("\r\n# Disk\r\n");
@@ -317,7 +337,8 @@ class CommandTable {
                        std::strcmp(c.name, "unlink") == 0 || std::strcmp(c.name, "exists") == 0 ||
                        std::strcmp(c.name, "mset") == 0;
     const bool no_key = std::strcmp(c.name, "flushall") == 0 || std::strcmp(c.name, "flushdb") == 0 ||
-                        std::strcmp(c.name, "scan") == 0 || std::strcmp(c.name, "dbsize") == 0;
+                        std::strcmp(c.name, "scan") == 0 || std::strcmp(c.name, "dbsize") == 0 ||
+                        std::strcmp(c.name, "keys") == 0;
     out->integer(has_keys && !no_key ? 1 : 0);
     out->integer(has_keys && !no_key ? (multi ? -1 : 1) : 0);
     out->integer(has_keys && !no_key ? (std::strcmp(c.name, "mset") == 0 ? 2 : 1) : 0);
@@ -463,6 +484,8 @@ const std::vector<CommandSpec>& CommandTable::all() {
       {"ttl", 2, "readonly fast", &CommandTable::ttl, true},
       {"pttl", 2, "readonly fast", &CommandTable::pttl, true},
       {"type", 2, "readonly fast", &CommandTable::type, true},
+      {"strlen", 2, "readonly fast", &CommandTable::strlen, true},
+      {"keys", 2, "readonly", &CommandTable::keys, true},
       {"ping", -1, "fast stale", &CommandTable::ping, true},
       {"echo", 2, "fast", &CommandTable::echo, true},
       {"info", -1, "loading stale", &CommandTable::info, true},

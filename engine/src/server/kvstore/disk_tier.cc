@@ -8,14 +8,14 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 
 #include "crc32c.h"
 
 namespace disagg::kvstore {
-namespace {
 
-struct Header {
+struct RecordHeader {
   std::uint32_t magic;
   std::uint32_t crc;
   std::uint32_t key_len;
@@ -23,6 +23,10 @@ struct Header {
   std::int64_t expire_at_ms;
   std::uint64_t seq;
 };
+
+namespace {
+
+using Header = RecordHeader;
 static_assert(sizeof(Header) == kRecordHeaderBytes, "record header must stay 32 bytes");
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the record format is little-endian");
 
@@ -140,50 +144,96 @@ bool DiskTier::open_active(std::string* error) {
   return true;
 }
 
-std::uint64_t DiskTier::recover(const std::function<void(const RecoveredRecord&)>& on_record) {
-  std::uint64_t cut = 0;
-  const std::uint64_t max_record = record_bytes(kMaxKeyBytes, config_.max_value_bytes);
+bool DiskTier::check_record(int fd, std::uint64_t size, std::uint64_t off, RecordHeader* h,
+                            std::vector<char>* body) const {
+  body->clear();
+  if (off > size || size - off < sizeof(Header) || !pread_all(fd, h, sizeof(Header), off)) return false;
+  if ((h->magic != kLiveMagic && h->magic != kDeadMagic) || h->key_len > kMaxKeyBytes ||
+      h->value_len > config_.max_value_bytes || record_bytes(h->key_len, h->value_len) > size - off) {
+    return false;
+  }
+  body->resize(std::size_t{h->key_len} + h->value_len);
+  if (!pread_all(fd, body->data(), body->size(), off + sizeof(Header))) return false;
+  return record_crc(*h, {body->data(), h->key_len}, {body->data() + h->key_len, h->value_len}) == h->crc;
+}
+
+std::uint64_t DiskTier::resync(int fd, std::uint64_t size, std::uint64_t from, std::uint64_t min_seq,
+                               std::uint64_t* budget, RecordHeader* h, std::vector<char>* body) const {
+  // Read the segment in windows and try every offset where a magic number starts; windows overlap
+  // by 3 bytes so a magic split between two is still seen.
+  constexpr std::size_t kWindow = 1u << 20;
+  std::vector<char> window;
+  for (std::uint64_t pos = from; pos < size && size - pos >= sizeof(Header);) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kWindow, size - pos));
+    window.resize(n);
+    if (!pread_all(fd, window.data(), n, pos)) return size;
+    for (std::size_t i = 0; i + 4 <= n;) {
+      const void* k = std::memchr(window.data() + i, 'K', n - 3 - i);
+      if (k == nullptr) break;
+      i = static_cast<std::size_t>(static_cast<const char*>(k) - window.data());
+      std::uint32_t magic = 0;
+      std::memcpy(&magic, window.data() + i, 4);
+      if (magic == kLiveMagic || magic == kDeadMagic) {
+        if (check_record(fd, size, pos + i, h, body) && h->seq > min_seq) return pos + i;
+        // Each candidate costs its record's bytes; stop before that adds up to many segments.
+        const std::uint64_t cost = sizeof(Header) + body->size();
+        if (cost >= *budget) return size;
+        *budget -= cost;
+      }
+      ++i;
+    }
+    if (n < kWindow) break;
+    pos += n - 3;
+  }
+  return size;
+}
+
+RecoveryReport DiskTier::recover(const std::function<void(const RecoveredRecord&)>& on_record) {
+  RecoveryReport report;
+  std::vector<char>& body = scratch_;
   for (auto it = segments_.begin(); it != segments_.end(); ++it) {
     const std::uint32_t id = it->first;
     Segment& seg = it->second;
     std::uint64_t off = 0;
+    std::uint64_t last_seq = 0;  // sequence numbers grow along a segment
+    std::uint64_t budget = 4 * seg.size + (64u << 20);
     while (off < seg.size) {
       Header h{};
-      bool good = seg.size - off >= sizeof(Header) && pread_all(seg.fd, &h, sizeof(h), off);
-      good = good && (h.magic == kLiveMagic || h.magic == kDeadMagic) && h.key_len <= kMaxKeyBytes &&
-             h.value_len <= config_.max_value_bytes;
-      const std::uint64_t bytes = good ? record_bytes(h.key_len, h.value_len) : 0;
-      good = good && bytes <= max_record && off + bytes <= seg.size;
-      if (good && h.magic == kDeadMagic) {
+      if (!check_record(seg.fd, seg.size, off, &h, &body)) {
+        // Torn or corrupt: resume at the next good record, losing only what lies in between.
+        const std::uint64_t next = resync(seg.fd, seg.size, off + 1, last_seq, &budget, &h, &body);
+        if (next >= seg.size) {
+          // Nothing good follows: cut the tail so the space is reclaimed and the next recovery
+          // sees a clean segment.
+          report.cut_bytes += seg.size - off;
+          file_bytes_ -= seg.size - off;
+          if (::ftruncate(seg.fd, static_cast<off_t>(off)) != 0) {
+            // Could not truncate: account the tail as dead so compaction removes the file later.
+            file_bytes_ += seg.size - off;
+            seg.dead += seg.size - off;
+            dead_bytes_ += seg.size - off;
+            break;
+          }
+          seg.size = off;
+          break;
+        }
+        report.skipped_bytes += next - off;
+        ++report.skipped_spans;
+        seg.dead += next - off;
+        dead_bytes_ += next - off;
+        off = next;
+      }
+      const std::uint64_t bytes = record_bytes(h.key_len, h.value_len);
+      last_seq = h.seq;
+      next_seq_ = std::max(next_seq_, h.seq + 1);
+      if (h.magic == kDeadMagic) {
         seg.dead += bytes;
         dead_bytes_ += bytes;
         off += bytes;
-        next_seq_ = std::max(next_seq_, h.seq + 1);
         continue;
       }
-      if (good) {
-        scratch_.resize(h.key_len + h.value_len);
-        good = pread_all(seg.fd, scratch_.data(), scratch_.size(), off + sizeof(Header));
-        good = good && record_crc(h, {scratch_.data(), h.key_len}, {scratch_.data() + h.key_len, h.value_len}) == h.crc;
-      }
-      if (!good) {
-        // Torn tail or corruption: nothing after this point can be trusted. Cut it off so the
-        // space is reclaimed and the next recovery sees a clean segment.
-        cut += seg.size - off;
-        file_bytes_ -= seg.size - off;
-        if (::ftruncate(seg.fd, static_cast<off_t>(off)) != 0) {
-          // Could not truncate: account the tail as dead so compaction removes the file later.
-          file_bytes_ += seg.size - off;
-          seg.dead += seg.size - off;
-          dead_bytes_ += seg.size - off;
-          break;
-        }
-        seg.size = off;
-        break;
-      }
-      next_seq_ = std::max(next_seq_, h.seq + 1);
       RecoveredRecord rec;
-      rec.key = std::string_view(scratch_.data(), h.key_len);
+      rec.key = std::string_view(body.data(), h.key_len);
       rec.expire_at_ms = h.expire_at_ms;
       rec.value_size = h.value_len;
       rec.location = DiskLocation{id, off, static_cast<std::uint32_t>(bytes)};
@@ -198,7 +248,8 @@ std::uint64_t DiskTier::recover(const std::function<void(const RecoveredRecord&)
     it = next;
   }
   open_active(nullptr);
-  return cut;
+  std::vector<char>().swap(scratch_);  // as large as the largest record: do not keep it
+  return report;
 }
 
 DiskError DiskTier::append(std::string_view key, std::string_view value, std::int64_t expire_at_ms,
@@ -266,12 +317,22 @@ DiskError DiskTier::for_each_record(
   if (it == segments_.end()) return DiskError::kIo;
   const Segment& seg = it->second;
   std::uint64_t off = 0;
+  std::uint64_t last_seq = 0;
+  std::uint64_t budget = 4 * seg.size + (64u << 20);
   std::string key;
+  std::vector<char> body;
   while (off + sizeof(Header) <= seg.size) {
     Header h{};
     if (!pread_all(seg.fd, &h, sizeof(h), off)) return DiskError::kIo;
-    const std::uint64_t bytes = record_bytes(h.key_len, h.value_len);
-    if ((h.magic != kLiveMagic && h.magic != kDeadMagic) || off + bytes > seg.size) return DiskError::kCorrupt;
+    std::uint64_t bytes = record_bytes(h.key_len, h.value_len);
+    if ((h.magic != kLiveMagic && h.magic != kDeadMagic) || h.key_len > kMaxKeyBytes ||
+        h.value_len > config_.max_value_bytes || bytes > seg.size - off) {
+      // Recovery skipped this span (or it was corrupted since): find the next good record.
+      off = resync(seg.fd, seg.size, off + 1, last_seq, &budget, &h, &body);
+      if (off >= seg.size) break;
+      bytes = record_bytes(h.key_len, h.value_len);
+    }
+    last_seq = h.seq;
     if (h.magic == kLiveMagic) {
       key.resize(h.key_len);
       if (!pread_all(seg.fd, key.data(), key.size(), off + sizeof(Header))) return DiskError::kIo;
@@ -280,6 +341,11 @@ DiskError DiskTier::for_each_record(
     off += bytes;
   }
   return DiskError::kOk;
+}
+
+std::uint64_t DiskTier::live_bytes(std::uint32_t segment) const {
+  auto it = segments_.find(segment);
+  return it == segments_.end() ? 0 : it->second.size - std::min(it->second.dead, it->second.size);
 }
 
 void DiskTier::mark_dead(const DiskLocation& location) {

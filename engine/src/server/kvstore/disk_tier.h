@@ -12,7 +12,10 @@
 // | 24     | seq u64      | write sequence number (diagnostics)                          |
 //
 // A record is served only if its magic is live and its checksum matches, so a torn write (kill -9
-// mid-append) or a corrupted byte is never returned. Killing a record rewrites its magic in place
+// mid-append) or a corrupted byte is never returned. Recovery checks every record (live and dead)
+// and, past a record that fails, resynchronises: it scans forward for the next offset holding a
+// magic, a sane header, a checksum that matches and a sequence number above the last good one, so
+// a corrupt record costs only itself (the bytes in between count as dead until compaction). Killing a record rewrites its magic in place
 // (one 4-byte write), so an overwritten or deleted key does not come back after a restart.
 // Segment files are never rewritten otherwise; space is reclaimed by copying a segment's live
 // records to the active segment and deleting the file (compaction, driven by TieredStore).
@@ -36,6 +39,8 @@ namespace disagg::kvstore {
 enum class DiskError { kOk, kNoSpace, kIo, kCorrupt, kTooLarge };
 const char* to_string(DiskError error);
 
+struct RecordHeader;  // the 32-byte header above (disk_tier.cc)
+
 inline constexpr std::uint32_t kLiveMagic = 0x3152564Bu;  // "KVR1"
 inline constexpr std::uint32_t kDeadMagic = 0x3044564Bu;  // "KVD0"
 inline constexpr std::size_t kRecordHeaderBytes = 32;
@@ -48,6 +53,13 @@ struct DiskConfig {
   std::uint64_t segment_bytes = 64u << 20;
   /// Largest value accepted (also bounds what recovery believes a header).
   std::uint64_t max_value_bytes = 512u << 20;
+};
+
+/// What recover() found wrong.
+struct RecoveryReport {
+  std::uint64_t cut_bytes = 0;      ///< torn or corrupt tails truncated (no good record after them)
+  std::uint64_t skipped_bytes = 0;  ///< corrupt bytes between good records, skipped and counted dead
+  std::uint64_t skipped_spans = 0;  ///< how many such runs
 };
 
 /// A live record found by recover().
@@ -68,10 +80,10 @@ class DiskTier {
 
   /// Scans every segment in write order and reports each live, intact record. A later record for
   /// the same key supersedes earlier ones: the callback must mark_dead() the one it replaces.
-  /// At the first torn or corrupt record of a segment the rest of that segment is cut off
-  /// (truncated), since its lengths can no longer be trusted. Then opens a fresh active segment.
-  /// Returns the number of bytes cut off.
-  std::uint64_t recover(const std::function<void(const RecoveredRecord&)>& on_record);
+  /// A record that fails its checks is skipped by resynchronising on the next good one (see the
+  /// file comment); a torn or corrupt tail with no good record after it is cut off (truncated), so
+  /// the next recovery sees a clean end. Then opens a fresh active segment.
+  RecoveryReport recover(const std::function<void(const RecoveredRecord&)>& on_record);
 
   /// Appends a record to the active segment (rolling to a new one when full). Does not enforce the
   /// budget: the caller makes room first (see fits()).
@@ -89,9 +101,15 @@ class DiskTier {
   /// segment is dropped (the file lives on until the last descriptor closes).
   [[nodiscard]] int dup_segment_fd(std::uint32_t segment) const;
 
-  /// Reads the header and key of each record of `segment` (compaction uses it to find live ones).
+  /// Reads the header and key of each live record of `segment` (compaction uses it to find live
+  /// ones). Headers are trusted while they look sane; past one that does not, the walk
+  /// resynchronises as recovery does. A header whose lengths were corrupted into other sane ones
+  /// can still make it skip records: callers compare what they found with live_bytes(). kOk or kIo.
   DiskError for_each_record(std::uint32_t segment,
                             const std::function<void(const DiskLocation&, std::string_view key)>& fn) const;
+
+  /// Bytes of live records in `segment` (file bytes minus dead ones); 0 for an unknown segment.
+  [[nodiscard]] std::uint64_t live_bytes(std::uint32_t segment) const;
 
   /// Marks a record dead in place; deletes its segment once every record in it is dead.
   void mark_dead(const DiskLocation& location);
@@ -124,6 +142,14 @@ class DiskTier {
   };
   explicit DiskTier(DiskConfig config) : config_(std::move(config)) {}
   bool open_active(std::string* error);
+  // True when a record at `off` of a segment of `size` bytes has a sane header (read into *h),
+  // lies inside the segment, and its checksum matches (key and value read into *body).
+  bool check_record(int fd, std::uint64_t size, std::uint64_t off, RecordHeader* h, std::vector<char>* body) const;
+  // The offset of the first record at or after `from` that passes check_record() with a sequence
+  // number above `min_seq`, or `size` when there is none. Checks at most `*budget` record bytes
+  // (decremented), so values that happen to hold magic numbers cannot make it quadratic.
+  std::uint64_t resync(int fd, std::uint64_t size, std::uint64_t from, std::uint64_t min_seq,
+                       std::uint64_t* budget, RecordHeader* h, std::vector<char>* body) const;
   void remove_segment(std::map<std::uint32_t, Segment>::iterator it);
 
   DiskConfig config_;

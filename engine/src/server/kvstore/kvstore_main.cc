@@ -39,12 +39,13 @@ int run(int argc, char** argv) {
   const TieredStore& store = server->store();
   std::fprintf(stderr,
                "kvstore: listening on %s:%d (metrics %d); memory budget %llu bytes; disk %s (%llu bytes, "
-               "%zu keys recovered, %llu torn bytes cut)\n",
+               "%zu keys recovered, %llu torn bytes cut, %llu corrupt bytes skipped)\n",
                config.bind.c_str(), server->port(), server->metrics_port(),
                static_cast<unsigned long long>(store.memory_budget()),
                config.store.disk_dir.empty() ? "off" : config.store.disk_dir.c_str(),
                static_cast<unsigned long long>(store.disk_budget()), store.key_count(),
-               static_cast<unsigned long long>(store.stats().recovery_cut_bytes));
+               static_cast<unsigned long long>(store.stats().recovery_cut_bytes),
+               static_cast<unsigned long long>(store.stats().recovery_skipped_bytes));
   g_server = server.get();
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);

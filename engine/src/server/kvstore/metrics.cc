@@ -57,6 +57,8 @@ std::string render_metrics(const TieredStore& store, const ServerCounters& c) {
   line(&out, "kvstore_budget_bytes", "tier=\"disk\"", d(store.disk_budget()));
   head(&out, "kvstore_disk_dead_bytes", "gauge", "Disk bytes of dead records awaiting compaction.");
   line(&out, "kvstore_disk_dead_bytes", "", d(store.disk_dead_bytes()));
+  head(&out, "kvstore_inflight_bytes", "gauge", "Memory reserved for values still arriving (within the memory budget).");
+  line(&out, "kvstore_inflight_bytes", "", d(store.reserved_bytes()));
   head(&out, "kvstore_index_bytes", "gauge", "Memory held by index entries of disk-resident keys.");
   line(&out, "kvstore_index_bytes", "", d(store.index_bytes()));
   head(&out, "kvstore_keys", "gauge", "Keys per tier.");
@@ -81,8 +83,11 @@ std::string render_metrics(const TieredStore& store, const ServerCounters& c) {
   line(&out, "kvstore_compacted_bytes_total", "", d(s.compacted_bytes));
   head(&out, "kvstore_recovered_keys", "gauge", "Keys recovered from the disk tier at start.");
   line(&out, "kvstore_recovered_keys", "", d(s.recovered_keys));
-  head(&out, "kvstore_recovery_cut_bytes", "gauge", "Torn or corrupt bytes cut off segments at start.");
+  head(&out, "kvstore_recovery_cut_bytes", "gauge", "Torn or corrupt bytes cut off the ends of segments at start.");
   line(&out, "kvstore_recovery_cut_bytes", "", d(s.recovery_cut_bytes));
+  head(&out, "kvstore_recovery_skipped_bytes", "gauge",
+       "Corrupt bytes between good records skipped at start (only the records in them are lost).");
+  line(&out, "kvstore_recovery_skipped_bytes", "", d(s.recovery_skipped_bytes));
 
   head(&out, "kvstore_connections", "gauge", "Open client connections.");
   line(&out, "kvstore_connections", "", d(c.connections_current));
@@ -95,7 +100,8 @@ std::string render_metrics(const TieredStore& store, const ServerCounters& c) {
   line(&out, "kvstore_error_replies_total", "", d(c.errors));
   head(&out, "kvstore_protocol_errors_total", "counter", "Connections closed for malformed RESP.");
   line(&out, "kvstore_protocol_errors_total", "", d(c.protocol_errors));
-  head(&out, "kvstore_rejected_requests_total", "counter", "Requests over --max-value-bytes or --max-request-bytes.");
+  head(&out, "kvstore_rejected_requests_total", "counter",
+       "Commands refused (OOM) as they arrived: their values would pass --memory-bytes beside the others in flight.");
   line(&out, "kvstore_rejected_requests_total", "", d(c.rejected_requests));
   head(&out, "kvstore_pipeline_stalls_total", "counter", "Times a connection hit --max-pipeline and reading paused.");
   line(&out, "kvstore_pipeline_stalls_total", "", d(c.pipeline_stalls));

@@ -37,7 +37,7 @@ struct ServerCounters {
   std::uint64_t commands = 0;
   std::uint64_t errors = 0;                ///< error replies (unknown commands, limits, syntax)
   std::uint64_t protocol_errors = 0;       ///< connections closed for a malformed stream
-  std::uint64_t rejected_requests = 0;     ///< over --max-value-bytes / --max-request-bytes
+  std::uint64_t rejected_requests = 0;     ///< refused at a header: values in flight would pass --memory-bytes
   std::uint64_t pipeline_stalls = 0;       ///< times reading paused at --max-pipeline
   std::uint64_t bytes_in = 0, bytes_out = 0;
   LatencyHistogram latency_get, latency_set, latency_other;

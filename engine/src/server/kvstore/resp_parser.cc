@@ -30,6 +30,79 @@ bool parse_int(std::string_view text, long long* out) {
   return true;
 }
 
+bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Splits an inline line with quotes the way Redis's sdssplitargs() does: "double quotes" take
+// \n \r \t \b \a \xHH and \<any> escapes, 'single quotes' take \' only, a closing quote must be
+// followed by whitespace or the end, and quoting may start inside a word (ab"c d" is one word).
+// Appends the decoded bytes to `out` and (offset, length) per argument to `spans`; false when a
+// quote is unbalanced.
+bool split_quoted(std::string_view line, std::string* out, std::vector<std::pair<std::size_t, std::size_t>>* spans) {
+  const std::size_t n = line.size();
+  const auto at = [&](std::size_t k) { return k < n ? line[k] : '\0'; };  // the end reads as C's NUL
+  std::size_t i = 0;
+  for (;;) {
+    while (i < n && is_space(line[i])) ++i;
+    if (i >= n) return true;
+    const std::size_t start = out->size();
+    bool in_double = false, in_single = false, done = false;
+    while (!done) {
+      const char c = at(i);
+      if (in_double) {
+        if (c == '\\' && at(i + 1) == 'x' && hex_value(at(i + 2)) >= 0 && hex_value(at(i + 3)) >= 0) {
+          out->push_back(static_cast<char>(hex_value(at(i + 2)) * 16 + hex_value(at(i + 3))));
+          i += 3;
+        } else if (c == '\\' && at(i + 1) != '\0') {
+          ++i;
+          switch (at(i)) {
+            case 'n': out->push_back('\n'); break;
+            case 'r': out->push_back('\r'); break;
+            case 't': out->push_back('\t'); break;
+            case 'b': out->push_back('\b'); break;
+            case 'a': out->push_back('\a'); break;
+            default: out->push_back(at(i)); break;
+          }
+        } else if (c == '"') {
+          if (at(i + 1) != '\0' && !is_space(at(i + 1))) return false;
+          done = true;
+        } else if (c == '\0') {
+          return false;
+        } else {
+          out->push_back(c);
+        }
+      } else if (in_single) {
+        if (c == '\\' && at(i + 1) == '\'') {
+          ++i;
+          out->push_back('\'');
+        } else if (c == '\'') {
+          if (at(i + 1) != '\0' && !is_space(at(i + 1))) return false;
+          done = true;
+        } else if (c == '\0') {
+          return false;
+        } else {
+          out->push_back(c);
+        }
+      } else {
+        switch (c) {
+          case ' ': case '\n': case '\r': case '\t': case '\0': done = true; break;
+          case '"': in_double = true; break;
+          case '\'': in_single = true; break;
+          default: out->push_back(c); break;
+        }
+      }
+      if (i < n) ++i;
+    }
+    spans->emplace_back(start, out->size() - start);
+  }
+}
+
 }  // namespace
 
 RespParser::RespParser(ParserLimits limits) : limits_(limits) {
@@ -82,9 +155,12 @@ ParseStatus RespParser::fail(std::string message) {
   return ParseStatus::kProtocolError;
 }
 
-void RespParser::reject(std::string message) {
+void RespParser::refuse(std::string message) {
+  // Right after kAdmit: state_ is kBulkData with skip_remaining_ covering the new argument, so the
+  // skip path takes over; the command's earlier arguments (pos_ bytes) become discardable.
   if (!rejected_) error_ = std::move(message);
   rejected_ = true;
+  wanted_ = 0;
   offsets_.clear();
   payloads_.clear();
 }
@@ -129,16 +205,41 @@ ParseStatus RespParser::parse_inline(std::string_view data) {
   const std::size_t nl = static_cast<std::size_t>(static_cast<const char*>(hit) - data.data());
   std::size_t end = nl;
   if (end > pos_ && data[end - 1] == '\r') --end;
-  offsets_.clear();
-  std::size_t i = pos_;
-  while (i < end) {
-    while (i < end && (data[i] == ' ' || data[i] == '\t')) ++i;
-    const std::size_t start = i;
-    while (i < end && data[i] != ' ' && data[i] != '\t') ++i;
-    if (i > start) offsets_.emplace_back(start, i - start);
+  // Redis splits the line as a C string: a NUL byte ends it.
+  if (const void* nul = std::memchr(data.data() + pos_, '\0', end - pos_)) {
+    end = static_cast<std::size_t>(static_cast<const char*>(nul) - data.data());
   }
+  const std::string_view line = data.substr(pos_, end - pos_);
+  offsets_.clear();
+  const bool quoted = line.find_first_of("\"'") != std::string_view::npos;
+  if (!quoted) {
+    // Words as Redis splits them: leading isspace() skipped, a word ends at space, tab or CR.
+    std::size_t i = 0;
+    for (;;) {
+      while (i < line.size() && is_space(line[i])) ++i;
+      if (i >= line.size()) break;
+      const std::size_t start = i;
+      while (i < line.size() && line[i] != ' ' && line[i] != '\t' && line[i] != '\r') ++i;
+      offsets_.emplace_back(pos_ + start, i - start);
+      if (i < line.size()) ++i;
+    }
+    pos_ = nl + 1;
+    return finish_command(data);
+  }
+  // Quotes: decode into inline_args_, reserved once for the whole line so views stay put.
+  inline_args_.clear();
+  inline_args_.reserve(line.size());
+  inline_spans_.clear();
+  if (!split_quoted(line, &inline_args_, &inline_spans_)) return fail("unbalanced quotes in request");
   pos_ = nl + 1;
-  return finish_command(data);
+  consumed_ = pos_;
+  state_ = State::kStart;
+  pos_ = 0;
+  wanted_ = 0;
+  request_bytes_ = 0;
+  args_.clear();
+  for (const auto& [off, len] : inline_spans_) args_.emplace_back(inline_args_.data() + off, len);
+  return ParseStatus::kCommand;
 }
 
 ParseStatus RespParser::parse(std::string_view data) {
@@ -198,12 +299,15 @@ ParseStatus RespParser::parse(std::string_view data) {
         long long n = 0;
         if (!parse_int(data.substr(pos_ + 1, cr - pos_ - 1), &n) || n < 0) return fail("invalid bulk length");
         const auto len = static_cast<std::size_t>(n);
+        // Refused at the header, as Redis does for proto-max-bulk-len: waiting for the bytes (even
+        // to skip them) would let a client hold the connection on a length it never sends.
         if (len > limits_.max_bulk_bytes) {
-          reject("ERR argument of " + std::to_string(len) + " bytes exceeds --max-value-bytes (" +
-                 std::to_string(limits_.max_bulk_bytes) + "); split the value or raise the limit");
-        } else if (request_bytes_ + len > limits_.max_request_bytes) {
-          reject("ERR request exceeds --max-request-bytes (" + std::to_string(limits_.max_request_bytes) +
-                 "); send fewer keys per command");
+          return fail("invalid bulk length (" + std::to_string(len) + " bytes; --max-value-bytes is " +
+                      std::to_string(limits_.max_bulk_bytes) + ": split the value or raise the limit)");
+        }
+        if (request_bytes_ + len > limits_.max_request_bytes) {
+          return fail("invalid bulk length (the command's arguments pass --max-request-bytes, " +
+                      std::to_string(limits_.max_request_bytes) + "; send fewer keys per command)");
         }
         request_bytes_ += len;
         bulk_len_ = len;
@@ -211,6 +315,7 @@ ParseStatus RespParser::parse(std::string_view data) {
         pos_ = cr + 2;
         wanted_ = rejected_ ? 0 : pos_ + len + 2;
         state_ = State::kBulkData;
+        if (!rejected_ && request_bytes_ > limits_.admit_above) return ParseStatus::kAdmit;
         break;
       }
       case State::kBulkData: {

@@ -10,6 +10,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <malloc.h>
+
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -58,6 +60,27 @@ int listen_on(const std::string& bind, int port, int* bound_port, std::string* e
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   *bound_port = ntohs(addr.sin_port);
   return fd;
+}
+
+}  // namespace
+}  // namespace disagg::kvstore
+
+// gperftools' tcmalloc, when linked into the binary (engine/CMakeLists.txt); weak, so glibc builds
+// link too.
+extern "C" void MallocExtension_ReleaseFreeMemory(void) __attribute__((weak));
+
+namespace disagg::kvstore {
+namespace {
+
+// Hands memory the allocator keeps for reuse back to the system. tcmalloc (and glibc's arenas)
+// keep freed large blocks, e.g. a half-received value of a client that went away, for the next
+// allocation; called when the server has been idle, so a burst's memory does not outlive it.
+void release_free_memory() {
+  if (MallocExtension_ReleaseFreeMemory != nullptr) {
+    MallocExtension_ReleaseFreeMemory();
+  } else {
+    ::malloc_trim(0);
+  }
 }
 
 double monotonic_now() {
@@ -125,6 +148,7 @@ struct Server::Connection {
   bool stalled = false;        // at --max-pipeline: not reading until replies drain
   bool close_after_flush = false;
   bool peer_closed = false;
+  std::uint64_t reserved = 0;  // TieredStore::reserve()d for the command in flight (values arriving)
   std::uint32_t interest = 0;
   explicit Connection(const ParserLimits& limits) : parser(limits) {}
 };
@@ -217,9 +241,14 @@ int Server::run() {
         if (it != metrics_clients_.end()) on_metrics_event(it->second.get(), events[i].events);
       }
     }
+    if (n > 0) busy_since_release_ = true;
     const double now = monotonic_now();
     if (now - last_sweep >= 0.1) {
       store_->sweep_expired(CommandExecutor::now_ms());
+      if (n == 0 && busy_since_release_) {  // a quiet 100 ms after activity
+        release_free_memory();
+        busy_since_release_ = false;
+      }
       last_sweep = now;
     }
   }
@@ -254,7 +283,13 @@ void Server::accept_clients() {
   }
 }
 
+void Server::release_reservation(Connection* c) {
+  store_->release(c->reserved);
+  c->reserved = 0;
+}
+
 void Server::close_client(Connection* c) {
+  release_reservation(c);
   waiting_disk_.erase(c->session.id);  // a read still in flight is dropped when it completes
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
   ::close(c->fd);
@@ -312,7 +347,33 @@ void Server::process_input(Connection* c) {
         // The payload's buffered prefix was copied into its Blob; the rest is read into it directly.
         c->in.truncate(c->parser.payload_offset());
         return;
+      case ParseStatus::kAdmit: {
+        // A large command is arriving: its declared bytes are held against --memory-bytes from now
+        // until it executes, so values in flight cannot take memory past the budget. One that
+        // cannot fit is refused now, before its bytes come, and its bytes are skipped unbuffered.
+        const std::uint64_t declared = c->parser.declared_bytes();
+        if (store_->reserve(declared - c->reserved)) {
+          c->reserved = declared;
+          break;
+        }
+        ++counters_.rejected_requests;
+        ++counters_.errors;
+        const std::uint64_t budget = store_->memory_budget();
+        if (declared > budget) {
+          c->out.error("OOM command of " + std::to_string(declared) + " bytes does not fit --memory-bytes (" +
+                       std::to_string(budget) + "): values are held in memory while they arrive; raise --memory-bytes");
+        } else {
+          c->out.error("OOM command of " + std::to_string(declared) + " bytes does not fit --memory-bytes (" +
+                       std::to_string(budget) + ") beside " + std::to_string(store_->reserved_bytes() - c->reserved) +
+                       " bytes of other values still arriving; retry later or raise --memory-bytes");
+        }
+        ++c->unanswered;
+        release_reservation(c);
+        c->parser.refuse("answered when refused");  // the reply above is its only one
+        break;
+      }
       case ParseStatus::kCommand: {
+        release_reservation(c);  // set() now finds the room the reservation held
         const auto& args = c->parser.args();
         if (!args.empty()) {
           executor_->execute(args, &c->session, &c->out, &c->parser.payloads());
@@ -325,13 +386,11 @@ void Server::process_input(Connection* c) {
         break;
       }
       case ParseStatus::kRejected:
-        ++counters_.rejected_requests;
-        ++counters_.errors;
-        c->out.error(c->parser.error());
-        ++c->unanswered;
+        // The end of a command refused at kAdmit, which was answered then.
         c->in.consume(c->parser.consumed());
         break;
       case ParseStatus::kProtocolError:
+        release_reservation(c);
         ++counters_.protocol_errors;
         ++counters_.errors;
         c->out.error(c->parser.error());

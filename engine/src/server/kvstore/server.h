@@ -10,9 +10,13 @@
 // the value is back, so its replies stay in order.
 //
 // Limits: --max-clients (new connections beyond it get "-ERR max number of clients reached" and are
-// closed), --max-value-bytes / --max-request-bytes (the command is skipped without buffering it and
-// gets an error; the connection stays usable), --max-pipeline (a connection with that many
-// unanswered replies queued is not read from until the client drains them: TCP backpressure).
+// closed), --max-value-bytes / --max-request-bytes (a longer declared length is a protocol error at
+// its header: "-ERR Protocol error: invalid bulk length ...", then the connection closes, as Redis
+// does), --memory-bytes for values in flight (a command of more than 32 KiB reserves its declared
+// bytes in the memory tier as its headers arrive, evicting LRU entries; one that cannot fit beside
+// the other values still arriving gets "-OOM ..." at once, its bytes are skipped unbuffered and the
+// connection stays usable), --max-pipeline (a connection with that many unanswered replies queued is
+// not read from until the client drains them: TCP backpressure).
 #pragma once
 
 #include <atomic>
@@ -61,6 +65,8 @@ class Server {
   bool flush(Connection* c);
   void update_interest(Connection* c);
   void close_client(Connection* c);
+  // Returns the connection's in-flight reservation to the store.
+  void release_reservation(Connection* c);
   // After input was processed or a disk read completed: writes replies, closes or re-arms epoll.
   void finish_event(Connection* c);
   // Hands the session's pending GET to the I/O thread (or answers it at once if it cannot).
@@ -79,6 +85,7 @@ class Server {
   int port_ = 0;
   int metrics_port_ = 0;
   std::atomic<bool> stopping_{false};
+  bool busy_since_release_ = false;  // events since free memory was last handed back (run())
   std::uint64_t next_client_id_ = 1;
   std::unordered_map<int, std::unique_ptr<Connection>> clients_;
   std::unordered_map<int, std::unique_ptr<MetricsConnection>> metrics_clients_;

@@ -23,10 +23,12 @@ struct ServerConfig {
   StoreConfig store;
   /// Tests only: runs on the disk-read I/O thread before each read (e.g. to hold a read back).
   std::function<void(std::string_view key)> disk_read_hook;
-  /// Request bounds; arguments of 32 KiB or more are received straight into their stored Blob.
+  /// Request bounds; arguments of 32 KiB or more are received straight into their stored Blob, and
+  /// commands of more than 32 KiB reserve their bytes in the memory tier while they arrive.
   ParserLimits parser = [] {
     ParserLimits limits;
     limits.direct_bulk_bytes = 32u << 10;
+    limits.admit_above = 32u << 10;
     return limits;
   }();
 };

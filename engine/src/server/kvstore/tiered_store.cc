@@ -38,7 +38,7 @@ std::unique_ptr<TieredStore> TieredStore::open(const StoreConfig& config, std::i
   store->disk_ = DiskTier::open(dc, error);
   if (!store->disk_) return nullptr;
   TieredStore* self = store.get();
-  self->stats_.recovery_cut_bytes = self->disk_->recover([self, now_ms](const RecoveredRecord& rec) {
+  const RecoveryReport report = self->disk_->recover([self, now_ms](const RecoveredRecord& rec) {
     if (rec.expire_at_ms != 0 && rec.expire_at_ms <= now_ms) {
       self->disk_->mark_dead(rec.location);
       return;
@@ -57,6 +57,9 @@ std::unique_ptr<TieredStore> TieredStore::open(const StoreConfig& config, std::i
     lru_push_front(&self->disk_lru_, e);
     self->index_bytes_ += index_charge(e);
   });
+  self->stats_.recovery_cut_bytes = report.cut_bytes;
+  self->stats_.recovery_skipped_bytes = report.skipped_bytes;
+  self->stats_.recovery_skipped_spans = report.skipped_spans;
   self->stats_.recovered_keys = self->index_.size();
   // Recovery can find more than the budget allows (e.g. the budget was lowered): trim now.
   self->make_disk_room(0);
@@ -124,11 +127,22 @@ void TieredStore::place_in_memory(Entry* e, Blob value) {
 }
 
 bool TieredStore::make_memory_room(std::uint64_t need) {
-  if (need > config_.memory_bytes) return false;
-  while (memory_bytes_ + need > config_.memory_bytes && memory_lru_.tail != nullptr) {
-    demote_or_evict(memory_lru_.tail);
-  }
-  return memory_bytes_ + need <= config_.memory_bytes;
+  // Values still arriving (reserved_) keep their share: only stored entries make way.
+  if (need > config_.memory_bytes || reserved_ > config_.memory_bytes - need) return false;
+  const std::uint64_t limit = config_.memory_bytes - reserved_;
+  while (memory_bytes_ + need > limit && memory_lru_.tail != nullptr) demote_or_evict(memory_lru_.tail);
+  return memory_bytes_ + need <= limit;
+}
+
+bool TieredStore::reserve(std::uint64_t bytes) {
+  if (!make_memory_room(bytes)) return false;
+  reserved_ += bytes;
+  return true;
+}
+
+std::int64_t TieredStore::value_size(std::string_view key, std::int64_t now_ms) {
+  const Entry* e = find_live(key, now_ms);
+  return e == nullptr ? -1 : static_cast<std::int64_t>(e->value_size);
 }
 
 void TieredStore::demote_or_evict(Entry* e) {
@@ -187,15 +201,25 @@ bool TieredStore::compact(std::uint32_t segment) {
   // Collect the live records first: relocating while iterating would read our own appends.
   struct Live { Entry* e; };
   std::vector<Live> live;
+  std::uint64_t found_bytes = 0;
   const DiskError err = disk_->for_each_record(segment, [&](const DiskLocation& loc, std::string_view key) {
     Entry* e = index_.find(key);
     if (e != nullptr && e->tier == Tier::kDisk && e->disk.segment == loc.segment && e->disk.offset == loc.offset) {
       live.push_back({e});
+      found_bytes += loc.record_bytes;
     }
   });
   if (err == DiskError::kIo) {
     ++stats_.disk_errors;
     return false;
+  }
+  if (found_bytes != disk_->live_bytes(segment)) {
+    // The walk missed live records (a corrupt header sent it past them): find them from the index
+    // side instead, so dropping the segment loses none. O(disk-resident keys); rare.
+    live.clear();
+    for (Entry* e = disk_lru_.head; e != nullptr; e = e->lru_next) {
+      if (e->disk.segment == segment) live.push_back({e});
+    }
   }
   for (const Live& l : live) {
     Entry* e = l.e;
@@ -407,55 +431,70 @@ void TieredStore::sweep_expired(std::int64_t now_ms, std::size_t buckets) {
   }
 }
 
+namespace {
+
+// Matches the pattern element at p[pi] (anything but '*') against `c`, with the rules of Redis's
+// stringmatchlen(): `?`, `[...]` (`^` negates, `a-z` ranges either way round, `\x` escapes, a class
+// left open runs to the end of the pattern), `\x`, or a literal. Sets *next past the element.
+bool match_element(std::string_view p, std::size_t pi, char c, std::size_t* next) {
+  const char pc = p[pi];
+  if (pc == '?') {
+    *next = pi + 1;
+    return true;
+  }
+  if (pc == '[') {
+    std::size_t j = pi + 1;
+    const bool negate = j < p.size() && p[j] == '^';
+    if (negate) ++j;
+    bool matched = false;
+    for (;; ++j) {
+      if (j + 1 < p.size() && p[j] == '\\') {
+        ++j;
+        matched |= p[j] == c;
+      } else if (j < p.size() && p[j] == ']') {
+        break;
+      } else if (j >= p.size()) {
+        --j;  // open class: it ends with the pattern
+        break;
+      } else if (j + 2 < p.size() && p[j + 1] == '-') {
+        const char lo = std::min(p[j], p[j + 2]), hi = std::max(p[j], p[j + 2]);
+        matched |= c >= lo && c <= hi;
+        j += 2;
+      } else {
+        matched |= p[j] == c;
+      }
+    }
+    *next = j + 1;
+    return matched != negate;
+  }
+  if (pc == '\\' && pi + 1 < p.size()) {
+    *next = pi + 2;
+    return p[pi + 1] == c;
+  }
+  *next = pi + 1;
+  return pc == c;
+}
+
+}  // namespace
+
 bool glob_match(std::string_view p, std::string_view s) {
+  // Redis matches nothing but the empty pattern against an empty string (callers that mean "all"
+  // pass no pattern, as KEYS * and SCAN MATCH * do).
+  if (s.empty()) return p.empty();
+  // Each element matches one byte, so backtracking to the last '*' only is enough (linear in
+  // practice, unlike the recursive original on patterns such as *a*a*a*b).
   std::size_t pi = 0, si = 0, star_p = std::string_view::npos, star_s = 0;
   while (si < s.size()) {
-    if (pi < p.size()) {
-      const char c = p[pi];
-      if (c == '*') {
-        star_p = pi++;
-        star_s = si;
-        continue;
-      }
-      if (c == '?') {
-        ++pi;
-        ++si;
-        continue;
-      }
-      if (c == '[') {
-        std::size_t j = pi + 1;
-        const bool negate = j < p.size() && p[j] == '^';
-        if (negate) ++j;
-        bool matched = false;
-        while (j < p.size() && p[j] != ']') {
-          if (p[j] == '\\' && j + 1 < p.size()) {
-            matched |= p[j + 1] == s[si];
-            j += 2;
-          } else if (j + 2 < p.size() && p[j + 1] == '-' && p[j + 2] != ']') {
-            const char lo = std::min(p[j], p[j + 2]), hi = std::max(p[j], p[j + 2]);
-            matched |= s[si] >= lo && s[si] <= hi;
-            j += 3;
-          } else {
-            matched |= p[j] == s[si];
-            ++j;
-          }
-        }
-        if (j < p.size() && matched != negate) {
-          pi = j + 1;
-          ++si;
-          continue;
-        }
-      } else if (c == '\\' && pi + 1 < p.size()) {
-        if (p[pi + 1] == s[si]) {
-          pi += 2;
-          ++si;
-          continue;
-        }
-      } else if (c == s[si]) {
-        ++pi;
-        ++si;
-        continue;
-      }
+    if (pi < p.size() && p[pi] == '*') {
+      star_p = pi++;
+      star_s = si;
+      continue;
+    }
+    std::size_t next = 0;
+    if (pi < p.size() && match_element(p, pi, s[si], &next)) {
+      pi = next;
+      ++si;
+      continue;
     }
     if (star_p == std::string_view::npos) return false;
     pi = star_p + 1;

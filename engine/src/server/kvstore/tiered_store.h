@@ -11,7 +11,9 @@
 // - Values larger than the whole memory budget go straight to disk and are served from there.
 //
 // Memory accounting: memory_bytes() = sum over memory-resident keys of key + value +
-// kEntryOverhead and never exceeds the memory budget. Not counted (the stated overhead): the index
+// kEntryOverhead; memory_bytes() + reserved_bytes() never exceeds the memory budget, where
+// reserved_bytes() are values still arriving on connections (reserve()). Not counted (the stated
+// overhead): the index
 // entries of disk-resident keys (kEntryOverhead + key each, reported as index_bytes), hash buckets
 // (8 bytes per key), and values still referenced by replies queued on sockets.
 // Disk accounting: segment file bytes stay within budget + one segment (compaction copies the
@@ -20,6 +22,7 @@
 // Single-threaded: every method must be called from the same thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,6 +65,7 @@ struct StoreStats {
   std::uint64_t demotions = 0, promotions = 0, expired = 0;
   std::uint64_t corrupt_reads = 0, disk_errors = 0, compactions = 0, compacted_bytes = 0;
   std::uint64_t recovered_keys = 0, recovery_cut_bytes = 0;
+  std::uint64_t recovery_skipped_bytes = 0, recovery_skipped_spans = 0;  ///< corrupt spans between good records
 };
 
 class TieredStore {
@@ -106,6 +110,18 @@ class TieredStore {
   /// One SCAN step: appends keys of about `count` buckets; returns the next cursor (0 = done).
   std::uint64_t scan(std::uint64_t cursor, std::size_t count, std::string_view match, std::int64_t now_ms,
                      std::vector<std::string>* keys);
+  /// Reserves memory for `bytes` of a value still arriving, evicting (or demoting) LRU entries as
+  /// needed so that memory_bytes() + reserved_bytes() stays within the budget. False, with
+  /// nothing evicted, when it cannot fit even with every entry gone (other reservations hold the
+  /// rest). Release it with release() before storing the value, so set() finds the room.
+  bool reserve(std::uint64_t bytes);
+  /// Returns `bytes` (at most reserved_bytes()) reserved by reserve().
+  void release(std::uint64_t bytes) { reserved_ -= std::min(bytes, reserved_); }
+  [[nodiscard]] std::uint64_t reserved_bytes() const { return reserved_; }
+
+  /// STRLEN: the value's size without reading it (either tier); -1 when the key does not exist.
+  std::int64_t value_size(std::string_view key, std::int64_t now_ms);
+
   /// Active expiry: removes expired keys from a bounded slice of the table.
   void sweep_expired(std::int64_t now_ms, std::size_t buckets = 64);
 
@@ -160,6 +176,7 @@ class TieredStore {
   LruList memory_lru_;
   LruList disk_lru_;
   std::uint64_t memory_bytes_ = 0;
+  std::uint64_t reserved_ = 0;  // values in flight (reserve())
   std::uint64_t index_bytes_ = 0;
   std::size_t memory_keys_ = 0;
   std::uint64_t expire_cursor_ = 0;
