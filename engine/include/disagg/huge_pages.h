@@ -19,7 +19,8 @@ namespace disagg {
 /// Arrays at least this large get huge pages.
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 
-/// `bytes` (>= kHugePageBytes) of kHugePageBytes-aligned memory, advised for huge pages.
+/// `bytes` (>= kHugePageBytes) of kHugePageBytes-aligned memory, advised for huge pages: on Linux
+/// a mapping of its own (never heap memory that small allocations reuse), unmapped when freed.
 void* huge_page_allocate(std::size_t bytes);
 /// Frees what huge_page_allocate(bytes) returned.
 void huge_page_free(void* p, std::size_t bytes) noexcept;

@@ -103,8 +103,7 @@ struct RouterSpec {
   PdDeciderConfig decider;
   /// Also announce blocks unique to one request (fresh text, unknown output) to the index. Off:
   /// they are cached as usual but cost no index work and raise no KV events, which changes no
-  /// lookup (no other request can present them). Forced on for "sglang", which weighs the number
-  /// of entries an endpoint holds.
+  /// lookup (no other request can present them). On: index sizes count them too.
   bool announce_unique_blocks = false;
   /// Keep a session's requests on the endpoint it used last while that endpoint is not overloaded
   /// (RoutePlanConfig::session_affinity; the router's --session-header). Sessions are the

@@ -219,8 +219,7 @@ struct Simulator::Impl {
   // Routing: the RoutePlanner, one EndpointState per worker and the legs in flight on each.
   std::optional<sim::SimRouting> routing;
   std::optional<KvBlockIndex> index;
-  // Announce every block to the index, even those no lookup can match: for policies that weigh
-  // the number of entries an endpoint holds (sglang's "smallest tree").
+  // Announce every block to the index, even those no lookup can match (RouterSpec).
   bool announce_private = false;
   std::int32_t block_size = 16;
   bool ran = false;
@@ -688,7 +687,7 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->block_size = block_size;
-  impl->announce_private = config.router.announce_unique_blocks || config.router.policy == "sglang";
+  impl->announce_private = config.router.announce_unique_blocks;
   PolicyOptions options = config.router.options;
   options.max_endpoints = static_cast<int>(total_workers);
   options.index = nullptr;

@@ -124,7 +124,8 @@ TEST(RoutingPolicies, NeverChooseUnhealthyOrOtherRoleAndAgreeWithScore) {
 }
 
 TEST(RoutingPolicies, PrefixLocalityWinsWhenLoadsAreEqual) {
-  // GIVEN four equal endpoints; endpoint 2 holds the request's 32-block prefix (precise index)
+  // GIVEN four equal endpoints; endpoint 2 holds the request's 32-block prefix (precise index;
+  // "sglang" keeps its own tree: it routed the prefix there)
   KvBlockIndex index = make_index();
   const auto hashes = chain(1000, 32);
   ASSERT_TRUE(index.apply_stored(2, KvTier::gpu, hashes).has_value());
@@ -133,6 +134,7 @@ TEST(RoutingPolicies, PrefixLocalityWinsWhenLoadsAreEqual) {
     PolicyOptions o;
     o.index = &index;
     auto policy = make(name, o);
+    if (name == "sglang") policy->on_routed(request_for(hashes, 99), eps[2]);
     // WHEN routing requests with different ids (different tie seeds)
     for (std::uint64_t id = 1; id <= 8; ++id) {
       const RouteDecision d = policy->choose(request_for(hashes, id), eps);
@@ -307,37 +309,60 @@ TEST(LlmdWeighted, PrefixWeightOutweighsModestQueueDifference) {
 
 // ---- SGLang -------------------------------------------------------------------------------------
 
+// Teaches `policy` that requests of `hashes` went to `e` (SGLang's tree grows when it routes).
+void routed(RoutingPolicy& policy, const EndpointState& e, const std::vector<BlockHash>& hashes) {
+  policy.on_routed(request_for(hashes, 99), e);
+}
+
 TEST(SglangCacheAware, LowMatchGoesToTheSmallestTree) {
-  // GIVEN endpoint 0 caches 100 unrelated blocks, endpoint 1 caches 10 blocks of which the
-  // request matches 2 of 20 (ratio 0.1 <= 0.3)
-  KvBlockIndex index = make_index();
-  ASSERT_TRUE(index.apply_stored(0, KvTier::gpu, chain(50'000, 100)).has_value());
-  const auto hashes = chain(1000, 20);
-  ASSERT_TRUE(index.apply_stored(1, KvTier::gpu, chain(1000, 2)).has_value());
-  ASSERT_TRUE(index.apply_stored(1, KvTier::gpu, chain(9000, 8)).has_value());
+  // GIVEN endpoint 0's tree holds 100 unrelated blocks, endpoint 1's 10 blocks of which the
+  // request matches 2 of 20 (ratio 0.1 <= 0.3), endpoint 2's 30 unrelated blocks
+  auto policy = make("sglang");
   auto eps = pool(3);
-  ASSERT_TRUE(index.apply_stored(2, KvTier::gpu, chain(70'000, 30)).has_value());
-  PolicyOptions o;
-  o.index = &index;
-  auto policy = make("sglang", o);
-  // THEN the smallest cache (endpoint 1, 10 entries) wins
+  routed(*policy, eps[0], chain(50'000, 100));
+  const auto hashes = chain(1000, 20);
+  routed(*policy, eps[1], chain(1000, 2));
+  routed(*policy, eps[1], chain(9000, 8));
+  routed(*policy, eps[2], chain(70'000, 30));
+  // THEN the smallest tree (endpoint 1, 10 entries) wins
   EXPECT_EQ(policy->choose(request_for(hashes), eps).index, 1);
   // WHEN endpoint 2 matches 7 of 20 blocks (ratio 0.35 > 0.3) THEN the best match wins
-  ASSERT_TRUE(index.apply_stored(2, KvTier::gpu, chain(1000, 7)).has_value());
+  routed(*policy, eps[2], chain(1000, 7));
   EXPECT_EQ(policy->choose(request_for(hashes), eps).index, 2);
 }
 
-TEST(SglangCacheAware, ImbalanceSwitchesToShortestQueue) {
+TEST(SglangCacheAware, GrowsItsTreeWhenItRoutesEvenWithAnIndex) {
+  // GIVEN an event-fed index whose sizes went stale during a burst (endpoint 0 the smallest)
   KvBlockIndex index = make_index();
+  ASSERT_TRUE(index.apply_stored(0, KvTier::gpu, chain(50'000, 5)).has_value());
+  ASSERT_TRUE(index.apply_stored(1, KvTier::gpu, chain(60'000, 10)).has_value());
+  ASSERT_TRUE(index.apply_stored(2, KvTier::gpu, chain(70'000, 10)).has_value());
+  PolicyOptions o;
+  o.index = &index;
+  auto policy = make("sglang", o);
+  auto eps = pool(3);
+  // WHEN 30 unrelated prompts are routed before any event arrives
+  std::map<int, int> counts;
+  for (std::uint64_t id = 1; id <= 30; ++id) {
+    const auto hashes = chain(1'000'000 * id, 10);
+    const RouteDecision d = policy->choose(request_for(hashes, id), eps);
+    ++counts[d.index];
+    policy->on_routed(request_for(hashes, id), eps[static_cast<std::size_t>(d.index)]);
+  }
+  // THEN its own tree, grown at each pick, spreads them (the index's stale sizes sent all 30 to 0)
+  EXPECT_EQ(counts[0], 10);
+  EXPECT_EQ(counts[1], 10);
+  EXPECT_EQ(counts[2], 10);
+}
+
+TEST(SglangCacheAware, ImbalanceSwitchesToShortestQueue) {
   const auto hashes = chain(1000, 20);
-  ASSERT_TRUE(index.apply_stored(0, KvTier::gpu, hashes).has_value());
   auto eps = pool(3);
   eps[0].running_requests = 100;  // holds the prefix, load 100
   eps[1].running_requests = 40;
   eps[2].running_requests = 30;
-  PolicyOptions o;
-  o.index = &index;
-  auto policy = make("sglang", o);
+  auto policy = make("sglang");
+  routed(*policy, eps[0], hashes);
   // max - min = 70 > 64 and 100 > 1.5 x 30: shortest queue
   EXPECT_EQ(policy->choose(request_for(hashes), eps).index, 2);
   // WHEN the gap is 64 (not > 64) THEN the prefix wins again

@@ -98,7 +98,6 @@ void run_differential(const std::string& policy, const Shape& shape, bool precis
   PolicyOptions options = rc.options;
   if (precise) {
     options.index = &*sim_index;
-    options.max_endpoints = kMaxRoutingEndpoints;
   } else {
     options.max_endpoints = n;  // as the router sizes the history for its static endpoints
   }

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "disagg/metrics.h"
 #include "../core/test_fixtures.h"
@@ -132,6 +135,57 @@ TEST(Simulator, ClosedLoopKeepsConcurrencyRequestsInFlight) {
   EXPECT_EQ(r.blocks_in_use_at_end, 0);
   const double in_flight = r.summary.request_throughput * r.summary.e2e.mean;
   EXPECT_NEAR(in_flight, 8.0, 0.6);
+}
+
+// Bursts of 8 requests every second, 1-16k prompt tokens, all starting with one shared 512-token
+// block (as Mooncake's conversation trace does), in Mooncake's JSONL trace format.
+std::string bursty_trace() {
+  std::string out;
+  std::uint64_t x = 12345;
+  std::int64_t next_id = 1;
+  for (int burst = 0; burst < 40; ++burst) {
+    for (int k = 0; k < 8; ++k) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      const std::int64_t input = 1024 + static_cast<std::int64_t>((x >> 33) % 15360);
+      out += "{\"timestamp\": " + std::to_string(burst * 1000) + ", \"input_length\": " + std::to_string(input) +
+             ", \"output_length\": 64, \"hash_ids\": [0";
+      for (std::int64_t b = 1; b < (input + 511) / 512; ++b) out += ", " + std::to_string(next_id++);
+      out += "]}\n";
+    }
+  }
+  return out;
+}
+
+TEST(Simulator, EveryPolicyKeepsEveryPrefillAndDecodeReplicaBusyUnderPd) {
+  // Found replaying a Mooncake conversation trace on 4 prefill + 2 decode replicas: round robin
+  // sent every request to one prefill replica (one rotation for both roles), and sglang busied one
+  // prefill replica 0.68 against 0.32 (its "smallest tree" read the event-fed index, which grows
+  // only once a prefill ran, so a burst went to one replica; SGLang grows its tree when it routes).
+  for (const std::string_view policy : routing_policy_names()) {
+    SCOPED_TRACE(std::string(policy));
+    // GIVEN 4 prefill and 2 decode replicas
+    SimulationConfig c;
+    c.pools.push_back(test::sim_pool(WorkerRole::prefill, 4, 20'000));
+    c.pools.push_back(test::sim_pool(WorkerRole::decode, 2, 20'000));
+    for (PoolSpec& p : c.pools) p.scheduler.max_num_batched_tokens = 8192;
+    c.router.policy = std::string(policy);
+    c.router.decider.min_uncached_tokens = 256;
+    // WHEN the bursts arrive
+    auto sim = Simulator::create(c);
+    ASSERT_TRUE(sim.has_value()) << sim.error().message;
+    auto w = Workload::from_trace(bursty_trace(), TraceSpec{});
+    ASSERT_TRUE(w.has_value()) << w.error().message;
+    auto r = sim->run(*w);
+    ASSERT_TRUE(r.has_value());
+    ASSERT_EQ(r->summary.completed, 320);
+    // THEN no replica of a role is busy less than half as much as the busiest of its role
+    const std::vector<double>& u = r->summary.worker_utilization;
+    ASSERT_EQ(u.size(), 6u);
+    const double prefill_max = *std::max_element(u.begin(), u.begin() + 4);
+    const double prefill_min = *std::min_element(u.begin(), u.begin() + 4);
+    EXPECT_GE(prefill_min, 0.5 * prefill_max) << "prefill " << u[0] << " " << u[1] << " " << u[2] << " " << u[3];
+    EXPECT_GE(std::min(u[4], u[5]), 0.5 * std::max(u[4], u[5])) << "decode " << u[4] << " " << u[5];
+  }
 }
 
 TEST(Simulator, RefusesMixedOrIncompleteDeployments) {

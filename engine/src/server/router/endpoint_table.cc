@@ -52,8 +52,8 @@ Expected<std::unique_ptr<EndpointTable>, std::string> EndpointTable::create(cons
   }
   PolicyOptions options = c.options;
   if (precise) {
+    // maxEndpoints sizes only an approximate history, which "sglang" keeps even here.
     options.index = &*t->index_;
-    options.max_endpoints = kMaxRoutingEndpoints;
   } else if (!c.max_endpoints_given && c.dns_pools.empty()) {
     // Only the static endpoints can ever be routed to: the history's block pool is sized for them
     // (less memory, and a table that stays in cache: about 1.5 us less router user time per
