@@ -149,6 +149,28 @@ describe('disagg local', () => {
     expect(children().filter(l => /disagg-engine/.test(l))).toEqual([]);
   });
 
+  (built ? test : test.skip)('--prefill 2 --decode 2: both policies use every prefill and every decode replica', async () => {
+    // Found as a new user would: round robin under P/D sent all 40 requests to one prefill replica
+    // (one rotation for both roles), so the KV-aware gain it reported was not a fair comparison.
+    const { code, out } = await disagg('local', '--prefill', '2', '--decode', '2', '--requests', '40', '--json', '--engine', BINARY);
+    expect(code).toBe(0);
+    const report = JSON.parse(out);
+    expect(report.deployment.mode).toBe('prefill-decode');
+    expect(report.runs.map((r: any) => r.policy)).toEqual(['kv-aware', 'round-robin']);
+    for (const r of report.runs) {
+      expect(r.succeeded).toBe(40);
+      const decode = Object.values(r.endpoints as Record<string, number>);
+      const prefill = Object.values(r.prefillEndpoints as Record<string, number>);
+      expect(decode).toHaveLength(2);
+      expect(prefill).toHaveLength(2);
+      for (const n of [...decode, ...prefill]) expect(n).toBeGreaterThan(0);
+    }
+    // AND round robin alternates in each role on its own
+    expect(Object.values(report.runs[1].endpoints)).toEqual([20, 20]);
+    const rrPrefill = Object.values(report.runs[1].prefillEndpoints as Record<string, number>);
+    expect(Math.abs(rrPrefill[0] - rrPrefill[1])).toBeLessThanOrEqual(1);
+  });
+
   test('a missing binary is reported with the build command', async () => {
     // GIVEN WHEN the engine path does not exist
     const { code, err } = await disagg('local', '--requests', '1', '--engine', path.join(ROOT, 'no-such-engine'));

@@ -91,8 +91,10 @@ interface RunSummary {
   readonly tpotSeconds: { p50: number; p90: number; p99: number };
   /** Prompt tokens served from the workers' prefix caches / prompt tokens (vllm:prefix_cache_*). */
   readonly prefixHitRate: number;
-  /** Requests per endpoint (X-Disagg-Endpoint). */
+  /** Requests per endpoint (X-Disagg-Endpoint): the decode or aggregated endpoint that answered. */
   readonly endpoints: Record<string, number>;
+  /** Prefill legs per prefill endpoint (X-Disagg-Prefill-Endpoint); empty in an aggregated run. */
+  readonly prefillEndpoints: Record<string, number>;
   /** Mean router overhead before the upstream request (disagg_router_overhead_seconds). */
   readonly routerOverheadSeconds: number;
   readonly firstError?: string;
@@ -194,7 +196,11 @@ async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io:
     const rm = await scrape(router.url);
     const ok = result.samples.filter(s => s.ok);
     const endpointCounts: Record<string, number> = {};
-    for (const s of ok) endpointCounts[s.endpoint] = (endpointCounts[s.endpoint] ?? 0) + 1;
+    const prefillCounts: Record<string, number> = {};
+    for (const s of ok) {
+      endpointCounts[s.endpoint] = (endpointCounts[s.endpoint] ?? 0) + 1;
+      if (s.prefillEndpoint) prefillCounts[s.prefillEndpoint] = (prefillCounts[s.prefillEndpoint] ?? 0) + 1;
+    }
     const outputTokens = ok.reduce((n, s) => n + s.outputTokens, 0);
     const overheadCount = rm.get('disagg_router_overhead_seconds_count') ?? 0;
     const firstError = result.samples.find(s => !s.ok)?.error;
@@ -211,6 +217,7 @@ async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io:
       tpotSeconds: pct(ok.map(s => s.tpot)),
       prefixHitRate: queries > 0 ? hits / queries : 0,
       endpoints: endpointCounts,
+      prefillEndpoints: prefillCounts,
       routerOverheadSeconds: overheadCount > 0 ? (rm.get('disagg_router_overhead_seconds_sum') ?? 0) / overheadCount : NaN,
       ...(firstError ? { firstError } : {}),
     };
@@ -376,6 +383,12 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     io.out(`\n  ${a.policy} vs ${b.policy}: TTFT p90 ${ratio(a.ttftSeconds.p90, b.ttftSeconds.p90)}, ` +
       `TPOT p90 ${ratio(a.tpotSeconds.p90, b.tpotSeconds.p90)}, throughput ${ratio(a.requestsPerSecond, b.requestsPerSecond)}, ` +
       `prefix hits ${(a.prefixHitRate * 100).toFixed(1)}% vs ${(b.prefixHitRate * 100).toFixed(1)}%`);
+  }
+  // Where requests went, per role: a baseline that leaves replicas idle is no fair baseline.
+  const spread = (counts: Record<string, number>) => Object.keys(counts).sort().map(k => counts[k]).join(' / ');
+  for (const r of runs) {
+    io.out(`  ${r.policy}: requests per ${pd ? 'decode' : 'worker'} endpoint ${spread(r.endpoints)}` +
+      (pd ? `; prefill legs per prefill endpoint ${spread(r.prefillEndpoints) || 'none'}` : ''));
   }
   for (const r of runs) {
     if (r.timedOut) io.err(`disagg local: the ${r.policy} run hit --timeout; raise it or lower --requests`);

@@ -110,6 +110,8 @@ export interface RequestSample {
   readonly outputTokens: number;
   /** X-Disagg-Endpoint of the answer. */
   readonly endpoint: string;
+  /** X-Disagg-Prefill-Endpoint of the answer: the prefill leg's endpoint; '' when served whole. */
+  readonly prefillEndpoint: string;
   readonly error?: string;
 }
 
@@ -120,7 +122,7 @@ export interface RequestSample {
 export async function sendChat(baseUrl: string, model: string, messages: Message[], maxTokens: number,
   signal: AbortSignal): Promise<{ sample: RequestSample; text: string }> {
   const t0 = performance.now();
-  const fail = (error: string) => ({ sample: { ok: false, ttft: NaN, tpot: NaN, outputTokens: 0, endpoint: '', error }, text: '' });
+  const fail = (error: string) => ({ sample: { ok: false, ttft: NaN, tpot: NaN, outputTokens: 0, endpoint: '', prefillEndpoint: '', error }, text: '' });
   let res: Response;
   try {
     res = await fetch(`${baseUrl}/v1/chat/completions`, {
@@ -133,6 +135,7 @@ export async function sendChat(baseUrl: string, model: string, messages: Message
     return fail((e as Error).message);
   }
   const endpoint = res.headers.get('x-disagg-endpoint') ?? '';
+  const prefillEndpoint = res.headers.get('x-disagg-prefill-endpoint') ?? '';
   if (res.status !== 200 || !res.body) {
     return fail(`HTTP ${res.status}: ${(await res.text().catch(() => '')).slice(0, 200)}`);
   }
@@ -183,6 +186,7 @@ export async function sendChat(baseUrl: string, model: string, messages: Message
       tpot: tokens > 1 ? (tLast - tFirst) / 1000 / (tokens - 1) : NaN,
       outputTokens: tokens,
       endpoint,
+      prefillEndpoint,
     },
     text: text.trim(),
   };
