@@ -25,7 +25,14 @@ const BANNER = `/* eslint-disable */
 /** The generated module's text for the schema as it is now. */
 export async function renderEngineConfigTypes(): Promise<string> {
   const schema = JSON.parse(fs.readFileSync(path.join(ROOT, ENGINE_CONFIG_SCHEMA), 'utf8'));
-  return compile(schema, 'EngineConfig', {
+  // The schema accepts two kinds of document (its top-level anyOf): a cost-model or simulation
+  // file, which has model and hardware, and a router file (typed on its own: RouterConfigFile).
+  // These types describe the first kind; an anyOf of required lists would become an intersection
+  // with an index signature and make every section optional.
+  const costModelFile = schema.anyOf?.find((b: { required?: string[] }) => b.required?.includes('model'));
+  const { anyOf: _kinds, ...rest } = schema;
+  const typed = costModelFile ? { ...rest, required: costModelFile.required } : schema;
+  return compile(typed, 'EngineConfig', {
     bannerComment: BANNER,
     // minItems/maxItems would become tuple types of every allowed length (kvTiers: 1 to 3 entries).
     ignoreMinAndMaxItems: true,

@@ -36,7 +36,7 @@ export type KvTiers = {
 }[];
 
 /**
- * The JSON configuration the constructs resolve for the C++ engine (a ConfigMap in a cluster; a file for `disagg-engine cost --config`). The engine keeps no hardware or model table: every number here was resolved from src/catalog and src/sizing. The cost model reads model, hardware, parallel and efficiency; the router also reads router, policy, pools and endpoints (written by src/k8s/private/router-config.ts). Field names, defaults and rules mirror engine/src/core/cost_model_config.cc (a jest test compares them).
+ * The JSON configuration the constructs resolve for the C++ engine (a ConfigMap in a cluster; a file for `disagg-engine cost --config`). The engine keeps no hardware or model table: every number here was resolved from src/catalog and src/sizing. The cost model reads model, hardware, parallel and efficiency (a cost-model or simulation file has both model and hardware); the router reads router, policy, pools and endpoints (a router file has router; written by src/k8s/private/router-config.ts). Field names, defaults and rules mirror engine/src/core/cost_model_config.cc (a jest test compares them).
  */
 export interface DisaggEngineConfiguration {
   /**

@@ -93,12 +93,15 @@ describe('router', () => {
   });
 
   test('config validates against the router sections of engine/schema/engine-config.schema.json', () => {
-    // GIVEN the engine's schema (less the cost model's required sections) and the synthesized config
+    // GIVEN the engine's schema (a router file needs only its own sections) and the synthesized config
     const validate = routerConfigValidator();
     const { inference } = synthInference(defaultProps());
     // WHEN validated THEN it passes
     const ok = validate(JSON.parse(inference.routerConfig));
     expect(validate.errors ?? []).toEqual([]);
     expect(ok).toBe(true);
+    // AND a file that is neither a router file nor a cost-model file is refused
+    const { router: _router, ...rest } = JSON.parse(inference.routerConfig);
+    expect(validate(rest)).toBe(false);
   });
 });

@@ -238,12 +238,11 @@ export function tieredPdChart(hostGib = 500): TieredPd {
 export const ENGINE_SCHEMA = path.resolve(__dirname, '..', '..', 'engine', 'schema', 'engine-config.schema.json');
 
 /**
- * A validator of the router's configuration file against the engine schema. The router's file carries
- * only the sections `disagg-engine router` reads; the schema requires `model` and `hardware` of every
- * file because the cost model needs them, so this validator drops the top-level `required` list and
- * checks everything else (every section's fields, types, rules and additionalProperties) as written.
+ * A validator of the router's configuration file against the engine schema, as written: the schema
+ * accepts a router file (it has `router`; the router reads router, policy, pools and endpoints) as
+ * well as a cost-model file (model and hardware).
  */
 export function routerConfigValidator(): ValidateFunction {
   const schema = JSON.parse(fs.readFileSync(ENGINE_SCHEMA, 'utf8'));
-  return new Ajv2020({ strict: false, allErrors: true }).compile({ ...schema, required: [] });
+  return new Ajv2020({ strict: false, allErrors: true }).compile(schema);
 }
