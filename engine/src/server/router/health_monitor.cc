@@ -13,14 +13,20 @@ void HealthMonitor::wake() {
   net::post(ioc_, [this] { timer_.cancel(); });
 }
 
-http::Task<void> HealthMonitor::probe(int id, std::uint32_t generation, std::string host, std::uint16_t port) {
+http::Task<Expected<http::ClientResponse, http::ClientError>> HealthMonitor::get(std::string host, std::uint16_t port,
+                                                                                 std::string target,
+                                                                                 std::size_t max_body_bytes) {
   http::ClientOptions o = clients_.options(ioc_.get_executor());
   o.connect_timeout = o.first_byte_timeout = o.idle_timeout = std::chrono::milliseconds(config_.health_timeout_ms);
-  o.max_body_bytes = 64 << 10;
+  o.max_body_bytes = max_body_bytes;
   http::ClientRequest r;
   r.method = http::bhttp::verb::get;
-  r.target = "/health";
-  auto res = co_await http::fetch(ioc_.get_executor(), host, port, std::move(r), o);
+  r.target = std::move(target);
+  co_return co_await http::fetch(ioc_.get_executor(), std::move(host), port, std::move(r), o);
+}
+
+http::Task<void> HealthMonitor::probe(int id, std::uint32_t generation, std::string host, std::uint16_t port) {
+  auto res = co_await get(std::move(host), port, "/health", 64 << 10);
   const bool ok = res && res->status == 200;
   table_.health_checked(id, generation, ok,
                         ok ? std::string() : res ? "HTTP " + std::to_string(res->status) : res.error().message());
@@ -28,13 +34,7 @@ http::Task<void> HealthMonitor::probe(int id, std::uint32_t generation, std::str
 }
 
 http::Task<void> HealthMonitor::scrape(int id, std::uint32_t generation, std::string host, std::uint16_t port) {
-  http::ClientOptions o = clients_.options(ioc_.get_executor());
-  o.connect_timeout = o.first_byte_timeout = o.idle_timeout = std::chrono::milliseconds(config_.health_timeout_ms);
-  o.max_body_bytes = 4 << 20;
-  http::ClientRequest r;
-  r.method = http::bhttp::verb::get;
-  r.target = "/metrics";
-  auto res = co_await http::fetch(ioc_.get_executor(), host, port, std::move(r), o);
+  auto res = co_await get(std::move(host), port, "/metrics", 4 << 20);
   if (res && res->status == 200) table_.load_reported(id, generation, parse_vllm_load(res->body));
   table_.slot(id).scraping.store(false);
 }

@@ -15,6 +15,7 @@
 #include "endpoint_table.h"
 #include "router_config.h"
 #include "server/http/asio.h"
+#include "server/http/http_client.h"
 #include "upstream_clients.h"
 
 namespace disagg::router {
@@ -32,6 +33,9 @@ class HealthMonitor {
   void wake();
 
  private:
+  // GET `target` with the health timeout, the body read up to `max_body_bytes`.
+  http::Task<Expected<http::ClientResponse, http::ClientError>> get(std::string host, std::uint16_t port,
+                                                                    std::string target, std::size_t max_body_bytes);
   http::Task<void> probe(int id, std::uint32_t generation, std::string host, std::uint16_t port);
   http::Task<void> scrape(int id, std::uint32_t generation, std::string host, std::uint16_t port);
 
