@@ -149,6 +149,7 @@ struct Server::Connection {
   bool close_after_flush = false;
   bool peer_closed = false;
   std::uint64_t reserved = 0;  // TieredStore::reserve()d for the command in flight (values arriving)
+  bool finish_deferred = false;  // in Server::deferred_: finish_event() runs after this epoll batch
   std::uint32_t interest = 0;
   explicit Connection(const ParserLimits& limits) : parser(limits) {}
 };
@@ -241,6 +242,7 @@ int Server::run() {
         if (it != metrics_clients_.end()) on_metrics_event(it->second.get(), events[i].events);
       }
     }
+    finish_deferred();
     if (n > 0) busy_since_release_ = true;
     const double now = monotonic_now();
     if (now - last_sweep >= 0.1) {
@@ -459,7 +461,27 @@ void Server::on_client_event(Connection* c, std::uint32_t events) {
       if (got < missing + buffer_len) break;
     }
   }
-  finish_event(c);
+  defer_finish(c);
+}
+
+void Server::defer_finish(Connection* c) {
+  if (c->finish_deferred) return;
+  c->finish_deferred = true;
+  deferred_.push_back({c->fd, c->session.id});
+}
+
+void Server::finish_deferred() {
+  // Replies of every connection served in this epoll batch are written back to back, as Redis does
+  // in beforeSleep(): a client with many connections (redis-benchmark, LMCache's pool) then finds
+  // several replies ready per wake-up instead of being woken once per reply.
+  for (const auto& [fd, id] : deferred_) {
+    auto it = clients_.find(fd);
+    if (it == clients_.end() || it->second->session.id != id) continue;  // closed meanwhile
+    Connection* c = it->second.get();
+    c->finish_deferred = false;
+    finish_event(c);
+  }
+  deferred_.clear();
 }
 
 void Server::finish_event(Connection* c) {
@@ -506,7 +528,7 @@ void Server::on_disk_reads_done() {
     waiting_disk_.erase(it);
     executor_->finish_get(&c->session, job.error, std::move(job.value), &c->out);
     process_input(c);  // commands that arrived behind the GET
-    finish_event(c);
+    defer_finish(c);
   }
   done_jobs_.clear();
 }

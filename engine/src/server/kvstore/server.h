@@ -3,7 +3,9 @@
 // Why one thread: values are large (KV blocks of 256 KiB - 1 MiB), so throughput is bound by
 // memory copies and socket syscalls, not by command dispatch; one thread keeps the store lock-free
 // and replies in order. GET replies reference stored values (no copy); SET reads values of 32 KiB
-// or more straight into the Blob that is stored (no copy either; see RespParser kPayload).
+// or more straight into the Blob that is stored (no copy either; see RespParser kPayload). Replies
+// are written once per epoll batch, after every ready connection's input was read and executed
+// (as Redis does before it sleeps), so a client with many connections wakes once for several.
 //
 // Disk-tier GETs are the exception: their preads run on DiskReader I/O threads (4), so a disk hit
 // does not hold up other clients. The connection that issued it reads no further commands until
@@ -24,6 +26,8 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "commands.h"
 #include "disk_reader.h"
@@ -69,6 +73,9 @@ class Server {
   void release_reservation(Connection* c);
   // After input was processed or a disk read completed: writes replies, closes or re-arms epoll.
   void finish_event(Connection* c);
+  // Queues finish_event(c) for the end of the current epoll batch (once per connection).
+  void defer_finish(Connection* c);
+  void finish_deferred();
   // Hands the session's pending GET to the I/O thread (or answers it at once if it cannot).
   void submit_disk_read(Connection* c);
   void on_disk_reads_done();
@@ -91,6 +98,7 @@ class Server {
   std::unordered_map<int, std::unique_ptr<MetricsConnection>> metrics_clients_;
   std::unordered_map<std::uint64_t, Connection*> waiting_disk_;  // by session id
   std::vector<DiskReader::Job> done_jobs_;
+  std::vector<std::pair<int, std::uint64_t>> deferred_;  // (fd, session id) awaiting finish_event()
 };
 
 }  // namespace disagg::kvstore
