@@ -4,7 +4,7 @@
 # valid inputs. Exits non-zero when a target crashes (the reproducer is left in
 # engine/build-fuzz/crashes/<target>/). Only the fuzz targets are built, by name, so the servers
 # (Boost.Beast) need not compile under clang. Needs clang (apt-get install -y clang).
-#   engine/fuzz.sh                 # 4 targets x 20 s
+#   engine/fuzz.sh                 # 5 targets x 20 s
 #   FUZZ_SECONDS=300 engine/fuzz.sh
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -21,6 +21,7 @@ targets=(
   "disagg_kv_event_decoder_fuzz src/server/router 8192"
   "disagg_request_parse_fuzz src/server/router 8192"
   "disagg_http_parse_fuzz src/server/http 4096"
+  "disagg_json_depth_fuzz src/server/http 4096"
 )
 names=()
 for t in "${targets[@]}"; do names+=("${t%% *}"); done
@@ -39,6 +40,8 @@ seed disagg_request_parse_fuzz chat '\x01{"model":"llama-3.3-70b","messages":[{"
 seed disagg_http_parse_fuzz request '\x00POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}'
 seed disagg_http_parse_fuzz response '\x01HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n'
 seed disagg_http_parse_fuzz chunked '\x0b5;x=y\r\nhello\r\n0\r\nT: v\r\n\r\n'
+seed disagg_json_depth_fuzz chat '\x05{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"[{\\"x"}]}]}'
+seed disagg_json_depth_fuzz deep '\x03[[[[{"a":[1]}]]]]'
 
 status=0
 for t in "${targets[@]}"; do

@@ -1,5 +1,6 @@
 // libFuzzer target for the router's request path (built with clang and -DDISAGG_FUZZ=ON): the body
-// bytes go through the same json::parse call as Router::generate, then parse_generate_request.
+// bytes go through the same parse_request_json call as Router::generate (the depth check, then
+// json::parse), then parse_generate_request.
 //   engine/fuzz.sh   (or: cmake --build engine/build-fuzz --target disagg_request_parse_fuzz)
 // The first byte picks completions or chat; the rest is the body. Invariants: no crash or UB
 // (ASan/UBSan), an accepted request names a served model and has prompt tokens in the fake
@@ -62,12 +63,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fast.ok = disagg::router::scan_generate_request(text, chat, kModels, fast.request, tokens, scratch);
   if (!fast.ok && !tokens.empty()) __builtin_trap();  // a declining scan leaves the tokens as they were
   fast.tokens = tokens;
-  // As the router does: no exceptions, a discarded value is a 400 before validation.
-  const nlohmann::json body = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    if (fast.ok) __builtin_trap();  // the scan accepted invalid JSON
+  // As the router does: too deep or not JSON is a 400 before validation.
+  auto parsed = disagg::router::parse_request_json(text);
+  if (!parsed) {
+    if (fast.ok) __builtin_trap();  // the scan accepted invalid or too deeply nested JSON
+    if (parsed.error().status != 400 || parsed.error().message.empty()) __builtin_trap();
     return 0;
   }
+  const nlohmann::json& body = *parsed;
   const Outcome a = run(body, chat, tokens, scratch);
   if (fast.ok && (!a.ok || a.tokens != fast.tokens || a.request.model != fast.request.model ||
                   a.request.stream != fast.request.stream || a.request.max_tokens != fast.request.max_tokens)) {

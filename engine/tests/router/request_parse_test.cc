@@ -88,6 +88,66 @@ TEST(RequestParse, TokenizerRule) {
   }
 }
 
+TEST(RequestParse, BodiesNestedDeeperThanTheLimitBuildNoDocument) {
+  // GIVEN bodies nested exactly at the limit and one level past it
+  const auto nested = [](std::size_t levels) {
+    return "{\"model\":\"llama\",\"prompt\":\"x\",\"extra\":" + std::string(levels - 1, '[') +
+           std::string(levels - 1, ']') + "}";
+  };
+  // THEN the limit parses, one level more is a 400 that names the limit
+  EXPECT_TRUE(parse_request_json(nested(kMaxRequestJsonDepth)));
+  const auto deep = parse_request_json(nested(kMaxRequestJsonDepth + 1));
+  ASSERT_FALSE(deep);
+  EXPECT_EQ(deep.error().status, 400u);
+  EXPECT_EQ(deep.error().code, "json_too_deep");
+  EXPECT_NE(deep.error().message.find(std::to_string(kMaxRequestJsonDepth)), std::string::npos);
+  // AND 4 MB of '[' is refused the same way (it stops at level 65), not parsed
+  const auto huge = parse_request_json(std::string(4'000'000, '['));
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.error().code, "json_too_deep");
+  // AND invalid JSON within the limit is still a 400 of its own
+  const auto bad = parse_request_json("{\"model\":");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().status, 400u);
+  EXPECT_NE(bad.error().message.find("not valid JSON"), std::string::npos);
+}
+
+TEST(JsonDepth, CountsBracketsOutsideStringsOnly) {
+  EXPECT_TRUE(json_depth_within("", 0));
+  EXPECT_TRUE(json_depth_within("1", 0));
+  EXPECT_FALSE(json_depth_within("[]", 0));
+  EXPECT_TRUE(json_depth_within("[[]]", 2));
+  EXPECT_FALSE(json_depth_within("[[[]]]", 2));
+  EXPECT_TRUE(json_depth_within("[{},{},[]]", 2));  // siblings do not add up
+  // Brackets in strings, escaped quotes included, do not count.
+  EXPECT_TRUE(json_depth_within(R"(["[[[[", "\"[[[", "\\"])", 1));
+  EXPECT_FALSE(json_depth_within(R"(["\\", [[]]])", 2));
+  // An unbalanced closer ends the scan (a parser stops there); an open string hides the rest.
+  EXPECT_TRUE(json_depth_within(std::string(100, '[').insert(0, 1, ']'), 2));
+  EXPECT_TRUE(json_depth_within(std::string(100, '[').insert(0, 1, '"'), 2));
+}
+
+// The chat template as the header writes it, spelled out independently of FakeChatPrompt: the
+// tokens of every chat must stay what they were (routers and workers of different builds agree).
+std::string template_text(const std::vector<std::pair<std::string, std::string>>& messages) {
+  std::string out;
+  for (const auto& [role, content] : messages) out += "<|" + role + "|>\n" + content + "\n";
+  return out + "<|assistant|>\n";
+}
+
+TEST(RequestParse, ChatRendersTheDocumentedTemplate) {
+  std::string text;
+  FakeChatPrompt p(text);
+  p.message("system", "be brief");
+  p.begin_message().append("user");
+  p.add_part().append("first");
+  p.add_part().append("second");
+  p.end_message();
+  p.begin_message().append("assistant");  // no content
+  p.end_message();
+  EXPECT_EQ(p.finish(), "<|system|>\nbe brief\n<|user|>\nfirst\nsecond\n<|assistant|>\n\n<|assistant|>\n");
+}
+
 #ifdef DISAGG_HAVE_SIM_WORKER
 std::string random_text(std::mt19937_64& rng) {
   static const std::string alphabet = "abcdefghij klmn\t\nopq\r\f\vRSTUVWXYZ0123456789.,;<|>\xc3\xa9";
@@ -107,20 +167,20 @@ TEST(RequestParse, TokensAndBlockHashesEqualTheSimWorkers) {
     ASSERT_EQ(ours, theirs) << text;
 
     json messages = json::array();
-    std::vector<sim_worker::ChatMessage> sim_messages;
+    std::vector<std::pair<std::string, std::string>> sim_messages;
     const int n = 1 + static_cast<int>(rng() % 4);
     for (int k = 0; k < n; ++k) {
       const std::string role = k % 2 == 0 ? "user" : "assistant";
       const std::string content = random_text(rng);
       messages.push_back(json{{"role", role}, {"content", content}});
-      sim_messages.push_back(sim_worker::ChatMessage{role, content});
+      sim_messages.emplace_back(role, content);
     }
     GenerateRequest g;
     std::vector<TokenId> chat_ours, chat_theirs;
     std::string scratch;
     auto r = parse_generate_request(json{{"model", "llama"}, {"messages", messages}}, true, kModels, g, chat_ours, scratch);
     ASSERT_TRUE(r);
-    sim_worker::fake_tokenize(sim_worker::render_chat(sim_messages), chat_theirs);
+    sim_worker::fake_tokenize(template_text(sim_messages), chat_theirs);
     // THEN tokens are equal, so chained block hashes (one function, kRootBlockHash) are equal too
     ASSERT_EQ(chat_ours, chat_theirs);
     std::vector<BlockHash> h1(chat_ours.size() / 16), h2(chat_theirs.size() / 16);
@@ -139,8 +199,7 @@ TEST(RequestParse, ChatContentPartsRenderLikeTheSimWorker) {
   std::string scratch;
   ASSERT_TRUE(parse_generate_request(json{{"model", "llama"}, {"messages", json::array({json{{"role", "user"}, {"content", parts}}})}},
                                      true, kModels, g, ours, scratch));
-  const std::vector<sim_worker::ChatMessage> m = {{"user", "first part\nsecond"}};
-  sim_worker::fake_tokenize(sim_worker::render_chat(m), theirs);
+  sim_worker::fake_tokenize(template_text({{"user", "first part\nsecond"}}), theirs);
   EXPECT_EQ(ours, theirs);
 }
 #endif

@@ -154,6 +154,32 @@ TEST(RouterConfig, PinThreadsIsOffUnlessAsked) {
   EXPECT_TRUE(on->pin_threads);
 }
 
+TEST(RouterConfig, ClientConnectionLimitsAndTimeoutsAreFlags) {
+  // GIVEN no client-side flags THEN nginx-like defaults
+  auto plain = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1"});
+  ASSERT_TRUE(plain) << plain.error();
+  EXPECT_EQ(plain->max_connections, 10'000u);
+  EXPECT_EQ(plain->keepalive_timeout_ms, 60'000);
+  EXPECT_EQ(plain->header_timeout_ms, 10'000);
+  EXPECT_EQ(plain->body_timeout_ms, 30'000);
+  // GIVEN each flag THEN it is taken, and --idle-timeout-ms (upstream) stays apart
+  auto set = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1", "--max-connections", "50",
+                          "--keepalive-timeout-ms", "700", "--header-timeout-ms", "800", "--body-timeout-ms", "900",
+                          "--idle-timeout-ms", "5000"});
+  ASSERT_TRUE(set) << set.error();
+  EXPECT_EQ(set->max_connections, 50u);
+  EXPECT_EQ(set->keepalive_timeout_ms, 700);
+  EXPECT_EQ(set->header_timeout_ms, 800);
+  EXPECT_EQ(set->body_timeout_ms, 900);
+  EXPECT_EQ(set->idle_timeout_ms, 5000);
+  // GIVEN 0 THEN a refusal that names the flag and the fix
+  for (const char* flag : {"--max-connections", "--keepalive-timeout-ms", "--header-timeout-ms", "--body-timeout-ms"}) {
+    auto zero = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1", flag, "0"});
+    ASSERT_FALSE(zero) << flag;
+    EXPECT_NE(zero.error().find(std::string("'") + flag + "' (0) must be a whole number"), std::string::npos) << zero.error();
+  }
+}
+
 TEST(RouterConfig, AnExplicitMaxEndpointsIsRemembered) {
   // GIVEN maxEndpoints as a flag, or in the file's policy options
   auto flag = parse_flags({"--model-name", "m", "--endpoint", "role=decode,url=http://127.0.0.1:9000",

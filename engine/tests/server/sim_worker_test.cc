@@ -12,6 +12,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "disagg/json_depth.h"
 #include "fake_tokenizer.h"
 #include "kv_events.h"
 #include "prometheus.h"
@@ -128,9 +129,13 @@ TEST(FakeTokenizer, FillerTextTokenizesToTheGeneratedTokens) {
   fake_tokenize(text, got);
   EXPECT_EQ(got, expected);
   // AND the chat template keeps earlier turns as a prefix
-  const std::vector<ChatMessage> one = {{"user", "hi there"}};
-  const std::vector<ChatMessage> two = {{"user", "hi there"}, {"assistant", "hello"}, {"user", "more"}};
-  const std::string r1 = render_chat(one), r2 = render_chat(two);
+  std::string t1, t2;
+  FakeChatPrompt one(t1), two(t2);
+  one.message("user", "hi there");
+  two.message("user", "hi there");
+  two.message("assistant", "hello");
+  two.message("user", "more");
+  const std::string r1(one.finish()), r2(two.finish());
   EXPECT_EQ(r1, "<|user|>\nhi there\n<|assistant|>\n");
   EXPECT_EQ(r2.rfind("<|user|>\nhi there\n<|assistant|>\n", 0), 0u);
 }
@@ -530,6 +535,101 @@ TEST_P(SimWorkerAbort, ClientThatLeavesFreesTheSequenceAndTheWorkerServesOn) {
   EXPECT_EQ(res["usage"]["completion_tokens"], 3);
   const auto last = scrape(port);
   EXPECT_EQ(metric(last, "vllm:request_success_total", "finished_reason=\"length\""), 1);
+}
+
+// A worker on an ephemeral port, fast enough for a few short requests.
+struct QuickWorker {
+  WorkerRun run;
+  std::uint16_t port = 0;
+  QuickWorker() {
+    SimWorkerConfig c;
+    c.port = 0;
+    c.model_name = "m";
+    c.kv_blocks = 256;
+    c.max_model_len = 4096;
+    c.speedup = 100;
+    auto w = SimWorker::create(c, small_model());
+    EXPECT_TRUE(w.has_value()) << w.error();
+    run.worker = std::move(*w);
+    run.thread = std::thread([this] { run.worker->run(); });
+    port = run.worker->port();
+  }
+};
+
+TEST(SimWorkerHttp, BodiesNestedDeeperThanTheLimitAre400WithoutAParse) {
+  QuickWorker w;
+  // GIVEN 4 MB of '[' (it built a 4,000,000-level document before the depth check)
+  RawClient deep(w.port);
+  deep.post("/v1/completions", std::string(4'000'000, '['));
+  // THEN a 400 naming the limit
+  const std::string res = deep.read_until("}}");
+  EXPECT_EQ(res.rfind("HTTP/1.1 400", 0), 0u) << res.substr(0, 300);
+  EXPECT_NE(res.find("json_too_deep"), std::string::npos) << res;
+  EXPECT_NE(res.find("64 levels"), std::string::npos) << res;
+  // AND a request at the limit is parsed (then refused for what it is: no prompt)
+  unsigned status = 0;
+  nlohmann::json at_limit = {{"model", "m"}, {"prompt", "x"}, {"max_tokens", 1}};
+  nlohmann::json nest = nlohmann::json::array();
+  for (std::size_t i = 2; i < kMaxRequestJsonDepth; ++i) nest = nlohmann::json::array({nest});
+  at_limit["extra"] = nest;  // levels: the object, then 63 arrays
+  const auto ok = post(w.port, "/v1/completions", at_limit, &status);
+  EXPECT_EQ(status, 200u) << ok.dump();
+}
+
+TEST(SimWorkerHttp, UnknownPathsAre404WhateverTheMethodKnownOnes405) {
+  QuickWorker w;
+  const auto status_of = [&](const std::string& method, const std::string& path) {
+    RawClient c(w.port);
+    net::write(c.socket, net::buffer(method + " " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
+    const std::string res = c.read_until("\r\n");
+    return res.substr(0, 12);
+  };
+  EXPECT_EQ(status_of("POST", "/v1/nothing"), "HTTP/1.1 404");
+  EXPECT_EQ(status_of("DELETE", "/v1/nothing"), "HTTP/1.1 404");
+  EXPECT_EQ(status_of("GET", "/v1/nothing"), "HTTP/1.1 404");
+  EXPECT_EQ(status_of("GET", "/v1/completions"), "HTTP/1.1 405");
+  EXPECT_EQ(status_of("POST", "/metrics"), "HTTP/1.1 405");
+}
+
+TEST(SimWorkerHttp, ChatPartsOfOtherShapesAreSkippedNotA500) {
+  QuickWorker w;
+  // GIVEN a chat whose content parts have a numeric type, a missing text and a text part
+  unsigned status = 0;
+  const nlohmann::json parts = nlohmann::json::array(
+      {{{"type", 7}, {"text", "x"}}, {{"type", "text"}}, {{"type", "text"}, {"text", "hello there"}}});
+  const auto res = post(w.port, "/v1/chat/completions",
+                        {{"model", "m"}, {"max_tokens", 1},
+                         {"messages", nlohmann::json::array({{{"role", "user"}, {"content", parts}}})}},
+                        &status);
+  // THEN the text part alone is the content, as the router renders it
+  EXPECT_EQ(status, 200u) << res.dump();
+  std::string text;
+  FakeChatPrompt p(text);
+  p.message("user", "hello there");
+  std::vector<TokenId> tokens;
+  fake_tokenize(p.finish(), tokens);
+  EXPECT_EQ(res["usage"]["prompt_tokens"], tokens.size());
+}
+
+TEST(SimWorkerConfig, ConnectionLimitAndTimeoutsAreFlags) {
+  std::vector<std::string> args = {"sim-worker", "--config", "x.json", "--max-connections", "50",
+                                   "--keepalive-timeout-ms", "700", "--header-timeout-ms", "800",
+                                   "--body-timeout-ms", "900"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  bool help = false;
+  auto c = parse_sim_worker_args(static_cast<int>(argv.size()), argv.data(), &help);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->max_connections, 50u);
+  EXPECT_EQ(c->keepalive_timeout_ms, 700);
+  EXPECT_EQ(c->header_timeout_ms, 800);
+  EXPECT_EQ(c->body_timeout_ms, 900);
+  args[4] = "0";
+  argv.clear();
+  for (auto& a : args) argv.push_back(a.data());
+  auto zero = parse_sim_worker_args(static_cast<int>(argv.size()), argv.data(), &help);
+  ASSERT_FALSE(zero);
+  EXPECT_NE(zero.error().find("'--max-connections' (0)"), std::string::npos) << zero.error();
 }
 
 INSTANTIATE_TEST_SUITE_P(StreamOrNot, SimWorkerAbort, ::testing::Bool(),

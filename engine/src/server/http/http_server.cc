@@ -6,6 +6,7 @@
 #include <exception>
 #include <optional>
 
+#include "memory_release.h"
 #include "openai_error.h"
 #include "serialize.h"
 #include "write_now.h"
@@ -56,24 +57,10 @@ std::size_t chunk_size_line(char (&buf)[24], std::size_t n) {
   return static_cast<std::size_t>(std::snprintf(buf, sizeof buf, "%zx\r\n", n));
 }
 
+using Clock = std::chrono::steady_clock;
+
 constexpr std::string_view kCrlf = "\r\n";
 constexpr std::string_view kLastChunk = "0\r\n\r\n";
-
-// Answers a request that failed before it reached the handler, then the connection closes.
-Task<void> reply_and_close(beast::tcp_stream& stream, const ServerOptions& options,
-                           unsigned status, std::string_view message) {
-  const std::string body = openai_error_body(status, message);
-  std::string head;
-  append_head(head, 11, status, options.server_name, {}, "application/json");
-  char digits[24];
-  append_field(head, "Content-Length", decimal(digits, body.size()));
-  end_head(head, 11, false);
-  const std::array<net::const_buffer, 2> buffers = {net::buffer(head), net::buffer(body)};
-  boost::system::error_code ec;
-  const std::size_t sent = write_now(stream.socket(), buffers, ec);
-  if (!ec && sent < net::buffer_size(buffers)) co_await write_rest(stream, buffers, sent, options.write_timeout, ec);
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-}
 
 // The bytes received and not yet parsed.
 std::string_view buffered(const beast::flat_buffer& buffer) {
@@ -86,16 +73,6 @@ std::string_view buffered(const beast::flat_buffer& buffer) {
 std::size_t read_size(const beast::flat_buffer& buffer) {
   const std::size_t room = buffer.capacity() - buffer.size();
   return std::min<std::size_t>(std::max<std::size_t>(512, room), 65536);
-}
-
-// Reads more bytes into `buffer`, waiting at most `timeout`. Returns the bytes read; sets `ec`.
-Task<std::size_t> read_more(beast::tcp_stream& stream, beast::flat_buffer& buffer,
-                            std::chrono::milliseconds timeout, boost::system::error_code& ec) {
-  stream.expires_after(timeout);
-  const std::size_t n = co_await stream.async_read_some(buffer.prepare(read_size(buffer)),
-                                                        net::redirect_error(net::use_awaitable, ec));
-  buffer.commit(n);
-  co_return n;
 }
 
 // The reply to a request head that does not parse.
@@ -205,10 +182,11 @@ void IdleTick::operator()(const boost::system::error_code& ec) const {
 }
 
 // Waits (on the connection's strand) until the pending read of the next request completes, at
-// most `timeout`.
-Task<void> wait_next_read(const std::shared_ptr<CloseWatch>& w, std::chrono::milliseconds timeout) {
+// most `timeout` from `now`.
+Task<void> wait_next_read(const std::shared_ptr<CloseWatch>& w, std::chrono::milliseconds timeout,
+                          Clock::time_point now) {
   if (!w->reading) co_return;
-  w->wait_since = std::chrono::steady_clock::now();
+  w->wait_since = now;
   if (!w->timer_armed) arm_idle_timer(w, timeout);
   co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
       [&w](auto handler) { w->waiter.emplace(std::move(handler)); }, net::use_awaitable);
@@ -321,17 +299,121 @@ void ResponseWriter::abort() {
 
 // ---- HttpServer -----------------------------------------------------------------------------
 
-struct HttpServer::Conn {
-  explicit Conn(net::any_io_executor ex) : strand(ex), watch(std::move(ex)) {}
+namespace detail {
+
+struct ServerConn {
+  explicit ServerConn(net::any_io_executor ex) : strand(ex), watch(ex), read_timer(std::move(ex)) {}
   net::any_io_executor strand;
   beast::tcp_stream* stream = nullptr;  // set and read on the strand only
   bool idle = true;                     // waiting for a request; strand only
   CloseWatch watch;                     // read buffer, next-request read, close watch; strand only
   Request request;                      // the request being served; reused (keeps its capacity)
+
+  // The deadline of the read under way (read_before()). Strand only. Armed lazily, as
+  // CloseWatch::idle_timer: a read sets its deadline and arms the timer only when no wait that
+  // ends no later is pending, and the timer, when it fires, re-arms for a deadline that moved on.
+  // So a body read in many pieces costs no timer operation per read.
+  net::steady_timer read_timer;
+  Clock::time_point read_deadline{};
+  Clock::time_point timer_at{};  // expiry of the pending wait, while timer_armed
+  bool timer_armed = false;
+  bool read_pending = false;
+  bool read_expired = false;
+
+  // Reclaim (HttpServer::reclaim_idle_locked), read by the acceptor's thread. When the connection
+  // began to wait for a request's first byte with nothing buffered (steady clock ticks, at least
+  // 1); 0 while a request is under way. Written by the strand.
+  std::atomic<Clock::rep> idle_since{0};
+  // Chosen to be closed, and counted in HttpServer::closing_ until this is cleared.
+  std::atomic<bool> reclaim{false};
 };
 
+}  // namespace detail
+
+namespace {
+
+using Conn = detail::ServerConn;
+
+void arm_read_timer(const std::shared_ptr<Conn>& c);
+
+// The read timer's completion: ends the read under way once its deadline passed.
+void on_read_timer(const std::shared_ptr<Conn>& c, Clock::time_point at, const boost::system::error_code& ec) {
+  if (ec || !c->timer_armed || at != c->timer_at) return;  // cancelled, or replaced by an earlier wait
+  c->timer_armed = false;
+  if (!c->read_pending || c->stream == nullptr) return;    // no read now: the next one arms again
+  if (Clock::now() < c->read_deadline) {
+    arm_read_timer(c);  // the deadline moved on (a body read made progress)
+    return;
+  }
+  c->read_expired = true;
+  boost::system::error_code ignored;
+  c->stream->socket().cancel(ignored);  // the read completes aborted; the socket stays open
+}
+
+void arm_read_timer(const std::shared_ptr<Conn>& c) {
+  if (c->timer_armed && c->timer_at <= c->read_deadline) return;
+  c->timer_armed = true;
+  c->timer_at = c->read_deadline;
+  c->read_timer.expires_at(c->timer_at);  // a later wait pending is cancelled (operation_aborted)
+  c->read_timer.async_wait(
+      [c, at = c->timer_at](const boost::system::error_code& ec) { on_read_timer(c, at, ec); });
+}
+
+// Reads some bytes into `buf`, waiting at most until `deadline`: past it the read fails with
+// net::error::timed_out and the socket stays open, so that a 408 can still be written (Beast's
+// stream timeouts close the socket). Other failures as async_read_some's. Strand only.
+Task<std::size_t> read_before(const std::shared_ptr<Conn>& c, net::mutable_buffer buf, Clock::time_point deadline,
+                              boost::system::error_code& ec) {
+  c->read_deadline = deadline;
+  c->read_pending = true;
+  c->read_expired = false;
+  arm_read_timer(c);
+  const std::size_t n =
+      co_await c->stream->socket().async_read_some(buf, net::redirect_error(net::use_awaitable, ec));
+  c->read_pending = false;
+  if (ec && c->read_expired) ec = net::error::timed_out;
+  co_return n;
+}
+
+// Whether to read and discard what the client still sends before closing (see ServerOptions).
+enum class Linger : bool { no, yes };
+
+// Answers a request that failed before it reached the handler, then the connection closes; with
+// Linger::yes, after reading and discarding what the client still sends (lingering close): until
+// it closes its side, linger_timeout passes without a byte, linger_time passes in all, or
+// linger_bytes were discarded.
+Task<void> reply_and_close(const std::shared_ptr<Conn>& c, const ServerOptions& options, unsigned status,
+                           std::string_view message, Linger linger) {
+  beast::tcp_stream& stream = *c->stream;
+  const std::string body = openai_error_body(status, message);
+  std::string head;
+  append_head(head, 11, status, options.server_name, {}, "application/json");
+  char digits[24];
+  append_field(head, "Content-Length", decimal(digits, body.size()));
+  end_head(head, 11, false);
+  const std::array<net::const_buffer, 2> buffers = {net::buffer(head), net::buffer(body)};
+  boost::system::error_code ec;
+  const std::size_t sent = write_now(stream.socket(), buffers, ec);
+  if (!ec && sent < net::buffer_size(buffers)) co_await write_rest(stream, buffers, sent, options.write_timeout, ec);
+  if (ec) co_return;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (linger == Linger::no || ec) co_return;
+  beast::flat_buffer& scratch = c->watch.buffer;
+  scratch.clear();
+  const auto end = Clock::now() + options.linger_time;
+  std::size_t discarded = 0;
+  while (discarded < options.linger_bytes) {
+    const auto deadline = std::min(end, Clock::now() + options.linger_timeout);
+    discarded += co_await read_before(c, scratch.prepare(65536), deadline, ec);
+    if (ec) break;  // EOF (the client read the answer and closed), a reset or a timeout
+  }
+}
+
+}  // namespace
+
 HttpServer::HttpServer(net::io_context& ioc, ServerOptions options, Handler handler)
-    : ioc_(ioc), options_(std::move(options)), handler_(std::move(handler)), acceptor_(ioc) {}
+    : ioc_(ioc), options_(std::move(options)), handler_(std::move(handler)), acceptor_(ioc),
+      release_timer_(net::make_strand(ioc)) {}
 
 HttpServer::~HttpServer() = default;
 
@@ -358,6 +440,19 @@ Expected<std::unique_ptr<HttpServer>, ServerError> HttpServer::create(net::io_co
 
 void HttpServer::start() {
   net::co_spawn(acceptor_.get_executor(), accept_loop(), net::detached);
+  if (options_.memory_release_interval.count() > 0) {
+    net::co_spawn(release_timer_.get_executor(), release_loop(), net::detached);
+  }
+}
+
+Task<void> HttpServer::release_loop() {
+  while (true) {
+    boost::system::error_code ec;
+    release_timer_.expires_after(options_.memory_release_interval);
+    co_await release_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
+    if (ec || draining()) co_return;  // cancelled by drain(), or the server is going away
+    release_free_memory(options_.memory_keep_bytes);
+  }
 }
 
 Task<void> HttpServer::accept_loop() {
@@ -380,6 +475,7 @@ Task<void> HttpServer::accept_loop() {
     }
     socket.set_option(tcp::no_delay(true), ec);
     auto conn = std::make_shared<Conn>(strand);
+    bool over_limit = false;
     {
       std::lock_guard lock(conns_mu_);
       // Sweep entries of finished connections now and then, so the list stays bounded
@@ -387,14 +483,71 @@ Task<void> HttpServer::accept_loop() {
       if (conns_.size() > 2 * active_.load(std::memory_order_acquire) + 64) {
         conns_.remove_if([](const std::weak_ptr<Conn>& w) { return w.expired(); });
       }
+      if (counted_connections() >= options_.max_connections) reclaim_idle_locked();
+      over_limit = counted_connections() >= options_.max_connections;
       conns_.push_back(conn);
     }
     active_.fetch_add(1, std::memory_order_acq_rel);
-    net::co_spawn(strand, session(std::move(socket), conn), net::detached);
+    net::co_spawn(strand, session(std::move(socket), conn, over_limit), net::detached);
   }
 }
 
-Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
+std::size_t HttpServer::counted_connections() const {
+  const std::size_t active = active_.load(std::memory_order_acquire);
+  const std::size_t closing = closing_.load(std::memory_order_acquire);
+  return active > closing ? active - closing : 0;
+}
+
+void HttpServer::reclaim_idle_locked() {
+  // The longest-idle connections, in a max-heap on idle_since of at most kBatch entries (the
+  // newest on top, replaced by an older one): one pass over the list, no allocation.
+  constexpr std::size_t kBatch = 32;
+  std::array<std::pair<Clock::rep, std::shared_ptr<Conn>>, kBatch> oldest;
+  const auto newer = [](const auto& a, const auto& b) { return a.first < b.first; };
+  std::size_t n = 0;
+  std::size_t idle = 0;
+  for (const std::weak_ptr<Conn>& weak : conns_) {
+    std::shared_ptr<Conn> c = weak.lock();
+    if (c == nullptr || c->reclaim.load(std::memory_order_relaxed)) continue;
+    const Clock::rep since = c->idle_since.load(std::memory_order_relaxed);
+    if (since == 0) continue;  // a request is under way
+    ++idle;
+    if (n < kBatch) {
+      oldest[n++] = {since, std::move(c)};
+      std::push_heap(oldest.begin(), oldest.begin() + static_cast<std::ptrdiff_t>(n), newer);
+    } else if (since < oldest[0].first) {
+      std::pop_heap(oldest.begin(), oldest.end(), newer);
+      oldest[kBatch - 1] = {since, std::move(c)};
+      std::push_heap(oldest.begin(), oldest.end(), newer);
+    }
+  }
+  // As nginx's ngx_drain_connections: an eighth of the idle ones, at least 1, at most 32.
+  std::size_t take = std::clamp<std::size_t>(idle / 8, 1, kBatch);
+  std::sort_heap(oldest.begin(), oldest.begin() + static_cast<std::ptrdiff_t>(n), newer);  // oldest first
+  for (std::size_t i = 0; i < n && take > 0; ++i) {
+    std::shared_ptr<Conn>& c = oldest[i].second;
+    if (c->reclaim.exchange(true, std::memory_order_acq_rel)) continue;
+    --take;
+    closing_.fetch_add(1, std::memory_order_acq_rel);
+    reclaimed_.fetch_add(1, std::memory_order_relaxed);
+    net::post(c->strand, [this, c] {
+      if (c->stream != nullptr && c->idle_since.load(std::memory_order_relaxed) != 0) {
+        boost::system::error_code ignored;
+        c->stream->socket().cancel(ignored);  // its wait for a request ends; the session closes
+      } else if (c->reclaim.exchange(false, std::memory_order_acq_rel)) {
+        closing_.fetch_sub(1, std::memory_order_acq_rel);  // busy again (or gone): not reclaimed
+      }
+    });
+  }
+}
+
+void HttpServer::uncount_reclaim(Conn& conn) {
+  if (conn.reclaim.load(std::memory_order_relaxed) && conn.reclaim.exchange(false, std::memory_order_acq_rel)) {
+    closing_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn, bool over_limit) {
   beast::tcp_stream stream(std::move(socket));
   conn->stream = &stream;
   // The aliasing pointer shares the connection's ownership: no allocation per request.
@@ -402,47 +555,81 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
   next->socket = &stream.socket();
   beast::flat_buffer& buffer = next->buffer;
   boost::system::error_code ec;
-  const bool over_limit = active_.load(std::memory_order_acquire) > options_.max_connections;
   if (over_limit) {
-    co_await reply_and_close(stream, options_, 503, "too many connections; retry later");
+    co_await reply_and_close(conn, options_, 503,
+                             "too many connections: all " + std::to_string(options_.max_connections) +
+                                 " (the server's connection limit) have a request under way; retry later",
+                             Linger::yes);
   }
   Request& req = conn->request;
   while (!over_limit && !draining()) {
     ec = {};
     conn->idle = true;
-    // The read of this request may have started during the previous response (CloseWatch).
-    if (next->reading) co_await wait_next_read(next, options_.idle_timeout);
-    if (next->read_failed) break;  // the client left, idle timeout, or drain: close silently
+    if (buffer.size() == 0) {
+      // Nothing of a request yet: the connection is idle (idle_timeout, a new connection's first
+      // request included), and may be reclaimed meanwhile. The header clock does not run yet: a
+      // client may open its connection well before it writes (a loaded client writing large bodies
+      // on other connections first did, and a clock from the accept cut it off).
+      const Clock::time_point now = Clock::now();
+      conn->idle_since.store(std::max<Clock::rep>(1, now.time_since_epoch().count()), std::memory_order_relaxed);
+      if (next->reading) {
+        // The read of this request started during the previous response (CloseWatch).
+        co_await wait_next_read(next, options_.idle_timeout, now);
+      } else if (!next->read_failed) {
+        buffer.commit(co_await read_before(conn, buffer.prepare(read_size(buffer)), now + options_.idle_timeout, ec));
+      }
+      conn->idle_since.store(0, std::memory_order_relaxed);
+      uncount_reclaim(*conn);
+      // The client left, the idle timeout, a reclaim or a drain: close silently.
+      if (next->read_failed || ec || buffer.size() == 0) break;
+    }
+    // The header clock starts at the request's first byte, which has just arrived (or came with
+    // the previous request): set at the first read below, only if one is needed.
+    Clock::time_point head_deadline = Clock::time_point::max();
     // The head: usually buffered whole already (read during the previous response). Each byte is
     // searched once, however the head arrives.
     std::size_t searched = 0;
     std::size_t head_end = 0;
     while ((head_end = find_head_end(buffered(buffer), searched)) == 0 &&
            buffer.size() <= options_.max_header_bytes) {
-      co_await read_more(stream, buffer, options_.idle_timeout, ec);
+      if (head_deadline == Clock::time_point::max()) head_deadline = Clock::now() + options_.header_timeout;
+      const std::size_t n = co_await read_before(conn, buffer.prepare(read_size(buffer)), head_deadline, ec);
+      buffer.commit(n);
       if (ec) break;
     }
-    if (ec) break;  // the client left or sent no complete head in time: close silently
+    if (ec) {
+      if (ec == net::error::timed_out) {
+        co_await reply_and_close(conn, options_, 408,
+                                 "request header not complete within " +
+                                     std::to_string(options_.header_timeout.count()) +
+                                     " ms of its first byte (the server's header timeout); send the whole "
+                                     "header at once",
+                                 Linger::no);
+      }
+      break;  // otherwise the client left
+    }
     conn->idle = false;
     if (head_end == 0 || head_end > options_.max_header_bytes) {
-      co_await reply_and_close(stream, options_, 431, "request header is larger than the limit of " +
-                                                          std::to_string(options_.max_header_bytes) +
-                                                          " bytes");
+      co_await reply_and_close(conn, options_, 431,
+                               "request header is larger than the limit of " +
+                                   std::to_string(options_.max_header_bytes) + " bytes",
+                               Linger::yes);
       break;
     }
     const ParseError bad = req.assign_head(buffered(buffer).substr(0, head_end));
     buffer.consume(head_end);
     if (bad != ParseError::none) {
-      co_await reply_and_close(stream, options_, parse_error_status(bad),
-                               "malformed HTTP request: " + std::string(to_string(bad)));
+      co_await reply_and_close(conn, options_, parse_error_status(bad),
+                               "malformed HTTP request: " + std::string(to_string(bad)), Linger::yes);
       break;
     }
     const Head& hdr = req.head_;
     if (hdr.body == BodyKind::length && hdr.content_length > options_.max_body_bytes) {
-      co_await reply_and_close(stream, options_, 413,
+      co_await reply_and_close(conn, options_, 413,
                                "request body (" + std::to_string(hdr.content_length) +
                                    " bytes) is larger than the limit of " +
-                                   std::to_string(options_.max_body_bytes) + " bytes");
+                                   std::to_string(options_.max_body_bytes) + " bytes",
+                               Linger::yes);
       break;
     }
     if (hdr.expect_continue && hdr.version >= 11 && hdr.body != BodyKind::none &&
@@ -453,8 +640,8 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
       if (!ec && sent < kContinue.size()) co_await write_rest(stream, cont, sent, options_.write_timeout, ec);
       if (ec) break;
     }
-    // The body: what arrived with the head is taken from the buffer; the rest is read under
-    // read_timeout.
+    // The body: what arrived with the head is taken from the buffer; the rest is read with at most
+    // body_timeout between two reads.
     std::string& body = req.body_;
     unsigned refuse = 0;  // the status that ends the connection, when the body is refused
     if (hdr.body == BodyKind::length) {
@@ -465,9 +652,8 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
       if (body.size() < need) body.resize(need);  // read in place below, not through the buffer
       std::size_t have = take;
       while (have < need) {
-        stream.expires_after(options_.read_timeout);
-        have += co_await stream.async_read_some(net::buffer(body.data() + have, need - have),
-                                                net::redirect_error(net::use_awaitable, ec));
+        have += co_await read_before(conn, net::buffer(body.data() + have, need - have),
+                                     Clock::now() + options_.body_timeout, ec);
         if (ec) break;
       }
     } else if (hdr.body == BodyKind::chunked) {
@@ -488,23 +674,31 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
           break;
         }
         if (chunks.done()) break;
-        co_await read_more(stream, buffer, options_.read_timeout, ec);
+        buffer.commit(co_await read_before(conn, buffer.prepare(read_size(buffer)),
+                                           Clock::now() + options_.body_timeout, ec));
         if (ec) break;
       }
       if (refuse == 400) {
-        co_await reply_and_close(stream, options_, 400, "malformed HTTP request: malformed chunked body");
+        co_await reply_and_close(conn, options_, 400, "malformed HTTP request: malformed chunked body",
+                                 Linger::yes);
         break;
       }
     }
     if (refuse == 413) {
-      co_await reply_and_close(stream, options_, 413, "request body is larger than the limit of " +
-                                                          std::to_string(options_.max_body_bytes) +
-                                                          " bytes");
+      co_await reply_and_close(conn, options_, 413,
+                               "request body is larger than the limit of " +
+                                   std::to_string(options_.max_body_bytes) + " bytes",
+                               Linger::yes);
       break;
     }
     if (ec) {
-      if (ec == beast::error::timeout) {
-        co_await reply_and_close(stream, options_, 408, "request body not received in time");
+      if (ec == net::error::timed_out) {
+        // Lingers: a client that was only slow, and resumes, still reads why it was cut off.
+        co_await reply_and_close(conn, options_, 408,
+                                 "request body not received in time: no byte for " +
+                                     std::to_string(options_.body_timeout.count()) +
+                                     " ms (the server's body timeout)",
+                                 Linger::yes);
       }
       break;  // otherwise the client left
     }
@@ -526,13 +720,17 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn) {
     } else if (failure || (writer.streaming() && !writer.broken())) {
       writer.abort();  // a half-written response cannot be completed
     }
+    // A large body's buffer is not kept for the next request (see kKeptBodyCapacity).
+    if (body.capacity() > kKeptBodyCapacity) std::string().swap(body);
     if (!writer.keep_alive() || draining()) break;
   }
   conn->stream = nullptr;
+  uncount_reclaim(*conn);
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
   stream.close();  // a pending read of the next request completes, aborted, and changes nothing
   next->socket = nullptr;
   next->idle_timer.cancel();
+  conn->read_timer.cancel();
   active_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
@@ -546,6 +744,7 @@ void HttpServer::drain(std::function<void()> on_drained) {
     boost::system::error_code ec;
     acceptor_.close(ec);
   });
+  net::post(release_timer_.get_executor(), [this] { release_timer_.cancel(); });
   std::lock_guard lock(conns_mu_);
   for (auto& weak : conns_) {
     if (auto conn = weak.lock()) {

@@ -12,9 +12,16 @@
 //                                                   Transfer-Encoding, two different lengths)
 //   a transfer coding other than chunked         -> 501
 //   a version other than HTTP/1.0 and HTTP/1.1   -> 505
-//   no complete header within idle_timeout       -> connection closed silently
-//   body not received within read_timeout        -> 408
-//   connections beyond max_connections           -> 503 and close
+//   head not complete header_timeout after its first byte -> 408
+//   no body byte for body_timeout                -> 408
+//   no byte of a request within idle_timeout (a new connection's first one included)
+//                                                -> closed silently
+//   max_connections open: the longest-idle connections (none of their requests under way) are
+//   closed to make room; when every one is busy -> 503
+// After a 413, 400, 431, 501, 505, 503 or a body's 408 the server keeps reading and discarding
+// what the client still sends, within linger_time, linger_timeout and linger_bytes, before it
+// closes (nginx's lingering close): closing with unread bytes resets the connection, and a client
+// still sending its body would see a broken pipe instead of the answer.
 // `Expect: 100-continue` is answered after the size check, so oversized uploads are refused
 // before they are sent.
 //
@@ -94,12 +101,36 @@ struct ServerOptions {
   std::uint16_t port = 0;
   std::size_t max_body_bytes = 8u << 20;
   std::size_t max_header_bytes = 16u << 10;
+  /// How long a connection may wait for the first byte of a request (its first one, or the next
+  /// one after a response); then it is closed silently (nginx: keepalive_timeout). Such a
+  /// connection is idle: it may be reclaimed at max_connections.
   std::chrono::milliseconds idle_timeout{60'000};
-  std::chrono::milliseconds read_timeout{30'000};
+  /// How long a request head may take from its first byte to its empty line; then 408. Not reset
+  /// by each byte, so a client that trickles a head cannot hold a connection (nginx:
+  /// client_header_timeout, which nginx also starts at the accept; here a connection waiting for
+  /// its first byte is idle instead, bounded by idle_timeout and reclaimable).
+  std::chrono::milliseconds header_timeout{10'000};
+  /// Longest wait between two reads of a request body; then 408 (nginx: client_body_timeout).
+  std::chrono::milliseconds body_timeout{30'000};
   /// Per write: a client that accepts no bytes for this long is dropped.
   std::chrono::milliseconds write_timeout{60'000};
   std::chrono::milliseconds drain_timeout{30'000};
+  /// Open connections at most (lingering ones included). A new connection beyond it first closes
+  /// the longest-idle ones (waiting for a request, none under way): up to 32 at a time, an eighth
+  /// of the idle ones at most, as nginx reuses its keep-alive connections. Only when every
+  /// connection is busy does it get a 503.
   std::size_t max_connections = 10'000;
+  /// Lingering close after an error reply (see the header comment): at most this long in all,
+  /// this long between two reads, and this many bytes discarded (nginx: lingering_time 30 s,
+  /// lingering_timeout 5 s).
+  std::chrono::milliseconds linger_time{30'000};
+  std::chrono::milliseconds linger_timeout{5'000};
+  std::size_t linger_bytes = 64u << 20;
+  /// Every this long the server hands the allocator's free memory beyond memory_keep_bytes back to
+  /// the OS (memory_release.h), so that a burst of large requests does not leave the process at
+  /// its peak for good; 0 = never. The allocator is process-wide: one server per process is enough.
+  std::chrono::milliseconds memory_release_interval{5'000};
+  std::size_t memory_keep_bytes = 32u << 20;
   int listen_backlog = 1024;
   /// Value of the Server header.
   std::string server_name = "disagg-engine";
@@ -110,7 +141,14 @@ struct ServerOptions {
   std::vector<net::io_context*> connection_contexts;
 };
 
+/// A request body's buffer keeps its capacity for the connection's next request up to this size;
+/// a larger one is freed after its request, so that idle keep-alive connections do not each hold
+/// a body of up to max_body_bytes.
+inline constexpr std::size_t kKeptBodyCapacity = 64u << 10;
+
 namespace detail {
+struct ServerConn;  // one connection's state (http_server.cc)
+
 /// A callable kept in place (no allocation) for CloseWatch: up to 32 bytes, e.g. a pointer, or a
 /// shared_ptr plus a pointer.
 class CloseCallback {
@@ -307,21 +345,34 @@ class HttpServer {
   bool draining() const { return draining_.load(std::memory_order_acquire); }
   /// Connections open now.
   std::size_t connections() const { return active_.load(std::memory_order_acquire); }
+  /// Idle connections closed so far to make room for new ones (see max_connections).
+  std::uint64_t reclaimed() const { return reclaimed_.load(std::memory_order_relaxed); }
 
  private:
-  struct Conn;
+  using Conn = detail::ServerConn;
   HttpServer(net::io_context& ioc, ServerOptions options, Handler handler);
   Task<void> accept_loop();
-  Task<void> session(tcp::socket socket, std::shared_ptr<Conn> conn);
+  Task<void> session(tcp::socket socket, std::shared_ptr<Conn> conn, bool over_limit);
   Task<void> drain_wait(std::function<void()> on_drained);
+  Task<void> release_loop();
+  // Open connections that count against max_connections: those being reclaimed do not.
+  std::size_t counted_connections() const;
+  // Closes a batch of the longest-idle connections (see max_connections). Caller holds conns_mu_.
+  void reclaim_idle_locked();
+  // Stops counting `conn` as closing when it was chosen for reclaim. On its strand.
+  void uncount_reclaim(Conn& conn);
 
   net::io_context& ioc_;
   ServerOptions options_;
   Handler handler_;
   tcp::acceptor acceptor_;
+  net::steady_timer release_timer_;  // release_loop()'s, on a strand of its own; cancelled by drain()
   std::uint16_t port_ = 0;
   std::atomic<bool> draining_{false};
   std::atomic<std::size_t> active_{0};
+  // Connections chosen by reclaim_idle_locked() whose sessions have not ended yet.
+  std::atomic<std::size_t> closing_{0};
+  std::atomic<std::uint64_t> reclaimed_{0};
   std::mutex conns_mu_;
   std::list<std::weak_ptr<Conn>> conns_;
 };

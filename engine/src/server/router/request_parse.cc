@@ -12,15 +12,15 @@ Unexpected<ApiError> bad(std::string message, std::string param) {
 
 using json = nlohmann::json;
 
-// The text of a message's content: a string, or the text parts of an array joined by '\n'.
-bool content_text(const json& c, std::string& out) {
+// Adds a message's content to the prompt: a string, or the text parts of an array (other parts
+// are skipped). False for any other kind of content.
+bool add_content(const json& c, FakeChatPrompt& prompt) {
   if (c.is_null()) return true;
   if (c.is_string()) {
-    out.append(c.get_ref<const std::string&>());
+    prompt.add_part().append(c.get_ref<const std::string&>());
     return true;
   }
   if (!c.is_array()) return false;
-  bool first = true;
   for (const json& part : c) {
     if (!part.is_object()) continue;
     auto t = part.find("type");
@@ -28,14 +28,21 @@ bool content_text(const json& c, std::string& out) {
     if (t == part.end() || !t->is_string() || *t != "text" || x == part.end() || !x->is_string()) {
       continue;
     }
-    if (!first) out.push_back('\n');
-    out.append(x->get_ref<const std::string&>());
-    first = false;
+    prompt.add_part().append(x->get_ref<const std::string&>());
   }
   return true;
 }
 
 }  // namespace
+
+Expected<json, ApiError> parse_request_json(std::string_view body) {
+  if (!json_depth_within(body, kMaxRequestJsonDepth)) {
+    return unexpected(ApiError{400, json_depth_error(kMaxRequestJsonDepth), "", "json_too_deep"});
+  }
+  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return bad("the request body is not valid JSON", "");
+  return doc;
+}
 
 Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
                                                 std::span<const std::string> models,
@@ -74,19 +81,18 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
     if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
       return bad("'messages' must be a non-empty array of {role, content}", "messages");
     }
-    scratch.clear();
+    FakeChatPrompt prompt(scratch);
     for (const json& msg : *msgs) {
       if (!msg.is_object()) return bad("every message must be an object with 'role' and 'content'", "messages");
       auto role = msg.find("role");
       if (role == msg.end() || !role->is_string()) return bad("every message needs a string 'role'", "messages");
-      scratch.append("<|").append(role->get_ref<const std::string&>()).append("|>\n");
-      if (auto c = msg.find("content"); c != msg.end() && !content_text(*c, scratch)) {
+      prompt.begin_message().append(role->get_ref<const std::string&>());
+      if (auto c = msg.find("content"); c != msg.end() && !add_content(*c, prompt)) {
         return bad("message 'content' must be a string or an array of parts", "messages");
       }
-      scratch.push_back('\n');
+      prompt.end_message();
     }
-    scratch.append("<|assistant|>\n");
-    fake_tokenize(scratch, tokens);
+    fake_tokenize(prompt.finish(), tokens);
   } else {
     auto p = body.find("prompt");
     if (p == body.end() || p->is_null()) {

@@ -1,8 +1,8 @@
 // request_parse.h — validates an OpenAI completions / chat request and derives its prompt tokens.
 //
 // Tokens come from the fake tokenizer the sim-worker uses too (disagg/fake_tokenizer.h); chat is
-// rendered as the sim-worker renders it ("<|role|>\n" content "\n" per message, then
-// "<|assistant|>\n"), which a parity test checks. With the same block size and kRootBlockHash, the router's chained block hashes equal the
+// rendered by the same FakeChatPrompt as the sim-worker's ("<|role|>\n" content "\n" per message,
+// then "<|assistant|>\n"), which a parity test checks. With the same block size and kRootBlockHash, the router's chained block hashes equal the
 // hashes the sim-worker publishes in its KV events, so prefix hits line up.
 // Real vLLM hashes blocks of its real tokenizer's ids (with its own hash function and seed): the
 // router cannot reproduce them without the model's tokenizer, which is out of scope. Against real
@@ -22,9 +22,11 @@
 #include "disagg/block_hash.h"
 #include "disagg/fake_tokenizer.h"
 #include "disagg/expected.h"
+#include "disagg/json_depth.h"
 
 namespace disagg::router {
 
+using disagg::FakeChatPrompt;
 using disagg::fake_token_id;
 using disagg::fake_tokenize;
 using disagg::kFakeVocabSize;
@@ -44,6 +46,12 @@ struct GenerateRequest {
   /// max_completion_tokens or max_tokens; 0 when absent.
   std::int64_t max_tokens = 0;
 };
+
+/// Parses a request body into a JSON document: the one full parse of a request (the router calls
+/// it wherever the fast scan declines). The nesting depth is checked first (json_depth.h), so a
+/// body nested deeper than kMaxRequestJsonDepth builds no document at all.
+/// Failure modes: 400 naming the depth limit (code "json_too_deep"); 400 "not valid JSON".
+Expected<nlohmann::json, ApiError> parse_request_json(std::string_view body);
 
 /// Validates `body` (a parsed JSON value) as a completions (`chat` false) or chat completions
 /// request, fills `out`, and appends its prompt tokens to `tokens` (`scratch` is reused for the

@@ -9,8 +9,10 @@ namespace disagg::router {
 
 namespace {
 
-// Deeper bodies go to the slow path (which has no depth limit), so recursion here stays shallow.
-constexpr int kMaxDepth = 64;
+// Deeper bodies go to the slow path, which refuses them (parse_request_json), so recursion here
+// stays shallow. The top-level object is at depth 0 and a container at depth d is level d + 1, so
+// the scan accepts exactly the levels that json_depth_within() does.
+constexpr int kMaxDepth = static_cast<int>(kMaxRequestJsonDepth);
 
 enum class Kind : std::uint8_t { string, number, object, array, boolean_true, boolean_false, null };
 
@@ -359,9 +361,9 @@ bool completion_prompt(const Value& prompt, std::vector<TokenId>& tokens, std::s
   return token_ids(prompt, tokens);
 }
 
-// The text of a message's content (see content_text in request_parse.cc).
-bool content_parts(const Value& parts, std::string& out) {
-  bool first = true;
+// Adds the text parts of a message's content array to the prompt (see add_content in
+// request_parse.cc).
+bool content_parts(const Value& parts, FakeChatPrompt& prompt) {
   Scanner s(parts.raw);
   return s.elements(
       [&](const Value& part) {
@@ -381,16 +383,14 @@ bool content_parts(const Value& parts, std::string& out) {
         if (!has_type || type.kind != Kind::string || !has_text || text.kind != Kind::string) return true;
         if (type.escaped) return false;
         if (type.raw != "text") return true;
-        if (!first) out.push_back('\n');
-        first = false;
-        return append_text(out, text);
+        return append_text(prompt.add_part(), text);
       },
       1);
 }
 
 bool chat_prompt(const Value& messages, std::vector<TokenId>& tokens, std::string& scratch) {
   if (messages.kind != Kind::array) return false;
-  scratch.clear();
+  FakeChatPrompt prompt(scratch);
   bool any = false;
   Scanner s(messages.raw);
   const bool ok = s.elements(
@@ -409,25 +409,22 @@ bool chat_prompt(const Value& messages, std::vector<TokenId>& tokens, std::strin
             },
             1);
         if (!fields || !has_role || role.kind != Kind::string) return false;
-        scratch.append("<|");
-        if (!append_text(scratch, role)) return false;
-        scratch.append("|>\n");
+        if (!append_text(prompt.begin_message(), role)) return false;
         if (has_content && content.kind != Kind::null) {
           if (content.kind == Kind::string) {
-            if (!append_text(scratch, content)) return false;
+            if (!append_text(prompt.add_part(), content)) return false;
           } else if (content.kind == Kind::array) {
-            if (!content_parts(content, scratch)) return false;
+            if (!content_parts(content, prompt)) return false;
           } else {
             return false;
           }
         }
-        scratch.push_back('\n');
+        prompt.end_message();
         return true;
       },
       0);
   if (!ok || !any) return false;
-  scratch.append("<|assistant|>\n");
-  fake_tokenize(scratch, tokens);
+  fake_tokenize(prompt.finish(), tokens);
   return true;
 }
 

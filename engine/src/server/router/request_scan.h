@@ -10,7 +10,8 @@
 // for the same body, or it declines ("not sure") and the caller runs the slow path, which also
 // produces every error answer. It declines any body the slow path would refuse, and some it would
 // accept but that this scanner does not handle: \u escapes in a field it reads, an escaped or
-// repeated key among those it reads, a UTF-8 byte-order mark, nesting deeper than 64, numbers
+// repeated key among those it reads, a UTF-8 byte-order mark, nesting deeper than
+// kMaxRequestJsonDepth (64, json_depth.h: the slow path refuses those with a 400), numbers
 // that could overflow a double, and every kind of invalid field. A differential test and the
 // request-parse fuzz target hold the two paths to this contract.
 #pragma once

@@ -202,12 +202,15 @@ struct Router::Impl {
     // slow path answers every request the fast scan declines (errors included).
     json body;
     if (table->pd_mode() || !scan_generate_request(req.body(), chat, config.served_models, g, sc->tokens, sc->text)) {
-      body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
-      if (body.is_discarded()) {
+      auto doc = parse_request_json(req.body());  // the nesting-depth check, then json::parse
+      if (!doc) {
+        ApiError e = std::move(doc.error());
         scratch.release(std::move(sc));
-        co_await reject(w, route, 400, ErrorCause::bad_request, "the request body is not valid JSON", "", "");
+        co_await reject(w, route, e.status, ErrorCause::bad_request, std::move(e.message), std::move(e.param),
+                        std::move(e.code));
         co_return;
       }
+      body = std::move(*doc);
       auto parsed = parse_generate_request(body, chat, config.served_models, g, sc->tokens, sc->text);
       if (!parsed) {
         ApiError e = parsed.error();
@@ -347,8 +350,11 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   so.host = c.host;
   so.port = c.port;
   so.max_body_bytes = c.max_body_bytes;
+  so.max_connections = c.max_connections;
+  so.idle_timeout = std::chrono::milliseconds(c.keepalive_timeout_ms);
+  so.header_timeout = std::chrono::milliseconds(c.header_timeout_ms);
+  so.body_timeout = std::chrono::milliseconds(c.body_timeout_ms);
   so.drain_timeout = std::chrono::milliseconds(c.drain_timeout_ms);
-  so.idle_timeout = std::chrono::milliseconds(std::max<std::int64_t>(c.idle_timeout_ms, 1000));
   so.server_name = "disagg-engine router";
   so.connection_contexts = im.contexts();
   Impl* raw = impl.get();

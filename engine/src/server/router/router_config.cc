@@ -56,6 +56,11 @@ constexpr const char* kUsage =
     "  --eject-after N               consecutive failures that eject an endpoint (3)\n"
     "  --eject-ms N                  ejection time before health checks may restore it (5000)\n"
     "  --max-body-bytes N            request body limit; 413 beyond (8388608)\n"
+    "  --max-connections N           client connections open at once; at the limit the longest-idle\n"
+    "                                keep-alive ones are closed, 503 only when all are busy (10000)\n"
+    "  --keepalive-timeout-ms N      a client connection's longest wait for its next request (60000)\n"
+    "  --header-timeout-ms N         a request head's limit from its first byte; then 408 (10000)\n"
+    "  --body-timeout-ms N           longest wait between two reads of a request body; then 408 (30000)\n"
     "  --threads N                   HTTP threads (2)\n"
     "  --pin-threads on|off          run HTTP thread i on the i-th allowed CPU only; for CPUs the\n"
     "                                router does not share (off)\n"
@@ -610,6 +615,14 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
       if (!integer(&c.eject_ms, 0, 1LL << 40)) return bad("must be a whole number >= 0");
     } else if (flag == "--max-body-bytes") {
       if (!integer(&c.max_body_bytes, 1, 1LL << 40)) return bad(range_any);
+    } else if (flag == "--max-connections") {
+      if (!integer(&c.max_connections, 1, 1 << 24)) return bad("must be a whole number in [1, 16777216]");
+    } else if (flag == "--keepalive-timeout-ms") {
+      if (!integer(&c.keepalive_timeout_ms, 1, 1LL << 40)) return bad(range_any);
+    } else if (flag == "--header-timeout-ms") {
+      if (!integer(&c.header_timeout_ms, 1, 1LL << 40)) return bad(range_any);
+    } else if (flag == "--body-timeout-ms") {
+      if (!integer(&c.body_timeout_ms, 1, 1LL << 40)) return bad(range_any);
     } else if (flag == "--threads") {
       if (!integer(&c.threads, 1, 256)) return bad("must be a whole number in [1, 256]");
     } else if (flag == "--pin-threads") {

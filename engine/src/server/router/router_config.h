@@ -85,6 +85,7 @@ struct RouterConfig {
 
   std::int64_t request_timeout_ms = 600'000;
   std::int64_t connect_timeout_ms = 2'000;
+  /// Upstream silence limit while a response streams (not the client side: keepalive_timeout_ms).
   std::int64_t idle_timeout_ms = 60'000;
   /// Idle keep-alive connections kept per upstream endpoint; 0 = a new connection per request.
   std::int32_t upstream_keepalive = 64;
@@ -101,6 +102,15 @@ struct RouterConfig {
   std::int32_t eject_after = 3;
   std::int64_t eject_ms = 5'000;
   std::size_t max_body_bytes = 8u << 20;
+  /// Client connections (http::ServerOptions): at most this many open; the longest-idle ones are
+  /// reclaimed at the limit, 503 only when all are busy.
+  std::size_t max_connections = 10'000;
+  /// Longest wait of a client connection for a request's first byte (nginx keepalive_timeout).
+  std::int64_t keepalive_timeout_ms = 60'000;
+  /// A request head's limit from its first byte; then 408.
+  std::int64_t header_timeout_ms = 10'000;
+  /// Longest wait between two reads of a request body; then 408.
+  std::int64_t body_timeout_ms = 30'000;
   std::int32_t threads = 2;
   /// --pin-threads on: HTTP thread i runs only on the i-th CPU the process may use (modulo their
   /// number). See thread_pinning.h for when it pays.

@@ -19,15 +19,6 @@ constexpr std::array<std::string_view, 48> kFillerWords = {
 
 }  // namespace
 
-std::string render_chat(std::span<const ChatMessage> messages) {
-  std::string out;
-  for (const ChatMessage& m : messages) {
-    out.append("<|").append(m.role).append("|>\n").append(m.content).append("\n");
-  }
-  out.append("<|assistant|>\n");
-  return out;
-}
-
 std::uint64_t filler_seed(std::span<const TokenId> prompt) {
   std::uint64_t h = kFnvOffset;
   for (TokenId t : prompt) {

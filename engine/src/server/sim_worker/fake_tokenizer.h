@@ -1,9 +1,6 @@
-// fake_tokenizer.h — the sim-worker's prompt rendering and filler text around the shared fake
-// tokenizer (disagg/fake_tokenizer.h: the rule the router relies on).
-//
-// Chat prompts are rendered before tokenizing, one line pair per message:
-//   "<|role|>\n" + content + "\n"   ... followed by "<|assistant|>\n"
-// so a conversation that grows by turns keeps its earlier tokens.
+// fake_tokenizer.h — the sim-worker's filler text around the shared fake tokenizer
+// (disagg/fake_tokenizer.h: the tokenizer rule and the chat template, FakeChatPrompt, that the
+// router relies on).
 //
 // Generated text is filler: the k-th output token of a request is the word
 // kFillerWords[(seed + 7k) mod N] (each word is at most 4 bytes, so one word = one token), streamed
@@ -21,18 +18,10 @@
 
 namespace disagg::sim_worker {
 
+using disagg::FakeChatPrompt;
 using disagg::fake_token_id;
 using disagg::fake_tokenize;
 using disagg::kFakeVocabSize;
-
-/// One chat message for render_chat().
-struct ChatMessage {
-  std::string role;
-  std::string content;
-};
-
-/// The chat template above.
-std::string render_chat(std::span<const ChatMessage> messages);
 
 /// Seed of a request's filler text: a hash of its prompt tokens.
 std::uint64_t filler_seed(std::span<const TokenId> prompt);

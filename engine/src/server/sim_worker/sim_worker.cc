@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "disagg/json_depth.h"
 #include "fake_tokenizer.h"
 #include "server/http/http_server.h"
 #include "server/http/openai_error.h"
@@ -203,30 +204,34 @@ Expected<Generation, ApiError> SimWorker::Impl::parse(const json& body, bool cha
     if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
       return unexpected(ApiError{400, "'messages' must be a non-empty array of {role, content}", "messages", ""});
     }
-    std::vector<ChatMessage> messages;
+    std::string text;
+    FakeChatPrompt prompt(text);
     for (const json& m : *msgs) {
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      const auto role = m.find("role");  // end() when m is not an object
+      if (!m.is_object() || role == m.end() || !role->is_string()) {
         return unexpected(ApiError{400, "every message needs a string 'role'", "messages", ""});
       }
-      ChatMessage cm{m["role"].get<std::string>(), {}};
+      prompt.begin_message().append(role->get_ref<const std::string&>());
       if (auto c = m.find("content"); c != m.end() && !c->is_null()) {
         if (c->is_string()) {
-          cm.content = c->get<std::string>();
+          prompt.add_part().append(c->get_ref<const std::string&>());
         } else if (c->is_array()) {
-          for (const json& part : *c) {
-            if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
-                part["text"].is_string()) {
-              if (!cm.content.empty()) cm.content.push_back('\n');
-              cm.content += part["text"].get<std::string>();
+          for (const json& part : *c) {  // text parts; others are skipped
+            if (!part.is_object()) continue;
+            const auto type = part.find("type");
+            const auto x = part.find("text");
+            if (type == part.end() || !type->is_string() || *type != "text" || x == part.end() || !x->is_string()) {
+              continue;
             }
+            prompt.add_part().append(x->get_ref<const std::string&>());
           }
         } else {
           return unexpected(ApiError{400, "message 'content' must be a string or an array of parts", "messages", ""});
         }
       }
-      messages.push_back(std::move(cm));
+      prompt.end_message();
     }
-    fake_tokenize(render_chat(messages), g.prompt);
+    fake_tokenize(prompt.finish(), g.prompt);
   } else {
     auto p = body.find("prompt");
     if (p == body.end() || p->is_null()) {
@@ -330,6 +335,11 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
       co_await w.send_error(500, "injected failure (--fail-rate)", "", "injected_failure");
       co_return;
     }
+  }
+  // The depth first: nlohmann builds any nesting, one heap node per level (json_depth.h).
+  if (!json_depth_within(req.body(), kMaxRequestJsonDepth)) {
+    co_await w.send_error(400, json_depth_error(kMaxRequestJsonDepth), "", "json_too_deep");
+    co_return;
   }
   const json body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
@@ -527,6 +537,10 @@ Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerCon
   so.host = c.host;
   so.port = c.port;
   so.max_body_bytes = c.max_body_bytes;
+  so.max_connections = c.max_connections;
+  so.idle_timeout = std::chrono::milliseconds(c.keepalive_timeout_ms);
+  so.header_timeout = std::chrono::milliseconds(c.header_timeout_ms);
+  so.body_timeout = std::chrono::milliseconds(c.body_timeout_ms);
   so.drain_timeout = std::chrono::milliseconds(c.drain_timeout_ms);
   so.server_name = "disagg-engine sim-worker";
   Impl* raw = impl.get();

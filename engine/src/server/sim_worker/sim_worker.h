@@ -46,6 +46,10 @@ struct SimWorkerConfig {
   std::int64_t crash_after = 0;       ///< --crash-after N: exit(3) after N tokens were sent (0 = never)
   std::uint64_t seed = 1;             ///< --seed of the failure injection
   std::size_t max_body_bytes = 8u << 20;  ///< --max-body-bytes (413 beyond)
+  std::size_t max_connections = 10'000;   ///< --max-connections (idle ones reclaimed; 503 when all busy)
+  std::int64_t keepalive_timeout_ms = 60'000;  ///< --keepalive-timeout-ms: idle wait for the next request
+  std::int64_t header_timeout_ms = 10'000;     ///< --header-timeout-ms: a head's limit from its first byte (408)
+  std::int64_t body_timeout_ms = 30'000;       ///< --body-timeout-ms: longest wait between body reads (408)
   int http_threads = 2;               ///< --http-threads
   std::string engine_id;              ///< --engine-id (default sim-<host>-<port>)
   std::string advertise_host;         ///< --advertise-host for kv_transfer_params (default --host)

@@ -41,6 +41,11 @@ constexpr const char* kUsage =
     "  --crash-after N              exit with code 3 once N tokens were sent (0 = never)\n"
     "  --seed N                     seed of --fail-rate (1)\n"
     "  --max-body-bytes N           request body limit; 413 beyond (8388608)\n"
+    "  --max-connections N          connections open at once; at the limit the longest-idle\n"
+    "                               keep-alive ones are closed, 503 only when all are busy (10000)\n"
+    "  --keepalive-timeout-ms N     a connection's longest wait for its next request (60000)\n"
+    "  --header-timeout-ms N        a request head's limit from its first byte; then 408 (10000)\n"
+    "  --body-timeout-ms N          longest wait between two reads of a request body; then 408 (30000)\n"
     "  --http-threads N             threads serving HTTP (2)\n"
     "  --engine-id ID               remote_engine_id in kv_transfer_params (sim-<host>-<port>)\n"
     "  --advertise-host H           remote_host in kv_transfer_params (--host)\n"
@@ -134,6 +139,14 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
       if (!parse_num(v, &c.seed)) return bad(flag, v, "must be a whole number >= 0");
     } else if (flag == "--max-body-bytes") {
       if (!positive(&c.max_body_bytes)) return bad(flag, v, "must be a whole number >= 1");
+    } else if (flag == "--max-connections") {
+      if (!positive(&c.max_connections)) return bad(flag, v, "must be a whole number >= 1");
+    } else if (flag == "--keepalive-timeout-ms") {
+      if (!positive(&c.keepalive_timeout_ms)) return bad(flag, v, "must be a whole number >= 1");
+    } else if (flag == "--header-timeout-ms") {
+      if (!positive(&c.header_timeout_ms)) return bad(flag, v, "must be a whole number >= 1");
+    } else if (flag == "--body-timeout-ms") {
+      if (!positive(&c.body_timeout_ms)) return bad(flag, v, "must be a whole number >= 1");
     } else if (flag == "--http-threads") {
       if (!positive(&c.http_threads) || c.http_threads > 256) return bad(flag, v, "must be in 1..256");
     } else if (flag == "--engine-id") {
