@@ -45,6 +45,8 @@ const project = new awscdk.AwsCdkConstructLibrary({
     'ts-node@^10.9.2',
     // Generates src/engine/engine-config.generated.ts from the engine's JSON Schema (engine:schema-types).
     'json-schema-to-typescript@^16',
+    // Generates the CRD bindings in src/imports from projenrc/crds (imports task; offline: local files only).
+    'cdk8s-cli@^2',
   ],
   bin: {
     disagg: 'lib/cli/main.js',
@@ -111,6 +113,16 @@ project.addTask('engine:schema-types', {
   exec: 'ts-node --project projenrc/tsconfig.json projenrc/engine-config-types.ts',
   receiveArgs: true,
 });
+
+// The custom resources' cdk8s bindings are generated from minimal CRDs kept in projenrc/crds, never
+// hand-edited; test/k8s/crd-imports.test.ts fails when src/imports is behind them.
+project.addTask('imports', {
+  description: 'Generate src/imports (cdk8s bindings) from projenrc/crds with `cdk8s import`, offline (--check: fail when stale)',
+  exec: 'ts-node --project projenrc/tsconfig.json projenrc/crd-imports.ts',
+  receiveArgs: true,
+});
+project.eslint?.addIgnorePattern('src/imports/');
+project.gitattributes.addAttributes('/src/imports/*.ts', 'linguist-generated');
 
 project.addTask('bench', {
   description: 'Run the benchmarks (separate from tests); results go to bench/RESULTS.md by hand after review',
