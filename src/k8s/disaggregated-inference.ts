@@ -1,4 +1,4 @@
-import { ApiObject, Chart } from 'cdk8s';
+import { Chart } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
 import { AcceleratedInstanceType } from '../catalog';
@@ -12,8 +12,8 @@ import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
 import { PoolRole } from './pool-role';
 import { PoolSizing } from './pool-sizing';
-import { gatewayObjects } from './private/gateway-objects';
-import { FIELD_PREFIX, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
+import { addGatewayObjects } from './private/gateway-objects';
+import { FIELD_PREFIX, HiddenPoolProps, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
 import { APP_PART_OF, componentLabels } from './private/labels';
 import { resolveModel, strip } from './private/model-inputs';
 import { planPool } from './private/pool-plan';
@@ -209,7 +209,7 @@ export class DisaggregatedInference extends Construct {
       this.warn('disagg:nonRootHostPath', 'non-root workers cannot write a hostPath model cache that the kubelet creates root-owned; use ModelCache.podLocal() or pre-create the directory');
     }
 
-    const meta = (objectName: string, labels: Record<string, string>, extra?: Record<string, unknown>) => strip({
+    const meta = (objectName: string, labels: Record<string, string>, extra?: Partial<k8s.ObjectMeta>): k8s.ObjectMeta => strip({
       name: objectName, namespace, labels: { ...labels, [APP_PART_OF]: 'disagg' }, ...extra,
     });
 
@@ -247,32 +247,32 @@ export class DisaggregatedInference extends Construct {
     this.prefillServiceName = `${name}-prefill`;
     this.decodeServiceName = `${name}-decode`;
     const checkpointGib = resolved.checkpointBytes / 2 ** 30;
-    const pools: Record<'prefill' | 'decode', WorkerPool | ExpertParallelPool> = {} as any;
-    for (const role of ['prefill', 'decode'] as const) {
+    const poolOf = (role: 'prefill' | 'decode'): WorkerPool | ExpertParallelPool => {
       const objectName = role === 'prefill' ? this.prefillServiceName : this.decodeServiceName;
       const constructId = role === 'prefill' ? 'Prefill' : 'Decode';
       const plan = planned[role];
       if (plan) {
-        pools[role] = new WorkerPool(this, constructId, { plan, ctx, meta, objectName, labels: componentLabels(name, role), checkpointGib });
-      } else {
-        const ep = sides[role].ep!;
-        const { prefill: _p, decode: _d, prefillExpertParallel: _pe, decodeExpertParallel: _de, ...common } = props;
-        const pool = new ExpertParallelPool(this, constructId, {
-          ...common,
-          ...ep,
-          role: role === 'prefill' ? PoolRole.PREFILL : PoolRole.DECODE,
-          name: objectName,
-          namespace,
-          serviceAccountName: name,
-          endpoints: ep.endpoints ?? DataParallelEndpoints.SINGLE,
-          [FIELD_PREFIX]: `${role}ExpertParallel`,
-          [NIXL_BACKEND]: this.nixlBackend,
-          [INSTANCE]: name,
-        } as ExpertParallelPoolProps);
-        this.warnings.push(...pool.warnings);
-        pools[role] = pool;
+        return new WorkerPool(this, constructId, { plan, ctx, meta, objectName, labels: componentLabels(name, role), checkpointGib });
       }
-    }
+      const ep = sides[role].ep!;
+      const { prefill: _p, decode: _d, prefillExpertParallel: _pe, decodeExpertParallel: _de, ...common } = props;
+      const epProps: ExpertParallelPoolProps & HiddenPoolProps = {
+        ...common,
+        ...ep,
+        role: role === 'prefill' ? PoolRole.PREFILL : PoolRole.DECODE,
+        name: objectName,
+        namespace,
+        serviceAccountName: name,
+        endpoints: ep.endpoints ?? DataParallelEndpoints.SINGLE,
+        [FIELD_PREFIX]: `${role}ExpertParallel`,
+        [NIXL_BACKEND]: this.nixlBackend,
+        [INSTANCE]: name,
+      };
+      const pool = new ExpertParallelPool(this, constructId, epProps);
+      this.warnings.push(...pool.warnings);
+      return pool;
+    };
+    const pools = { prefill: poolOf('prefill'), decode: poolOf('decode') };
     this.prefill = pools.prefill;
     this.decode = pools.decode;
     const planOf = (pool: WorkerPool | ExpertParallelPool) => (pool instanceof ExpertParallelPool ? pool._plan : pool.plan);
@@ -311,20 +311,15 @@ export class DisaggregatedInference extends Construct {
     this.routerServiceName = router.serviceName;
     this.routerConfig = router.configJson;
 
-    const exposure = props.gateway ?? GatewayExposure.none();
-    for (const object of gatewayObjects({
-      exposure,
+    addGatewayObjects(this, {
+      exposure: props.gateway ?? GatewayExposure.none(),
       name,
       namespace,
       routerService: this.routerServiceName,
       decodeSelector: servingSelector(componentLabels(name, 'decode'), decode),
       labels: componentLabels(name, 'gateway'),
       targetPorts: pools.decode instanceof ExpertParallelPool ? pools.decode.httpPorts : undefined,
-    })) {
-      const { id: objectId, ...body } = object;
-      const metadata = (body.metadata ?? {}) as Record<string, unknown>;
-      new ApiObject(this, objectId as string, { ...body, metadata: strip({ ...metadata, namespace: metadata.namespace ?? namespace }) } as any);
-    }
+    });
   }
 
   private warn(id: string, message: string): void {

@@ -1,4 +1,5 @@
-import { ApiObject, Chart, Lazy } from 'cdk8s';
+import { Chart } from 'cdk8s';
+import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
 import { AcceleratedInstanceType } from '../catalog';
 import { AllToAllBackend } from './all-to-all-backend';
@@ -7,17 +8,16 @@ import { GatewayExposure, InferencePoolExposureOptions } from './gateway-exposur
 import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
 import { PoolRole } from './pool-role';
-import { gatewayObjects } from './private/gateway-objects';
-import { FIELD_PREFIX, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
+import { addGatewayObjects } from './private/gateway-objects';
+import { FIELD_PREFIX, HiddenPoolProps, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
 import { APP_INSTANCE, APP_PART_OF, LWS_WORKER_INDEX, PORTS, componentLabels } from './private/labels';
+import { addLeaderWorkerSet } from './private/leader-worker-set';
 import { ResolvedModel, resolveModel, strip } from './private/model-inputs';
 import { PoolExtras } from './private/pool-extras';
 import { PoolPlan, PoolPlanInputs, planPool } from './private/pool-plan';
-import { WorkerContext, kvEventsConfig, kvTransferConfig, modelArgs, workerPodTemplate } from './private/worker-pod';
-import { podCapacity, stripDeep } from './private/worker-pool';
+import { WorkerContext, kvEventsConfig, kvTransferConfig, modelArgs, workerPodTemplate, workerProbes } from './private/worker-pod';
+import { podCapacity } from './private/worker-pool';
 import { IServingPool, KvCacheAttachment } from './serving-pool';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
 
 /** vLLM's data-parallel RPC port on the group's first node (any free port; llm-d and vLLM's examples use 5555). */
 const DP_RPC_PORT = 5555;
@@ -184,8 +184,10 @@ export class ExpertParallelPool extends Construct implements IServingPool {
     const model = resolved.model;
     const type = props.instanceType;
     const namespace = props.namespace ?? Chart.of(this).namespace;
+    // Set only by a DisaggregatedInference that creates the pool (symbol keys: not in the jsii API).
+    const hidden: HiddenPoolProps = props as ExpertParallelPoolProps & HiddenPoolProps;
     // Errors name pool fields plainly here; DisaggregatedInference prefixes them with its prop.
-    const fieldPrefix = (props as any)[FIELD_PREFIX] ?? '';
+    const fieldPrefix = hidden[FIELD_PREFIX] ?? '';
     const field = (f: string) => (fieldPrefix ? `${fieldPrefix}.${f}` : f);
     if (!model.isMoe) {
       throw new Error(`${where}: 'model' (${model.name}) is a dense model: expert parallelism needs routed experts; ` +
@@ -292,9 +294,9 @@ export class ExpertParallelPool extends Construct implements IServingPool {
     // KV transfer for a prefill or decode role.
     this.usesNixl = role !== PoolRole.SERVE;
     const efa = type.supportsEfa && plan.efaInterfacesPerPod > 0;
-    const transfer = (props as any)[NIXL_BACKEND] as string | undefined
+    const transfer = hidden[NIXL_BACKEND]
       ?? (this.usesNixl ? resolveNixl(props.kvTransfer ?? KvTransfer.AUTO, efa, type, where) : (efa ? 'LIBFABRIC' : 'UCX'));
-    if (this.usesNixl && transfer === 'UCX' && (props as any)[NIXL_BACKEND] === undefined) {
+    if (this.usesNixl && transfer === 'UCX' && hidden[NIXL_BACKEND] === undefined) {
       this.warn('disagg:tcpKvTransfer', `KV cache moves over NIXL/UCX on TCP: ${type.name} has no EFA`);
     }
 
@@ -304,7 +306,7 @@ export class ExpertParallelPool extends Construct implements IServingPool {
     this.acceleratorsPerPod = plan.layout.acceleratorsPerPod;
     this.kvCacheBytesPerPod = plan.plan.kvCacheBytesPerRank * plan.layout.acceleratorsPerPod;
     const ctx: WorkerContext = {
-      instance: (props as any)[INSTANCE] ?? resolved.name,
+      instance: hidden[INSTANCE] ?? resolved.name,
       model,
       source: resolved.source,
       servedModelName: resolved.servedModelName,
@@ -329,17 +331,15 @@ export class ExpertParallelPool extends Construct implements IServingPool {
     this.localDiskGibPerPod = capacity.localDiskGib;
     this.extras = new PoolExtras(`pool '${this.node.path}'`);
 
-    const meta = (objectName: string, labels: Record<string, string>, extra?: Record<string, unknown>) => strip({
+    const meta = (objectName: string, labels: Record<string, string>, extra?: Partial<k8s.ObjectMeta>): k8s.ObjectMeta => strip({
       name: objectName, namespace, labels: { ...labels, [APP_PART_OF]: 'disagg' }, ...extra,
     });
     const labels = componentLabels(ctx.instance, role === PoolRole.SERVE ? 'serve' : role.name);
     if (props.serviceAccountName === undefined) {
-      new ApiObject(this, 'ServiceAccount', {
-        apiVersion: 'v1',
-        kind: 'ServiceAccount',
+      new k8s.KubeServiceAccount(this, 'ServiceAccount', {
         metadata: meta(resolved.name, labels, props.serviceAccountAnnotations ? { annotations: props.serviceAccountAnnotations } : undefined),
         automountServiceAccountToken: false,
-      } as any);
+      });
     }
     const shape: EpShape = {
       ctx,
@@ -358,42 +358,29 @@ export class ExpertParallelPool extends Construct implements IServingPool {
       nixl: this.usesNixl ? kvTransferConfig(transfer) : undefined,
       ports: this.httpPorts,
     };
-    new ApiObject(this, 'Workload', {
-      apiVersion: 'leaderworkerset.x-k8s.io/v1',
-      kind: 'LeaderWorkerSet',
+    // One group of nodesPerGroup pods per replica: every rank of a group joins one collective.
+    addLeaderWorkerSet(this, 'Workload', {
       metadata: meta(resolved.name, labels),
-      spec: {
-        replicas,
-        startupPolicy: 'LeaderCreated',
-        rolloutStrategy: { type: 'RollingUpdate', rollingUpdateConfiguration: { maxSurge: 0, maxUnavailable: 1 } },
-        leaderWorkerTemplate: {
-          size: this.nodesPerGroup,
-          // Every rank of a group joins one collective: a lost pod takes the group down, so restart it whole.
-          restartPolicy: 'RecreateGroupOnPodRestart',
-          leaderTemplate: Lazy.any({ produce: () => stripDeep(epPodTemplate(shape, 'leader')) }),
-          workerTemplate: Lazy.any({ produce: () => stripDeep(epPodTemplate(shape, 'worker')) }),
-        },
-      },
-    } as any);
+      replicas,
+      size: this.nodesPerGroup,
+      leaderTemplate: () => epPodTemplate(shape, 'leader'),
+      workerTemplate: () => epPodTemplate(shape, 'worker'),
+    });
     const selector = endpoints === DataParallelEndpoints.PER_RANK ? labels : { ...labels, [LWS_WORKER_INDEX]: '0' };
-    new ApiObject(this, 'Service', {
-      apiVersion: 'v1',
-      kind: 'Service',
+    new k8s.KubeService(this, 'Service', {
       metadata: meta(resolved.name, labels),
       spec: {
-        clusterIP: 'None',
+        clusterIp: 'None',
         selector,
-        ports: this.httpPorts.map((port, r) => ({ name: portName(endpoints, r), port, targetPort: port, protocol: 'TCP' })),
+        ports: this.httpPorts.map((port, r) => ({ name: portName(endpoints, r), port, targetPort: k8s.IntOrString.fromNumber(port), protocol: 'TCP' })),
       },
-    } as any);
-    new ApiObject(this, 'Budget', {
-      apiVersion: 'policy/v1',
-      kind: 'PodDisruptionBudget',
+    });
+    new k8s.KubePodDisruptionBudget(this, 'Budget', {
       metadata: meta(resolved.name, labels),
-      spec: { maxUnavailable: 1, selector: { matchLabels: { [APP_INSTANCE]: ctx.instance, ...labels } } },
-    } as any);
+      spec: { maxUnavailable: k8s.IntOrString.fromNumber(1), selector: { matchLabels: { [APP_INSTANCE]: ctx.instance, ...labels } } },
+    });
     if (props.inferencePool !== undefined) {
-      for (const object of gatewayObjects({
+      addGatewayObjects(this, {
         exposure: GatewayExposure.inferencePool(props.inferencePool),
         name: resolved.name,
         namespace,
@@ -402,11 +389,7 @@ export class ExpertParallelPool extends Construct implements IServingPool {
         labels: componentLabels(ctx.instance, 'gateway'),
         poolName: resolved.name,
         targetPorts: this.httpPorts,
-      })) {
-        const { id: objectId, ...body } = object;
-        const metadata = (body.metadata ?? {}) as Record<string, unknown>;
-        new ApiObject(this, objectId as string, { ...body, metadata: strip({ ...metadata, namespace: metadata.namespace ?? namespace }) } as any);
-      }
+      });
     }
   }
 
@@ -525,28 +508,18 @@ function epScript(s: EpShape, kind: 'leader' | 'worker'): string {
 }
 
 /** The leader or worker pod template of an expert-parallel group. */
-function epPodTemplate(s: EpShape, kind: 'leader' | 'worker'): any {
+function epPodTemplate(s: EpShape, kind: 'leader' | 'worker'): k8s.PodTemplateSpec {
   const serves = s.endpoints === DataParallelEndpoints.PER_RANK || kind === 'leader';
   const template = workerPodTemplate(s.ctx, s.plan, serves ? 'leader' : 'worker', s.labels, s.checkpointGib, s.extras);
-  const container = template.spec.containers[0];
-  container.command = ['/bin/bash', '-c', epScript(s, kind), 'vllm'];
-  container.args = epArgs(s);
-  container.ports = serves ? s.ports.map((port, r) => ({ name: portName(s.endpoints, r), containerPort: port, protocol: 'TCP' })) : [];
+  const spec = template.spec!;
+  const [vllm, ...others] = spec.containers;
+  // The group's own command, arguments, ports and probes replace the tensor-parallel worker's.
+  const { startupProbe: _startup, readinessProbe: _readiness, livenessProbe: _liveness, ...base } = vllm;
+  const ports: k8s.ContainerPort[] = serves ? s.ports.map((port, r) => ({ name: portName(s.endpoints, r), containerPort: port, protocol: 'TCP' })) : [];
   if (s.endpoints === DataParallelEndpoints.SINGLE && kind === 'leader') {
-    container.ports.push({ name: 'kv-events', containerPort: PORTS.kvEvents, protocol: 'TCP' });
+    ports.push({ name: 'kv-events', containerPort: PORTS.kvEvents, protocol: 'TCP' });
   }
-  if (serves) {
-    const http = { path: '/health', port: portName(s.endpoints, 0) };
-    const period = 10;
-    container.startupProbe = { httpGet: http, periodSeconds: period, failureThreshold: Math.ceil(s.ctx.startupSeconds / period), timeoutSeconds: 5 };
-    container.readinessProbe = { httpGet: http, periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 5 };
-    container.livenessProbe = { httpGet: http, periodSeconds: 30, failureThreshold: 5, timeoutSeconds: 10 };
-  } else {
-    delete container.startupProbe;
-    delete container.readinessProbe;
-    delete container.livenessProbe;
-  }
-  const env = (container.env as any[]).filter(e => !['VLLM_NIXL_SIDE_CHANNEL_PORT', 'VLLM_HOST_IP'].includes(e.name));
+  const env = (vllm.env ?? []).filter(e => !['VLLM_NIXL_SIDE_CHANNEL_PORT', 'VLLM_HOST_IP'].includes(e.name));
   env.push(
     { name: 'VLLM_NIXL_SIDE_CHANNEL_PORT', value: String(EP_NIXL_SIDE_CHANNEL_BASE) },
     // Keep torch.distributed's and NCCL's bootstrap on the pod network; NCCL's data path takes EFA
@@ -554,6 +527,13 @@ function epPodTemplate(s: EpShape, kind: 'leader' | 'worker'): any {
     { name: 'GLOO_SOCKET_IFNAME', value: 'eth0' },
     { name: 'NCCL_SOCKET_IFNAME', value: 'eth0' },
   );
-  container.env = s.extras.mergeEnv(env);
-  return template;
+  const container: k8s.Container = {
+    ...base,
+    command: ['/bin/bash', '-c', epScript(s, kind), 'vllm'],
+    args: epArgs(s),
+    ports,
+    ...(serves ? workerProbes(s.ctx, portName(s.endpoints, 0)) : {}),
+    env: s.extras.mergeEnv(env),
+  };
+  return { ...template, spec: { ...spec, containers: [container, ...others] } };
 }

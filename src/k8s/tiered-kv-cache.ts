@@ -1,4 +1,5 @@
-import { ApiObject, Chart, Lazy, SizeRoundingBehavior } from 'cdk8s';
+import { Chart, Lazy, SizeRoundingBehavior } from 'cdk8s';
+import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
 import { KvCacheBackend } from './kv-cache-backend';
 import { KvTier } from './kv-tier';
@@ -6,8 +7,6 @@ import { APP_PART_OF, componentLabels } from './private/labels';
 import { strip } from './private/model-inputs';
 import { workingSetGib } from './private/worker-pod';
 import { IServingPool, KvCacheAttachment } from './serving-pool';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
 
 /** The kvstore's RESP port (Redis' conventional port) and metrics port (the redis_exporter convention). */
 const KVSTORE_PORT = 6379;
@@ -131,7 +130,7 @@ export class TieredKvCache extends Construct {
       const namespace = props.namespace ?? Chart.of(this).namespace;
       this.remoteUrl = `redis://${namespace ? `${name}.${namespace}.svc.cluster.local` : name}:${KVSTORE_PORT}`;
       const labels = componentLabels(name, 'kvstore');
-      const meta = (objectName: string) => strip({ name: objectName, namespace, labels: { ...labels, [APP_PART_OF]: 'disagg' } });
+      const meta = (objectName: string): k8s.ObjectMeta => strip({ name: objectName, namespace, labels: { ...labels, [APP_PART_OF]: 'disagg' } });
       const memoryGib = Math.ceil(store.memory.toGibibytes({ rounding: SizeRoundingBehavior.NONE }));
       const diskGib = store.disk ? Math.ceil(store.disk.toGibibytes({ rounding: SizeRoundingBehavior.NONE })) : undefined;
       const args = ['kvstore', '--bind', '$(POD_IP)', '--port', String(KVSTORE_PORT), '--memory-bytes', `${memoryGib}g`];
@@ -140,8 +139,8 @@ export class TieredKvCache extends Construct {
       }
       args.push('--metrics-port', String(KVSTORE_METRICS_PORT));
       // The store's own index, buffers and connections on top of its memory tier.
-      const podMemory = `${Math.ceil(memoryGib * 1.1 + 2)}Gi`;
-      const placement = () => {
+      const podMemory = k8s.Quantity.fromString(`${Math.ceil(memoryGib * 1.1 + 2)}Gi`);
+      const placement = (): Pick<k8s.PodSpec, 'nodeSelector' | 'tolerations'> => {
         if (store.nodeSelector !== undefined) {
           return { nodeSelector: store.nodeSelector };
         }
@@ -154,9 +153,7 @@ export class TieredKvCache extends Construct {
           tolerations: [{ key: pool.instanceType.acceleratorResourceName, operator: 'Exists', effect: 'NoSchedule' }],
         };
       };
-      new ApiObject(this, 'KvStore', {
-        apiVersion: 'apps/v1',
-        kind: 'StatefulSet',
+      new k8s.KubeStatefulSet(this, 'KvStore', {
         metadata: meta(name),
         spec: {
           serviceName: name,
@@ -164,8 +161,9 @@ export class TieredKvCache extends Construct {
           selector: { matchLabels: labels },
           template: {
             metadata: { labels },
+            // Produced at synthesis: the placement follows the first pool the cache is attached to.
             spec: Lazy.any({
-              produce: () => ({
+              produce: (): k8s.PodSpec => ({
                 automountServiceAccountToken: false,
                 // 65532: the slim image's non-root user; fsGroup makes the emptyDir writable for it.
                 securityContext: { runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, fsGroup: 65532, seccompProfile: { type: 'RuntimeDefault' } },
@@ -180,10 +178,12 @@ export class TieredKvCache extends Construct {
                     { name: 'resp', containerPort: KVSTORE_PORT, protocol: 'TCP' },
                     { name: 'metrics', containerPort: KVSTORE_METRICS_PORT, protocol: 'TCP' },
                   ],
-                  readinessProbe: { tcpSocket: { port: 'resp' }, periodSeconds: 5, failureThreshold: 3 },
-                  livenessProbe: { httpGet: { path: '/metrics', port: 'metrics' }, periodSeconds: 15, failureThreshold: 4, timeoutSeconds: 5 },
+                  readinessProbe: { tcpSocket: { port: k8s.IntOrString.fromString('resp') }, periodSeconds: 5, failureThreshold: 3 },
+                  livenessProbe: {
+                    httpGet: { path: '/metrics', port: k8s.IntOrString.fromString('metrics') }, periodSeconds: 15, failureThreshold: 4, timeoutSeconds: 5,
+                  },
                   resources: {
-                    requests: { cpu: String(store.cpu ?? 4), memory: podMemory },
+                    requests: { cpu: k8s.Quantity.fromString(String(store.cpu ?? 4)), memory: podMemory },
                     limits: { memory: podMemory },
                   },
                   securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
@@ -191,25 +191,23 @@ export class TieredKvCache extends Construct {
                 }],
                 // The disk tier in an emptyDir: on the node's NVMe RAID0 (the kubelet's root on
                 // AcceleratedNodeGroup nodes), kept across container restarts; 5% slack for segment rounding.
-                ...(diskGib !== undefined ? { volumes: [{ name: 'data', emptyDir: { sizeLimit: `${Math.ceil(diskGib * 1.05)}Gi` } }] } : {}),
+                ...(diskGib !== undefined ? { volumes: [{ name: 'data', emptyDir: { sizeLimit: k8s.Quantity.fromString(`${Math.ceil(diskGib * 1.05)}Gi`) } }] } : {}),
               }),
             }),
           },
         },
-      } as any);
-      new ApiObject(this, 'KvStoreService', {
-        apiVersion: 'v1',
-        kind: 'Service',
+      });
+      new k8s.KubeService(this, 'KvStoreService', {
         metadata: meta(name),
         spec: {
-          clusterIP: 'None',
+          clusterIp: 'None',
           selector: labels,
           ports: [
-            { name: 'resp', port: KVSTORE_PORT, targetPort: 'resp', protocol: 'TCP' },
-            { name: 'metrics', port: KVSTORE_METRICS_PORT, targetPort: 'metrics', protocol: 'TCP' },
+            { name: 'resp', port: KVSTORE_PORT, targetPort: k8s.IntOrString.fromString('resp'), protocol: 'TCP' },
+            { name: 'metrics', port: KVSTORE_METRICS_PORT, targetPort: k8s.IntOrString.fromString('metrics'), protocol: 'TCP' },
           ],
         },
-      } as any);
+      });
     }
   }
 

@@ -1,8 +1,13 @@
+import { Construct } from 'constructs';
+import {
+  Gateway, GatewaySpecListenersAllowedRoutesNamespacesFrom, HttpRoute, HttpRouteSpecParentRefs, HttpRouteSpecRulesBackendRefs,
+  HttpRouteSpecRulesMatchesPathType,
+} from '../../imports/gateway.networking.k8s.io';
+import { InferencePool, InferencePoolSpecEndpointPickerRefFailureMode } from '../../imports/inference.networking.k8s.io';
 import { GatewayExposure } from '../gateway-exposure';
+import { strip } from './model-inputs';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-
-/** Inputs of {@link gatewayObjects} (internal). */
+/** Inputs of {@link addGatewayObjects} (internal). */
 export interface GatewayObjectsInputs {
   readonly exposure: GatewayExposure;
   readonly name: string;
@@ -17,23 +22,20 @@ export interface GatewayObjectsInputs {
 }
 
 /**
- * The Gateway API objects of an exposure, each with a construct `id`: Gateway v1 and HTTPRoute v1
- * (Gateway API v1.4 standard channel), InferencePool v1 (Gateway API Inference Extension v1.x).
+ * Adds the Gateway API objects of an exposure to `scope`: Gateway v1 and HTTPRoute v1 (Gateway API v1.4
+ * standard channel), InferencePool v1 (Gateway API Inference Extension v1.x).
  */
-export function gatewayObjects(inputs: GatewayObjectsInputs): any[] {
-  const { exposure, name, labels } = inputs;
-  const objects: any[] = [];
-  let parentRef: any;
+export function addGatewayObjects(scope: Construct, inputs: GatewayObjectsInputs): void {
+  const { exposure, name, namespace, labels } = inputs;
   if (exposure.kind === 'none') {
-    return objects;
+    return;
   }
+  const metadata = (objectName: string) => strip({ name: objectName, namespace, labels });
+  let parentRef: HttpRouteSpecParentRefs;
   if (exposure.kind === 'gateway') {
     const g = exposure.newGateway!;
-    objects.push({
-      id: 'Gateway',
-      apiVersion: 'gateway.networking.k8s.io/v1',
-      kind: 'Gateway',
-      metadata: { name, labels },
+    new Gateway(scope, 'Gateway', {
+      metadata: metadata(name),
       spec: {
         gatewayClassName: g.gatewayClassName ?? 'istio',
         // Passed on to the Service the implementation creates: an NLB through the AWS Load Balancer Controller.
@@ -44,7 +46,12 @@ export function gatewayObjects(inputs: GatewayObjectsInputs): any[] {
             'service.beta.kubernetes.io/aws-load-balancer-scheme': g.loadBalancerScheme ?? 'internal',
           },
         },
-        listeners: [{ name: 'http', protocol: 'HTTP', port: g.port ?? 80, allowedRoutes: { namespaces: { from: 'Same' } } }],
+        listeners: [{
+          name: 'http',
+          protocol: 'HTTP',
+          port: g.port ?? 80,
+          allowedRoutes: { namespaces: { from: GatewaySpecListenersAllowedRoutesNamespacesFrom.SAME } },
+        }],
       },
     });
     parentRef = { group: 'gateway.networking.k8s.io', kind: 'Gateway', name, sectionName: 'http' };
@@ -53,39 +60,37 @@ export function gatewayObjects(inputs: GatewayObjectsInputs): any[] {
     parentRef = { group: 'gateway.networking.k8s.io', kind: 'Gateway', name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) };
   }
   const hostnames = exposure.newGateway?.hostnames ?? exposure.existing?.hostnames;
-  let backendRef: any = { group: '', kind: 'Service', name: inputs.routerService, port: 80 };
+  let backendRef: HttpRouteSpecRulesBackendRefs = { group: '', kind: 'Service', name: inputs.routerService, port: 80 };
   if (exposure.kind === 'inference-pool') {
     const pool = exposure.pool!;
-    objects.push({
-      id: 'InferencePool',
-      apiVersion: 'inference.networking.k8s.io/v1',
-      kind: 'InferencePool',
-      metadata: { name: inputs.poolName ?? `${name}-decode`, labels },
+    const poolName = inputs.poolName ?? `${name}-decode`;
+    new InferencePool(scope, 'InferencePool', {
+      metadata: metadata(poolName),
       spec: {
         selector: { matchLabels: inputs.decodeSelector },
         targetPorts: (inputs.targetPorts ?? [8000]).map(number => ({ number })),
         ...(pool.endpointPickerService ? {
-          endpointPickerRef: { name: pool.endpointPickerService, port: { number: pool.endpointPickerPort ?? 9002 }, failureMode: 'FailClose' },
+          endpointPickerRef: {
+            name: pool.endpointPickerService,
+            port: { number: pool.endpointPickerPort ?? 9002 },
+            failureMode: InferencePoolSpecEndpointPickerRefFailureMode.FAIL_CLOSE,
+          },
         } : {}),
       },
     });
-    backendRef = { group: 'inference.networking.k8s.io', kind: 'InferencePool', name: inputs.poolName ?? `${name}-decode` };
+    backendRef = { group: 'inference.networking.k8s.io', kind: 'InferencePool', name: poolName };
   }
-  objects.push({
-    id: 'HttpRoute',
-    apiVersion: 'gateway.networking.k8s.io/v1',
-    kind: 'HTTPRoute',
-    metadata: { name, labels },
+  new HttpRoute(scope, 'HttpRoute', {
+    metadata: metadata(name),
     spec: {
       parentRefs: [parentRef],
       ...(hostnames && hostnames.length > 0 ? { hostnames } : {}),
       rules: [{
-        matches: [{ path: { type: 'PathPrefix', value: '/' } }],
+        matches: [{ path: { type: HttpRouteSpecRulesMatchesPathType.PATH_PREFIX, value: '/' } }],
         backendRefs: [backendRef],
         // Long generations: no gateway-side request timeout shorter than the model's.
         timeouts: { request: '0s' },
       }],
     },
   });
-  return objects;
 }

@@ -1,10 +1,20 @@
 /**
- * Keys of props a DisaggregatedInference passes to the ExpertParallelPool it creates (internal: symbol
- * keys stay out of the public, jsii-visible props).
+ * Props a DisaggregatedInference passes to the ExpertParallelPool it creates (internal: symbol keys stay
+ * out of the public, jsii-visible props).
  */
 /** Prefix of pool fields in error messages, e.g. 'decodeExpertParallel'. */
-export const FIELD_PREFIX = Symbol.for('disagg.fieldPrefix');
+export const FIELD_PREFIX: unique symbol = Symbol.for('disagg.fieldPrefix');
 /** The NIXL backend the deployment resolved for both sides. */
-export const NIXL_BACKEND = Symbol.for('disagg.nixlBackend');
+export const NIXL_BACKEND: unique symbol = Symbol.for('disagg.nixlBackend');
 /** The app.kubernetes.io/instance label of the deployment. */
-export const INSTANCE = Symbol.for('disagg.instance');
+export const INSTANCE: unique symbol = Symbol.for('disagg.instance');
+
+/** The hidden props, next to the public ones of an ExpertParallelPool (internal). */
+export interface HiddenPoolProps {
+  /** @default - error messages name pool fields plainly */
+  readonly [FIELD_PREFIX]?: string;
+  /** @default - resolved by the pool from its own `kvTransfer` */
+  readonly [NIXL_BACKEND]?: string;
+  /** @default - the pool's own name */
+  readonly [INSTANCE]?: string;
+}

@@ -1,6 +1,5 @@
+import { k8s } from 'cdk8s-plus-28';
 import { KvCacheAttachment } from '../serving-pool';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
 
 /** Where a cache's disk directory is mounted when it names none. */
 export const KV_DISK_VOLUME = 'kv-disk';
@@ -46,7 +45,7 @@ export class PoolExtras {
   }
 
   /** `{name, value}` entries: the cache's env first, then addEnv's (which win). */
-  public env(): any[] {
+  public env(): k8s.EnvVar[] {
     const merged = new Map<string, string>(Object.entries(this.cache?.env ?? {}));
     for (const [k, v] of this.envs) merged.set(k, v);
     return [...merged].map(([name, value]) => ({ name, value }));
@@ -74,32 +73,33 @@ export class PoolExtras {
   }
 
   /** Merges env entries, the extras replacing generated ones of the same name. */
-  public mergeEnv(generated: any[]): any[] {
+  public mergeEnv(generated: k8s.EnvVar[]): k8s.EnvVar[] {
     const extra = this.env();
     const names = new Set(extra.map(e => e.name));
     return [...generated.filter(e => !names.has(e.name)), ...extra];
   }
 
   /** Adds the cache's host memory to a container's memory request and limit. */
-  public applyResources(resources: any, baseMemoryGib: number, minimumGib: number): any {
+  public applyResources(resources: k8s.ResourceRequirements, baseMemoryGib: number, minimumGib: number): k8s.ResourceRequirements {
     const memory = Math.max(baseMemoryGib, minimumGib);
     if (memory === baseMemoryGib) {
       return resources;
     }
+    const quantity = k8s.Quantity.fromString(`${memory}Gi`);
     return {
-      requests: { ...resources.requests, memory: `${memory}Gi` },
-      limits: { ...resources.limits, memory: `${memory}Gi` },
+      requests: { ...resources.requests, memory: quantity },
+      limits: { ...resources.limits, memory: quantity },
     };
   }
 
   /** The cache's disk volume and mount, if any. */
-  public diskVolume(): { volume: any; mount: any } | undefined {
+  public diskVolume(): { volume: k8s.Volume; mount: k8s.VolumeMount } | undefined {
     const cache = this.cache;
     if (cache?.diskMountPath === undefined) {
       return undefined;
     }
     return {
-      volume: { name: KV_DISK_VOLUME, emptyDir: cache.diskGib !== undefined ? { sizeLimit: `${Math.ceil(cache.diskGib)}Gi` } : {} },
+      volume: { name: KV_DISK_VOLUME, emptyDir: cache.diskGib !== undefined ? { sizeLimit: k8s.Quantity.fromString(`${Math.ceil(cache.diskGib)}Gi`) } : {} },
       mount: { name: KV_DISK_VOLUME, mountPath: cache.diskMountPath },
     };
   }

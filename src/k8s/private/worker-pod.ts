@@ -1,11 +1,10 @@
+import { k8s } from 'cdk8s-plus-28';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { ModelCache } from '../model-cache';
 import { ModelSource } from '../model-source';
 import { APP_COMPONENT, APP_INSTANCE, HOSTNAME, LWS_WORKER_INDEX, NODE_INSTANCE_TYPE, NODE_POOL_ROLE, PORTS, TOPOLOGY_ZONE } from './labels';
 import { PoolExtras } from './pool-extras';
 import { PoolPlan } from './pool-plan';
-
-/* eslint-disable @typescript-eslint/no-explicit-any */
 
 /** What every worker pod of one deployment shares (internal). */
 export interface WorkerContext {
@@ -128,9 +127,9 @@ export function kvEventsConfig(servedModelName: string): Record<string, unknown>
 }
 
 /** Environment of a worker container. */
-export function workerEnv(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind): any[] {
+export function workerEnv(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind): k8s.EnvVar[] {
   const podIp = { valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } };
-  const env: any[] = [
+  const env: k8s.EnvVar[] = [
     { name: 'POD_IP', ...podIp },
     // NIXL's handshake address must be routable from the other pool: the pod IP, not the host name.
     { name: 'VLLM_NIXL_SIDE_CHANNEL_HOST', ...podIp },
@@ -191,7 +190,7 @@ export function shmGib(acceleratorsPerPod: number, podMemoryGib: number): number
 }
 
 /** The container resources of a worker (with a KV cache's host memory, if attached). */
-export function workerResources(pool: PoolPlan, extras?: PoolExtras): any {
+export function workerResources(pool: PoolPlan, extras?: PoolExtras): k8s.ResourceRequirements {
   const base = baseResources(pool);
   const cacheGib = extras?.kvCache?.hostMemoryGib ?? 0;
   if (extras === undefined || cacheGib === 0) {
@@ -202,37 +201,52 @@ export function workerResources(pool: PoolPlan, extras?: PoolExtras): any {
   return extras.applyResources(base, host.memoryGib, Math.ceil(needed));
 }
 
-function baseResources(pool: PoolPlan): any {
+function baseResources(pool: PoolPlan): k8s.ResourceRequirements {
   const type = pool.options.instanceType;
   const host = hostShare(type, pool.nodeShare);
-  const requests: Record<string, string | number> = {
-    cpu: String(host.cpus),
-    memory: `${host.memoryGib}Gi`,
+  const memory = k8s.Quantity.fromString(`${host.memoryGib}Gi`);
+  const accelerators = k8s.Quantity.fromNumber(pool.layout.acceleratorsPerPod);
+  const requests: Record<string, k8s.Quantity> = {
+    cpu: k8s.Quantity.fromString(String(host.cpus)),
+    memory,
   };
-  const limits: Record<string, string | number> = {
-    memory: `${host.memoryGib}Gi`,
-    [type.acceleratorResourceName]: pool.layout.acceleratorsPerPod,
+  const limits: Record<string, k8s.Quantity> = {
+    memory,
+    [type.acceleratorResourceName]: accelerators,
   };
-  requests[type.acceleratorResourceName] = pool.layout.acceleratorsPerPod;
+  requests[type.acceleratorResourceName] = accelerators;
   if (pool.efaInterfacesPerPod > 0) {
-    requests[type.efaResourceName] = pool.efaInterfacesPerPod;
-    limits[type.efaResourceName] = pool.efaInterfacesPerPod;
-    const huge = `${hugepagesMib(pool.nodeShare)}Mi`;
+    const efa = k8s.Quantity.fromNumber(pool.efaInterfacesPerPod);
+    requests[type.efaResourceName] = efa;
+    limits[type.efaResourceName] = efa;
+    const huge = k8s.Quantity.fromString(`${hugepagesMib(pool.nodeShare)}Mi`);
     requests['hugepages-2Mi'] = huge;
     limits['hugepages-2Mi'] = huge;
   }
   return { requests, limits };
 }
 
+/** The vLLM container's health probes on a named port: startup (model load), readiness, liveness. */
+export function workerProbes(ctx: WorkerContext, port: string): Pick<k8s.Container, 'startupProbe' | 'readinessProbe' | 'livenessProbe'> {
+  const httpGet = { path: '/health', port: k8s.IntOrString.fromString(port) };
+  const period = 10;
+  return {
+    startupProbe: { httpGet, periodSeconds: period, failureThreshold: Math.ceil(ctx.startupSeconds / period), timeoutSeconds: 5 },
+    readinessProbe: { httpGet, periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 5 },
+    livenessProbe: { httpGet, periodSeconds: 30, failureThreshold: 5, timeoutSeconds: 10 },
+  };
+}
+
 /** The pod template (metadata and spec) of one worker kind. */
 export function workerPodTemplate(
   ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind, labels: Record<string, string>, checkpointGib: number, extras?: PoolExtras,
-): any {
+): k8s.PodTemplateSpec {
   const type = pool.options.instanceType;
   const host = hostShare(type, pool.nodeShare);
   const other = pool.role === 'prefill' ? 'decode' : 'prefill';
   const serves = kind !== 'worker';
-  const container: any = {
+  const disk = extras?.diskVolume();
+  const container: k8s.Container = {
     name: 'vllm',
     image: ctx.image,
     imagePullPolicy: ctx.imagePullPolicy,
@@ -247,6 +261,7 @@ export function workerPodTemplate(
     volumeMounts: [
       { name: 'dshm', mountPath: '/dev/shm' },
       { name: 'model-cache', mountPath: CACHE_MOUNT },
+      ...(disk ? [disk.mount] : []),
     ],
     securityContext: {
       allowPrivilegeEscalation: false,
@@ -255,17 +270,11 @@ export function workerPodTemplate(
       capabilities: { add: ['IPC_LOCK'] },
       ...(ctx.runAsNonRoot ? { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000 } : {}),
     },
+    ...(serves ? workerProbes(ctx, 'http') : {}),
   };
-  if (serves) {
-    const http = { path: '/health', port: 'http' };
-    const period = 10;
-    container.startupProbe = { httpGet: http, periodSeconds: period, failureThreshold: Math.ceil(ctx.startupSeconds / period), timeoutSeconds: 5 };
-    container.readinessProbe = { httpGet: http, periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 5 };
-    container.livenessProbe = { httpGet: http, periodSeconds: 30, failureThreshold: 5, timeoutSeconds: 10 };
-  }
-  const cacheVolume = ctx.modelCache.kind === 'host-path'
-    ? { name: 'model-cache', hostPath: { path: ctx.modelCache.hostPath, type: 'DirectoryOrCreate' } }
-    : { name: 'model-cache', emptyDir: { sizeLimit: `${ctx.modelCache.sizeGib ?? Math.ceil(checkpointGib * 2)}Gi` } };
+  const cacheVolume: k8s.Volume = ctx.modelCache.kind === 'host-path'
+    ? { name: 'model-cache', hostPath: { path: ctx.modelCache.hostPath!, type: 'DirectoryOrCreate' } }
+    : { name: 'model-cache', emptyDir: { sizeLimit: k8s.Quantity.fromString(`${ctx.modelCache.sizeGib ?? Math.ceil(checkpointGib * 2)}Gi`) } };
   const nodeSelector: Record<string, string> = { [NODE_INSTANCE_TYPE]: type.name };
   if (pool.options.nodePoolRole !== undefined) {
     nodeSelector[NODE_POOL_ROLE] = pool.options.nodePoolRole;
@@ -274,7 +283,7 @@ export function workerPodTemplate(
     nodeSelector[TOPOLOGY_ZONE] = ctx.zone;
   }
   const instanceSelector = (component: string) => ({ matchLabels: { [APP_INSTANCE]: ctx.instance, [APP_COMPONENT]: component } });
-  const spec: any = {
+  const spec: k8s.PodSpec = {
     serviceAccountName: ctx.serviceAccountName,
     automountServiceAccountToken: false,
     // Let in-flight requests finish (vLLM drains on SIGTERM) before the pod is killed.
@@ -304,15 +313,11 @@ export function workerPodTemplate(
     },
     containers: [container],
     volumes: [
-      { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: `${shmGib(pool.layout.acceleratorsPerPod, host.memoryGib)}Gi` } },
+      { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: k8s.Quantity.fromString(`${shmGib(pool.layout.acceleratorsPerPod, host.memoryGib)}Gi`) } },
       cacheVolume,
+      ...(disk ? [disk.volume] : []),
     ],
   };
-  const disk = extras?.diskVolume();
-  if (disk !== undefined) {
-    container.volumeMounts.push(disk.mount);
-    spec.volumes.push(disk.volume);
-  }
   return { metadata: { labels }, spec };
 }
 

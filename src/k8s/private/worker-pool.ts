@@ -1,16 +1,16 @@
-import { ApiObject, Lazy } from 'cdk8s';
+import { Lazy } from 'cdk8s';
+import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
 import { AcceleratedInstanceType } from '../../catalog';
 import { KvCacheAttachment, IServingPool } from '../serving-pool';
 import { APP_INSTANCE, PORTS } from './labels';
+import { addLeaderWorkerSet } from './leader-worker-set';
 import { PoolExtras } from './pool-extras';
 import { PoolPlan } from './pool-plan';
 import { WorkerContext, hostShare, servingSelector, shmGib, workerPodTemplate } from './worker-pod';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-
 /** Builds object metadata: name, namespace, labels and extras (internal). */
-export type MetadataFn = (name: string, labels: Record<string, string>, extra?: Record<string, unknown>) => any;
+export type MetadataFn = (name: string, labels: Record<string, string>, extra?: Partial<k8s.ObjectMeta>) => k8s.ObjectMeta;
 
 /** Inputs of a {@link WorkerPool} (internal). */
 export interface WorkerPoolInputs {
@@ -80,63 +80,50 @@ export class WorkerPool extends Construct implements IServingPool {
     this.localDiskGibPerPod = capacity.localDiskGib;
     this.extras = new PoolExtras(`pool '${this.node.path}'`);
     const extras = this.extras;
-    const template = (kind: 'server' | 'leader' | 'worker') => Lazy.any({
-      produce: () => stripDeep(workerPodTemplate(ctx, plan, kind, labels, checkpointGib, extras)),
-    });
+    const template = (kind: 'server' | 'leader' | 'worker') => workerPodTemplate(ctx, plan, kind, labels, checkpointGib, extras);
 
     if (!plan.multiNode) {
-      new ApiObject(this, 'Workload', {
-        apiVersion: 'apps/v1',
-        kind: 'Deployment',
+      new k8s.KubeDeployment(this, 'Workload', {
         metadata: meta(objectName, labels),
         spec: {
           replicas: plan.replicas,
           selector: { matchLabels: labels },
           // No spare accelerators to surge into: replace one pod at a time.
-          strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } },
-          template: template('server'),
+          strategy: {
+            type: 'RollingUpdate',
+            rollingUpdate: { maxSurge: k8s.IntOrString.fromNumber(0), maxUnavailable: k8s.IntOrString.fromNumber(1) },
+          },
+          // Produced at synthesis: env, arguments and KV caches added after construction land in it.
+          template: Lazy.any({ produce: (): k8s.PodTemplateSpec => template('server') }),
         },
-      } as any);
+      });
     } else {
       // LeaderWorkerSet: one group of podsPerReplica pods per replica; the leader serves HTTP.
-      new ApiObject(this, 'Workload', {
-        apiVersion: 'leaderworkerset.x-k8s.io/v1',
-        kind: 'LeaderWorkerSet',
+      addLeaderWorkerSet(this, 'Workload', {
         metadata: meta(objectName, labels),
-        spec: {
-          replicas: plan.replicas,
-          startupPolicy: 'LeaderCreated',
-          rolloutStrategy: { type: 'RollingUpdate', rollingUpdateConfiguration: { maxSurge: 0, maxUnavailable: 1 } },
-          leaderWorkerTemplate: {
-            size: plan.layout.podsPerReplica,
-            restartPolicy: 'RecreateGroupOnPodRestart',
-            leaderTemplate: template('leader'),
-            workerTemplate: template('worker'),
-          },
-        },
-      } as any);
+        replicas: plan.replicas,
+        size: plan.layout.podsPerReplica,
+        leaderTemplate: () => template('leader'),
+        workerTemplate: () => template('worker'),
+      });
     }
     // Headless: DNS returns every ready pod's IP, which the router resolves for endpoints and KV events.
-    new ApiObject(this, 'Service', {
-      apiVersion: 'v1',
-      kind: 'Service',
+    new k8s.KubeService(this, 'Service', {
       metadata: meta(objectName, labels),
       spec: {
-        clusterIP: 'None',
+        clusterIp: 'None',
         selector: servingSelector(labels, plan),
         ports: [
-          { name: 'http', port: PORTS.http, targetPort: 'http', protocol: 'TCP' },
-          { name: 'kv-events', port: PORTS.kvEvents, targetPort: 'kv-events', protocol: 'TCP' },
+          { name: 'http', port: PORTS.http, targetPort: k8s.IntOrString.fromString('http'), protocol: 'TCP' },
+          { name: 'kv-events', port: PORTS.kvEvents, targetPort: k8s.IntOrString.fromString('kv-events'), protocol: 'TCP' },
         ],
       },
-    } as any);
-    new ApiObject(this, 'Budget', {
-      apiVersion: 'policy/v1',
-      kind: 'PodDisruptionBudget',
+    });
+    new k8s.KubePodDisruptionBudget(this, 'Budget', {
       metadata: meta(objectName, labels),
       // One replica at a time: voluntary evictions never take a whole pool down at once.
-      spec: { maxUnavailable: 1, selector: { matchLabels: { [APP_INSTANCE]: ctx.instance, ...labels } } },
-    } as any);
+      spec: { maxUnavailable: k8s.IntOrString.fromNumber(1), selector: { matchLabels: { [APP_INSTANCE]: ctx.instance, ...labels } } },
+    });
   }
 
   public addEnv(name: string, value: string): void {
@@ -150,13 +137,4 @@ export class WorkerPool extends Construct implements IServingPool {
   public attachKvCache(attachment: KvCacheAttachment): void {
     this.extras.attachKvCache(attachment);
   }
-}
-
-/** Drops undefined values recursively (keeps snapshots tidy). */
-export function stripDeep(o: any): any {
-  if (Array.isArray(o)) return o.map(stripDeep);
-  if (o !== null && typeof o === 'object') {
-    return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined).map(([k, v]) => [k, stripDeep(v)]));
-  }
-  return o;
 }
