@@ -1,4 +1,8 @@
+// router_config.cc — the router's flags (parse_router_args, router_usage) and the small public
+// helpers (ports of DNS pools, policy names, http URLs). The JSON file is read in
+// router_config_json.cc.
 #include "router_config.h"
+#include "router_config_detail.h"
 
 #include <charconv>
 #include <fstream>
@@ -9,6 +13,8 @@ namespace disagg::router {
 namespace {
 
 using json = nlohmann::json;
+using config_detail::role_of;
+using config_detail::set_option;
 
 constexpr const char* kUsage =
     "usage: disagg-engine router [--config FILE.json] [flags]\n"
@@ -75,112 +81,6 @@ bool parse_num(std::string_view text, T* out) {
   return res.ec == std::errc() && res.ptr == text.data() + text.size();
 }
 
-std::string quoted(const json& v) { return v.dump(); }
-
-Expected<EndpointRole, std::string> role_of(const std::string& field, const std::string& value) {
-  if (value == "aggregated" || value == "both") return EndpointRole::aggregated;
-  if (value == "prefill") return EndpointRole::prefill;
-  if (value == "decode") return EndpointRole::decode;
-  return unexpected("'" + field + "' (\"" + value + "\") must be both (aggregated), prefill or decode");
-}
-
-// Typed field readers: absent or null keeps the default.
-bool get_int(const json& obj, const std::string& path, const char* key, std::int64_t lo, std::int64_t hi,
-             std::int64_t* out, std::string& err) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return true;
-  if (!it->is_number_integer() || it->get<std::int64_t>() < lo || it->get<std::int64_t>() > hi) {
-    err = "'" + path + key + "' (" + quoted(*it) + ") must be a whole number in [" + std::to_string(lo) +
-          ", " + std::to_string(hi) + "]";
-    return false;
-  }
-  *out = it->get<std::int64_t>();
-  return true;
-}
-
-bool get_number(const json& obj, const std::string& path, const char* key, double lo, double* out,
-                std::string& err) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return true;
-  if (!it->is_number() || !(it->get<double>() > lo)) {
-    err = "'" + path + key + "' (" + quoted(*it) + ") must be a number > " + std::to_string(lo).substr(0, 3);
-    return false;
-  }
-  *out = it->get<double>();
-  return true;
-}
-
-bool get_string(const json& obj, const std::string& path, const char* key, std::string* out,
-                std::string& err) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return true;
-  if (!it->is_string() || it->get_ref<const std::string&>().empty()) {
-    err = "'" + path + key + "' (" + quoted(*it) + ") must be a non-empty string";
-    return false;
-  }
-  *out = it->get<std::string>();
-  return true;
-}
-
-bool object_or_absent(const json& doc, const char* key, const json** out, std::string& err) {
-  auto it = doc.find(key);
-  *out = nullptr;
-  if (it == doc.end() || it->is_null()) return true;
-  if (!it->is_object()) {
-    err = "'" + std::string(key) + "' must be an object";
-    return false;
-  }
-  *out = &*it;
-  return true;
-}
-
-// `port` (one) or `ports` (a list, e.g. one per local data-parallel rank) of a DNS discovery.
-// Absent both: `out` stays empty and the caller asks for one.
-bool get_ports(const json& obj, const std::string& path, std::vector<std::uint16_t>* out, std::string& err) {
-  auto one = obj.find("port");
-  auto many = obj.find("ports");
-  const bool has_one = one != obj.end() && !one->is_null();
-  const bool has_many = many != obj.end() && !many->is_null();
-  if (has_one && has_many) {
-    err = "'" + path + "port' and '" + path + "ports' are both set; keep one: port for one HTTP port per address, " +
-          "ports for several (e.g. [8000, 8001] for two data-parallel ranks per pod)";
-    return false;
-  }
-  if (has_one) {
-    std::int64_t port = 0;
-    if (!get_int(obj, path, "port", 1, 65535, &port, err)) return false;
-    out->assign(1, static_cast<std::uint16_t>(port));
-    return true;
-  }
-  if (!has_many) return true;
-  if (!many->is_array() || many->empty() || many->size() > kMaxDnsPoolPorts) {
-    err = "'" + path + "ports' (" + quoted(*many) + ") must be a list of 1 to " + std::to_string(kMaxDnsPoolPorts) +
-          " port numbers (the router has " + std::to_string(kMaxDnsPoolPorts) +
-          " endpoint slots), e.g. [8000, 8001]";
-    return false;
-  }
-  out->clear();
-  for (std::size_t j = 0; j < many->size(); ++j) {
-    const json& v = (*many)[j];
-    const std::string at = path + "ports[" + std::to_string(j) + "]";
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 65535) {
-      err = "'" + at + "' (" + quoted(v) + ") must be a whole number in [1, 65535]";
-      return false;
-    }
-    const auto port = static_cast<std::uint16_t>(v.get<std::int64_t>());
-    for (std::size_t k = 0; k < j; ++k) {
-      if ((*out)[k] == port) {
-        err = "'" + at + "' (" + std::to_string(port) + ") repeats '" + path + "ports[" + std::to_string(k) +
-              "]'; list each port once";
-        return false;
-      }
-    }
-    out->push_back(port);
-  }
-  return true;
-}
-
-// "key=value,key=value" (values may not contain commas).
 std::vector<std::pair<std::string, std::string>> split_spec(const std::string& spec) {
   std::vector<std::pair<std::string, std::string>> out;
   std::stringstream ss(spec);
@@ -282,14 +182,6 @@ Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
   return p;
 }
 
-// set_policy_option on c.options, remembering an explicit maxEndpoints
-// (RouterConfig::max_endpoints_given).
-Expected<void, RoutingError> set_option(RouterConfig& c, std::string_view key, double value) {
-  auto set = set_policy_option(c.options, key, value);
-  if (set && key == "maxEndpoints") c.max_endpoints_given = true;
-  return set;
-}
-
 }  // namespace
 
 const char* router_usage() { return kUsage; }
@@ -332,175 +224,24 @@ Expected<std::pair<std::string, std::uint16_t>, std::string> parse_http_url(cons
   return std::make_pair(host, port);
 }
 
-Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) {
-  std::string err;
-  if (!doc.is_object()) return unexpected(std::string("the configuration must be a JSON object"));
-  const json* router = nullptr;
-  const json* policy = nullptr;
-  if (!object_or_absent(doc, "router", &router, err) || !object_or_absent(doc, "policy", &policy, err)) {
-    return unexpected(err);
-  }
-  if (router != nullptr) {
-    std::int64_t port = c.port, bs = c.block_size;
-    double timeout = static_cast<double>(c.request_timeout_ms) / 1000.0;
-    std::string model;
-    if (!get_int(*router, "router.", "listenPort", 1, 65535, &port, err) ||
-        !get_int(*router, "router.", "kvBlockSize", 1, 1024, &bs, err) ||
-        !get_number(*router, "router.", "requestTimeoutSeconds", 0, &timeout, err) ||
-        !get_string(*router, "router.", "servedModelName", &model, err)) {
-      return unexpected(err);
-    }
-    c.port = static_cast<std::uint16_t>(port);
-    c.block_size = static_cast<std::int32_t>(bs);
-    c.request_timeout_ms = static_cast<std::int64_t>(timeout * 1000.0);
-    if (!model.empty()) c.served_models.insert(c.served_models.begin(), model);
-  }
-  if (policy != nullptr) {
-    std::string name;
-    if (!get_string(*policy, "policy.", "name", &name, err)) return unexpected(err);
-    if (!name.empty()) {
-      const std::string engine = engine_policy_name(name);
-      bool known = false;
-      for (std::string_view n : routing_policy_names()) known = known || n == engine;
-      if (!known) {
-        std::string all;
-        for (std::string_view n : routing_policy_names()) all += (all.empty() ? "" : ", ") + std::string(n);
-        return unexpected("'policy.name' (\"" + name + "\") is not a routing policy; use kv-aware, least-loaded or one of " + all);
-      }
-      c.policy = engine;
-    }
-    if (auto w = policy->find("weights"); w != policy->end() && !w->is_null()) {
-      if (!w->is_object()) return unexpected(std::string("'policy.weights' must be an object"));
-      for (const auto& [key, option] : {std::pair{"prefix", "prefixWeight"}, std::pair{"queue", "queueWeight"},
-                                        std::pair{"kvUsage", "kvUtilizationWeight"}}) {
-        auto it = w->find(key);
-        if (it == w->end() || it->is_null()) continue;
-        if (!it->is_number()) return unexpected("'policy.weights." + std::string(key) + "' (" + quoted(*it) + ") must be a number >= 0");
-        auto set = set_policy_option(c.options, option, it->get<double>());
-        if (!set) return unexpected("'policy.weights." + std::string(key) + "': " + set.error().message);
-      }
-      for (auto it = w->begin(); it != w->end(); ++it) {
-        if (it.key() != "prefix" && it.key() != "queue" && it.key() != "kvUsage") {
-          return unexpected("'policy.weights." + it.key() + "' is not a weight; use prefix, queue or kvUsage");
-        }
-      }
-    }
-    if (auto o = policy->find("options"); o != policy->end() && !o->is_null()) {
-      if (!o->is_object()) return unexpected(std::string("'policy.options' must be an object of numbers"));
-      for (auto it = o->begin(); it != o->end(); ++it) {
-        if (!it->is_number()) return unexpected("'policy.options." + it.key() + "' (" + quoted(*it) + ") must be a number");
-        auto set = set_option(c, it.key(), it->get<double>());
-        if (!set) return unexpected("'policy.options." + it.key() + "': " + set.error().message);
-      }
-    }
-    if (auto d = policy->find("disaggregation"); d != policy->end() && !d->is_null()) {
-      if (!d->is_object()) return unexpected(std::string("'policy.disaggregation' must be an object"));
-      if (!get_int(*d, "policy.disaggregation.", "minUncachedPromptTokens", 0, 1LL << 40,
-                   &c.decider.min_uncached_tokens, err)) {
-        return unexpected(err);
-      }
-    }
-    std::string source;
-    if (!get_string(*policy, "policy.", "prefixSource", &source, err)) return unexpected(err);
-    if (!source.empty()) {
-      if (source != "index" && source != "history") {
-        return unexpected("'policy.prefixSource' (\"" + source + "\") must be index (KV events) or history (approximate)");
-      }
-      c.precise_prefix = source == "index";
-    }
-  }
-  // Pools: roles by name, DNS discovery.
-  std::vector<std::pair<std::string, EndpointRole>> roles;
-  if (auto pools = doc.find("pools"); pools != doc.end() && !pools->is_null()) {
-    if (!pools->is_array()) return unexpected(std::string("'pools' must be an array of {name, role, ...}"));
-    for (std::size_t i = 0; i < pools->size(); ++i) {
-      const json& p = (*pools)[i];
-      const std::string at = "pools[" + std::to_string(i) + "].";
-      if (!p.is_object()) return unexpected("'" + at.substr(0, at.size() - 1) + "' must be an object");
-      std::string name, role;
-      if (!get_string(p, at, "name", &name, err) || !get_string(p, at, "role", &role, err)) return unexpected(err);
-      if (name.empty() || role.empty()) {
-        return unexpected("'" + at + "name' and '" + at + "role' are required, e.g. {\"name\": \"decode\", \"role\": \"decode\"}");
-      }
-      auto r = role_of(at + "role", role);
-      if (!r) return unexpected(r.error());
-      roles.emplace_back(name, *r);
-      auto disc = p.find("discovery");
-      if (disc == p.end() || disc->is_null()) continue;
-      if (!disc->is_object()) return unexpected("'" + at + "discovery' must be an object");
-      DnsPoolSpec d;
-      d.pool = name;
-      d.role = *r;
-      std::string type;
-      const std::string dat = at + "discovery.";
-      if (!get_string(*disc, dat, "type", &type, err) || !get_string(*disc, dat, "host", &d.host, err) ||
-          !get_ports(*disc, dat, &d.ports, err) ||
-          !get_number(*disc, dat, "refreshSeconds", 0, &d.refresh_seconds, err)) {
-        return unexpected(err);
-      }
-      if (type != "dns") return unexpected("'" + dat + "type' (\"" + type + "\") must be dns");
-      if (d.host.empty() || d.ports.empty()) {
-        return unexpected("'" + dat + "host' and '" + dat + "port' (or '" + dat + "ports') are required");
-      }
-      if (auto kv = p.find("kvEvents"); kv != p.end() && !kv->is_null()) {
-        if (!kv->is_object()) return unexpected("'" + at + "kvEvents' must be an object");
-        std::int64_t kport = 5557;  // vLLM's KVEventsConfig endpoint default, tcp://*:5557
-        if (!get_int(*kv, at + "kvEvents.", "port", 1, 65535, &kport, err) ||
-            !get_string(*kv, at + "kvEvents.", "topicPrefix", &d.topic_prefix, err)) {
-          return unexpected(err);
-        }
-        // Port j publishes on kvEvents.port + j (dns_kv_events_port): the last must be a port too.
-        const std::int64_t last = kport + static_cast<std::int64_t>(d.ports.size()) - 1;
-        if (last > 65535) {
-          return unexpected("'" + at + "kvEvents.port' (" + std::to_string(kport) + ") plus " +
-                            std::to_string(d.ports.size() - 1) + " (one per further port of '" + dat +
-                            "ports') exceeds 65535; use a kvEvents.port <= " +
-                            std::to_string(65535 - static_cast<std::int64_t>(d.ports.size()) + 1));
-        }
-        d.kv_events_port = static_cast<std::uint16_t>(kport);
-      }
-      c.dns_pools.push_back(std::move(d));
-    }
-  }
-  if (auto eps = doc.find("endpoints"); eps != doc.end() && !eps->is_null()) {
-    if (!eps->is_array()) return unexpected(std::string("'endpoints' must be an array of {pool, url}"));
-    for (std::size_t i = 0; i < eps->size(); ++i) {
-      const json& e = (*eps)[i];
-      const std::string at = "endpoints[" + std::to_string(i) + "].";
-      if (!e.is_object()) return unexpected("'" + at.substr(0, at.size() - 1) + "' must be an object");
-      EndpointSpec s;
-      std::string url;
-      if (!get_string(e, at, "pool", &s.pool, err) || !get_string(e, at, "url", &url, err) ||
-          !get_string(e, at, "kvEventsEndpoint", &s.kv_events, err) ||
-          !get_string(e, at, "kvEventsReplayEndpoint", &s.kv_replay, err)) {
-        return unexpected(err);
-      }
-      if (s.pool.empty() || url.empty()) return unexpected("'" + at + "pool' and '" + at + "url' are required");
-      bool found = false;
-      for (const auto& [name, role] : roles) {
-        if (name == s.pool) {
-          s.role = role;
-          found = true;
-        }
-      }
-      if (!found) {
-        return unexpected("'" + at + "pool' (\"" + s.pool + "\") names no pool in 'pools'; add {\"name\": \"" +
-                          s.pool + "\", \"role\": \"decode\"} (or prefill / both) to 'pools'");
-      }
-      auto hp = parse_http_url(url);
-      if (!hp) return unexpected("'" + at + "url' (\"" + url + "\") " + hp.error());
-      s.host = hp->first;
-      s.port = hp->second;
-      for (const std::string* z : {&s.kv_events, &s.kv_replay}) {
-        if (!z->empty() && z->rfind("tcp://", 0) != 0) {
-          return unexpected("'" + at + "kvEventsEndpoint' (\"" + *z + "\") must look like tcp://HOST:PORT");
-        }
-      }
-      c.endpoints.push_back(std::move(s));
-    }
-  }
-  return {};
+namespace config_detail {
+
+Expected<EndpointRole, std::string> role_of(const std::string& field, const std::string& value) {
+  if (value == "aggregated" || value == "both") return EndpointRole::aggregated;
+  if (value == "prefill") return EndpointRole::prefill;
+  if (value == "decode") return EndpointRole::decode;
+  return unexpected("'" + field + "' (\"" + value + "\") must be both (aggregated), prefill or decode");
 }
+
+// set_policy_option on c.options, remembering an explicit maxEndpoints
+// (RouterConfig::max_endpoints_given).
+Expected<void, RoutingError> set_option(RouterConfig& c, std::string_view key, double value) {
+  auto set = set_policy_option(c.options, key, value);
+  if (set && key == "maxEndpoints") c.max_endpoints_given = true;
+  return set;
+}
+
+}  // namespace config_detail
 
 Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, bool* help) {
   RouterConfig c;
