@@ -233,15 +233,21 @@ TEST_F(ServerFixture, AnswersHttp10InKind) {
 }
 
 TEST_F(ServerFixture, StreamsChunkedSseThatTheClientReadsIncrementally) {
-  // GIVEN a handler that streams 5 events 20 ms apart
-  start([](Request&, ResponseWriter& w) -> Task<void> {
+  // GIVEN a handler that streams its first event, then holds the rest until the client has read it
+  // (at most 5 s), then streams 4 more: the client can only see the first event early if the
+  // server sent it unbuffered (a causal check, not a clock one)
+  std::atomic<bool> client_saw_first{false};
+  std::atomic<bool> held_until_seen{false};
+  start([&](Request&, ResponseWriter& w) -> Task<void> {
     co_await w.start_stream();
+    co_await w.write(sse_event("{\"i\":0}"));
     net::steady_timer t(w.executor());
-    for (int i = 0; i < 5; ++i) {
-      co_await w.write(sse_event("{\"i\":" + std::to_string(i) + "}"));
-      t.expires_after(20ms);
+    for (int waited = 0; waited < 500 && !client_saw_first.load(); ++waited) {
+      t.expires_after(10ms);
       co_await t.async_wait(net::use_awaitable);
     }
+    held_until_seen = client_saw_first.load();
+    for (int i = 1; i < 5; ++i) co_await w.write(sse_event("{\"i\":" + std::to_string(i) + "}"));
     co_await w.write(kSseDone);
     co_await w.finish();
   });
@@ -250,11 +256,9 @@ TEST_F(ServerFixture, StreamsChunkedSseThatTheClientReadsIncrementally) {
   struct Seen {
     std::vector<std::string> events;
     std::string content_type;
-    double first_event_ms = 0;
   };
-  auto seen = client<Seen>([port](net::any_io_executor ex) -> Task<Seen> {
+  auto seen = client<Seen>([port, &client_saw_first](net::any_io_executor ex) -> Task<Seen> {
     Seen out;
-    const auto t0 = std::chrono::steady_clock::now();
     ClientRequest req;
     req.method = bhttp::verb::post;
     req.target = "/v1/completions";
@@ -267,18 +271,16 @@ TEST_F(ServerFixture, StreamsChunkedSseThatTheClientReadsIncrementally) {
       auto piece = co_await (*s)->read_some();
       if (!piece || piece->empty()) break;
       parser.feed(*piece, out.events);
-      if (out.first_event_ms == 0 && !out.events.empty()) {
-        out.first_event_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      }
+      if (!out.events.empty()) client_saw_first = true;
     }
     co_return out;
   });
-  // THEN every event arrives, the first one long before the stream ends (it is not buffered)
+  // THEN every event arrives, and the first one reached the client while the rest were held back
   ASSERT_EQ(seen.events.size(), 6u);
   EXPECT_EQ(seen.events[0], "{\"i\":0}");
   EXPECT_EQ(seen.events[5], "[DONE]");
   EXPECT_EQ(seen.content_type, "text/event-stream");
-  EXPECT_LT(seen.first_event_ms, 80.0);
+  EXPECT_TRUE(held_until_seen.load());
 }
 
 TEST_F(ServerFixture, ClientReportsTimeoutsAndRefusedConnections) {
