@@ -5,7 +5,8 @@ import {
   AcceleratedInstanceType, DataParallelEndpoints, DisaggregatedInference, KvCacheFootprint, ModelArchitecture, Precision, RouterPolicy, ServingPlan,
 } from '../../src';
 
-const ROUTER_CONFIG_CC = path.resolve(__dirname, '..', '..', 'engine', 'src', 'server', 'router', 'router_config.cc');
+// The router's JSON reader (its flags live in router_config.cc).
+const ROUTER_CONFIG_CC = path.resolve(__dirname, '..', '..', 'engine', 'src', 'server', 'router', 'router_config_json.cc');
 
 describe('router', () => {
   test('Deployment runs `disagg-engine router` with the ConfigMap mounted, non-root, read-only root', () => {
@@ -65,7 +66,7 @@ describe('router', () => {
     expect(decode.cost.parallel?.tensorParallel).toBe(4);
   });
 
-  test('config: every key is one `disagg-engine router` reads (engine/src/server/router/router_config.cc)', () => {
+  test('config: every key is one `disagg-engine router` reads (engine/src/server/router/router_config_json.cc)', () => {
     // GIVEN the keys the router's configuration reader names (its whole-word string literals)
     const reader = fs.readFileSync(ROUTER_CONFIG_CC, 'utf8');
     const read = new Set([...reader.matchAll(/"([A-Za-z][A-Za-z0-9]*)"/g)].map(m => m[1]));
