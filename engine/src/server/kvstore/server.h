@@ -92,7 +92,7 @@ class Server {
   int port_ = 0;
   int metrics_port_ = 0;
   std::atomic<bool> stopping_{false};
-  bool busy_since_release_ = false;  // events since free memory was last handed back (run())
+  bool abandoned_in_flight_ = false;  // a client left mid-value: hand free memory back when quiet
   std::uint64_t next_client_id_ = 1;
   std::unordered_map<int, std::unique_ptr<Connection>> clients_;
   std::unordered_map<int, std::unique_ptr<MetricsConnection>> metrics_clients_;
