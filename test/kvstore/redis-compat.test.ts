@@ -102,7 +102,7 @@ describeIfBoth('kvstore replies as redis-server does', () => {
         const reply = [await c.line()];
         if (reply[0] === '+OK') {
           const got = await clients[server === kv ? 0 : 1].sendCommand(['GET', 'k'], { typeMapping: { [RESP_TYPES.BLOB_STRING]: Buffer } });
-          reply.push((got as Buffer).toString('latin1'));
+          reply.push((got as unknown as Buffer).toString('latin1'));
         } else {
           reply.push(`closed: ${await c.closedBy(1500)}`);
         }

@@ -4,23 +4,13 @@
 // a time (408 from the header timeout), a stalled body (408), more idle connections than the
 // connection limit (reclaimed, new clients served), and an unknown path (404 whatever the method).
 // Every wait is bounded by a count (bytes, connections, polls); no test asserts a wall-clock time.
-import { ChildProcess, spawn, spawnSync } from 'child_process';
+import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as net from 'net';
-import * as path from 'path';
 import OpenAI from 'openai';
-import { curl } from './util';
+import { BINARY, CONFIG, curl, describeIfRoles } from './util';
 
-const ROOT = path.join(__dirname, '..', '..');
-const BINARY = process.env.DISAGG_ENGINE_BIN ?? path.join(ROOT, 'engine', 'build', 'disagg-engine');
-const CONFIG = path.join(ROOT, 'engine', 'examples', 'llama-3.3-70b-p5en.json');
-const roleBuilt = (role: string): boolean => fs.existsSync(BINARY) && spawnSync(BINARY, [role, '--help']).status === 0;
-const HAVE_BINARY = roleBuilt('router') && roleBuilt('sim-worker');
-if (!HAVE_BINARY) {
-  // eslint-disable-next-line no-console
-  console.warn(`hostile-client tests skipped: ${BINARY} lacks the router or sim-worker role (build engine/ first)`);
-}
-const describeIfBuilt = HAVE_BINARY ? describe : describe.skip;
+const describeIfBuilt = describeIfRoles('hostile-client tests', 'router', 'sim-worker');
 const MODEL = 'llama-3.3-70b';
 // The client-side limits both servers run with here: small, so that the tests stay short.
 const LIMITS = ['--max-connections', '50', '--header-timeout-ms', '1000', '--body-timeout-ms', '500',
@@ -140,7 +130,7 @@ describeIfBuilt('hostile clients against the router and the sim-worker', () => {
     // THEN each is a 400 that names the limit and the fix
     for (const a of answers) {
       expect(a.status).toBe(400);
-      const e = (await a.json()).error;
+      const e = ((await a.json()) as { error: { code: string; message: string } }).error;
       expect(e.code).toBe('json_too_deep');
       expect(e.message).toMatch(/more than 64 levels deep, the limit; flatten/);
     }

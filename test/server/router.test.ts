@@ -4,24 +4,13 @@
 // (prefill worker sees a prefill-only request, decode worker a remote-prefill one), prefill failure
 // fallback, and a worker killed mid-stream (retries before the first byte, clear errors after it,
 // ejection and recovery, every request accounted for).
-import { ChildProcess, spawn, spawnSync } from 'child_process';
-import * as fs from 'fs';
+import { ChildProcess, spawn } from 'child_process';
 import * as http from 'http';
 import * as net from 'net';
-import * as path from 'path';
 import OpenAI from 'openai';
-import { curl } from './util';
+import { BINARY, CONFIG, curl, describeIfRoles } from './util';
 
-const ROOT = path.join(__dirname, '..', '..');
-const BINARY = process.env.DISAGG_ENGINE_BIN ?? path.join(ROOT, 'engine', 'build', 'disagg-engine');
-const CONFIG = path.join(ROOT, 'engine', 'examples', 'llama-3.3-70b-p5en.json');
-const roleBuilt = (role: string): boolean => fs.existsSync(BINARY) && spawnSync(BINARY, [role, '--help']).status === 0;
-const HAVE_BINARY = roleBuilt('router') && roleBuilt('sim-worker');
-if (!HAVE_BINARY) {
-  // eslint-disable-next-line no-console
-  console.warn(`router end-to-end tests skipped: ${BINARY} lacks the router or sim-worker role (build engine/ first)`);
-}
-const describeIfBuilt = HAVE_BINARY ? describe : describe.skip;
+const describeIfBuilt = describeIfRoles('router end-to-end tests', 'router', 'sim-worker');
 const MODEL = 'llama-3.3-70b';
 
 jest.setTimeout(120_000);

@@ -3,23 +3,11 @@
 // fetch for the P/D handshake and metrics, and signals / failure injection for faults.
 // KV events (ZMQ) are verified by the GoogleTest suite (engine/tests/server/sim_worker_test.cc),
 // since no ZMQ client is installed for Node.
-import { ChildProcess, spawn, spawnSync } from 'child_process';
-import * as fs from 'fs';
-import * as path from 'path';
+import { ChildProcess, spawn } from 'child_process';
 import OpenAI from 'openai';
-import { curl } from './util';
+import { BINARY, CONFIG, curl, describeIfRoles } from './util';
 
-const ROOT = path.join(__dirname, '..', '..');
-// DISAGG_ENGINE_BIN lets a developer point at a binary built elsewhere.
-const BINARY = process.env.DISAGG_ENGINE_BIN ?? path.join(ROOT, 'engine', 'build', 'disagg-engine');
-const CONFIG = path.join(ROOT, 'engine', 'examples', 'llama-3.3-70b-p5en.json');
-const HAVE_BINARY = fs.existsSync(BINARY)
-  && spawnSync(BINARY, ['sim-worker', '--help']).status === 0;
-if (!HAVE_BINARY) {
-  // eslint-disable-next-line no-console
-  console.warn(`sim-worker end-to-end tests skipped: ${BINARY} has no sim-worker role (build engine/ first)`);
-}
-const describeIfBuilt = HAVE_BINARY ? describe : describe.skip;
+const describeIfBuilt = describeIfRoles('sim-worker end-to-end tests', 'sim-worker');
 const MODEL = 'llama-3.3-70b';
 
 jest.setTimeout(60_000);
