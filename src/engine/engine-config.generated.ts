@@ -456,7 +456,7 @@ export interface DisaggEngineConfiguration {
     $comment?: string;
     kind?: 'single' | 'chat' | 'agentic' | 'trace';
     /**
-     * Stop after this many requests (0: no limit).
+     * Stop after this many requests (0: no limit). With arrival.stages and no requests, every stage's arrivals are sent (no limit).
      */
     requests?: number;
     /**
@@ -464,14 +464,34 @@ export interface DisaggEngineConfiguration {
      */
     concurrency?: number;
     /**
-     * No request arrives later (0: no limit).
+     * No request arrives later (0: no limit). Not with arrival.stages, which end the run themselves.
      */
     durationSeconds?: number;
+    /**
+     * How prompts reach the server. completions: the prompt is exactly the workload's tokens (/v1/completions; what the simulator always did). chat: each message is wrapped in the sim-worker's chat template (a system header before the system prompt, a user header before each input, a tool header before each agentic tool output, the assistant header at the end), as `disagg local` sends through /v1/chat/completions. Not with kind trace (a trace's input_length counts every token).
+     */
+    api?: 'completions' | 'chat';
     vocab?: number;
     arrival?: {
       $comment?: string;
-      process?: 'poisson' | 'gamma' | 'mmpp';
+      /**
+       * poisson, gamma (cv), mmpp (bursts), or constant: evenly spaced arrivals, arrival i at exactly i / rate (as benchmark clients at a constant rate send).
+       */
+      process?: 'poisson' | 'gamma' | 'mmpp' | 'constant';
+      /**
+       * Mean arrival rate (requests, chat sessions or agentic tasks per second); unused with stages.
+       */
       ratePerSecond?: number;
+      /**
+       * Load in stages run back to back from time 0, each at its own rate for its own duration; arrivals stop at the end of the last. A constant stage sends ceil(rate x duration) requests, the first at its start (e.g. [{ratePerSecond: 8, durationSeconds: 600}, {ratePerSecond: 20, durationSeconds: 600}]: 4,800 then 12,000). Poisson, gamma and mmpp restart their draw at each boundary at the new rate. The summary covers all stages. Not with durationSeconds or concurrency; not swept or planned (the stages fix the rates).
+       *
+       * @minItems 1
+       * @maxItems 1024
+       */
+      stages?: {
+        ratePerSecond: number;
+        durationSeconds: number;
+      }[];
       cv?: number;
       burstFactor?: number;
       burstShare?: number;
@@ -481,9 +501,23 @@ export interface DisaggEngineConfiguration {
     outputTokens?: LengthDistribution;
     tenants?: {
       $comment?: string;
+      /**
+       * Shared prompts (tenants), each with its own system prompt that prefixes every prompt of that tenant.
+       */
       count?: number;
       systemPromptTokens?: number;
+      /**
+       * popularity zipf: tenant k (1-based) has weight 1 / k^zipfExponent.
+       */
       zipfExponent?: number;
+      /**
+       * How a request picks its tenant. zipf: drawn by Zipf(zipfExponent). equal: in turn (with users: the tenant x user slots), in an order shuffled once per run by the seed, as inference-perf cycles its prompts.
+       */
+      popularity?: 'zipf' | 'equal';
+      /**
+       * Kind single: users per tenant, each with one question of inputTokens tokens drawn once for the run and sent in every request of that user, so the whole prompt repeats (inference-perf's shared_prefix: num_groups x num_prompts_per_group prompts sent over and over). 0: every request's question is fresh text.
+       */
+      usersPerTenant?: number;
     };
     chat?: {
       $comment?: string;

@@ -5,8 +5,8 @@
 // chained hashes of token blocks: two requests share cache exactly where their token ids agree.
 //
 // Shapes (WorkloadSpec.kind), each optionally behind a per-tenant system prompt (tenants > 0: the
-// tenant is drawn by Zipf(zipf_exponent) popularity, its system prompt of system_prompt_tokens
-// tokens is fixed for the run and prefixes every prompt of that tenant):
+// tenant's system prompt of system_prompt_tokens tokens is fixed for the run and prefixes every
+// prompt of that tenant; see "Shared prompts" below for how a request picks its tenant):
 //   single   one request per arrival: prompt = [system] + input tokens of fresh text.
 //   chat     one session per arrival, `turns` turns: turn 1 prompt = [system] + input;
 //            turn k prompt = prompt of turn k-1 + its answer + followup_input tokens of new text;
@@ -17,12 +17,39 @@
 //            tool output and answer extend the context of the next round, which arrives
 //            step_gap_seconds (exponential mean) later.
 //   trace    replay of a JSONL trace (from_trace()).
+// Shared prompts (the shared-prefix traffic of benchmark clients such as inference-perf's
+// shared_prefix: N system prompts, each used by U users):
+//   popularity zipf   the tenant is drawn by Zipf(zipf_exponent): tenant k (1-based) has weight 1/k^s.
+//   popularity equal  arrivals take the tenants in turn (with users: the tenant x user slots), in an
+//                     order shuffled once per run by the seed, as inference-perf cycles its prompts;
+//                     over every whole cycle each tenant (slot) is taken exactly once.
+//   users_per_tenant  (kind single) 0: every request's input is fresh text no other request
+//                     contains. U > 0: each of the tenant's U users has one question of `input`
+//                     tokens, drawn once for the run, and every request of that user sends
+//                     [system] + that question: the whole prompt repeats, which is what vLLM's
+//                     prefix cache sees from inference-perf (it pre-generates N x U prompts and
+//                     sends them over and over). A user is picked with its tenant: by the equal
+//                     cycle, or uniformly within the Zipf-drawn tenant.
+// API (api): completions (default) sends the prompt tokens as they are, as /v1/completions does;
+// the simulator never added template tokens, so this is what every earlier run simulated. chat
+// wraps each message in the chat template the sim-worker renders (disagg/fake_tokenizer.h,
+// FakeChatPrompt): a system header before the system prompt, a user header before each user
+// input (a tool header before each agentic tool output), and the assistant header that ends every
+// prompt, so simulated prompts are as long as those `disagg local` sends through
+// /v1/chat/completions. Trace replay has no api: a trace's input_length counts every token.
 // Closed loop (concurrency > 0, kind single): `concurrency` clients start at time 0 and each sends
 // its next request when its previous one ends (the driver calls complete()), with no think time.
 // Arrivals (of requests, sessions or tasks): poisson, gamma (coefficient of variation cv; cv > 1 is
-// bursty) or mmpp (two-state Markov-modulated Poisson: a burst state at burst_factor x the base rate
-// for burst_share of the time, bursts lasting mean_burst_seconds on average); the mean rate is
-// rate_per_second in all three.
+// bursty), mmpp (two-state Markov-modulated Poisson: a burst state at burst_factor x the base rate
+// for burst_share of the time, bursts lasting mean_burst_seconds on average) or constant (evenly
+// spaced: arrival i at exactly i / rate); the mean rate is rate_per_second in all four. The first
+// arrival is at time 0.
+// Stages (arrival.stages): the load runs in stages back to back from time 0, stage k at its own
+// rate for its own duration (arrival.rate_per_second is then unused), and arrivals stop at the end
+// of the last stage. Constant: stage k's arrivals are at start_k + i / rate_k for
+// i in [0, ceil(rate_k x duration_k)), so a stage of 8/s for 600 s sends 4,800 requests, its first
+// at its start. Poisson, gamma and mmpp: the draw restarts at each stage boundary at the new rate
+// (exact for Poisson, which is memoryless; mmpp keeps its burst state).
 // Lengths: fixed (mean), uniform [min, max], lognormal with the given mean and stddev, all clamped
 // to [min, max] and rounded to whole tokens.
 //
@@ -60,16 +87,35 @@ struct LengthDist {
   std::int32_t max = 1 << 20;  ///< clamp (and uniform's upper bound)
 };
 
+/// One stage of load: `rate_per_second` for `duration_seconds`. See the header comment.
+struct ArrivalStage {
+  double rate_per_second = 1;
+  double duration_seconds = 1;
+};
+
+/// Stages of one run, at most (bounds the spec a configuration can hold).
+inline constexpr std::size_t kMaxArrivalStages = 1024;
+
 /// An arrival process. See the header comment.
 struct ArrivalProcess {
-  enum class Kind : std::uint8_t { poisson, gamma, mmpp };
+  enum class Kind : std::uint8_t { poisson, gamma, mmpp, constant };
   Kind kind = Kind::poisson;
-  double rate_per_second = 1;
+  double rate_per_second = 1;     ///< unused when stages are given
   double cv = 2;                   ///< gamma: coefficient of variation of the gaps
   double burst_factor = 4;         ///< mmpp: burst rate / base rate (> 1)
   double burst_share = 0.2;        ///< mmpp: share of time in bursts, in (0, 1)
   double mean_burst_seconds = 10;  ///< mmpp: mean length of one burst
+  /// Load in stages, back to back from time 0 (empty: one open-ended stage at rate_per_second).
+  /// Each rate and duration > 0; at most kMaxArrivalStages; not with duration_seconds or a closed
+  /// loop (the stages end the run).
+  std::vector<ArrivalStage> stages;
 };
+
+/// How a request picks its tenant (shared system prompt). See the header comment.
+enum class TenantPopularity : std::uint8_t { zipf, equal };
+
+/// How prompts reach the server. See the header comment.
+enum class PromptApi : std::uint8_t { completions, chat };
 
 enum class WorkloadKind : std::uint8_t { single, chat, agentic, trace };
 
@@ -93,6 +139,11 @@ struct WorkloadSpec {
   std::int32_t tenants = 0;              ///< 0: no system prompt
   std::int32_t system_prompt_tokens = 0;
   double zipf_exponent = 1.0;            ///< tenant k (1-based) has weight 1 / k^s
+  TenantPopularity popularity = TenantPopularity::zipf;
+  /// Kind single, tenants > 0: users per tenant, each with one fixed question (0: fresh text per
+  /// request). tenants x users_per_tenant <= kMaxPromptSlots.
+  std::int32_t users_per_tenant = 0;
+  PromptApi api = PromptApi::completions;
   // --- chat ---
   LengthDist turns{LengthDist::Kind::fixed, 4, 0, 1, 1000};
   LengthDist followup_input{LengthDist::Kind::fixed, 128, 0, 1, 1 << 20};
@@ -115,6 +166,10 @@ struct TraceSpec {
 };
 
 inline constexpr std::size_t kMaxTraceLineBytes = 1 << 20;
+/// Tenant x user slots of a run, at most (tenants x max(1, users_per_tenant)).
+inline constexpr std::int64_t kMaxPromptSlots = 1 << 20;
+/// Tokens of system prompts and fixed user questions a run stores, at most.
+inline constexpr std::int64_t kMaxStoredPromptTokens = 1LL << 26;
 inline constexpr std::size_t kMaxHashIds = 1 << 16;
 
 enum class WorkloadErrc { invalid_spec, trace_syntax, trace_limit, io_error };
@@ -141,6 +196,7 @@ struct WorkloadRequest {
   std::int32_t shared_prefix_tokens = -1;
   std::uint64_t session_id = 0;
   std::int32_t tenant = -1;  ///< -1: none
+  std::int32_t user = -1;    ///< 0-based user within the tenant (users_per_tenant > 0); -1: none
   std::int32_t turn = 0;     ///< 0-based turn (chat) or round (agentic)
   std::uint64_t index = 0;   ///< 0-based position in the stream
 };

@@ -93,6 +93,8 @@ disagg::Expected<Job, std::string> make_job(const std::string& text, Job::Kind k
     job.planner = std::move(*spec);
   } else if (job.setup.from_trace && kind == Job::Kind::sweep) {
     return disagg::unexpected(std::string(fn) + ": 'workload.kind' (\"trace\") has its own arrival rate and cannot be swept; use simulate()");
+  } else if (!job.setup.workload.arrival.stages.empty() && kind == Job::Kind::sweep) {
+    return disagg::unexpected(std::string(fn) + ": 'workload.arrival.stages' fix their own arrival rates and cannot be swept; use simulate()");
   }
   return job;
 }

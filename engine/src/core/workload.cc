@@ -5,7 +5,11 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <limits>
 #include <queue>
+
+#include "disagg/fake_tokenizer.h"
+#include "disagg/json_value.h"
 
 namespace disagg {
 
@@ -265,6 +269,7 @@ struct Workload::Impl {
     std::vector<TokenId> extension;  // agentic: first call's tool output + answer
     std::uint64_t id = 0;
     std::int32_t tenant = -1;
+    std::int32_t user = -1;
     std::int32_t turns_left = 0;
     std::int32_t turn = 0;
     std::int32_t outstanding = 0;
@@ -281,12 +286,28 @@ struct Workload::Impl {
   bool starts_done = false;
   bool mmpp_burst = false;
   double mmpp_switch_at = 0;
+  // Arrival clock of constant arrivals and stages: the current stage, its start, the arrivals
+  // started in it (constant: arrival i of a stage is at its start + i / rate, computed, not summed,
+  // so the spacing is exact), and whether the last stage has ended.
+  std::size_t stage = 0;
+  double stage_start = 0;
+  std::int64_t stage_arrivals = 0;
+  bool arrivals_over = false;
+  // No request arrives after it: durationSeconds, or the end of the last stage (0: none).
+  double horizon = 0;
   std::uint64_t seq = 0;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> heap;
   std::vector<Session> sessions;
   std::vector<std::int32_t> free_sessions;
   std::vector<std::vector<TokenId>> system_prompts;
   std::vector<double> tenant_cdf;
+  // Popularity equal: the tenant (x user) slots in their shuffled order, and the next one's place.
+  std::vector<std::int32_t> slot_order;
+  std::size_t slot_cursor = 0;
+  // users_per_tenant > 0: each slot's fixed question (slot = tenant x users + user).
+  std::vector<std::vector<TokenId>> questions;
+  // api chat: the template's tokens around messages (empty for completions).
+  std::vector<TokenId> user_header, tool_header, assistant_header;
 
   // trace mode
   bool is_trace = false;
@@ -299,38 +320,89 @@ struct Workload::Impl {
     for (std::int32_t i = 0; i < n; ++i) out.push_back(static_cast<TokenId>(text_rng.below(v)));
   }
 
-  double gap() {
+  // Gap from an arrival at `from` to the next one of a random process at mean rate `rate`.
+  double gap(double from, double rate_per_second) {
     const ArrivalProcess& a = spec.arrival;
     switch (a.kind) {
-      case ArrivalProcess::Kind::poisson: return arrival_rng.exponential(1.0 / a.rate_per_second);
+      case ArrivalProcess::Kind::poisson: return arrival_rng.exponential(1.0 / rate_per_second);
       case ArrivalProcess::Kind::gamma: {
         const double k = 1.0 / (a.cv * a.cv);
-        return arrival_rng.gamma(k, 1.0 / (a.rate_per_second * k));
+        return arrival_rng.gamma(k, 1.0 / (rate_per_second * k));
       }
       case ArrivalProcess::Kind::mmpp: {
-        const double base = a.rate_per_second / ((1 - a.burst_share) + a.burst_factor * a.burst_share);
+        const double base = rate_per_second / ((1 - a.burst_share) + a.burst_factor * a.burst_share);
         const double burst_len = a.mean_burst_seconds;
         const double calm_len = a.mean_burst_seconds * (1 - a.burst_share) / a.burst_share;
-        double t = next_start;
+        double t = from;
         while (true) {
           const double rate = mmpp_burst ? base * a.burst_factor : base;
           const double candidate = t + arrival_rng.exponential(1.0 / rate);
-          if (candidate < mmpp_switch_at) return candidate - next_start;
+          if (candidate < mmpp_switch_at) return candidate - from;
           // Memoryless: restart the draw from the switch in the new state.
           t = mmpp_switch_at;
           mmpp_burst = !mmpp_burst;
           mmpp_switch_at = t + arrival_rng.exponential(mmpp_burst ? burst_len : calm_len);
         }
       }
+      case ArrivalProcess::Kind::constant: break;
     }
-    return 1.0 / a.rate_per_second;
+    return 1.0 / rate_per_second;
   }
 
-  std::int32_t pick_tenant() {
+  // Arrivals of a constant stage: ceil(rate x duration), less a rounding hair so that 8/s for
+  // 600 s is 4,800 and not 4,801.
+  static std::int64_t stage_count(const ArrivalStage& s) {
+    const double n = s.rate_per_second * s.duration_seconds;
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(n - 1e-9 * std::max(1.0, n))));
+  }
+
+  // Time of the arrival after the one at `t`; sets arrivals_over when the last stage has ended.
+  double following_arrival(double t) {
+    const ArrivalProcess& a = spec.arrival;
+    const bool constant = a.kind == ArrivalProcess::Kind::constant;
+    if (a.stages.empty()) {
+      if (constant) return static_cast<double>(++stage_arrivals) / a.rate_per_second;
+      return t + gap(t, a.rate_per_second);
+    }
+    while (true) {
+      const ArrivalStage& s = a.stages[stage];
+      const double end = stage_start + s.duration_seconds;
+      if (constant) {
+        if (++stage_arrivals < stage_count(s)) return stage_start + static_cast<double>(stage_arrivals) / s.rate_per_second;
+      } else {
+        const double next = t + gap(t, s.rate_per_second);
+        if (next < end) return next;
+      }
+      if (++stage >= a.stages.size()) {
+        arrivals_over = true;
+        return end;
+      }
+      // The next stage starts where this one ends: constant arrivals at its start, a random
+      // process's draw restarted there at the new rate.
+      stage_start = end;
+      stage_arrivals = 0;
+      t = end;
+      if (constant) return stage_start;
+    }
+  }
+
+  // The tenant of a new session (-1: none) and, with users, its user (else -1).
+  std::int32_t pick_tenant(std::int32_t* user) {
+    *user = -1;
     if (spec.tenants <= 0) return -1;
+    const std::int32_t users = spec.users_per_tenant;
+    if (spec.popularity == TenantPopularity::equal) {
+      const std::int32_t slot = slot_order[slot_cursor];
+      slot_cursor = slot_cursor + 1 == slot_order.size() ? 0 : slot_cursor + 1;
+      if (users <= 0) return slot;
+      *user = slot % users;
+      return slot / users;
+    }
     const double u = rng.uniform();
     auto it = std::upper_bound(tenant_cdf.begin(), tenant_cdf.end(), u);
-    return static_cast<std::int32_t>(std::min<std::ptrdiff_t>(it - tenant_cdf.begin(), spec.tenants - 1));
+    const auto tenant = static_cast<std::int32_t>(std::min<std::ptrdiff_t>(it - tenant_cdf.begin(), spec.tenants - 1));
+    if (users > 0) *user = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(users)));
+    return tenant;
   }
 
   void start_session(double t) {
@@ -344,7 +416,7 @@ struct Workload::Impl {
     }
     Session& s = sessions[static_cast<std::size_t>(idx)];
     s.id = sessions_started++;
-    s.tenant = pick_tenant();
+    s.tenant = pick_tenant(&s.user);
     s.turn = 0;
     s.context.clear();
     s.extension.clear();
@@ -357,6 +429,7 @@ struct Workload::Impl {
       heap.push({t, seq++, idx, 0});
       s.outstanding = 1;
     } else {
+      s.context.insert(s.context.end(), user_header.begin(), user_header.end());
       random_tokens(s.context, sample_length(spec.input, rng));
       s.turns_left = spec.depth;
       push_round(idx, t);
@@ -374,7 +447,7 @@ struct Workload::Impl {
   // Closed loop: one client's request ended; its next one arrives now (if the limits allow).
   std::uint64_t closed_started = 0;
   void complete(double now) {
-    if (spec.duration_seconds > 0 && now > spec.duration_seconds) return;
+    if (horizon > 0 && now > horizon) return;
     if (spec.max_requests > 0 && closed_started >= static_cast<std::uint64_t>(spec.max_requests)) return;
     ++closed_started;
     start_session(now);
@@ -385,19 +458,19 @@ struct Workload::Impl {
     while (true) {
       const bool can_start = !starts_done;
       if (can_start && (heap.empty() || next_start <= heap.top().time)) {
-        if (spec.duration_seconds > 0 && next_start > spec.duration_seconds) {
+        if (arrivals_over || (horizon > 0 && next_start > horizon)) {
           starts_done = true;
           continue;
         }
         const double t = next_start;
-        next_start += gap();
+        next_start = following_arrival(t);
         start_session(t);
         continue;
       }
       if (heap.empty()) return false;
       const Pending p = heap.top();
       heap.pop();
-      if (spec.duration_seconds > 0 && p.time > spec.duration_seconds) {
+      if (horizon > 0 && p.time > horizon) {
         // Past the horizon: drop it; its session produces nothing more.
         Session& s = sessions[static_cast<std::size_t>(p.session)];
         if (--s.outstanding == 0) end_session(p.session);
@@ -413,20 +486,33 @@ struct Workload::Impl {
     out.arrival_seconds = p.time;
     out.session_id = s.id;
     out.tenant = s.tenant;
+    out.user = s.user;
     out.turn = s.turn;
     out.index = emitted++;
     out.output_tokens = sample_length(spec.output, rng);
     out.answer.clear();
     --s.outstanding;
     if (spec.kind == WorkloadKind::single) {
-      out.shared_prefix_tokens = static_cast<std::int32_t>(s.context.size());  // the system prompt
-      random_tokens(s.context, sample_length(spec.input, rng));
+      s.context.insert(s.context.end(), user_header.begin(), user_header.end());
+      if (s.user >= 0) {
+        // The user's fixed question: the whole prompt repeats in the user's next request.
+        const auto& q = questions[static_cast<std::size_t>(s.tenant * spec.users_per_tenant + s.user)];
+        s.context.insert(s.context.end(), q.begin(), q.end());
+        s.context.insert(s.context.end(), assistant_header.begin(), assistant_header.end());
+        out.shared_prefix_tokens = static_cast<std::int32_t>(s.context.size());
+      } else {
+        out.shared_prefix_tokens = static_cast<std::int32_t>(s.context.size());  // the system prompt
+        random_tokens(s.context, sample_length(spec.input, rng));
+        s.context.insert(s.context.end(), assistant_header.begin(), assistant_header.end());
+      }
       out.prompt.assign(s.context.begin(), s.context.end());
       end_session(p.session);
       return;
     }
     if (spec.kind == WorkloadKind::chat) {
+      s.context.insert(s.context.end(), user_header.begin(), user_header.end());
       random_tokens(s.context, sample_length(s.turn == 0 ? spec.input : spec.followup_input, rng));
+      s.context.insert(s.context.end(), assistant_header.begin(), assistant_header.end());
       out.prompt.assign(s.context.begin(), s.context.end());
       out.shared_prefix_tokens = static_cast<std::int32_t>(out.prompt.size());  // the next turn's prefix
       random_tokens(out.answer, out.output_tokens);
@@ -434,7 +520,8 @@ struct Workload::Impl {
       ++s.turn;
       --s.turns_left;
       const double next_t = p.time + rng.exponential(spec.think_time_seconds);
-      const auto next_len = static_cast<std::int64_t>(s.context.size()) + spec.followup_input.min;
+      const auto next_len = static_cast<std::int64_t>(s.context.size() + user_header.size() + assistant_header.size()) +
+                            spec.followup_input.min;
       if (s.turns_left > 0 && next_len <= spec.max_context_tokens) {
         s.outstanding = 1;
         heap.push({next_t, seq++, p.session, 0});
@@ -446,7 +533,9 @@ struct Workload::Impl {
     // agentic: siblings share the context; the first call's tool output extends the next round's
     out.prompt.assign(s.context.begin(), s.context.end());
     const std::size_t base = out.prompt.size();
+    out.prompt.insert(out.prompt.end(), tool_header.begin(), tool_header.end());
     random_tokens(out.prompt, sample_length(spec.tool_output, rng));
+    out.prompt.insert(out.prompt.end(), assistant_header.begin(), assistant_header.end());
     random_tokens(out.answer, out.output_tokens);
     out.shared_prefix_tokens = static_cast<std::int32_t>(out.prompt.size());
     if (p.branch == 0) {
@@ -473,6 +562,7 @@ struct Workload::Impl {
     out.output_tokens = std::max<std::int32_t>(1, r.output_length);
     out.session_id = r.has_session ? r.session_id : cursor;
     out.tenant = -1;
+    out.user = -1;
     out.turn = 0;
     out.index = emitted++;
     out.answer.clear();
@@ -513,7 +603,7 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
   if (spec.kind == WorkloadKind::trace) return bad("'workload.kind' (trace) needs from_trace(); pass a trace file");
   if (spec.max_requests < 0) return bad("'workload.requests' (" + std::to_string(spec.max_requests) + ") must be >= 0");
   if (!(spec.duration_seconds >= 0)) return bad("'workload.durationSeconds' must be >= 0");
-  if (spec.max_requests == 0 && spec.duration_seconds == 0) {
+  if (spec.max_requests == 0 && spec.duration_seconds == 0 && spec.arrival.stages.empty()) {
     return bad("'workload.requests' and 'workload.durationSeconds' are both 0; set at least one to bound the run");
   }
   const ArrivalProcess& a = spec.arrival;
@@ -525,6 +615,32 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
       (!(a.burst_factor > 1) || !(a.burst_share > 0 && a.burst_share < 1) || !(a.mean_burst_seconds > 0))) {
     return bad("'workload.arrival' mmpp needs burstFactor > 1, burstShare in (0, 1) and meanBurstSeconds > 0");
   }
+  double stages_end = 0;
+  if (!a.stages.empty()) {
+    if (a.stages.size() > kMaxArrivalStages) {
+      return bad("'workload.arrival.stages' holds " + std::to_string(a.stages.size()) + " stages; use at most " +
+                 std::to_string(kMaxArrivalStages));
+    }
+    for (std::size_t i = 0; i < a.stages.size(); ++i) {
+      const ArrivalStage& st = a.stages[i];
+      const std::string at = "'workload.arrival.stages[" + std::to_string(i) + "]";
+      if (!(st.rate_per_second > 0) || !std::isfinite(st.rate_per_second)) {
+        return bad(at + ".ratePerSecond' (" + json_number(st.rate_per_second) + ") must be > 0 requests/s");
+      }
+      if (!(st.duration_seconds > 0) || !std::isfinite(st.duration_seconds)) {
+        return bad(at + ".durationSeconds' (" + json_number(st.duration_seconds) + ") must be > 0 seconds");
+      }
+      if (st.rate_per_second * st.duration_seconds > 1e12) {
+        return bad(at + "' asks for more than 1e12 arrivals; use a lower rate or a shorter stage");
+      }
+      stages_end += st.duration_seconds;
+    }
+    if (spec.duration_seconds > 0) {
+      return bad("'workload.durationSeconds' (" + json_number(spec.duration_seconds) +
+                 ") and 'workload.arrival.stages' both end the run; drop durationSeconds (the stages end at " +
+                 json_number(stages_end) + " s)");
+    }
+  }
   for (auto [name, d] : {std::pair{"workload.inputTokens", &spec.input}, {"workload.outputTokens", &spec.output},
                          {"workload.chat.turns", &spec.turns}, {"workload.chat.followupInputTokens", &spec.followup_input},
                          {"workload.agentic.toolOutputTokens", &spec.tool_output}}) {
@@ -534,13 +650,26 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
   if (spec.tenants < 0 || (spec.tenants > 0 && spec.system_prompt_tokens < 1)) {
     return bad("'workload.tenants' needs count >= 0 and, when > 0, systemPromptTokens >= 1");
   }
-  if (static_cast<std::int64_t>(spec.tenants) * spec.system_prompt_tokens > (1LL << 26)) {
+  if (static_cast<std::int64_t>(spec.tenants) * spec.system_prompt_tokens > kMaxStoredPromptTokens) {
     return bad("'workload.tenants' x systemPromptTokens exceeds 67,108,864 tokens; use fewer or shorter system prompts");
+  }
+  if (spec.users_per_tenant < 0 ||
+      (spec.users_per_tenant > 0 && (spec.tenants < 1 || spec.kind != WorkloadKind::single))) {
+    return bad("'workload.tenants.usersPerTenant' (" + std::to_string(spec.users_per_tenant) +
+               ") must be 0, or > 0 with 'workload.tenants.count' >= 1 and kind single (users send one-shot requests)");
+  }
+  if (static_cast<std::int64_t>(spec.tenants) * std::max<std::int64_t>(1, spec.users_per_tenant) > kMaxPromptSlots) {
+    return bad("'workload.tenants' count (" + std::to_string(spec.tenants) + ") x usersPerTenant (" +
+               std::to_string(spec.users_per_tenant) + ") exceeds 1,048,576 prompts; use fewer tenants or users");
   }
   if (spec.kind == WorkloadKind::chat && !(spec.think_time_seconds > 0)) return bad("'workload.chat.thinkTimeSeconds' must be > 0");
   if (spec.concurrency < 0 || spec.concurrency > (1 << 20) || (spec.concurrency > 0 && spec.kind != WorkloadKind::single)) {
     return bad("'workload.concurrency' (" + std::to_string(spec.concurrency) +
                ") must be in [0, 1048576], and > 0 only with kind single (a closed loop of one-shot requests)");
+  }
+  if (spec.concurrency > 0 && !a.stages.empty()) {
+    return bad("'workload.concurrency' (" + std::to_string(spec.concurrency) +
+               ") is a closed loop, which has no arrival rate; drop 'workload.arrival.stages' or the concurrency");
   }
   if (spec.concurrency > 0 && spec.max_requests == 0) {
     return bad("'workload.concurrency' needs 'workload.requests' > 0: a closed loop whose requests are all "
@@ -563,6 +692,25 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
     // Closed loop: no open-loop starts; every client sends its first request at time 0.
     impl->starts_done = true;
   }
+  impl->horizon = a.stages.empty() ? spec.duration_seconds : stages_end;
+  if (spec.api == PromptApi::chat) {
+    // The sim-worker's chat template, rendered by its one renderer: headers only (an empty
+    // message's closing newline makes no token).
+    std::string text;
+    auto header = [&text](std::string_view role) {
+      FakeChatPrompt p(text);
+      p.begin_message().append(role);
+      p.add_part();
+      std::vector<TokenId> tokens;
+      fake_tokenize(text, tokens);
+      return tokens;
+    };
+    impl->user_header = header("user");
+    impl->tool_header = header("tool");
+    FakeChatPrompt p(text);
+    fake_tokenize(p.finish(), impl->assistant_header);
+    if (spec.tenants > 0) impl->system_prompts.assign(static_cast<std::size_t>(spec.tenants), header("system"));
+  }
   if (spec.tenants > 0) {
     double total = 0;
     for (std::int32_t k = 1; k <= spec.tenants; ++k) total += 1.0 / std::pow(k, spec.zipf_exponent);
@@ -573,6 +721,37 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
     }
     impl->system_prompts.resize(static_cast<std::size_t>(spec.tenants));
     for (auto& sp : impl->system_prompts) impl->random_tokens(sp, spec.system_prompt_tokens);
+    // Users' fixed questions, then the equal-popularity order: own generators, so that neither
+    // shifts the streams of runs without them.
+    Rng setup_rng(spec.seed * 0xd1b54a32d192ed03ULL + 4);
+    std::int64_t stored = static_cast<std::int64_t>(spec.tenants) * spec.system_prompt_tokens;
+    const std::int64_t slots = static_cast<std::int64_t>(spec.tenants) * std::max(1, spec.users_per_tenant);
+    if (spec.users_per_tenant > 0) {
+      // Lengths first, so that an oversized spec is refused before any token is stored.
+      std::vector<std::int32_t> lengths(static_cast<std::size_t>(slots));
+      for (auto& n : lengths) {
+        n = sample_length(spec.input, setup_rng);
+        stored += n;
+      }
+      if (stored > kMaxStoredPromptTokens) {
+        return bad("'workload.tenants.usersPerTenant' (" + std::to_string(spec.users_per_tenant) +
+                   ") x inputTokens and the system prompts exceed 67,108,864 stored tokens; use fewer users or shorter questions");
+      }
+      impl->questions.resize(static_cast<std::size_t>(slots));
+      for (std::size_t q = 0; q < lengths.size(); ++q) {
+        impl->questions[q].reserve(static_cast<std::size_t>(lengths[q]));
+        for (std::int32_t i = 0; i < lengths[q]; ++i) {
+          impl->questions[q].push_back(static_cast<TokenId>(setup_rng.below(static_cast<std::uint64_t>(spec.vocab))));
+        }
+      }
+    }
+    if (spec.popularity == TenantPopularity::equal) {
+      impl->slot_order.resize(static_cast<std::size_t>(slots));
+      for (std::size_t i = 0; i < impl->slot_order.size(); ++i) impl->slot_order[i] = static_cast<std::int32_t>(i);
+      for (std::size_t i = impl->slot_order.size(); i > 1; --i) {  // Fisher-Yates
+        std::swap(impl->slot_order[i - 1], impl->slot_order[static_cast<std::size_t>(setup_rng.below(i))]);
+      }
+    }
   }
   if (spec.concurrency > 0) {
     const std::int64_t first = spec.max_requests > 0 ? std::min<std::int64_t>(spec.concurrency, spec.max_requests)

@@ -224,7 +224,9 @@ WorkloadShape shape_of(const WorkloadSpec& w) {
   switch (w.kind) {
     case WorkloadKind::single:
     case WorkloadKind::trace:
-      s.fresh_prompt_tokens = input;
+      // Users who repeat their fixed question find their whole prompt cached but the last token:
+      // the bound (a cap on the search) must not count it as fresh.
+      s.fresh_prompt_tokens = w.users_per_tenant > 0 && w.tenants > 0 ? 1.0 : input;
       break;
     case WorkloadKind::chat:
       s.fresh_prompt_tokens = std::min(input, std::max(1.0, mean_of(w.followup_input)));
@@ -468,6 +470,11 @@ Expected<PlanResult, PlanError> run_planner(const PlannerSpec& spec, const Simul
     return unexpected(spec_error("'workload.kind' (\"trace\") cannot be planned: a trace fixes its own arrival rate; "
                                  "plan with a generated workload (single, chat or agentic) of the trace's shape, "
                                  "then check the result with `simulate` on the trace"));
+  }
+  if (!workload.arrival.stages.empty()) {
+    return unexpected(spec_error("'workload.arrival.stages' cannot be planned: stages fix their own arrival rates, and "
+                                 "the planner searches the rate; plan with one ratePerSecond, then check the result "
+                                 "with `simulate` on the stages"));
   }
   if (workload.max_requests <= 0 && workload.duration_seconds <= 0) {
     return unexpected(spec_error("'workload.requests' must be > 0 for planning (each probe simulates that many requests); e.g. 500"));

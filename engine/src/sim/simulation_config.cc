@@ -179,10 +179,38 @@ struct Reader {
   }
 };
 
+// `workload.arrival.stages`: [{ratePerSecond, durationSeconds}, ...], both required in each.
+bool read_stages(Reader& rd, const JsonValue& arrival, std::vector<ArrivalStage>* out) {
+  const std::string ap = "workload.arrival.stages";
+  const JsonValue* arr = arrival.find("stages");
+  if (!arr || arr->is_null()) return true;
+  if (!arr->is_array() || arr->items().empty() || arr->items().size() > kMaxArrivalStages) {
+    return rd.fail("'" + ap + "' (" + arr->dump() + ") must be an array of 1 to " + std::to_string(kMaxArrivalStages) +
+                   " stages, e.g. [{\"ratePerSecond\": 8, \"durationSeconds\": 600}, {\"ratePerSecond\": 20, \"durationSeconds\": 600}]");
+  }
+  for (std::size_t i = 0; i < arr->items().size(); ++i) {
+    const JsonValue& sj = arr->items()[i];
+    const std::string sp = ap + "[" + std::to_string(i) + "]";
+    if (!sj.is_object()) return rd.fail("'" + sp + "' (" + sj.dump() + ") must be an object {\"ratePerSecond\": R, \"durationSeconds\": S}");
+    if (!rd.known_keys(sj, sp, {"ratePerSecond", "durationSeconds"})) return false;
+    for (const auto* key : {"ratePerSecond", "durationSeconds"}) {
+      const JsonValue* v = sj.find(key);
+      if (!v || v->is_null()) return rd.fail("'" + sp + "." + key + "' is required; give both ratePerSecond and durationSeconds");
+    }
+    ArrivalStage st;
+    if (!rd.number(sj, sp, "ratePerSecond", &st.rate_per_second, 0, true) ||
+        !rd.number(sj, sp, "durationSeconds", &st.duration_seconds, 0, true)) {
+      return false;
+    }
+    out->push_back(st);
+  }
+  return true;
+}
+
 bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, SimulationSetup* out) {
   const std::string p = "workload";
   if (!rd.known_keys(w, p, {"kind", "requests", "durationSeconds", "concurrency", "arrival", "inputTokens",
-                            "outputTokens", "vocab", "tenants", "chat", "agentic", "trace"})) {
+                            "outputTokens", "vocab", "tenants", "api", "chat", "agentic", "trace"})) {
     return false;
   }
   WorkloadSpec& s = out->workload;
@@ -204,28 +232,53 @@ bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, Simulatio
   if (!rd.object(w, p, "arrival", &o)) return false;
   if (o) {
     const std::string ap = "workload.arrival";
-    if (!rd.known_keys(*o, ap, {"process", "ratePerSecond", "cv", "burstFactor", "burstShare", "meanBurstSeconds"})) return false;
+    if (!rd.known_keys(*o, ap, {"process", "ratePerSecond", "cv", "burstFactor", "burstShare", "meanBurstSeconds", "stages"})) {
+      return false;
+    }
     std::string proc = "poisson";
     if (!rd.string(*o, ap, "process", &proc)) return false;
     if (proc == "poisson") s.arrival.kind = ArrivalProcess::Kind::poisson;
     else if (proc == "gamma") s.arrival.kind = ArrivalProcess::Kind::gamma;
     else if (proc == "mmpp") s.arrival.kind = ArrivalProcess::Kind::mmpp;
-    else return rd.fail("'workload.arrival.process' (\"" + proc + "\") must be poisson, gamma or mmpp");
+    else if (proc == "constant") s.arrival.kind = ArrivalProcess::Kind::constant;
+    else return rd.fail("'workload.arrival.process' (\"" + proc + "\") must be poisson, gamma, mmpp or constant");
     if (!rd.number(*o, ap, "ratePerSecond", &s.arrival.rate_per_second, 0, true) ||
         !rd.number(*o, ap, "cv", &s.arrival.cv, 0, true) || !rd.number(*o, ap, "burstFactor", &s.arrival.burst_factor, 1, true) ||
         !rd.number(*o, ap, "burstShare", &s.arrival.burst_share, 0, true) ||
-        !rd.number(*o, ap, "meanBurstSeconds", &s.arrival.mean_burst_seconds, 0, true)) {
+        !rd.number(*o, ap, "meanBurstSeconds", &s.arrival.mean_burst_seconds, 0, true) ||
+        !read_stages(rd, *o, &s.arrival.stages)) {
       return false;
     }
+    // Stages end the run: without an explicit request limit, every stage's arrivals are sent.
+    if (!s.arrival.stages.empty() && (!w.find("requests") || w.find("requests")->is_null())) s.max_requests = 0;
   }
   if (!rd.object(w, p, "tenants", &o)) return false;
   if (o) {
     const std::string tp = "workload.tenants";
-    if (!rd.known_keys(*o, tp, {"count", "systemPromptTokens", "zipfExponent"}) ||
+    std::string popularity = "zipf";
+    std::int64_t users = 0;
+    if (!rd.known_keys(*o, tp, {"count", "systemPromptTokens", "zipfExponent", "popularity", "usersPerTenant"}) ||
         !rd.integer(*o, tp, "count", &s.tenants, 0) || !rd.integer(*o, tp, "systemPromptTokens", &s.system_prompt_tokens, 0) ||
-        !rd.number(*o, tp, "zipfExponent", &s.zipf_exponent, 0)) {
+        !rd.number(*o, tp, "zipfExponent", &s.zipf_exponent, 0) || !rd.string(*o, tp, "popularity", &popularity) ||
+        !rd.integer(*o, tp, "usersPerTenant", &users, 0)) {
       return false;
     }
+    if (popularity == "zipf") s.popularity = TenantPopularity::zipf;
+    else if (popularity == "equal") s.popularity = TenantPopularity::equal;
+    else return rd.fail("'workload.tenants.popularity' (\"" + popularity + "\") must be zipf (weights 1/k^zipfExponent) or equal (tenants in turn)");
+    if (users > kMaxPromptSlots) {
+      return rd.fail("'workload.tenants.usersPerTenant' (" + std::to_string(users) + ") must be <= " +
+                     std::to_string(kMaxPromptSlots) + "; use fewer users");
+    }
+    s.users_per_tenant = static_cast<std::int32_t>(users);
+  }
+  std::string api = "completions";
+  if (!rd.string(w, p, "api", &api)) return false;
+  if (api == "completions") s.api = PromptApi::completions;
+  else if (api == "chat") s.api = PromptApi::chat;
+  else return rd.fail("'workload.api' (\"" + api + "\") must be completions (the prompt as given) or chat (with the chat template's tokens)");
+  if (s.api == PromptApi::chat && s.kind == WorkloadKind::trace) {
+    return rd.fail("'workload.api' (\"chat\") does not apply to kind trace: a trace's input_length already counts every prompt token; drop api");
   }
   if (!rd.object(w, p, "chat", &o)) return false;
   if (o) {
