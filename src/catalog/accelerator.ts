@@ -72,8 +72,25 @@ export class Accelerator {
   });
 
   /**
-   * NVIDIA H100 SXM5 80 GB (p5): 3.35 TB/s HBM3, 989 TFLOP/s BF16, 1,979 FP8 / INT8 dense.
-   * NVLink4: 900 GB/s per GPU both directions, 450 one direction.
+   * NVIDIA A100 SXM4 80 GB (p4de): the A100 40 GB's compute (312 TFLOP/s BF16, 624 TOPS INT8 dense, no
+   * FP8) with 80 GB HBM2e at 2,039 GB/s (the 80 GB PCIe card has 1,935). NVLink3: 600 GB/s per GPU both
+   * directions, 300 one direction.
+   * @see https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
+   */
+  public static readonly A100_80GB = new Accelerator({
+    name: 'A100-80GB',
+    vendor: AcceleratorVendor.NVIDIA,
+    memoryGib: 80, // EC2 p4de.24xlarge: 8 x 80 GiB = 640 GiB HBM2e (81,920 MiB per GPU, Karpenter instance-types reference)
+    hbmBandwidthGBps: 2039, // datasheet: "80GB HBM2e ... 2,039 GB/s" (SXM)
+    peakTflopsBf16: 312,
+    peakTopsInt8: 624,
+    interconnectGBps: 300,
+    interconnect: 'NVLink3',
+  });
+
+  /**
+   * NVIDIA H100 SXM5 80 GB (p5): 3.35 TB/s HBM3, 989 TFLOP/s BF16, 1,979 FP8 / INT8 dense (the datasheet's
+   * 1,979 / 3,958 are with sparsity). NVLink4: 900 GB/s per GPU both directions, 450 one direction.
    * @see https://www.nvidia.com/en-us/data-center/h100/
    */
   public static readonly H100 = new Accelerator({
@@ -143,8 +160,15 @@ export class Accelerator {
   });
 
   /**
-   * NVIDIA L40S 48 GB GDDR6 (g6e): 864 GB/s; dense BF16 362, FP8 / INT8 733; no NVLink, PCIe Gen4 x16
-   * (64 GB/s both directions, 32 one direction).
+   * NVIDIA L40S 48 GB GDDR6 (g6e): 864 GB/s; dense BF16 362, FP8 / INT8 733 (the datasheet's 733 / 1,466
+   * are with sparsity); no NVLink, PCIe Gen4 x16 (64 GB/s both directions, 32 one direction).
+   *
+   * BF16 is the full tensor rate with FP32 accumulation, the way vLLM's BF16 GEMMs run (cuBLAS / CUTLASS
+   * with an FP32 accumulator): 142 SMs x 1,024 dense FP16/BF16 FLOP per SM and clock x ~2.5 GHz. The
+   * GeForce Ada parts halve the FP32-accumulate rate (RTX 4090: 165 vs 330 TFLOP/s, Ada whitepaper), the
+   * L40S does not: a measured torch.matmul in BF16 (FP32 accumulate) reaches 269 TFLOP/s on an L40S
+   * (zzc0721/torch-performance-test-data issue #43, torch 2.8 / CUDA 12.8), 74% of 362 and well above the
+   * 181 a half rate would allow; H100 SXM reaches 80% of its 989 the same way (stas00/ml-engineering MAMF table).
    * @see https://www.nvidia.com/en-us/data-center/l40s/
    */
   public static readonly L40S = new Accelerator({
@@ -199,7 +223,7 @@ export class Accelerator {
    */
   public static all(): Accelerator[] {
     return [
-      Accelerator.A100_40GB, Accelerator.H100, Accelerator.H200, Accelerator.B200, Accelerator.GB200,
+      Accelerator.A100_40GB, Accelerator.A100_80GB, Accelerator.H100, Accelerator.H200, Accelerator.B200, Accelerator.GB200,
       Accelerator.L40S, Accelerator.TRAINIUM, Accelerator.TRAINIUM2,
     ];
   }

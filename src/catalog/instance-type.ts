@@ -162,6 +162,29 @@ export class AcceleratedInstanceType {
   });
 
   /**
+   * p4de.24xlarge: p4d.24xlarge with 8 x A100 80 GB: 96 vCPU, 1152 GiB, 8 x 1000 GB NVMe,
+   * 4 x 100 Gbit/s on 4 cards, 4 EFA, the same layout as p4d. DescribeInstanceTypes (Karpenter's generated
+   * reference and VPC limits): 96 vCPU, 1,179,648 MiB memory, 81,920 MiB GPU memory x 8, 8,000 GB NVMe,
+   * 400,000 Mbit/s, network cards 0-3, `vpc.amazonaws.com/efa` 4.
+   * @see https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html
+   * @see https://karpenter.sh/docs/reference/instance-types/#p4de24xlarge
+   */
+  public static readonly P4DE_24XLARGE = new AcceleratedInstanceType({
+    name: 'p4de.24xlarge',
+    accelerator: Accelerator.A100_80GB,
+    acceleratorCount: 8,
+    vcpus: 96,
+    memoryGib: 1152,
+    localNvmeCount: 8,
+    localNvmeGbEach: 1000,
+    networkBandwidthGbps: 400,
+    networkCards: 4,
+    maxEfaInterfaces: 4, // every card carries one EFA, card 0 included (as p4d)
+    architecture: CpuArchitecture.X86_64,
+    amiType: EksAmiType.AL2023_X86_64_NVIDIA,
+  });
+
+  /**
    * p5.48xlarge: 8 x H100 80 GB, 192 vCPU, 2048 GiB, 8 x 3800 GB NVMe, 3200 Gbit/s EFAv2 on 32 cards, 32 EFA.
    * Layout per the EC2 guide: ENA on card 0 device 0, efa-only on card 0 device 1 and on cards 1-31.
    */
@@ -370,6 +393,7 @@ export class AcceleratedInstanceType {
   public static all(): AcceleratedInstanceType[] {
     return [
       AcceleratedInstanceType.P4D_24XLARGE,
+      AcceleratedInstanceType.P4DE_24XLARGE,
       AcceleratedInstanceType.P5_48XLARGE,
       AcceleratedInstanceType.P5E_48XLARGE,
       AcceleratedInstanceType.P5EN_48XLARGE,

@@ -59,6 +59,27 @@ describe('Accelerator', () => {
     }
   });
 
+  test('A100 80 GB differs from A100 40 GB in memory and bandwidth, not compute; neither has FP8', () => {
+    const [a40, a80] = [Accelerator.A100_40GB, Accelerator.A100_80GB];
+    expect([a80.memoryGib, a80.hbmBandwidthGBps]).toEqual([80, 2039]);
+    expect(a80.hbmBandwidthGBps).toBeGreaterThan(a40.hbmBandwidthGBps);
+    for (const p of Precision.all()) expect(a80.peakTflops(p)).toBe(a40.peakTflops(p));
+    expect(a80.peakTflops(Precision.BF16)).toBe(312);
+    expect(a80.supportsNativePrecision(Precision.FP8)).toBe(false);
+    expect([a80.interconnect, a80.interconnectGBps]).toEqual(['NVLink3', 300]);
+  });
+
+  test('datasheet figures, dense: H100 SXM and L40S', () => {
+    // H100 SXM: 3.35 TB/s, 989 BF16, 1,979 FP8 (the datasheet's 1,979 / 3,958 are sparse)
+    expect(Accelerator.H100.hbmBandwidthGBps).toBe(3350);
+    expect([Accelerator.H100.peakTflops(Precision.BF16), Accelerator.H100.peakTflops(Precision.FP8)]).toEqual([989, 1979]);
+    // L40S: 864 GB/s, 362 BF16 at the full FP32-accumulate rate, 733 FP8 (the datasheet's 733 / 1,466 are sparse)
+    expect(Accelerator.L40S.hbmBandwidthGBps).toBe(864);
+    expect([Accelerator.L40S.peakTflops(Precision.BF16), Accelerator.L40S.peakTflops(Precision.FP8)]).toEqual([362, 733]);
+    // 48 GB of GDDR6 is 44.7 GiB (EC2: 45,776 MiB per GPU)
+    expect(Accelerator.L40S.memoryGib).toBeCloseTo(45776 / 1024, 1);
+  });
+
   test('H200 differs from H100 in memory and bandwidth, not compute', () => {
     expect(Accelerator.H200.memoryGib).toBeGreaterThan(Accelerator.H100.memoryGib);
     expect(Accelerator.H200.hbmBandwidthGBps).toBeGreaterThan(Accelerator.H100.hbmBandwidthGBps);

@@ -4,10 +4,10 @@ import {
 } from '../../src';
 
 describe('AcceleratedInstanceType catalog', () => {
-  test('lists the eleven types of the issue, each once', () => {
+  test('lists the types of the issues (p4de: issue 21), each once', () => {
     const names = AcceleratedInstanceType.all().map(t => t.name);
     expect(names.sort()).toEqual([
-      'g6e.12xlarge', 'g6e.48xlarge', 'p4d.24xlarge', 'p5.48xlarge', 'p5e.48xlarge', 'p5en.48xlarge',
+      'g6e.12xlarge', 'g6e.48xlarge', 'p4d.24xlarge', 'p4de.24xlarge', 'p5.48xlarge', 'p5e.48xlarge', 'p5en.48xlarge',
       'p6-b200.48xlarge', 'p6e-gb200.36xlarge', 'trn1.32xlarge', 'trn2.48xlarge', 'trn2u.48xlarge',
     ]);
   });
@@ -52,10 +52,26 @@ describe('AcceleratedInstanceType catalog', () => {
     expect(AcceleratedInstanceType.TRN1_32XLARGE.acceleratorCount * AcceleratedInstanceType.TRN1_32XLARGE.neuronCoresPerDevice!).toBe(32);
     // p5: 8 x 3800 GB NVMe
     expect(AcceleratedInstanceType.P5_48XLARGE.localNvmeTotalGb).toBe(30400);
+    // p4de: 8 x 80 GiB = 640 GiB of HBM2e, 8 x 1000 GB NVMe, 1152 GiB host memory, 96 vCPU, 400 Gbit/s
+    const p4de = AcceleratedInstanceType.P4DE_24XLARGE;
+    expect(p4de.totalAcceleratorMemoryGib).toBe(640);
+    expect(p4de.localNvmeTotalGb).toBe(8000);
+    expect([p4de.memoryGib, p4de.vcpus, p4de.networkBandwidthGbps]).toEqual([1152, 96, 400]);
+  });
+
+  test('p4de.24xlarge is p4d.24xlarge with the 80 GB A100', () => {
+    const p4d = AcceleratedInstanceType.P4D_24XLARGE;
+    const p4de = AcceleratedInstanceType.P4DE_24XLARGE;
+    expect({ ...p4de, name: p4d.name, family: p4d.family, accelerator: p4d.accelerator, totalAcceleratorMemoryGib: 0 })
+      .toEqual({ ...p4d, totalAcceleratorMemoryGib: 0 });
+    expect(p4de.networkInterfaceLayout()).toEqual(p4d.networkInterfaceLayout());
+    expect(p4de.accelerator.memoryGib).toBe(2 * p4d.accelerator.memoryGib);
   });
 
   test('accelerators per type', () => {
     expect(AcceleratedInstanceType.P4D_24XLARGE.accelerator).toBe(Accelerator.A100_40GB);
+    expect(AcceleratedInstanceType.P4DE_24XLARGE.accelerator).toBe(Accelerator.A100_80GB);
+    expect(AcceleratedInstanceType.G6E_12XLARGE.accelerator).toBe(Accelerator.L40S);
     expect(AcceleratedInstanceType.P5_48XLARGE.accelerator).toBe(Accelerator.H100);
     expect(AcceleratedInstanceType.P5E_48XLARGE.accelerator).toBe(Accelerator.H200);
     expect(AcceleratedInstanceType.P5EN_48XLARGE.accelerator).toBe(Accelerator.H200);
@@ -93,7 +109,7 @@ describe('AcceleratedInstanceType.fromName', () => {
 
   test('an unknown name lists the known ones and the escape hatch', () => {
     expect(() => AcceleratedInstanceType.fromName('p7.96xlarge')).toThrow(
-      /Unknown instance type 'p7\.96xlarge'; known: p4d\.24xlarge, p5\.48xlarge, .*g6e\.48xlarge, or use AcceleratedInstanceType\.of\(\{\.\.\.\}\)/,
+      /Unknown instance type 'p7\.96xlarge'; known: p4d\.24xlarge, p4de\.24xlarge, p5\.48xlarge, .*g6e\.48xlarge, or use AcceleratedInstanceType\.of\(\{\.\.\.\}\)/,
     );
   });
 });

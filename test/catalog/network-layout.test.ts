@@ -5,6 +5,7 @@ describe('networkInterfaceLayout', () => {
   test.each([
     // type, interfaces, efa-only cards besides card 0, efa-only on card 0 device 1
     ['p4d.24xlarge', 5, cards(1, 4), true],
+    ['p4de.24xlarge', 5, cards(1, 4), true],
     ['p5.48xlarge', 33, cards(1, 32), true],
     ['p5e.48xlarge', 33, cards(1, 32), true],
     ['p5en.48xlarge', 17, cards(1, 16), true],
