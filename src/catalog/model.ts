@@ -22,6 +22,12 @@ export interface ModelArchitectureProps {
   readonly name: string;
   /** Hugging Face repository id, e.g. 'meta-llama/Llama-3.3-70B-Instruct'. */
   readonly huggingFaceId: string;
+  /**
+   * Other Hugging Face repositories with this architecture (e.g. the base checkpoint of an instruct model);
+   * `fromName` accepts them too.
+   * @default []
+   */
+  readonly otherHuggingFaceIds?: string[];
   /** Total parameter count. */
   readonly parametersTotal: number;
   /**
@@ -101,7 +107,8 @@ export interface ModelArchitectureProps {
  * A model architecture: the numbers weight and KV-cache sizing needs.
  *
  * Every preset cites the `config.json` it was read from. Parameter counts are the model cards'
- * published totals; expert parameter counts are computed from the config as
+ * published totals, or, where a preset's comment says "Counted", counted from its config.json numbers
+ * (attention, MLP or experts and router, embeddings, norms); expert parameter counts are computed from the config as
  * `moeLayers * expertsTotal * 3 * hidden_size * moe_intermediate_size` (gate, up and down projections).
  */
 export class ModelArchitecture {
@@ -125,7 +132,8 @@ export class ModelArchitecture {
   });
 
   /**
-   * Llama-3.1-8B-Instruct: 32 layers, hidden 4096, 32 heads, 8 KV heads x 128, vocab 128256, 128k context.
+   * Llama-3.1-8B-Instruct: 32 layers, hidden 4096, intermediate 14336, 32 heads, 8 KV heads x 128, vocab
+   * 128256, 128k context, untied embeddings (checked: these numbers count 8,030,261,248 parameters, the card's 8.03B).
    * @see https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/blob/main/config.json
    */
   public static readonly LLAMA_3_1_8B = new ModelArchitecture({
@@ -179,13 +187,17 @@ export class ModelArchitecture {
   });
 
   /**
-   * Mixtral-8x7B-Instruct-v0.1: 32 layers, hidden 4096, 32 heads, 8 KV heads x 128, 8 experts (2 active,
-   * intermediate 14336), vocab 32000, 32k context.
+   * Mixtral-8x7B-Instruct-v0.1 (and its base, Mixtral-8x7B-v0.1, whose config.json has the same numbers):
+   * 32 layers, hidden 4096, 32 heads, 8 KV heads x 128, 8 experts (2 active, intermediate 14336), vocab
+   * 32000, 32k context, untied embeddings (checked: these numbers count 46,702,792,704 parameters, 12.88B active,
+   * the card's 46.7B and 12.9B).
    * @see https://huggingface.co/mistralai/Mixtral-8x7B-Instruct-v0.1/blob/main/config.json
+   * @see https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json
    */
   public static readonly MIXTRAL_8X7B = new ModelArchitecture({
     name: 'mixtral-8x7b',
     huggingFaceId: 'mistralai/Mixtral-8x7B-Instruct-v0.1',
+    otherHuggingFaceIds: ['mistralai/Mixtral-8x7B-v0.1'],
     parametersTotal: 46.7e9, // model card: 46.7B total
     parametersActive: 12.9e9, // Mistral announcement: 12.9B used per token
     layers: 32,
@@ -201,6 +213,96 @@ export class ModelArchitecture {
     vocabSize: 32000,
     maxContext: 32768,
   });
+
+  /**
+   * Mixtral-8x22B-Instruct-v0.1 (and its base, Mixtral-8x22B-v0.1): 56 layers, hidden 6144, 48 heads,
+   * 8 KV heads x 128, 8 experts (2 active, intermediate 16384), 64k context, untied embeddings. The
+   * Instruct checkpoint has the v3 tokenizer's vocab of 32768, the base one 32000 (9.4M fewer embedding
+   * parameters, 0.007%); the preset keeps 32768. Counted: 140,630,071,296 total (the Instruct checkpoint's
+   * count; Mistral: 141B), 39.16B active (Mistral: 39B).
+   * @see https://huggingface.co/mistralai/Mixtral-8x22B-Instruct-v0.1/blob/main/config.json
+   * @see https://huggingface.co/mistralai/Mixtral-8x22B-v0.1/blob/main/config.json
+   */
+  public static readonly MIXTRAL_8X22B = new ModelArchitecture(llamaStyle({
+    name: 'mixtral-8x22b',
+    huggingFaceId: 'mistralai/Mixtral-8x22B-Instruct-v0.1',
+    otherHuggingFaceIds: ['mistralai/Mixtral-8x22B-v0.1'],
+  }, {
+    layers: 56,
+    hiddenSize: 6144,
+    intermediateSize: 16384,
+    attentionHeads: 48,
+    kvHeads: 8,
+    headDim: 128, // hidden_size / num_attention_heads
+    vocabSize: 32768,
+    maxContext: 65536,
+    tieWordEmbeddings: false,
+    experts: 8,
+    expertsPerToken: 2,
+  }));
+
+  /**
+   * Llama-2-70B: 80 layers, hidden 8192, intermediate 28672, 64 heads, 8 KV heads x 128, vocab 32000,
+   * 4k context, untied embeddings. Counted: 68,976,648,192, the checkpoint's published count (named "70B").
+   * @see https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json
+   */
+  public static readonly LLAMA_2_70B = new ModelArchitecture(llamaStyle({
+    name: 'llama-2-70b',
+    huggingFaceId: 'meta-llama/Llama-2-70b-hf',
+  }, {
+    layers: 80,
+    hiddenSize: 8192,
+    intermediateSize: 28672,
+    attentionHeads: 64,
+    kvHeads: 8,
+    headDim: 128,
+    vocabSize: 32000,
+    maxContext: 4096,
+    tieWordEmbeddings: false,
+  }));
+
+  /**
+   * CodeLlama-34B-Instruct: 48 layers, hidden 8192, intermediate 22016, 64 heads, 8 KV heads x 128,
+   * vocab 32000 (the 34B has no infilling tokens; the 7B / 13B have 32016), 16k context (rope_theta 1e6),
+   * untied embeddings. Counted: 33,743,970,304, the published count (33.7B).
+   * @see https://huggingface.co/codellama/CodeLlama-34b-Instruct-hf/blob/main/config.json
+   */
+  public static readonly CODELLAMA_34B = new ModelArchitecture(llamaStyle({
+    name: 'codellama-34b',
+    huggingFaceId: 'codellama/CodeLlama-34b-Instruct-hf',
+  }, {
+    layers: 48,
+    hiddenSize: 8192,
+    intermediateSize: 22016,
+    attentionHeads: 64,
+    kvHeads: 8,
+    headDim: 128,
+    vocabSize: 32000,
+    maxContext: 16384,
+    tieWordEmbeddings: false,
+  }));
+
+  /**
+   * Qwen3-14B: 40 layers, hidden 5120, intermediate 17408, 40 heads, 8 KV heads x 128, vocab 151936,
+   * 40960 native context (131072 with YaRN), untied embeddings, q/k norms. Counted: 14,768,307,200, the
+   * published count (model card: 14.8B).
+   * @see https://huggingface.co/Qwen/Qwen3-14B/blob/main/config.json
+   */
+  public static readonly QWEN3_14B = new ModelArchitecture(llamaStyle({
+    name: 'qwen3-14b',
+    huggingFaceId: 'Qwen/Qwen3-14B',
+  }, {
+    layers: 40,
+    hiddenSize: 5120,
+    intermediateSize: 17408,
+    attentionHeads: 40,
+    kvHeads: 8,
+    headDim: 128,
+    vocabSize: 151936,
+    maxContext: 40960,
+    tieWordEmbeddings: false,
+    qkNorm: true,
+  }));
 
   /**
    * Qwen3-32B: 64 layers, hidden 5120, 64 heads, 8 KV heads x 128, vocab 151936, 40960 native context
@@ -361,6 +463,10 @@ export class ModelArchitecture {
       ModelArchitecture.LLAMA_3_3_70B,
       ModelArchitecture.LLAMA_3_1_405B,
       ModelArchitecture.MIXTRAL_8X7B,
+      ModelArchitecture.MIXTRAL_8X22B,
+      ModelArchitecture.LLAMA_2_70B,
+      ModelArchitecture.CODELLAMA_34B,
+      ModelArchitecture.QWEN3_14B,
       ModelArchitecture.QWEN3_32B,
       ModelArchitecture.QWEN3_235B_A22B,
       ModelArchitecture.DEEPSEEK_V3,
@@ -382,13 +488,15 @@ export class ModelArchitecture {
   }
 
   /**
-   * Looks a preset up by short name ('llama-3.3-70b') or Hugging Face id, case-insensitively.
+   * Looks a preset up by short name ('llama-3.3-70b') or Hugging Face id (its own or one of
+   * `otherHuggingFaceIds`), case-insensitively.
    *
    * @throws when nothing matches; the message lists the known names
    */
   public static fromName(name: string): ModelArchitecture {
     const key = name.trim().toLowerCase();
-    const found = ModelArchitecture.all().find(m => m.name === key || m.huggingFaceId.toLowerCase() === key);
+    const found = ModelArchitecture.all().find(m => m.name === key
+      || [m.huggingFaceId, ...m.otherHuggingFaceIds].some(id => id.toLowerCase() === key));
     if (!found) {
       const known = ModelArchitecture.all().map(m => m.name).join(', ');
       throw new Error(`Unknown model '${name}'; known: ${known} (or their Hugging Face ids), or use ModelArchitecture.custom({...})`);
@@ -400,6 +508,8 @@ export class ModelArchitecture {
   public readonly name: string;
   /** Hugging Face repository id. */
   public readonly huggingFaceId: string;
+  /** Other Hugging Face repositories with this architecture (empty when none). */
+  public readonly otherHuggingFaceIds: string[];
   /** Total parameters. */
   public readonly parametersTotal: number;
   /** Parameters used per token. */
@@ -462,6 +572,16 @@ export class ModelArchitecture {
     const where = `model '${name}'`;
     if (!props.huggingFaceId || !/^[^\s/]+\/[^\s/]+$/.test(props.huggingFaceId)) {
       throw new Error(`${where}: 'huggingFaceId' ('${props.huggingFaceId}') must be 'owner/repo', e.g. 'meta-llama/Llama-3.3-70B-Instruct'`);
+    }
+    const otherHuggingFaceIds = [...(props.otherHuggingFaceIds ?? [])];
+    for (const id of otherHuggingFaceIds) {
+      if (!/^[^\s/]+\/[^\s/]+$/.test(id ?? '')) {
+        throw new Error(`${where}: 'otherHuggingFaceIds' entry '${id}' must be 'owner/repo', e.g. 'mistralai/Mixtral-8x7B-v0.1'`);
+      }
+    }
+    const ids = [props.huggingFaceId, ...otherHuggingFaceIds].map(id => id.toLowerCase());
+    if (new Set(ids).size !== ids.length) {
+      throw new Error(`${where}: 'otherHuggingFaceIds' (${otherHuggingFaceIds.join(', ')}) repeats an id or 'huggingFaceId'; list each repository once`);
     }
     const positiveInt = (field: string, value: number | undefined) => {
       if (!(value !== undefined && Number.isInteger(value) && value > 0)) {
@@ -569,6 +689,7 @@ export class ModelArchitecture {
 
     this.name = name;
     this.huggingFaceId = props.huggingFaceId;
+    this.otherHuggingFaceIds = otherHuggingFaceIds;
     this.parametersTotal = props.parametersTotal;
     this.parametersActive = parametersActive;
     this.layers = props.layers;
@@ -625,5 +746,80 @@ function deepseekV3Like(id: { name: string; huggingFaceId: string }): ModelArchi
     vocabSize: 129280,
     maxContext: 163840,
     nativePrecision: Precision.FP8,
+  };
+}
+
+/**
+ * The config.json numbers of a Llama-style decoder: RMSNorm, rotary attention without biases, and a
+ * SwiGLU MLP (gate, up, down) or, with `experts`, that many SwiGLU experts per layer behind a router
+ * (Llama 2 / 3, Code Llama, Qwen3 dense, Mistral, Mixtral).
+ */
+interface LlamaStyleConfig {
+  /** `num_hidden_layers`. */
+  readonly layers: number;
+  /** `hidden_size`. */
+  readonly hiddenSize: number;
+  /** `intermediate_size` (of each expert for Mixtral). */
+  readonly intermediateSize: number;
+  /** `num_attention_heads`. */
+  readonly attentionHeads: number;
+  /** `num_key_value_heads`. */
+  readonly kvHeads: number;
+  /** `head_dim`, else hidden_size / num_attention_heads. */
+  readonly headDim: number;
+  /** `vocab_size`. */
+  readonly vocabSize: number;
+  /** `max_position_embeddings`. */
+  readonly maxContext: number;
+  /** `tie_word_embeddings`: one matrix for the input embedding and the LM head. */
+  readonly tieWordEmbeddings: boolean;
+  /** Qwen3: an RMSNorm over each query and key head (`q_norm`, `k_norm`, headDim weights each a layer). */
+  readonly qkNorm?: boolean;
+  /** `num_local_experts`; absent for a dense model. */
+  readonly experts?: number;
+  /** `num_experts_per_tok`. */
+  readonly expertsPerToken?: number;
+}
+
+/**
+ * A preset's props from its config.json numbers, with the parameters counted from them: attention
+ * (Q and O of heads x headDim, K and V of kvHeads x headDim, no biases), the MLP or the experts and their
+ * router, the embeddings (twice when untied) and the RMSNorm weights. For every preset built here the
+ * count equals the checkpoint's published safetensors total to the parameter.
+ */
+function llamaStyle(
+  id: { name: string; huggingFaceId: string; otherHuggingFaceIds?: string[] },
+  c: LlamaStyleConfig,
+): ModelArchitectureProps {
+  const attention = c.layers * c.hiddenSize * c.headDim * 2 * (c.attentionHeads + c.kvHeads);
+  const mlp = 3 * c.hiddenSize * c.intermediateSize;
+  const experts = c.experts ?? 0;
+  const expertParameters = c.layers * experts * mlp;
+  const router = c.layers * experts * c.hiddenSize;
+  const denseMlp = experts > 0 ? 0 : c.layers * mlp;
+  const embeddings = c.vocabSize * c.hiddenSize * (c.tieWordEmbeddings ? 1 : 2);
+  const norms = (2 * c.layers + 1) * c.hiddenSize + (c.qkNorm ? 2 * c.layers * c.headDim : 0);
+  const parametersTotal = attention + denseMlp + expertParameters + router + embeddings + norms;
+  const moe = experts > 0
+    ? {
+      expertsTotal: experts,
+      expertsActive: c.expertsPerToken,
+      moeLayers: c.layers,
+      expertParameters,
+      parametersActive: parametersTotal - expertParameters * (1 - c.expertsPerToken! / experts),
+    }
+    : {};
+  return {
+    ...id,
+    parametersTotal,
+    layers: c.layers,
+    hiddenSize: c.hiddenSize,
+    attentionHeads: c.attentionHeads,
+    kvHeads: c.kvHeads,
+    headDim: c.headDim,
+    attentionKind: c.kvHeads === c.attentionHeads ? AttentionKind.MHA : c.kvHeads === 1 ? AttentionKind.MQA : AttentionKind.GQA,
+    vocabSize: c.vocabSize,
+    maxContext: c.maxContext,
+    ...moe,
   };
 }

@@ -33,6 +33,7 @@ describe('ModelArchitecture.custom', () => {
     expect(m.expertsTotal).toBe(0);
     expect(m.slidingWindowLayers).toBe(0);
     expect(m.nativePrecision).toBe(Precision.BF16);
+    expect(m.otherHuggingFaceIds).toEqual([]);
   });
 
   test('resolves the defaults of an MoE model', () => {
@@ -50,6 +51,8 @@ describe('ModelArchitecture.custom', () => {
   test.each([
     ['name', { name: 'Tiny 1B' }, /'name' \('Tiny 1B'\) must be a lower-case kebab-case model name/],
     ['huggingFaceId', { huggingFaceId: 'tiny' }, /'huggingFaceId' \('tiny'\) must be 'owner\/repo'/],
+    ['otherHuggingFaceIds entry', { otherHuggingFaceIds: ['tiny base'] }, /'otherHuggingFaceIds' entry 'tiny base' must be 'owner\/repo'/],
+    ['otherHuggingFaceIds repeating the id', { otherHuggingFaceIds: ['ACME/tiny-1b'] }, /'otherHuggingFaceIds' \(ACME\/tiny-1b\) repeats an id or 'huggingFaceId'/],
     ['layers', { layers: 0 }, /'layers' \(0\) must be a positive integer/],
     ['headDim', { headDim: 64.5 }, /'headDim' \(64\.5\) must be a positive integer/],
     ['parametersTotal', { parametersTotal: -1 }, /'parametersTotal' \(-1\) must be a positive number/],

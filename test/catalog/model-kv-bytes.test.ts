@@ -28,6 +28,16 @@ describe('KV cache bytes per token from catalog fields (published worked values)
     expect(kvBytesPerToken(ModelArchitecture.LLAMA_3_1_405B, 2)).toBe(131_072 * 126 / 32);
   });
 
+  test('the models of the real vLLM runs (issue 21): 2 x layers x 8 KV heads x 128 x 2 bytes', () => {
+    // Llama-2-70B has Llama-3-70B's attention shape (80 layers, 8 KV heads x 128): the published 327,680
+    expect(kvBytesPerToken(ModelArchitecture.LLAMA_2_70B, 2)).toBe(327_680);
+    expect(kvBytesPerToken(ModelArchitecture.CODELLAMA_34B, 2)).toBe(2 * 48 * 8 * 128 * 2); // 196,608
+    expect(kvBytesPerToken(ModelArchitecture.QWEN3_14B, 2)).toBe(2 * 40 * 8 * 128 * 2); // 163,840
+    expect(kvBytesPerToken(ModelArchitecture.MIXTRAL_8X22B, 2)).toBe(2 * 56 * 8 * 128 * 2); // 229,376
+    // Mixtral-8x7B has Mistral-7B's attention: 131,072
+    expect(kvBytesPerToken(ModelArchitecture.MIXTRAL_8X7B, 2)).toBe(131_072);
+  });
+
   test('MLA stores far less than the same model would with one K/V per head', () => {
     const m = ModelArchitecture.DEEPSEEK_V3;
     const perHead = 2 * m.layers * m.kvHeads * m.headDim * 2;

@@ -5,7 +5,9 @@ describe('ModelArchitecture presets', () => {
     const names = ModelArchitecture.all().map(m => m.name);
     expect(new Set(names).size).toBe(names.length);
     for (const name of ['mistral-7b', 'llama-3.1-8b', 'llama-3.3-70b', 'llama-3.1-405b', 'mixtral-8x7b', 'qwen3-32b',
-      'qwen3-235b-a22b', 'deepseek-v3', 'deepseek-r1', 'gpt-oss-120b', 'gpt-oss-20b', 'kimi-k2']) {
+      'qwen3-235b-a22b', 'deepseek-v3', 'deepseek-r1', 'gpt-oss-120b', 'gpt-oss-20b', 'kimi-k2',
+      // issue 21: the models of the real vLLM runs in ../shared/validation
+      'qwen3-14b', 'codellama-34b', 'llama-2-70b', 'mixtral-8x22b']) {
       expect(names).toContain(name);
     }
   });
@@ -81,7 +83,22 @@ describe('ModelArchitecture.fromName', () => {
       expect(ModelArchitecture.fromName(m.name.toUpperCase())).toBe(m);
       expect(ModelArchitecture.fromName(m.huggingFaceId)).toBe(m);
       expect(ModelArchitecture.fromName(m.huggingFaceId.toLowerCase())).toBe(m);
+      for (const other of m.otherHuggingFaceIds) {
+        expect(ModelArchitecture.fromName(other)).toBe(m);
+        expect(ModelArchitecture.fromName(other.toUpperCase())).toBe(m);
+      }
     }
+  });
+
+  test('base checkpoints resolve to the instruct preset of the same architecture', () => {
+    expect(ModelArchitecture.fromName('mistralai/Mixtral-8x7B-v0.1')).toBe(ModelArchitecture.MIXTRAL_8X7B);
+    expect(ModelArchitecture.fromName('mistralai/Mixtral-8x22B-v0.1')).toBe(ModelArchitecture.MIXTRAL_8X22B);
+    expect(ModelArchitecture.fromName('mistralai/Mixtral-8x22B-Instruct-v0.1')).toBe(ModelArchitecture.MIXTRAL_8X22B);
+  });
+
+  test('no Hugging Face id names two presets', () => {
+    const ids = ModelArchitecture.all().flatMap(m => [m.huggingFaceId, ...m.otherHuggingFaceIds].map(id => id.toLowerCase()));
+    expect(new Set(ids).size).toBe(ids.length);
   });
 
   test('an unknown name lists the known ones', () => {
