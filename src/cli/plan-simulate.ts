@@ -3,7 +3,7 @@ import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
 import { loadEngine, plan, PlanCandidate, PlanResult, plannerConfig, simulateSweep, simulationConfig, SweepPoint } from '../engine';
 import { CliIo, ExitCode, UsageError } from './command';
-import { EngineFlagValues, engineFlags, formatLatency, wholeNumber } from './engine-flags';
+import { EngineFlagValues, engineFlags, formatLatency, SchedulerFlags, wholeNumber } from './engine-flags';
 import { ProgressReporter } from './progress';
 import { renderSweepChart } from './svg-chart';
 import { renderTable } from './table';
@@ -37,7 +37,8 @@ export interface PlanSearchInputs {
   readonly maxContext: number;
   readonly tensorParallel?: number;
   readonly pricePerHour?: number;
-  readonly gpuMemoryUtilization?: number;
+  /** vLLM engine arguments (--max-num-seqs, --block-size, --gpu-memory-utilization, ...). */
+  readonly scheduler: SchedulerFlags;
   readonly json: boolean;
 }
 
@@ -46,6 +47,9 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
   const flags = engineFlags(values);
   if (flags.workload.kind === 'trace') {
     throw new UsageError('--trace cannot be planned (a trace fixes its own rate); plan with --input-tokens/--output-tokens of its shape, then check with `disagg simulate --trace`');
+  }
+  if (flags.stages) {
+    throw new UsageError('--stages cannot be planned (the stages fix their own rates, and the planner searches the rate); plan with --rate, then check with `disagg simulate --stages`');
   }
   const maxAccelerators = wholeNumber('--max-accelerators', values['max-accelerators'] as string | undefined, 1) ?? inputs.instanceType.acceleratorCount;
   const top = wholeNumber('--top', values.top as string | undefined, 1) ?? 10;
@@ -65,7 +69,11 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
     weightPrecision: inputs.weightPrecision,
     kvPrecision: inputs.kvPrecision,
     maxContext: inputs.maxContext,
-    gpuMemoryUtilization: inputs.gpuMemoryUtilization,
+    gpuMemoryUtilization: inputs.scheduler.gpuMemoryUtilization,
+    kvBlockSize: inputs.scheduler.kvBlockSize,
+    maxNumSeqs: inputs.scheduler.maxNumSeqs,
+    maxNumBatchedTokens: inputs.scheduler.maxNumBatchedTokens,
+    ...(inputs.scheduler.cpuOffloadGib !== undefined ? { kvTiers: { hostGib: inputs.scheduler.cpuOffloadGib } } : {}),
     workload: flags.workload,
     slo: flags.slo,
     policy: flags.policy,

@@ -20,7 +20,10 @@ import type {
  */
 export const VLLM_DEFAULT_MAX_NUM_SEQS = 256;
 
-/** What every pool of a deployment shares: the model, its precisions and the context length. */
+/**
+ * What every pool of a deployment shares: the model, its precisions, the context length, and the
+ * vLLM engine arguments that size and schedule each replica.
+ */
 export interface EngineModelInputs {
   readonly model: ModelArchitecture;
   /** @default - the checkpoint's own precision */
@@ -29,10 +32,32 @@ export interface EngineModelInputs {
   readonly kvPrecision?: Precision;
   /** Longest sequence (vLLM --max-model-len). */
   readonly maxContext: number;
-  /** @default 0.9 */
+  /**
+   * Fraction of accelerator memory vLLM may use (vLLM --gpu-memory-utilization): the KV capacity of
+   * each replica is what is left of it after weights and reserves (src/sizing/memory-budget.ts).
+   * @default 0.9
+   */
   readonly gpuMemoryUtilization?: number;
-  /** @default 16 */
+  /**
+   * Tokens per KV block (vLLM --block-size): the simulator's block size and prefix-cache granularity
+   * (`router.kvBlockSize`), and the rounding of each sequence's KV in the sizing.
+   * @default 16
+   */
   readonly kvBlockSize?: number;
+  /**
+   * Sequences one step of a replica may hold (vLLM --max-num-seqs): each pool's
+   * `maxConcurrencyPerReplica`. When given, the sizing's activation estimate uses it too (vLLM
+   * profiles its sampler at this many sequences), which moves the KV capacity a little.
+   * @default - 256 (VLLM_DEFAULT_MAX_NUM_SEQS) in the simulator; the device's vLLM default in the sizing
+   */
+  readonly maxNumSeqs?: number;
+  /**
+   * Token budget of one step (vLLM --max-num-batched-tokens): each pool's `maxBatchedTokens` (the
+   * chunked-prefill chunk). When given, the sizing's activation estimate uses it too (vLLM profiles a
+   * forward pass of this many tokens).
+   * @default - 8192 in the simulator; the device's vLLM default in the sizing
+   */
+  readonly maxNumBatchedTokens?: number;
 }
 
 /** The ServingPlan of one pool at one tensor-parallel size; throws with the sizing problems when it does not fit. */
@@ -46,6 +71,8 @@ export function planFor(inputs: EngineModelInputs, instanceType: AcceleratedInst
     tensorParallel,
     gpuMemoryUtilization: inputs.gpuMemoryUtilization,
     kvBlockSize: inputs.kvBlockSize,
+    maxNumSeqs: inputs.maxNumSeqs,
+    maxNumBatchedTokens: inputs.maxNumBatchedTokens,
   });
 }
 
@@ -81,8 +108,15 @@ export function costSections(plan: ServingPlan, weightPrecision?: Precision): Re
   };
 }
 
-/** A pool template (no name, role or replicas): the cost model and KV capacity of one replica. */
-export function poolTemplate(plan: ServingPlan, weightPrecision?: Precision, efficiency?: EngineEfficiencyConfig): PlannerOptionConfig {
+/** vLLM's scheduler limits of one replica, as poolTemplate() writes them. */
+export type SchedulerLimits = Pick<EngineModelInputs, 'maxNumSeqs' | 'maxNumBatchedTokens'>;
+
+/**
+ * A pool template (no name, role or replicas): the cost model, KV capacity and scheduler limits of
+ * one replica. `limits` default to vLLM's (256 sequences; the engine's 8192-token step budget).
+ */
+export function poolTemplate(plan: ServingPlan, weightPrecision?: Precision, efficiency?: EngineEfficiencyConfig,
+  limits?: SchedulerLimits): PlannerOptionConfig {
   const sections = costSections(plan, weightPrecision);
   return {
     label: `${plan.instanceType.name} tp${plan.parallelism.tensorParallel}`,
@@ -94,7 +128,8 @@ export function poolTemplate(plan: ServingPlan, weightPrecision?: Precision, eff
     parallel: sections.parallel,
     ...(efficiency ? { efficiency } : {}),
     kvTokensPerReplica: plan.kvTokens,
-    maxConcurrencyPerReplica: VLLM_DEFAULT_MAX_NUM_SEQS,
+    maxConcurrencyPerReplica: limits?.maxNumSeqs ?? VLLM_DEFAULT_MAX_NUM_SEQS,
+    ...(limits?.maxNumBatchedTokens !== undefined ? { maxBatchedTokens: limits.maxNumBatchedTokens } : {}),
   };
 }
 
@@ -111,6 +146,12 @@ export interface PoolShape {
  * bandwidths in GB/s (10^9 bytes/s) that override the assumed defaults of kvTierConfigs().
  */
 export interface KvTierSizes {
+  /**
+   * CPU memory per replica, GiB. vLLM's OffloadingConnector with `cpu_bytes_to_use` B is this tier
+   * with hostGib = B / 2^30: its pool is per replica, all tensor-parallel ranks together (vLLM
+   * divides it by the KV bytes of a block over the whole world size).
+   * @default - no host tier
+   */
   readonly hostGib?: number;
   readonly hostGBps?: number;
   readonly diskGib?: number;
@@ -179,6 +220,63 @@ export function kvTierConfigs(plan: ServingPlan, sizes: KvTierSizes): KvTierConf
   return tiers;
 }
 
+/** One stage of load: `ratePerSecond` for `durationSeconds`. */
+export interface LoadStage {
+  readonly ratePerSecond: number;
+  readonly durationSeconds: number;
+}
+
+/**
+ * The traffic of inference-perf's `shared_prefix` data generator at constant-rate stages (what the
+ * runs in ../shared/validation measured): `systemPrompts` groups, each with a system prompt of
+ * `systemPromptTokens` and `usersPerSystemPrompt` users whose fixed question of `questionTokens` is
+ * sent after it, all users taken in turn (inference-perf cycles its shuffled prompts), evenly spaced
+ * arrivals, fixed output length (`ignore_eos`).
+ */
+export interface SharedPrefixWorkloadInputs {
+  /** inference-perf `num_groups` (the runs' `num_unique_system_prompts`). */
+  readonly systemPrompts: number;
+  /**
+   * inference-perf `num_prompts_per_group` (the runs' `num_users_per_system_prompt`): users per
+   * system prompt, each repeating one question. 0: every request's question is fresh text.
+   */
+  readonly usersPerSystemPrompt: number;
+  /** inference-perf `system_prompt_len`. */
+  readonly systemPromptTokens: number;
+  /** inference-perf `question_len`. */
+  readonly questionTokens: number;
+  /** inference-perf `output_len` (sent with `ignore_eos`, so every answer has this length). */
+  readonly outputTokens: number;
+  /** The load stages, run back to back (inference-perf `load.stages`). */
+  readonly stages: readonly LoadStage[];
+  /**
+   * How prompts reach the server: `completions` sends exactly these tokens (inference-perf's
+   * /v1/completions); `chat` adds the chat template's role headers.
+   * @default 'completions'
+   */
+  readonly api?: 'completions' | 'chat';
+  /** A request limit (the stages alone bound the run without it). @default - every stage's requests */
+  readonly requests?: number;
+}
+
+/** The workload section of inference-perf's `shared_prefix` traffic; see SharedPrefixWorkloadInputs. */
+export function sharedPrefixWorkload(inputs: SharedPrefixWorkloadInputs): WorkloadConfig {
+  return {
+    kind: 'single',
+    ...(inputs.requests !== undefined ? { requests: inputs.requests } : {}),
+    arrival: { process: 'constant', stages: inputs.stages.map(s => ({ ratePerSecond: s.ratePerSecond, durationSeconds: s.durationSeconds })) },
+    inputTokens: { distribution: 'fixed', mean: inputs.questionTokens },
+    outputTokens: { distribution: 'fixed', mean: inputs.outputTokens },
+    tenants: {
+      count: inputs.systemPrompts,
+      systemPromptTokens: inputs.systemPromptTokens,
+      popularity: 'equal',
+      ...(inputs.usersPerSystemPrompt > 0 ? { usersPerTenant: inputs.usersPerSystemPrompt } : {}),
+    },
+    api: inputs.api ?? 'completions',
+  };
+}
+
 /** Inputs of simulationConfig(). Exactly one of `aggregated` and `prefill` + `decode`. */
 export interface SimulationInputs extends EngineModelInputs {
   readonly instanceType: AcceleratedInstanceType;
@@ -213,7 +311,7 @@ export function simulationConfig(inputs: SimulationInputs): SimulationConfig {
   let top: ReturnType<typeof costSections> | undefined;
   for (const [name, role, shape] of shapes) {
     const plan = planFor(inputs, shape.instanceType ?? inputs.instanceType, shape.tensorParallel);
-    const full = poolTemplate(plan, inputs.weightPrecision, inputs.efficiency);
+    const full = poolTemplate(plan, inputs.weightPrecision, inputs.efficiency, inputs);
     const { label: _label, acceleratorsPerReplica: _acc, role: _role, pricePerAcceleratorHour: _price, ...template } = full;
     top = top ?? costSections(plan, inputs.weightPrecision);
     // Decode replicas never load prompt KV from the tiers (it arrives from a prefill replica).
@@ -286,7 +384,7 @@ export function plannerConfig(inputs: PlannerInputs): SimulationConfig {
       top = top ?? costSections(plan, inputs.weightPrecision);
       const tiers = inputs.kvTiers ? kvTierConfigs(plan, inputs.kvTiers) : [];
       options.push({
-        ...poolTemplate(plan, inputs.weightPrecision, inputs.efficiency),
+        ...poolTemplate(plan, inputs.weightPrecision, inputs.efficiency, inputs),
         ...(tiers.length > 0 ? { kvTiers: tiers } : {}),
         role,
         ...(price !== undefined ? { pricePerAcceleratorHour: price / type.acceleratorCount } : {}),

@@ -8,7 +8,7 @@ import Ajv2020 from 'ajv/dist/2020';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src';
 import { DEFAULT_DEPLOYMENT } from '../../src/cli/defaults';
 import { localDeployment, routerConfigFor, workerConfig } from '../../src/cli/local/deployment';
-import { buildJobs } from '../../src/cli/local/workload';
+import { buildJobs, completionPrompt } from '../../src/cli/local/workload';
 import { runCli } from '../../src/cli/run-cli';
 import { costSections, planFor } from '../../src/engine/engine-config-builder';
 import { routerConfigValidator } from '../k8s/util';
@@ -184,5 +184,26 @@ describe('disagg local', () => {
     expect((await disagg('local', '--prefill', '2')).err).toMatch(/--prefill and --decode go together/);
     expect((await disagg('local', '--policy', 'nearest')).err).toMatch(/'nearest' is not a routing policy/);
     expect((await disagg('local', '--workload', 'batch')).code).toBe(2);
+    expect((await disagg('local', '--api', 'responses')).err).toMatch(/--api 'responses' is not an API; use chat .* or completions/);
+  });
+
+  test('--api completions sends the conversation as one prompt of exactly its text', () => {
+    // GIVEN WHEN a system prompt, a turn, its answer and the next turn
+    const prompt = completionPrompt([
+      { role: 'system', content: 'be brief' }, { role: 'user', content: 'hi there' },
+      { role: 'assistant', content: 'hello' }, { role: 'user', content: 'again' },
+    ]);
+    // THEN their text joined by spaces, no template (as inference-perf sends /v1/completions)
+    expect(prompt).toBe('be brief hi there hello again');
+  });
+
+  (built ? test : test.skip)('--api completions: every request goes through /v1/completions and succeeds', async () => {
+    const { code, out } = await disagg('local', '--workers', '2', '--requests', '12', '--workload', 'shared-prefix', '--api', 'completions',
+      '--baseline', 'none', '--json', '--engine', BINARY);
+    expect(code).toBe(0);
+    const report = JSON.parse(out);
+    expect(report.workload.api).toBe('completions');
+    expect(report.runs[0].succeeded).toBe(12);
+    expect(report.runs[0].prefixHitRate).toBeGreaterThan(0);
   });
 });

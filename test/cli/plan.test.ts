@@ -122,7 +122,10 @@ describe('disagg plan', () => {
     [['--price-per-hour', '0'], /--price-per-hour expects a positive number, got '0'/],
     [['--batch-sizes', '1,x'], /--batch-sizes expects a positive integer, got 'x'/],
     [['--batch-sizes', ','], /--batch-sizes expects a comma-separated list/],
-    [['--gpu-memory-utilization', '1.5'], /'gpuMemoryUtilization' \(1.5\) must be greater than 0 and at most 1/],
+    [['--gpu-memory-utilization', '1.5'], /--gpu-memory-utilization '1.5' must be a fraction in \(0, 1\], e.g. 0.9/],
+    [['--max-num-seqs', '0'], /--max-num-seqs expects a whole number >= 1, got '0'/],
+    [['--block-size', '4096'], /--block-size \(4096\) must be at most 1024; vLLM's block sizes are 8, 16 \(default\), 32, 64 and 128/],
+    [['--cpu-offload-gib', '8'], /--cpu-offload-gib needs --simulate/],
     [['--frobnicate'], /Unknown option '--frobnicate'/],
     [['extra'], /Unexpected argument 'extra'|positional/i],
   ])('bad arguments %p exit 2 with a message', async (args, pattern) => {

@@ -5,7 +5,7 @@ import * as path from 'path';
 import Ajv2020 from 'ajv/dist/2020';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src/catalog';
 import {
-  EngineProgress, plan, plannerConfig, planSync, simulate, SimulationConfig, simulationConfig, simulateSweep,
+  EngineProgress, plan, plannerConfig, planSync, sharedPrefixWorkload, simulate, SimulationConfig, simulationConfig, simulateSweep,
 } from '../../src/engine';
 
 // Requires `npx projen engine` (engine/build/disagg-engine and engine/build-addon/.../disagg_engine.node).
@@ -136,6 +136,57 @@ describe('engine configuration builder', () => {
     expect(validate.errors ?? []).toEqual([]);
     expect(planned.planner!.tensorParallelOptions.map((o) => o.tensorParallel)).toEqual([1, 2, 4, 8]);
     expect(planned.planner!.tensorParallelOptions[0].pricePerAcceleratorHour).toBe(10);
+  });
+
+  test('reproduces a vLLM run: engine arguments, shared-prefix stages; schema-valid, addon = binary', async () => {
+    // GIVEN one TP1 replica of Llama-3.1-8B on an H100 with vLLM's arguments of a validation run
+    // and inference-perf's shared_prefix traffic in two constant-rate stages
+    const workload = sharedPrefixWorkload({
+      systemPrompts: 9,
+      usersPerSystemPrompt: 5,
+      systemPromptTokens: 100,
+      questionTokens: 447,
+      outputTokens: 248,
+      stages: [{ ratePerSecond: 8, durationSeconds: 10 }, { ratePerSecond: 20, durationSeconds: 10 }],
+    });
+    const inputs = {
+      model: ModelArchitecture.fromName('llama-3.1-8b'),
+      instanceType: AcceleratedInstanceType.P5_48XLARGE,
+      weightPrecision: Precision.BF16,
+      kvPrecision: Precision.BF16,
+      maxContext: 4096,
+      aggregated: { replicas: 1, tensorParallel: 1 },
+      workload,
+    };
+    const config = simulationConfig({
+      ...inputs, maxNumSeqs: 128, maxNumBatchedTokens: 2048, gpuMemoryUtilization: 0.95, kvBlockSize: 32, kvTiers: { hostGib: 8 },
+    });
+    // THEN the configuration holds every setting where the engine reads it, and the schema accepts it
+    const validate = new Ajv2020({ allErrors: true, strict: true }).compile(JSON.parse(fs.readFileSync(SCHEMA, 'utf8')));
+    expect(validate(config)).toBe(true);
+    expect(validate.errors ?? []).toEqual([]);
+    expect(config.workload).toEqual({
+      kind: 'single',
+      api: 'completions',
+      arrival: { process: 'constant', stages: [{ ratePerSecond: 8, durationSeconds: 10 }, { ratePerSecond: 20, durationSeconds: 10 }] },
+      inputTokens: { distribution: 'fixed', mean: 447 },
+      outputTokens: { distribution: 'fixed', mean: 248 },
+      tenants: { count: 9, systemPromptTokens: 100, popularity: 'equal', usersPerTenant: 5 },
+    });
+    expect(config.pools![0]).toMatchObject({ maxConcurrencyPerReplica: 128, maxBatchedTokens: 2048 });
+    expect(config.pools![0].kvTiers![0]).toMatchObject({ tier: 'host', capacityBytes: 8 * 1024 ** 3 });
+    expect(config.router!.kvBlockSize).toBe(32);
+    // AND the utilization sets the KV capacity (the sizing's memory budget), unchanged when not given
+    const at90 = simulationConfig(inputs).pools![0];
+    expect(config.pools![0].kvTokensPerReplica!).toBeGreaterThan(at90.kvTokensPerReplica!);
+    expect(at90.maxConcurrencyPerReplica).toBe(256);
+    expect(at90.maxBatchedTokens).toBeUndefined();
+    // AND the addon and the binary agree on it, every stage's requests simulated
+    const fromAddon = await simulate(config);
+    expect(fromAddon).toEqual(runBinary('simulate', config));
+    expect(fromAddon.submitted).toBe(80 + 200);
+    // AND stages fix their rates: a sweep is refused, saying what to call instead
+    await expect(simulateSweep(config, [1, 2])).rejects.toThrow("'workload.arrival.stages' fix their own arrival rates and cannot be swept; use simulate()");
   });
 
   test('refuses a pool that does not fit, naming the problem', () => {

@@ -16,6 +16,13 @@ describe('MemoryBudget', () => {
     expect(budget.kvCacheBytes(70 * GIB)).toBeLessThan(0);
   });
 
+  test('the KV cache takes what a higher utilization adds (disagg simulate --gpu-memory-utilization)', () => {
+    // GIVEN the same weights and reserves at vLLM's 0.9 and at 0.95 of an H100
+    const at = (u: number) => MemoryBudget.of({ accelerator: Accelerator.H100, gpuMemoryUtilization: u, activationReserveGib: 2 });
+    // THEN the KV cache grows by 0.05 x 80 GiB, all of it
+    expect(at(0.95).kvCacheBytes(16 * GIB) - at(0.9).kvCacheBytes(16 * GIB)).toBeCloseTo(4 * GIB, 0);
+  });
+
   test.each([0, -0.1, 1.2, NaN])("rejects gpuMemoryUtilization %p naming the field and vLLM's default", value => {
     expect(() => MemoryBudget.of({ accelerator: Accelerator.H100, gpuMemoryUtilization: value }))
       .toThrow(/'gpuMemoryUtilization' \(.*\) must be greater than 0 and at most 1; vLLM's default is 0.9/);

@@ -5,7 +5,7 @@ import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT } from '../defaults';
 import { LocalDeployment, localDeployment, routerConfigFor, workerConfig } from '../local/deployment';
 import { EngineProcess, freePort, ProcessGroup, resolveEngineBinary, waitFor200 } from '../local/processes';
-import { buildJobs, Job, percentile, runJobs, WorkloadSpec } from '../local/workload';
+import { buildJobs, Job, percentile, RequestApi, runJobs, WorkloadSpec } from '../local/workload';
 import { ProgressReporter } from '../progress';
 import { renderTable } from '../table';
 
@@ -16,7 +16,7 @@ router\` in front of \`disagg-engine sim-worker\` processes (vLLM stand-ins whos
 engine's cost model for that model and instance), all on 127.0.0.1. The router reads the configuration
 the DisaggregatedInference construct writes into its ConfigMap, with the local workers as a static
 endpoint list. It sends a workload of tenants sharing long system prompts and multi-turn chats
-(streamed chat completions), prints a live progress line and a summary: TTFT / TPOT percentiles,
+(streamed chat completions, or completions with --api), prints a live progress line and a summary: TTFT / TPOT percentiles,
 throughput and prefix-cache hit rate, under the deployment's policy and under round robin (every run
 starts fresh processes, so caches start cold). Everything it started is stopped at the end, on an error
 and on Ctrl-C. Needs the engine binary (\`npx projen engine\`).
@@ -37,6 +37,10 @@ Workload:
   --system-tokens N        tokens of a system prompt (default 2048)
   --turns N                turns of a chat session (default 4)
   --max-tokens N           output tokens per request (default 64)
+  --api API                chat: streamed chat completions, to which the sim-workers' chat template
+                           adds role-header tokens (default); completions: streamed completions of the
+                           messages' text joined by spaces, exactly its tokens (as inference-perf sends;
+                           matches \`disagg simulate --api completions\`)
   --timeout SECONDS        longest run per policy (default 120)
   --seed N                 workload seed (default 1)
 Output:
@@ -130,6 +134,7 @@ interface RunOptions {
   readonly jobs: Job[];
   readonly workload: WorkloadSpec;
   readonly concurrency: number;
+  readonly api: RequestApi;
   readonly timeoutMs: number;
   readonly tmp: string;
   /** Set on Ctrl-C: the progress line stops (requests now fail as the processes drain). */
@@ -172,6 +177,7 @@ async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io:
     let lastDraw = 0;
     const result = await runJobs(router.url, d.servedModelName, o.jobs, {
       concurrency: o.concurrency,
+      api: o.api,
       maxTokens: o.workload.maxTokens,
       timeoutMs: o.timeoutMs,
       onProgress: p => {
@@ -251,6 +257,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     'system-tokens': { type: 'string' },
     'turns': { type: 'string' },
     'max-tokens': { type: 'string' },
+    'api': { type: 'string' },
     'timeout': { type: 'string' },
     'seed': { type: 'string' },
     'engine': { type: 'string' },
@@ -291,6 +298,10 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
   };
   if (workload.requests > 100_000) throw new UsageError(`--requests ${workload.requests} is over the local limit of 100000`);
   const concurrency = whole('--concurrency', values.concurrency, 1, 16);
+  const api = values.api ?? 'chat';
+  if (api !== 'chat' && api !== 'completions') {
+    throw new UsageError(`--api '${api}' is not an API; use chat (/v1/chat/completions, the default) or completions (/v1/completions)`);
+  }
   const speedup = positiveNumber('--speedup', values.speedup, 1);
   const timeoutMs = positiveNumber('--timeout', values.timeout, 120) * 1000;
   const baseline = values.baseline === 'none' ? undefined : policyFlag('--baseline', values.baseline ?? 'round-robin');
@@ -327,7 +338,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
 
   const shape = pd ? `${pd.prefill} prefill + ${pd.decode} decode sim-workers` : `${workers} aggregated sim-workers`;
   const workloadText = `${workload.requests} requests (${kind}: ${workload.tenants} tenants x ${workload.systemTokens}-token system prompts` +
-    `${kind !== 'shared-prefix' ? `, ${workload.turns}-turn chats` : ''}), ${workload.maxTokens} output tokens, concurrency ${concurrency}`;
+    `${kind !== 'shared-prefix' ? `, ${workload.turns}-turn chats` : ''}), ${workload.maxTokens} output tokens, concurrency ${concurrency}, ${api} API`;
   if (!json) {
     io.err(`disagg local: ${deployment.servedModelName} (${deployment.description}), ${shape}, speedup ${speedup}`);
     io.err(`  workload: ${workloadText}`);
@@ -335,7 +346,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
   const runs: RunSummary[] = [];
   try {
     for (const p of policies) {
-      runs.push(await runPolicy(group, p, { deployment, speedup, jobs, workload, concurrency, timeoutMs, tmp, interrupted }, io, json));
+      runs.push(await runPolicy(group, p, { deployment, speedup, jobs, workload, concurrency, api, timeoutMs, tmp, interrupted }, io, json));
     }
   } catch (e) {
     io.err(`disagg local: ${(e as Error).message}`);
@@ -358,7 +369,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
         pools: deployment.pools.map(p => ({ name: p.name, role: p.role, replicas: p.replicas, tensorParallel: p.tensorParallel })),
         speedup,
       },
-      workload: { ...workload, concurrency },
+      workload: { ...workload, concurrency, api },
       runs,
       processes: group.pids,
     }, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 2));

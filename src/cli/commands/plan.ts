@@ -3,7 +3,7 @@ import { ServingPlan, ServingPlanProps } from '../../sizing';
 import { formatGbAndGib, formatGib, formatInt, formatSeconds, GIB } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
-import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS } from '../engine-flags';
+import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS, schedulerFlags } from '../engine-flags';
 import { PLAN_SIMULATE_HELP, PLAN_SIMULATE_OPTIONS, runPlanSearch } from '../plan-simulate';
 import { renderTable } from '../table';
 
@@ -28,13 +28,15 @@ Options:
   --dp N                       data-parallel attention ranks per replica (default 1)
   --expert-parallel            shard MoE experts over tp x dp ranks
   --redundant-experts N        extra expert replicas for load balancing (default 0)
-  --gpu-memory-utilization F   fraction of accelerator memory vLLM may use (default 0.9)
   --price-per-hour PRICE       price of one instance per hour; adds cost per million output tokens
   --batch-sizes LIST           decode batch sizes to estimate (default 1,8,32,128)
   --prompt-lengths LIST        prompt lengths for TTFT (default 1024,4096,<context>)
   --decode-context TOKENS      context per sequence in the TPOT estimates (default: --context)
   --json                       print machine-readable JSON only
   -h, --help                   show this help
+
+${SCHEDULER_FLAG_HELP}
+  (the first four size the plan too; --cpu-offload-gib needs --simulate)
 
 ${PLAN_SIMULATE_HELP}
 ${ENGINE_FLAG_HELP}
@@ -58,7 +60,7 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
     'dp': { type: 'string' },
     'expert-parallel': { type: 'boolean' },
     'redundant-experts': { type: 'string' },
-    'gpu-memory-utilization': { type: 'string' },
+    ...SCHEDULER_FLAG_OPTIONS,
     'price-per-hour': { type: 'string' },
     'batch-sizes': { type: 'string' },
     'prompt-lengths': { type: 'string' },
@@ -76,6 +78,7 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
   const model = lookupModel(values.model ?? DEFAULT_DEPLOYMENT.model);
   const instanceType = lookupInstance(values.instance ?? DEFAULT_DEPLOYMENT.instance);
   const weightsName = values.weights ?? DEFAULT_DEPLOYMENT.weights;
+  const scheduler = schedulerFlags(values);
   const props: ServingPlanProps = {
     model,
     instanceType,
@@ -87,7 +90,10 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
     dataParallel: integer('--dp', values.dp),
     expertParallel: values['expert-parallel'],
     redundantExperts: integer('--redundant-experts', values['redundant-experts'], true),
-    gpuMemoryUtilization: decimal('--gpu-memory-utilization', values['gpu-memory-utilization']),
+    gpuMemoryUtilization: scheduler.gpuMemoryUtilization,
+    maxNumSeqs: scheduler.maxNumSeqs,
+    maxNumBatchedTokens: scheduler.maxNumBatchedTokens,
+    kvBlockSize: scheduler.kvBlockSize,
     pricePerHour: decimal('--price-per-hour', values['price-per-hour']),
     batchSizes: integerList('--batch-sizes', values['batch-sizes']),
     promptLengths: integerList('--prompt-lengths', values['prompt-lengths']),
@@ -103,11 +109,11 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
       maxContext: props.maxContext,
       tensorParallel: props.tensorParallel,
       pricePerHour: props.pricePerHour,
-      gpuMemoryUtilization: props.gpuMemoryUtilization,
+      scheduler,
       json: values.json === true,
     }, io);
   }
-  const simulationOnly = [...Object.keys(PLAN_SIMULATE_OPTIONS), ...Object.keys(ENGINE_FLAG_OPTIONS)]
+  const simulationOnly = [...Object.keys(PLAN_SIMULATE_OPTIONS), ...Object.keys(ENGINE_FLAG_OPTIONS), 'cpu-offload-gib']
     .filter(k => (values as Record<string, unknown>)[k] !== undefined);
   if (simulationOnly.length > 0) {
     throw new UsageError(`--${simulationOnly[0]} needs --simulate (the simulation-based search)`);

@@ -4,7 +4,10 @@ import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../cat
 import { KvTierSizes, loadEngine, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
-import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, EngineFlags, engineFlags, formatLatency, positive, sweepRates, wholeNumber } from '../engine-flags';
+import {
+  ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, EngineFlags, engineFlags, formatLatency, positive, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS,
+  schedulerFlags, sweepRates, wholeNumber,
+} from '../engine-flags';
 import { ProgressReporter } from '../progress';
 import { renderSweepChart } from '../svg-chart';
 import { renderTable } from '../table';
@@ -15,7 +18,8 @@ Simulates a deployment on a virtual clock with the engine's own scheduler, KV ca
 first token (TTFT) and time per output token (TPOT) percentiles, goodput (requests/s meeting both SLOs),
 throughput, prefix-cache hits. Runs the workload at --rate and at rates around it (or --rates), prints
 a table and writes <out>/simulate.svg (latency percentiles and goodput against the rate) and
-<out>/simulate.json. Needs the engine addon (\`npx projen engine\`).
+<out>/simulate.json. With --stages it runs the staged load once instead. Needs the engine addon
+(\`npx projen engine\`).
 With no options it simulates the default deployment: ${DEFAULT_DEPLOYMENT.model}, ${DEFAULT_DEPLOYMENT.prefillReplicas} prefill and ${DEFAULT_DEPLOYMENT.decodeReplicas} decode
 replicas of TP${DEFAULT_DEPLOYMENT.tensorParallel} on ${DEFAULT_DEPLOYMENT.instance}.
 
@@ -38,12 +42,22 @@ KV tiers below HBM (on replicas that prefill; offloaded blocks are loaded back i
   --host-kv GIB[@GB/s]         CPU memory per replica (default link: 50 GB/s per accelerator, PCIe Gen5)
   --disk-kv GIB[@GB/s]         instance-store NVMe per replica (default: 2 GB/s read per drive)
   --remote-kv GIB[@GB/s]       one store shared by all replicas (default link: 12.5 GB/s per replica)
+${SCHEDULER_FLAG_HELP}
 ${ENGINE_FLAG_HELP}
 Output:
   --rates LIST                 arrival rates of the chart (default: 0.25x to 2x --rate, then higher
-                               until the deployment misses the SLO target, up to 32x --rate)
+                               until the deployment misses the SLO target, up to 32x --rate; not with
+                               --stages or --trace)
   --json                       print machine-readable JSON only
   -h, --help                   show this help
+
+Example: one vLLM replica of Llama-3.1-8B on an H100 (p5.48xlarge), TP1, under inference-perf's shared_prefix
+load at 8 then 20 req/s (a run of ../shared/validation):
+  disagg simulate --model llama-3.1-8b --instance p5.48xlarge --weights bf16 --kv bf16 --context 4096 \\
+    --aggregated --replicas 1 --tp 1 --max-num-seqs 128 --max-num-batched-tokens 2048 \\
+    --gpu-memory-utilization 0.9 --block-size 16 --arrival constant --stages 8x600,20x600 \\
+    --shared-prompts 9 --popularity equal --users-per-prompt 5 --system-prompt-tokens 100 \\
+    --input-tokens 447 --output-tokens 248 --api completions
 
 Exit codes: 0 simulated, 2 usage error or a deployment that cannot run, 3 engine addon missing.`;
 
@@ -73,6 +87,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     'host-kv': { type: 'string' },
     'disk-kv': { type: 'string' },
     'remote-kv': { type: 'string' },
+    ...SCHEDULER_FLAG_OPTIONS,
     'json': { type: 'boolean' },
     'help': { type: 'boolean', short: 'h' },
   });
@@ -81,6 +96,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     return ExitCode.OK;
   }
   const flags = engineFlags(values);
+  const scheduler = schedulerFlags(values);
   const model = lookup('--model', values.model ?? DEFAULT_DEPLOYMENT.model, ModelArchitecture.fromName);
   const instanceType = lookup('--instance', values.instance ?? DEFAULT_DEPLOYMENT.instance, AcceleratedInstanceType.fromName);
   const weights = values.weights ?? DEFAULT_DEPLOYMENT.weights;
@@ -100,6 +116,10 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       weightPrecision: weights.toLowerCase() === 'native' ? undefined : lookup('--weights', weights, Precision.of),
       kvPrecision: lookup('--kv', values.kv ?? defaultKvPrecision(values.weights), Precision.of),
       maxContext: int('--context', values.context, DEFAULT_DEPLOYMENT.context),
+      gpuMemoryUtilization: scheduler.gpuMemoryUtilization,
+      kvBlockSize: scheduler.kvBlockSize,
+      maxNumSeqs: scheduler.maxNumSeqs,
+      maxNumBatchedTokens: scheduler.maxNumBatchedTokens,
       ...(aggregated
         ? { aggregated: { replicas: int('--replicas', values.replicas, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas), tensorParallel: int('--tp', values.tp, DEFAULT_DEPLOYMENT.tensorParallel) } }
         : {
@@ -110,14 +130,19 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       slo: flags.slo,
       policy: flags.policy,
       efficiency: { stepOverheadSeconds: flags.stepOverheadSeconds },
-      kvTiers: kvTierFlags(values),
+      kvTiers: kvTierFlags(values, scheduler.cpuOffloadGib),
       seed: flags.seed,
     });
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+  // A trace and stages fix their own arrivals: one run, no sweep.
+  const single = config.workload.kind === 'trace' || flags.stages !== undefined;
+  if (single && values.rates !== undefined) {
+    throw new UsageError(`--rates does not apply with ${flags.stages ? '--stages' : '--trace'}, which fix their own arrivals; drop --rates`);
+  }
   const rates = values.rates !== undefined ? rateList(values.rates) : sweepRates(flags.rate);
-  if (!rates.includes(flags.rate) && config.workload.kind !== 'trace') rates.push(flags.rate);
+  if (!rates.includes(flags.rate) && !single) rates.push(flags.rate);
   rates.sort((a, b) => a - b);
 
   try {
@@ -129,7 +154,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   const progress = new ProgressReporter(io, 'simulating');
   let points: SweepPoint[];
   try {
-    if (config.workload.kind === 'trace') {
+    if (single) {
       points = [{ ratePerSecond: flags.rate, summary: await simulate(config, p => progress.update(p.done, p.total)) }];
     } else {
       points = await simulateSweep(config, rates, p => progress.update(p.done, p.total, `rate ${rates[p.done - 1]}/s`));
@@ -188,10 +213,10 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   io.out(...[renderSweepTable(points, main.ratePerSecond, flags.targetShare).join('\n')]);
   io.out('');
   const s = main.summary;
-  io.out(`At ${main.ratePerSecond} req/s: ${s.completed}/${s.submitted} completed, ${pct(s.goodputShare)} good (${s.goodputShare >= flags.targetShare ? 'meets' : 'misses'} the ${pct(flags.targetShare)} target), ` +
+  io.out(`${flags.stages ? `Over the stages (mean ${main.ratePerSecond} req/s)` : `At ${main.ratePerSecond} req/s`}: ${s.completed}/${s.submitted} completed, ${pct(s.goodputShare)} good (${s.goodputShare >= flags.targetShare ? 'meets' : 'misses'} the ${pct(flags.targetShare)} target), ` +
     `prefix-cache hits ${describeHits(s)}, ${s.disaggregatedRequests} requests through prefill, ${s.preemptions} preemptions, mean utilization ${pct(s.meanUtilization)}`);
   const top = points[points.length - 1];
-  if (values.rates === undefined && config.workload.kind !== 'trace' && top.summary.goodputShare >= flags.targetShare) {
+  if (values.rates === undefined && !single && top.summary.goodputShare >= flags.targetShare) {
     io.out(`  still meeting the target at ${top.ratePerSecond} req/s: pass higher --rates to find the saturation point`);
   }
   io.out(`  wrote ${rel(svgFile)} and ${rel(jsonFile)}`);
@@ -240,9 +265,19 @@ function describeWorkload(flags: EngineFlags): string {
   const w = flags.workload;
   const dist = (d: typeof w.inputTokens) => (d?.distribution === 'uniform' ? `uniform ${d.min}-${d.max}` : d?.distribution === 'lognormal' ? `lognormal ${d.mean}±${d.stddev}` : String(d?.mean));
   if (w.kind === 'trace') return `trace ${w.trace?.path}`;
-  const parts = [`${w.kind === 'chat' ? 'chat sessions' : 'requests'} at ${flags.rate}/s (${w.arrival?.process})`, `${w.requests} requests`, `input ${dist(w.inputTokens)}`, `output ${dist(w.outputTokens)} tokens`];
-  if (w.tenants) parts.push(`${w.tenants.count} tenants with ${w.tenants.systemPromptTokens}-token system prompts`);
+  const what = w.kind === 'chat' ? 'chat sessions' : 'requests';
+  const load = flags.stages
+    ? `${what} in stages ${flags.stages.map(s => `${s.ratePerSecond}/s x ${s.durationSeconds} s`).join(', ')} (${w.arrival?.process})`
+    : `${what} at ${flags.rate}/s (${w.arrival?.process})`;
+  const parts = [load, w.requests !== undefined ? `${w.requests} requests` : 'every stage\'s requests', `input ${dist(w.inputTokens)}`, `output ${dist(w.outputTokens)} tokens`];
+  if (w.tenants) {
+    const t = w.tenants;
+    const pop = t.popularity === 'equal' ? 'equal popularity' : `Zipf ${t.zipfExponent ?? 1} popularity`;
+    parts.push(`${t.count} shared ${t.systemPromptTokens}-token system prompts (${pop}` +
+      `${t.usersPerTenant !== undefined ? `, ${t.usersPerTenant} users each repeating a fixed question` : ''})`);
+  }
   if (w.chat) parts.push(`turns ${dist(w.chat.turns)}`);
+  if (w.api) parts.push(`${w.api} API`);
   return parts.join(', ');
 }
 
@@ -254,9 +289,18 @@ function rateList(text: string): number[] {
   return [...new Set(items.map(item => positive('--rates', item)!))];
 }
 
-/** `--host-kv GIB[@GB/s]` and its siblings: sizes (and bandwidth overrides) of the lower KV tiers. */
-function kvTierFlags(values: { 'host-kv'?: string; 'disk-kv'?: string; 'remote-kv'?: string }): KvTierSizes | undefined {
+/**
+ * `--host-kv GIB[@GB/s]` and its siblings: sizes (and bandwidth overrides) of the lower KV tiers.
+ * `cpuOffloadGib` (--cpu-offload-gib) is the host tier on the assumed link.
+ */
+function kvTierFlags(values: { 'host-kv'?: string; 'disk-kv'?: string; 'remote-kv'?: string }, cpuOffloadGib?: number): KvTierSizes | undefined {
   const sizes: Record<string, number> = {};
+  if (cpuOffloadGib !== undefined) {
+    if (values['host-kv'] !== undefined) {
+      throw new UsageError(`--cpu-offload-gib (${cpuOffloadGib}) and --host-kv (${values['host-kv']}) both size the host KV tier; give one (--host-kv GIB@GB/s also sets its link)`);
+    }
+    sizes.hostGib = cpuOffloadGib;
+  }
   for (const tier of ['host', 'disk', 'remote'] as const) {
     const text = values[`${tier}-kv`];
     if (text === undefined) continue;

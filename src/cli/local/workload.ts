@@ -26,6 +26,22 @@ export interface WorkloadSpec {
   readonly seed: number;
 }
 
+/**
+ * The API requests go through: `chat` sends the messages to /v1/chat/completions (the sim-worker
+ * renders its chat template around them, adding role-header tokens); `completions` sends
+ * completionPrompt(messages) to /v1/completions, whose tokens are exactly the text's.
+ */
+export type RequestApi = 'chat' | 'completions';
+
+/**
+ * The /v1/completions prompt of a conversation: the messages' contents joined by single spaces, as
+ * inference-perf joins its system prompt, question and earlier turns (no template; a space makes no
+ * token in the sim-worker's tokenizer).
+ */
+export function completionPrompt(messages: readonly Message[]): string {
+  return messages.map(m => m.content).join(' ');
+}
+
 /** One chat message. */
 export interface Message {
   readonly role: 'system' | 'user' | 'assistant';
@@ -116,19 +132,21 @@ export interface RequestSample {
 }
 
 /**
- * Sends one streamed chat completion (plain fetch; SSE parsed here) and measures it.
+ * Sends one streamed chat completion, or with `api` completions one streamed completion of
+ * completionPrompt(messages) (plain fetch; SSE parsed here), and measures it.
  * Returns the generated text too, for the next chat turn.
  */
 export async function sendChat(baseUrl: string, model: string, messages: Message[], maxTokens: number,
-  signal: AbortSignal): Promise<{ sample: RequestSample; text: string }> {
+  signal: AbortSignal, api: RequestApi = 'chat'): Promise<{ sample: RequestSample; text: string }> {
   const t0 = performance.now();
   const fail = (error: string) => ({ sample: { ok: false, ttft: NaN, tpot: NaN, outputTokens: 0, endpoint: '', prefillEndpoint: '', error }, text: '' });
   let res: Response;
   try {
-    res = await fetch(`${baseUrl}/v1/chat/completions`, {
+    const body = api === 'chat' ? { model, messages } : { model, prompt: completionPrompt(messages) };
+    res = await fetch(`${baseUrl}/v1/${api === 'chat' ? 'chat/completions' : 'completions'}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model, messages, max_tokens: maxTokens, stream: true, stream_options: { include_usage: true } }),
+      body: JSON.stringify({ ...body, max_tokens: maxTokens, stream: true, stream_options: { include_usage: true } }),
       signal,
     });
   } catch (e) {
@@ -157,13 +175,14 @@ export async function sendChat(baseUrl: string, model: string, messages: Message
         if (!data || data === '[DONE]') continue;
         const parsed = JSON.parse(data) as {
           error?: { message?: string };
-          choices?: Array<{ delta?: { content?: string } }>;
+          choices?: Array<{ delta?: { content?: string }; text?: string }>;
         };
         if (parsed.error) {
           error = parsed.error.message ?? 'stream error';
           continue;
         }
-        const piece = parsed.choices?.[0]?.delta?.content;
+        // Chat chunks carry delta.content, completion chunks text.
+        const piece = parsed.choices?.[0]?.delta?.content ?? parsed.choices?.[0]?.text;
         if (piece) {
           const now = performance.now();
           if (tokens === 0) tFirst = now;
@@ -207,6 +226,8 @@ export interface WorkloadProgress {
 export async function runJobs(baseUrl: string, model: string, jobs: Job[], options: {
   readonly concurrency: number;
   readonly maxTokens: number;
+  /** @default 'chat' */
+  readonly api?: RequestApi;
   readonly timeoutMs: number;
   readonly onProgress?: (p: WorkloadProgress) => void;
 }): Promise<{ samples: RequestSample[]; seconds: number; timedOut: boolean }> {
@@ -224,7 +245,7 @@ export async function runJobs(baseUrl: string, model: string, jobs: Job[], optio
       for (const turn of job.turns) {
         if (abort.signal.aborted) return;
         messages.push({ role: 'user', content: turn });
-        const { sample, text } = await sendChat(baseUrl, model, messages, options.maxTokens, abort.signal);
+        const { sample, text } = await sendChat(baseUrl, model, messages, options.maxTokens, abort.signal, options.api);
         if (abort.signal.aborted && !sample.ok) return; // cut by the time limit: not a failure
         samples.push(sample);
         if (!sample.ok) failed++;
