@@ -182,9 +182,10 @@ export const SCHEDULER_FLAG_OPTIONS = {
 
 /** Help lines of the scheduler flags. */
 export const SCHEDULER_FLAG_HELP = `vLLM engine arguments of every replica (defaults: what the simulator and sizing assumed so far):
-  --max-num-seqs N             sequences one step may hold (vLLM --max-num-seqs; default 256)
+  --max-num-seqs N             sequences one step may hold (vLLM --max-num-seqs; default 256; the
+                               sizing's activation estimate takes vLLM's device default until given)
   --max-num-batched-tokens N   token budget of one step, the chunked-prefill chunk (vLLM
-                               --max-num-batched-tokens; default 8192)
+                               --max-num-batched-tokens; default 8192, also in the sizing on large GPUs)
   --block-size N               tokens per KV block, the prefix cache's granularity (vLLM --block-size;
                                default 16)
   --gpu-memory-utilization F   fraction of accelerator memory vLLM may use; the KV capacity is what is left
@@ -192,7 +193,7 @@ export const SCHEDULER_FLAG_HELP = `vLLM engine arguments of every replica (defa
   --cpu-offload-gib N          vLLM's OffloadingConnector with an N GiB CPU pool per replica
                                (cpu_bytes_to_use = N x 2^30, all TP ranks together): the simulator's host
                                KV tier of N GiB on the assumed host link (50 GB/s per accelerator, PCIe
-                               Gen5; --host-kv N@GB/s sets another), on the replicas that prefill`;
+                               Gen5; simulate's --host-kv N@GB/s sets another), on the replicas that prefill`;
 
 /** Raw values of the scheduler flags. */
 export type SchedulerFlagValues = { [K in keyof typeof SCHEDULER_FLAG_OPTIONS]?: string };
