@@ -7,6 +7,8 @@ import * as os from 'os';
 import * as path from 'path';
 import { DEFAULT_RUNS_FILE, expressRun, isExpressed, loadRuns, requestShape, traceFor } from '../../bench/validation/runs';
 import { scoreRuns } from '../../bench/validation/score';
+import { simulate } from '../../src/engine/addon';
+import { sharedPrefixWorkload } from '../../src/engine/engine-config-builder';
 import { engineAddonPath } from '../../src/engine/addon';
 
 const LIMITS = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'bench', 'validation', 'limits.json'), 'utf8'));
@@ -47,6 +49,40 @@ describeIfReady('the simulator against real vLLM runs', () => {
     expect(firstBlocks.size).toBe(run.workload.num_unique_system_prompts);
     expect(lines[0].hash_ids).toHaveLength(Math.floor(inputTokens / 16));
     expect(systemBlocks).toBeGreaterThan(0);
+  });
+
+  test('the flags a user gives (constant stages, shared prompts with users) simulate what the trace does', async () => {
+    // GIVEN a two-stage run expressed twice: as the harness's trace, and through the workload
+    // generator that `disagg simulate --arrival constant --stages ... --shared-prompts ...
+    // --users-per-prompt ...` configures (two implementations of inference-perf's traffic)
+    const run = loadRuns(RUNS).find(r => r.workload.stages.length === 2)!;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-validation-test-'));
+    try {
+      const x = expressRun(run, dir);
+      if (!isExpressed(x)) throw new Error(`run ${run.id} not expressed`);
+      const w = run.workload;
+      const { inputTokens, outputTokens } = requestShape(run);
+      const native = {
+        ...x.config,
+        workload: sharedPrefixWorkload({
+          systemPrompts: w.num_unique_system_prompts,
+          usersPerSystemPrompt: w.num_users_per_system_prompt,
+          systemPromptTokens: w.system_prompt_len,
+          questionTokens: inputTokens - w.system_prompt_len,
+          outputTokens,
+          stages: w.stages.map(s => ({ ratePerSecond: s.rate_rps, durationSeconds: s.duration_s })),
+        }),
+      };
+      // WHEN both are simulated
+      const [a, b] = [await simulate(x.config), await simulate(native)];
+      // THEN they agree: the same requests, prefix hits and latencies (to 1%)
+      expect(b.completed).toBe(a.completed);
+      expect(b.prefixHitRate.gpu).toBeCloseTo(a.prefixHitRate.gpu, 2);
+      expect(Math.abs(b.e2eSeconds.mean / a.e2eSeconds.mean - 1)).toBeLessThan(0.01);
+      expect(Math.abs(b.ttftSeconds.mean / a.ttftSeconds.mean - 1)).toBeLessThan(0.01);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('every run is expressed and the mean errors stay within the ratchet', async () => {
