@@ -7,9 +7,8 @@ import * as os from 'os';
 import * as path from 'path';
 import { DEFAULT_RUNS_FILE, expressRun, isExpressed, loadRuns, requestShape, traceFor } from '../../bench/validation/runs';
 import { scoreRuns } from '../../bench/validation/score';
-import { simulate } from '../../src/engine/addon';
+import { simulate, engineAddonPath } from '../../src/engine/addon';
 import { sharedPrefixWorkload } from '../../src/engine/engine-config-builder';
-import { engineAddonPath } from '../../src/engine/addon';
 
 const LIMITS = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'bench', 'validation', 'limits.json'), 'utf8'));
 const RUNS = process.env.VALIDATION_RUNS ?? DEFAULT_RUNS_FILE;
