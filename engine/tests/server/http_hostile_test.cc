@@ -17,33 +17,15 @@
 
 #include "server/http/http_server.h"
 #include "server/http/memory_release.h"
+#include "server_fixture.h"
 
 namespace disagg::http {
 namespace {
 
 using namespace std::chrono_literals;
 
-// An HttpServer on an ephemeral port, run by two threads.
-class Hostile : public ::testing::Test {
- protected:
-  void start(Handler handler, ServerOptions options) {
-    options.port = 0;
-    auto s = HttpServer::create(ioc_, options, std::move(handler));
-    ASSERT_TRUE(s.has_value()) << s.error().message;
-    server_ = std::move(*s);
-    server_->start();
-    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
-  }
-  void TearDown() override {
-    if (server_ && !server_->draining()) server_->drain([this] { ioc_.stop(); });
-    for (auto& t : threads_) t.join();
-  }
-  tcp::endpoint endpoint() const { return {net::ip::make_address("127.0.0.1"), server_->port()}; }
-
-  net::io_context ioc_;
-  std::unique_ptr<HttpServer> server_;
-  std::vector<std::thread> threads_;
-};
+// An HttpServer on an ephemeral port, run by two threads (server_fixture.h).
+using Hostile = test::ServerFixture;
 
 Handler echo() {
   return [](Request& req, ResponseWriter& w) -> Task<void> {

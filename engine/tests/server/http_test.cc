@@ -18,6 +18,7 @@
 #include "server/http/openai_error.h"
 #include "server/http/sse.h"
 #include "server/http/wake_signal.h"
+#include "server_fixture.h"
 
 namespace disagg::http {
 namespace {
@@ -86,23 +87,9 @@ TEST(TargetPath, DropsTheQuery) {
 
 // ---- server over loopback ---------------------------------------------------------------------
 
-// Runs an HttpServer on an ephemeral port with two threads.
-class ServerFixture : public ::testing::Test {
+// An HttpServer on an ephemeral port with two threads (server_fixture.h), and client helpers.
+class ServerFixture : public test::ServerFixture {
  protected:
-  void start(Handler handler, ServerOptions options = {}) {
-    options.port = 0;
-    auto s = HttpServer::create(ioc_, options, std::move(handler));
-    ASSERT_TRUE(s.has_value()) << s.error().message;
-    server_ = std::move(*s);
-    server_->start();
-    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
-  }
-  void TearDown() override {
-    if (server_ && !server_->draining()) server_->drain([this] { ioc_.stop(); });
-    for (auto& t : threads_) t.join();
-  }
-  // The server's loopback address, for test clients.
-  tcp::endpoint endpoint() const { return {net::ip::make_address("127.0.0.1"), server_->port()}; }
   // Sends raw bytes on a new connection and returns everything until the server closes it.
   std::string raw(const std::string& bytes) {
     net::io_context io;
@@ -129,10 +116,6 @@ class ServerFixture : public ::testing::Test {
     io.run();
     return std::move(*result);
   }
-
-  net::io_context ioc_;
-  std::unique_ptr<HttpServer> server_;
-  std::vector<std::thread> threads_;
 };
 
 Handler echo_handler() {
