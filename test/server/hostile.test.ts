@@ -4,11 +4,10 @@
 // a time (408 from the header timeout), a stalled body (408), more idle connections than the
 // connection limit (reclaimed, new clients served), and an unknown path (404 whatever the method).
 // Every wait is bounded by a count (bytes, connections, polls); no test asserts a wall-clock time.
-import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as net from 'net';
 import OpenAI from 'openai';
-import { BINARY, CONFIG, curl, describeIfRoles } from './util';
+import { CONFIG, curl, describeIfRoles, EngineProcess, startEngine } from './util';
 
 const describeIfBuilt = describeIfRoles('hostile-client tests', 'router', 'sim-worker');
 const MODEL = 'llama-3.3-70b';
@@ -18,35 +17,14 @@ const LIMITS = ['--max-connections', '50', '--header-timeout-ms', '1000', '--bod
 
 jest.setTimeout(120_000);
 
-interface Proc {
+interface Proc extends EngineProcess {
   readonly name: string;
-  readonly url: string;
-  readonly port: number;
-  readonly proc: ChildProcess;
-  readonly exited: Promise<number | null>;
 }
 
 const started: Proc[] = [];
 
 async function startProc(name: string, args: string[]): Promise<Proc> {
-  const proc = spawn(BINARY, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let err = '';
-  proc.stderr!.on('data', (d) => { err += d.toString(); });
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`${name} did not start: ${err}`)), 15_000);
-    proc.stdout!.on('data', (d) => {
-      out += d.toString();
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${name} exited with ${code}: ${err}`)); });
-  });
-  const p = { name, port, url: `http://127.0.0.1:${port}`, proc, exited };
+  const p = { ...(await startEngine(args)), name };
   started.push(p);
   return p;
 }

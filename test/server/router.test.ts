@@ -4,24 +4,17 @@
 // (prefill worker sees a prefill-only request, decode worker a remote-prefill one), prefill failure
 // fallback, and a worker killed mid-stream (retries before the first byte, clear errors after it,
 // ejection and recovery, every request accounted for).
-import { ChildProcess, spawn } from 'child_process';
 import * as http from 'http';
 import * as net from 'net';
 import OpenAI from 'openai';
-import { BINARY, CONFIG, curl, describeIfRoles } from './util';
+import { CONFIG, curl, describeIfRoles, EngineProcess, startEngine } from './util';
 
 const describeIfBuilt = describeIfRoles('router end-to-end tests', 'router', 'sim-worker');
 const MODEL = 'llama-3.3-70b';
 
 jest.setTimeout(120_000);
 
-interface Proc {
-  readonly port: number;
-  readonly url: string;
-  readonly proc: ChildProcess;
-  readonly exited: Promise<number | null>;
-  readonly stderr: () => string;
-}
+type Proc = EngineProcess;
 
 const started: Proc[] = [];
 
@@ -37,26 +30,9 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** Starts `disagg-engine <args>` and waits for its "listening on" line. */
+/** Starts `disagg-engine <args>` and waits for its "listening on" line (test/server/util.ts). */
 async function startProc(args: string[]): Promise<Proc> {
-  const proc = spawn(BINARY, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let err = '';
-  proc.stderr!.on('data', (d) => { err += d.toString(); });
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`${args[0]} did not start: ${err}`)), 15_000);
-    proc.stdout!.on('data', (d) => {
-      out += d.toString();
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${args[0]} exited with ${code}: ${err}`)); });
-  });
-  const p = { port, url: `http://127.0.0.1:${port}`, proc, exited, stderr: () => err };
+  const p = await startEngine(args);
   started.push(p);
   return p;
 }

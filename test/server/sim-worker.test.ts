@@ -3,47 +3,21 @@
 // fetch for the P/D handshake and metrics, and signals / failure injection for faults.
 // KV events (ZMQ) are verified by the GoogleTest suite (engine/tests/server/sim_worker_test.cc),
 // since no ZMQ client is installed for Node.
-import { ChildProcess, spawn } from 'child_process';
 import OpenAI from 'openai';
-import { BINARY, CONFIG, curl, describeIfRoles } from './util';
+import { CONFIG, curl, describeIfRoles, EngineProcess, startEngine } from './util';
 
 const describeIfBuilt = describeIfRoles('sim-worker end-to-end tests', 'sim-worker');
 const MODEL = 'llama-3.3-70b';
 
 jest.setTimeout(60_000);
 
-interface Worker {
-  readonly port: number;
-  readonly url: string;
-  readonly proc: ChildProcess;
-  readonly exited: Promise<number | null>;
-  readonly stderr: () => string;
-}
+type Worker = EngineProcess;
 
 const started: Worker[] = [];
 
 /** Starts a sim-worker on an ephemeral port and waits for its "listening on" line. */
 async function startWorker(extra: string[] = []): Promise<Worker> {
-  const proc = spawn(BINARY, ['sim-worker', '--config', CONFIG, '--port', '0', '--speedup', '200', ...extra], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let err = '';
-  proc.stderr!.on('data', (d) => { err += d.toString(); });
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`sim-worker did not start: ${err}`)), 10_000);
-    proc.stdout!.on('data', (d) => {
-      out += d.toString();
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.once('exit', (code) => reject(new Error(`sim-worker exited with ${code}: ${err}`)));
-  });
-  const w = { port, url: `http://127.0.0.1:${port}`, proc, exited, stderr: () => err };
+  const w = await startEngine(['sim-worker', '--config', CONFIG, '--port', '0', '--speedup', '200', ...extra], 10_000);
   started.push(w);
   return w;
 }

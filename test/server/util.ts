@@ -1,4 +1,4 @@
-import { spawnSync } from 'child_process';
+import { ChildProcess, spawn, spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 
@@ -27,4 +27,40 @@ export function curl(args: string[]): [number, string] {
   const lines = r.stdout.split('\n');
   const status = Number(lines.pop());
   return [status, lines.join('\n')];
+}
+
+/** A `disagg-engine` server process under test. */
+export interface EngineProcess {
+  readonly port: number;
+  readonly url: string;
+  readonly proc: ChildProcess;
+  /** Resolves with the exit code once the process has exited. */
+  readonly exited: Promise<number | null>;
+  /** What it wrote to stderr so far. */
+  readonly stderr: () => string;
+}
+
+/**
+ * Starts `disagg-engine <args>` (a server role with `--port 0`) and waits at most `timeoutMs` for
+ * its "listening on http://127.0.0.1:PORT" line; rejects, with its stderr, when it exits first.
+ */
+export async function startEngine(args: string[], timeoutMs = 15_000): Promise<EngineProcess> {
+  const proc = spawn(BINARY, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  proc.stderr!.on('data', (d) => { err += d.toString(); });
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`${args[0]} did not start: ${err}`)), timeoutMs);
+    proc.stdout!.on('data', (d) => {
+      out += d.toString();
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${args[0]} exited with ${code}: ${err}`)); });
+  });
+  return { port, url: `http://127.0.0.1:${port}`, proc, exited, stderr: () => err };
 }
