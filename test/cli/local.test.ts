@@ -5,11 +5,11 @@ import { execFileSync, spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import Ajv2020 from 'ajv/dist/2020';
+import { disagg } from './util';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src';
 import { DEFAULT_DEPLOYMENT } from '../../src/cli/defaults';
 import { localDeployment, routerConfigFor, workerConfig } from '../../src/cli/local/deployment';
 import { buildJobs, completionPrompt } from '../../src/cli/local/workload';
-import { runCli } from '../../src/cli/run-cli';
 import { costSections, planFor } from '../../src/engine/engine-config-builder';
 import { routerConfigValidator } from '../k8s/util';
 
@@ -23,13 +23,6 @@ if (!built) {
 }
 
 jest.setTimeout(120_000);
-
-async function disagg(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, { out: t => out.push(t), err: t => err.push(t) });
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
 
 /** Child processes of this (jest worker) process, as "pid command" lines. */
 function children(): string[] {

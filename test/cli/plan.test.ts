@@ -1,14 +1,6 @@
+import { disagg } from './util';
 import { ModelArchitecture, AcceleratedInstanceType } from '../../src/catalog';
 import { DEFAULT_DEPLOYMENT } from '../../src/cli/defaults';
-import { runCli } from '../../src/cli/run-cli';
-
-/** Runs the CLI in-process and collects what it writes. */
-async function disagg(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, { out: t => out.push(t), err: t => err.push(t) });
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
 
 describe('disagg plan', () => {
   test('with no flags plans the default deployment and exits 0 because it fits', async () => {

@@ -1,21 +1,14 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { disagg } from './util';
 import { engineFlags, schedulerFlags, stageList } from '../../src/cli/engine-flags';
-import { runCli } from '../../src/cli/run-cli';
 
 // Reproducing a vLLM deployment (issue 21): constant arrivals in stages, shared prompts with users,
 // the API, and vLLM's engine arguments as flags of `disagg simulate` and `disagg plan --simulate`.
 // Requires the engine addon (`npx projen engine`).
 
 jest.setTimeout(60_000);
-
-async function disagg(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, { out: t => out.push(t), err: t => err.push(t) });
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
 
 function tmpdir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-cli-vllm-'));

@@ -1,17 +1,9 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { runCli } from '../../src/cli/run-cli';
+import { disagg } from './util';
 
 // Requires the engine addon (`npx projen engine`).
-
-/** Runs the CLI in-process and collects what it writes. */
-async function disagg(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, { out: t => out.push(t), err: t => err.push(t) });
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
 
 function tmpdir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-cli-sim-'));

@@ -2,16 +2,8 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { parseAllDocuments } from 'yaml';
+import { disagg } from './util';
 import { DEFAULT_DEPLOYMENT } from '../../src/cli/defaults';
-import { runCli } from '../../src/cli/run-cli';
-
-/** Runs the CLI in-process and collects what it writes. */
-async function disagg(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, { out: t => out.push(t), err: t => err.push(t) });
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
 
 describe('disagg synth', () => {
   let outdir: string;
