@@ -9,7 +9,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { simulate } from '../../src/engine/addon';
 import { SimulationResult } from '../../src/engine/results';
-import { ExpressedRun, UnexpressedRun, ValidationRun, expressRun, isExpressed, loadRuns } from './runs';
+import { ExpressedRun, HELD_OUT_RUNS, UnexpressedRun, ValidationRun, expressRun, isExpressed, loadRuns } from './runs';
 
 /** The three measures of the score, in milliseconds. */
 export interface Latencies {
@@ -35,6 +35,9 @@ export interface Score {
   readonly unexpressed: UnexpressedRun[];
   /** Mean absolute percentage errors over the scored runs. */
   readonly mean: Latencies;
+  /** The same over the runs the step model was fitted on, and over the held-out ones (HELD_OUT_RUNS). */
+  readonly fitted: Latencies & { readonly runs: number };
+  readonly heldOut: Latencies & { readonly runs: number };
   /** Published simulators' mean absolute errors over the same runs (those with all three numbers). */
   readonly peers: { readonly [simulator: string]: Latencies & { readonly runs: number } };
 }
@@ -97,10 +100,16 @@ export async function scoreRuns(runs: ValidationRun[], onRun?: (s: ScoredRun) =>
         runs: rows.length,
       };
     }
+    const means = (rows: ScoredRun[]) => ({
+      e2e: mean(rows.map(s => s.error.e2e)), ttft: mean(rows.map(s => s.error.ttft)), itl: mean(rows.map(s => s.error.itl)), runs: rows.length,
+    });
+    const { runs: _all, ...all } = means(scored);
     return {
       scored,
       unexpressed,
-      mean: { e2e: mean(scored.map(s => s.error.e2e)), ttft: mean(scored.map(s => s.error.ttft)), itl: mean(scored.map(s => s.error.itl)) },
+      mean: all,
+      fitted: means(scored.filter(s => !HELD_OUT_RUNS.has(s.run.id))),
+      heldOut: means(scored.filter(s => HELD_OUT_RUNS.has(s.run.id))),
       peers,
     };
   } finally {
@@ -119,7 +128,7 @@ export function formatScore(score: Score): string {
   out.push('|---|---|---|---|---|---|---:|');
   for (const s of score.scored) {
     const r = s.run;
-    out.push(`| ${r.id} ${r.workload.preset} | ${r.model.split('/').pop()} | ${r.gpu} x ${r.tp} | ` +
+    out.push(`| ${r.id}${HELD_OUT_RUNS.has(r.id) ? ' (held out)' : ''} ${r.workload.preset} | ${r.model.split('/').pop()} | ${r.gpu} x ${r.tp} | ` +
       `${f0(s.predicted.e2e)} / ${f0(s.measured.e2e)} (${signed(s.predicted.e2e, s.measured.e2e)}) | ` +
       `${f1(s.predicted.ttft)} / ${f1(s.measured.ttft)} (${signed(s.predicted.ttft, s.measured.ttft)}) | ` +
       `${f1(s.predicted.itl)} / ${f1(s.measured.itl)} (${signed(s.predicted.itl, s.measured.itl)}) | ${s.seconds.toFixed(2)} |`);
@@ -127,7 +136,10 @@ export function formatScore(score: Score): string {
   out.push('');
   out.push('| simulator | runs | mean abs. error E2E | TTFT | ITL |');
   out.push('|---|---:|---:|---:|---:|');
-  out.push(`| disagg (this build) | ${score.scored.length} | ${f1(score.mean.e2e)}% | ${f1(score.mean.ttft)}% | ${f1(score.mean.itl)}% |`);
+  out.push(`| disagg (this build), all runs | ${score.scored.length} | ${f1(score.mean.e2e)}% | ${f1(score.mean.ttft)}% | ${f1(score.mean.itl)}% |`);
+  for (const [label, m] of [['runs fitted on', score.fitted], ['runs held out', score.heldOut]] as const) {
+    out.push(`| disagg (this build), ${label} | ${m.runs} | ${f1(m.e2e)}% | ${f1(m.ttft)}% | ${f1(m.itl)}% |`);
+  }
   for (const [name, p] of Object.entries(score.peers)) {
     out.push(`| ${name} (same runs) | ${p.runs} | ${f1(p.e2e)}% | ${f1(p.ttft)}% | ${f1(p.itl)}% |`);
   }

@@ -43,6 +43,14 @@ export interface AcceleratorProps {
   readonly interconnectGBps: number;
   /** Scale-up link name, e.g. 'NVLink4', 'NeuronLink-v3', 'PCIe Gen4'. */
   readonly interconnect: string;
+  /**
+   * Fraction of the memory bandwidth a vLLM decode step reaches on this device: weight and KV reads
+   * at the batch sizes of serving, with the fixed per-layer cost of the small kernels counted apart
+   * (see src/engine/vllm-step-model.ts). Fitted on real vLLM runs (bench/validation.sh), not a
+   * datasheet figure.
+   * @default - 0.7, an assumption for devices no real run calibrates
+   */
+  readonly decodeMemoryEfficiency?: number;
 }
 
 /**
@@ -69,6 +77,7 @@ export class Accelerator {
     peakTopsInt8: 624,
     interconnectGBps: 300,
     interconnect: 'NVLink3',
+    decodeMemoryEfficiency: 0.69, // the A100 80 GB calibration (same die and kernels), not measured on 40 GB
   });
 
   /**
@@ -86,6 +95,7 @@ export class Accelerator {
     peakTopsInt8: 624,
     interconnectGBps: 300,
     interconnect: 'NVLink3',
+    decodeMemoryEfficiency: 0.69, // fitted on vLLM 0.15.1 runs 38 (and checked on held-out 40), bench/notes/validation.md
   });
 
   /**
@@ -103,6 +113,7 @@ export class Accelerator {
     peakTopsInt8: 1979,
     interconnectGBps: 450,
     interconnect: 'NVLink4',
+    decodeMemoryEfficiency: 0.85, // fitted on 11 vLLM 0.15.1 runs, checked on 5 held out, bench/notes/validation.md
   });
 
   /**
@@ -119,6 +130,7 @@ export class Accelerator {
     peakTopsInt8: 1979,
     interconnectGBps: 450,
     interconnect: 'NVLink4',
+    decodeMemoryEfficiency: 0.85, // the H100's (same die and kernels); bench/gpu's H200 decode steps agree within 10%
   });
 
   /**
@@ -181,6 +193,7 @@ export class Accelerator {
     peakTopsInt8: 733,
     interconnectGBps: 32,
     interconnect: 'PCIe Gen4',
+    decodeMemoryEfficiency: 0.72, // fitted on vLLM 0.15.1 run 54, the only L40S run (no held-out check)
   });
 
   /**
@@ -249,6 +262,8 @@ export class Accelerator {
   public readonly interconnectGBps: number;
   /** Scale-up link name. */
   public readonly interconnect: string;
+  /** Fraction of memory bandwidth a vLLM decode step reaches; undefined where no real run calibrates it. */
+  public readonly decodeMemoryEfficiency?: number;
 
   private readonly bf16: number;
   private readonly fp8?: number;
@@ -279,6 +294,10 @@ export class Accelerator {
       ['peakTflopsFp4', props.peakTflopsFp4, props.peakTflopsFp8 !== undefined ? 'peakTflopsFp8' : 'peakTflopsBf16',
         props.peakTflopsFp8 ?? props.peakTflopsBf16],
     ];
+    const fraction = props.decodeMemoryEfficiency;
+    if (fraction !== undefined && !(Number.isFinite(fraction) && fraction > 0 && fraction <= 1)) {
+      throw new Error(`Accelerator '${props.name}': 'decodeMemoryEfficiency' (${fraction}) must be in (0, 1]; omit it for the 0.7 default`);
+    }
     for (const [field, value, widerField, wider] of widerOrder) {
       if (value !== undefined && value < wider) {
         throw new Error(`Accelerator '${props.name}': '${field}' (${value}) is below '${widerField}' (${wider}); use dense figures for both`);
@@ -290,6 +309,7 @@ export class Accelerator {
     this.hbmBandwidthGBps = props.hbmBandwidthGBps;
     this.interconnectGBps = props.interconnectGBps;
     this.interconnect = props.interconnect;
+    this.decodeMemoryEfficiency = props.decodeMemoryEfficiency;
     this.bf16 = props.peakTflopsBf16;
     this.fp8 = props.peakTflopsFp8;
     this.fp4 = props.peakTflopsFp4;

@@ -1,5 +1,6 @@
 import type { LengthDistributionConfig, SimulationPolicyConfig, SloConfig, WorkloadConfig } from '../engine';
 import { UsageError } from './command';
+import { VLLM_STEP_MODEL } from '../engine/vllm-step-model';
 
 /** parseArgs option specs of the workload, SLO and policy flags shared by `simulate` and `plan --simulate`. */
 export const ENGINE_FLAG_OPTIONS = {
@@ -59,7 +60,7 @@ SLO and router:
   --target-share F             share of requests that must meet both for goodput (default 0.9)
   --policy NAME                kv-aware, least-loaded, round-robin, sglang, dynamo or disagg (default kv-aware)
   --threshold N                uncached prompt tokens from which requests go through prefill (default 512)
-  --step-overhead S            fixed seconds per engine step (scheduling, launches) (default 0.003)
+  --step-overhead S            fixed seconds per engine step, besides 40 us per layer (default 0.0005)
   --seed N                     workload seed; the same seed gives the same numbers (default 1)
   --out DIR                    folder for the SVG chart and JSON results (default disagg.out)`;
 
@@ -81,8 +82,8 @@ export interface EngineFlags {
   readonly outDir: string;
 }
 
-/** Default fixed step overhead: a few ms per step of scheduling and kernel launches (an assumption, as in engine/examples). */
-export const DEFAULT_STEP_OVERHEAD_SECONDS = 0.003;
+/** Default fixed step overhead: what vLLM's async scheduling leaves of its scheduler's time per step (src/engine/vllm-step-model.ts). */
+export const DEFAULT_STEP_OVERHEAD_SECONDS = VLLM_STEP_MODEL.stepOverheadSeconds;
 
 /** Resolves the shared flags; throws UsageError naming the flag, the value and the fix. */
 export function engineFlags(v: EngineFlagValues): EngineFlags {

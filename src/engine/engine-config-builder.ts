@@ -13,6 +13,7 @@ import type {
   EngineCostConfig, EngineEfficiencyConfig, KvTierConfig, PlannerOptionConfig, PlannerSectionConfig, SimulationConfig,
   SimulationPolicyConfig, SimulationPoolConfig, SloConfig, WorkloadConfig,
 } from './engine-config';
+import { vllmEfficiency } from './vllm-step-model';
 
 /**
  * vLLM's default `--max-num-seqs` for the OpenAI server (vllm/engine/arg_utils.py), the scheduler's
@@ -126,7 +127,7 @@ export function poolTemplate(plan: ServingPlan, weightPrecision?: Precision, eff
     model: sections.model,
     hardware: sections.hardware,
     parallel: sections.parallel,
-    ...(efficiency ? { efficiency } : {}),
+    efficiency: vllmEfficiency(plan.instanceType.accelerator, efficiency),
     kvTokensPerReplica: plan.kvTokens,
     maxConcurrencyPerReplica: limits?.maxNumSeqs ?? VLLM_DEFAULT_MAX_NUM_SEQS,
     ...(limits?.maxNumBatchedTokens !== undefined ? { maxBatchedTokens: limits.maxNumBatchedTokens } : {}),
@@ -320,7 +321,7 @@ export function simulationConfig(inputs: SimulationInputs): SimulationConfig {
   }
   return {
     ...top!,
-    ...(inputs.efficiency ? { efficiency: inputs.efficiency } : {}),
+    efficiency: vllmEfficiency(inputs.instanceType.accelerator, inputs.efficiency),
     router: { servedModelName: inputs.model.name, kvBlockSize: inputs.kvBlockSize ?? ServingPlan.DEFAULT_KV_BLOCK_SIZE },
     policy: inputs.policy ?? { name: 'kv-aware' },
     pools,

@@ -150,6 +150,14 @@ export interface DisaggEngineConfiguration {
      * Fixed cost of every non-empty step (scheduling, kernel launches) in seconds.
      */
     stepOverheadSeconds?: number;
+    /**
+     * Fixed cost of one layer of every non-empty step in seconds: the small kernels (norms, rotary, activation) and each kernel's launch and ramp, which a small batch's FLOPs and bytes do not account for.
+     */
+    layerOverheadSeconds?: number;
+    /**
+     * Simulation: the API server's time per request in seconds (HTTP, tokenization, hand-off to the engine, the streamed answer); each request reaches its engine this much after it arrives, so TTFT and E2E include it.
+     */
+    requestOverheadSeconds?: number;
   };
   /**
    * The router process (`disagg-engine router`).
@@ -280,6 +288,10 @@ export interface DisaggEngineConfiguration {
      * Simulation: mix prompt chunks and decodes in one step (vLLM V1). false: prefill-first steps of whole prompts without decodes (vLLM V0 without --enable-chunked-prefill, the baseline of DistServe and Splitwise).
      */
     chunkedPrefill?: boolean;
+    /**
+     * Simulation: the engine plans step k+1 while step k runs (vLLM --async-scheduling, on by default since vLLM 0.14), so a request that arrives during a step joins the step after the next one. false: it joins the next step.
+     */
+    asyncScheduling?: boolean;
     kvTiers?: KvTiers;
     /**
      * Simulation: per-pool override of top-level model fields (key by key).
@@ -434,6 +446,7 @@ export interface DisaggEngineConfiguration {
       maxWaitingRequests?: number;
       prefixCaching?: boolean;
       chunkedPrefill?: boolean;
+      asyncScheduling?: boolean;
       kvTiers?: KvTiers;
     }[];
   };

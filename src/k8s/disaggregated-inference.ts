@@ -387,8 +387,6 @@ function sizePools(
       ...(turns > 1 ? { chat: { turns: { mean: turns } } } : {}),
     },
     slo: { ttftSeconds: sizing.slo.ttftSeconds, tpotSeconds: sizing.slo.tpotSeconds },
-    // A few ms per engine step, as `disagg simulate` assumes (src/cli/engine-flags.ts).
-    efficiency: { stepOverheadSeconds: 0.003 },
     seed: w.seed ?? 1,
     planner: {
       maxAccelerators,

@@ -99,5 +99,12 @@ describeIfReady('the simulator against real vLLM runs', () => {
     expect(score.mean.e2e).toBeLessThanOrEqual(LIMITS.meanAbsoluteErrorPct.e2e);
     expect(score.mean.ttft).toBeLessThanOrEqual(LIMITS.meanAbsoluteErrorPct.ttft);
     expect(score.mean.itl).toBeLessThanOrEqual(LIMITS.meanAbsoluteErrorPct.itl);
+    // AND issue 21's goal holds on the runs the step model was fitted on and on those held out
+    for (const part of [score.fitted, score.heldOut]) {
+      expect(part.runs).toBeGreaterThan(0);
+      expect(part.e2e).toBeLessThanOrEqual(LIMITS.goalPct.e2e);
+      expect(part.ttft).toBeLessThanOrEqual(LIMITS.goalPct.ttft);
+      expect(part.itl).toBeLessThanOrEqual(LIMITS.goalPct.itl);
+    }
   });
 });

@@ -28,7 +28,6 @@ describe('DisaggregatedInference sizeFor', () => {
       decodeInstanceType: p5en,
       workload: { kind: 'single', requests: 100, arrival: { process: 'poisson', ratePerSecond: 1 }, inputTokens: { mean: 1024 }, outputTokens: { mean: 128 } },
       slo: SIZING.slo,
-      efficiency: { stepOverheadSeconds: 0.003 },
       seed: 1,
       planner: { maxAccelerators: 4, modes: ['disaggregated'], targetShare: 0.9, requiredRatePerSecond: 0 },
     }));
@@ -72,7 +71,6 @@ describe('DisaggregatedInference sizeFor', () => {
         chat: { turns: { mean: 4 } },
       },
       slo: SIZING.slo,
-      efficiency: { stepOverheadSeconds: 0.003 },
       seed: 1,
       planner: { maxAccelerators: 4, modes: ['disaggregated'], targetShare: 0.9, requiredRatePerSecond: 0 },
     });

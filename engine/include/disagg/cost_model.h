@@ -11,7 +11,8 @@
 //                   / (hbmBytesPerSecond * efficiency.memory)
 //   communication = 2 all-reduces per layer of tokens * hiddenSize * activationBytes, ring algorithm
 //                   (2 (tp-1)/tp of the payload per rank), plus interconnectLatencySeconds each; 0 at tp 1
-//   total         = max(compute, memory) + communication + efficiency.stepOverheadSeconds
+//   fixed         = efficiency.stepOverheadSeconds + layers * efficiency.layerOverheadSeconds
+//   total         = max(compute, memory) + communication + fixed
 // where attendedPairs counts (query token, key token) pairs under the causal mask.
 // A KV transfer over the fabric takes fabricLatencySeconds + bytes / (fabricBytesPerSecond * efficiency.fabric).
 // Defaults of the efficiency factors and latencies match src/sizing/roofline.ts (the closed-form
@@ -79,6 +80,14 @@ struct CostModelParams {
   double fabric_efficiency = 0.7;
   /// [efficiency.stepOverheadSeconds] Fixed cost of every non-empty step (scheduling, launches).
   double step_overhead_seconds = 0;
+  /// [efficiency.layerOverheadSeconds] Fixed cost of one layer of every non-empty step: the small
+  /// kernels (norms, rotary, activation, sampling share) and each kernel's launch and ramp, which
+  /// neither the FLOPs nor the bytes of a small batch account for.
+  double layer_overhead_seconds = 0;
+  /// [efficiency.requestOverheadSeconds] Time of one request outside the engine's steps: the API
+  /// server's HTTP handling and tokenization, the hand-off to the engine and the streamed answer.
+  /// Not part of a step: a simulator delays each request by it before the engine sees it.
+  double request_overhead_seconds = 0;
 };
 
 /// Work in one forward step of a replica: prefill chunks and decode tokens, in aggregate, so that
@@ -114,7 +123,8 @@ struct StepBatch {
   constexpr std::int64_t tokens() const { return prefill_tokens + decode_sequences; }
 };
 
-/// Time of one step, split by roofline term. total = max(compute, memory) + communication + overhead.
+/// Time of one step, split by roofline term. total = max(compute, memory) + communication + overhead,
+/// where overhead = stepOverheadSeconds + layers * layerOverheadSeconds.
 struct StepTime {
   double compute_seconds = 0;
   double memory_seconds = 0;

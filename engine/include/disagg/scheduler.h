@@ -12,7 +12,11 @@
 //      front of the waiting queue) until they can; if it is itself the newest, it is preempted.
 //   2. Only when nothing was preempted: waiting sequences, FIFO, while fewer than max_num_seqs run
 //      and budget remains: prefix-cache lookup through KvBlockPool::plan, commit, then a first
-//      chunk. Admission stops at the first sequence that does not fit (no skipping).
+//      chunk. Admission stops at the first sequence that does not fit (no skipping), and, with
+//      async scheduling (SchedulerConfig::async_scheduling), at the first one submitted while the
+//      previous plan was pending, unless the step would otherwise be empty: vLLM plans step k+1
+//      when it launches step k, so a request that arrives during step k joins step k+2 (TTFT is then
+//      the rest of step k plus two steps).
 // Without chunked prefill (SchedulerConfig::chunked_prefill false: vLLM V0's default scheduler, the
 // baseline DistServe and Splitwise measured against), admissions come first and a step that admits
 // a prompt runs prompts only, each whole (the first one even beyond the token budget); running
@@ -105,6 +109,11 @@ struct SchedulerConfig {
   /// Mix prompt chunks and decodes in one step (vLLM V1). Off: prefill-first steps of whole prompts
   /// that exclude decodes (vLLM V0 without --enable-chunked-prefill). See the header comment.
   bool chunked_prefill = true;
+  /// The engine plans step k+1 while step k runs (vLLM --async-scheduling, on by default since
+  /// vLLM 0.14). A sequence submitted while a plan is pending misses the next plan, which the real
+  /// engine made before the sequence arrived, unless that plan would otherwise be empty (an idle
+  /// engine picks a request up at once). Off: it may join the next plan.
+  bool async_scheduling = true;
 };
 
 /// Why the scheduler refused a call. A refused call changes nothing.
@@ -293,6 +302,7 @@ class Scheduler {
     RequestKind kind = RequestKind::full;
     SeqState state = SeqState::free;
     bool queried = false;       // prefix lookup counted in stats
+    bool deferred = false;      // submitted while a plan was pending (async scheduling)
     std::vector<BlockId> blocks;
   };
 
@@ -322,6 +332,7 @@ class Scheduler {
   std::vector<SeqHandle> waiting_;
   std::int32_t waiting_head_ = 0;
   std::int32_t waiting_count_ = 0;
+  std::int32_t deferred_count_ = 0;    // waiting sequences with Seq::deferred (at the queue's tail)
   std::vector<SeqHandle> running_;     // admission order; newest at the back
   std::vector<SeqHandle> scheduled_;   // of the pending step
   std::int32_t num_pulling_ = 0;

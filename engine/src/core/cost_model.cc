@@ -134,7 +134,7 @@ StepTime CostModel::step_time(const StepBatch& b) const {
         all_reduces * (wire / (p.interconnect_bytes_per_second * p.interconnect_efficiency) +
                        p.interconnect_latency_seconds);
   }
-  t.overhead_seconds = p.step_overhead_seconds;
+  t.overhead_seconds = p.step_overhead_seconds + p.layers * p.layer_overhead_seconds;
   t.total_seconds = std::max(t.compute_seconds, t.memory_seconds) + t.communication_seconds +
                     t.overhead_seconds;
   return t;

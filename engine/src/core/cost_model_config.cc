@@ -48,7 +48,11 @@ namespace {
   X("efficiency", "fabric", fabric_efficiency, false, 0.7, fraction,                              \
     "pass the fraction of fabric bandwidth a KV transfer reaches, e.g. 0.7")                      \
   X("efficiency", "stepOverheadSeconds", step_overhead_seconds, false, 0, non_negative,           \
-    "pass the fixed cost of one step in seconds, or 0")
+    "pass the fixed cost of one step in seconds, or 0")                                           \
+  X("efficiency", "layerOverheadSeconds", layer_overhead_seconds, false, 0, non_negative,         \
+    "pass the fixed cost of one layer of a step in seconds (e.g. 3e-5), or 0")                    \
+  X("efficiency", "requestOverheadSeconds", request_overhead_seconds, false, 0, non_negative,     \
+    "pass the API server's time per request in seconds (e.g. 0.008), or 0")
 
 #define DISAGG_FIELD_ENTRY(section, key, member, required, dflt, constraint, hint)   \
   CostModelField{section,                                                             \

@@ -115,6 +115,8 @@ Expected<SeqHandle, SchedErrc> Scheduler::submit(const SchedRequest& r) {
   s.kind = r.kind;
   s.state = SeqState::waiting;
   s.queried = false;
+  s.deferred = config_.async_scheduling && plan_pending_;
+  if (s.deferred) ++deferred_count_;
   s.blocks.clear();
   const std::size_t cap = waiting_.size();
   waiting_[(static_cast<std::size_t>(waiting_head_) + static_cast<std::size_t>(waiting_count_)) % cap] = h;
@@ -278,15 +280,28 @@ Expected<const StepPlan*, SchedErrc> Scheduler::next_step() {
 }
 
 void Scheduler::admit_waiting(std::int32_t* budget) {
+  // Async scheduling: sequences submitted during the last step wait one more plan, unless this
+  // plan has nothing else to run (see SchedulerConfig::async_scheduling).
+  const bool hold_deferred = deferred_count_ > 0 && !scheduled_.empty();
   while (waiting_count_ > 0 && *budget > 0 && num_running() < config_.max_num_seqs) {
     const SeqHandle h = waiting_[static_cast<std::size_t>(waiting_head_)];
+    if (hold_deferred && seqs_[static_cast<std::size_t>(h)].deferred) break;
     if (!try_admit(h, budget)) break;
+    seqs_[static_cast<std::size_t>(h)].deferred = false;
     waiting_head_ = (waiting_head_ + 1) % static_cast<std::int32_t>(waiting_.size());
     --waiting_count_;
   }
 }
 
 const StepPlan* Scheduler::finish_plan() {
+  // The deferred sequences have now missed one plan; the next one may admit them.
+  if (deferred_count_ > 0) {
+    const std::size_t cap = waiting_.size();
+    for (std::int32_t i = 0; i < waiting_count_; ++i) {
+      seqs_[static_cast<std::size_t>(waiting_[(static_cast<std::size_t>(waiting_head_ + i)) % cap])].deferred = false;
+    }
+    deferred_count_ = 0;
+  }
   plan_.num_scheduled = static_cast<std::int32_t>(scheduled_.size());
   plan_.seconds = plan_.empty() ? 0.0 : cost_.step_time(plan_.batch).total_seconds;
   plan_.events = plan_events_;
@@ -453,7 +468,11 @@ Expected<void, SchedErrc> Scheduler::abort(SeqHandle h) {
   switch (s.state) {
     case SeqState::free: return unexpected(SchedErrc::not_found);
     case SeqState::held: return release_held(h);  // it finished: only its blocks are left
-    case SeqState::waiting: remove_waiting(h); break;
+    case SeqState::waiting:
+      remove_waiting(h);
+      if (s.deferred) --deferred_count_;
+      s.deferred = false;
+      break;
     case SeqState::pulling: --num_pulling_; break;
     case SeqState::loading: --num_loading_; break;
     case SeqState::running:

@@ -379,6 +379,7 @@ bool read_pool(Reader& rd, const JsonValue& doc, const JsonValue& pj, const std:
       !rd.number(pj, p, "kvTokensPerReplica", &kv_tokens, 0) || !rd.number(pj, p, "kvCacheBytesPerRank", &kv_bytes, 0) ||
       !rd.boolean(pj, p, "prefixCaching", &sc.enable_prefix_caching) ||
       !rd.boolean(pj, p, "chunkedPrefill", &sc.chunked_prefill) ||
+      !rd.boolean(pj, p, "asyncScheduling", &sc.async_scheduling) ||
       !read_kv_tiers(rd, pj, p, &spec->kv_tiers)) {
     return false;
   }
@@ -548,7 +549,8 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
     if (!rd.known_keys(oj, op, {"label", "role", "tensorParallel", "weightBytesPerRank", "acceleratorsPerReplica",
                                 "pricePerAcceleratorHour", "model", "hardware", "parallel", "efficiency",
                                 "kvTokensPerReplica", "kvCacheBytesPerRank", "maxConcurrencyPerReplica",
-                                "maxBatchedTokens", "maxWaitingRequests", "prefixCaching", "chunkedPrefill", "kvTiers"},
+                                "maxBatchedTokens", "maxWaitingRequests", "prefixCaching", "chunkedPrefill", "asyncScheduling",
+                                "kvTiers"},
                        "engine/README.md, Planner")) {
       return unexpected(rd.error);
     }

@@ -27,14 +27,16 @@ std::string_view to_string(SimErrc code) {
 
 namespace {
 
-enum class EvKind : std::uint8_t { arrival, step_done, transfer_done, tier_load_done };
+// deliver / deliver_decode: a request reaches its (prefill or only) engine / its decode engine after
+// the API server's time per request (efficiency.requestOverheadSeconds).
+enum class EvKind : std::uint8_t { arrival, step_done, transfer_done, tier_load_done, deliver, deliver_decode };
 
 // POD event; the heap orders by time, then by the order events were scheduled.
 struct Event {
   double time;
   std::uint64_t seq;
   EvKind kind;
-  std::int32_t target;  // worker (step_done) or flight (transfer_done, tier_load_done)
+  std::int32_t target;  // worker (step_done) or flight (the others but arrival)
 
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
@@ -380,6 +382,13 @@ struct Simulator::Impl {
     fl.disaggregated = plan.disaggregated();
     fl.prefill_worker = fl.disaggregated ? plan.prefill.index : plan.main.index;
     fl.prefill_tokens = plan.prefill_tokens;
+    // The API server's time: the router routes now, the engine sees the request later.
+    const double api = request_overhead(fl.prefill_worker);
+    if (api > 0) {
+      routing->apply(rr, plan);
+      push(now + api, EvKind::deliver, f);
+      return;
+    }
     const RequestKind kind = fl.disaggregated ? RequestKind::prefill_only : RequestKind::full;
     if (!submit(fl.prefill_worker, f, kind, fl.disaggregated ? &fl.prefill_handle : &fl.decode_handle)) {
       metrics.add_rejected();
@@ -389,6 +398,41 @@ struct Simulator::Impl {
     }
     routing->apply(rr, plan);
     kick(now, fl.prefill_worker);
+  }
+
+  double request_overhead(std::int32_t w) const {
+    return workers[static_cast<std::size_t>(w)].sched.cost_model().params().request_overhead_seconds;
+  }
+
+  // A routed request reaches its engine (after the API server's time); refused: its legs end.
+  void on_deliver(double now, std::int32_t f) {
+    Flight& fl = flights[static_cast<std::size_t>(f)];
+    const RequestKind kind = fl.disaggregated ? RequestKind::prefill_only : RequestKind::full;
+    if (!submit(fl.prefill_worker, f, kind, fl.disaggregated ? &fl.prefill_handle : &fl.decode_handle)) {
+      routing->leg_done(fl.route_id, fl.prefill_worker);
+      if (fl.disaggregated) routing->leg_done(fl.route_id, fl.decode_worker);
+      metrics.add_rejected();
+      retire(f);
+      ended(now);
+      return;
+    }
+    kick(now, fl.prefill_worker);
+  }
+
+  // A disaggregated request's prefill is done: it goes to its decode engine (through that
+  // engine's API server). Decode queue full: the request fails, as a proxy would report it.
+  void deliver_decode(double now, std::int32_t f) {
+    Flight& fl = flights[static_cast<std::size_t>(f)];
+    if (!submit(fl.decode_worker, f, RequestKind::remote_kv, &fl.decode_handle)) {
+      auto r = workers[static_cast<std::size_t>(fl.prefill_worker)].sched.release_held(fl.prefill_handle);
+      (void)r;
+      routing->leg_done(fl.route_id, fl.decode_worker);
+      metrics.add_rejected();
+      retire(f);
+      ended(now);
+      return;
+    }
+    kick(now, fl.decode_worker);
   }
 
   void kick(double now, std::int32_t w) {
@@ -472,17 +516,11 @@ struct Simulator::Impl {
           if (prefill_side) {
             // The prefill leg's answer: the router's prefill leg ends here.
             routing->leg_done(fl.route_id, fl.prefill_worker);
-            if (!submit(fl.decode_worker, f, RequestKind::remote_kv, &fl.decode_handle)) {
-              // Decode queue full: the request fails, as a proxy would report it.
-              auto r = w.sched.release_held(fl.prefill_handle);
-              (void)r;
-              routing->leg_done(fl.route_id, fl.decode_worker);
-              metrics.add_rejected();
-              retire(f);
-              ended(now);
-              break;
+            if (const double api = request_overhead(fl.decode_worker); api > 0) {
+              push(now + api, EvKind::deliver_decode, f);
+            } else {
+              deliver_decode(now, f);
             }
-            kick(now, fl.decode_worker);
           } else {
             finish(now, f);
           }
@@ -828,6 +866,8 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
       case EvKind::step_done: s.on_step_done(now, ev.target); break;
       case EvKind::transfer_done: s.on_transfer_done(now, ev.target); break;
       case EvKind::tier_load_done: s.on_tier_load_done(now, ev.target); break;
+      case EvKind::deliver: s.on_deliver(now, ev.target); break;
+      case EvKind::deliver_decode: s.deliver_decode(now, ev.target); break;
     }
     if (s.failure) return unexpected(*s.failure);
   }

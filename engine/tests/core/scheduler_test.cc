@@ -703,3 +703,80 @@ TEST(SchedulerNoChunkedPrefill, RandomStreamsKeepTheInvariants) {
 
 }  // namespace
 }  // namespace disagg
+
+namespace disagg {
+namespace {
+
+// Async scheduling (vLLM --async-scheduling): the plan of step k+1 was made when step k launched.
+struct AsyncCase {
+  bool async_scheduling;
+  std::vector<int> admitted_in_plan;  // plans (1-based, after the submit) that admit the newcomer
+};
+
+class SchedulerAsync : public ::testing::TestWithParam<AsyncCase> {};
+
+TEST_P(SchedulerAsync, ARequestArrivingDuringAStepMissesThePlanMadeBeforeIt) {
+  // GIVEN one sequence decoding, and a second submitted while a step is in flight
+  SchedulerConfig c = test::small_config(64, 4, 8);
+  c.async_scheduling = GetParam().async_scheduling;
+  auto s = *Scheduler::create(c, test::cost_model());
+  std::vector<BlockHash> none;
+  ASSERT_TRUE(s.submit({1, RequestKind::full, 4, 20, none}).has_value());
+  (void)*s.next_step();
+  ASSERT_TRUE(s.submit({2, RequestKind::full, 4, 2, none}).has_value());
+  (void)s.complete_step();
+  // WHEN the next plans are made
+  std::vector<int> admitted;
+  for (int plan = 1; plan <= 3; ++plan) {
+    const StepPlan* p = *s.next_step();
+    for (const SchedEvent& e : p->events) {
+      if (e.kind == SchedEventKind::admitted && e.id == 2) admitted.push_back(plan);
+    }
+    (void)s.complete_step();
+  }
+  // THEN async: the plan right after the step belongs to the decode alone, the newcomer joins the next
+  EXPECT_EQ(admitted, GetParam().admitted_in_plan);
+  EXPECT_TRUE(s.check_invariants().has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SchedulerAsync,
+                         ::testing::Values(AsyncCase{true, {2}}, AsyncCase{false, {1}}),
+                         [](const auto& param_info) { return param_info.param.async_scheduling ? "Async" : "Sync"; });
+
+TEST(SchedulerAsyncIdle, AnIdleEngineTakesTheNewcomerAtOnce) {
+  // GIVEN a step in flight whose only sequence finishes in it, and a request submitted meanwhile
+  auto s = *Scheduler::create(test::small_config(64, 4, 8), test::cost_model());
+  std::vector<BlockHash> none;
+  ASSERT_TRUE(s.submit({1, RequestKind::full, 4, 1, none}).has_value());
+  (void)*s.next_step();
+  ASSERT_TRUE(s.submit({2, RequestKind::full, 4, 1, none}).has_value());
+  (void)s.complete_step();
+  // WHEN the next plan is made THEN it admits the newcomer: nothing else would run in it
+  const StepPlan* p = *s.next_step();
+  ASSERT_EQ(p->events.size(), 1u);
+  EXPECT_EQ(p->events[0].id, 2u);
+  (void)s.complete_step();
+}
+
+TEST(SchedulerAsyncIdle, AbortingADeferredSequenceKeepsTheQueueSound) {
+  // GIVEN two sequences submitted during a step, the first of them aborted before the next plan
+  auto s = *Scheduler::create(test::small_config(64, 4, 8), test::cost_model());
+  std::vector<BlockHash> none;
+  ASSERT_TRUE(s.submit({1, RequestKind::full, 4, 20, none}).has_value());
+  (void)*s.next_step();
+  const SeqHandle a = *s.submit({2, RequestKind::full, 4, 2, none});
+  ASSERT_TRUE(s.submit({3, RequestKind::full, 4, 2, none}).has_value());
+  ASSERT_TRUE(s.abort(a).has_value());
+  (void)s.complete_step();
+  // WHEN two plans are made THEN the survivor is held once, then admitted
+  EXPECT_TRUE((*s.next_step())->events.empty());
+  (void)s.complete_step();
+  const StepPlan* p = *s.next_step();
+  ASSERT_EQ(p->events.size(), 1u);
+  EXPECT_EQ(p->events[0].id, 3u);
+  (void)s.complete_step();
+  EXPECT_TRUE(s.check_invariants().has_value());
+}
+
+}  // namespace
+}  // namespace disagg
