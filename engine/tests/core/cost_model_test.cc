@@ -80,6 +80,20 @@ TEST(CostModel, DecodeBatchIsMemoryBoundByHand) {
   expect_rel(t.total_seconds, 0.022008);
 }
 
+TEST(CostModel, FixedCostsArePerStepAndPerLayerButNotPerRequest) {
+  // GIVEN the simple model (10 layers) with 1 ms per step, 50 us per layer and 8 ms per request
+  CostModelParams p = simple_params();
+  p.step_overhead_seconds = 1e-3;
+  p.layer_overhead_seconds = 5e-5;
+  p.request_overhead_seconds = 8e-3;
+  const CostModel m = make(p);
+  // WHEN the decode step above is priced
+  const StepTime t = m.decode_batch_time(4, 1000);
+  // THEN it costs the roofline plus 1 ms + 10 x 50 us; the API server's time is no part of a step
+  expect_rel(t.overhead_seconds, 1.5e-3);
+  expect_rel(t.total_seconds, 0.022008 + 1.5e-3);
+}
+
 TEST(CostModel, TensorParallelSplitsWorkAndAddsAllReducesByHand) {
   // GIVEN tp 2 with half the weights per rank and a 1e11 B/s link at 0.5 with 10 us latency
   CostModelParams p = simple_params();

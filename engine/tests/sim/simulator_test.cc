@@ -204,3 +204,40 @@ TEST(Simulator, RefusesMixedOrIncompleteDeployments) {
 
 }  // namespace
 }  // namespace disagg
+
+namespace disagg {
+namespace {
+
+// The API server's time per request (efficiency.requestOverheadSeconds): an idle deployment answers
+// each request exactly that much later; under P/D the request passes two API servers.
+TEST(SimulatorRequestOverhead, EveryLatencyGrowsByTheApiServersTime) {
+  for (const bool pd : {false, true}) {
+    auto config = [pd](double api) {
+      SimulationConfig c;
+      if (pd) {
+        c.pools.push_back(test::sim_pool(WorkerRole::prefill, 1, 4000));
+        c.pools.push_back(test::sim_pool(WorkerRole::decode, 1, 4000));
+        c.router.decider.min_uncached_tokens = 0;  // every request disaggregated
+      } else {
+        c.pools.push_back(test::sim_pool(WorkerRole::aggregated, 1, 4000));
+      }
+      c.router.policy = "round-robin";
+      for (PoolSpec& p : c.pools) p.cost.request_overhead_seconds = api;
+      return c;
+    };
+    // GIVEN requests 10 s apart (nothing queues) WHEN run without and with 25 ms per API server
+    WorkloadSpec w = one_shot(4, 20, 0.1);
+    w.arrival.kind = ArrivalProcess::Kind::constant;
+    const SimulationResult base = test::run(config(0), w);
+    const SimulationResult slow = test::run(config(0.025), w);
+    // THEN TTFT and E2E grow by 25 ms per API server on the way, the decode steps not at all
+    const double hops = pd ? 2 : 1;
+    ASSERT_EQ(slow.summary.completed, 20);
+    EXPECT_NEAR(slow.summary.ttft.mean - base.summary.ttft.mean, 0.025 * hops, 1e-9) << (pd ? "P/D" : "aggregated");
+    EXPECT_NEAR(slow.summary.e2e.mean - base.summary.e2e.mean, 0.025 * hops, 1e-9) << (pd ? "P/D" : "aggregated");
+    EXPECT_NEAR(slow.summary.itl.mean, base.summary.itl.mean, 1e-12);
+  }
+}
+
+}  // namespace
+}  // namespace disagg
