@@ -135,6 +135,11 @@ struct WorkloadSpec {
   LengthDist output{LengthDist::Kind::fixed, 256, 0, 1, 1 << 20};  ///< tokens to generate
   /// Token ids are drawn from [0, vocab).
   std::int32_t vocab = 32000;
+  /// Draw the fresh text of single-turn prompts (past shared_prefix_tokens). false: those tokens are
+  /// left 0, for a consumer that reads only the shared prefix and the length (the simulator: 8k-token
+  /// prompts made random text the planner's main cost). Chat and agentic text is always drawn: later
+  /// turns contain it.
+  bool fresh_text = true;
   // --- tenants ---
   std::int32_t tenants = 0;              ///< 0: no system prompt
   std::int32_t system_prompt_tokens = 0;
@@ -254,11 +259,20 @@ Expected<TraceRecord, std::string> parse_trace_line(std::string_view line);
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next_u64();
+  std::uint64_t next_u64() {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
   /// Uniform in [0, 1).
   double uniform();
-  /// Uniform integer in [0, n). Precondition: n > 0.
-  std::uint64_t below(std::uint64_t n) { return next_u64() % n; }
+  /// Uniform integer in [0, n): the high word of next_u64() * n (no division; as uniform as a
+  /// modulo, bias below n / 2^64). Precondition: n > 0.
+  std::uint64_t below(std::uint64_t n) {
+    __extension__ using wide = unsigned __int128;  // GCC and Clang; __extension__ keeps -Wpedantic quiet
+    return static_cast<std::uint64_t>((static_cast<wide>(next_u64()) * n) >> 64);
+  }
   double exponential(double mean);
   double normal();
   /// Gamma with shape k and scale theta (Marsaglia-Tsang).

@@ -25,13 +25,6 @@ std::string_view to_string(WorkloadErrc code) {
 
 // ---- Rng ----------------------------------------------------------------------------------------
 
-std::uint64_t Rng::next_u64() {
-  std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
 double Rng::exponential(double mean) { return -mean * std::log1p(-uniform()); }
@@ -316,8 +309,12 @@ struct Workload::Impl {
   std::size_t cursor = 0;
 
   void random_tokens(std::vector<TokenId>& out, std::int32_t n) {
+    // The hot loop of long prompts (8k tokens each): one inlined draw per token, no push_back.
     const std::uint64_t v = static_cast<std::uint64_t>(spec.vocab);
-    for (std::int32_t i = 0; i < n; ++i) out.push_back(static_cast<TokenId>(text_rng.below(v)));
+    const std::size_t at = out.size();
+    out.resize(at + static_cast<std::size_t>(std::max<std::int32_t>(n, 0)));
+    TokenId* p = out.data() + at;
+    for (std::int32_t i = 0; i < n; ++i) p[i] = static_cast<TokenId>(text_rng.below(v));
   }
 
   // Gap from an arrival at `from` to the next one of a random process at mean rate `rate`.
@@ -502,7 +499,12 @@ struct Workload::Impl {
         out.shared_prefix_tokens = static_cast<std::int32_t>(s.context.size());
       } else {
         out.shared_prefix_tokens = static_cast<std::int32_t>(s.context.size());  // the system prompt
-        random_tokens(s.context, sample_length(spec.input, rng));
+        const std::int32_t fresh = sample_length(spec.input, rng);
+        if (spec.fresh_text) {
+          random_tokens(s.context, fresh);
+        } else {
+          s.context.resize(s.context.size() + static_cast<std::size_t>(fresh));
+        }
         s.context.insert(s.context.end(), assistant_header.begin(), assistant_header.end());
       }
       out.prompt.assign(s.context.begin(), s.context.end());

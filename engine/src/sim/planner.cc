@@ -445,6 +445,7 @@ class SimulatorEvaluator final : public CandidateEvaluator {
     auto sim = Simulator::create(candidate_config(spec_, c, base_));
     if (!sim) return unexpected(PlanError{PlanErrc::invalid_spec, sim.error().message});
     WorkloadSpec w = workload_;
+    w.fresh_text = false;  // the simulator hashes shared prefixes only
     w.arrival.rate_per_second = rate;
     const auto window = static_cast<std::int64_t>(std::ceil(rate * spec_.probe_seconds));
     if (w.max_requests > 0) w.max_requests = std::max(w.max_requests, window);

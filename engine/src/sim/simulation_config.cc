@@ -579,7 +579,9 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
 }
 
 Expected<Workload, std::string> make_workload(const SimulationSetup& setup) {
-  auto w = setup.from_trace ? Workload::from_trace_file(setup.trace_path, setup.trace) : Workload::create(setup.workload);
+  WorkloadSpec spec = setup.workload;
+  spec.fresh_text = false;  // the simulator hashes shared prefixes only
+  auto w = setup.from_trace ? Workload::from_trace_file(setup.trace_path, setup.trace) : Workload::create(spec);
   if (!w) return unexpected(w.error().message);
   return std::move(*w);
 }

@@ -87,6 +87,37 @@ TEST(Workload, SameSeedSameStreamOtherSeedOther) {
   EXPECT_EQ(a.emitted(), 300u);
 }
 
+TEST(Workload, WithoutFreshTextOnlyTheFreshTokensDiffer) {
+  // GIVEN single-turn prompts behind tenants' system prompts, drawn with and without fresh text
+  WorkloadSpec spec;
+  spec.max_requests = 200;
+  spec.input = {LengthDist::Kind::uniform, 0, 0, 10, 3000};
+  spec.tenants = 3;
+  spec.system_prompt_tokens = 64;
+  auto drawn = Workload::create(spec).value();
+  spec.fresh_text = false;
+  auto lean = Workload::create(spec).value();
+  WorkloadRequest a, b;
+  int with_fresh = 0;
+  while (drawn.next(a)) {
+    // WHEN both streams are read THEN arrivals, lengths, tenants and shared prefixes agree
+    ASSERT_TRUE(lean.next(b));
+    ASSERT_EQ(a.arrival_seconds, b.arrival_seconds);
+    ASSERT_EQ(a.prompt.size(), b.prompt.size());
+    ASSERT_EQ(a.output_tokens, b.output_tokens);
+    ASSERT_EQ(a.tenant, b.tenant);
+    ASSERT_EQ(a.shared_prefix_tokens, b.shared_prefix_tokens);
+    const auto shared = static_cast<std::ptrdiff_t>(a.shared_prefix_tokens);
+    ASSERT_TRUE(std::equal(a.prompt.begin(), a.prompt.begin() + shared, b.prompt.begin()));
+    // AND the fresh text is left 0 (the drawn stream has random tokens there)
+    const auto fresh_end = b.prompt.begin() + shared + (b.prompt.size() > static_cast<std::size_t>(shared) + 8 ? 8 : 0);
+    EXPECT_TRUE(std::all_of(b.prompt.begin() + shared, fresh_end, [](TokenId t) { return t == 0; }));
+    with_fresh += std::any_of(a.prompt.begin() + shared, a.prompt.begin() + shared + 8, [](TokenId t) { return t != 0; });
+  }
+  EXPECT_FALSE(lean.next(b));
+  EXPECT_GT(with_fresh, 190);
+}
+
 TEST(Workload, ChatTurnExtendsPreviousPromptAndAnswer) {
   WorkloadSpec spec;
   spec.kind = WorkloadKind::chat;

@@ -241,3 +241,25 @@ TEST(SimulatorRequestOverhead, EveryLatencyGrowsByTheApiServersTime) {
 
 }  // namespace
 }  // namespace disagg
+
+namespace disagg {
+namespace {
+
+TEST(SimulatorFreshText, SinglePromptsSimulateAlikeWithoutTheirFreshText) {
+  // GIVEN one-shot prompts behind system prompts, on a router that indexes every block
+  for (const char* policy : {"llm-d", "round-robin"}) {
+    SimulationConfig c;
+    c.pools.push_back(test::sim_pool(WorkerRole::aggregated, 2, 3000));
+    c.router.policy = policy;
+    WorkloadSpec w = one_shot(9, 300, 20);
+    // WHEN simulated with the fresh text drawn and left 0 (what the planner and simulate do)
+    const std::string drawn = to_json(test::run(c, w).summary);
+    w.fresh_text = false;
+    const std::string lean = to_json(test::run(c, w).summary);
+    // THEN the summaries are the same to the digit
+    EXPECT_EQ(drawn, lean) << policy;
+  }
+}
+
+}  // namespace
+}  // namespace disagg
