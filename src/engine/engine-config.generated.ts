@@ -184,6 +184,18 @@ export interface DisaggEngineConfiguration {
      * Upper bound of one proxied request.
      */
     requestTimeoutSeconds?: number;
+    /**
+     * Requests proxied at once (the router's --max-inflight); the simulator bounds its routed requests the same way.
+     */
+    maxInflight?: number;
+    /**
+     * Requests waiting for one of the maxInflight slots; beyond them the router answers 429 (--max-queue).
+     */
+    maxQueue?: number;
+    /**
+     * Longest wait for a slot; then 429 (--queue-timeout-ms / 1000).
+     */
+    queueTimeoutSeconds?: number;
   };
   /**
    * How the router scores endpoints and when it disaggregates.

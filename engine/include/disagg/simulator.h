@@ -109,6 +109,13 @@ struct RouterSpec {
   /// (RoutePlanConfig::session_affinity; the router's --session-header). Sessions are the
   /// workload's (WorkloadRequest::session_id).
   bool session_affinity = false;
+  /// The router's admission bound (its --max-inflight, --max-queue, --queue-timeout-ms): at most
+  /// max_inflight requests routed at once; arrivals beyond wait in FIFO order, at most max_queue of
+  /// them and each at most queue_timeout_seconds, for a request to end; the rest are refused (429),
+  /// so an overloaded deployment sheds load as the router does instead of queueing without bound.
+  std::int64_t max_inflight = 4096;
+  std::int64_t max_queue = 1024;
+  double queue_timeout_seconds = 10;
 };
 
 struct SimulationConfig {

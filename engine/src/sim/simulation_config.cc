@@ -448,6 +448,16 @@ Expected<SimulationSetup, std::string> read_setup(const JsonValue& doc, bool poo
   }
   if (!rd.error.empty()) return unexpected(rd.error);
 
+  // The router's admission bound (the same keys the router process reads).
+  if (const JsonValue* rt = nullptr; rd.object(doc, "", "router", &rt) && rt) {
+    if (!rd.integer(*rt, "router", "maxInflight", &router.max_inflight, 1) ||
+        !rd.integer(*rt, "router", "maxQueue", &router.max_queue, 0) ||
+        !rd.number(*rt, "router", "queueTimeoutSeconds", &router.queue_timeout_seconds, 0)) {
+      return unexpected(rd.error);
+    }
+  }
+  if (!rd.error.empty()) return unexpected(rd.error);
+
   // SLO.
   if (const JsonValue* slo = nullptr; rd.object(doc, "", "slo", &slo) && slo) {
     if (!rd.number(*slo, "slo", "ttftSeconds", &out.config.slo.ttft_seconds, 0, true) ||

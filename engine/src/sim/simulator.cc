@@ -242,6 +242,12 @@ struct Simulator::Impl {
   std::vector<TokenId> scratch_tokens;
   std::optional<SimError> failure;
   Workload* workload = nullptr;  // set during run() for a closed-loop workload
+  // Requests waiting for one of the router's max_inflight slots (at most router.max_queue).
+  struct Queued {
+    double since = 0;
+    WorkloadRequest request;
+  };
+  std::deque<Queued> admission_queue;
 
   void push(double t, EvKind k, std::int32_t target) { heap.push({t, seq++, k, target}); }
 
@@ -351,9 +357,38 @@ struct Simulator::Impl {
       ended(now);
       return;
     }
+    // The router's admission bound: a full router queues the request, a full queue refuses it.
+    if (in_flight >= config.router.max_inflight || !admission_queue.empty()) {
+      if (static_cast<std::int64_t>(admission_queue.size()) >= config.router.max_queue) {
+        metrics.add_rejected();
+        ended(now);
+        return;
+      }
+      admission_queue.push_back({now, r});
+      return;
+    }
+    route(now, now, r);
+  }
+
+  // Requests ended: queued ones take the free slots in FIFO order; those that waited past the
+  // router's queue timeout are refused (the router answered them 429 at their timeout).
+  void drain_admission(double now) {
+    while (!admission_queue.empty() && in_flight < config.router.max_inflight) {
+      Queued& q = admission_queue.front();
+      if (now - q.since > config.router.queue_timeout_seconds) {
+        metrics.add_rejected();
+        ended(now);
+      } else {
+        route(now, q.since, q.request);
+      }
+      admission_queue.pop_front();
+    }
+  }
+
+  void route(double now, double arrival, const WorkloadRequest& r) {
     const std::int32_t f = new_flight();
     Flight& fl = flights[static_cast<std::size_t>(f)];
-    fl.arrival = now;
+    fl.arrival = arrival;
     fl.prompt = static_cast<std::int32_t>(r.prompt.size());
     fl.output = r.output_tokens;
     fl.route_id = r.index + 1;
@@ -704,6 +739,11 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
                std::to_string(kMaxRoutingEndpoints) + " endpoints; use fewer, larger replicas");
   }
   if (config.max_in_flight < 1) return bad("'maxInFlight' must be >= 1");
+  if (config.router.max_inflight < 1) return bad("'router.maxInflight' must be >= 1 (the router's --max-inflight)");
+  if (config.router.max_queue < 0) return bad("'router.maxQueue' must be >= 0 (the router's --max-queue)");
+  if (!(config.router.queue_timeout_seconds >= 0)) {
+    return bad("'router.queueTimeoutSeconds' must be >= 0 (the router's --queue-timeout-ms / 1000)");
+  }
   if (!(config.max_seconds >= 0)) return bad("'maxSeconds' must be >= 0");
   auto tier_blocks = check_tiers(config, block_size);
   if (!tier_blocks) return bad(tier_blocks.error());
@@ -869,11 +909,21 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
       case EvKind::deliver: s.on_deliver(now, ev.target); break;
       case EvKind::deliver_decode: s.deliver_decode(now, ev.target); break;
     }
+    if (!s.admission_queue.empty()) s.drain_admission(now);
     if (s.failure) return unexpected(*s.failure);
   }
-  // Requests never delivered (arrivals after the stop) do not count; those in flight do.
-  s.result.unfinished = s.in_flight;
-  for (std::int64_t i = 0; i < s.in_flight; ++i) s.metrics.add_unfinished();
+  // Requests never delivered (arrivals after the stop) do not count; those in flight do, and those
+  // still waiting for admission: refused once past the queue timeout, else unfinished.
+  std::int64_t unfinished = s.in_flight;
+  for (const auto& q : s.admission_queue) {
+    if (now - q.since > s.config.router.queue_timeout_seconds) {
+      s.metrics.add_rejected();
+    } else {
+      ++unfinished;
+    }
+  }
+  s.result.unfinished = unfinished;
+  for (std::int64_t i = 0; i < unfinished; ++i) s.metrics.add_unfinished();
   std::vector<double> busy;
   busy.reserve(s.workers.size());
   for (const auto& w : s.workers) {

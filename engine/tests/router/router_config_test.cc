@@ -63,6 +63,22 @@ TEST(RouterConfig, ReadsTheConstructsShape) {
   EXPECT_TRUE(c.endpoints.empty());
 }
 
+TEST(RouterConfig, AdmissionBoundFromTheFileAsTheSimulatorReadsIt) {
+  // GIVEN the router section's admission keys (the simulator reads the same ones)
+  json doc = json::parse(R"({"router": {"maxInflight": 64, "maxQueue": 8, "queueTimeoutSeconds": 2.5}})");
+  RouterConfig c;
+  // WHEN read THEN they are the --max-inflight, --max-queue and --queue-timeout-ms values
+  ASSERT_TRUE(apply_config_json(doc, c));
+  EXPECT_EQ(c.max_inflight, 64);
+  EXPECT_EQ(c.max_queue, 8);
+  EXPECT_EQ(c.queue_timeout_ms, 2500);
+  // AND out-of-range values are refused by name
+  RouterConfig d;
+  auto r = apply_config_json(json::parse(R"({"router": {"maxInflight": 0}})"), d);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("router.maxInflight"), std::string::npos) << r.error();
+}
+
 TEST(RouterConfig, StaticEndpointsTakeTheirPoolsRole) {
   json doc = json::parse(R"({
     "router": {"servedModelName": "m"},

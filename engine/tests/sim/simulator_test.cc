@@ -263,3 +263,53 @@ TEST(SimulatorFreshText, SinglePromptsSimulateAlikeWithoutTheirFreshText) {
 
 }  // namespace
 }  // namespace disagg
+
+namespace disagg {
+namespace {
+
+// The router's admission bound: max_inflight routed, max_queue waiting for queue_timeout, the rest 429.
+TEST(SimulatorAdmission, ABurstBeyondTheRoutersBoundIsQueuedThenRefused) {
+  struct Case {
+    std::int64_t max_queue;
+    double timeout;
+    std::int64_t completed;
+  };
+  // 5 routed at once; 3 more wait. Long enough a wait lets them run; a short one refuses them.
+  for (const Case k : {Case{3, 1000, 8}, Case{3, 0.01, 5}, Case{0, 1000, 5}}) {
+    SimulationConfig c;
+    c.pools.push_back(test::sim_pool(WorkerRole::aggregated, 1, 4000));
+    c.router.max_inflight = 5;
+    c.router.max_queue = k.max_queue;
+    c.router.queue_timeout_seconds = k.timeout;
+    // GIVEN 20 requests arriving within 20 ms, each decoding 50 tokens (far longer than that)
+    WorkloadSpec w = one_shot(2, 20, 1000);
+    w.arrival.kind = ArrivalProcess::Kind::constant;
+    w.output = {LengthDist::Kind::fixed, 50, 0, 1, 100};
+    // WHEN simulated
+    const SimulationResult r = test::run(c, w);
+    // THEN the router's bound decides who is served; every other request is refused, none is lost
+    EXPECT_EQ(r.summary.submitted, 20);
+    EXPECT_EQ(r.summary.completed, k.completed) << k.max_queue << " queued, timeout " << k.timeout;
+    EXPECT_EQ(r.summary.rejected, 20 - k.completed);
+    EXPECT_EQ(r.unfinished, 0);
+  }
+}
+
+TEST(SimulatorAdmission, AQueuedRequestsLatencyCountsFromItsArrival) {
+  // GIVEN one routed slot and two requests arriving together
+  SimulationConfig c;
+  c.pools.push_back(test::sim_pool(WorkerRole::aggregated, 1, 4000));
+  c.router.max_inflight = 1;
+  WorkloadSpec w = one_shot(3, 2, 1e6);
+  w.arrival.kind = ArrivalProcess::Kind::constant;
+  w.output = {LengthDist::Kind::fixed, 20, 0, 1, 100};
+  const SimulationResult bounded = test::run(c, w);
+  c.router.max_inflight = 4096;
+  const SimulationResult free = test::run(c, w);
+  // WHEN the second waits for the first to end THEN its TTFT includes that wait
+  ASSERT_EQ(bounded.summary.completed, 2);
+  EXPECT_GT(bounded.summary.ttft.max, free.summary.ttft.max + 0.5 * free.summary.e2e.max);
+}
+
+}  // namespace
+}  // namespace disagg

@@ -20,7 +20,7 @@ constexpr const char* kUsage =
     "usage: disagg-engine router [--config FILE.json] [flags]\n"
     "KV-aware OpenAI-compatible router in front of vLLM (or sim-worker) endpoints.\n"
     "Config keys (engine/schema/engine-config.schema.json): router.{listenPort, servedModelName,\n"
-    "kvBlockSize, requestTimeoutSeconds}, policy.{name, weights, options, prefixSource,\n"
+    "kvBlockSize, requestTimeoutSeconds, maxInflight, maxQueue, queueTimeoutSeconds}, policy.{name, weights, options, prefixSource,\n"
     "disaggregation.minUncachedPromptTokens}, pools[].{name, role, discovery{type dns, host, port or\n"
     "ports (one per local data-parallel rank; KV events of ports[j] on kvEvents.port + j),\n"
     "refreshSeconds}, kvEvents{port, topicPrefix}}, endpoints[].{pool, url, kvEventsEndpoint,\n"

@@ -129,13 +129,21 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
   if (router != nullptr) {
     std::int64_t port = c.port, bs = c.block_size;
     double timeout = static_cast<double>(c.request_timeout_ms) / 1000.0;
+    std::int64_t max_inflight = c.max_inflight, max_queue = c.max_queue;
+    double queue_timeout = static_cast<double>(c.queue_timeout_ms) / 1000.0;
     std::string model;
     if (!get_int(*router, "router.", "listenPort", 1, 65535, &port, err) ||
         !get_int(*router, "router.", "kvBlockSize", 1, 1024, &bs, err) ||
         !get_number(*router, "router.", "requestTimeoutSeconds", 0, &timeout, err) ||
+        !get_int(*router, "router.", "maxInflight", 1, 1 << 24, &max_inflight, err) ||
+        !get_int(*router, "router.", "maxQueue", 0, 1 << 24, &max_queue, err) ||
+        !get_number(*router, "router.", "queueTimeoutSeconds", 0, &queue_timeout, err) ||
         !get_string(*router, "router.", "servedModelName", &model, err)) {
       return unexpected(err);
     }
+    c.max_inflight = static_cast<std::int32_t>(max_inflight);
+    c.max_queue = static_cast<std::int32_t>(max_queue);
+    c.queue_timeout_ms = static_cast<std::int64_t>(queue_timeout * 1000.0);
     c.port = static_cast<std::uint16_t>(port);
     c.block_size = static_cast<std::int32_t>(bs);
     c.request_timeout_ms = static_cast<std::int64_t>(timeout * 1000.0);
