@@ -45,9 +45,6 @@ export interface PlanSearchInputs {
 /** `disagg plan --simulate`: the planner, its ranked candidates, and a sweep chart of the best. */
 export async function runPlanSearch(values: EngineFlagValues & Record<string, unknown>, inputs: PlanSearchInputs, io: CliIo): Promise<number> {
   const flags = engineFlags(values);
-  if (flags.workload.kind === 'trace') {
-    throw new UsageError('--trace cannot be planned (a trace fixes its own rate); plan with --input-tokens/--output-tokens of its shape, then check with `disagg simulate --trace`');
-  }
   if (flags.stages) {
     throw new UsageError('--stages cannot be planned (the stages fix their own rates, and the planner searches the rate); plan with --rate, then check with `disagg simulate --stages`');
   }
@@ -116,11 +113,13 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
   const seconds = (Date.now() - started) / 1000;
   const best = result.candidates.find(c => c.status === 'evaluated' && c.goodputRatePerSecond > 0);
 
-  // The best candidate swept over rates around its goodput, for the chart.
+  // The best candidate swept over rates around its goodput, for the chart (a trace fixes its own
+  // rate and shape over time: its plan has no chart).
   let sweep: SweepPoint[] = [];
   const outDir = path.resolve(flags.outDir);
   const svgFile = path.join(outDir, 'plan.svg');
-  if (best) {
+  const traced = flags.workload.kind === 'trace';
+  if (best && !traced) {
     const pool = (role: string) => best.pools.find(p => p.role === role)!;
     const shape = (role: string) => ({ replicas: pool(role).replicas, tensorParallel: pool(role).tensorParallel });
     const simConfig = simulationConfig({
@@ -148,13 +147,18 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
     }));
   }
   if (inputs.json) {
-    io.out(JSON.stringify({ searchSeconds: seconds, result, bestSweep: sweep, chart: best ? svgFile : null }, undefined, 2));
+    io.out(JSON.stringify({ searchSeconds: seconds, result, bestSweep: sweep, chart: best && !traced ? svgFile : null }, undefined, 2));
     return best ? ExitCode.OK : ExitCode.NEGATIVE;
   }
   const unit = inputs.pricePerHour !== undefined ? 'req/$' : 'req/acc-h';
   io.out(`disagg plan --simulate: ${inputs.model.name} on ${inputs.instanceType.name}, at most ${maxAccelerators} accelerators`);
   io.out(`  SLO: ${Math.round(flags.targetShare * 100)}% of requests within TTFT ${formatLatency(flags.slo.ttftSeconds)} and TPOT ${formatLatency(flags.slo.tpotSeconds)}; ` +
     `goodput found per candidate on a ${Math.round(result.grid.rateResolution * 100)}% rate grid, ${result.probeSeconds} s of arrivals per probe`);
+  if (result.trace) {
+    io.out(`  trace: ${result.trace.records.toLocaleString('en-US')} records at ${result.trace.ratePerSecond.toFixed(2)} req/s; ` +
+      'each probe replays it sped up or slowed down to the probe\'s rate (its first probe window, at least 1,000 records), ' +
+      'and every candidate must carry the trace\'s own rate');
+  }
   io.out('');
   const shown = result.candidates.filter(c => c.status === 'evaluated').slice(0, top);
   const headers = ['rank', 'mode', 'prefill', 'decode', 'accelerators', 'goodput/s', 'TTFT p90', 'TPOT p90', unit, ''];
@@ -168,7 +172,7 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
     c.summary ? formatLatency(c.summary.ttftSeconds.p90) : '-',
     c.summary ? formatLatency(c.summary.tpotSeconds.p90) : '-',
     Math.round(c.score).toLocaleString('en-US'),
-    c.meetsRequiredRate ? '' : 'below --required-rate',
+    c.meetsRequiredRate ? '' : result.trace ? "below the trace's rate" : 'below --required-rate',
   ]);
   io.out(renderTable(headers, rows, [true, false, false, false, true, true, true, true, true, false]).join('\n'));
   io.out('');
@@ -176,7 +180,9 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
     `${result.infeasible} infeasible; ${result.simulations} simulations in ${seconds.toFixed(1)} s.` +
     (shown.some(c => c.capped) ? ' "+": still met the SLO at the search cap (1.5 x the roofline bound).' : ''));
   if (best) {
-    io.out(`Best: ${describe(best)}, goodput ${best.goodputRatePerSecond.toFixed(2)} req/s on ${best.accelerators} accelerators; chart of it by rate: ${rel(svgFile)}`);
+    const chart = traced ? '' : `; chart of it by rate: ${rel(svgFile)}`;
+    const headroom = result.trace ? ` (${(best.goodputRatePerSecond / result.trace.ratePerSecond).toFixed(1)} x the trace's rate)` : '';
+    io.out(`Best: ${describe(best)}, goodput ${best.goodputRatePerSecond.toFixed(2)} req/s${headroom} on ${best.accelerators} accelerators${chart}`);
   } else {
     io.out('No candidate meets the SLO at any rate: loosen --ttft/--tpot, shorten prompts or outputs, or allow more accelerators.');
   }

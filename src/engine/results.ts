@@ -159,6 +159,8 @@ export interface PlanResult {
   readonly targetShare: number;
   readonly probeSeconds: number;
   readonly grid: { readonly minRatePerSecond: number; readonly rateResolution: number };
+  /** Planned for a trace: its records and own arrival rate, the rate required of every candidate. */
+  readonly trace?: { readonly records: number; readonly ratePerSecond: number };
   /** Evaluated candidates by rank, then pruned, then infeasible ones. */
   readonly candidates: PlanCandidate[];
 }

@@ -173,6 +173,24 @@ describe('disagg plan --simulate', () => {
     expect(json.bestSweep.length).toBe(6);
   });
 
+  test('--trace plans for the trace: its rate is measured and required of every candidate', async () => {
+    // GIVEN a trace of 300 requests at 4 req/s sharing a 512-token prefix
+    const out = tmpdir();
+    const trace = path.join(out, 'trace.jsonl');
+    fs.writeFileSync(trace, Array.from({ length: 300 }, (_, i) =>
+      JSON.stringify({ timestamp_ms: i * 250, input_length: 1024, output_length: 64, hash_ids: [1, 2, 3, 4, 1000 + i] })).join('\n') + '\n');
+    // WHEN planned for it
+    const { code, out: stdout } = await disagg('plan', '--simulate', '--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge',
+      '--weights', 'bf16', '--context', '4096', '--max-accelerators', '2', '--trace', trace, '--out', out);
+    // THEN the trace's own rate is shown and the best carries it, with its headroom
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^ {2}trace: 300 records at 4\.00 req\/s;/m);
+    const best = /^Best: .*goodput ([\d.]+) req\/s \(([\d.]+) x the trace's rate\)/m.exec(stdout);
+    expect(best).not.toBeNull();
+    expect(Number(best![1])).toBeGreaterThanOrEqual(4);
+    expect(fs.existsSync(path.join(out, 'plan.svg'))).toBe(false);
+  });
+
   test('simulation flags without --simulate are refused', async () => {
     const r = await disagg('plan', '--ttft', '1');
     expect(r.code).toBe(2);

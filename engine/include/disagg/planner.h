@@ -133,11 +133,31 @@ struct PlanProgress {
 };
 using PlanProgressFn = std::function<void(const PlanProgress&)>;
 
+/// A trace to plan for (`plan --simulate --trace`): its text, kept for every probe, and what the
+/// search needs to know of it. Each probe replays the trace compressed or stretched in time so that
+/// its mean arrival rate is the probe's rate (TraceSpec::time_scale), its first probeSeconds x rate
+/// records (at least 1,000); the trace's own rate becomes the rate the deployment must reach.
+struct PlanTrace {
+  std::string jsonl;
+  TraceSpec spec;
+  std::int64_t records = 0;
+  /// Offset in jsonl just past each record's line: a probe replays jsonl's first k records.
+  std::vector<std::size_t> record_ends;
+  /// Mean arrival rate of the records as given (after spec.time_scale), requests/s.
+  double rate_per_second = 0;
+  double mean_input_tokens = 0, mean_output_tokens = 0;
+  /// Mean prompt tokens not in an earlier record's blocks (an ideal prefix cache's misses).
+  double mean_fresh_tokens = 0;
+};
+
 struct PlanResult {
   /// Evaluated candidates in rank order, then pruned, then infeasible ones.
   std::vector<PlanCandidate> candidates;
   std::int32_t total = 0, evaluated = 0, pruned = 0, infeasible = 0;
   std::int64_t simulations = 0;
+  /// Planned for a trace: its records and own arrival rate (0 otherwise).
+  std::int64_t trace_records = 0;
+  double trace_rate_per_second = 0;
 };
 
 enum class PlanErrc { invalid_spec, simulation_failed };
@@ -145,6 +165,10 @@ struct PlanError {
   PlanErrc code = PlanErrc::invalid_spec;
   std::string message;  ///< names the field, the value and the fix
 };
+
+/// Reads and measures a JSONL trace (the simulator's format) for planning. Failure: invalid_spec
+/// naming the file or line (unreadable, empty, a syntax error, all arrivals at one instant).
+Expected<PlanTrace, PlanError> load_plan_trace(const std::string& path, const TraceSpec& spec);
 
 /// What the search needs to know about candidates; the simulator-backed one is made by
 /// run_planner, tests pass synthetic ones.
@@ -171,10 +195,13 @@ Expected<PlanResult, PlanError> search_plan(const PlannerSpec& spec, CandidateEv
 
 /// The planner on the simulator: each probe runs `workload` (its arrival rate replaced by the probe
 /// rate, same seed for every probe) on the candidate's pools with `base`'s router and SLO.
-/// Trace workloads are refused (their rate is the trace's). Deterministic for a seed.
+/// With `trace`, each probe replays the trace at the probe's rate instead (see PlanTrace), and the
+/// required rate is at least the trace's own. A trace workload without `trace` is refused.
+/// Deterministic for a seed.
 Expected<PlanResult, PlanError> run_planner(const PlannerSpec& spec, const SimulationConfig& base,
                                             const WorkloadSpec& workload,
-                                            const PlanProgressFn& progress = {});
+                                            const PlanProgressFn& progress = {},
+                                            const PlanTrace* trace = nullptr);
 
 /// Roofline bound of a candidate's arrival rate for `workload` under `slo` (see the header comment).
 double roofline_bound_rate(const PlannerSpec& spec, const PlanCandidate& candidate,

@@ -41,6 +41,11 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc);
 /// The workload of a setup: the generator, or the trace file replay.
 Expected<Workload, std::string> make_workload(const SimulationSetup& setup);
 
+/// The planner for `setup`: its generated workload, or its trace read from trace_path
+/// (load_plan_trace) when from_trace. Failure: that of load_plan_trace or run_planner.
+Expected<PlanResult, PlanError> plan_setup(const PlannerSpec& spec, const SimulationSetup& setup,
+                                           const PlanProgressFn& progress = {});
+
 /// Runs one simulation of `setup` and returns the summary JSON of disagg/metrics.h to_json.
 Expected<std::string, std::string> simulate_to_json(const SimulationSetup& setup);
 

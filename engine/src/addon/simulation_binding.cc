@@ -68,7 +68,7 @@ disagg::Expected<std::string, std::string> run_job(const Job& job, const std::fu
       return out + "]";
     }
     case Job::Kind::plan: {
-      auto result = disagg::run_planner(job.planner, job.setup.config, job.setup.workload, [&](const disagg::PlanProgress& p) {
+      auto result = disagg::plan_setup(job.planner, job.setup, [&](const disagg::PlanProgress& p) {
         report(Progress{p.candidates_done, p.candidates_total, p.simulations, p.best_score});
       });
       if (!result) return disagg::unexpected(result.error().message);

@@ -115,7 +115,7 @@ int run_plan_command(int argc, char** argv) {
                 << "\n";
     };
   }
-  auto result = run_planner(*spec, setup->config, setup->workload, on_progress);
+  auto result = plan_setup(*spec, *setup, on_progress);
   if (!result) {
     std::cerr << "disagg-engine plan: " << result.error().message << "\n";
     return 1;

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <optional>
+#include <unordered_set>
 
 #include "disagg/cost_model.h"
 #include "disagg/json_value.h"
@@ -433,23 +436,39 @@ Expected<PlanResult, PlanError> search_plan(const PlannerSpec& spec, CandidateEv
 
 namespace {
 
+// Records a trace probe replays at least (its window of probeSeconds may be shorter).
+constexpr std::int64_t kMinTraceProbeRecords = 1000;
+
 // The simulator-backed evaluator: one Simulator and Workload per probe, same seed every time.
 class SimulatorEvaluator final : public CandidateEvaluator {
  public:
-  SimulatorEvaluator(const PlannerSpec& spec, const SimulationConfig& base, const WorkloadSpec& workload)
-      : spec_(spec), base_(base), workload_(workload) {}
+  SimulatorEvaluator(const PlannerSpec& spec, const SimulationConfig& base, const WorkloadSpec& workload,
+                     const PlanTrace* trace)
+      : spec_(spec), base_(base), workload_(workload), trace_(trace) {}
 
   double bound_rate(const PlanCandidate& c) override { return roofline_bound_rate(spec_, c, workload_, base_.slo); }
 
   Expected<bool, PlanError> passes(const PlanCandidate& c, double rate, MetricsSummary* summary) override {
     auto sim = Simulator::create(candidate_config(spec_, c, base_));
     if (!sim) return unexpected(PlanError{PlanErrc::invalid_spec, sim.error().message});
-    WorkloadSpec w = workload_;
-    w.fresh_text = false;  // the simulator hashes shared prefixes only
-    w.arrival.rate_per_second = rate;
     const auto window = static_cast<std::int64_t>(std::ceil(rate * spec_.probe_seconds));
-    if (w.max_requests > 0) w.max_requests = std::max(w.max_requests, window);
-    auto workload = Workload::create(w);
+    Expected<Workload, WorkloadError> workload = unexpected(WorkloadError{});
+    if (trace_ != nullptr) {
+      // The trace at the probe's rate: its gaps scaled by own rate / probe rate.
+      // A probe replays the trace's first probe-window of records (at least kMinTraceProbeRecords),
+      // as a generated probe simulates a window of arrivals.
+      TraceSpec ts = trace_->spec;
+      ts.time_scale = trace_->spec.time_scale * trace_->rate_per_second / rate;
+      const std::int64_t n = std::min(trace_->records, std::max(window, kMinTraceProbeRecords));
+      const std::size_t bytes = trace_->record_ends[static_cast<std::size_t>(n - 1)];
+      workload = Workload::from_trace(std::string_view(trace_->jsonl).substr(0, bytes), ts);
+    } else {
+      WorkloadSpec w = workload_;
+      w.fresh_text = false;  // the simulator hashes shared prefixes only
+      w.arrival.rate_per_second = rate;
+      if (w.max_requests > 0) w.max_requests = std::max(w.max_requests, window);
+      workload = Workload::create(w);
+    }
     if (!workload) return unexpected(PlanError{PlanErrc::invalid_spec, workload.error().message});
     auto run = sim->run(*workload);
     if (!run) return unexpected(PlanError{PlanErrc::simulation_failed, run.error().message});
@@ -461,16 +480,77 @@ class SimulatorEvaluator final : public CandidateEvaluator {
   const PlannerSpec& spec_;
   const SimulationConfig& base_;
   const WorkloadSpec& workload_;
+  const PlanTrace* trace_;
 };
 
 }  // namespace
 
+Expected<PlanTrace, PlanError> load_plan_trace(const std::string& path, const TraceSpec& spec) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return unexpected(spec_error("'workload.trace.path' (" + path + ") cannot be read; give a JSONL trace file"));
+  PlanTrace t;
+  t.spec = spec;
+  t.jsonl.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::unordered_set<std::int64_t> seen;
+  double first = 0, last = 0, input = 0, output = 0, fresh = 0;
+  std::size_t pos = 0;
+  std::int64_t line_no = 0;
+  while (pos < t.jsonl.size() && t.records < spec.max_records) {
+    std::size_t end = t.jsonl.find('\n', pos);
+    if (end == std::string::npos) end = t.jsonl.size();
+    const std::string_view line(t.jsonl.data() + pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    auto rec = parse_trace_line(line);
+    if (!rec) return unexpected(spec_error(path + ":" + std::to_string(line_no) + ": " + rec.error()));
+    if (t.records == 0) first = rec->timestamp_ms;
+    last = rec->timestamp_ms;
+    ++t.records;
+    t.record_ends.push_back(std::min(pos, t.jsonl.size()));
+    input += rec->input_length;
+    output += rec->output_length;
+    std::int64_t reused = 0;
+    for (const std::int64_t h : rec->hash_ids) reused += seen.insert(h).second ? 0 : 1;
+    fresh += std::max(1.0, rec->input_length - static_cast<double>(reused) * spec.trace_block_tokens);
+  }
+  const double span_seconds = (last - first) / 1000.0 * spec.time_scale;
+  if (t.records < 2 || !(span_seconds > 0)) {
+    return unexpected(spec_error("'workload.trace.path' (" + path + ") has " + std::to_string(t.records) +
+                                 " records over " + json_number(span_seconds) +
+                                 " s; planning needs at least two records at different times (the trace's rate)"));
+  }
+  const double n = static_cast<double>(t.records);
+  t.rate_per_second = (n - 1) / span_seconds;
+  t.mean_input_tokens = input / n;
+  t.mean_output_tokens = output / n;
+  t.mean_fresh_tokens = fresh / n;
+  return t;
+}
+
 Expected<PlanResult, PlanError> run_planner(const PlannerSpec& spec, const SimulationConfig& base,
-                                            const WorkloadSpec& workload, const PlanProgressFn& progress) {
+                                            const WorkloadSpec& workload, const PlanProgressFn& progress,
+                                            const PlanTrace* trace) {
+  if (trace != nullptr) {
+    // The bound sees the trace as one-shot requests of its mean shape, counting as fresh only what
+    // no earlier record's blocks hold; the deployment must carry the trace's own rate.
+    WorkloadSpec shape;
+    shape.kind = WorkloadKind::single;
+    shape.input = {LengthDist::Kind::fixed, trace->mean_fresh_tokens, 0, 1, 1 << 30};
+    shape.output = {LengthDist::Kind::fixed, std::max(1.0, trace->mean_output_tokens), 0, 1, 1 << 30};
+    PlannerSpec traced = spec;
+    traced.required_rate = std::max(spec.required_rate, trace->rate_per_second);
+    SimulatorEvaluator evaluator(traced, base, shape, trace);
+    auto result = search_plan(traced, evaluator, progress);
+    if (result) {
+      result->trace_records = trace->records;
+      result->trace_rate_per_second = trace->rate_per_second;
+    }
+    return result;
+  }
   if (workload.kind == WorkloadKind::trace) {
-    return unexpected(spec_error("'workload.kind' (\"trace\") cannot be planned: a trace fixes its own arrival rate; "
-                                 "plan with a generated workload (single, chat or agentic) of the trace's shape, "
-                                 "then check the result with `simulate` on the trace"));
+    return unexpected(spec_error("'workload.kind' (\"trace\") is planned from its file: pass the trace "
+                                 "(load_plan_trace) to run_planner"));
   }
   if (!workload.arrival.stages.empty()) {
     return unexpected(spec_error("'workload.arrival.stages' cannot be planned: stages fix their own arrival rates, and "
@@ -480,7 +560,7 @@ Expected<PlanResult, PlanError> run_planner(const PlannerSpec& spec, const Simul
   if (workload.max_requests <= 0 && workload.duration_seconds <= 0) {
     return unexpected(spec_error("'workload.requests' must be > 0 for planning (each probe simulates that many requests); e.g. 500"));
   }
-  SimulatorEvaluator evaluator(spec, base, workload);
+  SimulatorEvaluator evaluator(spec, base, workload, nullptr);
   return search_plan(spec, evaluator, progress);
 }
 
@@ -505,7 +585,12 @@ std::string to_json(const PlanResult& r, const PlannerSpec& spec) {
                   ",\"simulations\":" + std::to_string(r.simulations) + ",\"targetShare\":" + json_number(spec.target_share) +
                   ",\"probeSeconds\":" + json_number(spec.probe_seconds) +
                   ",\"grid\":{\"minRatePerSecond\":" + json_number(spec.grid.min_rate) +
-                  ",\"rateResolution\":" + json_number(spec.grid.growth - 1) + "},\"candidates\":[";
+                  ",\"rateResolution\":" + json_number(spec.grid.growth - 1) + "}";
+  if (r.trace_records > 0) {
+    o += ",\"trace\":{\"records\":" + std::to_string(r.trace_records) +
+         ",\"ratePerSecond\":" + json_number(r.trace_rate_per_second) + "}";
+  }
+  o += ",\"candidates\":[";
   int rank = 0;
   for (std::size_t i = 0; i < r.candidates.size(); ++i) {
     const PlanCandidate& c = r.candidates[i];

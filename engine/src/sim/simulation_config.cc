@@ -596,6 +596,14 @@ Expected<Workload, std::string> make_workload(const SimulationSetup& setup) {
   return std::move(*w);
 }
 
+Expected<PlanResult, PlanError> plan_setup(const PlannerSpec& spec, const SimulationSetup& setup,
+                                           const PlanProgressFn& progress) {
+  if (!setup.from_trace) return run_planner(spec, setup.config, setup.workload, progress);
+  auto trace = load_plan_trace(setup.trace_path, setup.trace);
+  if (!trace) return unexpected(trace.error());
+  return run_planner(spec, setup.config, setup.workload, progress, &*trace);
+}
+
 Expected<std::string, std::string> simulate_to_json(const SimulationSetup& setup) {
   auto sim = Simulator::create(setup.config);
   if (!sim) return unexpected(sim.error().message);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <cmath>
 #include <map>
 #include <set>
@@ -220,6 +222,52 @@ TEST(Planner, PicksTheFasterAcceleratorAtTheSamePrice) {
   auto again = run_planner(*spec, setup->config, setup->workload);
   ASSERT_TRUE(again);
   EXPECT_EQ(to_json(*again, *spec), to_json(*result, *spec));
+}
+
+TEST(PlannerTrace, ATraceIsPlannedAtItsOwnRateAndScaledForTheProbes) {
+  // GIVEN a trace of 400 requests at 2 req/s, 1k-token prompts sharing a 4-block prefix
+  const std::string path = ::testing::TempDir() + "/planner-trace.jsonl";
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 400; ++i) {
+      out << "{\"timestamp_ms\": " << i * 500 << ", \"input_length\": 1024, \"output_length\": 64, \"hash_ids\": [1, 2, 3, 4, "
+          << 100 + i << "]}\n";
+    }
+  }
+  std::string text = planner_doc(option_json("tp1", 3.35e12, 1), 2, R"(["aggregated"])");
+  const std::string single = R"({"kind": "single", "requests": 150, "inputTokens": {"mean": 1024}, "outputTokens": {"mean": 64}})";
+  text.replace(text.find(single), single.size(), R"({"kind": "trace", "trace": {"path": ")" + path + R"(", "blockTokens": 16}})");
+  auto doc = parse_json(text);
+  ASSERT_TRUE(doc) << doc.error();
+  auto setup = read_simulation_base(*doc);
+  ASSERT_TRUE(setup) << setup.error();
+  auto spec = read_planner(*doc);
+  ASSERT_TRUE(spec) << spec.error();
+  // WHEN planned from the file
+  auto trace = load_plan_trace(setup->trace_path, setup->trace);
+  ASSERT_TRUE(trace) << trace.error().message;
+  auto result = plan_setup(*spec, *setup);
+  ASSERT_TRUE(result) << result.error().message;
+  // THEN the trace's rate and shape are measured (the shared prefix counts as cached after the first)
+  EXPECT_EQ(trace->records, 400);
+  EXPECT_NEAR(trace->rate_per_second, 2.0, 1e-9);
+  EXPECT_NEAR(trace->mean_fresh_tokens, 1024 - 4 * 16 * 399.0 / 400, 1e-6);
+  EXPECT_EQ(result->trace_records, 400);
+  // AND every candidate is held to the trace's rate: the best carries more than it
+  const PlanCandidate& best = result->candidates.front();
+  EXPECT_TRUE(best.meets_required);
+  EXPECT_GE(best.goodput_rate, 2.0);
+  const std::string json = to_json(*result, *spec);
+  EXPECT_NE(json.find("\"trace\":{\"records\":400,\"ratePerSecond\":2"), std::string::npos) << json.substr(0, 300);
+  // AND a trace workload without its file, or one of a single instant, is refused by name
+  EXPECT_FALSE(run_planner(*spec, setup->config, setup->workload));
+  {
+    std::ofstream out(path);
+    out << "{\"timestamp_ms\": 0, \"input_length\": 10, \"output_length\": 5}\n";
+  }
+  auto one = load_plan_trace(path, setup->trace);
+  ASSERT_FALSE(one);
+  EXPECT_NE(one.error().message.find("at least two records at different times"), std::string::npos) << one.error().message;
 }
 
 TEST(Planner, RefusesBadSpecsNamingTheField) {
