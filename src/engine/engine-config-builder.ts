@@ -97,6 +97,12 @@ export function costSections(plan: ServingPlan, weightPrecision?: Precision): Re
       layers: model.layers,
       hiddenSize: model.hiddenSize,
       attentionWidth: model.attentionHeads * model.headDim,
+      // MoE: a step reads only the experts its tokens select (disagg/cost_model.h).
+      ...(model.isMoe ? {
+        expertWeightBytesPerRank: Math.min(Math.round(plan.weights.expertBytesPerRank(p)), Math.round(plan.weightBytesPerRank)),
+        experts: model.expertsTotal,
+        expertsPerToken: model.expertsActive,
+      } : {}),
     },
     hardware: {
       peakFlopsPerSecond: type.accelerator.peakTflops(weightPrecision ?? plan.weights.densePrecision) * 1e12,

@@ -84,6 +84,18 @@ export interface DisaggEngineConfiguration {
      * Bytes of one activation element in all-reduces (2 for BF16).
      */
     activationBytes?: number;
+    /**
+     * MoE: the routed experts' part of weightBytesPerRank. A step reads the share its tokens select, expected 1 - (1 - expertsPerToken/experts)^tokens. 0: dense.
+     */
+    expertWeightBytesPerRank?: number;
+    /**
+     * MoE: routed experts per layer (8 for Mixtral). 0: dense.
+     */
+    experts?: number;
+    /**
+     * MoE: routed experts each token selects (2 for Mixtral), 1 to experts. 0: dense.
+     */
+    expertsPerToken?: number;
   };
   /**
    * One accelerator and the links it uses, as resolved from the instance type.

@@ -84,10 +84,18 @@ export class WeightFootprint {
    * (layers split evenly; the embedding and lm_head stages' extra is ignored).
    */
   public bytesPerRank(parallelism: Parallelism): number {
-    const dense = this.denseBytes / parallelism.tensorParallel;
+    const dense = this.denseBytes / parallelism.tensorParallel / parallelism.pipelineParallel;
+    return dense + this.expertBytesPerRank(parallelism);
+  }
+
+  /**
+   * The routed experts' part of `bytesPerRank(parallelism)` (0 for a dense model): what a decode
+   * step of a small batch reads only in part, the experts its tokens select.
+   */
+  public expertBytesPerRank(parallelism: Parallelism): number {
     const experts = parallelism.expertParallel && this.model.isMoe
       ? this.bytesPerExpert * ((this.model.expertsTotal + parallelism.redundantExperts) / parallelism.expertParallelSize)
       : this.expertBytes / parallelism.tensorParallel;
-    return (dense + experts) / parallelism.pipelineParallel;
+    return experts / parallelism.pipelineParallel;
   }
 }

@@ -7,8 +7,12 @@
 // Model of one forward step, evaluated per tensor-parallel rank (all ranks work in parallel):
 //   compute       = (2 * activeParameters * tokens + 4 * layers * attentionWidth * attendedPairs)
 //                   / tensorParallel / (peakFlopsPerSecond * efficiency.compute)
-//   memory        = (weightBytesPerRank + kvBytesPerTokenPerRank * (kvRead + kvWritten))
+//   memory        = (weights read + kvBytesPerTokenPerRank * (kvRead + kvWritten))
 //                   / (hbmBytesPerSecond * efficiency.memory)
+//   weights read  = weightBytesPerRank, except that of the routed experts (MoE) a step reads the
+//                   share its tokens select: expertWeightBytesPerRank * (1 - (1 - k/E)^tokens) for
+//                   k = expertsPerToken of E = experts, tokens routed independently (a batch of 1
+//                   reads 2 of Mixtral's 8 experts; one of 40 reads them all)
 //   communication = 2 all-reduces per layer of tokens * hiddenSize * activationBytes, ring algorithm
 //                   (2 (tp-1)/tp of the payload per rank), plus interconnectLatencySeconds each; 0 at tp 1
 //   fixed         = efficiency.stepOverheadSeconds + layers * efficiency.layerOverheadSeconds
@@ -49,6 +53,13 @@ struct CostModelParams {
   double attention_width = 0;
   /// [model.activationBytes] Bytes per activation element exchanged in all-reduces.
   double activation_bytes = 2;
+  /// [model.expertWeightBytesPerRank] The routed experts' part of weight_bytes_per_rank (MoE); 0 for
+  /// a dense model. A step reads only the experts its tokens select (see `memory` above).
+  double expert_weight_bytes_per_rank = 0;
+  /// [model.experts] Routed experts per MoE layer; 0 for a dense model.
+  double experts = 0;
+  /// [model.expertsPerToken] Routed experts each token selects (top-k); in [1, experts] when experts > 0.
+  double experts_per_token = 0;
 
   // --- hardware (one accelerator) ---
   /// [hardware.peakFlopsPerSecond] Dense peak FLOP/s at the compute precision.
@@ -142,6 +153,7 @@ enum class CostModelErrc {
   not_a_fraction,          ///< must be in (0, 1]
   not_an_integer,          ///< must be a whole number
   interconnect_required,   ///< tensorParallel > 1 needs hardware.interconnectBytesPerSecond > 0
+  out_of_range,            ///< outside the range another field sets (e.g. expertsPerToken > experts)
 };
 
 /// Stable lower-case name of an error code, e.g. "not_positive".

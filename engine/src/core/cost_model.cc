@@ -17,6 +17,7 @@ std::string_view to_string(CostModelErrc code) {
     case CostModelErrc::not_a_fraction: return "not_a_fraction";
     case CostModelErrc::not_an_integer: return "not_an_integer";
     case CostModelErrc::interconnect_required: return "interconnect_required";
+    case CostModelErrc::out_of_range: return "out_of_range";
   }
   return "unknown";
 }
@@ -51,6 +52,9 @@ std::string CostModelError::message() const {
       break;
     case CostModelErrc::interconnect_required:
       rule = quoted + " (" + format_number(value) + ") must be > 0 when parallel.tensorParallel > 1";
+      break;
+    case CostModelErrc::out_of_range:
+      rule = quoted + " (" + format_number(value) + ") is out of range";
       break;
   }
   return hint.empty() ? rule : rule + "; " + std::string(hint);
@@ -96,6 +100,21 @@ Expected<CostModel, CostModelError> CostModel::create(const CostModelParams& par
         params.interconnect_bytes_per_second,
         "pass the per-accelerator NVLink/NeuronLink bandwidth in bytes/s, or use tensorParallel 1"});
   }
+  if (params.experts > 0 || params.experts_per_token > 0 || params.expert_weight_bytes_per_rank > 0) {
+    if (!(params.experts >= 1) || params.experts != std::floor(params.experts)) {
+      return unexpected(CostModelError{CostModelErrc::not_an_integer, "model.experts", params.experts,
+                                       "pass the routed experts per MoE layer (e.g. 8), or 0 with the other expert fields 0"});
+    }
+    if (!(params.experts_per_token >= 1 && params.experts_per_token <= params.experts)) {
+      return unexpected(CostModelError{CostModelErrc::out_of_range, "model.expertsPerToken", params.experts_per_token,
+                                       "pass the experts each token selects, between 1 and model.experts"});
+    }
+    if (!(params.expert_weight_bytes_per_rank > 0 && params.expert_weight_bytes_per_rank <= params.weight_bytes_per_rank)) {
+      return unexpected(CostModelError{CostModelErrc::out_of_range, "model.expertWeightBytesPerRank",
+                                       params.expert_weight_bytes_per_rank,
+                                       "pass the routed experts' bytes per rank, > 0 and at most model.weightBytesPerRank"});
+    }
+  }
   CostModelParams resolved = params;
   if (resolved.attention_width == 0) resolved.attention_width = resolved.hidden_size;
   if (resolved.kv_bytes_per_token_per_rank == 0) {
@@ -121,7 +140,13 @@ StepTime CostModel::step_time(const StepBatch& b) const {
   // Weights are streamed once per step; KV is read for prior context and written for new tokens.
   const double kv_tokens = static_cast<double>(b.prefill_prior_tokens + b.decode_context_tokens) +
                            static_cast<double>(tokens);
-  const double bytes = p.weight_bytes_per_rank + p.kv_bytes_per_token_per_rank * kv_tokens;
+  double weights = p.weight_bytes_per_rank;
+  if (p.experts > 0) {
+    // Expected share of the experts that `tokens` independent top-k selections touch.
+    const double miss = std::pow(1.0 - p.experts_per_token / p.experts, static_cast<double>(tokens));
+    weights -= p.expert_weight_bytes_per_rank * miss;
+  }
+  const double bytes = weights + p.kv_bytes_per_token_per_rank * kv_tokens;
   t.memory_seconds = bytes / (p.hbm_bytes_per_second * p.memory_efficiency);
 
   if (p.tensor_parallel > 1) {

@@ -94,6 +94,28 @@ TEST(CostModel, FixedCostsArePerStepAndPerLayerButNotPerRequest) {
   expect_rel(t.total_seconds, 0.022008 + 1.5e-3);
 }
 
+TEST(CostModel, MoeStepsReadTheExpertsTheirTokensSelect) {
+  // GIVEN the simple model made an MoE: 0.8 of its 1e9 weight bytes in 8 experts, 2 per token
+  CostModelParams p = simple_params();
+  p.expert_weight_bytes_per_rank = 0.8e9;
+  p.experts = 8;
+  p.experts_per_token = 2;
+  const CostModel m = make(p);
+  // WHEN one token decodes THEN it reads the dense 0.2e9 and 2 of 8 experts (1 - 0.75^1 = 0.25)
+  const double kv1 = 1e5 * (1000 + 1);
+  expect_rel(m.decode_batch_time(1, 1000).memory_seconds, (0.2e9 + 0.8e9 * 0.25 + kv1) / 5e10);
+  // AND 40 tokens read all but 0.75^40 of them; a dense model of the same bytes reads all
+  const double kv40 = 1e5 * (40000 + 40);
+  expect_rel(m.decode_batch_time(40, 40000).memory_seconds, (1e9 - 0.8e9 * std::pow(0.75, 40) + kv40) / 5e10);
+  EXPECT_LT(m.decode_batch_time(1, 1000).total_seconds, make(simple_params()).decode_batch_time(1, 1000).total_seconds);
+  // AND inconsistent expert fields are refused by name
+  p.experts_per_token = 9;
+  auto bad = CostModel::create(p);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().field, "model.expertsPerToken");
+  EXPECT_EQ(bad.error().code, CostModelErrc::out_of_range);
+}
+
 TEST(CostModel, TensorParallelSplitsWorkAndAddsAllReducesByHand) {
   // GIVEN tp 2 with half the weights per rank and a 1e11 B/s link at 0.5 with 10 us latency
   CostModelParams p = simple_params();
