@@ -179,6 +179,7 @@ export const SCHEDULER_FLAG_OPTIONS = {
   'block-size': { type: 'string' },
   'gpu-memory-utilization': { type: 'string' },
   'cpu-offload-gib': { type: 'string' },
+  'async-scheduling': { type: 'string' },
 } as const;
 
 /** Help lines of the scheduler flags. */
@@ -194,7 +195,10 @@ export const SCHEDULER_FLAG_HELP = `vLLM engine arguments of every replica (defa
   --cpu-offload-gib N          vLLM's OffloadingConnector with an N GiB CPU pool per replica
                                (cpu_bytes_to_use = N x 2^30, all TP ranks together): the simulator's host
                                KV tier of N GiB on the assumed host link (50 GB/s per accelerator, PCIe
-                               Gen5; simulate's --host-kv N@GB/s sets another), on the replicas that prefill`;
+                               Gen5; simulate's --host-kv N@GB/s sets another), on the replicas that prefill
+  --async-scheduling on|off    vLLM plans step k+1 while step k runs (vLLM --async-scheduling, on by
+                               default since 0.14): a request arriving during a step joins the one after
+                               the next; off for older vLLM or --no-async-scheduling (default on)`;
 
 /** Raw values of the scheduler flags. */
 export type SchedulerFlagValues = { [K in keyof typeof SCHEDULER_FLAG_OPTIONS]?: string };
@@ -206,6 +210,7 @@ export interface SchedulerFlags {
   readonly kvBlockSize?: number;
   readonly gpuMemoryUtilization?: number;
   readonly cpuOffloadGib?: number;
+  readonly asyncScheduling?: boolean;
 }
 
 /** Resolves the scheduler flags; throws UsageError naming the flag, the value and the fix. */
@@ -225,12 +230,17 @@ export function schedulerFlags(v: SchedulerFlagValues): SchedulerFlags {
   if (offload !== undefined && !(offloadText!.trim() !== '' && Number.isFinite(offload) && offload > 0)) {
     throw new UsageError(`--cpu-offload-gib '${offloadText}' must be a positive number of GiB, e.g. 8 for cpu_bytes_to_use=8589934592`);
   }
+  const asyncText = v['async-scheduling'];
+  if (asyncText !== undefined && asyncText !== 'on' && asyncText !== 'off') {
+    throw new UsageError(`--async-scheduling '${asyncText}' must be on or off (off: vLLM --no-async-scheduling, or vLLM before 0.14)`);
+  }
   const result: SchedulerFlags = {
     maxNumSeqs: bounded('--max-num-seqs', v['max-num-seqs'], 1048576, "vLLM's default is 256 (1024 on large GPUs)"),
     maxNumBatchedTokens: bounded('--max-num-batched-tokens', v['max-num-batched-tokens'], 16777216, "vLLM's default is 8192"),
     kvBlockSize: bounded('--block-size', v['block-size'], 1024, "vLLM's block sizes are 8, 16 (default), 32, 64 and 128"),
     gpuMemoryUtilization: utilization,
     cpuOffloadGib: offload,
+    asyncScheduling: asyncText === undefined ? undefined : asyncText === 'on',
   };
   return Object.fromEntries(Object.entries(result).filter(([, x]) => x !== undefined)) as SchedulerFlags;
 }

@@ -70,6 +70,7 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
     kvBlockSize: inputs.scheduler.kvBlockSize,
     maxNumSeqs: inputs.scheduler.maxNumSeqs,
     maxNumBatchedTokens: inputs.scheduler.maxNumBatchedTokens,
+    asyncScheduling: inputs.scheduler.asyncScheduling,
     ...(inputs.scheduler.cpuOffloadGib !== undefined ? { kvTiers: { hostGib: inputs.scheduler.cpuOffloadGib } } : {}),
     workload: flags.workload,
     slo: flags.slo,

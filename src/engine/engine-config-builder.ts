@@ -59,6 +59,12 @@ export interface EngineModelInputs {
    * @default - 8192 in the simulator; the device's vLLM default in the sizing
    */
   readonly maxNumBatchedTokens?: number;
+  /**
+   * vLLM plans step k+1 while step k runs (vLLM --async-scheduling, on by default since 0.14): each
+   * pool's `asyncScheduling`.
+   * @default true
+   */
+  readonly asyncScheduling?: boolean;
 }
 
 /** The ServingPlan of one pool at one tensor-parallel size; throws with the sizing problems when it does not fit. */
@@ -116,7 +122,7 @@ export function costSections(plan: ServingPlan, weightPrecision?: Precision): Re
 }
 
 /** vLLM's scheduler limits of one replica, as poolTemplate() writes them. */
-export type SchedulerLimits = Pick<EngineModelInputs, 'maxNumSeqs' | 'maxNumBatchedTokens'>;
+export type SchedulerLimits = Pick<EngineModelInputs, 'maxNumSeqs' | 'maxNumBatchedTokens' | 'asyncScheduling'>;
 
 /**
  * A pool template (no name, role or replicas): the cost model, KV capacity and scheduler limits of
@@ -137,6 +143,7 @@ export function poolTemplate(plan: ServingPlan, weightPrecision?: Precision, eff
     kvTokensPerReplica: plan.kvTokens,
     maxConcurrencyPerReplica: limits?.maxNumSeqs ?? VLLM_DEFAULT_MAX_NUM_SEQS,
     ...(limits?.maxNumBatchedTokens !== undefined ? { maxBatchedTokens: limits.maxNumBatchedTokens } : {}),
+    ...(limits?.asyncScheduling === false ? { asyncScheduling: false } : {}),
   };
 }
 

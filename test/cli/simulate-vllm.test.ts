@@ -105,6 +105,7 @@ describe('disagg simulate reproduces a vLLM run', () => {
       [['--popularity', 'equal'], reference],
       [['--users-per-prompt', '3'], reference],
       [['--api', 'chat'], reference],
+      [['--async-scheduling', 'off'], reference],
     ];
     for (const [extra, against] of variants) {
       const changed = await result(...extra);
@@ -116,6 +117,8 @@ describe('disagg simulate reproduces a vLLM run', () => {
       '--input-tokens', '1500', '--output-tokens', '100', '--shared-prompts', '4', '--system-prompt-tokens', '120', '--json', '--out', tmpdir())).out).result;
     expect(await staged('20x15')).toEqual(reference);
     expect(await staged('10x10,40x10')).not.toEqual(reference);
+    // AND without async scheduling a request joins the next step, so TTFT drops at equal load
+    expect((await result('--async-scheduling', 'off')).ttftSeconds.mean).toBeLessThan(reference.ttftSeconds.mean);
     // AND offloading to CPU shows in the tier report
     expect((await result('--gpu-memory-utilization', '0.3', '--cpu-offload-gib', '8')).kvTiers.host.bytesOffloaded).toBeGreaterThan(0);
   });
@@ -148,6 +151,7 @@ describe('disagg simulate reproduces a vLLM run', () => {
     [['--block-size', '2000'], /--block-size \(2000\) must be at most 1024/],
     [['--gpu-memory-utilization', '0'], /--gpu-memory-utilization '0' must be a fraction in \(0, 1\], e.g. 0.9/],
     [['--cpu-offload-gib', 'lots'], /--cpu-offload-gib 'lots' must be a positive number of GiB, e.g. 8/],
+    [['--async-scheduling', 'yes'], /--async-scheduling 'yes' must be on or off/],
     [['--cpu-offload-gib', '8', '--host-kv', '16'], /--cpu-offload-gib \(8\) and --host-kv \(16\) both size the host KV tier; give one/],
   ])('bad flags %p are usage errors naming the flag, the value and the fix', async (args, pattern) => {
     const r = await disagg('simulate', ...args, '--out', tmpdir());

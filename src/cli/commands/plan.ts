@@ -36,7 +36,7 @@ Options:
   -h, --help                   show this help
 
 ${SCHEDULER_FLAG_HELP}
-  (the first four size the plan too; --cpu-offload-gib needs --simulate)
+  (the first four size the plan too; --cpu-offload-gib and --async-scheduling need --simulate)
 
 ${PLAN_SIMULATE_HELP}
 ${ENGINE_FLAG_HELP}
@@ -113,7 +113,7 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
       json: values.json === true,
     }, io);
   }
-  const simulationOnly = [...Object.keys(PLAN_SIMULATE_OPTIONS), ...Object.keys(ENGINE_FLAG_OPTIONS), 'cpu-offload-gib']
+  const simulationOnly = [...Object.keys(PLAN_SIMULATE_OPTIONS), ...Object.keys(ENGINE_FLAG_OPTIONS), 'cpu-offload-gib', 'async-scheduling']
     .filter(k => (values as Record<string, unknown>)[k] !== undefined);
   if (simulationOnly.length > 0) {
     throw new UsageError(`--${simulationOnly[0]} needs --simulate (the simulation-based search)`);

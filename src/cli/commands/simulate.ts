@@ -120,6 +120,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       kvBlockSize: scheduler.kvBlockSize,
       maxNumSeqs: scheduler.maxNumSeqs,
       maxNumBatchedTokens: scheduler.maxNumBatchedTokens,
+      asyncScheduling: scheduler.asyncScheduling,
       ...(aggregated
         ? { aggregated: { replicas: int('--replicas', values.replicas, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas), tensorParallel: int('--tp', values.tp, DEFAULT_DEPLOYMENT.tensorParallel) } }
         : {
