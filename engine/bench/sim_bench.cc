@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   spec.output = {disagg::LengthDist::Kind::fixed, 256, 0, 1, 1 << 20};
   spec.tenants = 16;
   spec.system_prompt_tokens = 256;
+  spec.fresh_text = false;  // as `disagg simulate` and the planner run it: the simulator hashes shared prefixes only
   if (kind == "chat") {
     // Same tokens per second: sessions of 4 turns arrive at a quarter of the rate; follow-ups of
     // 256 new tokens after the previous prompt and answer.
