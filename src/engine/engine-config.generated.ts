@@ -418,6 +418,10 @@ export interface DisaggEngineConfiguration {
      */
     probeSeconds?: number;
     /**
+     * Candidates searched at once (each batch against the top as it stands, committed in order: the result is the sequential search's). 0: one per hardware thread, at most 8.
+     */
+    threads?: number;
+    /**
      * One pool template per tensor-parallel size (and instance type): a pools[] entry without name and replicas. Cost-model sections override the top-level ones key by key.
      *
      * @minItems 1

@@ -87,6 +87,11 @@ struct PlannerSpec {
   double required_rate = 0;
   /// Skip candidates that cannot enter the top `rank_depth` (exact; off for tests and audits).
   bool prune = true;
+  /// Candidates searched at once when the evaluator is thread-safe: each batch probes them against
+  /// the top as it stands, then they are committed in order, each re-checked against the top its
+  /// predecessors left (probes are pure, so a changed top re-uses them and probes only what differs).
+  /// The result is the sequential search's, to the digit. 0: one per hardware thread, at most 8.
+  std::int32_t threads = 0;
   /// How many of the best candidates are searched to the end (their goodputs exact); the others
   /// stop as soon as they are known to rank lower.
   std::int32_t rank_depth = 3;
@@ -180,6 +185,8 @@ class CandidateEvaluator {
   /// Whether the target share meets the SLOs at `rate`; fills *summary when it ran a simulation.
   virtual Expected<bool, PlanError> passes(const PlanCandidate& candidate, double rate,
                                            MetricsSummary* summary) = 0;
+  /// Whether passes() may run on several threads at once (then search_plan uses PlannerSpec::threads).
+  virtual bool thread_safe() const { return false; }
 };
 
 /// Every candidate of the spec's search space, in enumeration order (costs filled in).

@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <thread>
 #include <unordered_set>
 
 #include "disagg/cost_model.h"
@@ -343,49 +344,102 @@ Expected<PlanResult, PlanError> search_plan(const PlannerSpec& spec, CandidateEv
   // Best scores among candidates reaching the required rate, highest first, at most rank_depth.
   std::vector<double> top;
   const std::size_t depth = static_cast<std::size_t>(std::max(1, spec.rank_depth));
-  auto threshold = [&] { return top.size() >= depth ? top.back() : -1.0; };
+  auto threshold_of = [&](const std::vector<double>& t) { return t.size() >= depth ? t.back() : -1.0; };
+  auto pruned_before_search = [&](const PlanCandidate& c, const std::vector<double>& t) {
+    return spec.prune && t.size() >= depth &&
+           (cap_score(c) < threshold_of(t) || spec.grid.rate(c.cap_index) < spec.required_rate);
+  };
+  // Probes are pure functions of (candidate, rate index): each candidate's are kept, so that a
+  // search repeated against another top (see PlannerSpec::threads) probes only what it did not.
+  struct Probe {
+    bool ok = false;
+    MetricsSummary summary;
+    std::optional<PlanError> error;
+  };
+  std::vector<std::map<int, Probe>> memo(all.size());
+  // The knee search of one candidate against `t`: -2 pruned during the search, else the knee.
+  // Counts requested probes in *simulations and keeps each probe's summary in *runs.
+  auto search = [&](std::size_t idx, const std::vector<double>& t, std::int32_t* simulations,
+                    std::map<int, MetricsSummary>* runs, std::optional<PlanError>* failure) {
+    const PlanCandidate& c = all[idx];
+    std::map<int, Probe>& m = memo[idx];
+    auto passes = [&](int i) {
+      if (*failure) return false;
+      ++*simulations;
+      auto it = m.find(i);
+      if (it == m.end()) {
+        Probe pr;
+        auto ok = evaluator.passes(c, spec.grid.rate(i), &pr.summary);
+        if (ok) pr.ok = *ok;
+        else pr.error = ok.error();
+        it = m.emplace(i, std::move(pr)).first;
+      }
+      if (it->second.error) {
+        *failure = it->second.error;
+        return false;
+      }
+      if (runs) (*runs)[i] = it->second.summary;
+      return it->second.ok;
+    };
+    const bool full = spec.prune && t.size() >= depth;
+    int start = spec.grid.index_at_most(0.7 * c.bound_rate);
+    if (full) {
+      // Probe first where the candidate would just enter the top: one failing probe there ends it.
+      const double needed = std::max(threshold_of(t) * c.cost_per_hour / 3600.0, spec.required_rate);
+      start = std::max(start, spec.grid.index_at_most(needed) + 1);
+    }
+    // Once a failing probe puts the knee below the top's threshold, the rest does not matter.
+    auto hopeless = [&](int fail) {
+      return full && (fail == 0 || score_of(spec.grid.rate(fail - 1), c.cost_per_hour) < threshold_of(t) ||
+                      spec.grid.rate(fail - 1) < spec.required_rate);
+    };
+    return find_knee(start < 0 ? 0 : start, c.cap_index, passes, hopeless);
+  };
+  int threads = spec.threads > 0 ? spec.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = evaluator.thread_safe() ? std::clamp(threads, 1, 8) : 1;
+
   PlanProgress prog;
   prog.candidates_total = result.total;
-  for (std::size_t idx : order) {
+  for (std::size_t pos = 0; pos < order.size(); ++pos) {
+    const std::size_t idx = order[pos];
     PlanCandidate& c = all[idx];
     if (c.cap_index < 0) {
       c.status = CandidateStatus::infeasible;
-    } else if (spec.prune && top.size() >= depth &&
-               (cap_score(c) < threshold() || spec.grid.rate(c.cap_index) < spec.required_rate)) {
+    } else if (pruned_before_search(c, top)) {
       c.status = CandidateStatus::pruned;
     } else {
+      if (threads > 1 && memo[idx].empty()) {
+        // Speculate: this candidate and the next ones the current top would search, in parallel.
+        std::vector<std::size_t> batch;
+        for (std::size_t q = pos; q < order.size() && batch.size() < static_cast<std::size_t>(threads); ++q) {
+          const PlanCandidate& d = all[order[q]];
+          if (d.cap_index >= 0 && !pruned_before_search(d, top) && memo[order[q]].empty()) batch.push_back(order[q]);
+        }
+        std::vector<std::thread> pool;
+        for (std::size_t b = 1; b < batch.size(); ++b) {
+          pool.emplace_back([&, b] {
+            std::int32_t ignored = 0;
+            std::optional<PlanError> failure;
+            search(batch[b], top, &ignored, nullptr, &failure);
+          });
+        }
+        {
+          std::int32_t ignored = 0;
+          std::optional<PlanError> failure;
+          search(batch[0], top, &ignored, nullptr, &failure);
+        }
+        for (std::thread& th : pool) th.join();
+      }
+      // The sequential search, against the top its predecessors left (probes mostly remembered).
       std::map<int, MetricsSummary> runs;
       std::optional<PlanError> failure;
-      auto passes = [&](int i) {
-        if (failure) return false;
-        MetricsSummary s;
-        auto ok = evaluator.passes(c, spec.grid.rate(i), &s);
-        ++c.simulations;
-        if (!ok) {
-          failure = ok.error();
-          return false;
-        }
-        runs[i] = s;
-        return *ok;
-      };
-      int start = spec.grid.index_at_most(0.7 * c.bound_rate);
-      if (spec.prune && top.size() >= depth) {
-        // Probe first where the candidate would just enter the top: one failing probe there ends it.
-        const double needed = std::max(threshold() * c.cost_per_hour / 3600.0, spec.required_rate);
-        start = std::max(start, spec.grid.index_at_most(needed) + 1);
-      }
-      // Once a failing probe puts the knee below the top's threshold, the rest does not matter.
-      auto hopeless = [&](int fail) {
-        return spec.prune && top.size() >= depth &&
-               (fail == 0 || score_of(spec.grid.rate(fail - 1), c.cost_per_hour) < threshold() ||
-                spec.grid.rate(fail - 1) < spec.required_rate);
-      };
-      c.knee_index = find_knee(start < 0 ? 0 : start, c.cap_index, passes, hopeless);
+      c.knee_index = search(idx, top, &c.simulations, &runs, &failure);
       if (failure) return unexpected(*failure);
       result.simulations += c.simulations;
       if (c.knee_index == -2) {
         c.knee_index = -1;
         c.status = CandidateStatus::pruned;
+        memo[idx].clear();
         ++prog.candidates_done;
         prog.simulations = result.simulations;
         if (progress) progress(prog);
@@ -405,12 +459,12 @@ Expected<PlanResult, PlanError> search_plan(const PlannerSpec& spec, CandidateEv
         if (top.size() > depth) top.pop_back();
       }
     }
+    memo[idx].clear();  // its probes are no longer needed
     ++prog.candidates_done;
     prog.simulations = result.simulations;
     prog.best_score = top.empty() ? 0 : top.front();
     if (progress) progress(prog);
   }
-
   auto rank_key = [](const PlanCandidate& c) { return static_cast<int>(c.status); };
   std::stable_sort(all.begin(), all.end(), [&](const PlanCandidate& a, const PlanCandidate& b) {
     if (rank_key(a) != rank_key(b)) return rank_key(a) < rank_key(b);
@@ -447,6 +501,9 @@ class SimulatorEvaluator final : public CandidateEvaluator {
       : spec_(spec), base_(base), workload_(workload), trace_(trace) {}
 
   double bound_rate(const PlanCandidate& c) override { return roofline_bound_rate(spec_, c, workload_, base_.slo); }
+
+  // Each probe builds its own Simulator and Workload from read-only inputs.
+  bool thread_safe() const override { return true; }
 
   Expected<bool, PlanError> passes(const PlanCandidate& c, double rate, MetricsSummary* summary) override {
     auto sim = Simulator::create(candidate_config(spec_, c, base_));

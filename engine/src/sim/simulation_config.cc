@@ -516,7 +516,7 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
   const std::string p = "planner";
   if (!rd.known_keys(*pl, p, {"maxAccelerators", "minAccelerators", "modes", "targetShare", "minRatePerSecond",
                               "rateResolution", "boundSlack", "requiredRatePerSecond", "pricePerAcceleratorHour",
-                              "prune", "keep", "probeSeconds", "rankDepth", "tensorParallelOptions"},
+                              "prune", "keep", "probeSeconds", "rankDepth", "threads", "tensorParallelOptions"},
                      "engine/README.md, Planner")) {
     return unexpected(rd.error);
   }
@@ -532,7 +532,7 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
       !rd.number(*pl, p, "requiredRatePerSecond", &spec.required_rate, 0) ||
       !rd.number(*pl, p, "pricePerAcceleratorHour", &price, 0, true) || !rd.boolean(*pl, p, "prune", &spec.prune) ||
       !rd.integer(*pl, p, "keep", &spec.keep, 0) || !rd.number(*pl, p, "probeSeconds", &spec.probe_seconds, 0) ||
-      !rd.integer(*pl, p, "rankDepth", &spec.rank_depth, 1)) {
+      !rd.integer(*pl, p, "rankDepth", &spec.rank_depth, 1) || !rd.integer(*pl, p, "threads", &spec.threads, 0)) {
     return unexpected(rd.error);
   }
   spec.grid.growth = 1 + resolution;
