@@ -304,6 +304,14 @@ struct Simulator::Impl {
     if (workload != nullptr) workload->complete(now);
   }
 
+  // A request is refused (429 at the router or a full engine queue): counted, its flight (if it
+  // got one, f >= 0) retired, its client told.
+  void refuse(double now, std::int32_t f = -1) {
+    metrics.add_rejected();
+    if (f >= 0) retire(f);
+    ended(now);
+  }
+
   void hash_request(Flight& fl, const WorkloadRequest& r) {
     const std::size_t bs = static_cast<std::size_t>(block_size);
     const std::size_t total = (r.prompt.size() + static_cast<std::size_t>(r.output_tokens)) / bs;
@@ -353,15 +361,13 @@ struct Simulator::Impl {
 
   void on_arrival(double now, const WorkloadRequest& r) {
     if (in_flight >= config.max_in_flight) {
-      metrics.add_rejected();
-      ended(now);
+      refuse(now);
       return;
     }
     // The router's admission bound: a full router queues the request, a full queue refuses it.
     if (in_flight >= config.router.max_inflight || !admission_queue.empty()) {
       if (static_cast<std::int64_t>(admission_queue.size()) >= config.router.max_queue) {
-        metrics.add_rejected();
-        ended(now);
+        refuse(now);
         return;
       }
       admission_queue.push_back({now, r});
@@ -376,8 +382,7 @@ struct Simulator::Impl {
     while (!admission_queue.empty() && in_flight < config.router.max_inflight) {
       Queued& q = admission_queue.front();
       if (now - q.since > config.router.queue_timeout_seconds) {
-        metrics.add_rejected();
-        ended(now);
+        refuse(now);
       } else {
         route(now, q.since, q.request);
       }
@@ -406,9 +411,7 @@ struct Simulator::Impl {
     rr.tenant = r.tenant < 0 ? 0u : static_cast<std::uint32_t>(r.tenant);
     const RoutePlan plan = routing->plan(rr);
     if (!plan.ok()) {
-      metrics.add_rejected();
-      retire(f);
-      ended(now);
+      refuse(now, f);
       return;
     }
     // The prefilling worker gets the request now; a disaggregated one reaches its decode worker
@@ -426,9 +429,7 @@ struct Simulator::Impl {
     }
     const RequestKind kind = fl.disaggregated ? RequestKind::prefill_only : RequestKind::full;
     if (!submit(fl.prefill_worker, f, kind, fl.disaggregated ? &fl.prefill_handle : &fl.decode_handle)) {
-      metrics.add_rejected();
-      retire(f);
-      ended(now);
+      refuse(now, f);
       return;
     }
     routing->apply(rr, plan);
@@ -446,9 +447,7 @@ struct Simulator::Impl {
     if (!submit(fl.prefill_worker, f, kind, fl.disaggregated ? &fl.prefill_handle : &fl.decode_handle)) {
       routing->leg_done(fl.route_id, fl.prefill_worker);
       if (fl.disaggregated) routing->leg_done(fl.route_id, fl.decode_worker);
-      metrics.add_rejected();
-      retire(f);
-      ended(now);
+      refuse(now, f);
       return;
     }
     kick(now, fl.prefill_worker);
@@ -462,9 +461,7 @@ struct Simulator::Impl {
       auto r = workers[static_cast<std::size_t>(fl.prefill_worker)].sched.release_held(fl.prefill_handle);
       (void)r;
       routing->leg_done(fl.route_id, fl.decode_worker);
-      metrics.add_rejected();
-      retire(f);
-      ended(now);
+      refuse(now, f);
       return;
     }
     kick(now, fl.decode_worker);

@@ -92,23 +92,29 @@ class SyntheticEvaluator final : public CandidateEvaluator {
   int probes = 0;
 };
 
+// TP 1, 2 and 4 (the TP 4 option cheaper per accelerator), both modes, `budget` accelerators.
+PlannerSpec small_space(int budget, double required) {
+  PlannerSpec spec;
+  for (int tp : {1, 2, 4}) {
+    PlanOption o;
+    o.pool = dummy_pool(tp);
+    o.accelerators_per_replica = tp;
+    o.label = "tp" + std::to_string(tp);
+    spec.options.push_back(o);
+  }
+  spec.options[2].price_per_accelerator_hour = 0.8;
+  spec.max_accelerators = budget;
+  spec.required_rate = required;
+  spec.grid = RateGrid{0.1, 1.03};
+  return spec;
+}
+
 TEST(PlannerSearch, PruningGivesTheSameBestAsExhaustiveSearch) {
   int runs_that_pruned = 0;
   for (int budget : {4, 8, 12}) {
     for (double required : {0.0, 20.0}) {
       // GIVEN a small search space: TP 1, 2 and 4, both modes, a budget of `budget` accelerators
-      PlannerSpec spec;
-      for (int tp : {1, 2, 4}) {
-        PlanOption o;
-        o.pool = dummy_pool(tp);
-        o.accelerators_per_replica = tp;
-        o.label = "tp" + std::to_string(tp);
-        spec.options.push_back(o);
-      }
-      spec.options[2].price_per_accelerator_hour = 0.8;
-      spec.max_accelerators = budget;
-      spec.required_rate = required;
-      spec.grid = RateGrid{0.1, 1.03};
+      PlannerSpec spec = small_space(budget, required);
       // WHEN the search runs with and without pruning
       SyntheticEvaluator pruned_eval, full_eval;
       spec.prune = true;
@@ -176,17 +182,7 @@ TEST(PlannerSearch, ParallelSpeculationGivesTheSequentialResultToTheDigit) {
   for (int budget : {4, 8, 12}) {
     for (double required : {0.0, 20.0}) {
       // GIVEN the search space above, searched one candidate at a time and 2 or 4 at once
-      PlannerSpec spec;
-      for (int tp : {1, 2, 4}) {
-        PlanOption o;
-        o.pool = dummy_pool(tp);
-        o.accelerators_per_replica = tp;
-        o.label = "tp" + std::to_string(tp);
-        spec.options.push_back(o);
-      }
-      spec.max_accelerators = budget;
-      spec.required_rate = required;
-      spec.grid = RateGrid{0.1, 1.03};
+      PlannerSpec spec = small_space(budget, required);
       spec.threads = 1;
       ThreadSafeEvaluator one;
       auto sequential = search_plan(spec, one);
