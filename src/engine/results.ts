@@ -70,7 +70,7 @@ export interface CostModelField {
   readonly required: boolean;
   /** Present when the field is optional. */
   readonly defaultValue?: number;
-  readonly constraint: 'positive' | 'nonNegative' | 'fraction' | 'positiveInteger';
+  readonly constraint: 'positive' | 'nonNegative' | 'fraction' | 'positiveInteger' | 'wholeNumber';
 }
 
 

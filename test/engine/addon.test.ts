@@ -170,6 +170,9 @@ describe('engine addon cost model', () => {
         case 'positiveInteger':
           expect([prop.type, prop.minimum]).toEqual(['integer', 1]);
           break;
+        case 'wholeNumber':
+          expect([prop.type, prop.minimum]).toEqual(['integer', 0]);
+          break;
       }
     }
     // AND the cost-model sections of the schema have no number the engine would ignore

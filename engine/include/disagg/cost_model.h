@@ -152,6 +152,7 @@ enum class CostModelErrc {
   negative,                ///< must be >= 0
   not_a_fraction,          ///< must be in (0, 1]
   not_an_integer,          ///< must be a whole number
+  not_a_whole_number,      ///< must be a whole number >= 0
   interconnect_required,   ///< tensorParallel > 1 needs hardware.interconnectBytesPerSecond > 0
   out_of_range,            ///< outside the range another field sets (e.g. expertsPerToken > experts)
 };

@@ -20,6 +20,7 @@ enum class FieldConstraint {
   non_negative,      ///< >= 0
   fraction,          ///< in (0, 1]
   positive_integer,  ///< whole number >= 1
+  whole_number,      ///< whole number >= 0
 };
 
 /// One field of the cost-model configuration.

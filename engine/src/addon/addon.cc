@@ -195,6 +195,7 @@ const char* constraint_name(disagg::FieldConstraint c) {
     case disagg::FieldConstraint::non_negative: return "nonNegative";
     case disagg::FieldConstraint::fraction: return "fraction";
     case disagg::FieldConstraint::positive_integer: return "positiveInteger";
+    case disagg::FieldConstraint::whole_number: return "wholeNumber";
   }
   return "unknown";
 }

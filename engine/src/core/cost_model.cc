@@ -16,6 +16,7 @@ std::string_view to_string(CostModelErrc code) {
     case CostModelErrc::negative: return "negative";
     case CostModelErrc::not_a_fraction: return "not_a_fraction";
     case CostModelErrc::not_an_integer: return "not_an_integer";
+    case CostModelErrc::not_a_whole_number: return "not_a_whole_number";
     case CostModelErrc::interconnect_required: return "interconnect_required";
     case CostModelErrc::out_of_range: return "out_of_range";
   }
@@ -50,6 +51,9 @@ std::string CostModelError::message() const {
     case CostModelErrc::not_an_integer:
       rule = quoted + " (" + format_number(value) + ") must be a whole number >= 1";
       break;
+    case CostModelErrc::not_a_whole_number:
+      rule = quoted + " (" + format_number(value) + ") must be a whole number >= 0";
+      break;
     case CostModelErrc::interconnect_required:
       rule = quoted + " (" + format_number(value) + ") must be > 0 when parallel.tensorParallel > 1";
       break;
@@ -79,6 +83,9 @@ bool violates(FieldConstraint c, double v, CostModelErrc* code) {
     case FieldConstraint::positive_integer:
       *code = CostModelErrc::not_an_integer;
       return !finite || !(v >= 1) || v != std::floor(v) || v > 1 << 20;
+    case FieldConstraint::whole_number:
+      *code = CostModelErrc::not_a_whole_number;
+      return !finite || !(v >= 0) || v != std::floor(v) || v > 1 << 20;
   }
   return false;
 }
@@ -101,8 +108,8 @@ Expected<CostModel, CostModelError> CostModel::create(const CostModelParams& par
         "pass the per-accelerator NVLink/NeuronLink bandwidth in bytes/s, or use tensorParallel 1"});
   }
   if (params.experts > 0 || params.experts_per_token > 0 || params.expert_weight_bytes_per_rank > 0) {
-    if (!(params.experts >= 1) || params.experts != std::floor(params.experts)) {
-      return unexpected(CostModelError{CostModelErrc::not_an_integer, "model.experts", params.experts,
+    if (!(params.experts >= 1)) {
+      return unexpected(CostModelError{CostModelErrc::out_of_range, "model.experts", params.experts,
                                        "pass the routed experts per MoE layer (e.g. 8), or 0 with the other expert fields 0"});
     }
     if (!(params.experts_per_token >= 1 && params.experts_per_token <= params.experts)) {

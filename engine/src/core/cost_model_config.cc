@@ -27,9 +27,9 @@ namespace {
     "pass the bytes of one activation element (2 for BF16)")                                      \
   X("model", "expertWeightBytesPerRank", expert_weight_bytes_per_rank, false, 0, non_negative,    \
     "pass the routed experts' share of weightBytesPerRank, or 0 for a dense model")              \
-  X("model", "experts", experts, false, 0, non_negative,                                          \
+  X("model", "experts", experts, false, 0, whole_number,                                          \
     "pass the routed experts per MoE layer (e.g. 8 for Mixtral), or 0 for a dense model")        \
-  X("model", "expertsPerToken", experts_per_token, false, 0, non_negative,                        \
+  X("model", "expertsPerToken", experts_per_token, false, 0, whole_number,                        \
     "pass the routed experts each token selects (e.g. 2 for Mixtral), or 0 for a dense model")   \
   X("hardware", "peakFlopsPerSecond", peak_flops_per_second, true, 0, positive,                   \
     "pass the accelerator's dense peak FLOP/s at the compute precision")                          \

@@ -114,6 +114,13 @@ TEST(CostModel, MoeStepsReadTheExpertsTheirTokensSelect) {
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().field, "model.expertsPerToken");
   EXPECT_EQ(bad.error().code, CostModelErrc::out_of_range);
+  p.experts_per_token = 2;
+  p.experts = 7.5;
+  bad = CostModel::create(p);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().field, "model.experts");
+  EXPECT_EQ(bad.error().code, CostModelErrc::not_a_whole_number);
+  EXPECT_NE(bad.error().message().find("must be a whole number >= 0"), std::string::npos) << bad.error().message();
 }
 
 TEST(CostModel, TensorParallelSplitsWorkAndAddsAllReducesByHand) {
