@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
-import { loadEngine, plan, PlanCandidate, PlanResult, plannerConfig, simulateSweep, simulationConfig, SweepPoint } from '../engine';
+import { loadEngine, plan, PlanCandidate, PlanResult, plannerConfig, simulateSweep, simulationConfig, SIZING_SIMULATED_REQUESTS, SweepPoint } from '../engine';
 import { CliIo, ExitCode, UsageError } from './command';
 import { EngineFlagValues, engineFlags, formatLatency, SchedulerFlags, wholeNumber } from './engine-flags';
 import { ProgressReporter } from './progress';
@@ -26,7 +26,8 @@ export const PLAN_SIMULATE_HELP = `Simulation-based search (--simulate; needs th
   --required-rate R            goodput the deployment must reach, req/s; smaller ones rank last (default 0)
   --top N                      candidates to print (default 10)
   (--tp restricts the search to that size; --price-per-hour turns the score into requests per dollar;
-   --rate sets the chart's rates only: the search finds each candidate's own goodput)`;
+   --rate sets the chart's rates only: the search finds each candidate's own goodput; --requests is
+   what each probe simulates at least, default 400 as the constructs' sizeFor, not simulate's 1000)`;
 
 /** Inputs `plan` resolved before the search. */
 export interface PlanSearchInputs {
@@ -44,7 +45,8 @@ export interface PlanSearchInputs {
 
 /** `disagg plan --simulate`: the planner, its ranked candidates, and a sweep chart of the best. */
 export async function runPlanSearch(values: EngineFlagValues & Record<string, unknown>, inputs: PlanSearchInputs, io: CliIo): Promise<number> {
-  const flags = engineFlags(values);
+  // Without --requests, each probe simulates what sizeFor's would (engineFlags' 1,000 is simulate's).
+  const flags = engineFlags({ ...values, requests: values.requests ?? String(SIZING_SIMULATED_REQUESTS) });
   if (flags.stages) {
     throw new UsageError('--stages cannot be planned (the stages fix their own rates, and the planner searches the rate); plan with --rate, then check with `disagg simulate --stages`');
   }

@@ -22,6 +22,13 @@ import { vllmEfficiency } from './vllm-step-model';
 export const VLLM_DEFAULT_MAX_NUM_SEQS = 256;
 
 /**
+ * Requests a sizing search simulates per probe at least (more when the probe's window of arrivals
+ * holds more): `sizeFor`'s `simulatedRequests` default and `disagg plan --simulate`'s `--requests`
+ * default, so that the construct and the CLI size alike.
+ */
+export const SIZING_SIMULATED_REQUESTS = 400;
+
+/**
  * What every pool of a deployment shares: the model, its precisions, the context length, and the
  * vLLM engine arguments that size and schedule each replica.
  */

@@ -2,7 +2,7 @@ import { Chart } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
 import { AcceleratedInstanceType } from '../catalog';
-import { KvTierSizes, plannerConfig, planSync } from '../engine';
+import { KvTierSizes, plannerConfig, planSync, SIZING_SIMULATED_REQUESTS } from '../engine';
 import { DataParallelEndpoints } from './data-parallel-endpoints';
 import { ExpertParallelPool, ExpertParallelPoolOptions, ExpertParallelPoolProps } from './expert-parallel-pool';
 import { GatewayExposure } from './gateway-exposure';
@@ -379,7 +379,7 @@ function sizePools(
     ...(kvTiers ? { kvTiers } : {}),
     workload: {
       kind: turns > 1 ? 'chat' : 'single',
-      requests: w.simulatedRequests ?? 400,
+      requests: w.simulatedRequests ?? SIZING_SIMULATED_REQUESTS,
       arrival: { process: 'poisson', ratePerSecond: 1 },
       inputTokens: { mean: w.inputTokens },
       outputTokens: { mean: w.outputTokens },

@@ -191,6 +191,14 @@ describe('disagg plan --simulate', () => {
     expect(fs.existsSync(path.join(out, 'plan.svg'))).toBe(false);
   });
 
+  test('each probe simulates the 400 requests sizeFor does unless --requests says otherwise', async () => {
+    const run = async (...extra: string[]) => JSON.parse((await disagg('plan', '--simulate', '--max-accelerators', '2', '--tpot', '0.05',
+      '--json', '--out', tmpdir(), ...extra)).out).result.candidates;
+    const byDefault = await run();
+    expect(byDefault).toEqual(await run('--requests', '400'));
+    expect(byDefault).not.toEqual(await run('--requests', '1000'));
+  });
+
   test('simulation flags without --simulate are refused', async () => {
     const r = await disagg('plan', '--ttft', '1');
     expect(r.code).toBe(2);
