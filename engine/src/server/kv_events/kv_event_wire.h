@@ -18,7 +18,8 @@
 //   BlockStored      (block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium,
 //                     lora_name)                           then defaulted fields (extra_keys, ...)
 //   BlockRemoved     (block_hashes, medium)
-//   AllBlocksCleared ()
+//   AllBlocksCleared ()   vLLM's GPU prefix cache was reset (BlockPool.reset_prefix_cache);
+//                         blocks offloaded to CPU or storage are not affected
 // Fields with defaults after these are omitted by writers (msgspec's omit_defaults) and ignored
 // by readers, so newer publishers stay readable.
 //

@@ -154,7 +154,9 @@ void EndpointTable::on_kv_batch(EndpointId id, std::uint32_t generation, const K
     switch (e.type) {
       case KvEventType::block_stored: (void)index_->apply_stored(id, e.tier, batch.hashes_of(e)); break;
       case KvEventType::block_removed: (void)index_->apply_removed(id, e.tier, batch.hashes_of(e)); break;
-      case KvEventType::all_blocks_cleared: index_->clear(id); break;
+      // vLLM emits it when its GPU prefix cache is reset (BlockPool.reset_prefix_cache,
+      // vllm/v1/core/block_pool.py); copies offloaded to CPU or storage stay where they are.
+      case KvEventType::all_blocks_cleared: index_->clear(id, KvTier::gpu); break;
     }
   }
 }
