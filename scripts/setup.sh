@@ -24,10 +24,13 @@ fi
 # redis-server/redis-tools: real Redis clients and the peer for kvstore tests and benchmarks;
 # nginx-light: the proxy peer in the router benchmark; curl: raw-HTTP tests;
 # clang + libclang-rt-14-dev: libFuzzer targets (engine/fuzz.sh);
-# libgoogle-perftools-dev: tcmalloc, linked statically into disagg-engine (engine/CMakeLists.txt).
+# libgoogle-perftools-dev: tcmalloc, linked statically into disagg-engine (engine/CMakeLists.txt);
+# libpcre2-dev/libutf8proc-dev: the engine's tokenizer (pre-tokenizer regexes, NFC);
+# python3-jinja2: the reference renderer in the chat-template differential test.
 packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev
   libboost-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libgoogle-perftools-dev
-  redis-server redis-tools nginx-light curl clang libclang-rt-14-dev)
+  redis-server redis-tools nginx-light curl clang libclang-rt-14-dev
+  libpcre2-dev libutf8proc-dev python3-jinja2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

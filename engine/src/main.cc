@@ -17,6 +17,9 @@
 #ifdef DISAGG_HAVE_ROUTER
 #include "router_main.h"
 #endif
+#ifdef DISAGG_HAVE_TEXT
+#include "text_command.h"
+#endif
 
 namespace {
 
@@ -37,6 +40,10 @@ constexpr std::string_view kUsage =
     "  cost         print the cost model's step times: cost --config FILE.json\n"
     "  simulate     simulate a deployment on a virtual clock: simulate --config FILE.json\n"
     "  plan         search replica counts and TP sizes for the best goodput per dollar: plan --config FILE.json\n"
+#ifdef DISAGG_HAVE_TEXT
+    "  tokenize     tokenize NDJSON requests with a model's tokenizer.json: tokenize --tokenizer DIR\n"
+    "  render-chat  render NDJSON chat requests with a model's chat template: render-chat --tokenizer DIR\n"
+#endif
     "  version      print the engine version\n"
     "Run `disagg-engine <role> --help` for a role's flags.\n";
 
@@ -95,6 +102,14 @@ int main(int argc, char** argv) {
   if (role == "router") {
 #ifdef DISAGG_HAVE_ROUTER
     return disagg::router::run(role_argc, role_argv);
+#else
+    return not_built(role);
+#endif
+  }
+  if (role == "tokenize" || role == "render-chat") {
+#ifdef DISAGG_HAVE_TEXT
+    return role == "tokenize" ? disagg::text::run_tokenize_command(role_argc, role_argv)
+                              : disagg::text::run_render_chat_command(role_argc, role_argv);
 #else
     return not_built(role);
 #endif

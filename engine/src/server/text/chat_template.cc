@@ -1,0 +1,1 @@
+#include "chat_template.h"

@@ -1,0 +1,3 @@
+#include <gtest/gtest.h>
+
+#include "chat_template.h"
