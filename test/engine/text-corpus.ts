@@ -63,7 +63,9 @@ const CODE = [
   'a+=b;c-=d;e*=f;g/=h;i%=j',
   '$ kubectl get pods -n default --watch',
 ];
-const NFC_CASES = ['e\u0301', 'A\u030a', '\u212b', '\u1100\u1161\u11a8', 'n\u0303', 'ﬁ', '\u0958', 'Å', 'a\u0323\u0302', '\u00c5\u0301',
+// Combining marks out of canonical order, from Unicode versions on both sides of the reference's
+// tables (9.0): U+08D4 (9.0) reorders, U+1DF6 (10.0) and U+09FE (11.0) do not.
+const NFC_CASES = ['\u08d4\u0f71', '\u1df6\u0f71', '\u09fe\u09cd', '\u0f71\u0d3b', 'e\u0301', 'A\u030a', '\u212b', '\u1100\u1161\u11a8', 'n\u0303', 'ﬁ', '\u0958', 'Å', 'a\u0323\u0302', '\u00c5\u0301',
   '\u0345', 'ö\u0308', '\u1e9b\u0323', '\u0f73', '\u2126'];
 
 /** Strings mixing every category, plus look-alikes of `specials` (a tokenizer's added tokens). */
@@ -91,7 +93,10 @@ export function textCorpus(seed: number, count: number, specials: string[]): str
       case 7: return lookAlike();
       case 8: return pick(r, NFC_CASES) + pick(r, ['', ' ', 'x']);
       case 9: return String.fromCharCode(int(r, 0xd800, 0xdfff)); // a lone surrogate
-      case 10: return String.fromCodePoint(int(r, 0x20, 0x2fff)); // anything in the BMP's first blocks
+      case 10: { // any code point of planes 0-2, assigned or not (surrogates excepted)
+        const cp = r() < 0.7 ? int(r, 0x20, 0xffff) : int(r, 0x10000, 0x2ffff);
+        return cp >= 0xd800 && cp <= 0xdfff ? 'x' : String.fromCodePoint(cp);
+      }
       default: return String.fromCodePoint(int(r, 0, 0x1f)); // control characters
     }
   };

@@ -7,7 +7,7 @@
 import * as http from 'http';
 import * as net from 'net';
 import OpenAI from 'openai';
-import { CONFIG, curl, describeIfRoles, EngineProcess, startEngine } from './util';
+import { CONFIG, curl, describeIfRoles, EngineProcess, freePort, metrics, startEngine, total, waitFor } from './util';
 
 const describeIfBuilt = describeIfRoles('router end-to-end tests', 'router', 'sim-worker');
 const MODEL = 'llama-3.3-70b';
@@ -17,18 +17,6 @@ jest.setTimeout(120_000);
 type Proc = EngineProcess;
 
 const started: Proc[] = [];
-
-/** A free loopback TCP port (closed again before it is returned). */
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts `disagg-engine <args>` and waits for its "listening on" line (test/server/util.ts). */
 async function startProc(args: string[]): Promise<Proc> {
@@ -67,31 +55,8 @@ afterAll(async () => {
   await Promise.all(started.map(stop));
 });
 
-async function waitFor(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    try {
-      if (await check()) return;
-    } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 function sdk(p: Proc): OpenAI {
   return new OpenAI({ baseURL: `${p.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
-}
-
-/** Prometheus text -> "name{labels}" -> value (bucket lines dropped). */
-async function metrics(p: Proc): Promise<Map<string, number>> {
-  const text = await (await fetch(`${p.url}/metrics`)).text();
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line.startsWith('#') || line.trim() === '' || line.includes('_bucket{')) continue;
-    const cut = line.lastIndexOf(' ');
-    out.set(line.slice(0, cut), Number(line.slice(cut + 1)));
-  }
-  return out;
 }
 
 /** Runs `body` with a loopback upstream on the port it is given: GET /health answers ok (so the
@@ -110,13 +75,6 @@ async function withUpstream(onPost: http.RequestListener, body: (port: number) =
   } finally {
     await new Promise((resolve) => upstream.close(resolve));
   }
-}
-
-/** Sum of every sample of a family (all label sets). */
-function total(m: Map<string, number>, family: string): number {
-  let sum = 0;
-  for (const [k, v] of m) if (k === family || k.startsWith(`${family}{`)) sum += v;
-  return sum;
 }
 
 /** A prompt of `words` distinct words sharing `prefix`. */

@@ -1,5 +1,6 @@
 import { ChildProcess, spawn, spawnSync } from 'child_process';
 import * as fs from 'fs';
+import * as net from 'net';
 import * as path from 'path';
 
 const ROOT = path.join(__dirname, '..', '..');
@@ -63,4 +64,47 @@ export async function startEngine(args: string[], timeoutMs = 15_000): Promise<E
     proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${args[0]} exited with ${code}: ${err}`)); });
   });
   return { port, url: `http://127.0.0.1:${port}`, proc, exited, stderr: () => err };
+}
+
+/** A free loopback TCP port (closed again before it is returned). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls `check` until it is true (errors count as not yet) or `ms` pass. */
+export async function waitFor(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    try {
+      if (await check()) return;
+    } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** Prometheus text -> "name{labels}" -> value (bucket lines dropped). */
+export async function metrics(p: { url: string }): Promise<Map<string, number>> {
+  const text = await (await fetch(`${p.url}/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || line.trim() === '' || line.includes('_bucket{')) continue;
+    const cut = line.lastIndexOf(' ');
+    out.set(line.slice(0, cut), Number(line.slice(cut + 1)));
+  }
+  return out;
+}
+
+/** Sum of every sample of a family (all label sets). */
+export function total(m: Map<string, number>, family: string): number {
+  let sum = 0;
+  for (const [k, v] of m) if (k === family || k.startsWith(`${family}{`)) sum += v;
+  return sum;
 }

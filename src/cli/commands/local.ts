@@ -45,6 +45,9 @@ Workload:
   --seed N                 workload seed (default 1)
 Output:
   --engine PATH            disagg-engine binary (default $DISAGG_ENGINE_BIN, else engine/build/disagg-engine)
+  --tokenizer DIR          a model's tokenizer.json + tokenizer_config.json: the router and the sim-workers
+                           tokenize and render chat with them as vLLM does (precise routing on real token
+                           ids); prompt lengths are then the real tokenizer's (default: a made-up tokenizer)
   --json                   print machine-readable JSON only
   -h, --help               show this help
 
@@ -137,6 +140,8 @@ interface RunOptions {
   readonly api: RequestApi;
   readonly timeoutMs: number;
   readonly tmp: string;
+  /** A folder with the model's tokenizer files, for real token ids (--tokenizer). */
+  readonly tokenizer?: string;
   /** Set on Ctrl-C: the progress line stops (requests now fail as the processes drain). */
   readonly interrupted: { value: boolean };
 }
@@ -162,6 +167,7 @@ async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io:
           '--kv-events-port', String(kvPort),
           '--seed', String(index + 1)];
         if (pool.maxConcurrencyPerReplica > 0) args.push('--max-num-seqs', String(pool.maxConcurrencyPerReplica));
+        if (o.tokenizer) args.push('--tokenizer', o.tokenizer);
         const w = await group.start(`${pool.name}-${r}`, args);
         workers.push(w);
         endpoints.push({ pool: pool.name, url: w.url, kvEventsEndpoint: `tcp://127.0.0.1:${kvPort}` });
@@ -170,7 +176,7 @@ async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io:
     const routerFile = path.join(o.tmp, 'router.json');
     fs.writeFileSync(routerFile, JSON.stringify(routerConfigFor(d, endpoints), undefined, 2));
     const router = await group.start('router', ['router', '--config', routerFile, '--host', '127.0.0.1', '--port', '0',
-      '--policy', policy, '--health-interval-ms', '200']);
+      '--policy', policy, '--health-interval-ms', '200', ...(o.tokenizer ? ['--tokenizer', o.tokenizer] : [])]);
     await waitFor200(`${router.url}/ready`, 15_000);
 
     const progress = new ProgressReporter(json ? { out: () => undefined, err: () => undefined } : io, `local ${policy.padEnd(11)}`);
@@ -261,6 +267,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     'timeout': { type: 'string' },
     'seed': { type: 'string' },
     'engine': { type: 'string' },
+    'tokenizer': { type: 'string' },
     'json': { type: 'boolean' },
     'help': { type: 'boolean', short: 'h' },
   });
@@ -306,6 +313,10 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
   const timeoutMs = positiveNumber('--timeout', values.timeout, 120) * 1000;
   const baseline = values.baseline === 'none' ? undefined : policyFlag('--baseline', values.baseline ?? 'round-robin');
   const json = values.json === true;
+  const tokenizer = values.tokenizer === undefined ? undefined : path.resolve(values.tokenizer);
+  if (tokenizer !== undefined && !fs.existsSync(path.join(tokenizer, 'tokenizer.json'))) {
+    throw new UsageError(`--tokenizer '${values.tokenizer}' has no tokenizer.json; give the folder of a model's tokenizer.json and tokenizer_config.json`);
+  }
 
   let binary: string;
   try {
@@ -346,7 +357,8 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
   const runs: RunSummary[] = [];
   try {
     for (const p of policies) {
-      runs.push(await runPolicy(group, p, { deployment, speedup, jobs, workload, concurrency, api, timeoutMs, tmp, interrupted }, io, json));
+      const options = { deployment, speedup, jobs, workload, concurrency, api, timeoutMs, tmp, tokenizer, interrupted };
+      runs.push(await runPolicy(group, p, options, io, json));
     }
   } catch (e) {
     io.err(`disagg local: ${(e as Error).message}`);

@@ -1,5 +1,7 @@
 #include "request_parse.h"
 
+#include "model_text.h"
+
 #include <algorithm>
 
 namespace disagg::router {
@@ -47,8 +49,9 @@ Expected<json, ApiError> parse_request_json(std::string_view body) {
 Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
                                                 std::span<const std::string> models,
                                                 GenerateRequest& out, std::vector<TokenId>& tokens,
-                                                std::string& scratch) {
+                                                std::string& scratch, const PromptTokenizer* tokenizer) {
   if (!body.is_object()) return bad("the request body must be a JSON object", "");
+  const text::ModelText* model = tokenizer ? tokenizer->model : nullptr;
   auto m = body.find("model");
   if (m == body.end() || !m->is_string() || m->get_ref<const std::string&>().empty()) {
     return bad("'model' is required: a string naming a served model", "model");
@@ -81,6 +84,14 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
     if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
       return bad("'messages' must be a non-empty array of {role, content}", "messages");
     }
+    if (model) {
+      const auto ordered = nlohmann::ordered_json::parse(tokenizer->raw_body, nullptr, /*allow_exceptions=*/false);
+      if (ordered.is_discarded()) return bad("the request body is not valid JSON", "");
+      auto done = model->chat_tokens(ordered, *tokenizer->scratch, scratch, tokens);
+      if (!done) return bad(done.error(), "messages");
+      if (tokens.size() == before) return bad("the prompt is empty", "messages");
+      return {};
+    }
     FakeChatPrompt prompt(scratch);
     for (const json& msg : *msgs) {
       if (!msg.is_object()) return bad("every message must be an object with 'role' and 'content'", "messages");
@@ -102,11 +113,19 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
     const json* one = &*p;
     if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) one = &(*p)[0];
     if (one->is_string()) {
-      fake_tokenize(one->get_ref<const std::string&>(), tokens);
+      if (model) {
+        const auto special = body.find("add_special_tokens");
+        model->completion_tokens(one->get_ref<const std::string&>(),
+                                 special == body.end() || !special->is_boolean() || special->get<bool>(), *tokenizer->scratch,
+                                 tokens);
+      } else {
+        fake_tokenize(one->get_ref<const std::string&>(), tokens);
+      }
     } else if (one->is_array()) {
+      const std::int64_t limit = model ? static_cast<std::int64_t>(model->tokenizer().vocab_size()) - 1 : 0x7fffffff;
       for (const json& t : *one) {
-        if (!t.is_number_integer() || t.get<std::int64_t>() < 0 || t.get<std::int64_t>() > 0x7fffffff) {
-          return bad("'prompt' token ids must be whole numbers >= 0", "prompt");
+        if (!t.is_number_integer() || t.get<std::int64_t>() < 0 || t.get<std::int64_t>() > limit) {
+          return bad("'prompt' token ids must be whole numbers from 0 to " + std::to_string(limit), "prompt");
         }
         tokens.push_back(t.get<TokenId>());
       }

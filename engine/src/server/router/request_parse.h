@@ -1,13 +1,11 @@
 // request_parse.h — validates an OpenAI completions / chat request and derives its prompt tokens.
 //
-// Tokens come from the fake tokenizer the sim-worker uses too (disagg/fake_tokenizer.h); chat is
-// rendered by the same FakeChatPrompt as the sim-worker's ("<|role|>\n" content "\n" per message,
-// then "<|assistant|>\n"), which a parity test checks. With the same block size and kRootBlockHash, the router's chained block hashes equal the
-// hashes the sim-worker publishes in its KV events, so prefix hits line up.
-// Real vLLM hashes blocks of its real tokenizer's ids (with its own hash function and seed): the
-// router cannot reproduce them without the model's tokenizer, which is out of scope. Against real
-// vLLM the index is still fed (and reported), but prefix scores only match if a compatible hashing
-// is configured; load, KV pressure and the P/D decider work regardless.
+// Tokens come from the served model's own tokenizer and chat template when the router has them
+// (PromptTokenizer: text::ModelText, the same code the sim-worker runs with --tokenizer), computed
+// as vLLM computes them; without them, from the made-up tokenizer the sim-worker uses by default
+// (disagg/fake_tokenizer.h, chat rendered by the same FakeChatPrompt), which a parity test checks.
+// Either way, with the same block size and kRootBlockHash, the router's chained block hashes equal
+// the hashes the sim-worker publishes in its KV events, so prefix hits line up.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +22,20 @@
 #include "disagg/expected.h"
 #include "disagg/json_depth.h"
 
+namespace disagg::text {
+class ModelText;
+class EncodeScratch;
+}  // namespace disagg::text
+
 namespace disagg::router {
+
+/// The served model's tokenizer and chat template, for real token ids. With `model` null, the
+/// made-up tokenizer is used.
+struct PromptTokenizer {
+  const text::ModelText* model = nullptr;
+  text::EncodeScratch* scratch = nullptr;  ///< this thread's
+  std::string_view raw_body;               ///< the body as received: chat renders read its keys in order
+};
 
 using disagg::FakeChatPrompt;
 using disagg::fake_token_id;
@@ -56,11 +67,13 @@ Expected<nlohmann::json, ApiError> parse_request_json(std::string_view body);
 /// Validates `body` (a parsed JSON value) as a completions (`chat` false) or chat completions
 /// request, fills `out`, and appends its prompt tokens to `tokens` (`scratch` is reused for the
 /// rendered chat text). `models`: the served model names; an unknown model is a 404.
+/// `tokenizer`: the served model's (null: the made-up tokenizer).
 /// Failure modes: 400 (not an object, missing or mistyped model / prompt / messages / stream /
-/// max_tokens, empty prompt), 404 (unknown model; code "model_not_found").
+/// max_tokens, empty prompt, a chat template error, token ids outside the vocabulary), 404
+/// (unknown model; code "model_not_found").
 Expected<void, ApiError> parse_generate_request(const nlohmann::json& body, bool chat,
                                                 std::span<const std::string> models,
                                                 GenerateRequest& out, std::vector<TokenId>& tokens,
-                                                std::string& scratch);
+                                                std::string& scratch, const PromptTokenizer* tokenizer = nullptr);
 
 }  // namespace disagg::router

@@ -1,5 +1,7 @@
 #include "request_scan.h"
 
+#include "model_text.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -318,31 +320,38 @@ bool take(Value& slot, bool& seen, const Value& value) {
   return true;
 }
 
-bool tokenize_text(const Value& v, std::vector<TokenId>& tokens, std::string& scratch) {
-  if (!v.escaped) {
-    fake_tokenize(v.raw, tokens);
-    return true;
+bool tokenize_text(const Value& v, std::vector<TokenId>& tokens, std::string& scratch, const PromptTokenizer* tokenizer) {
+  std::string_view text = v.raw;
+  if (v.escaped) {
+    scratch.clear();
+    if (!append_text(scratch, v)) return false;
+    text = scratch;
   }
-  scratch.clear();
-  if (!append_text(scratch, v)) return false;
-  fake_tokenize(scratch, tokens);
+  if (tokenizer && tokenizer->model) {
+    tokenizer->model->completion_tokens(text, /*add_special_tokens=*/true, *tokenizer->scratch, tokens);
+  } else {
+    fake_tokenize(text, tokens);
+  }
   return true;
 }
 
-bool token_ids(const Value& array, std::vector<TokenId>& tokens) {
+bool token_ids(const Value& array, std::vector<TokenId>& tokens, const PromptTokenizer* tokenizer) {
+  const std::int64_t limit =
+      tokenizer && tokenizer->model ? static_cast<std::int64_t>(tokenizer->model->tokenizer().vocab_size()) - 1 : 0x7fffffff;
   Scanner s(array.raw);
   return s.elements(
       [&](const Value& t) {
         std::int64_t id = 0;
-        if (!small_integer(t, id) || id < 0 || id > 0x7fffffff) return false;
+        if (!small_integer(t, id) || id < 0 || id > limit) return false;
         tokens.push_back(static_cast<TokenId>(id));
         return true;
       },
       1);
 }
 
-bool completion_prompt(const Value& prompt, std::vector<TokenId>& tokens, std::string& scratch) {
-  if (prompt.kind == Kind::string) return tokenize_text(prompt, tokens, scratch);
+bool completion_prompt(const Value& prompt, std::vector<TokenId>& tokens, std::string& scratch,
+                       const PromptTokenizer* tokenizer) {
+  if (prompt.kind == Kind::string) return tokenize_text(prompt, tokens, scratch, tokenizer);
   if (prompt.kind != Kind::array) return false;
   // Batches route by their first prompt.
   Value first;
@@ -356,9 +365,9 @@ bool completion_prompt(const Value& prompt, std::vector<TokenId>& tokens, std::s
           1)) {
     return false;
   }
-  if (have_first && first.kind == Kind::string) return tokenize_text(first, tokens, scratch);
-  if (have_first && first.kind == Kind::array) return token_ids(first, tokens);
-  return token_ids(prompt, tokens);
+  if (have_first && first.kind == Kind::string) return tokenize_text(first, tokens, scratch, tokenizer);
+  if (have_first && first.kind == Kind::array) return token_ids(first, tokens, tokenizer);
+  return token_ids(prompt, tokens, tokenizer);
 }
 
 // Adds the text parts of a message's content array to the prompt (see add_content in
@@ -429,7 +438,9 @@ bool chat_prompt(const Value& messages, std::vector<TokenId>& tokens, std::strin
 }
 
 bool scan(std::string_view body, bool chat, std::span<const std::string> models, GenerateRequest& out,
-          std::vector<TokenId>& tokens, std::string& scratch) {
+          std::vector<TokenId>& tokens, std::string& scratch, const PromptTokenizer* tokenizer) {
+  const bool real = tokenizer && tokenizer->model;
+  if (chat && real) return false;  // the chat template needs the whole document
   Value model, stream, max_tokens, max_completion_tokens, prompt, messages;
   bool has_model = false, has_stream = false, has_max = false, has_max_completion = false, has_prompt = false,
        has_messages = false;
@@ -443,6 +454,7 @@ bool scan(std::string_view body, bool chat, std::span<const std::string> models,
         if (key.raw == "max_completion_tokens") return take(max_completion_tokens, has_max_completion, val);
         if (key.raw == "prompt") return take(prompt, has_prompt, val);
         if (key.raw == "messages") return take(messages, has_messages, val);
+        if (real && key.raw == "add_special_tokens") return false;  // the slow path reads it
         return true;
       },
       0);
@@ -472,7 +484,7 @@ bool scan(std::string_view body, bool chat, std::span<const std::string> models,
   if (chat) {
     if (!has_messages || !chat_prompt(messages, tokens, scratch)) return false;
   } else {
-    if (!has_prompt || prompt.kind == Kind::null || !completion_prompt(prompt, tokens, scratch)) return false;
+    if (!has_prompt || prompt.kind == Kind::null || !completion_prompt(prompt, tokens, scratch, tokenizer)) return false;
   }
   return tokens.size() != before;
 }
@@ -480,9 +492,10 @@ bool scan(std::string_view body, bool chat, std::span<const std::string> models,
 }  // namespace
 
 bool scan_generate_request(std::string_view body, bool chat, std::span<const std::string> models,
-                           GenerateRequest& out, std::vector<TokenId>& tokens, std::string& scratch) {
+                           GenerateRequest& out, std::vector<TokenId>& tokens, std::string& scratch,
+                           const PromptTokenizer* tokenizer) {
   const std::size_t before = tokens.size();
-  if (scan(body, chat, models, out, tokens, scratch)) return true;
+  if (scan(body, chat, models, out, tokens, scratch, tokenizer)) return true;
   tokens.resize(before);
   return false;
 }

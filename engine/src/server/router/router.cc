@@ -23,6 +23,7 @@
 #include "health_monitor.h"
 #include "kv_event_subscriber.h"
 #include "metrics_page.h"
+#include "model_text.h"
 #include "request_parse.h"
 #include "request_scan.h"
 #include "router_log.h"
@@ -61,6 +62,7 @@ struct Scratch {
   std::vector<TokenId> tokens;
   std::vector<BlockHash> hashes;
   std::string text;
+  text::EncodeScratch encode;  // the real tokenizer's buffers and word cache
 };
 
 // Per thread: a request takes and returns its scratch on the thread that serves its connection, so
@@ -124,6 +126,8 @@ struct Router::Impl {
   std::unique_ptr<DnsDiscovery> dns;
   std::atomic<bool> draining{false};
   std::int64_t started_unix = 0;
+  /// The served model's tokenizer and chat template (--tokenizer); empty: the made-up tokenizer.
+  std::optional<text::ModelText> model_text;
   // The next block of request ids (see take_request_id()).
   std::atomic<std::uint64_t> next_request_id{1};
   // Tells this router's blocks from another's in a thread's cache (tests run several routers).
@@ -201,7 +205,9 @@ struct Router::Impl {
     // The document is built only where it is needed: P/D rewrites the body for its legs, and the
     // slow path answers every request the fast scan declines (errors included).
     json body;
-    if (table->pd_mode() || !scan_generate_request(req.body(), chat, config.served_models, g, sc->tokens, sc->text)) {
+    const PromptTokenizer tokenizer{model_text ? &*model_text : nullptr, &sc->encode, req.body()};
+    if (table->pd_mode() ||
+        !scan_generate_request(req.body(), chat, config.served_models, g, sc->tokens, sc->text, &tokenizer)) {
       auto doc = parse_request_json(req.body());  // the nesting-depth check, then json::parse
       if (!doc) {
         ApiError e = std::move(doc.error());
@@ -211,7 +217,7 @@ struct Router::Impl {
         co_return;
       }
       body = std::move(*doc);
-      auto parsed = parse_generate_request(body, chat, config.served_models, g, sc->tokens, sc->text);
+      auto parsed = parse_generate_request(body, chat, config.served_models, g, sc->tokens, sc->text, &tokenizer);
       if (!parsed) {
         ApiError e = parsed.error();
         scratch.release(std::move(sc));
@@ -275,6 +281,47 @@ struct Router::Impl {
   }
 
 
+  // vLLM's /tokenize and /detokenize for the served model, answered here (text::ModelText).
+  Task<void> tokenize(http::Request& req, ResponseWriter& w, bool post, bool detokenize) {
+    if (!post) {
+      std::array<Header, 1> allow = {Header{"Allow", "POST"}};
+      metrics.error(ErrorCause::not_found);
+      co_await w.send_error(405, "use POST on " + std::string(detokenize ? "/detokenize" : "/tokenize"), "", "method_not_allowed", allow);
+      co_return;
+    }
+    if (!model_text) {
+      metrics.error(ErrorCause::not_found);
+      co_await w.send_error(404, "the router has no tokenizer for its model; start it with --tokenizer DIR (router.tokenizer)",
+                            "", "not_found");
+      co_return;
+    }
+    auto doc = parse_request_json(req.body());
+    if (!doc || !doc->is_object()) {
+      metrics.error(ErrorCause::bad_request);
+      co_await w.send_error(400, doc ? std::string("the request body must be a JSON object") : doc.error().message, "",
+                            doc ? std::string() : doc.error().code);
+      co_return;
+    }
+    if (auto m = doc->find("model"); m != doc->end() && !m->is_null() &&
+        (!m->is_string() || std::find(config.served_models.begin(), config.served_models.end(), m->get<std::string>()) ==
+                                config.served_models.end())) {
+      metrics.error(ErrorCause::unknown_model);
+      co_await w.send_error(404, "The model `" + (m->is_string() ? m->get<std::string>() : m->dump()) + "` does not exist",
+                            "model", "model_not_found");
+      co_return;
+    }
+    std::unique_ptr<Scratch> sc = scratch.acquire();
+    const auto ordered = nlohmann::ordered_json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+    auto answer = model_text->serve_tokenize(*doc, ordered, detokenize, 0, sc->encode);
+    scratch.release(std::move(sc));
+    if (!answer) {
+      metrics.error(ErrorCause::bad_request);
+      co_await w.send_error(answer.error().status, answer.error().message, answer.error().param);
+      co_return;
+    }
+    co_await w.send(200, answer->dump(-1, ' ', false, json::error_handler_t::replace));
+  }
+
   Task<void> handle(http::Request& req, ResponseWriter& w) {
     const std::string_view path = http::target_path(req.target());
     const bool post = req.method() == http::bhttp::verb::post;
@@ -287,6 +334,10 @@ struct Router::Impl {
         co_return;
       }
       co_await generate(req, w, path == "/v1/chat/completions");
+      co_return;
+    }
+    if (path == "/tokenize" || path == "/detokenize") {
+      co_await tokenize(req, w, post, path == "/detokenize");
       co_return;
     }
     const bool known = path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models";
@@ -316,7 +367,7 @@ struct Router::Impl {
       metrics.error(ErrorCause::not_found);
       co_await w.send_error(404, "no route for " + std::string(path) +
                                      "; the router serves /v1/completions, /v1/chat/completions, /v1/models, "
-                                     "/health, /ready and /metrics",
+                                     "/tokenize, /detokenize, /health, /ready and /metrics",
                             "", "not_found");
     }
   }
@@ -336,6 +387,11 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   auto impl = std::make_unique<Impl>(std::move(config));
   Impl& im = *impl;
   const RouterConfig& c = im.config;
+  if (!c.tokenizer_dir.empty()) {
+    auto loaded = text::ModelText::load(c.tokenizer_dir);
+    if (!loaded) return unexpected("'--tokenizer' (" + c.tokenizer_dir + "): " + loaded.error());
+    im.model_text = std::move(loaded).value();
+  }
   im.started_unix = std::chrono::duration_cast<std::chrono::seconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
 

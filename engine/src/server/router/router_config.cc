@@ -20,7 +20,7 @@ constexpr const char* kUsage =
     "usage: disagg-engine router [--config FILE.json] [flags]\n"
     "KV-aware OpenAI-compatible router in front of vLLM (or sim-worker) endpoints.\n"
     "Config keys (engine/schema/engine-config.schema.json): router.{listenPort, servedModelName,\n"
-    "kvBlockSize, requestTimeoutSeconds, maxInflight, maxQueue, queueTimeoutSeconds}, policy.{name, weights, options, prefixSource,\n"
+    "kvBlockSize, requestTimeoutSeconds, maxInflight, maxQueue, queueTimeoutSeconds, tokenizer}, policy.{name, weights, options, prefixSource,\n"
     "disaggregation.minUncachedPromptTokens}, pools[].{name, role, discovery{type dns, host, port or\n"
     "ports (one per local data-parallel rank; KV events of ports[j] on kvEvents.port + j),\n"
     "refreshSeconds}, kvEvents{port, topicPrefix}}, endpoints[].{pool, url, kvEventsEndpoint,\n"
@@ -44,6 +44,8 @@ constexpr const char* kUsage =
     "                                ports=FIRST-LAST instead of port: one endpoint per address x port,\n"
     "                                port FIRST+j with KV events on kv-port+j; repeatable\n"
     "  --session-header NAME         header whose value pins a session to an endpoint (none)\n"
+    "  --tokenizer DIR               the served model's tokenizer.json + tokenizer_config.json: real token\n"
+    "                                ids and chat template for precise prefix routing (router.tokenizer)\n"
     "  --request-timeout-ms N        whole request limit (router.requestTimeoutSeconds, 600000)\n"
     "  --connect-timeout-ms N        upstream connect limit (2000)\n"
     "  --idle-timeout-ms N           upstream silence limit while streaming (60000)\n"
@@ -291,6 +293,8 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
       if (!integer(&c.port, 0, 65535)) return bad("must be a port number in [0, 65535]");
     } else if (flag == "--model-name") {
       flag_models.push_back(v);
+    } else if (flag == "--tokenizer") {
+      c.tokenizer_dir = v;
     } else if (flag == "--policy") {
       const std::string engine = engine_policy_name(v);
       bool known = false;

@@ -65,6 +65,11 @@ struct RouterConfig {
   /// Model names served; requests naming another get 404. The first one is /v1/models' first.
   std::vector<std::string> served_models;
   std::int32_t block_size = 16;
+  /// --tokenizer / router.tokenizer: a folder with the served model's tokenizer.json and
+  /// tokenizer_config.json. Prompts then get the real token ids and chat template vLLM uses
+  /// (precise prefix routing), and the router serves /tokenize and /detokenize. Empty: the
+  /// made-up tokenizer of the sim-worker.
+  std::string tokenizer_dir;
 
   /// Engine policy name (routing.h), after mapping the ConfigMap's names.
   std::string policy = "llm-d";

@@ -138,7 +138,8 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
         !get_int(*router, "router.", "maxInflight", 1, 1 << 24, &max_inflight, err) ||
         !get_int(*router, "router.", "maxQueue", 0, 1 << 24, &max_queue, err) ||
         !get_number(*router, "router.", "queueTimeoutSeconds", 0, &queue_timeout, err) ||
-        !get_string(*router, "router.", "servedModelName", &model, err)) {
+        !get_string(*router, "router.", "servedModelName", &model, err) ||
+        !get_string(*router, "router.", "tokenizer", &c.tokenizer_dir, err)) {
       return unexpected(err);
     }
     c.max_inflight = static_cast<std::int32_t>(max_inflight);

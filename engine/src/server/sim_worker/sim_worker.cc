@@ -11,6 +11,7 @@
 
 #include "disagg/json_depth.h"
 #include "fake_tokenizer.h"
+#include "model_text.h"
 #include "server/http/http_server.h"
 #include "server/http/openai_error.h"
 #include "server/http/sse.h"
@@ -164,18 +165,79 @@ struct SimWorker::Impl {
   std::atomic<std::uint64_t> request_counter{0};
   std::atomic<std::int64_t> tokens_sent{0};
 
+  /// The served model's tokenizer and chat template (--tokenizer); empty: the made-up tokenizer.
+  std::optional<text::ModelText> model_text;
+
   Impl(SimWorkerConfig c, const CostModel& m) : config(std::move(c)), cost(m) {}
 
   Task<void> handle(http::Request& req, ResponseWriter& w);
   Task<void> generate(http::Request& req, ResponseWriter& w, bool chat);
-  Expected<Generation, ApiError> parse(const json& body, bool chat) const;
+  Expected<Generation, ApiError> parse(const json& body, std::string_view raw, bool chat) const;
+  Task<void> tokenize(http::Request& req, ResponseWriter& w, bool detokenize);
+  /// Appends the prompt tokens of a chat request (`raw`: its body) to `out`, as vLLM computes them.
+  Expected<void, ApiError> chat_prompt(const json& body, std::string_view raw, std::vector<TokenId>& out) const;
+  /// The vocabulary size token ids are checked against.
+  std::int64_t vocab_size() const {
+    return model_text ? static_cast<std::int64_t>(model_text->tokenizer().vocab_size()) : kFakeVocabSize;
+  }
   void count_sent(std::int64_t tokens);
   json kv_params_for(const RequestState& st, const std::string& request_id) const;
 };
 
 // ---- request parsing ------------------------------------------------------------------------
 
-Expected<Generation, ApiError> SimWorker::Impl::parse(const json& body, bool chat) const {
+// One scratch per HTTP thread for the real tokenizer.
+static text::EncodeScratch& encode_scratch() {
+  thread_local text::EncodeScratch scratch;
+  return scratch;
+}
+
+Expected<void, ApiError> SimWorker::Impl::chat_prompt(const json& body, std::string_view raw, std::vector<TokenId>& out) const {
+  if (model_text) {
+    // The template sees keys in the client's order (tojson of tool schemas), so the body is read
+    // again as an ordered document.
+    const auto ordered = nlohmann::ordered_json::parse(raw, nullptr, /*allow_exceptions=*/false);
+    std::string prompt;
+    auto done = model_text->chat_tokens(ordered, encode_scratch(), prompt, out);
+    if (!done) return unexpected(ApiError{400, done.error(), "messages", ""});
+    return {};
+  }
+  auto msgs = body.find("messages");
+  if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
+    return unexpected(ApiError{400, "'messages' must be a non-empty array of {role, content}", "messages", ""});
+  }
+  std::string text;
+  FakeChatPrompt prompt(text);
+  for (const json& m : *msgs) {
+    const auto role = m.find("role");  // end() when m is not an object
+    if (!m.is_object() || role == m.end() || !role->is_string()) {
+      return unexpected(ApiError{400, "every message needs a string 'role'", "messages", ""});
+    }
+    prompt.begin_message().append(role->get_ref<const std::string&>());
+    if (auto c = m.find("content"); c != m.end() && !c->is_null()) {
+      if (c->is_string()) {
+        prompt.add_part().append(c->get_ref<const std::string&>());
+      } else if (c->is_array()) {
+        for (const json& part : *c) {  // text parts; others are skipped
+          if (!part.is_object()) continue;
+          const auto type = part.find("type");
+          const auto x = part.find("text");
+          if (type == part.end() || !type->is_string() || *type != "text" || x == part.end() || !x->is_string()) {
+            continue;
+          }
+          prompt.add_part().append(x->get_ref<const std::string&>());
+        }
+      } else {
+        return unexpected(ApiError{400, "message 'content' must be a string or an array of parts", "messages", ""});
+      }
+    }
+    prompt.end_message();
+  }
+  fake_tokenize(prompt.finish(), out);
+  return {};
+}
+
+Expected<Generation, ApiError> SimWorker::Impl::parse(const json& body, std::string_view raw, bool chat) const {
   Generation g;
   g.chat = chat;
   if (!body.is_object()) return unexpected(ApiError{400, "the request body must be a JSON object", "", ""});
@@ -200,38 +262,7 @@ Expected<Generation, ApiError> SimWorker::Impl::parse(const json& body, bool cha
   }
   // Prompt.
   if (chat) {
-    auto msgs = body.find("messages");
-    if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
-      return unexpected(ApiError{400, "'messages' must be a non-empty array of {role, content}", "messages", ""});
-    }
-    std::string text;
-    FakeChatPrompt prompt(text);
-    for (const json& m : *msgs) {
-      const auto role = m.find("role");  // end() when m is not an object
-      if (!m.is_object() || role == m.end() || !role->is_string()) {
-        return unexpected(ApiError{400, "every message needs a string 'role'", "messages", ""});
-      }
-      prompt.begin_message().append(role->get_ref<const std::string&>());
-      if (auto c = m.find("content"); c != m.end() && !c->is_null()) {
-        if (c->is_string()) {
-          prompt.add_part().append(c->get_ref<const std::string&>());
-        } else if (c->is_array()) {
-          for (const json& part : *c) {  // text parts; others are skipped
-            if (!part.is_object()) continue;
-            const auto type = part.find("type");
-            const auto x = part.find("text");
-            if (type == part.end() || !type->is_string() || *type != "text" || x == part.end() || !x->is_string()) {
-              continue;
-            }
-            prompt.add_part().append(x->get_ref<const std::string&>());
-          }
-        } else {
-          return unexpected(ApiError{400, "message 'content' must be a string or an array of parts", "messages", ""});
-        }
-      }
-      prompt.end_message();
-    }
-    fake_tokenize(prompt.finish(), g.prompt);
+    if (auto done = chat_prompt(body, raw, g.prompt); !done) return unexpected(done.error());
   } else {
     auto p = body.find("prompt");
     if (p == body.end() || p->is_null()) {
@@ -239,17 +270,24 @@ Expected<Generation, ApiError> SimWorker::Impl::parse(const json& body, bool cha
     }
     const json* one = &*p;
     if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) one = &(*p)[0];
+    const std::int64_t vocab = vocab_size();
     if (one->is_string()) {
-      fake_tokenize(one->get_ref<const std::string&>(), g.prompt);
-    } else if (one->is_array() && std::all_of(one->begin(), one->end(), [](const json& t) {
-                 return t.is_number_integer() && t.get<std::int64_t>() >= 0 &&
-                        t.get<std::int64_t>() < kFakeVocabSize;
+      if (model_text) {
+        const auto special = body.find("add_special_tokens");
+        model_text->completion_tokens(one->get_ref<const std::string&>(),
+                                      special == body.end() || !special->is_boolean() || special->get<bool>(), encode_scratch(),
+                                      g.prompt);
+      } else {
+        fake_tokenize(one->get_ref<const std::string&>(), g.prompt);
+      }
+    } else if (one->is_array() && std::all_of(one->begin(), one->end(), [vocab](const json& t) {
+                 return t.is_number_integer() && t.get<std::int64_t>() >= 0 && t.get<std::int64_t>() < vocab;
                })) {
       for (const json& t : *one) g.prompt.push_back(t.get<TokenId>());
     } else {
       return unexpected(ApiError{400,
                                  "'prompt' must be a string, one-element array, or an array of token ids "
-                                 "in [0, " + std::to_string(kFakeVocabSize) + "); batches are not supported",
+                                 "in [0, " + std::to_string(vocab) + "); batches are not supported",
                                  "prompt", ""});
     }
   }
@@ -327,6 +365,49 @@ json SimWorker::Impl::kv_params_for(const RequestState& st, const std::string& r
               {"tp_size", cost.params().tensor_parallel}};
 }
 
+// vLLM's POST /tokenize ({prompt} or {messages}, as the completions and chat endpoints would
+// tokenize them) and POST /detokenize ({tokens} -> {prompt}).
+Task<void> SimWorker::Impl::tokenize(http::Request& req, ResponseWriter& w, bool detokenize) {
+  if (!json_depth_within(req.body(), kMaxRequestJsonDepth)) {
+    co_await w.send_error(400, json_depth_error(kMaxRequestJsonDepth), "", "json_too_deep");
+    co_return;
+  }
+  const json body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    co_await w.send_error(400, "the request body must be a JSON object");
+    co_return;
+  }
+  if (auto m = body.find("model"); m != body.end() && !m->is_null() && (!m->is_string() || *m != config.model_name)) {
+    co_await w.send_error(404, "The model `" + (m->is_string() ? m->get<std::string>() : m->dump()) +
+                                   "` does not exist; this worker serves `" + config.model_name + "`",
+                          "model", "model_not_found");
+    co_return;
+  }
+  if (model_text) {
+    const auto ordered = nlohmann::ordered_json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+    auto answer = model_text->serve_tokenize(body, ordered, detokenize, config.max_model_len, encode_scratch());
+    if (!answer) {
+      co_await w.send_error(answer.error().status, answer.error().message, answer.error().param);
+      co_return;
+    }
+    co_await w.send(200, answer->dump(-1, ' ', false, json::error_handler_t::replace));
+    co_return;
+  }
+  // The made-up tokenizer: ids, but no text back.
+  const auto p = body.find("prompt");
+  if (detokenize || body.contains("messages") || p == body.end() || !p->is_string()) {
+    co_await w.send_error(400,
+                          detokenize ? "the made-up tokenizer cannot detokenize; start sim-worker with --tokenizer DIR"
+                                     : "a tokenize request needs 'prompt' (a string); chat needs --tokenizer DIR",
+                          detokenize ? "tokens" : "prompt");
+    co_return;
+  }
+  std::vector<TokenId> ids;
+  fake_tokenize(p->get_ref<const std::string&>(), ids);
+  const json out{{"count", ids.size()}, {"max_model_len", config.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
+  co_await w.send(200, out.dump());
+}
+
 Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool chat) {
   const std::uint64_t n = request_counter.fetch_add(1);
   if (config.fail_rate > 0) {
@@ -346,7 +427,7 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
     co_await w.send_error(400, "the request body is not valid JSON");
     co_return;
   }
-  auto parsed = parse(body, chat);
+  auto parsed = parse(body, req.body(), chat);
   if (!parsed) {
     const ApiError& e = parsed.error();
     co_await w.send_error(e.status, e.message, e.param, e.code);
@@ -496,6 +577,9 @@ Task<void> SimWorker::Impl::handle(http::Request& req, ResponseWriter& w) {
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!co_await only(http::bhttp::verb::post, "POST")) co_return;
     co_await generate(req, w, path == "/v1/chat/completions");
+  } else if (path == "/tokenize" || path == "/detokenize") {
+    if (!co_await only(http::bhttp::verb::post, "POST")) co_return;
+    co_await tokenize(req, w, path == "/detokenize");
   } else if (path == "/health") {
     if (!co_await only(http::bhttp::verb::get, "GET")) co_return;
     if (server->draining()) {
@@ -512,7 +596,7 @@ Task<void> SimWorker::Impl::handle(http::Request& req, ResponseWriter& w) {
   } else {
     co_await w.send_error(404, "no route for " + std::string(path) +
                                    "; sim-worker serves /v1/completions, /v1/chat/completions, "
-                                   "/v1/models, /health and /metrics",
+                                   "/tokenize, /detokenize, /v1/models, /health and /metrics",
                           "", "not_found");
   }
 }
@@ -532,6 +616,11 @@ Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerCon
   auto impl = std::make_unique<Impl>(std::move(config), cost);
   SimWorkerConfig& c = impl->config;
   if (c.model_name.empty()) c.model_name = "sim-model";
+  if (!c.tokenizer_dir.empty()) {
+    auto loaded = text::ModelText::load(c.tokenizer_dir);
+    if (!loaded) return unexpected("'--tokenizer' (" + c.tokenizer_dir + "): " + loaded.error());
+    impl->model_text = std::move(loaded).value();
+  }
 
   http::ServerOptions so;
   so.host = c.host;

@@ -27,6 +27,7 @@ struct SimWorkerConfig {
   std::string host = "127.0.0.1";     ///< --host
   std::uint16_t port = 8000;          ///< --port (0 = ephemeral; the bound port is printed)
   std::string model_name;             ///< --model-name (default: model.name of the config, else "sim-model")
+  std::string tokenizer_dir;          ///< --tokenizer DIR: the served model's tokenizer files (default: the made-up tokenizer)
   WorkerRole role = WorkerRole::aggregated;  ///< --role aggregated|prefill|decode
   std::int32_t kv_blocks = 8192;      ///< --kv-blocks
   std::int32_t block_size = 16;       ///< --block-size

@@ -22,6 +22,8 @@ constexpr const char* kUsage =
     "  --host ADDR                  listen address (127.0.0.1)\n"
     "  --port N                     HTTP port (8000; 0 = any free port, printed at start)\n"
     "  --model-name NAME            served model name (model.name of the config, else sim-model)\n"
+    "  --tokenizer DIR              the model's tokenizer.json and tokenizer_config.json: prompts get its\n"
+    "                               real token ids and chat template, as in vLLM (default: a made-up tokenizer)\n"
     "  --role R                     aggregated | prefill | decode (aggregated)\n"
     "  --kv-blocks N                KV blocks of the replica (8192)\n"
     "  --block-size N               tokens per KV block (16)\n"
@@ -96,6 +98,8 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
       if (!parse_num(v, &c.port)) return bad(flag, v, "must be a port number 0..65535");
     } else if (flag == "--model-name") {
       c.model_name = v;
+    } else if (flag == "--tokenizer") {
+      c.tokenizer_dir = v;
     } else if (flag == "--role") {
       if (v == "aggregated") c.role = WorkerRole::aggregated;
       else if (v == "prefill") c.role = WorkerRole::prefill;

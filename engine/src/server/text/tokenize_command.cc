@@ -4,7 +4,10 @@
 //   {"text": "...", "add_special_tokens": true}      -> {"ids": [...]}
 //   {"base64": "...", "add_special_tokens": false}   -> {"ids": [...]}   (raw bytes, any UTF-8 validity)
 //   {"ids": [...], "skip_special_tokens": false}     -> {"text": "..."}
-// add_special_tokens defaults to true, as in Hugging Face's encode(); a bad line gets {"error": ...}.
+//   {"messages": [...], ...a chat request}          -> {"ids": [...], "prompt": "..."}  (chat template)
+// add_special_tokens defaults to true, as in Hugging Face's encode() (false for chat, as in vLLM);
+// a bad line gets {"error": ...}. With --repeat N, "ns" is the median time of one encode (for
+// chat: render + encode + block hashes, the router's whole prompt path).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -12,9 +15,12 @@
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "disagg/block_hash.h"
+#include "model_text.h"
 #include "text_command.h"
 #include "tokenizer.h"
 
@@ -27,6 +33,7 @@ constexpr std::string_view kHelp =
     "    {\"text\": \"...\", \"add_special_tokens\": true}   -> {\"ids\": [...]}\n"
     "    {\"base64\": \"...\"}                              -> {\"ids\": [...]}  (raw bytes)\n"
     "    {\"ids\": [...], \"skip_special_tokens\": false}  -> {\"text\": \"...\"}\n"
+    "    {\"messages\": [...], ...}                        -> {\"ids\": [...], \"prompt\": \"...\"}  (chat template)\n"
     "  --tokenizer DIR   a folder with the model's tokenizer.json (and tokenizer_config.json)\n"
     "  --repeat N        encode each text N times more and add \"ns\": the median wall time of one\n"
     "                    encode on this thread's warm scratch (for bench/tokenizer.sh)\n";
@@ -93,13 +100,50 @@ int run_tokenize_command(int argc, char** argv) {
   }
   EncodeScratch scratch;
   std::vector<TokenId> ids;
-  std::string line, bytes;
+  std::vector<BlockHash> hashes;
+  std::string line, bytes, prompt;
+  // The chat template is loaded at the first chat request, so that tokenizer-only folders work.
+  std::optional<Expected<ModelText, std::string>> model;
+  auto median_ns = [&](auto&& once) {
+    std::vector<std::int64_t> times;
+    times.reserve(static_cast<std::size_t>(repeat));
+    for (long r = 0; r < repeat; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      once();
+      times.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+    return times[times.size() / 2];
+  };
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;
     const auto request = nlohmann::json::parse(line, nullptr, false);
     nlohmann::json answer;
     if (request.is_discarded() || !request.is_object()) {
       answer = {{"error", "a request is one JSON object per line"}};
+    } else if (request.contains("messages")) {
+      if (!model) model = ModelText::load(dir);
+      if (!*model) {
+        answer = {{"error", (*model).error()}};
+      } else {
+        const ModelText& m = (*model).value();
+        const auto ordered = nlohmann::ordered_json::parse(line);
+        ids.clear();
+        auto done = m.chat_tokens(ordered, scratch, prompt, ids);
+        if (!done) {
+          answer = {{"error", done.error()}};
+        } else {
+          answer = {{"ids", ids}, {"prompt", prompt}};
+          if (repeat > 0) {
+            answer["ns"] = median_ns([&] {
+              ids.clear();
+              (void)m.chat_tokens(ordered, scratch, prompt, ids);
+              hashes.resize(ids.size() / 16);
+              hash_blocks(ids, 16, kRootBlockHash, hashes);
+            });
+          }
+        }
+      }
     } else if (request.contains("ids")) {
       std::vector<TokenId> in;
       bool ok = request["ids"].is_array();
@@ -126,16 +170,10 @@ int run_tokenize_command(int argc, char** argv) {
         tokenizer->encode(bytes, special, scratch, ids);
         answer = {{"ids", ids}};
         if (repeat > 0) {
-          std::vector<std::int64_t> times;
-          times.reserve(static_cast<std::size_t>(repeat));
-          for (long r = 0; r < repeat; ++r) {
+          answer["ns"] = median_ns([&] {
             ids.clear();
-            const auto start = std::chrono::steady_clock::now();
             tokenizer->encode(bytes, special, scratch, ids);
-            times.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
-          }
-          std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-          answer["ns"] = times[times.size() / 2];
+          });
         }
       }
     }

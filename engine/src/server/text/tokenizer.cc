@@ -307,7 +307,9 @@ class MergeTable {
 
  private:
   static constexpr std::uint64_t kEmpty = ~0ULL;
-  static std::uint64_t pack(TokenId l, TokenId r) { return (std::uint64_t{l} << 32) | r; }
+  static std::uint64_t pack(TokenId l, TokenId r) {
+    return (std::uint64_t{static_cast<std::uint32_t>(l)} << 32) | static_cast<std::uint32_t>(r);
+  }
   std::vector<std::uint64_t> keys_;
   std::vector<Merge> values_;
   std::size_t mask_ = 0;
@@ -393,17 +395,48 @@ struct Regex {
 };
 
 // Oniguruma's \s under Unicode is the White_Space property; PCRE2's also takes U+180E (Mongolian
-// vowel separator, no longer White_Space since Unicode 6.3). Spelled out, both engines agree.
+// vowel separator, no longer White_Space since Unicode 6.3). Spelled out, both engines agree
+// (unicode_classes.inc records the reference's \s: the same 25 code points).
 constexpr const char* kWhiteSpace = "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
 
-// Rewrites \s and \S (outside classes; \s inside them) into the explicit White_Space set.
-std::string with_explicit_whitespace(const std::string& pattern) {
+// The Unicode property classes as the reference matches them (generated from it:
+// engine/scripts/gen_unicode_classes.mjs): its Oniguruma has newer Unicode tables than Debian's
+// PCRE2, so a \p{L} spelled as ranges matches what the reference matches.
+struct PropertyClass {
+  std::string_view name, ranges;
+};
+constexpr PropertyClass kPropertyClasses[] = {
+#include "unicode_classes.inc"
+};
+
+std::optional<std::string_view> class_ranges(std::string_view name) {
+  for (const auto& c : kPropertyClasses)
+    if (c.name == name) return c.ranges;
+  return std::nullopt;
+}
+
+// Rewrites \s, \S and \p{X} / \P{X} (X a class of unicode_classes.inc) into explicit sets, outside
+// and inside character classes (\S and \P{X} only outside); anything else is left to PCRE2.
+std::string rewrite_for_reference(const std::string& pattern) {
   std::string out;
   bool in_class = false;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if (c == '\\' && i + 1 < pattern.size()) {
       const char e = pattern[i + 1];
+      if ((e == 'p' || e == 'P') && i + 2 < pattern.size() && pattern[i + 2] == '{') {
+        const auto close = pattern.find('}', i + 3);
+        std::string_view name = std::string_view(pattern).substr(i + 3, close == std::string::npos ? 0 : close - i - 3);
+        const bool negated = e == 'P' || (!name.empty() && name[0] == '^');
+        if (!name.empty() && name[0] == '^') name.remove_prefix(1);
+        const auto ranges = close == std::string::npos ? std::nullopt : class_ranges(name);
+        if (ranges && (!in_class || !negated)) {
+          if (in_class) out += *ranges;
+          else out += std::string(negated ? "[^" : "[") + std::string(*ranges) + "]";
+          i = close;
+          continue;
+        }
+      }
       if (e == 's' && in_class) out += kWhiteSpace;
       else if (e == 's') out += std::string("[") + kWhiteSpace + "]";
       else if (e == 'S' && !in_class) out += std::string("[^") + kWhiteSpace + "]";
@@ -426,9 +459,10 @@ std::string with_explicit_whitespace(const std::string& pattern) {
 }
 
 // Hugging Face compiles these with Oniguruma; PCRE2 with UTF + UCP reads the same syntax for what
-// tokenizers use (\p{..} classes, (?i:..), lookahead), and the differential test holds it to that.
+// tokenizers use ((?i:..), lookahead, classes), with the property classes spelled out as the
+// reference matches them; the differential test holds it to that.
 Expected<std::shared_ptr<Regex>, TokenizerError> compile_regex(const std::string& original, const std::string& where) {
-  const std::string pattern = with_explicit_whitespace(original);
+  const std::string pattern = rewrite_for_reference(original);
   int error = 0;
   PCRE2_SIZE offset = 0;
   auto regex = std::make_shared<Regex>();
@@ -849,7 +883,9 @@ Expected<Tokenizer, TokenizerError> Tokenizer::from_json(std::string_view tokeni
   std::unordered_map<std::string, TokenId> ids_by_token;  // file form, vocabulary and added tokens
   TokenId max_id = 0;
   for (const auto& [token, id_json] : model["vocab"].items()) {
-    if (!id_json.is_number_unsigned()) return unexpected(field_error("model.vocab[" + json(token).dump() + "]", "must be an id >= 0"));
+    if (!id_json.is_number_unsigned() || id_json.get<std::uint64_t>() > 0x7FFFFFFF) {
+      return unexpected(field_error("model.vocab[" + json(token).dump() + "]", "must be an id from 0 to 2^31 - 1"));
+    }
     const auto id = id_json.get<TokenId>();
     max_id = std::max(max_id, id);
     ids_by_token.emplace(token, id);
@@ -869,7 +905,8 @@ Expected<Tokenizer, TokenizerError> Tokenizer::from_json(std::string_view tokeni
   for (std::size_t i = 0; i < added.size(); ++i) {
     const json& a = added[i];
     const std::string where = "added_tokens[" + std::to_string(i) + "]";
-    if (!a.contains("id") || !a["id"].is_number_unsigned() || !a.contains("content") || !a["content"].is_string()) {
+    if (!a.contains("id") || !a["id"].is_number_unsigned() || a["id"].get<std::uint64_t>() > 0x7FFFFFFF || !a.contains("content") ||
+        !a["content"].is_string()) {
       return unexpected(field_error(where, "needs an id and a content"));
     }
     if (bool_field(a, "single_word", false)) {
@@ -885,7 +922,7 @@ Expected<Tokenizer, TokenizerError> Tokenizer::from_json(std::string_view tokeni
   }
   impl->vocab.build(entries);
 
-  impl->id_to_token.assign(std::size_t{max_id} + 1, std::string{});
+  impl->id_to_token.assign(static_cast<std::size_t>(max_id) + 1, std::string{});
   for (const auto& [token, id] : ids_by_token) impl->id_to_token[id] = token;
   for (const auto& [token, id_json] : model["vocab"].items()) impl->id_to_token[id_json.get<TokenId>()] = token;
   for (const auto& t : raw_tokens) impl->id_to_token[t.id] = t.content;
@@ -1133,12 +1170,12 @@ void apply_behavior(SplitBehavior behavior, EncodeScratch::State& s) {
   }
 }
 
-// Code points assigned after Unicode 11.0 with a combining class or a canonical decomposition
-// (generated: engine/scripts/gen_unicode_after_11.py).
-constexpr char32_t kAfter11[] = {
-#include "unicode_after_11.inc"
+// Code points assigned after Unicode 9.0 with a combining class or a canonical decomposition
+// (generated: engine/scripts/gen_unicode_tables.py).
+constexpr char32_t kAfter9[] = {
+#include "unicode_after_9.inc"
 };
-constexpr char32_t kFirstAfter11 = kAfter11[0];
+constexpr char32_t kFirstAfter9 = kAfter9[0];
 
 // Ranges of code points that NFC may change or move (generated, as above).
 struct CodePointRange {
@@ -1225,7 +1262,7 @@ void Tokenizer::Impl::normalize(std::string_view in, std::string& out, EncodeScr
         if (step.kind == NormKind::nfc || step.kind == NormKind::nfkc) options |= UTF8PROC_COMPOSE;
         else options |= UTF8PROC_DECOMPOSE;
         if (k_form) options |= UTF8PROC_COMPAT;
-        // Code points the reference's Unicode 11 tables do not know are starters that block
+        // Code points the reference's Unicode 9 tables do not know are starters that block
         // reordering and composition: normalize the runs between them on their own.
         std::string& tmp = s.norm_b;
         tmp.clear();
@@ -1233,7 +1270,7 @@ void Tokenizer::Impl::normalize(std::string_view in, std::string& out, EncodeScr
         while (i < out.size()) {
           const std::size_t at = i;
           const char32_t cp = next_code_point(out, i);
-          if (cp >= kFirstAfter11 && std::binary_search(std::begin(kAfter11), std::end(kAfter11), cp)) {
+          if (cp >= kFirstAfter9 && std::binary_search(std::begin(kAfter9), std::end(kAfter9), cp)) {
             normalize_run(std::string_view(out).substr(run, at - run), options, s.nfc, tmp);
             tmp.append(out, at, i - at);
             run = i;
@@ -1462,7 +1499,7 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, bool skip_special_to
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (const TokenId id : ids) {
-    if (id >= impl.id_to_token.size() || impl.id_to_token[id].empty()) continue;
+    if (id < 0 || static_cast<std::size_t>(id) >= impl.id_to_token.size() || impl.id_to_token[id].empty()) continue;
     if (skip_special_tokens && impl.special[id]) continue;
     tokens.push_back(impl.id_to_token[id]);
   }
@@ -1568,14 +1605,14 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, bool skip_special_to
 std::size_t Tokenizer::vocab_size() const { return impl_->id_to_token.size(); }
 
 std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {
-  for (TokenId id = 0; id < impl_->id_to_token.size(); ++id) {
-    if (impl_->id_to_token[id] == token) return id;
+  for (std::size_t id = 0; id < impl_->id_to_token.size(); ++id) {
+    if (impl_->id_to_token[id] == token) return static_cast<TokenId>(id);
   }
   return std::nullopt;
 }
 
 std::optional<std::string_view> Tokenizer::id_to_token(TokenId id) const {
-  if (id >= impl_->id_to_token.size() || impl_->id_to_token[id].empty()) return std::nullopt;
+  if (id < 0 || static_cast<std::size_t>(id) >= impl_->id_to_token.size() || impl_->id_to_token[id].empty()) return std::nullopt;
   return impl_->id_to_token[id];
 }
 

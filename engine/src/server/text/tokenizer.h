@@ -34,11 +34,13 @@
 #include <string_view>
 #include <vector>
 
+#include "disagg/block_hash.h"
 #include "disagg/expected.h"
 
 namespace disagg::text {
 
-using TokenId = std::uint32_t;
+/// The engine's token id (disagg/block_hash.h), so that ids go straight into block hashes.
+using disagg::TokenId;
 
 enum class TokenizerErrc {
   unreadable_file,        // a file could not be opened or read

