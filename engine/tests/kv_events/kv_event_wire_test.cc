@@ -114,9 +114,10 @@ std::string write_batch(Encoding enc, bool with_rank) {
       case BatchField::data_parallel_rank: w.u64(2); break;
       case BatchField::events:
         w.array(3);
-        begin(1 + kStoredFields.size());
+        // Every field current vLLM may write, defaulted ones included.
+        begin(1 + kStoredFieldsAll.size());
         tag(EventTag::block_stored);
-        for (StoredField f : kStoredFields) {
+        for (StoredField f : kStoredFieldsAll) {
           key(field_name(f));
           switch (f) {
             case StoredField::block_hashes: w.array(2).u64(11).u64(0xfedcba9876543210ULL); break;
@@ -128,14 +129,22 @@ std::string write_batch(Encoding enc, bool with_rank) {
             case StoredField::block_size: w.u64(4); break;
             case StoredField::medium: w.str("CPU"); break;
             case StoredField::lora_id:
-            case StoredField::lora_name: w.nil(); break;
+            case StoredField::lora_name:
+            case StoredField::extra_keys:
+            case StoredField::kv_cache_spec_sliding_window: w.nil(); break;
+            case StoredField::group_idx: w.u64(0); break;
+            case StoredField::kv_cache_spec_kind: w.str("FullAttentionSpec"); break;
           }
         }
-        begin(1 + kRemovedFields.size());
+        begin(1 + kRemovedFieldsAll.size());
         tag(EventTag::block_removed);
-        for (RemovedField f : kRemovedFields) {
+        for (RemovedField f : kRemovedFieldsAll) {
           key(field_name(f));
-          if (f == RemovedField::block_hashes) w.array(1).u64(11); else w.str("DISK");
+          switch (f) {
+            case RemovedField::block_hashes: w.array(1).u64(11); break;
+            case RemovedField::medium: w.str("DISK"); break;
+            case RemovedField::group_idx: w.u64(0); break;
+          }
         }
         begin(1);
         tag(EventTag::all_blocks_cleared);

@@ -98,6 +98,48 @@ TEST(KvEventDecoder, MapLikeWithUnknownKeysTagLastAndByteHashes) {
   EXPECT_EQ(out.events[2].type, KvEventType::all_blocks_cleared);
 }
 
+TEST(KvEventDecoder, CurrentVllmFieldsTokensGroupsAndKeysBeyondTokens) {
+  // GIVEN a batch as current vLLM encodes it (vllm/distributed/kv_events.py at 0181ea3): an
+  // array-like BlockStored with every field (32-byte hashes, token ids, extra_keys, group_idx,
+  // kv_cache_spec_kind, the sliding window), a BlockRemoved with its group, and map-like events
+  // with a LoRA name and with extra keys, mixed in one positional batch
+  Writer w;
+  const std::string h32a(32, '\x11'), h32b(32, '\x22');
+  w.array(3).f64(2.5).array(4);
+  w.array(12).str("BlockStored").array(2).bin(h32a).bin(h32b).nil().array(4).u64(7).u64(8).u64(9).u64(151643)
+      .u64(2).nil().str("GPU").nil().array(2).nil().nil().u64(1).str("SlidingWindowSpec").u64(4096);
+  w.array(4).str("BlockRemoved").array(1).bin(h32a).str("GPU").u64(1);
+  w.map(6).str("type").str("BlockStored").str("block_hashes").array(1).u64(~0ULL).str("token_ids").array(2).u64(1).u64(2)
+      .str("lora_name").str("adapter-a").str("group_idx").u64(0).str("kv_cache_spec_kind").str("FullAttentionSpec");
+  w.map(3).str("type").str("BlockStored").str("block_hashes").array(1).u64(5).str("extra_keys").array(1).array(1).str("salt");
+  w.u64(3);
+  KvEventBatch out;
+  // WHEN decoded
+  auto r = decode_kv_event_batch(bytes_of(w.bytes()), out);
+  ASSERT_TRUE(r) << to_string(r.error().code);
+  ASSERT_EQ(out.events.size(), 4u);
+  EXPECT_EQ(out.data_parallel_rank, 3);
+  // THEN the tokens, group and kind of each store are kept
+  const KvEventRecord& stored = out.events[0];
+  EXPECT_EQ(std::vector<TokenId>(out.tokens_of(stored).begin(), out.tokens_of(stored).end()),
+            (std::vector<TokenId>{7, 8, 9, 151643}));
+  EXPECT_EQ(stored.block_size, 2);
+  EXPECT_EQ(stored.group, 1);
+  EXPECT_EQ(stored.kind, KvCacheKind::other);
+  EXPECT_FALSE(stored.keyed_beyond_tokens);  // extra_keys all nil
+  EXPECT_EQ(out.events[1].type, KvEventType::block_removed);
+  EXPECT_EQ(out.events[1].group, 1);
+  // AND uint64 hashes above 2^63 stay whole; a LoRA or extra keys mark the blocks as keyed beyond tokens
+  EXPECT_EQ(out.hashes_of(out.events[2])[0], ~0ULL);
+  EXPECT_EQ(out.events[2].kind, KvCacheKind::full_attention);
+  EXPECT_EQ(out.events[2].group, 0);
+  EXPECT_TRUE(out.events[2].keyed_beyond_tokens);
+  EXPECT_TRUE(out.events[3].keyed_beyond_tokens);
+  EXPECT_EQ(out.events[3].token_count, 0u);
+  EXPECT_EQ(cache_kind_from_name("MLAAttentionSpec"), KvCacheKind::full_attention);
+  EXPECT_EQ(cache_kind_from_name("MambaSpec"), KvCacheKind::other);
+}
+
 TEST(KvEventDecoder, ArrayLikeTwoElementBatchOldFieldsAndUnknownEvents) {
   // GIVEN an older 2-element batch: a BlockStored without medium (GPU), an unknown event type,
   // a BlockRemoved with a DISK medium and trailing future fields

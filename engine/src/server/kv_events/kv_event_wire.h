@@ -127,16 +127,30 @@ enum class StoredField : std::uint8_t {
   lora_id,
   medium,
   lora_name,
+  // Defaulted fields (vllm/distributed/kv_events.py): msgspec omits them at their defaults.
+  extra_keys,
+  group_idx,
+  kv_cache_spec_kind,
+  kv_cache_spec_sliding_window,
 };
+/// The fields every publisher writes (the sim-worker's encoder writes exactly these).
 inline constexpr std::array<StoredField, 7> kStoredFields = {
     StoredField::block_hashes, StoredField::parent_block_hash, StoredField::token_ids,
     StoredField::block_size,   StoredField::lora_id,           StoredField::medium,
     StoredField::lora_name};
+/// Every field a reader accepts, in declaration order (array_like positions).
+inline constexpr std::array<StoredField, 11> kStoredFieldsAll = {
+    StoredField::block_hashes, StoredField::parent_block_hash, StoredField::token_ids,
+    StoredField::block_size,   StoredField::lora_id,           StoredField::medium,
+    StoredField::lora_name,    StoredField::extra_keys,        StoredField::group_idx,
+    StoredField::kv_cache_spec_kind, StoredField::kv_cache_spec_sliding_window};
 
-/// BlockRemoved fields after the tag, in declaration order.
-enum class RemovedField : std::uint8_t { block_hashes, medium };
+/// BlockRemoved fields after the tag, in declaration order (group_idx defaulted).
+enum class RemovedField : std::uint8_t { block_hashes, medium, group_idx };
 inline constexpr std::array<RemovedField, 2> kRemovedFields = {RemovedField::block_hashes,
                                                                RemovedField::medium};
+inline constexpr std::array<RemovedField, 3> kRemovedFieldsAll = {RemovedField::block_hashes,
+                                                                  RemovedField::medium, RemovedField::group_idx};
 
 /// Field names (the keys of the map_like encoding).
 constexpr std::string_view field_name(BatchField f) {
@@ -156,6 +170,10 @@ constexpr std::string_view field_name(StoredField f) {
     case StoredField::lora_id: return "lora_id";
     case StoredField::medium: return "medium";
     case StoredField::lora_name: return "lora_name";
+    case StoredField::extra_keys: return "extra_keys";
+    case StoredField::group_idx: return "group_idx";
+    case StoredField::kv_cache_spec_kind: return "kv_cache_spec_kind";
+    case StoredField::kv_cache_spec_sliding_window: return "kv_cache_spec_sliding_window";
   }
   return "";
 }
@@ -163,6 +181,7 @@ constexpr std::string_view field_name(RemovedField f) {
   switch (f) {
     case RemovedField::block_hashes: return "block_hashes";
     case RemovedField::medium: return "medium";
+    case RemovedField::group_idx: return "group_idx";
   }
   return "";
 }

@@ -49,6 +49,11 @@ Expected<std::unique_ptr<EndpointTable>, std::string> EndpointTable::create(cons
                         ") refused by the KV block index: " + std::string(to_string(idx.error())));
     }
     t->index_.emplace(std::move(*idx));
+    // Publisher hashes remembered per endpoint: as many as its share of index entries (each
+    // publisher block gives at least one entry).
+    const std::int64_t share = c.index_entries_per_endpoint > 0 ? c.index_entries_per_endpoint : c.index_entries / 4;
+    t->keyer_capacity_ = static_cast<std::size_t>(std::max<std::int64_t>(4096, share));
+    t->block_size_ = c.block_size;
   }
   PolicyOptions options = c.options;
   if (precise) {
@@ -92,6 +97,7 @@ int EndpointTable::add(const EndpointSpec& spec, bool from_dns, const std::strin
               std::to_string(spec.port);
     s.reset_live();
     if (index_) index_->clear(static_cast<EndpointId>(id));
+    keyers_[static_cast<std::size_t>(id)].reset();
     if (hooks_.added) hooks_.added(static_cast<EndpointId>(id), s, topic);
     log_line("endpoint " + s.label + " added (pool " + spec.pool + ", role " + std::string(to_string(spec.role)) +
              (spec.kv_events.empty() ? "" : ", kv events " + spec.kv_events) + ")");
@@ -108,6 +114,7 @@ void EndpointTable::remove(int id) {
   s.present = false;
   present_ids_ &= ~(std::uint64_t{1} << id);
   if (index_) index_->clear(static_cast<EndpointId>(id));
+  keyers_[static_cast<std::size_t>(id)].reset();
   if (hooks_.removed) hooks_.removed(static_cast<EndpointId>(id), s);
   log_line("endpoint " + s.label + " removed (no longer in DNS)");
 }
@@ -146,16 +153,43 @@ void EndpointTable::sync_dns_pool(const DnsPoolSpec& pool, const std::set<std::s
 
 // ---- KV events --------------------------------------------------------------------------------
 
+BlockKeyer& EndpointTable::keyer(EndpointId id) {
+  auto& k = keyers_[static_cast<std::size_t>(id)];
+  if (!k) k = std::make_unique<BlockKeyer>(block_size_, keyer_capacity_);
+  return *k;
+}
+
 void EndpointTable::on_kv_batch(EndpointId id, std::uint32_t generation, const KvEventBatch& batch) {
   std::lock_guard lock(mu_);
   const EndpointSlot& s = slots_[id];
   if (!index_ || !s.present || s.generation != generation) return;
+  thread_local std::vector<BlockHash> keys;  // the subscriber's thread
+  BlockKeyer& k = keyer(id);
   for (const KvEventRecord& e : batch.events) {
     switch (e.type) {
-      case KvEventType::block_stored: (void)index_->apply_stored(id, e.tier, batch.hashes_of(e)); break;
-      case KvEventType::block_removed: (void)index_->apply_removed(id, e.tier, batch.hashes_of(e)); break;
+      case KvEventType::block_stored: {
+        keys.clear();
+        const BlockKeyer::Skip skip = k.stored(e, batch.hashes_of(e), batch.tokens_of(e), keys);
+        if (skip == BlockKeyer::Skip::none) {
+          keyed_blocks_ += e.hash_count;
+          (void)index_->apply_stored(id, e.tier, keys);
+        } else {
+          unkeyed_blocks_[static_cast<std::size_t>(skip)] += e.hash_count;
+          // Without token ids the publisher's own hashes are the keys (they match the router's
+          // only where the publisher hashes as the router does).
+          if (skip == BlockKeyer::Skip::no_tokens) (void)index_->apply_stored(id, e.tier, batch.hashes_of(e));
+        }
+        break;
+      }
+      case KvEventType::block_removed:
+        keys.clear();
+        k.removed(batch.hashes_of(e), e.group, keys);
+        if (!keys.empty()) (void)index_->apply_removed(id, e.tier, keys);
+        (void)index_->apply_removed(id, e.tier, batch.hashes_of(e));  // entries stored as the publisher's hashes
+        break;
       // vLLM emits it when its GPU prefix cache is reset (BlockPool.reset_prefix_cache,
-      // vllm/v1/core/block_pool.py); copies offloaded to CPU or storage stay where they are.
+      // vllm/v1/core/block_pool.py); copies offloaded to CPU or storage stay where they are, and
+      // so do the keyer's translations of them.
       case KvEventType::all_blocks_cleared: index_->clear(id, KvTier::gpu); break;
     }
   }
@@ -166,6 +200,7 @@ void EndpointTable::on_kv_clear(EndpointId id, std::uint32_t generation, std::st
   const EndpointSlot& s = slots_[id];
   if (!index_ || !s.present || s.generation != generation) return;
   const std::int64_t dropped = index_->clear(id);
+  keyers_[id].reset();
   log_line("KV index entries of " + s.label + " cleared (" + std::string(why) + "): " + std::to_string(dropped));
 }
 
@@ -340,6 +375,23 @@ void EndpointTable::write_metrics(std::string& out) {
                "", index_ ? static_cast<double>(index_->size()) : 0);
   write_metric(out, "disagg_router_kv_index_evictions_total", "counter", "Index entries evicted by its bounds.", "",
                index_ ? static_cast<double>(index_->evictions()) : 0);
+  // How complete the index is: publisher blocks keyed by the router's own hash of their token ids,
+  // and those that could not be (by reason).
+  write_metric(out, "disagg_router_kv_blocks_keyed_total", "counter",
+               "Stored KV blocks indexed under the router's own hash of their token ids.", "", static_cast<double>(keyed_blocks_));
+  out.append("# HELP disagg_router_kv_blocks_unkeyed_total Stored KV blocks not keyed by token ids, by reason "
+             "(no_tokens: indexed under the publisher's hash).\n# TYPE disagg_router_kv_blocks_unkeyed_total counter\n");
+  for (std::size_t r = 1; r < BlockKeyer::kSkipCount; ++r) {
+    out.append("disagg_router_kv_blocks_unkeyed_total{reason=\"")
+        .append(to_string(static_cast<BlockKeyer::Skip>(r)))
+        .append("\"} ")
+        .append(std::to_string(unkeyed_blocks_[r]))
+        .append("\n");
+  }
+  std::size_t remembered = 0;
+  for (const auto& k : keyers_) remembered += k ? k->size() : 0;
+  write_metric(out, "disagg_router_kv_key_map_entries", "gauge",
+               "Publisher block hashes the router remembers to translate removals and children.", "", static_cast<double>(remembered));
   struct Family {
     const char* name;
     const char* type;

@@ -24,6 +24,7 @@
 
 #include "disagg/expected.h"
 #include "disagg/kv_block_index.h"
+#include "block_keyer.h"
 #include "disagg/route_plan.h"
 #include "endpoint_health.h"
 #include "kv_event_subscriber.h"
@@ -146,6 +147,13 @@ class EndpointTable final : public KvEventSink {
   std::uint64_t present_ids_ = 0;
   std::optional<KvBlockIndex> index_;
   std::optional<RoutePlanner> planner_;
+  // KV events -> the router's own block keys, one keyer per endpoint (made at its first store).
+  BlockKeyer& keyer(EndpointId id);
+  std::array<std::unique_ptr<BlockKeyer>, kMaxRoutingEndpoints> keyers_;
+  std::size_t keyer_capacity_ = 1 << 16;
+  std::int32_t block_size_ = 16;
+  std::uint64_t keyed_blocks_ = 0;
+  std::array<std::uint64_t, BlockKeyer::kSkipCount> unkeyed_blocks_{};
 };
 
 }  // namespace disagg::router

@@ -1,6 +1,8 @@
 #include "kv_event_decoder.h"
 
+#include <cctype>
 #include <cstring>
+#include <string>
 
 namespace disagg::router {
 
@@ -127,6 +129,10 @@ class Reader {
     if (depth > limits_.max_depth) return fail(KvDecodeErrc::too_large);
     Head h;
     if (!head(h)) return false;
+    return skip_rest(h, depth);
+  }
+  // Skips the elements of a value whose head `h` was read.
+  bool skip_rest(const Head& h, int depth = 0) {
     if (h.kind == Kind::array) {
       for (std::uint64_t k = 0; k < h.u; ++k) {
         if (!skip(depth + 1)) return false;
@@ -216,8 +222,8 @@ bool hash_of(const Head& h, BlockHash& out) {
 
 // A map-like event's keys are read before its tag may be known, as BlockStored fields.
 static_assert([] {
-  for (kv_wire::RemovedField f : kv_wire::kRemovedFields) {
-    if (!kv_wire::field_named(kv_wire::kStoredFields, kv_wire::field_name(f))) return false;
+  for (kv_wire::RemovedField f : kv_wire::kRemovedFieldsAll) {
+    if (!kv_wire::field_named(kv_wire::kStoredFieldsAll, kv_wire::field_name(f))) return false;
   }
   return true;
 }(), "every BlockRemoved field must also be a BlockStored field");
@@ -353,6 +359,61 @@ class Decoder {
     return true;
   }
 
+  bool tokens(KvEventRecord& e) {
+    Head h;
+    if (!r_.head(h)) return false;
+    if (h.kind == Kind::nil) return true;
+    if (h.kind != Kind::array) return fail(KvDecodeErrc::malformed);
+    if (out_.tokens.size() + h.u > limits_.max_tokens) return fail(KvDecodeErrc::too_large);
+    e.first_token = static_cast<std::uint32_t>(out_.tokens.size());
+    for (std::uint64_t k = 0; k < h.u; ++k) {
+      Head v;
+      if (!r_.head(v)) return false;
+      if (v.kind != Kind::uint || v.u > 0x7fffffff) return fail(KvDecodeErrc::malformed);
+      out_.tokens.push_back(static_cast<TokenId>(v.u));
+    }
+    e.token_count = static_cast<std::uint32_t>(h.u);
+    return true;
+  }
+
+  bool group(KvEventRecord& e) {
+    Head h;
+    if (!r_.head(h)) return false;
+    if (h.kind == Kind::nil) return true;
+    if (h.kind != Kind::uint || h.u > 0x7fffffff) return fail(KvDecodeErrc::malformed);
+    e.group = static_cast<std::int32_t>(h.u);
+    return true;
+  }
+
+  bool kind(KvEventRecord& e) {
+    Head h;
+    if (!r_.head(h)) return false;
+    if (h.kind == Kind::nil) return true;
+    if (h.kind != Kind::str) return fail(KvDecodeErrc::malformed);
+    e.kind = cache_kind_from_name(h.bytes);
+    return true;
+  }
+
+  // lora_id, lora_name: any non-nil value. extra_keys: a list with any non-nil entry.
+  bool beyond_tokens(KvEventRecord& e, bool list) {
+    Head h;
+    if (!r_.head(h)) return false;
+    if (h.kind == Kind::nil) return true;
+    if (!list || h.kind != Kind::array) {
+      e.keyed_beyond_tokens = true;
+      return r_.skip_rest(h);
+    }
+    for (std::uint64_t k = 0; k < h.u; ++k) {
+      Head v;
+      if (!r_.head(v)) return false;
+      if (v.kind != Kind::nil) {
+        e.keyed_beyond_tokens = true;
+        if (!r_.skip_rest(v)) return false;
+      }
+    }
+    return true;
+  }
+
   // One field's value; the fields the router does not use are skipped.
   bool stored_field(kv_wire::StoredField f, KvEventRecord& e) {
     switch (f) {
@@ -360,9 +421,13 @@ class Decoder {
       case kv_wire::StoredField::parent_block_hash: return parent(e);
       case kv_wire::StoredField::block_size: return block_size(e);
       case kv_wire::StoredField::medium: return medium(e);
-      case kv_wire::StoredField::token_ids:
+      case kv_wire::StoredField::token_ids: return tokens(e);
       case kv_wire::StoredField::lora_id:
-      case kv_wire::StoredField::lora_name: return r_.skip(1);
+      case kv_wire::StoredField::lora_name: return beyond_tokens(e, false);
+      case kv_wire::StoredField::extra_keys: return beyond_tokens(e, true);
+      case kv_wire::StoredField::group_idx: return group(e);
+      case kv_wire::StoredField::kv_cache_spec_kind: return kind(e);
+      case kv_wire::StoredField::kv_cache_spec_sliding_window: return r_.skip(1);
     }
     return r_.skip(1);
   }
@@ -370,6 +435,7 @@ class Decoder {
     switch (f) {
       case kv_wire::RemovedField::block_hashes: return hashes(e);
       case kv_wire::RemovedField::medium: return medium(e);
+      case kv_wire::RemovedField::group_idx: return group(e);
     }
     return r_.skip(1);
   }
@@ -379,6 +445,7 @@ class Decoder {
     if (!r_.head(h)) return false;
     KvEventRecord e;
     const std::size_t hashes_start = out_.hashes.size();
+    const std::size_t tokens_start = out_.tokens.size();
     if (h.kind == Kind::array) {
       if (h.u == 0) return fail(KvDecodeErrc::malformed);
       Head tag;
@@ -398,10 +465,10 @@ class Decoder {
       for (; left > 0; --left, ++pos) {
         bool ok = true;
         if (e.type == KvEventType::block_stored) {
-          const auto f = kv_wire::field_at(kv_wire::kStoredFields, pos);
+          const auto f = kv_wire::field_at(kv_wire::kStoredFieldsAll, pos);
           ok = f ? stored_field(*f, e) : r_.skip(1);
         } else if (e.type == KvEventType::block_removed) {
-          const auto f = kv_wire::field_at(kv_wire::kRemovedFields, pos);
+          const auto f = kv_wire::field_at(kv_wire::kRemovedFieldsAll, pos);
           ok = f ? removed_field(*f, e) : r_.skip(1);
         } else {
           ok = pos == 0 ? medium(e) : r_.skip(1);  // newer versions may tag a medium
@@ -427,10 +494,11 @@ class Decoder {
               if (!r_.skip(1) || !r_.skip(1)) return false;
             }
             out_.hashes.resize(hashes_start);
+            out_.tokens.resize(tokens_start);
             ++out_.skipped_events;
             return true;
           }
-        } else if (const auto f = kv_wire::field_named(kv_wire::kStoredFields, key.bytes)) {
+        } else if (const auto f = kv_wire::field_named(kv_wire::kStoredFieldsAll, key.bytes)) {
           // The tag may not be known yet: BlockStored's fields include every BlockRemoved field.
           ok = stored_field(*f, e);
         } else {
@@ -460,6 +528,24 @@ Expected<void, KvDecodeError> decode_kv_event_batch(std::span<const std::uint8_t
   out.clear();
   Decoder d(bytes, out, limits);
   return d.run();
+}
+
+KvCacheKind cache_kind_from_name(std::string_view name) {
+  // vLLM names the spec class (FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec,
+  // ChunkedLocalAttentionSpec, MambaSpec, ...) or a short form of it; full attention (MLA
+  // included) is what a prefix match needs.
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.find("sliding") != std::string::npos || lower.find("chunk") != std::string::npos ||
+      lower.find("mamba") != std::string::npos || lower.find("cross") != std::string::npos ||
+      lower.find("encoder") != std::string::npos) {
+    return KvCacheKind::other;
+  }
+  if (lower.find("full") != std::string::npos || lower.find("mla") != std::string::npos ||
+      lower == "attention" || lower == "attentionspec") {
+    return KvCacheKind::full_attention;
+  }
+  return KvCacheKind::other;
 }
 
 KvTier tier_from_medium(std::string_view medium) {

@@ -8,6 +8,8 @@
 // Block hashes: msgpack integers (unsigned 64-bit, or signed reinterpreted as unsigned) or, as in
 // vLLM versions that hash blocks with SHA-256, byte strings: 8 bytes are read big-endian, any other
 // length is folded to 64 bits with FNV-1a (stable, so stores and removals still pair up).
+// Token ids (BlockStored.token_ids) are kept, with group_idx and kv_cache_spec_kind, and whether a
+// LoRA or extra keys (lora_id, lora_name, extra_keys) entered the hashes.
 // medium: "GPU"/"cuda" (or nil / absent) -> gpu, "CPU" -> cpu, "DISK"/"SSD"/"NVME"/"LOCAL_DISK"
 // -> disk, anything else -> remote (case-insensitive).
 // Unknown event types are skipped (counted in KvEventBatch::skipped_events), unknown map keys and
@@ -39,6 +41,10 @@ using KvEventType = kv_wire::EventTag;
 /// Stable lower-case name, e.g. "block_stored".
 std::string_view to_string(KvEventType type);
 
+/// A KV cache group's kind, from kv_cache_spec_kind: full attention (what prefix routing matches),
+/// another kind (sliding window, Mamba, ...), or not given.
+enum class KvCacheKind : std::uint8_t { unspecified, full_attention, other };
+
 /// One decoded event; its hashes are KvEventBatch::hashes[first_hash, first_hash + hash_count).
 struct KvEventRecord {
   KvEventType type = KvEventType::block_stored;
@@ -50,6 +56,16 @@ struct KvEventRecord {
   BlockHash parent = 0;
   /// block_stored: tokens per block (0 when absent).
   std::int32_t block_size = 0;
+  /// block_stored: its token ids are KvEventBatch::tokens[first_token, first_token + token_count).
+  std::uint32_t first_token = 0;
+  std::uint32_t token_count = 0;
+  /// The KV cache group (models with several, e.g. sliding-window and full attention); -1 absent.
+  std::int32_t group = -1;
+  /// block_stored: the group's kind as vLLM names it (kv_cache_spec_kind).
+  KvCacheKind kind = KvCacheKind::unspecified;
+  /// block_stored: a LoRA adapter (lora_id or lora_name) or extra keys (multimodal inputs,
+  /// cache_salt, ...) entered the block hashes: the token ids alone do not identify the blocks.
+  bool keyed_beyond_tokens = false;
 };
 
 /// A decoded EventBatch. Reuse one object: clear() keeps the capacity.
@@ -59,6 +75,7 @@ struct KvEventBatch {
   std::int32_t data_parallel_rank = -1;
   std::vector<KvEventRecord> events;
   std::vector<BlockHash> hashes;
+  std::vector<TokenId> tokens;
   /// Events of unknown type that were skipped.
   std::uint32_t skipped_events = 0;
 
@@ -67,10 +84,14 @@ struct KvEventBatch {
     data_parallel_rank = -1;
     events.clear();
     hashes.clear();
+    tokens.clear();
     skipped_events = 0;
   }
   std::span<const BlockHash> hashes_of(const KvEventRecord& e) const {
     return std::span<const BlockHash>(hashes).subspan(e.first_hash, e.hash_count);
+  }
+  std::span<const TokenId> tokens_of(const KvEventRecord& e) const {
+    return std::span<const TokenId>(tokens).subspan(e.first_token, e.token_count);
   }
 };
 
@@ -95,9 +116,14 @@ struct KvDecodeError {
 struct KvDecodeLimits {
   std::uint32_t max_events = 1u << 16;
   std::uint32_t max_hashes = 1u << 22;
+  std::uint32_t max_tokens = 1u << 24;
   /// Nesting depth of values that are skipped (unknown fields).
   int max_depth = 32;
 };
+
+/// The kind of a KV cache group from vLLM's kv_cache_spec_kind (e.g. "FullAttentionSpec",
+/// "SlidingWindowSpec"): full attention (MLA included), or other.
+KvCacheKind cache_kind_from_name(std::string_view name);
 
 /// Decodes one msgpack EventBatch into `out` (cleared first). On error `out` holds what was decoded
 /// before the error; callers drop the whole batch. Never throws.

@@ -59,7 +59,11 @@ void pack_event(Packer& pk, const KvEvent& e, KvEventEncoding enc) {
           case StoredField::block_size: pk.pack_int32(e.block_size); break;
           case StoredField::medium: pack_str(pk, kv_wire::kMediumGpu); break;
           case StoredField::lora_id:
-          case StoredField::lora_name: pk.pack_nil(); break;
+          case StoredField::lora_name:
+          case StoredField::extra_keys:
+          case StoredField::group_idx:
+          case StoredField::kv_cache_spec_kind:
+          case StoredField::kv_cache_spec_sliding_window: pk.pack_nil(); break;
         }
       }
       break;
@@ -71,6 +75,7 @@ void pack_event(Packer& pk, const KvEvent& e, KvEventEncoding enc) {
         switch (f) {
           case RemovedField::block_hashes: pack_hashes(pk, e.block_hashes); break;
           case RemovedField::medium: pack_str(pk, kv_wire::kMediumGpu); break;
+          case RemovedField::group_idx: pk.pack_nil(); break;
         }
       }
       break;

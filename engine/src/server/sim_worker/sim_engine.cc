@@ -230,10 +230,13 @@ void SimEngine::run_timers(Clock::time_point now) {
   }
 }
 
-void SimEngine::on_stored(BlockHash hash) {
-  auto it = block_info_.find(hash);
+void SimEngine::on_stored(BlockHash block) {
+  auto it = block_info_.find(block);
   const BlockInfo* info = it == block_info_.end() ? nullptr : &it->second;
-  const std::optional<BlockHash> parent = info ? info->parent : std::nullopt;
+  const BlockHash salt = options_.kv_hash_salt;
+  const BlockHash hash = block ^ salt;
+  const std::optional<BlockHash> parent =
+      info && info->parent ? std::optional<BlockHash>(*info->parent ^ salt) : std::nullopt;
   if (!events_.empty()) {
     KvEvent& last = events_.back();
     // Extend a run of consecutive blocks of one chain, as vLLM does per request.
@@ -252,7 +255,8 @@ void SimEngine::on_stored(BlockHash hash) {
   events_.push_back(std::move(e));
 }
 
-void SimEngine::on_removed(BlockHash hash) {
+void SimEngine::on_removed(BlockHash block) {
+  const BlockHash hash = block ^ options_.kv_hash_salt;
   if (!events_.empty() && events_.back().kind == KvEventKind::block_removed) {
     events_.back().block_hashes.push_back(hash);
     return;

@@ -63,6 +63,9 @@ struct SimEngineOptions {
   /// Submitted and not finished (inbox + waiting + running); submit() refuses beyond it.
   std::int32_t max_pending = 4096;
   std::string model_name;
+  /// XORed into every block hash the KV events publish: a stand-in for vLLM's own hash function
+  /// and seed, which the router cannot reproduce (it keys blocks by their token ids).
+  std::uint64_t kv_hash_salt = 0;
 };
 
 /// One request for the engine.

@@ -668,6 +668,7 @@ Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerCon
   eo.speedup = c.speedup;
   eo.max_pending = c.max_waiting + c.max_num_seqs;
   eo.model_name = c.model_name;
+  eo.kv_hash_salt = c.kv_events_hash_salt;
   auto engine = SimEngine::create(eo, cost, impl->publisher.get());
   if (!engine) return unexpected(engine.error());
   impl->engine = std::move(*engine);

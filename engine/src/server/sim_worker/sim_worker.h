@@ -42,6 +42,7 @@ struct SimWorkerConfig {
   std::uint16_t kv_events_replay_port = 0;  ///< --kv-events-replay-port (0 = no replay socket)
   std::string kv_events_topic;        ///< --kv-events-topic (default kv@<host>:<port>@<model>)
   KvEventEncoding kv_events_encoding = KvEventEncoding::array_like;  ///< --kv-events-encoding array|map
+  std::uint64_t kv_events_hash_salt = 0;  ///< --kv-events-hash-salt N: published hashes XOR N (vLLM's own hashing)
   double fail_rate = 0;               ///< --fail-rate: share of requests answered 500 at once
   std::int32_t stall_ms = 0;          ///< --stall-ms: delay before each request is queued
   std::int64_t crash_after = 0;       ///< --crash-after N: exit(3) after N tokens were sent (0 = never)

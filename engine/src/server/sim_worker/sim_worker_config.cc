@@ -38,6 +38,8 @@ constexpr const char* kUsage =
     "  --kv-events-replay-port N    ZMQ ROUTER port for replay requests (0 = off)\n"
     "  --kv-events-topic T          topic (kv@<host>:<port>@<model>)\n"
     "  --kv-events-encoding E       array (vLLM array_like structs) | map (array)\n"
+    "  --kv-events-hash-salt N      publish block hashes XOR N, as vLLM hashes with its own function\n"
+    "                               and seed (the router keys blocks by token ids) (0)\n"
     "  --fail-rate P                answer this share of requests with 500 at once (0)\n"
     "  --stall-ms N                 delay every request by N ms before queueing it (0)\n"
     "  --crash-after N              exit with code 3 once N tokens were sent (0 = never)\n"
@@ -127,6 +129,8 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
       if (!parse_num(v, &c.kv_events_replay_port)) return bad(flag, v, "must be a port number (0 = off)");
     } else if (flag == "--kv-events-topic") {
       c.kv_events_topic = v;
+    } else if (flag == "--kv-events-hash-salt") {
+      if (!parse_num(v, &c.kv_events_hash_salt)) return bad(flag, v, "must be a whole number >= 0");
     } else if (flag == "--kv-events-encoding") {
       if (v == "array") c.kv_events_encoding = KvEventEncoding::array_like;
       else if (v == "map") c.kv_events_encoding = KvEventEncoding::map_like;
