@@ -357,7 +357,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
   const runs: RunSummary[] = [];
   try {
     for (const p of policies) {
-      const options = { deployment, speedup, jobs, workload, concurrency, api, timeoutMs, tmp, tokenizer, interrupted };
+      const options: RunOptions = { deployment, speedup, jobs, workload, concurrency, api, timeoutMs, tmp, tokenizer, interrupted };
       runs.push(await runPolicy(group, p, options, io, json));
     }
   } catch (e) {
