@@ -118,3 +118,59 @@ describeIfBuilt('router and sim-workers with Qwen3\'s tokenizer and chat templat
     expect(bad.json.error.message).toMatch(/token ids must be whole numbers from 0 to 151668/);
   });
 });
+
+describeIfBuilt('two routers in front of the same sim-workers (active-active)', () => {
+  let workers: EngineProcess[];
+  let routers: EngineProcess[];
+  beforeAll(async () => {
+    const kv = [await freePort(), await freePort(), await freePort(), await freePort()];
+    workers = await Promise.all(kv.map((k) => start(['sim-worker', '--config', CONFIG, '--port', '0', '--speedup', '200',
+      '--model-name', MODEL, '--tokenizer', QWEN3, '--kv-events-port', String(k), '--kv-events-hash-salt', '99'])));
+    // Each router subscribes to every worker's KV events: two indexes with the same content.
+    routers = await Promise.all([0, 1].map(() => start(['router', '--host', '127.0.0.1', '--port', '0', '--model-name', MODEL,
+      '--tokenizer', QWEN3, '--policy', 'kv-aware', '--health-interval-ms', '200', '--scrape-interval-ms', '200',
+      ...workers.flatMap((w, i) => ['--endpoint', `role=both,url=${w.url},kv=tcp://127.0.0.1:${kv[i]}`])])));
+    for (const r of routers) await waitFor(async () => (await fetch(`${r.url}/ready`)).status === 200, 15_000, 'router ready');
+  });
+
+  test('both route a conversation to the worker holding it, and either serves when the other is gone', async () => {
+    // GIVEN four conversations, each started through router 0
+    const topics = ['billing', 'search', 'ranking', 'ingest'];
+    const homes = new Map<string, string>();
+    for (const topic of topics) {
+      const r = await post(`${routers[0].url}/v1/chat/completions`, {
+        model: MODEL,
+        max_tokens: 4,
+        messages: [{ role: 'user', content: turn(topic, 0) }],
+      });
+      expect(r.status).toBe(200);
+      homes.set(topic, r.headers.get('x-disagg-endpoint')!);
+    }
+    // WHEN both routers have the workers' KV events
+    for (const r of routers) {
+      await waitFor(async () => total(await metrics(r), 'disagg_router_kv_index_entries') >= 4 * 20, 5_000, 'KV events');
+    }
+    // THEN the next turn of each goes to the same worker whichever router takes it
+    for (const topic of topics) {
+      for (const r of routers) {
+        const next = await post(`${r.url}/v1/chat/completions`, {
+          model: MODEL,
+          max_tokens: 4,
+          messages: [{ role: 'user', content: turn(topic, 0) }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'and then?' }],
+        });
+        expect(next.status).toBe(200);
+        expect(next.headers.get('x-disagg-endpoint')).toBe(homes.get(topic));
+      }
+    }
+    // AND with router 0 killed, router 1 serves every request that router 0 never started
+    routers[0].proc.kill('SIGKILL');
+    await routers[0].exited;
+    const results = await Promise.all(topics.map((topic) => post(`${routers[1].url}/v1/chat/completions`, {
+      model: MODEL,
+      max_tokens: 4,
+      messages: [{ role: 'user', content: turn(topic, 0) }],
+    })));
+    expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect(results.map((r) => r.headers.get('x-disagg-endpoint'))).toEqual(topics.map((t) => homes.get(t)));
+  });
+});
