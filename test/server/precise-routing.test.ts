@@ -160,6 +160,8 @@ describeIfBuilt('two routers in front of the same sim-workers (active-active)', 
         });
         expect(next.status).toBe(200);
         expect(next.headers.get('x-disagg-endpoint')).toBe(homes.get(topic));
+        // The decision says why: the first turn's blocks were found there.
+        expect(Number(next.headers.get('x-disagg-cached-blocks'))).toBeGreaterThanOrEqual(20);
       }
     }
     // AND with router 0 killed, router 1 serves every request that router 0 never started

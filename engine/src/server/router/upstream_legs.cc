@@ -244,9 +244,12 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
 http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStream& up, Pick& pick, const GenerateRequest& g,
                 Clock::time_point t0, const std::string& prefill_label) {
   const unsigned status = up.status();
-  std::array<Header, 2> headers = {Header{"X-Disagg-Endpoint", pick.label},
+  // Why it went there, for "why is my hit rate low": the prompt blocks the router found cached on
+  // the chosen endpoint (its KV-event index, or its routing history).
+  const std::string cached = std::to_string(pick.cached_blocks);
+  std::array<Header, 3> headers = {Header{"X-Disagg-Endpoint", pick.label}, Header{"X-Disagg-Cached-Blocks", cached},
                                    Header{"X-Disagg-Prefill-Endpoint", prefill_label}};
-  const std::span<const Header> hs(headers.data(), prefill_label.empty() ? 1 : 2);
+  const std::span<const Header> hs(headers.data(), prefill_label.empty() ? 2 : 3);
   const auto content_type = up.headers()["Content-Type"];
   const bool sse = content_type.find("text/event-stream") != std::string_view::npos;
   const auto deadline = t0 + std::chrono::milliseconds(config_.request_timeout_ms);
