@@ -2,19 +2,9 @@
 // and Devanagari, emoji and ZWJ sequences, whitespace and newline runs, digits, code, special-token
 // look-alikes, combining marks for NFC, lone surrogates and invalid UTF-8 bytes.
 
-/** A small deterministic PRNG (mulberry32). */
-/* eslint-disable no-bitwise */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-/* eslint-enable no-bitwise */
+import { rng } from '../../src/cli/local/workload';
+
+export { rng };
 
 type Rand = () => number;
 const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];

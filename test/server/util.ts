@@ -1,6 +1,5 @@
 import { ChildProcess, spawn, spawnSync } from 'child_process';
 import * as fs from 'fs';
-import * as net from 'net';
 import * as path from 'path';
 
 const ROOT = path.join(__dirname, '..', '..');
@@ -66,17 +65,8 @@ export async function startEngine(args: string[], timeoutMs = 15_000): Promise<E
   return { port, url: `http://127.0.0.1:${port}`, proc, exited, stderr: () => err };
 }
 
-/** A free loopback TCP port (closed again before it is returned). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+/** A free loopback TCP port (the CLI's own helper). */
+export { freePort } from '../../src/cli/local/processes';
 
 /** Polls `check` until it is true (errors count as not yet) or `ms` pass. */
 export async function waitFor(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {

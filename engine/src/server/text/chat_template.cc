@@ -8,6 +8,8 @@
 // and returns TemplateError, so none crosses the boundary.
 #include "chat_template.h"
 
+#include "utf8.h"
+
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -112,23 +114,7 @@ char32_t next_cp(std::string_view s, std::size_t& i) {
   return cp;
 }
 
-void put_cp(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void put_cp(std::string& out, char32_t cp) { append_utf8(cp, out); }
 
 std::u32string to_u32(std::string_view s) {
   std::u32string out;

@@ -2,6 +2,8 @@
 // then decode.
 #include "tokenizer.h"
 
+#include "utf8.h"
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <utf8proc.h>
@@ -33,59 +35,11 @@ using json = nlohmann::json;
 
 // ---- UTF-8 -----------------------------------------------------------------------------------
 
-// Length of the valid UTF-8 sequence at s[i], or 0 when the bytes there are not one (overlongs,
-// surrogates and values above U+10FFFF are invalid, as in Rust and the WHATWG decoder).
+// Length of the valid UTF-8 sequence at s[i], or 0 when the bytes there are not one.
 std::size_t valid_sequence_length(std::string_view s, std::size_t i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) return 1;
-  std::size_t need;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    need = 1;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    need = 2;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    need = 3;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  for (std::size_t k = 1; k <= need; ++k) {
-    if (i + k >= s.size()) return 0;
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return 0;
-  }
-  return need + 1;
-}
-
-// The number of bytes of the maximal subpart of an invalid sequence starting at s[i] (>= 1): the
-// bytes that a valid sequence could have started with, replaced by one U+FFFD.
-std::size_t maximal_invalid_subpart(std::string_view s, std::size_t i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  std::size_t need;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    need = 1;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    need = 2;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    need = 3;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return 1;
-  }
-  std::size_t k = 1;
-  for (; k <= need && i + k < s.size(); ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) break;
-  }
-  return k;
+  bool complete = false;
+  const std::size_t n = utf8_prefix(s, i, complete);
+  return complete ? n : 0;
 }
 
 bool is_valid_utf8(std::string_view s) {
@@ -116,40 +70,9 @@ void append_lossy_utf8(std::string_view s, std::string& out) {
       i += n;
     } else {
       out.append("\xEF\xBF\xBD");
-      i += maximal_invalid_subpart(s, i);
+      bool complete = false;
+      i += utf8_prefix(s, i, complete);  // the maximal subpart
     }
-  }
-}
-
-// Decodes the valid UTF-8 code point at s[i] and advances i.
-char32_t next_code_point(std::string_view s, std::size_t& i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) {
-    ++i;
-    return b0;
-  }
-  const std::size_t n = b0 >= 0xF0 ? 4 : b0 >= 0xE0 ? 3 : 2;
-  char32_t cp = b0 & (0x7F >> n);
-  for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-  i += n;
-  return cp;
-}
-
-void append_utf8(char32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
   }
 }
 
