@@ -17,8 +17,8 @@
 //
 // Bounded: at most `capacity` publisher hashes are remembered; beyond it the oldest are forgotten
 // (their blocks stay indexed; a later child of a forgotten block is an unknown parent). Not
-// thread-safe: the router calls it under its table lock. No allocation per event once warm (the
-// map reserves its capacity up front).
+// thread-safe: the router calls it under its table lock. The map's buckets are reserved up front;
+// each remembered hash is one node allocation (on the KV-event thread, not a request's path).
 #pragma once
 
 #include <array>

@@ -85,6 +85,7 @@ class Tokenizer {
   /// The vocabulary size with added tokens (the largest id + 1).
   std::size_t vocab_size() const;
   /// The id of a token (a vocabulary entry or an added token), by its text in the file's form.
+  /// A scan of the vocabulary: for set-up and tests, not for a request's path.
   std::optional<TokenId> token_to_id(std::string_view token) const;
   /// The text of a token in the file's form (byte-level tokens in their mapped characters).
   std::optional<std::string_view> id_to_token(TokenId id) const;
