@@ -62,57 +62,9 @@ struct SyntaxFailure {
 // ---------------------------------------------------------------------------------------------
 // UTF-8 and Unicode (Python 3.11's str semantics)
 
-bool valid_utf8(std::string_view s) {
-  std::size_t i = 0;
-  const std::size_t n = s.size();
-  while (i < n) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len = 0;
-    char32_t cp = 0;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 1;
-      cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 2;
-      cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + static_cast<std::size_t>(len) >= n) return false;
-    for (int k = 1; k <= len; ++k) {
-      const auto d = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
-      if ((d & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    if ((len == 2 && cp < 0x800) || (len == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return false;
-    }
-    i += static_cast<std::size_t>(len) + 1;
-  }
-  return true;
-}
-
-/// Decodes the code point at s[i] and advances i. Precondition: s is valid UTF-8.
-char32_t next_cp(std::string_view s, std::size_t& i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) {
-    ++i;
-    return c;
-  }
-  const int len = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
-  char32_t cp = c & (0x3F >> len);
-  for (int k = 1; k <= len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]) & 0x3F);
-  i += static_cast<std::size_t>(len) + 1;
-  return cp;
-}
+// UTF-8 reading and writing: utf8.h, shared with the tokenizer.
+bool valid_utf8(std::string_view s) { return is_valid_utf8(s); }
+char32_t next_cp(std::string_view s, std::size_t& i) { return next_code_point(s, i); }
 
 void put_cp(std::string& out, char32_t cp) { append_utf8(cp, out); }
 

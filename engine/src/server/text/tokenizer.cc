@@ -35,44 +35,14 @@ using json = nlohmann::json;
 
 // ---- UTF-8 -----------------------------------------------------------------------------------
 
-// Length of the valid UTF-8 sequence at s[i], or 0 when the bytes there are not one.
-std::size_t valid_sequence_length(std::string_view s, std::size_t i) {
-  bool complete = false;
-  const std::size_t n = utf8_prefix(s, i, complete);
-  return complete ? n : 0;
-}
-
-bool is_valid_utf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    // Eight ASCII bytes at a time: most prompts are mostly ASCII.
-    if (i + 8 <= s.size()) {
-      std::uint64_t w;
-      std::memcpy(&w, s.data() + i, 8);
-      if ((w & 0x8080808080808080ULL) == 0) {
-        i += 8;
-        continue;
-      }
-    }
-    const std::size_t n = valid_sequence_length(s, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
-
 void append_lossy_utf8(std::string_view s, std::string& out) {
   std::size_t i = 0;
   while (i < s.size()) {
-    const std::size_t n = valid_sequence_length(s, i);
-    if (n > 0) {
-      out.append(s.substr(i, n));
-      i += n;
-    } else {
-      out.append("\xEF\xBF\xBD");
-      bool complete = false;
-      i += utf8_prefix(s, i, complete);  // the maximal subpart
-    }
+    bool complete = false;
+    const std::size_t n = utf8_prefix(s, i, complete);
+    if (complete) out.append(s.substr(i, n));
+    else out.append("\xEF\xBF\xBD");  // one per maximal subpart
+    i += n;
   }
 }
 

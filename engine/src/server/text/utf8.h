@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -39,6 +41,25 @@ inline std::size_t utf8_prefix(std::string_view s, std::size_t i, bool& complete
   }
   complete = k == need + 1;
   return k;
+}
+
+/// Whether `s` is valid UTF-8 (eight ASCII bytes at a time: most prompts are mostly ASCII).
+inline bool is_valid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    if (i + 8 <= s.size()) {
+      std::uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if ((w & 0x8080808080808080ULL) == 0) {
+        i += 8;
+        continue;
+      }
+    }
+    bool complete = false;
+    i += utf8_prefix(s, i, complete);
+    if (!complete) return false;
+  }
+  return true;
 }
 
 /// Decodes the valid UTF-8 code point at s[i] and advances i. Precondition: one is there.
