@@ -208,6 +208,14 @@ export interface DisaggEngineConfiguration {
      * Longest wait for a slot; then 429 (--queue-timeout-ms / 1000).
      */
     queueTimeoutSeconds?: number;
+    /**
+     * Folder with the served model's tokenizer.json and tokenizer_config.json (and chat_template.jinja when the model has one): prompts get the token ids and chat template vLLM uses, for prefix routing on the block hashes in vLLM's KV events, and the router serves /tokenize and /detokenize (--tokenizer).
+     */
+    tokenizer?: string;
+    /**
+     * Log every routing decision: each endpoint's cached prefix blocks, cost and load, and the pick (--log-decisions). A request gets the same in its response by sending X-Disagg-Explain: 1.
+     */
+    logDecisions?: boolean;
   };
   /**
    * How the router scores endpoints and when it disaggregates.
@@ -239,9 +247,9 @@ export interface DisaggEngineConfiguration {
       [k: string]: number | undefined;
     };
     /**
-     * Prefix scorers read the KV block index fed by the workers' KV events (index) or the router's own routing history (history). Use history with vLLM pods: the router cannot reproduce vLLM's token-id block hashes without the model's tokenizer.
+     * Prefix scorers read the KV block index fed by the workers' KV events (index) or the router's own routing history (history, approximate). auto: index when router.tokenizer loads, else history (logged, and disagg_router_prefix_source_info says which). With vLLM pods the index needs the served model's tokenizer: vLLM hashes the token ids of the chat-templated prompt.
      */
-    prefixSource?: 'index' | 'history';
+    prefixSource?: 'index' | 'history' | 'auto';
   };
   /**
    * Worker pools the router sends requests to; endpoints come from each pool's discovery.

@@ -103,10 +103,58 @@ describeIfBuilt('router and sim-workers with Qwen3\'s tokenizer and chat templat
     const m = await metrics(router);
     const hits = total(m, 'disagg_router_prefix_hit_blocks_total') - before;
     expect(hits).toBeGreaterThan(3 * 20);
+    // AND the hits the router predicted on the home worker are the hits that worker reports
+    // (vllm:prefix_cache_hits_total, scraped): the worker caches in 64-token blocks, the router
+    // predicts in 16-token ones, so they differ by less than a block per request.
+    const label = `endpoint="${home}"`;
+    const series = (mm: Map<string, number>, family: string) => [...mm].find(([k]) => k.startsWith(`${family}{`) && k.includes(label))?.[1];
+    await waitFor(async () => {
+      const now = await metrics(router);
+      return series(now, 'disagg_router_endpoint_worker_prefix_cache_queries_total') === series(now, 'disagg_router_endpoint_prompt_tokens_total');
+    }, 5_000, 'the worker\'s prefix-cache counters scraped');
+    const after = await metrics(router);
+    const predicted = series(after, 'disagg_router_endpoint_predicted_prefix_hit_tokens_total')!;
+    const reported = series(after, 'disagg_router_endpoint_worker_prefix_cache_hits_total')!;
+    expect(reported).toBeGreaterThan(3 * 20 * 16 - 64 * 4);
+    expect(predicted).toBeGreaterThanOrEqual(reported);
+    expect(predicted - reported).toBeLessThan(64 * 4);
     // Every stored block was keyed by its token ids; none had an unknown parent.
     expect(total(m, 'disagg_router_kv_blocks_keyed_total')).toBeGreaterThan(0);
     expect(m.get('disagg_router_kv_blocks_unkeyed_total{reason="unknown_parent"}')).toBe(0);
     expect(m.get('disagg_router_kv_blocks_unkeyed_total{reason="no_tokens"}')).toBe(0);
+  });
+
+  test('X-Disagg-Explain: the response says what each worker held, its cost and load, and which was chosen', async () => {
+    // GIVEN a conversation whose first turn went to one worker, and whose blocks that worker now holds
+    const first = [{ role: 'user', content: turn('explain', 0) }];
+    const r0 = await post(`${router.url}/v1/chat/completions`, { model: MODEL, max_tokens: 4, messages: first });
+    const home = r0.headers.get('x-disagg-endpoint');
+    expect(r0.headers.get('x-disagg-decision')).toBeNull();  // not asked for
+    const prompt = (await post(`${router.url}/tokenize`, { model: MODEL, messages: first })).json.count;
+    await waitFor(async () => total(await metrics(router), 'disagg_router_kv_index_entries') >= Math.floor(prompt / 16), 5_000, 'KV events');
+    // WHEN the next turn asks why it goes where it goes
+    const r = await fetch(`${router.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-disagg-explain': '1' },
+      body: JSON.stringify({ model: MODEL, max_tokens: 4, messages: [...first, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'go on' }] }),
+    });
+    expect(r.status).toBe(200);
+    const d = JSON.parse(r.headers.get('x-disagg-decision')!);
+    // THEN it names the policy, the prefix source and the pick, and lists both workers
+    expect(d).toMatchObject({ policy: 'llm-d', prefixSource: 'index', chosen: home, blockSize: 16 });
+    expect(d.chosen).toBe(r.headers.get('x-disagg-endpoint'));
+    expect(d.candidates.map((c: any) => c.endpoint).sort()).toEqual(workers.map((w) => w.url.replace('http://', '')).sort());
+    const chosen = d.candidates.find((c: any) => c.endpoint === home);
+    const other = d.candidates.find((c: any) => c.endpoint !== home);
+    // AND the pick holds the first turn's blocks (as the response's cached-blocks header says), the
+    // other worker none of them, and the pick's cost is the lower
+    expect(chosen.cachedBlocks).toBeGreaterThanOrEqual(Math.floor(prompt / 64) * 4);
+    expect(chosen.cachedBlocks).toBe(Number(r.headers.get('x-disagg-cached-blocks')));
+    expect(d.cachedBlocks).toBe(chosen.cachedBlocks);
+    expect(other.cachedBlocks).toBe(0);
+    expect(chosen.eligible && other.eligible).toBe(true);
+    expect(chosen.cost).toBeLessThan(other.cost);
+    expect(d.promptBlocks).toBeGreaterThan(chosen.cachedBlocks);
   });
 
   test('completions accept token-id prompts within the vocabulary and refuse others', async () => {
@@ -174,5 +222,27 @@ describeIfBuilt('two routers in front of the same sim-workers (active-active)', 
     })));
     expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200]);
     expect(results.map((r) => r.headers.get('x-disagg-endpoint'))).toEqual(topics.map((t) => homes.get(t)));
+  });
+});
+
+describeIfBuilt('prefixSource auto: precise with a tokenizer, approximate without one, and it says which', () => {
+  test('a tokenizer that loads: index; a missing one: history, logged, and the router serves', async () => {
+    const worker = await start(['sim-worker', '--config', CONFIG, '--port', '0', '--speedup', '200', '--model-name', MODEL, '--tokenizer', QWEN3]);
+    const routerArgs = (tokenizer: string) => ['router', '--host', '127.0.0.1', '--port', '0', '--model-name', MODEL,
+      '--tokenizer', tokenizer, '--prefix-source', 'auto', '--health-interval-ms', '200', '--endpoint', `role=both,url=${worker.url}`];
+    // GIVEN the model's tokenizer files WHEN started with prefixSource auto THEN it routes on the index
+    const precise = await start(routerArgs(QWEN3));
+    expect((await metrics(precise)).get('disagg_router_prefix_source_info{source="index",tokenizer="loaded"}')).toBe(1);
+    // GIVEN an empty folder (the init container could not download them) WHEN started the same way
+    const approximate = await start(routerArgs(path.join(__dirname, 'no-such-tokenizer')));
+    // THEN it routes on its own history, says so in its log and metrics, and serves requests
+    expect((await metrics(approximate)).get('disagg_router_prefix_source_info{source="history",tokenizer="failed"}')).toBe(1);
+    expect(approximate.stderr()).toMatch(/no usable tokenizer in '.*no-such-tokenizer'.*falls back to the router's own history/);
+    await waitFor(async () => (await fetch(`${approximate.url}/ready`)).status === 200, 15_000, 'router ready');
+    const r = await post(`${approximate.url}/v1/chat/completions`, { model: MODEL, max_tokens: 2, messages: [{ role: 'user', content: 'hello' }] });
+    expect(r.status).toBe(200);
+    // AND prefixSource index with the same missing folder is an error that names the flag
+    await expect(startEngine(['router', '--host', '127.0.0.1', '--port', '0', '--model-name', MODEL, '--prefix-source', 'index',
+      '--tokenizer', path.join(__dirname, 'no-such-tokenizer'), '--endpoint', `role=both,url=${worker.url}`])).rejects.toThrow(/'--tokenizer' \(.*no-such-tokenizer\)/);
   });
 });

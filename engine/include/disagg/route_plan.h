@@ -78,6 +78,24 @@ struct RoutePlan {
   bool disaggregated() const { return prefill.ok(); }
 };
 
+/// One endpoint as the policy saw it in a decision (RoutePlanner::explain_route()): why a request
+/// went where it went, for the router's decision header and log.
+struct CandidateView {
+  EndpointId endpoint = 0;
+  EndpointRole role = EndpointRole::aggregated;
+  /// Healthy and of a role the request's legs use.
+  bool eligible = false;
+  /// Leading prompt blocks the policy believes the endpoint holds (RoutingPolicy::cached_prefix()).
+  std::int32_t cached_blocks = 0;
+  /// The policy's cost for the leg of the endpoint's role (lower is better); kIneligible when not
+  /// eligible.
+  double cost = kIneligible;
+  /// Projected load (running + waiting, with the legs its report does not show yet), as plan_route()
+  /// saw it.
+  std::int64_t load = 0;
+  double kv_usage = 0;
+};
+
 class RoutePlanner {
  public:
   /// The policy `policy_name` (make_routing_policy()) with `options`, and `config`. Failure modes:
@@ -93,6 +111,15 @@ class RoutePlanner {
   /// Commits `plan` (see the file comment). Precondition: plan_route(request, endpoints) returned
   /// it and nothing changed in between. Allocates nothing beyond the policy's create-time bounds.
   void apply_route(const RouteRequest& request, std::span<const EndpointState> endpoints, const RoutePlan& plan);
+
+  /// What plan_route() weighed, per endpoint: for each of the first out.size() endpoints, its cost
+  /// for the leg of its role (decode or aggregated; prefill endpoints for the prefill leg, when
+  /// disaggregated) and the prefix blocks the policy believes it holds, over the same projected
+  /// loads. Call with the same arguments as plan_route(), before apply_route(). Returns the number
+  /// written. Costs one more scoring pass per role: for requests that ask why, not for every one.
+  /// Never allocates.
+  std::size_t explain_route(const RouteRequest& request, std::span<const EndpointState> endpoints,
+                            std::span<CandidateView> out) const noexcept;
 
   /// A leg of `request_id` ended on `endpoint`. Cheap to skip when !tracks_finished().
   void on_finished(std::uint64_t request_id, EndpointId endpoint) { policy_->on_finished(request_id, endpoint); }

@@ -34,11 +34,12 @@ RoutePlanner::RoutePlanner(std::unique_ptr<RoutingPolicy> policy, const PolicyOp
   if (config_.session_affinity) sessions_.resize(static_cast<std::size_t>(config_.session_slots));
 }
 
-RoutePlan RoutePlanner::plan_route(const RouteRequest& request, std::span<const EndpointState> endpoints,
-                                   bool allow_pd) const noexcept {
-  RoutePlan plan;
-  // (a) The projected snapshot: on the stack, as choose() never allocates.
-  std::array<EndpointState, kMaxRoutingEndpoints> projected;
+namespace {
+
+// plan_route()'s step (a): legs routed to an endpoint that its load report does not show yet
+// count as waiting. Writes the first considered(endpoints) entries of `projected`.
+std::span<const EndpointState> project(std::span<const EndpointState> endpoints,
+                                       std::array<EndpointState, kMaxRoutingEndpoints>& projected) {
   const std::size_t n = considered(endpoints);
   for (std::size_t i = 0; i < n; ++i) {
     EndpointState& e = projected[i];
@@ -46,7 +47,18 @@ RoutePlan RoutePlanner::plan_route(const RouteRequest& request, std::span<const 
     const std::int64_t unseen = std::int64_t{e.routed_requests} - e.load();
     if (unseen > 0) e.waiting_requests += static_cast<std::int32_t>(unseen);
   }
-  const std::span<const EndpointState> st(projected.data(), n);
+  return {projected.data(), n};
+}
+
+}  // namespace
+
+RoutePlan RoutePlanner::plan_route(const RouteRequest& request, std::span<const EndpointState> endpoints,
+                                   bool allow_pd) const noexcept {
+  RoutePlan plan;
+  // (a) The projected snapshot: on the stack, as choose() never allocates.
+  std::array<EndpointState, kMaxRoutingEndpoints> projected;
+  const std::span<const EndpointState> st = project(endpoints, projected);
+  const std::size_t n = st.size();
 
   // (b) The main leg.
   RouteRequest rq = request;
@@ -95,6 +107,36 @@ RoutePlan RoutePlanner::plan_route(const RouteRequest& request, std::span<const 
   }
   plan.prefill_tokens = std::max<std::int64_t>(0, rq.prompt_tokens - cached_tokens);
   return plan;
+}
+
+std::size_t RoutePlanner::explain_route(const RouteRequest& request, std::span<const EndpointState> endpoints,
+                                       std::span<CandidateView> out) const noexcept {
+  std::array<EndpointState, kMaxRoutingEndpoints> projected;
+  const std::span<const EndpointState> st = project(endpoints, projected);
+  const std::size_t n = std::min(st.size(), out.size());
+  std::array<double, kMaxRoutingEndpoints> costs;
+  const auto pass = [&](EndpointRole role) {
+    RouteRequest rq = request;
+    rq.role = role;
+    policy_->score(rq, st, std::span<double>(costs.data(), st.size()));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (st[i].role != role) continue;
+      CandidateView& c = out[i];
+      c.eligible = eligible(st[i], rq) && costs[i] != kIneligible;
+      c.cost = c.eligible ? costs[i] : kIneligible;
+      c.cached_blocks = policy_->cached_prefix(rq, st[i]);
+    }
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i] = CandidateView{};
+    out[i].endpoint = st[i].id;
+    out[i].role = st[i].role;
+    out[i].load = st[i].load();
+    out[i].kv_usage = st[i].kv_usage;
+  }
+  pass(main_role());
+  if (config_.disaggregated) pass(EndpointRole::prefill);
+  return n;
 }
 
 void RoutePlanner::apply_route(const RouteRequest& request, std::span<const EndpointState> endpoints,

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <random>
 #include <string>
@@ -256,6 +257,56 @@ TEST(RoutePlanner, RefusesSessionTablesOutOfRange) {
   ASSERT_FALSE(p.has_value());
   EXPECT_NE(p.error().message.find("sessionSlots"), std::string::npos);
   EXPECT_FALSE(RoutePlanner::create("no-such-policy", {}, {}).has_value());
+}
+
+// explain_route() reports what plan_route() weighed: per endpoint, the cost of its role's leg over
+// the same projected loads, and the prefix the policy believes it holds; the pick is the eligible
+// endpoint of least cost.
+TEST(RoutePlanner, ExplainRouteShowsWhatThePlanWeighed) {
+  PolicyOptions options;
+  options.max_endpoints = 4;
+  RoutePlanner planner = make("llm-d", {}, options);
+  std::vector<EndpointState> eps = endpoints({EndpointRole::aggregated, EndpointRole::aggregated, EndpointRole::aggregated});
+  eps[2].healthy = false;
+  // GIVEN a prompt routed once (the history now places it on one endpoint)
+  const Prompt p = unique_prompt(7, 512);
+  const RoutePlan first = planner.plan_route(request(1, p), eps);
+  ASSERT_TRUE(first.ok());
+  planner.apply_route(request(1, p), eps, first);
+  eps[static_cast<std::size_t>(first.main.index)].routed_requests = 1;
+  // WHEN the same prompt is planned and explained
+  const RouteRequest again = request(2, p);
+  const RoutePlan plan = planner.plan_route(again, eps);
+  std::array<CandidateView, kMaxRoutingEndpoints> views;
+  ASSERT_EQ(planner.explain_route(again, eps, views), 3u);
+  // THEN the pick holds all 32 blocks, the other none; the unhealthy one is ineligible; the pick
+  // is the eligible endpoint of least cost, and the views match the plan
+  const CandidateView& picked = views[static_cast<std::size_t>(plan.main.index)];
+  EXPECT_EQ(plan.main.index, first.main.index);
+  EXPECT_EQ(picked.cached_blocks, 32);
+  EXPECT_EQ(picked.cached_blocks, plan.main.cached_blocks);
+  EXPECT_DOUBLE_EQ(picked.cost, plan.main.score);
+  EXPECT_EQ(picked.load, 1);  // the leg its report does not show yet counts as waiting
+  EXPECT_FALSE(views[2].eligible);
+  EXPECT_EQ(views[2].cost, kIneligible);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(views[i].eligible);
+    EXPECT_EQ(views[i].endpoint, eps[i].id);
+    if (static_cast<std::int32_t>(i) != plan.main.index) {
+      EXPECT_EQ(views[i].cached_blocks, 0);
+      EXPECT_GT(views[i].cost, picked.cost);
+    }
+  }
+  // AND under P/D, prefill endpoints are explained with the prefill leg's cost
+  RoutePlanConfig pd;
+  pd.disaggregated = true;
+  RoutePlanner pd_planner = make("llm-d", pd, options);
+  std::vector<EndpointState> pd_eps = endpoints({EndpointRole::prefill, EndpointRole::decode});
+  ASSERT_EQ(pd_planner.explain_route(request(3, p), pd_eps, views), 2u);
+  EXPECT_TRUE(views[0].eligible);
+  EXPECT_EQ(views[0].role, EndpointRole::prefill);
+  EXPECT_TRUE(views[1].eligible);
+  EXPECT_EQ(views[1].role, EndpointRole::decode);
 }
 
 }  // namespace

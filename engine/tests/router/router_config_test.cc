@@ -161,6 +161,38 @@ TEST(RouterConfig, FlagsOverrideTheFile) {
   std::remove(path.c_str());
 }
 
+TEST(RouterConfig, PrefixSourceAutoIsDecidedByTheTokenizer) {
+  // The file: auto leaves the choice to Router::create() (index when the tokenizer loads).
+  json doc = construct_config();
+  doc["policy"]["prefixSource"] = "auto";
+  doc["router"]["tokenizer"] = "/var/lib/disagg/tokenizer";
+  doc["router"]["logDecisions"] = true;
+  RouterConfig c;
+  auto r = apply_config_json(doc, c);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_TRUE(c.prefix_auto);
+  EXPECT_FALSE(c.precise_prefix.has_value());
+  EXPECT_EQ(c.tokenizer_dir, "/var/lib/disagg/tokenizer");
+  EXPECT_TRUE(c.log_decisions);
+  doc["router"]["logDecisions"] = "yes";
+  RouterConfig bad;
+  auto refused = apply_config_json(doc, bad);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("'router.logDecisions' (\"yes\") must be true or false"), std::string::npos) << refused.error();
+  // The flags: an explicit source clears auto, and auto clears an explicit one.
+  auto flags = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1", "--prefix-source", "auto", "--log-decisions", "on"});
+  ASSERT_TRUE(flags) << flags.error();
+  EXPECT_TRUE(flags->prefix_auto);
+  EXPECT_TRUE(flags->log_decisions);
+  auto index = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1", "--prefix-source", "auto", "--prefix-source", "index"});
+  ASSERT_TRUE(index) << index.error();
+  EXPECT_FALSE(index->prefix_auto);
+  EXPECT_EQ(index->precise_prefix, std::optional<bool>(true));
+  auto wrong = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1", "--prefix-source", "exact"});
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.error().find("must be index, history or auto"), std::string::npos) << wrong.error();
+}
+
 TEST(RouterConfig, PinThreadsIsOffUnlessAsked) {
   auto plain = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1"});
   auto on = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1", "--pin-threads", "on"});

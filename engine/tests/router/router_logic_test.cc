@@ -240,6 +240,24 @@ TEST(RouterMetrics, ParsesVllmLoadGauges) {
   EXPECT_EQ(l.waiting, 4);
   EXPECT_EQ(l.kv_usage, 0.5);
   EXPECT_FALSE(parse_vllm_load("other_metric 1\n").found);
+  EXPECT_FALSE(l.prefix_found);
+}
+
+// The workers' prefix-cache counters (tokens), summed over engines; the older gpu_ names count too.
+TEST(RouterMetrics, ParsesVllmPrefixCacheCounters) {
+  const ScrapedLoad l = parse_vllm_load(
+      "# TYPE vllm:prefix_cache_queries_total counter\n"
+      "vllm:prefix_cache_queries_total{engine=\"0\",model_name=\"m\"} 1000\n"
+      "vllm:prefix_cache_queries_total{engine=\"1\",model_name=\"m\"} 24\n"
+      "vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"m\"} 640\n"
+      "vllm:prefix_cache_hits_created{engine=\"0\"} 1.7e9\n");
+  EXPECT_TRUE(l.prefix_found);
+  EXPECT_FALSE(l.found);  // no load gauges: the endpoint's load is not overwritten
+  EXPECT_EQ(l.prefix_queries, 1024);
+  EXPECT_EQ(l.prefix_hits, 640);
+  const ScrapedLoad old = parse_vllm_load("vllm:gpu_prefix_cache_hits_total 5\nvllm:gpu_prefix_cache_queries_total 9\n");
+  EXPECT_EQ(old.prefix_hits, 5);
+  EXPECT_EQ(old.prefix_queries, 9);
 }
 
 TEST(RouterMetrics, PageHasEveryFamily) {

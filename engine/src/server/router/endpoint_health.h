@@ -51,6 +51,13 @@ struct EndpointSlot {
   std::atomic<std::int64_t> inflight_prefill_tokens{0};
   /// Requests routed here (a metric): sharded per thread like the router's other counters.
   Counter requests;
+  /// Prompt tokens routed here, and of them the tokens the router found cached here (metrics).
+  Counter routed_prompt_tokens;
+  Counter predicted_hit_tokens;
+  /// The worker's own prefix-cache counters (vllm:prefix_cache_hits/queries), last scraped; -1
+  /// until a scrape finds them.
+  std::atomic<double> reported_prefix_hits{-1};
+  std::atomic<double> reported_prefix_queries{-1};
 
   /// Resets the live state for a new endpoint in this slot (router lock held).
   void reset_live() {
@@ -62,6 +69,8 @@ struct EndpointSlot {
     waiting = 0;
     kv_usage = 0;
     inflight_prefill_tokens = 0;
+    reported_prefix_hits = -1;
+    reported_prefix_queries = -1;
   }
 };
 

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 namespace disagg::router {
 
 Expected<std::unique_ptr<EndpointTable>, std::string> EndpointTable::create(const RouterConfig& c,
@@ -38,6 +40,7 @@ Expected<std::unique_ptr<EndpointTable>, std::string> EndpointTable::create(cons
 
   // Index and planner.
   const bool precise = c.precise_prefix.value_or(any_events);
+  t->precise_ = precise;
   if (any_events || precise) {
     KvIndexConfig ic;
     ic.max_endpoints = kMaxRoutingEndpoints;
@@ -218,7 +221,8 @@ void EndpointTable::fill_pick(Pick& out, int id, std::int32_t cached_blocks) con
 
 // `t`: now, as the caller has just read it (each clock read costs tens of nanoseconds, and a
 // request would otherwise read it many times).
-Plan EndpointTable::plan(const RouteRequest& rq, std::uint64_t exclude, bool allow_pd, Clock::time_point t) {
+Plan EndpointTable::plan(const RouteRequest& rq, std::uint64_t exclude, bool allow_pd, Clock::time_point t,
+                         bool explain_it) {
   const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
   std::size_t n = 0;
   Plan out;
@@ -246,6 +250,7 @@ Plan EndpointTable::plan(const RouteRequest& rq, std::uint64_t exclude, bool all
   }
   const std::span<const EndpointState> st(states.data(), n);
   const RoutePlan rp = planner_->plan_route(rq, st, allow_pd);
+  if (explain_it) explain(rq, st, rp, out.decision);
   if (!rp.ok()) {
     out.decided = Clock::now();
     metrics_.decision_seconds.observe(std::chrono::duration<double>(out.decided - t).count());
@@ -265,6 +270,12 @@ Plan EndpointTable::plan(const RouteRequest& rq, std::uint64_t exclude, bool all
     s.inflight.fetch_add(1, std::memory_order_relaxed);
     s.requests.fetch_add(1, std::memory_order_relaxed);
     s.inflight_prefill_tokens.fetch_add(p->prefill_tokens, std::memory_order_relaxed);
+    // What the router expects the endpoint's prefix cache to hit, to set against what it reports.
+    const std::int64_t prompt = std::max<std::int64_t>(0, rq.prompt_tokens);
+    s.routed_prompt_tokens.fetch_add(static_cast<std::uint64_t>(prompt), std::memory_order_relaxed);
+    s.predicted_hit_tokens.fetch_add(
+        static_cast<std::uint64_t>(std::min(prompt, std::int64_t{std::max(0, p->cached_blocks)} * rq.block_size)),
+        std::memory_order_relaxed);
   }
   metrics_.prefix_query_blocks.fetch_add(rq.block_hashes.size(), std::memory_order_relaxed);
   metrics_.prefix_hit_blocks.fetch_add(static_cast<std::uint64_t>(std::max(0, rp.main.cached_blocks)),
@@ -272,6 +283,42 @@ Plan EndpointTable::plan(const RouteRequest& rq, std::uint64_t exclude, bool all
   out.decided = Clock::now();
   metrics_.decision_seconds.observe(std::chrono::duration<double>(out.decided - t).count());
   return out;
+}
+
+void EndpointTable::explain(const RouteRequest& rq, std::span<const EndpointState> st, const RoutePlan& rp,
+                            std::string& out) const {
+  std::array<CandidateView, kMaxRoutingEndpoints> views;
+  const std::size_t n = planner_->explain_route(rq, st, views);
+  const auto label = [this](EndpointId id) { return slots_[static_cast<std::size_t>(id)].label; };
+  nlohmann::json candidates = nlohmann::json::array();
+  for (std::size_t i = 0; i < n; ++i) {
+    const CandidateView& v = views[i];
+    nlohmann::json c = {{"endpoint", label(v.endpoint)},
+                        {"role", to_string(v.role)},
+                        {"eligible", v.eligible},
+                        {"cachedBlocks", v.cached_blocks},
+                        {"cost", nullptr},
+                        {"load", v.load},
+                        {"kvUsage", v.kv_usage}};
+    if (v.eligible) c["cost"] = v.cost;
+    candidates.push_back(std::move(c));
+  }
+  nlohmann::json d = {{"policy", planner_->policy().name()},
+                      {"prefixSource", precise_ ? "index" : "history"},
+                      {"promptTokens", rq.prompt_tokens},
+                      {"promptBlocks", rq.block_hashes.size()},
+                      {"blockSize", rq.block_size},
+                      {"chosen", nullptr},
+                      {"cachedBlocks", rp.main.cached_blocks}};
+  if (rp.ok()) d["chosen"] = label(rp.main.endpoint);
+  if (rp.session_kept) d["sessionKept"] = true;
+  if (rp.pd_evaluated) d["pd"] = to_string(rp.reason);
+  if (rp.prefill.ok()) {
+    d["prefill"] = label(rp.prefill.endpoint);
+    d["prefillCachedBlocks"] = rp.prefill.cached_blocks;
+  }
+  d["candidates"] = std::move(candidates);
+  out = d.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
 }
 
 void EndpointTable::first_byte(Pick& p) {
@@ -361,7 +408,12 @@ void EndpointTable::health_checked(int id, std::uint32_t generation, bool ok, co
 
 void EndpointTable::load_reported(int id, std::uint32_t generation, const ScrapedLoad& load) {
   EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
-  if (!load.found || s.generation != generation) return;
+  if (s.generation != generation) return;
+  if (load.prefix_found) {
+    s.reported_prefix_hits.store(load.prefix_hits, std::memory_order_relaxed);
+    s.reported_prefix_queries.store(load.prefix_queries, std::memory_order_relaxed);
+  }
+  if (!load.found) return;
   s.running.store(static_cast<std::int32_t>(load.running), std::memory_order_relaxed);
   s.waiting.store(static_cast<std::int32_t>(load.waiting), std::memory_order_relaxed);
   s.kv_usage.store(load.kv_usage, std::memory_order_relaxed);
@@ -397,7 +449,7 @@ void EndpointTable::write_metrics(std::string& out) {
     const char* type;
     const char* help;
   };
-  constexpr std::array<Family, 8> families = {{
+  constexpr std::array<Family, 12> families = {{
       {"disagg_router_endpoint_healthy", "gauge", "1 when the endpoint receives requests (health check passed, not ejected)."},
       {"disagg_router_endpoint_inflight", "gauge", "Requests the router has in flight on the endpoint."},
       {"disagg_router_endpoint_running", "gauge", "vllm:num_requests_running last scraped."},
@@ -406,6 +458,15 @@ void EndpointTable::write_metrics(std::string& out) {
       {"disagg_router_endpoint_kv_index_entries", "gauge", "KV block index entries of the endpoint."},
       {"disagg_router_endpoint_requests_total", "counter", "Requests (legs) routed to the endpoint."},
       {"disagg_router_endpoint_ejections_total", "counter", "Times the endpoint was ejected after consecutive failures."},
+      // Predicted against reported prefix hits: rate(predicted) / rate(prompt) is the hit rate the
+      // router routed for; rate(worker hits) / rate(worker queries) the one the endpoint got.
+      {"disagg_router_endpoint_prompt_tokens_total", "counter", "Prompt tokens of the legs routed to the endpoint."},
+      {"disagg_router_endpoint_predicted_prefix_hit_tokens_total", "counter",
+       "Of those, tokens the router found cached there when it routed (cached prefix blocks x block size)."},
+      {"disagg_router_endpoint_worker_prefix_cache_queries_total", "counter",
+       "vllm:prefix_cache_queries_total last scraped from the endpoint (tokens; absent until scraped)."},
+      {"disagg_router_endpoint_worker_prefix_cache_hits_total", "counter",
+       "vllm:prefix_cache_hits_total last scraped from the endpoint (tokens; absent until scraped)."},
   }};
   const std::int64_t now = now_ms();
   for (std::size_t f = 0; f < families.size(); ++f) {
@@ -425,8 +486,13 @@ void EndpointTable::write_metrics(std::string& out) {
         case 4: v = s.kv_usage.load(); break;
         case 5: v = index_ ? static_cast<double>(index_->size(static_cast<EndpointId>(id))) : 0; break;
         case 6: v = static_cast<double>(s.requests.load()); break;
-        default: v = static_cast<double>(s.ejections.load()); break;
+        case 7: v = static_cast<double>(s.ejections.load()); break;
+        case 8: v = static_cast<double>(s.routed_prompt_tokens.load()); break;
+        case 9: v = static_cast<double>(s.predicted_hit_tokens.load()); break;
+        case 10: v = s.reported_prefix_queries.load(); break;
+        default: v = s.reported_prefix_hits.load(); break;
       }
+      if (v < 0) continue;  // the worker's counters, not scraped yet
       write_sample(out, families[f].name, labels, v);
     }
   }

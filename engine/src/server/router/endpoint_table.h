@@ -54,6 +54,8 @@ struct Plan {
   bool pd_evaluated = false;
   PdReason reason = PdReason::below_threshold;
   Clock::time_point decided;  ///< when the decision was made (its latency's end)
+  /// The decision explained (plan() with explain): one JSON object on one line; empty otherwise.
+  std::string decision;
 };
 
 class EndpointTable final : public KvEventSink {
@@ -84,7 +86,9 @@ class EndpointTable final : public KvEventSink {
   /// that are routable at `t` and not in `exclude` (bit i = endpoint id i), and counts its legs
   /// in flight. `allow_pd` false keeps a P/D request on a decode endpoint (retries). No leg is
   /// picked (main.ok() false) when no endpoint of the needed role is eligible.
-  Plan plan(const RouteRequest& rq, std::uint64_t exclude, bool allow_pd, Clock::time_point t);
+  /// `explain`: also fill Plan::decision (RoutePlanner::explain_route over the same snapshot, under
+  /// the same lock hold; one more scoring pass and a JSON line, so only when asked).
+  Plan plan(const RouteRequest& rq, std::uint64_t exclude, bool allow_pd, Clock::time_point t, bool explain = false);
   /// The leg's first byte arrived: its prefill is done.
   void first_byte(Pick& p);
   /// The leg ended (any outcome); `p` is no longer a leg after this.
@@ -95,6 +99,8 @@ class EndpointTable final : public KvEventSink {
 
   /// Requests go to decode endpoints (some endpoint or pool is decode).
   bool pd_mode() const { return pd_mode_; }
+  /// Prefix scorers read the KV-event index (else the policy's own routing history).
+  bool precise() const { return precise_; }
   /// Some endpoint or pool is prefill: readiness needs a healthy one.
   bool need_prefill() const { return need_prefill_; }
   /// Empty when some endpoint of each needed role is routable; otherwise why not.
@@ -133,12 +139,16 @@ class EndpointTable final : public KvEventSink {
   EndpointTable(RouterMetrics& metrics, HealthPolicy health) : metrics_(metrics), health_(health) {}
   void remove(int id);  // lock held
   void fill_pick(Pick& out, int id, std::int32_t cached_blocks) const;
+  // Plan::decision for `rp` over `st` (lock held, before apply_route).
+  void explain(const RouteRequest& rq, std::span<const EndpointState> st, const RoutePlan& rp, std::string& out) const;
 
   RouterMetrics& metrics_;
   HealthPolicy health_;
   Hooks hooks_;
   bool pd_mode_ = false;
   bool need_prefill_ = false;
+  bool precise_ = false;
+  std::string policy_name_;
 
   SpinThenBlockMutex mu_;
   std::array<EndpointSlot, kMaxRoutingEndpoints> slots_;

@@ -389,15 +389,31 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   const RouterConfig& c = im.config;
   if (!c.tokenizer_dir.empty()) {
     auto loaded = text::ModelText::load(c.tokenizer_dir);
-    if (!loaded) return unexpected("'--tokenizer' (" + c.tokenizer_dir + "): " + loaded.error());
-    im.model_text = std::move(loaded).value();
+    if (loaded) {
+      im.model_text = std::move(loaded).value();
+      im.metrics.tokenizer_state = "loaded";
+    } else if (c.prefix_auto) {
+      // The constructs' default for vLLM pods: the tokenizer comes from an init container that
+      // may fail (a gated model without a token, no egress). Routing goes on, approximately.
+      log_line("warning: no usable tokenizer in '" + c.tokenizer_dir + "' (" + loaded.error() +
+               "); prefix routing falls back to the router's own history (approximate): its hashes cannot "
+               "match the block hashes in vLLM's KV events without the served model's token ids");
+      im.metrics.tokenizer_state = "failed";
+    } else {
+      return unexpected("'--tokenizer' (" + c.tokenizer_dir + "): " + loaded.error());
+    }
   }
+  // prefixSource auto: precise exactly when the tokenizer loaded (im.config is what `c` reads).
+  if (c.prefix_auto) im.config.precise_prefix = im.model_text.has_value();
   im.started_unix = std::chrono::duration_cast<std::chrono::seconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
 
   auto table = EndpointTable::create(c, im.metrics);
   if (!table) return unexpected(std::move(table).error());
   im.table = std::move(*table);
+  im.metrics.prefix_source = im.table->precise() ? "index" : "history";
+  log_line("prefix source: " + std::string(im.metrics.prefix_source) +
+           (im.model_text ? " (token ids from the served model's tokenizer)" : ""));
   im.clients = std::make_unique<UpstreamClients>(im.contexts(), c);
   im.health = std::make_unique<HealthMonitor>(*im.table, im.ioc, *im.clients, c);
   im.legs = std::make_unique<UpstreamLegs>(*im.table, *im.clients, im.metrics, c);

@@ -20,7 +20,8 @@ constexpr const char* kUsage =
     "usage: disagg-engine router [--config FILE.json] [flags]\n"
     "KV-aware OpenAI-compatible router in front of vLLM (or sim-worker) endpoints.\n"
     "Config keys (engine/schema/engine-config.schema.json): router.{listenPort, servedModelName,\n"
-    "kvBlockSize, requestTimeoutSeconds, maxInflight, maxQueue, queueTimeoutSeconds, tokenizer}, policy.{name, weights, options, prefixSource,\n"
+    "kvBlockSize, requestTimeoutSeconds, maxInflight, maxQueue, queueTimeoutSeconds, tokenizer, logDecisions},\n"
+    "policy.{name, weights, options, prefixSource,\n"
     "disaggregation.minUncachedPromptTokens}, pools[].{name, role, discovery{type dns, host, port or\n"
     "ports (one per local data-parallel rank; KV events of ports[j] on kvEvents.port + j),\n"
     "refreshSeconds}, kvEvents{port, topicPrefix}}, endpoints[].{pool, url, kvEventsEndpoint,\n"
@@ -33,7 +34,8 @@ constexpr const char* kUsage =
     "  --policy NAME                 round-robin | least-load | llm-d | sglang | dynamo | disagg\n"
     "                                (kv-aware = llm-d, least-loaded = least-load; default llm-d)\n"
     "  --policy-option KEY=VALUE     a PolicyOptions knob, e.g. prefixWeight=3; repeatable\n"
-    "  --prefix-source S             index (KV events) | history (approximate)\n"
+    "  --prefix-source S             index (KV events) | history (approximate) | auto (index when the\n"
+    "                                --tokenizer loads, else history, said in the log and metrics)\n"
     "  --block-size N                tokens per KV block (router.kvBlockSize, 16)\n"
     "  --min-uncached-tokens N       P/D: disaggregate when this many prompt tokens are uncached (512)\n"
     "  --prefill-saturation-tokens N P/D: a prefill endpoint with this many in-flight prompt tokens\n"
@@ -43,6 +45,9 @@ constexpr const char* kUsage =
     "  --dns-pool SPEC               role=R,host=NAME,port=P[,pool=NAME][,kv-port=P][,refresh=SECONDS];\n"
     "                                ports=FIRST-LAST instead of port: one endpoint per address x port,\n"
     "                                port FIRST+j with KV events on kv-port+j; repeatable\n"
+    "  --log-decisions on|off        log each routing decision: every endpoint's cached prefix blocks,\n"
+    "                                cost and load, and the pick (off; a request asks for the same in its\n"
+    "                                response with the header X-Disagg-Explain: 1)\n"
     "  --session-header NAME         header whose value pins a session to an endpoint (none)\n"
     "  --tokenizer DIR               the served model's tokenizer.json + tokenizer_config.json: real token\n"
     "                                ids and chat template for precise prefix routing (router.tokenizer)\n"
@@ -310,8 +315,12 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
       auto set = set_option(c, v.substr(0, eq), value);
       if (!set) return unexpected("'--policy-option': " + set.error().message);
     } else if (flag == "--prefix-source") {
-      if (v != "index" && v != "history") return bad("must be index or history");
-      c.precise_prefix = v == "index";
+      if (v != "index" && v != "history" && v != "auto") return bad("must be index, history or auto");
+      c.prefix_auto = v == "auto";
+      c.precise_prefix = c.prefix_auto ? std::optional<bool>() : std::optional<bool>(v == "index");
+    } else if (flag == "--log-decisions") {
+      if (v != "on" && v != "off") return bad("must be on or off");
+      c.log_decisions = v == "on";
     } else if (flag == "--block-size") {
       if (!integer(&c.block_size, 1, 1024)) return bad("must be a whole number in [1, 1024], e.g. 16");
     } else if (flag == "--min-uncached-tokens") {

@@ -80,6 +80,12 @@ struct RouterConfig {
   /// Prefix source: true = KV-event index, false = approximate history; unset = index when any
   /// endpoint publishes KV events.
   std::optional<bool> precise_prefix;
+  /// prefixSource "auto": index when tokenizer_dir loads, else history (Router::create() decides
+  /// and sets precise_prefix; a tokenizer that fails to load is then logged, not fatal).
+  bool prefix_auto = false;
+  /// --log-decisions / router.logDecisions: one log line per routing decision (the explanation a
+  /// request gets with X-Disagg-Explain).
+  bool log_decisions = false;
   PdDeciderConfig decider;
 
   std::vector<EndpointSpec> endpoints;

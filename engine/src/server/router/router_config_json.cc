@@ -55,6 +55,17 @@ bool get_string(const json& obj, const std::string& path, const char* key, std::
   return true;
 }
 
+bool get_bool(const json& obj, const std::string& path, const char* key, bool* out, std::string& err) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return true;
+  if (!it->is_boolean()) {
+    err = "'" + path + key + "' (" + quoted(*it) + ") must be true or false";
+    return false;
+  }
+  *out = it->get<bool>();
+  return true;
+}
+
 bool object_or_absent(const json& doc, const char* key, const json** out, std::string& err) {
   auto it = doc.find(key);
   *out = nullptr;
@@ -139,7 +150,8 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
         !get_int(*router, "router.", "maxQueue", 0, 1 << 24, &max_queue, err) ||
         !get_number(*router, "router.", "queueTimeoutSeconds", 0, &queue_timeout, err) ||
         !get_string(*router, "router.", "servedModelName", &model, err) ||
-        !get_string(*router, "router.", "tokenizer", &c.tokenizer_dir, err)) {
+        !get_string(*router, "router.", "tokenizer", &c.tokenizer_dir, err) ||
+        !get_bool(*router, "router.", "logDecisions", &c.log_decisions, err)) {
       return unexpected(err);
     }
     c.max_inflight = static_cast<std::int32_t>(max_inflight);
@@ -198,10 +210,13 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
     std::string source;
     if (!get_string(*policy, "policy.", "prefixSource", &source, err)) return unexpected(err);
     if (!source.empty()) {
-      if (source != "index" && source != "history") {
-        return unexpected("'policy.prefixSource' (\"" + source + "\") must be index (KV events) or history (approximate)");
+      if (source != "index" && source != "history" && source != "auto") {
+        return unexpected("'policy.prefixSource' (\"" + source +
+                          "\") must be index (KV events), history (approximate) or auto (index with router.tokenizer, "
+                          "else history)");
       }
-      c.precise_prefix = source == "index";
+      c.prefix_auto = source == "auto";
+      c.precise_prefix = c.prefix_auto ? std::optional<bool>() : std::optional<bool>(source == "index");
     }
   }
   // Pools: roles by name, DNS discovery.

@@ -148,6 +148,10 @@ void RouterMetrics::write(std::string& out) const {
   write_metric(out, "disagg_router_prefix_hit_blocks_total", "counter",
                "Of those, blocks the index or history says the chosen endpoint holds.", "",
                load(prefix_hit_blocks));
+  write_metric(out, "disagg_router_prefix_source_info", "gauge",
+               "Where prefix scorers read cached prefixes: index (KV events, keyed by token ids) or history "
+               "(the router's own routing history, approximate); and whether the served model's tokenizer loaded.",
+               "source=\"" + std::string(prefix_source) + "\",tokenizer=\"" + std::string(tokenizer_state) + "\"", 1);
   write_metric(out, "disagg_router_kv_events_batches_total", "counter", "KV event batches applied.", "",
                load(kv_batches));
   out.append("# HELP disagg_router_kv_events_total KV events applied by type.\n"
@@ -191,6 +195,8 @@ ScrapedLoad parse_vllm_load(std::string_view text) {
     if (name == "vllm:num_requests_running") which = 0;
     else if (name == "vllm:num_requests_waiting") which = 1;
     else if (name == "vllm:kv_cache_usage_perc" || name == "vllm:gpu_cache_usage_perc") which = 2;
+    else if (name == "vllm:prefix_cache_hits_total" || name == "vllm:gpu_prefix_cache_hits_total") which = 3;
+    else if (name == "vllm:prefix_cache_queries_total" || name == "vllm:gpu_prefix_cache_queries_total") which = 4;
     else continue;
     // The value follows the labels (which may contain spaces inside quotes) and precedes an
     // optional timestamp.
@@ -212,6 +218,11 @@ ScrapedLoad parse_vllm_load(std::string_view text) {
     double v = 0;
     auto res = std::from_chars(line.data() + vstart, line.data() + vend, v);
     if (res.ec != std::errc() || !std::isfinite(v)) continue;
+    if (which >= 3) {
+      out.prefix_found = true;
+      (which == 3 ? out.prefix_hits : out.prefix_queries) += v;
+      continue;
+    }
     out.found = true;
     if (which == 0) out.running += v;
     else if (which == 1) out.waiting += v;

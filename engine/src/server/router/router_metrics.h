@@ -16,6 +16,7 @@
 //   pd_decisions_total{reason}                  PdDecider reasons; prefill_fallbacks_total
 //   prefix_query_blocks_total, prefix_hit_blocks_total   full prompt blocks routed / of them
 //                                               cached on the chosen endpoint (hit rate = ratio)
+//   prefix_source_info{source, tokenizer}       1: index|history, tokenizer loaded|failed|none
 //   inflight_requests, queued_requests          now
 //   kv_events_batches_total, kv_events_total{type}, kv_events_gaps_total, kv_events_replays_total,
 //   kv_events_restarts_total, kv_events_decode_errors_total, kv_index_entries, kv_index_evictions_total
@@ -128,6 +129,11 @@ struct RouterMetrics {
   std::atomic<std::uint64_t> kv_restarts{0};
   std::atomic<std::uint64_t> kv_decode_errors{0};
 
+  /// Where prefix scorers read prefixes ("index" or "history") and the tokenizer's state ("loaded",
+  /// "failed", "none"): set once before the router serves, exported as disagg_router_prefix_source_info.
+  std::string_view prefix_source = "history";
+  std::string_view tokenizer_state = "none";
+
   void error(ErrorCause cause) { errors[static_cast<int>(cause)].fetch_add(1, std::memory_order_relaxed); }
 
   /// Appends the router-wide metrics (not the per-endpoint ones) in Prometheus text format.
@@ -146,6 +152,11 @@ struct ScrapedLoad {
   double waiting = 0;   ///< sum of vllm:num_requests_waiting samples
   double kv_usage = 0;  ///< max of vllm:kv_cache_usage_perc (or gpu_cache_usage_perc) samples
   bool found = false;   ///< any of them was present
+  /// Sums of vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total (tokens; also the
+  /// older vllm:gpu_prefix_cache_* names), when prefix_found.
+  double prefix_hits = 0;
+  double prefix_queries = 0;
+  bool prefix_found = false;
 };
 
 /// Parses Prometheus text exposition; ignores everything else. Never throws.

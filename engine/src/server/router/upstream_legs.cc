@@ -107,6 +107,10 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
   ErrorCause last_cause = ErrorCause::no_endpoint;
   unsigned last_status = 503;
   std::string last_body;  // a 5xx body to pass through when every attempt failed
+  // Why the request went where it went: asked for by the request, or logged for every one.
+  const std::string_view explain_header = req["X-Disagg-Explain"];
+  const bool explain_asked = explain_header == "1" || explain_header == "true";
+  std::string decision;
   http::ClientCancel client_left;
   w.watch_close(CancelOnClientClose(&client_left));
   const CloseWatchGuard watch_guard(w);
@@ -119,7 +123,11 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       last_body.clear();
       break;
     }
-    Plan plan_result = table_.plan(rq, exclude, attempt == 0, now);
+    Plan plan_result = table_.plan(rq, exclude, attempt == 0, now, explain_asked || config_.log_decisions);
+    if (!plan_result.decision.empty()) {
+      if (config_.log_decisions) log_line("decision " + request_id + " attempt " + std::to_string(attempt) + " " + plan_result.decision);
+      if (explain_asked) decision = std::move(plan_result.decision);
+    }
     Pick& pick = plan_result.main;
     if (!pick.ok()) {
       if (attempt == 0) {
@@ -223,7 +231,7 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       continue;
     }
     table_.upstream_ok(pick);
-    const ProxyOutcome outcome = co_await relay(w, up, pick, g, t0, prefill_label);
+    const ProxyOutcome outcome = co_await relay(w, up, pick, g, t0, prefill_label, decision);
     table_.finish(pick, rq.request_id);
     co_return outcome;
   }
@@ -242,14 +250,17 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
 }
 
 http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStream& up, Pick& pick, const GenerateRequest& g,
-                Clock::time_point t0, const std::string& prefill_label) {
+                Clock::time_point t0, const std::string& prefill_label, const std::string& decision) {
   const unsigned status = up.status();
   // Why it went there, for "why is my hit rate low": the prompt blocks the router found cached on
   // the chosen endpoint (its KV-event index, or its routing history).
   const std::string cached = std::to_string(pick.cached_blocks);
-  std::array<Header, 3> headers = {Header{"X-Disagg-Endpoint", pick.label}, Header{"X-Disagg-Cached-Blocks", cached},
-                                   Header{"X-Disagg-Prefill-Endpoint", prefill_label}};
-  const std::span<const Header> hs(headers.data(), prefill_label.empty() ? 2 : 3);
+  std::array<Header, 4> headers = {Header{"X-Disagg-Endpoint", pick.label}, Header{"X-Disagg-Cached-Blocks", cached}};
+  std::size_t header_count = 2;
+  if (!prefill_label.empty()) headers[header_count++] = Header{"X-Disagg-Prefill-Endpoint", prefill_label};
+  // Every candidate's cached blocks, cost and load, when the request sent X-Disagg-Explain: 1.
+  if (!decision.empty()) headers[header_count++] = Header{"X-Disagg-Decision", decision};
+  const std::span<const Header> hs(headers.data(), header_count);
   const auto content_type = up.headers()["Content-Type"];
   const bool sse = content_type.find("text/event-stream") != std::string_view::npos;
   const auto deadline = t0 + std::chrono::milliseconds(config_.request_timeout_ms);

@@ -42,7 +42,8 @@ class UpstreamLegs {
                                          std::string target, std::string request_id, Clock::time_point deadline,
                                          http::ClientCancel* cancel);
   http::Task<ProxyOutcome> relay(http::ResponseWriter& w, http::ClientStream& up, Pick& pick,
-                                 const GenerateRequest& g, Clock::time_point t0, const std::string& prefill_label);
+                                 const GenerateRequest& g, Clock::time_point t0, const std::string& prefill_label,
+                                 const std::string& decision);
 
   EndpointTable& table_;
   const UpstreamClients& clients_;
