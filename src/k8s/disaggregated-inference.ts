@@ -22,6 +22,7 @@ import { planRouter, RouterPlan } from './private/router-config';
 import { WorkerContext, servingSelector } from './private/worker-pod';
 import { WorkerPool } from './private/worker-pool';
 import { RouterPolicy } from './router-policy';
+import { RouterTokenizer } from './router-tokenizer';
 import { IServingPool } from './serving-pool';
 
 /**
@@ -73,6 +74,14 @@ export interface DisaggregatedInferenceProps extends ModelDeploymentOptions {
    * @default 2
    */
   readonly routerReplicas?: number;
+  /**
+   * Where the router gets the served model's tokenizer and chat template, to route on the same token
+   * ids as the KV events vLLM publishes (precise prefix routing). Without them, or when they fail to
+   * load, it routes on its own routing history (approximate) and says so in its log and in
+   * `disagg_router_prefix_source_info`.
+   * @default RouterTokenizer.fromModelSource(): downloaded by an init container from the workers' model source
+   */
+  readonly routerTokenizer?: RouterTokenizer;
   /**
    * How clients reach the router from outside the cluster.
    * @default GatewayExposure.none()
@@ -284,6 +293,7 @@ export class DisaggregatedInference extends Construct {
     this.decodeTensorParallel = decode.parallelism.tensorParallel;
 
     // Router: configuration, Deployment, Service, PodDisruptionBudget.
+    const routerTokenizer = props.routerTokenizer ?? RouterTokenizer.fromModelSource();
     this._router = planRouter({
       servedModelName,
       weightPrecision,
@@ -297,6 +307,7 @@ export class DisaggregatedInference extends Construct {
       // Per-rank expert-parallel pods serve one API server per local rank: the router lists each port.
       prefillPorts: pools.prefill instanceof ExpertParallelPool ? pools.prefill.httpPorts : undefined,
       decodePorts: pools.decode instanceof ExpertParallelPool ? pools.decode.httpPorts : undefined,
+      tokenizer: routerTokenizer.kind !== 'none',
     });
     const router = new Router(this, 'Router', {
       name,
@@ -307,6 +318,7 @@ export class DisaggregatedInference extends Construct {
       serviceAccountName: name,
       replicas: routerReplicas,
       config: this._router.config,
+      tokenizer: { from: routerTokenizer, modelSource: resolved.source },
     });
     this.routerServiceName = router.serviceName;
     this.routerConfig = router.configJson;

@@ -1,6 +1,7 @@
 export * from './model-source';
 export * from './model-cache';
 export * from './router-policy';
+export * from './router-tokenizer';
 export * from './kv-transfer';
 export * from './gateway-exposure';
 export * from './inference-pool-options';

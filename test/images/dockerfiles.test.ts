@@ -222,7 +222,13 @@ describe.each(VARIANTS.map((v) => [v.name, v] as const))('images/%s/Dockerfile',
     const runtimeApt = text.split('\n').filter((l) => /apt-get install|ENGINE_RUNTIME_PACKAGES=/.test(l)).join('\n');
     // THEN the builder has Boost, libzmq and cppzmq (the configure step fails without them), and
     // gperftools' static tcmalloc; the runtime has libzmq's shared library
-    for (const p of ['libboost-dev', 'libzmq3-dev', 'cppzmq-dev', 'libgoogle-perftools-dev', 'nlohmann-json3-dev']) {
+    // AND PCRE2 and utf8proc (the router's tokenizer, engine/src/server/text), linked statically by
+    // the build script, so no runtime package (their names differ between the bases) is needed
+    const textCmake = fs.readFileSync(path.join(REPO, 'engine', 'src', 'server', 'text', 'CMakeLists.txt'), 'utf8');
+    expect(textCmake).toMatch(/pkg_check_modules\(DISAGG_PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8\)/);
+    expect(textCmake).toMatch(/pkg_check_modules\(DISAGG_UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc\)/);
+    expect(fs.readFileSync(path.join(REPO, 'images', 'common', 'build-engine.sh'), 'utf8')).toMatch(/-DDISAGG_STATIC_TEXT_LIBS=ON/);
+    for (const p of ['libboost-dev', 'libzmq3-dev', 'cppzmq-dev', 'libgoogle-perftools-dev', 'nlohmann-json3-dev', 'libpcre2-dev', 'libutf8proc-dev']) {
       expect({ package: p, in: buildPackages.split(/\s+/).includes(p) }).toEqual({ package: p, in: true });
     }
     expect(runtimeApt).toMatch(/\blibzmq5\b/);

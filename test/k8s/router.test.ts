@@ -40,19 +40,22 @@ describe('router', () => {
     expect(config).toEqual(JSON.parse(inference.routerConfig));
     expect(config).toEqual(inference._router.config);
     expect(Object.keys(config)).toEqual(['router', 'policy', 'pools']);
-    expect(config.router).toEqual({ listenPort: 8000, servedModelName: 'meta-llama/Llama-3.3-70B-Instruct', kvBlockSize: 16 });
+    expect(config.router).toEqual({
+      listenPort: 8000, servedModelName: 'meta-llama/Llama-3.3-70B-Instruct', kvBlockSize: 16, tokenizer: '/var/lib/disagg/tokenizer',
+    });
     expect(config.pools).toEqual(['prefill', 'decode'].map(role => ({
       name: role,
       role,
       discovery: { type: 'dns', host: `llama-3-3-70b-${role}.inference.svc.cluster.local`, port: 8000 },
       kvEvents: { port: 5557, topicPrefix: 'kv@' },
     })));
-    // vLLM pods hash token ids the router cannot reproduce: the prefix scorer runs on routing history.
+    // With the model's tokenizer (downloaded by default) the prefix scorer reads the KV-event index;
+    // without it, the router's own routing history (auto).
     expect(config.policy).toEqual({
       name: 'kv-aware',
       weights: { prefix: 5, queue: 2, kvUsage: 2 },
       disaggregation: { minUncachedPromptTokens: 1024 },
-      prefixSource: 'history',
+      prefixSource: 'auto',
     });
     // AND the numbers each pool was resolved to are on the construct's typed plan (for `disagg local`)
     const kv = KvCacheFootprint.of({ model: ModelArchitecture.LLAMA_3_3_70B, precision: Precision.FP8 });

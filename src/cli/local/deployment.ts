@@ -69,10 +69,20 @@ export function workerConfig(pool: LocalPool): EngineCostConfig {
   return pool.cost;
 }
 
-/** The router's configuration for the local endpoints. */
-export function routerConfigFor(d: LocalDeployment, endpoints: StaticRouterEndpoint[]): RouterConfigFile {
+/** Where prefix-aware policies find cached prefixes: 'index' (precise) or 'history' (approximate). */
+export type LocalPrefixSource = 'index' | 'history';
+
+/**
+ * The router's configuration for the local endpoints.
+ * @param prefixSource the policy's prefix source: 'index', the event-fed KV block index, or 'history',
+ * the router's own record of what it routed (approximate)
+ * @default 'index'
+ */
+export function routerConfigFor(d: LocalDeployment, endpoints: StaticRouterEndpoint[], prefixSource: LocalPrefixSource = 'index'): RouterConfigFile {
   const config = withStaticEndpoints(d.config, endpoints);
   // Sim-workers tokenize and hash prompts with the engine's own functions, so (unlike vLLM pods) their
   // KV events name the hashes the router computes: the precise, event-fed index works here.
-  return { ...config, policy: { ...config.policy, prefixSource: 'index' } };
+  // The tokenizer, if any, is `disagg local --tokenizer`'s folder (a flag), not the pod's mount.
+  const { tokenizer: _podMount, ...router } = config.router;
+  return { ...config, router, policy: { ...config.policy, prefixSource } };
 }

@@ -9,7 +9,10 @@ import { PoolPlan } from './pool-plan';
  * The `router` keys `disagg-engine router` reads (engine/src/server/router/router_config.cc,
  * apply_config_json): the schema's `kvTransfer` is informational and stays out.
  */
-export type RouterSection = Pick<EngineRouterSection, 'listenPort' | 'servedModelName' | 'kvBlockSize' | 'requestTimeoutSeconds'>;
+export type RouterSection = Pick<EngineRouterSection, 'listenPort' | 'servedModelName' | 'kvBlockSize' | 'requestTimeoutSeconds' | 'tokenizer'>;
+
+/** Where the router's pod mounts the served model's tokenizer files (RouterTokenizer). */
+export const ROUTER_TOKENIZER_DIR = '/var/lib/disagg/tokenizer';
 
 /**
  * The keys of a `pools[]` entry the router reads. The schema's sizing keys (replicas, tensorParallel,
@@ -76,6 +79,11 @@ export interface RouterConfigInputs {
    */
   readonly prefillPorts?: number[];
   readonly decodePorts?: number[];
+  /**
+   * The router's pod has the served model's tokenizer files at ROUTER_TOKENIZER_DIR.
+   * @default false
+   */
+  readonly tokenizer?: boolean;
 }
 
 /**
@@ -88,18 +96,18 @@ export function planRouter(inputs: RouterConfigInputs): RouterPlan {
       listenPort: PORTS.router,
       servedModelName: inputs.servedModelName,
       kvBlockSize: inputs.kvBlockSize,
+      ...(inputs.tokenizer ? { tokenizer: ROUTER_TOKENIZER_DIR } : {}),
     },
     policy: {
       name: policyName(inputs.policy),
       weights: { ...inputs.policy.weights },
       disaggregation: { minUncachedPromptTokens: inputs.disaggregationThresholdTokens },
-      // vLLM hashes token ids (sha256 of the chat-templated, tokenized prompt, seeded per process unless
-      // PYTHONHASHSEED is fixed); the router has neither the model's tokenizer nor its chat template, so
-      // its hashes of a request never equal the block hashes in vLLM's KV events. The prefix scorer
-      // therefore runs on the router's own routing history (llm-d's approximate prefix scorer works the
-      // same way). `disagg local` switches to 'index': its sim-workers hash prompts exactly as the
-      // router does.
-      prefixSource: 'history',
+      // vLLM's KV events carry each block's token ids: with the served model's tokenizer and chat
+      // template the router computes a request's token ids as vLLM does and keys both by its own hash
+      // of them (vLLM's hash function, seed and block size need not match). 'auto' routes precisely
+      // when the files loaded and on the router's own routing history (approximate, as llm-d's
+      // approximate scorer) when they did not, saying so in its log and metrics.
+      prefixSource: inputs.tokenizer ? 'auto' : 'history',
     },
     pools: [
       routerPool(inputs.prefill, inputs.prefillHost, inputs.prefillPorts),
