@@ -129,7 +129,7 @@ describeIfBuilt('router and sim-workers with Qwen3\'s tokenizer and chat templat
     const first = [{ role: 'user', content: turn('explain', 0) }];
     const r0 = await post(`${router.url}/v1/chat/completions`, { model: MODEL, max_tokens: 4, messages: first });
     const home = r0.headers.get('x-disagg-endpoint');
-    expect(r0.headers.get('x-disagg-decision')).toBeNull();  // not asked for
+    expect(r0.headers.get('x-disagg-decision')).toBeNull(); // not asked for
     const prompt = (await post(`${router.url}/tokenize`, { model: MODEL, messages: first })).json.count;
     await waitFor(async () => total(await metrics(router), 'disagg_router_kv_index_entries') >= Math.floor(prompt / 16), 5_000, 'KV events');
     // WHEN the next turn asks why it goes where it goes

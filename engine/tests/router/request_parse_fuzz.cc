@@ -34,7 +34,7 @@ struct Outcome {
   std::vector<TokenId> tokens;
 };
 
-Outcome run(const nlohmann::json& body, bool chat, std::vector<TokenId>& tokens, std::string& scratch) {
+Outcome run(const disagg::router::RequestJson& body, bool chat, std::vector<TokenId>& tokens, std::string& scratch) {
   Outcome o;
   tokens.clear();
   auto r = disagg::router::parse_generate_request(body, chat, kModels, o.request, tokens, scratch);
@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (parsed.error().status != 400 || parsed.error().message.empty()) __builtin_trap();
     return 0;
   }
-  const nlohmann::json& body = *parsed;
+  const disagg::router::RequestJson& body = *parsed;
   const Outcome a = run(body, chat, tokens, scratch);
   if (fast.ok && (!a.ok || a.tokens != fast.tokens || a.request.model != fast.request.model ||
                   a.request.stream != fast.request.stream || a.request.max_tokens != fast.request.max_tokens)) {

@@ -37,7 +37,7 @@ const Tokenizer& load(const std::string& name) {
 }
 
 std::vector<TokenId> encode(const Tokenizer& t, std::string_view text, bool special) {
-  EncodeScratch scratch;
+  EncodeScratch scratch(0);  // no segment cache: every call encodes from scratch
   std::vector<TokenId> ids;
   t.encode(text, special, scratch, ids);
   return ids;
@@ -80,21 +80,62 @@ TEST(Tokenizer, DecodesToTheText) {
 }
 
 TEST(Tokenizer, WarmEncodingAllocatesNothing) {
-  // GIVEN a scratch that has seen a text once and an output vector with room
+  // GIVEN a scratch that has seen a text once and an output vector with room, with the segment cache
+  // (the text comes from it) and without (every word is encoded again, from the word cache)
   const Tokenizer& t = load("llama3_1");
   std::string text;
   for (int i = 0; i < 200; ++i) text += "The router tokenizes chat prompts in process, über schnell. 12345 ✓\n";
-  EncodeScratch scratch;
-  std::vector<TokenId> ids;
-  t.encode(text, true, scratch, ids);
-  const std::size_t n = ids.size();
-  ids.clear();
-  ids.reserve(n);
-  // WHEN it encodes the text again THEN nothing is allocated
-  const long before = disagg::test::allocations();
-  t.encode(text, true, scratch, ids);
-  EXPECT_EQ(disagg::test::allocations() - before, 0);
-  EXPECT_EQ(ids.size(), n);
+  for (const std::size_t cache_bytes : {EncodeScratch::kDefaultSegmentCacheBytes, std::size_t{0}}) {
+    EncodeScratch scratch(cache_bytes);
+    std::vector<TokenId> ids;
+    t.encode(text, true, scratch, ids);
+    const std::size_t n = ids.size();
+    ids.clear();
+    ids.reserve(n);
+    // WHEN it encodes the text again THEN nothing is allocated
+    const long before = disagg::test::allocations();
+    t.encode(text, true, scratch, ids);
+    EXPECT_EQ(disagg::test::allocations() - before, 0) << cache_bytes;
+    EXPECT_EQ(ids.size(), n);
+  }
+}
+
+// The segment cache returns exactly the ids a fresh encode gives: for pieces between special tokens
+// repeated in other orders and positions (first or not: Metaspace's prepend_scheme "first"), through
+// evictions of a cache too small for them all, and for pieces that differ in one byte.
+TEST(Tokenizer, SegmentCacheGivesTheIdsOfAFreshEncode) {
+  struct Model {
+    const char* name;
+    const char* sep;  // a special token of its vocabulary
+  };
+  for (const Model& m : {Model{"qwen3", "<|im_end|>"}, Model{"llama3_1", "<|eot_id|>"}, Model{"llama2", "</s>"},
+                         Model{"deepseek_v3", "<｜end▁of▁sentence｜>"}}) {
+    const Tokenizer& t = load(m.name);
+    std::vector<std::string> pieces;
+    for (int i = 0; i < 12; ++i) {
+      std::string p = " Turn " + std::to_string(i) + ": ";
+      for (int j = 0; j < 40 + 7 * i; ++j) p += (j % 3 == 0 ? "über " : j % 3 == 1 ? "線程 " : "route ") + std::to_string(i * j) + " ";
+      pieces.push_back(p);
+    }
+    pieces.push_back(pieces[3].substr(0, pieces[3].size() - 1) + "!");  // one byte apart
+    for (const std::size_t cache_bytes : {EncodeScratch::kDefaultSegmentCacheBytes, std::size_t{16} << 10}) {
+      EncodeScratch cached(cache_bytes);
+      std::uint64_t state = 7;
+      for (int round = 0; round < 60; ++round) {
+        // A conversation-like text: a random run of the pieces, each followed by the separator.
+        std::string text;
+        const int n = 1 + static_cast<int>(round % 7);
+        for (int k = 0; k < n; ++k) {
+          state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+          text += pieces[(state >> 33) % pieces.size()];
+          text += m.sep;
+        }
+        std::vector<TokenId> got;
+        t.encode(text, true, cached, got);
+        ASSERT_EQ(got, encode(t, text, true)) << m.name << " cache " << cache_bytes << " round " << round;
+      }
+    }
+  }
 }
 
 TEST(Tokenizer, ThreadsShareOneTokenizer) {

@@ -12,7 +12,7 @@ Unexpected<ApiError> bad(std::string message, std::string param) {
   return unexpected(ApiError{400, std::move(message), std::move(param), ""});
 }
 
-using json = nlohmann::json;
+using json = RequestJson;
 
 // Adds a message's content to the prompt: a string, or the text parts of an array (other parts
 // are skipped). False for any other kind of content.
@@ -85,9 +85,7 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
       return bad("'messages' must be a non-empty array of {role, content}", "messages");
     }
     if (model) {
-      const auto ordered = nlohmann::ordered_json::parse(tokenizer->raw_body, nullptr, /*allow_exceptions=*/false);
-      if (ordered.is_discarded()) return bad("the request body is not valid JSON", "");
-      auto done = model->chat_tokens(ordered, *tokenizer->scratch, scratch, tokens);
+      auto done = model->chat_tokens(body, *tokenizer->scratch, scratch, tokens);
       if (!done) return bad(done.error(), "messages");
       if (tokens.size() == before) return bad("the prompt is empty", "messages");
       return {};

@@ -58,11 +58,16 @@ struct GenerateRequest {
   std::int64_t max_tokens = 0;
 };
 
+/// The router's document of a request body. Ordered (object members in the client's order) because a
+/// chat template iterates objects in that order (tool schemas rendered with tojson), so the one parse
+/// serves both the request's fields and the template.
+using RequestJson = nlohmann::ordered_json;
+
 /// Parses a request body into a JSON document: the one full parse of a request (the router calls
 /// it wherever the fast scan declines). The nesting depth is checked first (json_depth.h), so a
 /// body nested deeper than kMaxRequestJsonDepth builds no document at all.
 /// Failure modes: 400 naming the depth limit (code "json_too_deep"); 400 "not valid JSON".
-Expected<nlohmann::json, ApiError> parse_request_json(std::string_view body);
+Expected<RequestJson, ApiError> parse_request_json(std::string_view body);
 
 /// Validates `body` (a parsed JSON value) as a completions (`chat` false) or chat completions
 /// request, fills `out`, and appends its prompt tokens to `tokens` (`scratch` is reused for the
@@ -71,7 +76,7 @@ Expected<nlohmann::json, ApiError> parse_request_json(std::string_view body);
 /// Failure modes: 400 (not an object, missing or mistyped model / prompt / messages / stream /
 /// max_tokens, empty prompt, a chat template error, token ids outside the vocabulary), 404
 /// (unknown model; code "model_not_found").
-Expected<void, ApiError> parse_generate_request(const nlohmann::json& body, bool chat,
+Expected<void, ApiError> parse_generate_request(const RequestJson& body, bool chat,
                                                 std::span<const std::string> models,
                                                 GenerateRequest& out, std::vector<TokenId>& tokens,
                                                 std::string& scratch, const PromptTokenizer* tokenizer = nullptr);

@@ -204,7 +204,7 @@ struct Router::Impl {
     GenerateRequest g;
     // The document is built only where it is needed: P/D rewrites the body for its legs, and the
     // slow path answers every request the fast scan declines (errors included).
-    json body;
+    RequestJson body;
     const PromptTokenizer tokenizer{model_text ? &*model_text : nullptr, &sc->encode, req.body()};
     if (table->pd_mode() ||
         !scan_generate_request(req.body(), chat, config.served_models, g, sc->tokens, sc->text, &tokenizer)) {
@@ -311,8 +311,7 @@ struct Router::Impl {
       co_return;
     }
     std::unique_ptr<Scratch> sc = scratch.acquire();
-    const auto ordered = nlohmann::ordered_json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
-    auto answer = model_text->serve_tokenize(*doc, ordered, detokenize, 0, sc->encode);
+    auto answer = model_text->serve_tokenize(*doc, detokenize, 0, sc->encode);
     scratch.release(std::move(sc));
     if (!answer) {
       metrics.error(ErrorCause::bad_request);

@@ -54,9 +54,9 @@ Task<bool> stream_piece(ResponseWriter& w, bool& started, std::span<const Header
 // Sends the prefill leg; returns the kv_transfer_params of its answer, or null on any failure.
 // `cancel` (the client-close watch's) aborts the leg when the client leaves: the prefill worker
 // then sees its connection close and aborts; that is not the endpoint's failure.
-http::Task<json> UpstreamLegs::run_prefill(net::any_io_executor ex, Pick& p, const json& body, std::string target,
+http::Task<json> UpstreamLegs::run_prefill(net::any_io_executor ex, Pick& p, const RequestJson& body, std::string target,
                        std::string request_id, Clock::time_point deadline, http::ClientCancel* cancel) {
-  json pb = body;
+  RequestJson pb = body;
   pb["max_tokens"] = 1;
   if (pb.contains("max_completion_tokens")) pb["max_completion_tokens"] = 1;
   pb["stream"] = false;
@@ -95,7 +95,7 @@ http::Task<json> UpstreamLegs::run_prefill(net::any_io_executor ex, Pick& p, con
   co_return params;
 }
 
-http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter& w, const json& body,
+http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter& w, const RequestJson& body,
                                               const GenerateRequest& g, const RouteRequest& rq, Clock::time_point t0, double queued) {
   const auto deadline = t0 + std::chrono::milliseconds(config_.request_timeout_ms);
   const std::string_view target = req.target();  // `req` outlives this call
@@ -168,7 +168,7 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
     if (kv_params.is_null()) {
       creq.body_view = req.body();  // the client's bytes as they are, not copied (kept for a retry)
     } else {
-      json db = body;
+      RequestJson db = body;
       db["kv_transfer_params"] = kv_params;
       creq.body = db.dump();
     }

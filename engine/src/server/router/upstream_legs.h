@@ -34,11 +34,11 @@ class UpstreamLegs {
   /// Routes and proxies the request `req` (parsed as `g`; `body` is its document when P/D needs
   /// one, else null) and answers the client on `w`. `t0`: when the request arrived; `queued`: the
   /// seconds it waited for admission (excluded from the overhead metric).
-  http::Task<ProxyOutcome> proxy(http::Request& req, http::ResponseWriter& w, const nlohmann::json& body,
+  http::Task<ProxyOutcome> proxy(http::Request& req, http::ResponseWriter& w, const RequestJson& body,
                                  const GenerateRequest& g, const RouteRequest& rq, Clock::time_point t0, double queued);
 
  private:
-  http::Task<nlohmann::json> run_prefill(http::net::any_io_executor ex, Pick& p, const nlohmann::json& body,
+  http::Task<nlohmann::json> run_prefill(http::net::any_io_executor ex, Pick& p, const RequestJson& body,
                                          std::string target, std::string request_id, Clock::time_point deadline,
                                          http::ClientCancel* cancel);
   http::Task<ProxyOutcome> relay(http::ResponseWriter& w, http::ClientStream& up, Pick& pick,

@@ -385,7 +385,7 @@ Task<void> SimWorker::Impl::tokenize(http::Request& req, ResponseWriter& w, bool
   }
   if (model_text) {
     const auto ordered = nlohmann::ordered_json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
-    auto answer = model_text->serve_tokenize(body, ordered, detokenize, config.max_model_len, encode_scratch());
+    auto answer = model_text->serve_tokenize(ordered, detokenize, config.max_model_len, encode_scratch());
     if (!answer) {
       co_await w.send_error(answer.error().status, answer.error().message, answer.error().param);
       co_return;

@@ -207,9 +207,7 @@ Expected<void, std::string> ModelText::chat_tokens(const nlohmann::ordered_json&
   return {};
 }
 
-Expected<nlohmann::json, ModelText::EndpointError> ModelText::serve_tokenize(const nlohmann::json& body,
-                                                                            const nlohmann::ordered_json& ordered,
-                                                                            bool detokenize, std::int64_t max_model_len,
+Expected<nlohmann::json, ModelText::EndpointError> ModelText::serve_tokenize(const nlohmann::ordered_json& body, bool detokenize, std::int64_t max_model_len,
                                                                             EncodeScratch& scratch) const {
   using json = nlohmann::json;
   if (detokenize) {
@@ -217,7 +215,7 @@ Expected<nlohmann::json, ModelText::EndpointError> ModelText::serve_tokenize(con
     const auto vocab = static_cast<std::int64_t>(tokenizer_.vocab_size());
     std::vector<TokenId> ids;
     bool ok = tokens != body.end() && tokens->is_array();
-    for (const json& t : ok ? *tokens : json::array()) {
+    for (const nlohmann::ordered_json& t : ok ? *tokens : nlohmann::ordered_json::array()) {
       if (!t.is_number_integer() || t.get<std::int64_t>() < 0 || t.get<std::int64_t>() >= vocab) {
         ok = false;
         break;
@@ -230,7 +228,7 @@ Expected<nlohmann::json, ModelText::EndpointError> ModelText::serve_tokenize(con
   std::vector<TokenId> ids;
   if (body.contains("messages")) {
     std::string prompt;
-    if (auto done = chat_tokens(ordered, scratch, prompt, ids); !done) return unexpected(EndpointError{400, done.error(), "messages"});
+    if (auto done = chat_tokens(body, scratch, prompt, ids); !done) return unexpected(EndpointError{400, done.error(), "messages"});
   } else if (const auto p = body.find("prompt"); p != body.end() && p->is_string()) {
     const auto special = body.find("add_special_tokens");
     completion_tokens(p->get_ref<const std::string&>(), special == body.end() || !special->is_boolean() || special->get<bool>(),

@@ -49,14 +49,14 @@ class ModelText {
 
   /// vLLM's POST /tokenize and /detokenize on a parsed body: {prompt} (completions rules) or
   /// {messages} (chat rules) -> {count, max_model_len, tokens, token_strs}; {tokens} -> {prompt}.
-  /// `ordered` is the same body as an ordered document (for chat); `max_model_len` <= 0 is
+  /// `body` is ordered, as chat_tokens() needs it; `max_model_len` <= 0 is
   /// reported as null (unknown, as at the router). Errors: (400, message, param).
   struct EndpointError {
     unsigned status;
     std::string message;
     std::string param;
   };
-  Expected<nlohmann::json, EndpointError> serve_tokenize(const nlohmann::json& body, const nlohmann::ordered_json& ordered,
+  Expected<nlohmann::json, EndpointError> serve_tokenize(const nlohmann::ordered_json& body,
                                                          bool detokenize, std::int64_t max_model_len,
                                                          EncodeScratch& scratch) const;
 

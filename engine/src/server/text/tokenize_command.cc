@@ -36,7 +36,10 @@ constexpr std::string_view kHelp =
     "    {\"messages\": [...], ...}                        -> {\"ids\": [...], \"prompt\": \"...\"}  (chat template)\n"
     "  --tokenizer DIR   a folder with the model's tokenizer.json (and tokenizer_config.json)\n"
     "  --repeat N        encode each text N times more and add \"ns\": the median wall time of one\n"
-    "                    encode on this thread's warm scratch (for bench/tokenizer.sh)\n";
+    "                    encode on this thread's warm scratch (for bench/tokenizer.sh)\n"
+    "  --segment-cache on|off  keep the ids of pieces between special tokens across requests, as the\n"
+    "                    router and the sim-worker do (off: every text is encoded in full; the\n"
+    "                    differential tests and --repeat measure the full encode)\n";
 
 bool decode_base64(std::string_view in, std::string& out) {
   auto value = [](char c) -> int {
@@ -69,6 +72,7 @@ bool decode_base64(std::string_view in, std::string& out) {
 int run_tokenize_command(int argc, char** argv) {
   std::string dir;
   long repeat = 0;
+  bool segment_cache = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -84,6 +88,13 @@ int run_tokenize_command(int argc, char** argv) {
         std::cerr << "tokenize: --repeat takes a count from 0 to 1000000, got '" << argv[i] << "'\n";
         return 2;
       }
+    } else if (arg == "--segment-cache" && i + 1 < argc) {
+      const std::string_view v = argv[++i];
+      if (v != "on" && v != "off") {
+        std::cerr << "tokenize: --segment-cache takes on or off, got '" << v << "'\n";
+        return 2;
+      }
+      segment_cache = v == "on";
     } else {
       std::cerr << "tokenize: unknown flag '" << arg << "'\n" << kHelp;
       return 2;
@@ -98,7 +109,7 @@ int run_tokenize_command(int argc, char** argv) {
     std::cerr << "tokenize: " << tokenizer.error().message << "\n";
     return 1;
   }
-  EncodeScratch scratch;
+  EncodeScratch scratch(segment_cache ? EncodeScratch::kDefaultSegmentCacheBytes : 0);
   std::vector<TokenId> ids;
   std::vector<BlockHash> hashes;
   std::string line, bytes, prompt;

@@ -2,6 +2,8 @@
 // then decode.
 #include "tokenizer.h"
 
+#include "segment_cache.h"
+
 #include "utf8.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -484,8 +486,9 @@ struct EncodeScratch::State {
   };
   std::vector<QueuedMerge> heap;
   std::vector<CacheSlot> cache;
+  SegmentCache segment_cache;
 
-  State() {
+  explicit State(std::size_t segment_cache_bytes) : segment_cache(segment_cache_bytes) {
     match = pcre2_match_data_create(1, nullptr);
     context = pcre2_match_context_create(nullptr);
     jit_stack = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, nullptr);
@@ -499,7 +502,7 @@ struct EncodeScratch::State {
   }
 };
 
-EncodeScratch::EncodeScratch() : state_(std::make_unique<State>()) {}
+EncodeScratch::EncodeScratch(std::size_t segment_cache_bytes) : state_(std::make_unique<State>(segment_cache_bytes)) {}
 EncodeScratch::~EncodeScratch() = default;
 EncodeScratch::EncodeScratch(EncodeScratch&&) noexcept = default;
 EncodeScratch& EncodeScratch::operator=(EncodeScratch&&) noexcept = default;
@@ -1368,8 +1371,13 @@ void Tokenizer::encode(std::string_view text, bool add_special_tokens, EncodeScr
       out.push_back(static_cast<TokenId>(seg.added_id));
       continue;
     }
+    // A piece between added tokens encodes on its own: earlier turns of a conversation come from the
+    // segment cache (segment_cache.h).
+    const std::string_view piece = text.substr(seg.begin, seg.end - seg.begin);
+    if (s.segment_cache.find(&impl, piece, seg.begin == 0, out)) continue;
+    const std::size_t piece_start = out.size();
     std::string& normalized = s.norm_a;
-    impl.normalize(text.substr(seg.begin, seg.end - seg.begin), normalized, s);
+    impl.normalize(piece, normalized, s);
     s.sub_segments.clear();
     split_added(normalized, 0, static_cast<std::uint32_t>(normalized.size()), impl.normalized_added, s.sub_segments);
     // Copy: encode_text reuses the normalizer buffers only through normalize(), which is done.
@@ -1381,6 +1389,7 @@ void Tokenizer::encode(std::string_view text, bool add_special_tokens, EncodeScr
                          seg.begin == 0 && sub.begin == 0, s, out);
       }
     }
+    s.segment_cache.insert(&impl, piece, seg.begin == 0, std::span<const TokenId>(out).subspan(piece_start));
   }
   if (add_special_tokens) out.insert(out.end(), impl.suffix_ids.begin(), impl.suffix_ids.end());
 }

@@ -16,8 +16,9 @@
 //     is a load error that names it, never a silently different encoding.
 //   - A loaded Tokenizer is immutable; encode() and decode() are const and thread-safe. Each thread
 //     passes its own EncodeScratch, which holds every buffer the hot path needs (regex match data,
-//     NFC buffers, BPE symbols and heap, a bounded cache of recent words): once warm, encoding
-//     allocates nothing but the growth of the caller's output vector.
+//     NFC buffers, BPE symbols and heap, a bounded cache of recent words, a bounded cache of recent
+//     pieces between added tokens, which makes a conversation's earlier turns free to encode again):
+//     once warm, encoding allocates nothing but the growth of the caller's output vector.
 //   - Input text is bytes. Invalid UTF-8 is replaced by U+FFFD per maximal invalid subpart, as
 //     Rust's String::from_utf8_lossy and JavaScript's TextDecoder do, so a client's bad bytes give
 //     the ids the reference gives for its lossily decoded string.
@@ -104,7 +105,10 @@ class Tokenizer {
 /// thread. Movable, not copyable.
 class EncodeScratch {
  public:
-  EncodeScratch();
+  /// Token ids of recently encoded text pieces kept by default (segment_cache.h), bytes.
+  static constexpr std::size_t kDefaultSegmentCacheBytes = 8u << 20;
+  /// `segment_cache_bytes`: the bound of its segment cache (0: none), allocated at first use.
+  explicit EncodeScratch(std::size_t segment_cache_bytes = kDefaultSegmentCacheBytes);
   ~EncodeScratch();
   EncodeScratch(EncodeScratch&&) noexcept;
   EncodeScratch& operator=(EncodeScratch&&) noexcept;
