@@ -34,7 +34,6 @@ namespace disagg::router {
 struct PromptTokenizer {
   const text::ModelText* model = nullptr;
   text::EncodeScratch* scratch = nullptr;  ///< this thread's
-  std::string_view raw_body;               ///< the body as received: chat renders read its keys in order
 };
 
 using disagg::FakeChatPrompt;

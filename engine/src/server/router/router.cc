@@ -62,8 +62,15 @@ struct Scratch {
   std::vector<TokenId> tokens;
   std::vector<BlockHash> hashes;
   std::string text;
-  text::EncodeScratch encode;  // the real tokenizer's buffers and word cache
 };
+
+// The real tokenizer's buffers, word cache and segment cache: per HTTP thread, not per request
+// (tokenizing never spans a co_await). One per request in flight would keep as many cold caches of
+// about 10 MB each; one per thread keeps two warm ones, which see every turn of a conversation.
+text::EncodeScratch& encode_scratch() {
+  thread_local text::EncodeScratch scratch;
+  return scratch;
+}
 
 // Per thread: a request takes and returns its scratch on the thread that serves its connection, so
 // the free list needs no lock (a shared one passed its mutex between the HTTP threads' cores on
@@ -205,7 +212,7 @@ struct Router::Impl {
     // The document is built only where it is needed: P/D rewrites the body for its legs, and the
     // slow path answers every request the fast scan declines (errors included).
     RequestJson body;
-    const PromptTokenizer tokenizer{model_text ? &*model_text : nullptr, &sc->encode, req.body()};
+    const PromptTokenizer tokenizer{model_text ? &*model_text : nullptr, &encode_scratch()};
     if (table->pd_mode() ||
         !scan_generate_request(req.body(), chat, config.served_models, g, sc->tokens, sc->text, &tokenizer)) {
       auto doc = parse_request_json(req.body());  // the nesting-depth check, then json::parse
@@ -311,7 +318,7 @@ struct Router::Impl {
       co_return;
     }
     std::unique_ptr<Scratch> sc = scratch.acquire();
-    auto answer = model_text->serve_tokenize(*doc, detokenize, 0, sc->encode);
+    auto answer = model_text->serve_tokenize(*doc, detokenize, 0, encode_scratch());
     scratch.release(std::move(sc));
     if (!answer) {
       metrics.error(ErrorCause::bad_request);
