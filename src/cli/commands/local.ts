@@ -3,9 +3,9 @@ import * as os from 'os';
 import * as path from 'path';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT } from '../defaults';
-import { LocalDeployment, localDeployment, routerConfigFor, workerConfig } from '../local/deployment';
+import { LocalDeployment, localDeployment, LocalPrefixSource, routerConfigFor, workerConfig } from '../local/deployment';
 import { EngineProcess, freePort, ProcessGroup, resolveEngineBinary, waitFor200 } from '../local/processes';
-import { buildJobs, Job, percentile, RequestApi, runJobs, WorkloadSpec } from '../local/workload';
+import { buildJobs, Job, percentile, RequestApi, runJobs, TEXT_CHARS_PER_TOKEN, WorkloadSpec } from '../local/workload';
 import { ProgressReporter } from '../progress';
 import { renderTable } from '../table';
 
@@ -28,7 +28,13 @@ Deployment:
   --policy NAME            policy under test (default: the deployment's, kv-aware = llm-d); also
                            least-load, llm-d, sglang, dynamo, disagg
   --baseline NAME          policy to compare with (default round-robin; none = skip)
+  --prefix-source S        where the policy finds cached prefixes: index (the KV-event index the
+                           sim-workers feed: precise; default), history (the router's own record of what
+                           it routed: approximate), or index,history (a run with each, then the baseline
+                           with the first)
   --speedup X              model seconds per wall second of the sim-workers (default 1)
+  --kv-tokens N            KV cache tokens per sim-worker (default: what sizing leaves a replica of its
+                           pool, millions); fewer make a short run fill the caches and evict
 Workload:
   --workload KIND          mixed | shared-prefix | chat (default mixed)
   --requests N             requests per run (default 200)
@@ -43,10 +49,13 @@ Workload:
                            matches \`disagg simulate --api completions\`)
   --timeout SECONDS        longest run per policy (default 120)
   --seed N                 workload seed (default 1)
+  --text FILE              cut the prompts from this real text (prose, code; repeatable, files joined by
+                           a blank line) at about ${TEXT_CHARS_PER_TOKEN} characters a token, so --tokenizer's merges apply as
+                           to users' prompts (default: made-up words of 2-4 letters)
 Output:
   --engine PATH            disagg-engine binary (default $DISAGG_ENGINE_BIN, else engine/build/disagg-engine)
   --tokenizer DIR          a model's tokenizer.json + tokenizer_config.json: the router and the sim-workers
-                           tokenize and render chat with them as vLLM does (precise routing on real token
+                           tokenize and render chat with them as vLLM does (prefixes matched on real token
                            ids); prompt lengths are then the real tokenizer's (default: a made-up tokenizer)
   --json                   print machine-readable JSON only
   -h, --help               show this help
@@ -84,9 +93,46 @@ function policyFlag(flag: string, text: string): string {
   return text;
 }
 
+const PREFIX_SOURCES: readonly string[] = ['index', 'history'];
+
+/** --prefix-source: 'index', 'history' or a comma-separated list of them (one run each). */
+function prefixSources(text: string | undefined): LocalPrefixSource[] {
+  if (text === undefined) return ['index'];
+  const list = text.split(',').map(s => s.trim());
+  const bad = list.find(s => !PREFIX_SOURCES.includes(s));
+  if (bad !== undefined) {
+    throw new UsageError(`--prefix-source '${text}': '${bad}' is not a prefix source; use index (precise: the KV-event index), ` +
+      'history (approximate: the router\'s routing history) or index,history (a run with each)');
+  }
+  if (new Set(list).size !== list.length) throw new UsageError(`--prefix-source '${text}' names a source twice; use index,history for a run with each`);
+  return list as LocalPrefixSource[];
+}
+
+/** --text FILE...: the files' text, joined by a blank line. */
+function readText(files: string[]): string {
+  const parts = files.map(f => {
+    let text: string;
+    try {
+      text = fs.readFileSync(f, 'utf8');
+    } catch (e) {
+      throw new UsageError(`--text '${f}' cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); give a text file of prose or code, e.g. README.md`);
+    }
+    if (text.trim() === '') throw new UsageError(`--text '${f}' has no text; give a text file of prose or code, e.g. README.md`);
+    return text;
+  });
+  return parts.join('\n\n');
+}
+
 /** Summary of one run. */
 interface RunSummary {
   readonly policy: string;
+  /** The run's name in the table: the policy, with its prefix source when --prefix-source was given. */
+  readonly label: string;
+  /**
+   * Where the router's prefix-aware policies found cached prefixes (its
+   * disagg_router_prefix_source_info): round-robin and least-load do not look, sglang keeps its own tree.
+   */
+  readonly prefixSource: string;
   readonly requests: number;
   readonly succeeded: number;
   readonly failed: number;
@@ -120,19 +166,26 @@ function metricTotals(text: string): Map<string, number> {
   return out;
 }
 
-async function scrape(url: string): Promise<Map<string, number>> {
+/** A process's /metrics page ('' when it does not answer). */
+async function metricsPage(url: string): Promise<string> {
   try {
     const r = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) });
-    return metricTotals(await r.text());
+    return await r.text();
   } catch {
-    return new Map();
+    return '';
   }
+}
+
+async function scrape(url: string): Promise<Map<string, number>> {
+  return metricTotals(await metricsPage(url));
 }
 
 const pct = (v: number[]) => ({ p50: percentile(v, 50), p90: percentile(v, 90), p99: percentile(v, 99) });
 
 interface RunOptions {
   readonly deployment: LocalDeployment;
+  /** KV cache tokens per sim-worker (--kv-tokens), else the pool's. */
+  readonly kvTokens?: number;
   readonly speedup: number;
   readonly jobs: Job[];
   readonly workload: WorkloadSpec;
@@ -146,8 +199,17 @@ interface RunOptions {
   readonly interrupted: { value: boolean };
 }
 
-/** Starts fresh sim-workers and a router with `policy`, runs the jobs, stops everything. */
-async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io: CliIo, json: boolean): Promise<RunSummary> {
+/** One run: a policy with a prefix source, and how the summary names it. */
+interface RunPlan {
+  readonly policy: string;
+  readonly prefixSource: LocalPrefixSource;
+  /** The policy, with its prefix source when --prefix-source was given, e.g. 'kv-aware (history)'. */
+  readonly label: string;
+}
+
+/** Starts fresh sim-workers and a router with the plan's policy, runs the jobs, stops everything. */
+async function runPolicy(group: ProcessGroup, plan: RunPlan, o: RunOptions, io: CliIo, json: boolean): Promise<RunSummary> {
+  const { policy, label } = plan;
   const d = o.deployment;
   try {
     const workers: EngineProcess[] = [];
@@ -162,7 +224,7 @@ async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io:
           '--role', pool.role === 'both' ? 'aggregated' : pool.role,
           '--model-name', d.servedModelName,
           '--block-size', String(d.kvBlockSize),
-          '--kv-blocks', String(Math.max(1, Math.floor(pool.kvTokensPerReplica / d.kvBlockSize))),
+          '--kv-blocks', String(Math.max(1, Math.floor((o.kvTokens ?? pool.kvTokensPerReplica) / d.kvBlockSize))),
           '--speedup', String(o.speedup),
           '--kv-events-port', String(kvPort),
           '--seed', String(index + 1)];
@@ -174,12 +236,12 @@ async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io:
       }
     }
     const routerFile = path.join(o.tmp, 'router.json');
-    fs.writeFileSync(routerFile, JSON.stringify(routerConfigFor(d, endpoints), undefined, 2));
+    fs.writeFileSync(routerFile, JSON.stringify(routerConfigFor(d, endpoints, plan.prefixSource), undefined, 2));
     const router = await group.start('router', ['router', '--config', routerFile, '--host', '127.0.0.1', '--port', '0',
       '--policy', policy, '--health-interval-ms', '200', ...(o.tokenizer ? ['--tokenizer', o.tokenizer] : [])]);
     await waitFor200(`${router.url}/ready`, 15_000);
 
-    const progress = new ProgressReporter(json ? { out: () => undefined, err: () => undefined } : io, `local ${policy.padEnd(11)}`);
+    const progress = new ProgressReporter(json ? { out: () => undefined, err: () => undefined } : io, `local ${label.padEnd(11)}`);
     let lastDraw = 0;
     const result = await runJobs(router.url, d.servedModelName, o.jobs, {
       concurrency: o.concurrency,
@@ -205,7 +267,9 @@ async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io:
       hits += m.get('vllm:prefix_cache_hits_total') ?? 0;
       queries += m.get('vllm:prefix_cache_queries_total') ?? 0;
     }
-    const rm = await scrape(router.url);
+    const routerPage = await metricsPage(router.url);
+    const rm = metricTotals(routerPage);
+    const source = /^disagg_router_prefix_source_info\{[^}]*\bsource="(\w+)"/m.exec(routerPage)?.[1];
     const ok = result.samples.filter(s => s.ok);
     const endpointCounts: Record<string, number> = {};
     const prefillCounts: Record<string, number> = {};
@@ -218,6 +282,8 @@ async function runPolicy(group: ProcessGroup, policy: string, o: RunOptions, io:
     const firstError = result.samples.find(s => !s.ok)?.error;
     return {
       policy,
+      label,
+      prefixSource: source ?? plan.prefixSource,
       requests: result.samples.length,
       succeeded: ok.length,
       failed: result.samples.length - ok.length,
@@ -256,6 +322,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     'policy': { type: 'string' },
     'baseline': { type: 'string' },
     'speedup': { type: 'string' },
+    'kv-tokens': { type: 'string' },
     'workload': { type: 'string' },
     'requests': { type: 'string' },
     'concurrency': { type: 'string' },
@@ -266,6 +333,8 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     'api': { type: 'string' },
     'timeout': { type: 'string' },
     'seed': { type: 'string' },
+    'prefix-source': { type: 'string' },
+    'text': { type: 'string', multiple: true },
     'engine': { type: 'string' },
     'tokenizer': { type: 'string' },
     'json': { type: 'boolean' },
@@ -302,6 +371,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     turnTokens: 128,
     maxTokens: whole('--max-tokens', values['max-tokens'], 1, 64),
     seed: whole('--seed', values.seed, 0, 1),
+    ...(values.text ? { text: readText(values.text) } : {}),
   };
   if (workload.requests > 100_000) throw new UsageError(`--requests ${workload.requests} is over the local limit of 100000`);
   const concurrency = whole('--concurrency', values.concurrency, 1, 16);
@@ -310,8 +380,10 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     throw new UsageError(`--api '${api}' is not an API; use chat (/v1/chat/completions, the default) or completions (/v1/completions)`);
   }
   const speedup = positiveNumber('--speedup', values.speedup, 1);
+  const kvTokens = values['kv-tokens'] === undefined ? undefined : whole('--kv-tokens', values['kv-tokens'], 1024, 0);
   const timeoutMs = positiveNumber('--timeout', values.timeout, 120) * 1000;
   const baseline = values.baseline === 'none' ? undefined : policyFlag('--baseline', values.baseline ?? 'round-robin');
+  const sources = prefixSources(values['prefix-source']);
   const json = values.json === true;
   const tokenizer = values.tokenizer === undefined ? undefined : path.resolve(values.tokenizer);
   if (tokenizer !== undefined && !fs.existsSync(path.join(tokenizer, 'tokenizer.json'))) {
@@ -327,7 +399,9 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
   }
   const deployment = localDeployment(pd, workers);
   const policy = policyFlag('--policy', values.policy ?? deployment.policy);
-  const policies = baseline && baseline !== policy ? [policy, baseline] : [policy];
+  const named = values['prefix-source'] !== undefined;
+  const plans: RunPlan[] = sources.map(s => ({ policy, prefixSource: s, label: named ? `${policy} (${s})` : policy }));
+  if (baseline && baseline !== policy) plans.push({ policy: baseline, prefixSource: sources[0], label: baseline });
   const jobs = buildJobs(workload);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-local-'));
   const group = new ProcessGroup(binary);
@@ -347,18 +421,20 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
   process.once('SIGTERM', onSignal);
   process.once('exit', onExit);
 
-  const shape = pd ? `${pd.prefill} prefill + ${pd.decode} decode sim-workers` : `${workers} aggregated sim-workers`;
+  const shape = (pd ? `${pd.prefill} prefill + ${pd.decode} decode sim-workers` : `${workers} aggregated sim-workers`) +
+    (kvTokens !== undefined ? ` of ${kvTokens} KV tokens` : '');
   const workloadText = `${workload.requests} requests (${kind}: ${workload.tenants} tenants x ${workload.systemTokens}-token system prompts` +
-    `${kind !== 'shared-prefix' ? `, ${workload.turns}-turn chats` : ''}), ${workload.maxTokens} output tokens, concurrency ${concurrency}, ${api} API`;
+    `${kind !== 'shared-prefix' ? `, ${workload.turns}-turn chats` : ''}), ${workload.maxTokens} output tokens, concurrency ${concurrency}, ${api} API` +
+    `${values.text ? `, text from ${values.text.join(', ')}` : ''}`;
   if (!json) {
     io.err(`disagg local: ${deployment.servedModelName} (${deployment.description}), ${shape}, speedup ${speedup}`);
     io.err(`  workload: ${workloadText}`);
   }
   const runs: RunSummary[] = [];
   try {
-    for (const p of policies) {
-      const options: RunOptions = { deployment, speedup, jobs, workload, concurrency, api, timeoutMs, tmp, tokenizer, interrupted };
-      runs.push(await runPolicy(group, p, options, io, json));
+    for (const plan of plans) {
+      const options: RunOptions = { deployment, kvTokens, speedup, jobs, workload, concurrency, api, timeoutMs, tmp, tokenizer, interrupted };
+      runs.push(await runPolicy(group, plan, options, io, json));
     }
   } catch (e) {
     io.err(`disagg local: ${(e as Error).message}`);
@@ -378,17 +454,19 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
         model: deployment.servedModelName,
         description: deployment.description,
         mode: pd ? 'prefill-decode' : 'aggregated',
-        pools: deployment.pools.map(p => ({ name: p.name, role: p.role, replicas: p.replicas, tensorParallel: p.tensorParallel })),
+        pools: deployment.pools.map(p => ({
+          name: p.name, role: p.role, replicas: p.replicas, tensorParallel: p.tensorParallel, kvTokens: kvTokens ?? p.kvTokensPerReplica,
+        })),
         speedup,
       },
-      workload: { ...workload, concurrency, api },
+      workload: { ...workload, text: values.text, concurrency, api },
       runs,
       processes: group.pids,
     }, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 2));
     return failed ? ExitCode.NEGATIVE : ExitCode.OK;
   }
   const rows = runs.map(r => [
-    r.policy, String(r.succeeded), String(r.failed),
+    r.label, String(r.succeeded), String(r.failed),
     fmt(r.ttftSeconds.p50), fmt(r.ttftSeconds.p90), fmt(r.ttftSeconds.p99),
     fmt(r.tpotSeconds.p50), fmt(r.tpotSeconds.p90), fmt(r.tpotSeconds.p99),
     r.requestsPerSecond.toFixed(2), r.outputTokensPerSecond.toFixed(0), `${(r.prefixHitRate * 100).toFixed(1)}%`,
@@ -401,21 +479,22 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     ...renderTable(['policy', 'ok', 'failed', 'TTFT p50', 'p90', 'p99', 'TPOT p50', 'p90', 'p99', 'req/s', 'out tok/s', 'prefix hits', 'router overhead'],
       rows, [false, true, true, true, true, true, true, true, true, true, true, true, true]),
   ].join('\n'));
-  if (runs.length === 2) {
-    const [a, b] = runs;
-    io.out(`\n  ${a.policy} vs ${b.policy}: TTFT p90 ${ratio(a.ttftSeconds.p90, b.ttftSeconds.p90)}, ` +
+  const [a, ...others] = runs;
+  if (others.length > 0) io.out('');
+  for (const b of others) {
+    io.out(`  ${a.label} vs ${b.label}: TTFT p90 ${ratio(a.ttftSeconds.p90, b.ttftSeconds.p90)}, ` +
       `TPOT p90 ${ratio(a.tpotSeconds.p90, b.tpotSeconds.p90)}, throughput ${ratio(a.requestsPerSecond, b.requestsPerSecond)}, ` +
       `prefix hits ${(a.prefixHitRate * 100).toFixed(1)}% vs ${(b.prefixHitRate * 100).toFixed(1)}%`);
   }
   // Where requests went, per role: a baseline that leaves replicas idle is no fair baseline.
   const spread = (counts: Record<string, number>) => Object.keys(counts).sort().map(k => counts[k]).join(' / ');
   for (const r of runs) {
-    io.out(`  ${r.policy}: requests per ${pd ? 'decode' : 'worker'} endpoint ${spread(r.endpoints)}` +
+    io.out(`  ${r.label}: requests per ${pd ? 'decode' : 'worker'} endpoint ${spread(r.endpoints)}` +
       (pd ? `; prefill legs per prefill endpoint ${spread(r.prefillEndpoints) || 'none'}` : ''));
   }
   for (const r of runs) {
-    if (r.timedOut) io.err(`disagg local: the ${r.policy} run hit --timeout; raise it or lower --requests`);
-    if (r.firstError) io.err(`disagg local: ${r.failed} ${r.policy} request(s) failed; first: ${r.firstError}`);
+    if (r.timedOut) io.err(`disagg local: the ${r.label} run hit --timeout; raise it or lower --requests`);
+    if (r.firstError) io.err(`disagg local: ${r.failed} ${r.label} request(s) failed; first: ${r.firstError}`);
   }
   return failed ? ExitCode.NEGATIVE : ExitCode.OK;
 }

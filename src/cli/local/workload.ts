@@ -24,7 +24,20 @@ export interface WorkloadSpec {
   /** Output tokens per request (max_tokens). */
   readonly maxTokens: number;
   readonly seed: number;
+  /**
+   * Real text (prose, code) to cut the prompts from, about TEXT_CHARS_PER_TOKEN characters a token,
+   * so that a real tokenizer's merges apply as they would to users' prompts.
+   * @default - made-up words of 2 to 4 letters, one token each in the sim-worker's made-up tokenizer
+   */
+  readonly text?: string;
 }
+
+/**
+ * Characters of real text per requested token: what Llama 3.1's and Qwen3's tokenizers average on
+ * this repository's READMEs (markdown prose, tables and code: 3.4-3.8). Approximate: the real
+ * tokenizer decides the prompt's length.
+ */
+export const TEXT_CHARS_PER_TOKEN = 3.6;
 
 /**
  * The API requests go through: `chat` sends the messages to /v1/chat/completions (the sim-worker
@@ -91,11 +104,27 @@ function words(next: () => number, tokens: number): string {
   return out.join(' ');
 }
 
+/**
+ * A passage of `text` of about `tokens` tokens (TEXT_CHARS_PER_TOKEN characters a token): from a
+ * random word's start, wrapping around to the text's start (after a blank line) when it runs out,
+ * cut back to the last whole word. Whitespace inside is kept as written (newlines, indentation).
+ */
+function passage(next: () => number, text: string, tokens: number): string {
+  const want = Math.round(tokens * TEXT_CHARS_PER_TOKEN);
+  let at = Math.floor(next() * text.length);
+  while (at > 0 && !/\s/.test(text[at - 1])) at--;
+  let out = text.slice(at, at + want);
+  while (out.length < want) out += `\n\n${text.slice(0, Math.max(0, want - out.length - 2))}`;
+  const cut = out.search(/\s\S*$/);
+  return (cut > 0 ? out.slice(0, cut) : out).trim();
+}
+
 /** The jobs of a workload, `spec.requests` turns in all. */
 export function buildJobs(spec: WorkloadSpec): Job[] {
   const next = rng(spec.seed);
+  const fill = spec.text === undefined ? (tokens: number) => words(next, tokens) : (tokens: number) => passage(next, spec.text!, tokens);
   const systems = Array.from({ length: spec.tenants }, (_, t) =>
-    `tenant ${t} policy: ${words(next, Math.max(0, spec.systemTokens - 3))}`);
+    `tenant ${t} policy: ${fill(Math.max(0, spec.systemTokens - 3))}`);
   const jobs: Job[] = [];
   let left = spec.requests;
   let i = 0;
@@ -105,10 +134,10 @@ export function buildJobs(spec: WorkloadSpec): Job[] {
     const preamble: Message[] = [{ role: 'system', content: systems[tenant] }];
     if (chat) {
       const turns = Math.min(left, spec.turns);
-      jobs.push({ kind: 'chat', preamble, turns: Array.from({ length: turns }, () => words(next, spec.turnTokens)) });
+      jobs.push({ kind: 'chat', preamble, turns: Array.from({ length: turns }, () => fill(spec.turnTokens)) });
       left -= turns;
     } else {
-      jobs.push({ kind: 'shared-prefix', preamble, turns: [words(next, spec.questionTokens)] });
+      jobs.push({ kind: 'shared-prefix', preamble, turns: [fill(spec.questionTokens)] });
       left -= 1;
     }
     i++;
