@@ -33,6 +33,11 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     io.err(`disagg: unknown command '${name}'; known: ${commands.map(c => c.name).join(', ')}\n\n${usage}`);
     return ExitCode.USAGE;
   }
+  // Every command's help, here rather than in each command's flag parser (one missed it).
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.out(command.help);
+    return ExitCode.OK;
+  }
   try {
     return await command.run(rest, io);
   } catch (e) {

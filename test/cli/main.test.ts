@@ -2,6 +2,7 @@ import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { loadCommands } from '../../src/cli/registry';
+import { runCli } from '../../src/cli/run-cli';
 
 const root = path.join(__dirname, '..', '..');
 
@@ -39,5 +40,19 @@ describe('disagg binary', () => {
 
   test('commands are discovered from src/cli/commands', () => {
     expect(loadCommands().map(c => c.name)).toContain('plan');
+  });
+
+  test('every command answers --help and -h with its help and exit 0, as the README and its errors say', async () => {
+    for (const command of loadCommands()) {
+      for (const flag of ['--help', '-h']) {
+        const out: string[] = [];
+        const err: string[] = [];
+        // other flags around it do not matter
+        const code = await runCli([command.name, '--json', flag], { out: (t) => out.push(t), err: (t) => err.push(t) });
+        expect({ command: command.name, flag, code, err }).toEqual({ command: command.name, flag, code: 0, err: [] });
+        expect(out.join('\n')).toBe(command.help);
+        expect(command.help).toMatch(new RegExp(`^Usage: disagg ${command.name}\\b`));
+      }
+    }
   });
 });
