@@ -2,8 +2,11 @@
 // 64 endpoints, 1M and 4M indexed blocks, prompts of 1k to 8k tokens (16-token blocks, vLLM's
 // default, so 64 to 512 hashes per prompt). Prints markdown rows. Not a test.
 //
-//   disagg-routing-bench [--quick] [--endpoints N] [--blocks M]
-//   (--quick: 16 endpoints x 1M blocks only; --endpoints / --blocks: that one case)
+//   disagg-routing-bench [--quick] [--endpoints N] [--blocks M] [--routed]
+//   (--quick: 16 endpoints x 1M blocks only; --endpoints / --blocks: that one case; --routed: time
+//   choose() + on_routed(), as the router does per request, at one instant, so the precise
+//   policies' pending routes (PolicyOptions::pending_blocks_ms) never expire and each decision
+//   reads all 1,024: their worst case. Without it nothing is routed and none is pending.)
 //
 // Index contents: "documents" of 512 chained blocks, each stored on two endpoints (as a shared
 // system prompt or a conversation that moved), a quarter of the blocks in the CPU tier. Each run
@@ -57,8 +60,8 @@ Setup build(int endpoints, std::int64_t entries) {
   return s;
 }
 
-double ns_per_decision(const RoutingPolicy& policy, const Setup& s, int endpoints, int prompt_tokens,
-                       int decisions) {
+double ns_per_decision(RoutingPolicy& policy, const Setup& s, int endpoints, int prompt_tokens,
+                       int decisions, bool routed) {
   std::vector<EndpointState> eps(static_cast<std::size_t>(endpoints));
   std::mt19937_64 rng(7);
   for (int i = 0; i < endpoints; ++i) {
@@ -88,6 +91,7 @@ double ns_per_decision(const RoutingPolicy& policy, const Setup& s, int endpoint
     r.request_id = static_cast<std::uint64_t>(i);
     r.block_hashes = queries[static_cast<std::size_t>(i % kQueries)];
     const RouteDecision d = policy.choose(r, eps);
+    if (routed && d.ok()) policy.on_routed(r, eps[static_cast<std::size_t>(d.index)]);
     sink += d.index + d.cached_blocks;
   }
   const auto elapsed = std::chrono::steady_clock::now() - start;
@@ -99,10 +103,12 @@ double ns_per_decision(const RoutingPolicy& policy, const Setup& s, int endpoint
 
 int main(int argc, char** argv) {
   bool quick = false;
+  bool routed = false;
   int only_endpoints = 0;
   long long only_blocks = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--routed") == 0) routed = true;
     if (std::strcmp(argv[i], "--endpoints") == 0 && i + 1 < argc) only_endpoints = std::atoi(argv[++i]);
     if (std::strcmp(argv[i], "--blocks") == 0 && i + 1 < argc) only_blocks = std::atoll(argv[++i]);
   }
@@ -124,8 +130,8 @@ int main(int argc, char** argv) {
         for (const int prompt : prompt_cases) {
           // Median of 7 runs of 3,000 decisions: robust to other jobs on a shared machine.
           std::array<double, 7> runs{};
-          (void)ns_per_decision(*policy, s, endpoints, prompt, 1'000);  // warm up
-          for (double& run : runs) run = ns_per_decision(*policy, s, endpoints, prompt, 3'000);
+          (void)ns_per_decision(*policy, s, endpoints, prompt, 1'000, routed);  // warm up
+          for (double& run : runs) run = ns_per_decision(*policy, s, endpoints, prompt, 3'000, routed);
           std::sort(runs.begin(), runs.end());
           const double ns = runs[runs.size() / 2];
           std::printf("| %s | %d | %lld | %d | %.0f |\n", std::string(name).c_str(), endpoints,

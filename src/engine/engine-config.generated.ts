@@ -247,7 +247,7 @@ export interface DisaggEngineConfiguration {
       [k: string]: number | undefined;
     };
     /**
-     * Prefix scorers read the KV block index fed by the workers' KV events (index) or the router's own routing history (history, approximate). auto: index when router.tokenizer loads, else history (logged, and disagg_router_prefix_source_info says which). With vLLM pods the index needs the served model's tokenizer: vLLM hashes the token ids of the chat-templated prompt.
+     * Prefix scorers read the KV block index fed by the workers' KV events (index; the prompts the router routed in the last options.pendingBlocksMs, 2000 by default, count as cached on their endpoint until their events arrive) or the router's own routing history (history, approximate). auto: index when router.tokenizer loads, else history (logged, and disagg_router_prefix_source_info says which). With vLLM pods the index needs the served model's tokenizer: vLLM hashes the token ids of the chat-templated prompt.
      */
     prefixSource?: 'index' | 'history' | 'auto';
   };

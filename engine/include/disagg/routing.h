@@ -6,7 +6,8 @@
 //      EndpointState (one per endpoint, refreshed from metrics or from the simulation);
 //   2. choose() — const, never allocates, never throws — once per role the request needs;
 //   3. on_routed() with each chosen endpoint (round robin advances in that role, approximate
-//      prefix histories learn the request); on_finished() when a leg ends.
+//      prefix histories learn the request, precise ones remember it as pending until its KV
+//      events can have arrived); on_finished() when a leg ends.
 // Policies keep their state per role: picks in one role never move another role's rotation.
 //
 // Scores are costs: lower is better; +infinity marks an endpoint that must not be chosen (unhealthy,
@@ -18,8 +19,9 @@
 // Policies (names for make_routing_policy):
 //   "round-robin"  next healthy endpoint after the last one routed to
 //   "least-load"   fewest running + waiting requests, ties by KV usage
-//   "llm-d"        weighted scorers: queue 2, KV utilization 2, prefix 3 (precise on a KvBlockIndex,
-//                  or approximate on an LRU history of 31,250 blocks per endpoint)
+//   "llm-d"        weighted scorers: queue 2, KV utilization 2, prefix 3 (precise on a KvBlockIndex
+//                  plus the blocks routed in the last pendingBlocksMs, or approximate on an LRU
+//                  history of 31,250 blocks per endpoint)
 //   "sglang"       cache-aware: best prefix match when match ratio > 0.3, else smallest history;
 //                  shortest queue while loads are imbalanced (max - min > 64 and max > 1.5 min)
 //   "dynamo"       prefill_blocks - overlap_credit x tier-weighted cached blocks + decode_blocks
@@ -28,8 +30,9 @@
 //
 // Preconditions for every policy: endpoints.size() <= kMaxRoutingEndpoints and every
 // EndpointState::id < kMaxRoutingEndpoints and unique; with a precise index, endpoints whose ids it
-// does not cover (>= its config().max_endpoints) are routed as if they held no cached prefix (the
-// approximate history covers every id). Positions beyond kMaxRoutingEndpoints are ignored.
+// does not cover (>= its config().max_endpoints) are routed as if the index held no prefix for them
+// (the approximate history and the precise source's pending routes cover every id). Positions
+// beyond kMaxRoutingEndpoints are ignored.
 //
 // Thread-safety: not thread-safe. choose()/score() are const and may run concurrently with each
 // other, but not with on_routed()/on_finished() or with writes to a KvBlockIndex the policy reads.
@@ -111,6 +114,11 @@ struct RouteRequest {
   std::uint64_t session_key = 0;
   /// Tenant (e.g. of a multi-tenant system prompt); informational for now.
   std::uint32_t tenant = 0;
+  /// The caller's clock at the decision, in milliseconds: the router's steady clock, the
+  /// simulator's virtual one. Any origin; must not decrease from one request to the next. Read by
+  /// precise prefix sources to expire the blocks they routed but have not yet seen in a KV event
+  /// (PolicyOptions::pending_blocks_ms); a caller that leaves it 0 never expires them by time.
+  std::int64_t now_ms = 0;
 };
 
 /// Result of choose().
@@ -195,6 +203,16 @@ struct PolicyOptions {
   /// [historyBlocksPerEndpoint] Capacity of the approximate history per endpoint. llm-d's
   /// approximate prefix index: LRU of 31,250 blocks per server (REFERENCE.md section 6).
   std::int64_t history_blocks_per_endpoint = 31'250;
+  /// [pendingBlocksMs] Precise source only: how long a prompt's blocks count as cached on the
+  /// endpoint they were routed to before any KV event confirms them (the index learns a block
+  /// only once the worker has computed it, so without this a burst of requests sharing a prefix
+  /// spreads over the workers). An endpoint's cached prefix is the longer of the index's and the
+  /// one it was routed within this many milliseconds of RouteRequest::now_ms. Kept for the last
+  /// 1,024 routes (up to 262,144 of their blocks), 2 MiB allocated at creation. 0 = off (the
+  /// index alone). Range [0, 600000]. The default covers the queueing and prefill a request waits
+  /// before its KV events arrive under load (TTFT p90 0.2-1.1 s in bench/local-routing.sh),
+  /// while a block that was never stored or was evicted at once is believed 2 s at most.
+  double pending_blocks_ms = 2000;
 
   // --- "llm-d": weighted scorers (REFERENCE.md section 6: queue 2, kv-cache-utilization 2, prefix 3)
   /// [queueWeight] Weight of the queue scorer (fewest waiting requests scores 1).

@@ -1,4 +1,5 @@
 // routing_policy.cc — the policy interface's shared parts: choose(), options, factory, names.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -41,7 +42,97 @@ std::int64_t prompt_blocks(const RouteRequest& r) noexcept {
   return by_tokens > by_hashes ? by_tokens : by_hashes;
 }
 
+PendingRoutes::PendingRoutes(double ttl_ms)
+    : ttl_ms_(ttl_ms), first_(kRoutes), time_ms_(kRoutes), extent_(kRoutes), hashes_(kHashes) {}
+
+void PendingRoutes::add(EndpointId id, std::span<const BlockHash> hashes, std::int64_t now_ms) noexcept {
+  if (hashes.empty()) return;
+  const std::size_t n = std::min(hashes.size(), kHashes);
+  // Times stay sorted by seq, so overlay() finds the first live route by binary search.
+  if (routes_added_ > 0) now_ms = std::max(now_ms, time_ms_[(routes_added_ - 1) & kRouteMask]);
+  const std::size_t at = routes_added_ & kRouteMask;
+  first_[at] = hashes[0];
+  time_ms_[at] = now_ms;
+  extent_[at] = Extent{hashes_added_, static_cast<std::uint32_t>(n), id};
+  for (std::size_t i = 0; i < n; ++i) hashes_[(hashes_added_ + i) & kHashMask] = hashes[i];
+  hashes_added_ += n;
+  ++routes_added_;
+  // Forget the routes this one pushed out of either ring (the new one always fits).
+  if (routes_added_ - oldest_kept_ > kRoutes) oldest_kept_ = routes_added_ - kRoutes;
+  while (hashes_added_ - extent_[oldest_kept_ & kRouteMask].start > kHashes) ++oldest_kept_;
+}
+
+std::int32_t PendingRoutes::overlay(std::span<const BlockHash> hashes, std::int64_t now_ms,
+                                    std::span<PrefixOverlap> out) const noexcept {
+  if (hashes.empty()) return 0;
+  // The first route younger than the TTL: times are sorted by seq.
+  std::uint64_t lo = oldest_kept_;
+  std::uint64_t hi = routes_added_;
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (static_cast<double>(now_ms - time_ms_[mid & kRouteMask]) >= ttl_ms_) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  std::int32_t longest = 0;
+  const BlockHash first = hashes[0];
+  const auto visit = [&](std::uint64_t seq) {
+    const Extent& e = extent_[seq & kRouteMask];
+    if (e.endpoint >= out.size()) return;
+    PrefixOverlap& o = out[e.endpoint];
+    const auto have = static_cast<std::size_t>(o.blocks);
+    const std::size_t cap = std::min<std::size_t>(e.blocks, hashes.size());
+    if (cap <= have) return;
+    const auto routed = [&](std::size_t k) { return hashes_[(e.start + k) & kHashMask]; };
+    // Chained hashes: agreeing on block `have` means agreeing on all before it, and a route that
+    // differs there cannot lengthen the overlap (one read for most routes of a shared prefix).
+    if (have > 0 && routed(have) != hashes[have]) return;
+    // The route agrees on the first `agree` blocks; find the last block it agrees on below `cap`.
+    std::size_t agree = have + 1;
+    std::size_t limit = cap;
+    while (agree < limit) {
+      const std::size_t mid = agree + (limit - agree + 1) / 2;
+      if (routed(mid - 1) == hashes[mid - 1]) {
+        agree = mid;
+      } else {
+        limit = mid - 1;
+      }
+    }
+    o = PrefixOverlap{};
+    o.blocks = static_cast<std::int32_t>(agree);
+    o.by_tier[0] = o.blocks;
+    longest = std::max(longest, o.blocks);
+  };
+  // Newest first, over the live routes' first hashes: at most two contiguous runs of the ring. Most
+  // routes start with another block, so eight are compared per branch, without branches between
+  // them: the compiler vectorizes that (1,024 routes in 0.28 us instead of 0.65 at -O3).
+  const BlockHash* f = first_.data();
+  std::uint64_t seq = routes_added_;
+  while (seq > lo) {
+    const std::size_t end = ((seq - 1) & kRouteMask) + 1;  // one past the newest's position
+    const std::size_t begin = end - static_cast<std::size_t>(std::min<std::uint64_t>(seq - lo, end));
+    const std::uint64_t seq_of_0 = seq - end;  // the seq at position p is seq_of_0 + p
+    std::size_t i = end;
+    for (; i >= begin + 8; i -= 8) {
+      bool any = false;
+      for (std::size_t j = 1; j <= 8; ++j) any |= f[i - j] == first;
+      if (!any) continue;
+      for (std::size_t j = 1; j <= 8; ++j) {
+        if (f[i - j] == first) visit(seq_of_0 + i - j);
+      }
+    }
+    for (; i > begin; --i) {
+      if (f[i - 1] == first) visit(seq_of_0 + i - 1);
+    }
+    seq = seq_of_0 + begin;
+  }
+  return longest;
+}
+
 PrefixSource::PrefixSource(const PolicyOptions& options) : index_(options.index) {
+  if (index_ != nullptr && options.pending_blocks_ms > 0) pending_.emplace(options.pending_blocks_ms);
   if (index_ == nullptr) {
     // Every endpoint id is covered; max_endpoints sizes the pool of blocks they share (when it is
     // full, the endpoint holding the most gives up its least recent).
@@ -61,7 +152,9 @@ std::int32_t PrefixSource::overlaps(const RouteRequest& r, OverlapArray& out,
   for (std::size_t i = static_cast<std::size_t>(index.config().max_endpoints); i < limit; ++i) {
     out[i] = PrefixOverlap{};
   }
-  return index.longest_prefix(r.block_hashes, std::span<PrefixOverlap>(out.data(), limit));
+  const std::int32_t longest = index.longest_prefix(r.block_hashes, std::span<PrefixOverlap>(out.data(), limit));
+  if (!pending_) return longest;
+  return std::max(longest, pending_->overlay(r.block_hashes, r.now_ms, std::span<PrefixOverlap>(out.data(), limit)));
 }
 
 std::int64_t PrefixSource::size_of(EndpointId id) const {
@@ -70,7 +163,11 @@ std::int64_t PrefixSource::size_of(EndpointId id) const {
 
 void PrefixSource::learn(const RouteRequest& r, EndpointId id) {
   // The history covers every id below kMaxRoutingEndpoints (a precondition of every policy).
-  if (history_) (void)history_->apply_stored(id, KvTier::gpu, r.block_hashes);
+  if (history_) {
+    (void)history_->apply_stored(id, KvTier::gpu, r.block_hashes);
+  } else if (pending_) {
+    pending_->add(id, r.block_hashes, r.now_ms);
+  }
 }
 
 double weighted_cached_blocks(const PrefixOverlap& o, const PolicyOptions& options) noexcept {
@@ -197,7 +294,7 @@ constexpr std::string_view kHistoryRule =
 constexpr std::string_view kEndpointsRule =
     "must be an integer in [1, 64]; pass the number of endpoints in the pool";
 
-constexpr std::array<OptionRow, 16> kDoubleOptions = {{
+constexpr std::array<OptionRow, 17> kDoubleOptions = {{
     {"queueWeight", &PolicyOptions::queue_weight, 0, kInf, "must be >= 0; e.g. 2 (llm-d default)"},
     {"kvUtilizationWeight", &PolicyOptions::kv_utilization_weight, 0, kInf, "must be >= 0; e.g. 2 (llm-d default)"},
     {"prefixWeight", &PolicyOptions::prefix_weight, 0, kInf, "must be >= 0; e.g. 3 (llm-d default)"},
@@ -214,6 +311,8 @@ constexpr std::array<OptionRow, 16> kDoubleOptions = {{
     {"kvPressureSeconds", &PolicyOptions::kv_pressure_seconds, 0, kInf, "must be >= 0; e.g. 1"},
     {"guardRatio", &PolicyOptions::guard_ratio, 1, kInf, "must be >= 1; e.g. 1.5"},
     {"guardSlack", &PolicyOptions::guard_slack, 0, kInf, "must be >= 0; e.g. 8"},
+    {"pendingBlocksMs", &PolicyOptions::pending_blocks_ms, 0, 600'000,
+     "must be in [0, 600000] milliseconds; e.g. 2000, or 0 to read the KV-event index alone"},
 }};
 
 Expected<void, RoutingError> validate(const PolicyOptions& o) {

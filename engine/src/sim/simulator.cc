@@ -409,6 +409,7 @@ struct Simulator::Impl {
     rr.block_size = block_size;
     rr.session_key = r.session_id + 1;
     rr.tenant = r.tenant < 0 ? 0u : static_cast<std::uint32_t>(r.tenant);
+    rr.now_ms = static_cast<std::int64_t>(std::floor(now * 1000.0));  // the virtual clock, as the router's
     const RoutePlan plan = routing->plan(rr);
     if (!plan.ok()) {
       refuse(now, f);

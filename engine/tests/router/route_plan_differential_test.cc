@@ -119,8 +119,11 @@ void run_differential(const std::string& policy, const Shape& shape, bool precis
   std::vector<Leg> legs;
   std::map<std::pair<EndpointRole, int>, int> served;  // (role, endpoint) -> legs
   int disaggregated = 0;
-  const auto t = Clock::now() + std::chrono::hours(1);  // past any ejection
+  const auto start = Clock::now() + std::chrono::hours(1);  // past any ejection
   for (std::uint64_t step = 1; step <= 400; ++step) {
+    // The clocks advance 37 ms a request, so the precise policies' pending routes (2 s by
+    // default) expire along the way on both sides.
+    const auto t = start + std::chrono::milliseconds(37 * step);
     // WHEN an endpoint reports its load (a scrape on the router, the schedulers in the simulator):
     // the legs it serves now, up to 6 running and the rest waiting, and any KV use; between
     // reports the numbers go stale
@@ -176,7 +179,9 @@ void run_differential(const std::string& policy, const Shape& shape, bool precis
     rq.block_hashes = r.hashes;
     rq.block_size = kBlockSize;
     rq.session_key = sessions ? r.session : 0;
-    Plan rp = table.plan(rq, 0, true, t);
+    Plan rp = table.plan(rq, 0, true, t);  // the router sets now_ms from `t` itself
+    // The simulator's caller sets it from its virtual clock.
+    rq.now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
     const RoutePlan sp = sim.plan(rq);
     // THEN both pick the same endpoints for the same reasons
     ASSERT_EQ(rp.main.ok(), sp.ok()) << "request " << step;

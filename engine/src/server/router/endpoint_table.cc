@@ -221,9 +221,13 @@ void EndpointTable::fill_pick(Pick& out, int id, std::int32_t cached_blocks) con
 
 // `t`: now, as the caller has just read it (each clock read costs tens of nanoseconds, and a
 // request would otherwise read it many times).
-Plan EndpointTable::plan(const RouteRequest& rq, std::uint64_t exclude, bool allow_pd, Clock::time_point t,
+Plan EndpointTable::plan(const RouteRequest& request, std::uint64_t exclude, bool allow_pd, Clock::time_point t,
                          bool explain_it) {
   const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  // The decision's time, not the request's arrival: a precise policy remembers the blocks it routes
+  // for pendingBlocksMs from here, and a request may have waited in the admission queue or be a retry.
+  RouteRequest rq = request;
+  rq.now_ms = now;
   std::size_t n = 0;
   Plan out;
   std::lock_guard lock(mu_);

@@ -88,6 +88,7 @@ class EndpointTable final : public KvEventSink {
   /// picked (main.ok() false) when no endpoint of the needed role is eligible.
   /// `explain`: also fill Plan::decision (RoutePlanner::explain_route over the same snapshot, under
   /// the same lock hold; one more scoring pass and a JSON line, so only when asked).
+  /// The policy sees `rq` with now_ms = `t` in steady-clock milliseconds (rq.now_ms is ignored).
   Plan plan(const RouteRequest& rq, std::uint64_t exclude, bool allow_pd, Clock::time_point t, bool explain = false);
   /// The leg's first byte arrived: its prefill is done.
   void first_byte(Pick& p);
