@@ -210,7 +210,7 @@ struct PolicyOptions {
   /// one it was routed within this many milliseconds of RouteRequest::now_ms. Kept for the last
   /// 1,024 routes (up to 262,144 of their blocks), 2 MiB allocated at creation. 0 = off (the
   /// index alone). Range [0, 600000]. The default covers the queueing and prefill a request waits
-  /// before its KV events arrive under load (TTFT p90 0.2-1.1 s in bench/local-routing.sh),
+  /// before its KV events arrive under load (TTFT p90 0.1-1.1 s in bench/local-routing.sh),
   /// while a block that was never stored or was evicted at once is believed 2 s at most.
   double pending_blocks_ms = 2000;
 
