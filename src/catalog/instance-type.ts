@@ -125,6 +125,14 @@ export interface AcceleratedInstanceTypeProps {
    * @default - undefined for GPUs
    */
   readonly neuronCoresPerDevice?: number;
+  /**
+   * The Logical NeuronCore configurations (LNC: physical NeuronCores grouped into one logical core,
+   * `NEURON_LOGICAL_NC_CONFIG`) the Neuron runtime accepts on this type, its default first. Each must
+   * divide `neuronCoresPerDevice`.
+   * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-features/logical-neuroncore-config.html
+   * @default - [1] for Neuron types (LNC applies to Trn2 and later only); none for GPUs
+   */
+  readonly logicalNeuronCoreConfigs?: number[];
 }
 
 const ALL_PURCHASE_OPTIONS = [
@@ -303,6 +311,9 @@ export class AcceleratedInstanceType {
     architecture: CpuArchitecture.X86_64,
     amiType: EksAmiType.AL2023_X86_64_NEURON,
     neuronCoresPerDevice: 2, // Neuron docs: Trainium has 2 NeuronCore-v2
+    // Neuron compiler error NCC_EARG001: on trn1 only LNC 1 is supported.
+    // https://awsdocs-neuron.readthedocs-hosted.com/en/latest/compiler/error-codes/EARG001.html
+    logicalNeuronCoreConfigs: [1],
   });
 
   /**
@@ -322,6 +333,9 @@ export class AcceleratedInstanceType {
     architecture: CpuArchitecture.X86_64,
     amiType: EksAmiType.AL2023_X86_64_NEURON,
     neuronCoresPerDevice: 8, // Neuron docs: Trainium2 has 8 NeuronCore-v3
+    // LNC 2 (the default: 4 logical cores per chip, 64 per instance) or 1 (8 per chip, 128 per instance).
+    // https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-features/logical-neuroncore-config.html
+    logicalNeuronCoreConfigs: [2, 1],
   });
 
   /**
@@ -344,6 +358,7 @@ export class AcceleratedInstanceType {
     purchaseOptions: [PurchaseOption.ON_DEMAND, PurchaseOption.CAPACITY_RESERVATION, PurchaseOption.CAPACITY_BLOCK],
     ultraServerSize: 4,
     neuronCoresPerDevice: 8,
+    logicalNeuronCoreConfigs: [2, 1], // as trn2.48xlarge
   });
 
   /**
@@ -474,6 +489,11 @@ export class AcceleratedInstanceType {
    * @default - undefined for GPUs
    */
   public readonly neuronCoresPerDevice?: number;
+  /**
+   * The Logical NeuronCore configurations the Neuron runtime accepts, its default first; empty for GPUs.
+   * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-features/logical-neuroncore-config.html
+   */
+  public readonly logicalNeuronCoreConfigs: number[];
   /** Accelerator memory of the whole instance, GiB. */
   public readonly totalAcceleratorMemoryGib: number;
   /** Local NVMe of the whole instance, GB. */
@@ -525,6 +545,20 @@ export class AcceleratedInstanceType {
     }
     if (props.ultraServerSize !== undefined) positiveInt('ultraServerSize', props.ultraServerSize);
     if (props.neuronCoresPerDevice !== undefined) positiveInt('neuronCoresPerDevice', props.neuronCoresPerDevice);
+    const isAws = props.accelerator.vendor === AcceleratorVendor.AWS;
+    if (!isAws && (props.neuronCoresPerDevice !== undefined || props.logicalNeuronCoreConfigs !== undefined)) {
+      throw new Error(`${where}: 'neuronCoresPerDevice' and 'logicalNeuronCoreConfigs' describe Neuron devices, not ${props.accelerator.name}; remove them`);
+    }
+    const lncs = [...(props.logicalNeuronCoreConfigs ?? (isAws ? [1] : []))];
+    for (const lnc of lncs) {
+      const cores = props.neuronCoresPerDevice ?? 1;
+      if (!(Number.isInteger(lnc) && lnc >= 1 && cores % lnc === 0)) {
+        throw new Error(`${where}: 'logicalNeuronCoreConfigs' entry ${lnc} must be a positive integer dividing the ${cores} NeuronCores of one device ('neuronCoresPerDevice')`);
+      }
+    }
+    if (isAws && lncs.length === 0) {
+      throw new Error(`${where}: 'logicalNeuronCoreConfigs' must list at least one LNC; omit it for [1]`);
+    }
     if (props.minKubernetesVersion !== undefined && !/^1\.\d+$/.test(props.minKubernetesVersion)) {
       throw new Error(`${where}: 'minKubernetesVersion' ('${props.minKubernetesVersion}') must look like '1.33'`);
     }
@@ -583,6 +617,7 @@ export class AcceleratedInstanceType {
     this.ultraServerSize = props.ultraServerSize;
     this.minKubernetesVersion = props.minKubernetesVersion;
     this.neuronCoresPerDevice = props.neuronCoresPerDevice;
+    this.logicalNeuronCoreConfigs = lncs;
     this.totalAcceleratorMemoryGib = props.accelerator.memoryGib * props.acceleratorCount;
     this.localNvmeTotalGb = props.localNvmeCount * props.localNvmeGbEach;
     this.supportsEfa = supportsEfa;
@@ -616,6 +651,26 @@ export class AcceleratedInstanceType {
   }
 
   /**
+   * The NeuronCores one Neuron device exposes to software at a Logical NeuronCore configuration: the
+   * unit in which Neuron's vLLM counts `--tensor-parallel-size` (trn2.48xlarge: 4 per device and 64 per
+   * instance at LNC 2, 8 and 128 at LNC 1; trn1: 2 per device).
+   *
+   * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-features/logical-neuroncore-config.html
+   * @param lnc the Logical NeuronCore configuration; one of `logicalNeuronCoreConfigs` (default: the first)
+   * @throws for a GPU type, or an LNC the type does not support
+   */
+  public logicalNeuronCoresPerDevice(lnc?: number): number {
+    if (!this.isNeuron) {
+      throw new Error(`${this.name} has ${this.accelerator.name} GPUs, not Neuron devices: it has no NeuronCores`);
+    }
+    const config = lnc ?? this.logicalNeuronCoreConfigs[0];
+    if (!this.logicalNeuronCoreConfigs.includes(config)) {
+      throw new Error(`Logical NeuronCore configuration ${config} is not supported on ${this.name}; use ${this.logicalNeuronCoreConfigs.join(' or ')}`);
+    }
+    return (this.neuronCoresPerDevice ?? 1) / config;
+  }
+
+  /**
    * The EFA interfaces a pod that uses `accelerators` of this node's devices should request: its
    * proportional share of the node's EFA interfaces (rounded down, so pods packed on one node never ask
    * for more than the node has), at least 1 when the type has EFA, all of them for a whole node;
@@ -633,6 +688,32 @@ export class AcceleratedInstanceType {
       return 0;
     }
     return Math.max(1, Math.floor((total * accelerators) / this.acceleratorCount));
+  }
+
+  /**
+   * The EFA interface counts that give a pod with `accelerators` of this node's devices an even share:
+   * each count divides the pod's device count (several devices share one interface) or is a multiple of
+   * it (every device gets the same number), and pods packed on one node fit in the node's interfaces
+   * together. The pod's default share ({@link efaInterfacesFor}) is always included. Empty when the type
+   * has no EFA; a pod may always request none.
+   *
+   * @param accelerators devices per pod, 1 .. acceleratorCount
+   * @throws when `accelerators` is not an integer from 1 to acceleratorCount
+   */
+  public efaInterfaceChoices(accelerators: number): number[] {
+    const share = this.efaInterfacesFor(accelerators);
+    if (share === 0) {
+      return [];
+    }
+    const podsPerNode = Math.floor(this.acceleratorCount / accelerators);
+    const limit = Math.max(share, Math.floor(this.efaInterfaceCount() / podsPerNode));
+    const choices: number[] = [];
+    for (let n = 1; n <= limit; n++) {
+      if (accelerators % n === 0 || n % accelerators === 0 || n === share) {
+        choices.push(n);
+      }
+    }
+    return choices;
   }
 
   /**

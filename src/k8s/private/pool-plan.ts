@@ -103,6 +103,14 @@ export function planPool(
     const share = efaTotal === 0 ? 0 : Math.floor(efaTotal / podsPerNode);
     problems.push(`'efaInterfaces' (${efa}) x ${podsPerNode} pods per node exceeds the ${efaTotal} EFA interfaces of one ${type.name}; ` +
       (efaTotal === 0 ? `${type.name} has no EFA: remove efaInterfaces` : `use at most ${share}, or omit it`));
+  } else if (options.efaInterfaces !== undefined && efa > 0) {
+    // An uneven count leaves some of the pod's devices without an interface of their own (issue 23).
+    const devices = Math.min(layout.acceleratorsPerPod, perNode);
+    const choices = type.efaInterfaceChoices(devices);
+    if (!choices.includes(efa)) {
+      problems.push(`'efaInterfaces' (${efa}) does not split evenly over the ${devices} accelerators of each pod on ${type.name}; ` +
+        `use ${choices.join(', ')} (or 0 for none), or omit it for ${layout.efaInterfacesPerPod}`);
+    }
   }
   const utilization = options.gpuMemoryUtilization ?? 0.9;
   if (problems.length > 0) {
