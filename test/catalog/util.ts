@@ -44,6 +44,7 @@ export function propsOf(t: AcceleratedInstanceType): AcceleratedInstanceTypeProp
     ultraServerSize: t.ultraServerSize,
     minKubernetesVersion: t.minKubernetesVersion,
     neuronCoresPerDevice: t.neuronCoresPerDevice,
+    logicalNeuronCoreConfigs: t.isNeuron ? t.logicalNeuronCoreConfigs : undefined,
   };
 }
 
