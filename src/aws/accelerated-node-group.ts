@@ -5,7 +5,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 import { AcceleratedInstanceType, AcceleratorVendor, CpuArchitecture, EksAmiType, PurchaseOption } from '../catalog';
 import { EfaSecurityGroup } from './efa-security-group';
-import { NodeCapacity } from './node-capacity';
+import { NodeCapacity, NodePlacement } from './node-capacity';
 import { nodeadmUserData } from './private/node-user-data';
 
 /** Label keys this library puts on accelerated nodes (selectors in the workload constructs use them). */
@@ -22,6 +22,25 @@ export class NodeLabels {
   private constructor() {}
 }
 
+/**
+ * How EKS replaces the nodes of a managed node group during a version or launch template update.
+ *
+ * @see https://docs.aws.amazon.com/eks/latest/APIReference/API_NodegroupUpdateConfig.html
+ * @see https://docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html
+ */
+export enum NodeUpdateStrategy {
+  /**
+   * Launch the new instances first, then terminate the old ones. Needs spare capacity of the type
+   * (up to twice the group's Availability Zones, or maxUnavailable, more instances during the update).
+   */
+  DEFAULT = 'DEFAULT',
+  /**
+   * Terminate old instances first, then launch their replacements: no spare capacity needed, which is
+   * what a full Capacity Block, ODCR or placement group allows. EKS names it for accelerators.
+   */
+  MINIMAL = 'MINIMAL',
+}
+
 /** Options for an {@link AcceleratedNodeGroup} that do not name the cluster. */
 export interface AcceleratedNodeGroupOptions {
   /** The instance type, from the catalog (AMI type, taints, labels and EFA layout derive from it). */
@@ -35,9 +54,15 @@ export interface AcceleratedNodeGroupOptions {
   readonly capacity?: NodeCapacity;
 
   /**
-   * Desired number of nodes.
+   * Desired number of nodes when the stack is created.
    *
-   * @default 1
+   * The default creates the group empty, so that a deploy never waits for (and never rolls back over)
+   * accelerators that are short On-Demand or a Capacity Block that is not active yet; scale it with
+   * `aws eks update-nodegroup-config --scaling-config desiredSize=N` (or set this prop) once the
+   * capacity is there. EKS asks Capacity Block groups to stay at 0 until the block is active.
+   *
+   * @default 0
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks.html
    */
   readonly desiredSize?: number;
 
@@ -51,33 +76,78 @@ export interface AcceleratedNodeGroupOptions {
   /**
    * Maximum number of nodes.
    *
-   * @default - desiredSize
+   * @default - desiredSize, and at least 1 (room to scale an empty group up without a redeploy)
    */
   readonly maxSize?: number;
 
   /**
-   * Subnets for the nodes. EFA node groups must resolve to exactly one subnet (one AZ).
+   * Subnets (and so Availability Zones) for the nodes. EFA node groups must resolve to exactly one
+   * subnet (EFA traffic stays in one AZ); with a reservation whose `availabilityZone` is known, every
+   * selected subnet must be in that zone. Pick the zone where the instance type (or your reservation)
+   * is: p5en, p6 and trn2 exist in few zones.
    *
    * @default - EFA types: one private subnet (the one in the reservation's AZ when that is known);
-   * other types: every private subnet
+   * other types: every private subnet (only those of the reservation's AZ when that is known)
+   * @see https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html
    */
   readonly subnets?: ec2.SubnetSelection;
 
   /**
-   * Launch the nodes into a cluster placement group (lowest EFA latency). Capacity Reservations and
-   * Capacity Blocks that were not reserved in this placement group cannot be launched into it.
+   * Where the nodes are placed: `NodePlacement.sharedGroup(group)` puts a prefill and a decode group
+   * of one instance type in one cluster placement group, so their KV transfer stays inside it.
+   * Capacity Reservations and Capacity Blocks that were not reserved in a placement group cannot be
+   * launched into it.
    *
-   * @default - true for EFA types on On-Demand or Spot capacity; false otherwise
+   * @default NodePlacement.automatic() - a new cluster placement group for EFA types on On-Demand or
+   * Spot capacity; none otherwise
    * @see https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html#placement-groups-cluster
    */
-  readonly placementGroup?: boolean;
+  readonly placement?: NodePlacement;
 
   /**
-   * Size of the root EBS volume (gp3, encrypted). Container images of inference engines are large.
+   * Size of the root EBS volume (gp3, encrypted), a whole number of GiB from 20 (the snapshot of the
+   * EKS-optimized AL2023 AMIs) to 16,384. Container images of inference engines are large; with
+   * `localNvmeRaid0` they land on local NVMe instead.
    *
    * @default Size.gibibytes(300)
    */
   readonly rootVolumeSize?: Size;
+
+  /**
+   * How EKS replaces nodes on an update. The default `MINIMAL` terminates a node before launching its
+   * replacement, so updates need no spare capacity, which Capacity Blocks, ODCRs, placement groups and
+   * scarce On-Demand types rarely have; `DEFAULT` launches replacements first.
+   *
+   * @default NodeUpdateStrategy.MINIMAL
+   * @see https://docs.aws.amazon.com/eks/latest/APIReference/API_NodegroupUpdateConfig.html
+   */
+  readonly updateStrategy?: NodeUpdateStrategy;
+
+  /**
+   * Nodes updated (so unavailable) at once during an update, 1 to 100. Mutually exclusive with
+   * `maxUnavailablePercentage`.
+   *
+   * @default 1 - unless maxUnavailablePercentage is set
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html
+   */
+  readonly maxUnavailable?: number;
+
+  /**
+   * Percentage of the nodes updated at once during an update, 1 to 100. Mutually exclusive with
+   * `maxUnavailable`.
+   *
+   * @default - maxUnavailable is used
+   */
+  readonly maxUnavailablePercentage?: number;
+
+  /**
+   * EKS node auto repair: nodes whose conditions turn unhealthy (e.g. `AcceleratedHardwareReady` on
+   * GPU XID, EFA or Neuron faults, reported by the EKS node monitoring agent) are rebooted or replaced.
+   *
+   * @default true
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/node-repair.html
+   */
+  readonly nodeAutoRepair?: boolean;
 
   /**
    * Assemble the instance-store NVMe drives into one RAID0 array through the AL2023 node
@@ -156,6 +226,31 @@ export interface AcceleratedNodeGroupProps extends AcceleratedNodeGroupOptions {
 const DEFAULT_ROOT_VOLUME = Size.gibibytes(300);
 
 /**
+ * Smallest root volume: the root snapshot of the EKS-optimized AL2023 AMIs (accelerated variants
+ * included) is 20 GiB (`ami_block_device_mappings.volume_size = 20` in
+ * https://github.com/awslabs/amazon-eks-ami/blob/main/templates/al2023/template.pkr.hcl, and EKS's
+ * default disk size is 20 GiB: https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateNodegroup.html),
+ * and a block device mapping cannot be smaller than its snapshot
+ * (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateEbsBlockDeviceRequest.html).
+ */
+const MIN_ROOT_VOLUME_GIB = 20;
+
+/**
+ * Largest root volume: gp3 in a launch template block device mapping is documented as 1 - 16,384 GiB
+ * (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateEbsBlockDeviceRequest.html).
+ * CreateVolume now documents gp3 up to 65,536 GiB
+ * (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateVolume.html); we keep the bound the
+ * launch template documents, which no root volume of an inference node comes near.
+ */
+const MAX_ROOT_VOLUME_GIB = 16_384;
+
+/** Below this a root volume without local NVMe RAID0 fills with two or three engine images. */
+const SMALL_ROOT_VOLUME_GIB = 100;
+
+/** Which node group first used a shared placement group (type and AZ), to check the others against it. */
+const sharedPlacementUsers = new WeakMap<object, { path: string; typeName: string; az?: string }>();
+
+/**
  * An EKS managed node group of GPU or Trainium instances that works with EFA.
  *
  * aws-eks-v2's `Nodegroup` alone rejects or mishandles these instance types (it checks AMI types
@@ -183,8 +278,11 @@ export class AcceleratedNodeGroup extends Construct {
   /** The EFA security group on every interface (undefined for types without EFA). */
   public readonly efaSecurityGroup?: ec2.ISecurityGroup;
 
-  /** The cluster placement group (undefined when none is used). */
-  public readonly placementGroup?: ec2.CfnPlacementGroup;
+  /**
+   * The placement group of the nodes: a new cluster placement group, the shared one, or undefined.
+   * Pass it to another node group with `NodePlacement.sharedGroup(...)` to share it.
+   */
+  public readonly placementGroup?: ec2.IPlacementGroup;
 
   /** The Kubernetes labels of the nodes. */
   public readonly labels: { [key: string]: string };
@@ -197,6 +295,7 @@ export class AcceleratedNodeGroup extends Construct {
 
   constructor(scope: Construct, id: string, props: AcceleratedNodeGroupProps) {
     super(scope, id);
+    checkRequired(props);
     const type = props.instanceType;
     const capacity = props.capacity ?? NodeCapacity.onDemand();
     this.instanceType = type;
@@ -205,8 +304,25 @@ export class AcceleratedNodeGroup extends Construct {
     checkPurchaseOption(type, capacity);
     checkKubernetesVersion(type, props.kubernetesVersion);
     const amiType = resolveAmiType(type, props.amiType);
-    const desiredSize = props.desiredSize ?? 1;
+    // Desired 0 by default: EKS waits for a new group's nodes, and a group whose instances cannot
+    // launch (short On-Demand capacity, an inactive Capacity Block) fails with AsgInstanceLaunchFailures
+    // (https://docs.aws.amazon.com/eks/latest/APIReference/API_Issue.html), which rolls the whole stack
+    // back, VPC and cluster included. EKS asks for desired 0 on Capacity Block groups until the block is
+    // active (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks.html) and before upgrading
+    // them (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
+    const desiredSize = props.desiredSize ?? 0;
     checkSizes(desiredSize, props.minSize, props.maxSize);
+    const minSize = props.minSize ?? desiredSize;
+    // At least 1, so that an empty group can be scaled up without a redeploy (and maxUnavailable,
+    // at least 1, does not exceed it).
+    const maxSize = props.maxSize ?? Math.max(desiredSize, 1);
+    if (capacity.nodegroupCapacityType === eks.CapacityType.CAPACITY_BLOCK && desiredSize > 0) {
+      Annotations.of(this).addWarningV2('disagg:capacityBlockDesiredSize',
+        `'desiredSize' (${desiredSize}) is above 0 for Capacity Block ${capacity.reservationId}: instances cannot launch before the block `
+        + 'is active, so creating the group fails (and rolls the stack back) until then, and EKS asks for desired size 0 before upgrading '
+        + 'a Capacity Block group; deploy with desiredSize 0 and scale up once the block is active.');
+    }
+    const updateConfig = resolveUpdateConfig(props, maxSize);
 
     const subnets = this.resolveSubnets(props.cluster.vpc, type, capacity, props.subnets);
 
@@ -231,16 +347,8 @@ export class AcceleratedNodeGroup extends Construct {
       }));
     }
 
-    const usePlacementGroup = props.placementGroup ?? (type.supportsEfa && !capacity.isReserved);
-    if (usePlacementGroup) {
-      if (capacity.isReserved) {
-        Annotations.of(this).addWarningV2('disagg:placementGroupWithReservation',
-          `'placementGroup' is on while capacity is a ${capacity.purchaseOption} (${capacity.reservationId}): `
-          + 'launches fail with InsufficientInstanceCapacity unless the reservation was made in this placement group; '
-          + 'set placementGroup: false for reservations and Capacity Blocks made outside it.');
-      }
-      this.placementGroup = new ec2.CfnPlacementGroup(this, 'PlacementGroup', { strategy: 'cluster' });
-    }
+    this.placementGroup = this.resolvePlacement(props.placement ?? NodePlacement.automatic(), type, capacity,
+      props.cluster.vpc.selectSubnets(subnets).subnets);
 
     const localNvmeRaid0 = props.localNvmeRaid0 ?? type.localNvmeCount > 0;
     if (localNvmeRaid0 && type.localNvmeCount === 0) {
@@ -248,7 +356,12 @@ export class AcceleratedNodeGroup extends Construct {
     }
     const userData = nodeadmUserData({ localNvmeRaid0 });
 
-    const rootVolume = props.rootVolumeSize ?? DEFAULT_ROOT_VOLUME;
+    const rootVolumeGib = checkRootVolume(props.rootVolumeSize ?? DEFAULT_ROOT_VOLUME);
+    if (rootVolumeGib < SMALL_ROOT_VOLUME_GIB && !localNvmeRaid0) {
+      Annotations.of(this).addWarningV2('disagg:smallRootVolume',
+        `'rootVolumeSize' (${rootVolumeGib} GiB) holds the container images without local NVMe RAID0; inference images are `
+        + `10-30 GB compressed, so a node fills after a few pulls; use Size.gibibytes(${DEFAULT_ROOT_VOLUME.toGibibytes()}) or more.`);
+    }
     this.launchTemplate = new ec2.CfnLaunchTemplate(this, 'LaunchTemplate', {
       launchTemplateData: {
         instanceType: type.name,
@@ -262,14 +375,14 @@ export class AcceleratedNodeGroup extends Construct {
         blockDeviceMappings: [{
           deviceName: '/dev/xvda', // AL2023 root device
           ebs: {
-            volumeSize: rootVolume.toGibibytes(),
+            volumeSize: rootVolumeGib,
             volumeType: 'gp3',
             encrypted: true,
             deleteOnTermination: true,
           },
         }],
         userData: userData ? Fn.base64(userData) : undefined,
-        placement: this.placementGroup ? { groupName: this.placementGroup.ref } : undefined,
+        placement: this.placementGroup ? { groupName: this.placementGroup.placementGroupName } : undefined,
         instanceMarketOptions: capacity.nodegroupCapacityType === eks.CapacityType.CAPACITY_BLOCK
           ? { marketType: 'capacity-block' }
           : undefined,
@@ -309,13 +422,74 @@ export class AcceleratedNodeGroup extends Construct {
       },
       subnets,
       desiredSize,
-      minSize: props.minSize ?? desiredSize,
-      maxSize: props.maxSize ?? desiredSize,
+      minSize,
+      maxSize,
       labels: this.labels,
       taints: this.taints,
       nodeRole: props.nodeRole,
     });
+    const cfnNodegroup = this.nodegroup.node.defaultChild as eks.CfnNodegroup;
+    // aws-eks-v2's Nodegroup has no update strategy; its maxUnavailable props would check against the
+    // same bounds, so the whole UpdateConfig is set here.
+    // https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-eks-nodegroup-updateconfig.html
+    cfnNodegroup.updateConfig = updateConfig;
+    // Node auto repair is off unless asked for (https://docs.aws.amazon.com/eks/latest/userguide/node-repair.html);
+    // on accelerated groups a node with a GPU, EFA or Neuron fault otherwise keeps taking requests.
+    cfnNodegroup.nodeRepairConfig = { enabled: props.nodeAutoRepair ?? true };
     this.role = this.nodegroup.role;
+  }
+
+  /** The placement group for the nodes (new, shared or none), with the checks that belong to it. */
+  private resolvePlacement(placement: NodePlacement, type: AcceleratedInstanceType, capacity: NodeCapacity,
+    subnets: ec2.ISubnet[]): ec2.IPlacementGroup | undefined {
+    if (!(placement instanceof Object) || typeof (placement as any)._kind !== 'string') {
+      throw new Error(`'placement' (${placement}) must be a NodePlacement: NodePlacement.automatic(), clusterGroup(), none() or sharedGroup(group)`);
+    }
+    const kind = placement._kind;
+    const wanted = kind === 'cluster' || kind === 'shared' || (kind === 'automatic' && type.supportsEfa && !capacity.isReserved);
+    if (!wanted) {
+      return undefined;
+    }
+    if (capacity.isReserved) {
+      Annotations.of(this).addWarningV2('disagg:placementGroupWithReservation',
+        `'placement' puts the nodes in a placement group while capacity is a ${capacity.purchaseOption} (${capacity.reservationId}): `
+        + 'launches fail with InsufficientInstanceCapacity unless the reservation was made in this placement group; '
+        + 'use NodePlacement.none() for reservations and Capacity Blocks made outside it.');
+    }
+    const azs = [...new Set(subnets.map((s) => s.availabilityZone))];
+    const knownAzs = azs.filter((az) => !Token.isUnresolved(az));
+    if (knownAzs.length > 1) {
+      throw new Error(`'placement' puts the ${type.name} nodes in a cluster placement group, which lives in one Availability Zone, but 'subnets' `
+        + `selects ${knownAzs.join(', ')}; select subnets of one zone, e.g. { availabilityZones: ['${knownAzs[0]}'] }, or use NodePlacement.none()`);
+    }
+    if (kind !== 'shared') {
+      return new ec2.PlacementGroup(this, 'PlacementGroup', { strategy: ec2.PlacementGroupStrategy.CLUSTER });
+    }
+
+    const group = placement.group!;
+    if (group.strategy !== undefined && group.strategy !== ec2.PlacementGroupStrategy.CLUSTER) {
+      Annotations.of(this).addWarningV2('disagg:placementGroupNotCluster',
+        `'placement' shares placement group ${group.node.path} whose strategy is ${group.strategy}; EFA latency needs the cluster strategy `
+        + '(ec2.PlacementGroupStrategy.CLUSTER).');
+    }
+    const az = azs.length === 1 && knownAzs.length === 1 ? knownAzs[0] : undefined;
+    const first = sharedPlacementUsers.get(group);
+    if (!first) {
+      sharedPlacementUsers.set(group, { path: this.node.path, typeName: type.name, az });
+      return group;
+    }
+    if (first.az !== undefined && az !== undefined && first.az !== az) {
+      throw new Error(`'placement' shares placement group ${group.node.path} with ${first.path}, whose nodes are in ${first.az}, but this node `
+        + `group's subnets are in ${az}; a cluster placement group lives in one zone: select a subnet in ${first.az} ('subnets')`);
+    }
+    // EC2 recommends one instance type per cluster placement group, launched in one request:
+    // https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html#placement-groups-cluster
+    if (first.typeName !== type.name) {
+      Annotations.of(this).addWarningV2('disagg:placementGroupMixedTypes',
+        `'placement' shares placement group ${group.node.path} between ${first.typeName} (${first.path}) and ${type.name}; EC2 recommends one `
+        + 'instance type per cluster placement group, and launches of a second type are likelier to fail with InsufficientInstanceCapacity.');
+    }
+    return group;
   }
 
   /** Picks (or checks) the subnets: one subnet in one AZ for EFA, matching a known reservation AZ. */
@@ -366,6 +540,84 @@ export class AcceleratedNodeGroup extends Construct {
   }
 }
 
+/**
+ * Required props checked by hand: from JavaScript (and jsii languages' null) a missing prop otherwise
+ * surfaces as a TypeError deep inside, naming nothing.
+ */
+function checkRequired(props: AcceleratedNodeGroupProps): void {
+  if (props === undefined || props === null) {
+    throw new Error('AcceleratedNodeGroup needs props: { cluster, instanceType: AcceleratedInstanceType.P5EN_48XLARGE, ... }');
+  }
+  const type = props.instanceType as unknown;
+  if (type === undefined || type === null || typeof type !== 'object' || typeof (type as any).networkInterfaceLayout !== 'function') {
+    const received = typeof type === 'string' ? `'${type}'` : String(type);
+    const hint = typeof type === 'string'
+      ? `AcceleratedInstanceType.fromName('${type}')`
+      : 'AcceleratedInstanceType.P5EN_48XLARGE (or P5_48XLARGE, P6_B200_48XLARGE, TRN2_48XLARGE, ...)';
+    throw new Error(`'instanceType' (${received}) must be an AcceleratedInstanceType from the catalog: use ${hint}, `
+      + 'AcceleratedInstanceType.fromName(\'p5en.48xlarge\') or AcceleratedInstanceType.of({...}) for a type the catalog lacks');
+  }
+  const cluster = props.cluster as unknown;
+  if (cluster === undefined || cluster === null || typeof (cluster as any).clusterName !== 'string') {
+    throw new Error(`'cluster' (${cluster}) must be an eks.ICluster (aws-eks-v2), e.g. inferenceCluster.cluster or eks.Cluster.fromClusterAttributes(...); `
+      + 'or add the group with InferenceCluster.addAcceleratedNodeGroup(id, options), which passes it');
+  }
+  if (props.capacity !== undefined && props.capacity !== null && typeof (props.capacity as any).purchaseOption !== 'string') {
+    throw new Error(`'capacity' (${props.capacity}) must be a NodeCapacity: NodeCapacity.onDemand(), spot(), capacityReservation('cr-...') or capacityBlock('cr-...')`);
+  }
+}
+
+/** The root volume in whole GiB, within what EBS and the AMI allow. */
+function checkRootVolume(size: Size): number {
+  let gib: number;
+  try {
+    gib = size.toGibibytes();
+  } catch (e) {
+    throw new Error(`'rootVolumeSize' (${size}) must be a whole number of GiB (EBS sizes volumes in GiB); use e.g. Size.gibibytes(${DEFAULT_ROOT_VOLUME.toGibibytes()})`);
+  }
+  if (!(Number.isInteger(gib) && gib >= MIN_ROOT_VOLUME_GIB && gib <= MAX_ROOT_VOLUME_GIB)) {
+    throw new Error(`'rootVolumeSize' (${gib} GiB) must be from ${MIN_ROOT_VOLUME_GIB} GiB (the EKS AMI's root snapshot) to `
+      + `${MAX_ROOT_VOLUME_GIB.toLocaleString('en-US')} GiB (gp3 in a launch template); use e.g. Size.gibibytes(${DEFAULT_ROOT_VOLUME.toGibibytes()}), `
+      + 'and keep model files and KV cache on local NVMe (localNvmeRaid0)');
+  }
+  return gib;
+}
+
+/**
+ * The node group's UpdateConfig. MINIMAL and one node at a time by default: the DEFAULT strategy
+ * first launches up to twice the group's Availability Zones (or maxUnavailable) extra instances
+ * (https://docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html), which a full
+ * Capacity Block, ODCR or cluster placement group cannot supply; MINIMAL terminates old instances
+ * first and is meant for capacity-constrained accelerators
+ * (https://docs.aws.amazon.com/eks/latest/APIReference/API_NodegroupUpdateConfig.html: maxUnavailable
+ * >= 1 and at most 100, percentage 1-100, strategy DEFAULT | MINIMAL).
+ */
+function resolveUpdateConfig(props: AcceleratedNodeGroupOptions, maxSize: number): eks.CfnNodegroup.UpdateConfigProperty {
+  const strategy = props.updateStrategy ?? NodeUpdateStrategy.MINIMAL;
+  if (!Object.values(NodeUpdateStrategy).includes(strategy)) {
+    throw new Error(`'updateStrategy' (${strategy}) must be NodeUpdateStrategy.MINIMAL or NodeUpdateStrategy.DEFAULT`);
+  }
+  const count = props.maxUnavailable;
+  const percentage = props.maxUnavailablePercentage;
+  if (count !== undefined && percentage !== undefined) {
+    throw new Error(`'maxUnavailable' (${count}) and 'maxUnavailablePercentage' (${percentage}) exclude each other; keep one`);
+  }
+  if (percentage !== undefined) {
+    if (!(Number.isInteger(percentage) && percentage >= 1 && percentage <= 100)) {
+      throw new Error(`'maxUnavailablePercentage' (${percentage}) must be a whole number from 1 to 100; use e.g. 25`);
+    }
+    return { maxUnavailablePercentage: percentage, updateStrategy: strategy };
+  }
+  const maxUnavailable = count ?? 1;
+  if (!(Number.isInteger(maxUnavailable) && maxUnavailable >= 1 && maxUnavailable <= 100)) {
+    throw new Error(`'maxUnavailable' (${maxUnavailable}) must be a whole number from 1 to 100; use 1 to update one node at a time`);
+  }
+  if (maxUnavailable > maxSize) {
+    throw new Error(`'maxUnavailable' (${maxUnavailable}) exceeds 'maxSize' (${maxSize}); use at most ${maxSize}, or raise maxSize`);
+  }
+  return { maxUnavailable, updateStrategy: strategy };
+}
+
 function describeAz(az: string): string {
   return Token.isUnresolved(az) ? '(resolved at deploy time)' : az;
 }
@@ -404,6 +656,12 @@ function checkKubernetesVersion(type: AcceleratedInstanceType, version: string |
 function checkSizes(desired: number, min: number | undefined, max: number | undefined): void {
   if (!Number.isInteger(desired) || desired < 0) {
     throw new Error(`'desiredSize' (${desired}) must be a whole number >= 0`);
+  }
+  if (min !== undefined && !(Number.isInteger(min) && min >= 0)) {
+    throw new Error(`'minSize' (${min}) must be a whole number >= 0`);
+  }
+  if (max !== undefined && !(Number.isInteger(max) && max >= 1)) {
+    throw new Error(`'maxSize' (${max}) must be a whole number >= 1; a group that may not grow cannot be scaled up later`);
   }
   if (min !== undefined && min > desired) {
     throw new Error(`'minSize' (${min}) must not exceed 'desiredSize' (${desired}); lower minSize or raise desiredSize`);

@@ -1,4 +1,5 @@
 import { Token } from 'aws-cdk-lib';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import { PurchaseOption } from '../catalog';
 
@@ -15,6 +16,65 @@ export interface ReservedCapacityOptions {
    * @see https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html
    */
   readonly availabilityZone?: string;
+}
+
+/**
+ * Where the instances of an accelerated node group are placed: in a cluster placement group of their
+ * own, in one shared with another node group, or in none.
+ *
+ * A cluster placement group packs instances close together in one Availability Zone for the lowest
+ * network latency (EFA). Prefill and decode groups on the same instance type exchange KV cache, so
+ * putting both in one group keeps that traffic inside it: create one `ec2.PlacementGroup` with the
+ * `CLUSTER` strategy and pass `NodePlacement.sharedGroup(group)` to both node groups.
+ *
+ * @example
+ * NodePlacement.sharedGroup(new ec2.PlacementGroup(stack, 'KvPlacement', { strategy: ec2.PlacementGroupStrategy.CLUSTER }));
+ * @see https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html#placement-groups-cluster
+ */
+export class NodePlacement {
+  /**
+   * A new cluster placement group for EFA types on On-Demand or Spot capacity; no placement group for
+   * types without EFA and for reservations and Capacity Blocks (those can only launch into a placement
+   * group they were reserved in).
+   */
+  public static automatic(): NodePlacement {
+    return new NodePlacement('automatic');
+  }
+
+  /** A new cluster placement group for this node group, whatever the type and capacity. */
+  public static clusterGroup(): NodePlacement {
+    return new NodePlacement('cluster');
+  }
+
+  /** No placement group. */
+  public static none(): NodePlacement {
+    return new NodePlacement('none');
+  }
+
+  /**
+   * An existing placement group, shared with other node groups (e.g. the prefill and decode groups
+   * of one P/D pair on the same instance type). The node groups that share it must place their
+   * nodes in the same Availability Zone.
+   *
+   * @param group a placement group with the `CLUSTER` strategy
+   */
+  public static sharedGroup(group: ec2.IPlacementGroup): NodePlacement {
+    if (group === undefined || group === null || typeof (group as any).placementGroupName !== 'string') {
+      throw new Error(`NodePlacement.sharedGroup: 'group' (${group}) must be an ec2.IPlacementGroup, e.g. new ec2.PlacementGroup(scope, 'Pd', { strategy: ec2.PlacementGroupStrategy.CLUSTER })`);
+    }
+    return new NodePlacement('shared', group);
+  }
+
+  /** @internal */
+  public readonly _kind: 'automatic' | 'cluster' | 'none' | 'shared';
+
+  /** The shared placement group, for `sharedGroup`. */
+  public readonly group?: ec2.IPlacementGroup;
+
+  private constructor(kind: 'automatic' | 'cluster' | 'none' | 'shared', group?: ec2.IPlacementGroup) {
+    this._kind = kind;
+    this.group = group;
+  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import { Annotations, Match } from 'aws-cdk-lib/assertions';
 import { onlyResource, synthGroup } from './util';
-import { NodeCapacity } from '../../src/aws';
+import { NodeCapacity, NodePlacement } from '../../src/aws';
 import { AcceleratedInstanceType } from '../../src/catalog';
 
 const P5EN = AcceleratedInstanceType.P5EN_48XLARGE;
@@ -17,7 +17,8 @@ describe('capacity', () => {
     // THEN
     template.hasResourceProperties('AWS::EC2::PlacementGroup', { Strategy: 'cluster' });
     const data = launchData(template);
-    expect(data.Placement).toEqual({ GroupName: { Ref: Object.keys(template.findResources('AWS::EC2::PlacementGroup'))[0] } });
+    const groupId = Object.keys(template.findResources('AWS::EC2::PlacementGroup'))[0];
+    expect(data.Placement).toEqual({ GroupName: { 'Fn::GetAtt': [groupId, 'GroupName'] } });
     expect(data.InstanceMarketOptions).toBeUndefined();
     expect(data.CapacityReservationSpecification).toBeUndefined();
     template.hasResourceProperties('AWS::EKS::Nodegroup', { CapacityType: 'ON_DEMAND' });
@@ -25,7 +26,7 @@ describe('capacity', () => {
 
   test('placement group can be switched off', () => {
     // GIVEN / WHEN
-    const { template } = synthGroup({ instanceType: P5EN, placementGroup: false });
+    const { template } = synthGroup({ instanceType: P5EN, placement: NodePlacement.none() });
     // THEN
     template.resourceCountIs('AWS::EC2::PlacementGroup', 0);
     expect(launchData(template).Placement).toBeUndefined();
@@ -62,7 +63,8 @@ describe('capacity', () => {
 
   test('forcing a placement group onto a reservation warns with a stable id', () => {
     // GIVEN / WHEN
-    const { fx, template } = synthGroup({ instanceType: P5EN, capacity: NodeCapacity.capacityReservation(CR), placementGroup: true });
+    const capacity = NodeCapacity.capacityReservation(CR);
+    const { fx, template } = synthGroup({ instanceType: P5EN, capacity, placement: NodePlacement.clusterGroup() });
     // THEN
     template.resourceCountIs('AWS::EC2::PlacementGroup', 1);
     Annotations.fromStack(fx.stack).hasWarning('/Test/Gpu', Match.stringLikeRegexp('disagg:placementGroupWithReservation'));

@@ -1,3 +1,4 @@
+import { Size } from 'aws-cdk-lib';
 import { Annotations, Match } from 'aws-cdk-lib/assertions';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import { fixture } from './util';
@@ -90,6 +91,58 @@ describe('errors that teach', () => {
     // GIVEN / WHEN / THEN
     expect(() => add({ desiredSize: 2, maxSize: 1 })).toThrow(/'maxSize' \(1\) must be at least 'desiredSize' \(2\)/);
     expect(() => add({ desiredSize: 1, minSize: 3 })).toThrow(/'minSize' \(3\) must not exceed 'desiredSize' \(1\)/);
+  });
+
+  test('instanceType missing from JavaScript names the prop and how to pick one', () => {
+    // GIVEN props built in JavaScript without an instance type WHEN / THEN
+    expect(() => add({ instanceType: undefined } as any))
+      .toThrow(/'instanceType' \(undefined\) must be an AcceleratedInstanceType from the catalog: use AcceleratedInstanceType\.P5EN_48XLARGE.*fromName\('p5en\.48xlarge'\)/);
+  });
+
+  test('instanceType given as a name points to fromName', () => {
+    // GIVEN / WHEN / THEN
+    expect(() => add({ instanceType: 'p5en.48xlarge' } as any))
+      .toThrow(/'instanceType' \('p5en\.48xlarge'\) must be an AcceleratedInstanceType.*AcceleratedInstanceType\.fromName\('p5en\.48xlarge'\)/);
+  });
+
+  test('cluster missing from JavaScript names the prop', () => {
+    // GIVEN / WHEN / THEN
+    expect(() => add({ cluster: undefined } as any)).toThrow(/'cluster' \(undefined\) must be an eks\.ICluster.*addAcceleratedNodeGroup/);
+  });
+
+  test('capacity that is not a NodeCapacity', () => {
+    // GIVEN / WHEN / THEN
+    expect(() => add({ capacity: 'spot' } as any)).toThrow(/'capacity' \(spot\) must be a NodeCapacity: NodeCapacity\.onDemand\(\)/);
+  });
+
+  test.each([
+    [0, /'rootVolumeSize' \(0 GiB\) must be from 20 GiB \(the EKS AMI's root snapshot\) to 16,384 GiB/],
+    [19, /'rootVolumeSize' \(19 GiB\) must be from 20 GiB/],
+    [20_000, /'rootVolumeSize' \(20000 GiB\) must be from 20 GiB .* to 16,384 GiB \(gp3 in a launch template\); use e\.g\. Size\.gibibytes\(300\)/],
+  ])('root volume of %i GiB', (gib, message) => {
+    // GIVEN / WHEN / THEN
+    expect(() => add({ rootVolumeSize: Size.gibibytes(gib as number) })).toThrow(message as RegExp);
+  });
+
+  test('root volume that is not a whole number of GiB', () => {
+    // GIVEN / WHEN / THEN
+    expect(() => add({ rootVolumeSize: Size.mebibytes(100_000) })).toThrow(/'rootVolumeSize' \(.*\) must be a whole number of GiB/);
+  });
+
+  test('sizes out of range', () => {
+    // GIVEN / WHEN / THEN
+    expect(() => add({ maxSize: 0 })).toThrow(/'maxSize' \(0\) must be a whole number >= 1/);
+    expect(() => add({ minSize: -1 })).toThrow(/'minSize' \(-1\) must be a whole number >= 0/);
+    expect(() => add({ desiredSize: 1.5 })).toThrow(/'desiredSize' \(1\.5\) must be a whole number >= 0/);
+  });
+
+  test('update settings out of range', () => {
+    // GIVEN / WHEN / THEN
+    expect(() => add({ maxUnavailable: 0 })).toThrow(/'maxUnavailable' \(0\) must be a whole number from 1 to 100/);
+    expect(() => add({ desiredSize: 2, maxUnavailable: 3 })).toThrow(/'maxUnavailable' \(3\) exceeds 'maxSize' \(2\); use at most 2/);
+    expect(() => add({ maxUnavailablePercentage: 150 })).toThrow(/'maxUnavailablePercentage' \(150\) must be a whole number from 1 to 100/);
+    expect(() => add({ maxUnavailable: 1, maxUnavailablePercentage: 50 })).toThrow(/'maxUnavailable' \(1\) and 'maxUnavailablePercentage' \(50\) exclude each other/);
+    expect(() => add({ updateStrategy: 'FAST' as any })).toThrow(/'updateStrategy' \(FAST\) must be NodeUpdateStrategy\.MINIMAL or NodeUpdateStrategy\.DEFAULT/);
   });
 
   test('RAID0 asked for on a type without local NVMe', () => {
