@@ -1,7 +1,7 @@
 import { Chart } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
-import { AcceleratedInstanceType } from '../catalog';
+import { AcceleratedInstanceType, Precision } from '../catalog';
 import { KvTierSizes, plannerConfig, planSync, SIZING_SIMULATED_REQUESTS } from '../engine';
 import { DataParallelEndpoints } from './data-parallel-endpoints';
 import { ExpertParallelPool, ExpertParallelPoolOptions, ExpertParallelPoolProps } from './expert-parallel-pool';
@@ -16,6 +16,7 @@ import { addGatewayObjects } from './private/gateway-objects';
 import { FIELD_PREFIX, HiddenPoolProps, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
 import { APP_PART_OF, componentLabels } from './private/labels';
 import { resolveModel, strip } from './private/model-inputs';
+import { NEURON_DOCS, neuronDisaggregationProblem } from './private/neuron';
 import { planPool } from './private/pool-plan';
 import { Router } from './private/router';
 import { planRouter, RouterPlan } from './private/router-config';
@@ -177,6 +178,10 @@ export class DisaggregatedInference extends Construct {
       return { options, ep };
     };
     const sides = { prefill: sideOf('prefill'), decode: sideOf('decode') };
+    checkVendors(where, {
+      prefill: { type: (sides.prefill.options ?? sides.prefill.ep!).instanceType, field: sides.prefill.options ? 'prefill' : 'prefillExpertParallel' },
+      decode: { type: (sides.decode.options ?? sides.decode.ep!).instanceType, field: sides.decode.options ? 'decode' : 'decodeExpertParallel' },
+    });
     if (props.sizeFor) {
       const sized = sizePools(where, props.sizeFor, sides.prefill.options, sides.decode.options, resolved);
       sides.prefill.options = sized.prefill;
@@ -184,7 +189,7 @@ export class DisaggregatedInference extends Construct {
       this.sizedGoodputPerSecond = sized.goodputPerSecond;
     }
 
-    const inputs = { where, model, maxContext, weightPrecision, kvCachePrecision, kvBlockSize };
+    const inputs = { where, model, maxContext, weightPrecision, kvCachePrecision, kvBlockSize, prequantizedCheckpoint: resolved.prequantized };
     const planned = {
       prefill: sides.prefill.options ? planPool('prefill', sides.prefill.options, inputs) : undefined,
       decode: sides.decode.options ? planPool('decode', sides.decode.options, inputs) : undefined,
@@ -207,12 +212,20 @@ export class DisaggregatedInference extends Construct {
         'use an EFA instance type or KvTransfer.NIXL_UCX');
     }
     this.nixlBackend = transfer.nixlBackend ?? (efaBoth ? 'LIBFABRIC' : 'UCX');
+    const neuron = efa.prefill.type.isNeuron;
+    if (neuron && this.nixlBackend !== 'LIBFABRIC') {
+      // Neuron's P/D moves KV with NIXL over LIBFABRIC (EFA) only.
+      const cause = transfer === KvTransfer.NIXL_UCX ? "'kvTransfer' (nixl-ucx)"
+        : `${(['prefill', 'decode'] as const).filter(r => efa[r].efa === 0).map(r => `'${r}' (no EFA interfaces)`).join(' and ')}`;
+      throw new Error(`${where}: ${cause}: vLLM Neuron moves KV cache between prefill and decode with NIXL over LIBFABRIC (EFA) only; ` +
+        `use KvTransfer.AUTO or KvTransfer.NIXL_LIBFABRIC with EFA on both pools (${NEURON_DOCS.disaggregated})`);
+    }
     if (this.nixlBackend === 'UCX') {
       this.warn('disagg:tcpKvTransfer', 'KV cache moves over NIXL/UCX on TCP: without EFA a long prompt\'s KV transfer can take longer than ' +
         'prefilling it on the decode pod; prefer EFA instance types for both pools');
     }
-    if (efa.prefill.type.isNeuron || efa.decode.type.isNeuron) {
-      this.warn('disagg:neuronNixl', 'vLLM\'s NixlConnector targets CUDA devices; check that your Neuron vLLM image supports disaggregated serving');
+    if (neuron) {
+      this.neuronWarnings(props, resolved.prequantized);
     }
     if (props.runWorkersAsNonRoot && modelCache.kind === 'host-path') {
       this.warn('disagg:nonRootHostPath', 'non-root workers cannot write a hostPath model cache that the kubelet creates root-owned; use ModelCache.podLocal() or pre-create the directory');
@@ -249,7 +262,9 @@ export class DisaggregatedInference extends Construct {
       nixlBackend: this.nixlBackend,
       modelCache,
       runAsNonRoot: props.runWorkersAsNonRoot ?? false,
-      startupSeconds: resolved.startupSeconds,
+      // vLLM Neuron compiles the model on first start (~15-20 min for a 70B model: Llama 3.3 70B tutorial,
+      // https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/tutorials/tutorial-llama3-70b.html).
+      startupSeconds: resolved.startupSeconds + (neuron && props.startupOverheadSeconds === undefined ? NEURON_COMPILE_SECONDS : 0),
       zone: props.zone,
     };
     const dns = (svc: string) => (namespace ? `${svc}.${namespace}.svc.cluster.local` : svc);
@@ -332,6 +347,18 @@ export class DisaggregatedInference extends Construct {
       labels: componentLabels(name, 'gateway'),
       targetPorts: pools.decode instanceof ExpertParallelPool ? pools.decode.httpPorts : undefined,
     });
+  }
+
+  /** Environmental Neuron concerns the synth cannot check: the image, and FP8 KV scales. */
+  private neuronWarnings(props: DisaggregatedInferenceProps, prequantized: boolean): void {
+    if (!/neuron/i.test(props.image)) {
+      this.warn('disagg:neuronImage', `Trainium pools need a vLLM Neuron image (e.g. the Neuron DLC public.ecr.aws/neuron/pytorch-inference-vllm-neuronx, ${NEURON_DOCS.dlc}) ` +
+        `with NIXL's LIBFABRIC backend, libfabric and a libcuda.so.1 stub (vLLM Neuron setup guide); '${props.image}' does not look like one`);
+    }
+    if (props.kvCachePrecision === Precision.FP8 && !prequantized) {
+      this.warn('disagg:neuronFp8KvScales', 'vLLM Neuron takes FP8 KV cache scales from the checkpoint and uses 1.0 without them, which degrades accuracy; ' +
+        `serve a checkpoint calibrated with KV scales ('prequantizedCheckpoint: true') or use Precision.BF16 for the KV cache (${NEURON_DOCS.features})`);
+    }
   }
 
   private warn(id: string, message: string): void {
@@ -445,5 +472,30 @@ function sizingError<T>(where: string, f: () => T): T {
     return f();
   } catch (e) {
     throw new Error(`${where}: 'sizeFor': ${(e as Error).message}`);
+  }
+}
+
+/** Seconds added to a Trainium worker's startup probe for vLLM Neuron's first compilation. */
+const NEURON_COMPILE_SECONDS = 1200;
+
+/**
+ * Prefill and decode must run on one accelerator vendor: NIXL moves KV blocks between like devices and
+ * vLLM's CUDA and Neuron builds lay them out differently (NixlConnector from Trainium to GPUs is an open
+ * feature request: https://github.com/vllm-project/vllm-neuron/issues/26). On Neuron, only the
+ * generations vLLM Neuron disaggregates.
+ */
+function checkVendors(where: string, sides: Record<'prefill' | 'decode', { type: AcceleratedInstanceType; field: string }>): void {
+  const { prefill, decode } = sides;
+  if (prefill.type.accelerator.vendor !== decode.type.accelerator.vendor) {
+    const kind = (t: AcceleratedInstanceType) => (t.isNeuron ? `Neuron (${t.accelerator.name})` : `${t.accelerator.name} GPUs`);
+    throw new Error(`${where}: '${prefill.field}.instanceType' (${prefill.type.name}, ${kind(prefill.type)}) and '${decode.field}.instanceType' ` +
+      `(${decode.type.name}, ${kind(decode.type)}) are different accelerator vendors: KV cache cannot move between CUDA and Neuron vLLM; ` +
+      `use ${prefill.type.name} or ${decode.type.name} for both pools`);
+  }
+  for (const side of [prefill, decode]) {
+    const problem = neuronDisaggregationProblem(side.type, `${side.field}.instanceType`);
+    if (problem !== undefined) {
+      throw new Error(`${where}: ${problem}`);
+    }
   }
 }

@@ -189,6 +189,14 @@ export class ExpertParallelPool extends Construct implements IServingPool {
     // Errors name pool fields plainly here; DisaggregatedInference prefixes them with its prop.
     const fieldPrefix = hidden[FIELD_PREFIX] ?? '';
     const field = (f: string) => (fieldPrefix ? `${fieldPrefix}.${f}` : f);
+    if (type.isNeuron) {
+      // This pool is CUDA vLLM's data-parallel expert parallelism (all-to-all backends, per-rank ports);
+      // vLLM Neuron configures expert parallelism differently (`neuron_config.ep_degree`, features guide:
+      // https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/guides/features-guide.html).
+      throw new Error(`${where}: '${field('instanceType')}' (${type.name}) is a Trainium type, and ExpertParallelPool builds CUDA vLLM's ` +
+        'expert parallelism; serve the MoE model on Trainium with DisaggregatedInference \'prefill\' / \'decode\' pools (tensor parallelism), ' +
+        'or use a GPU instance type');
+    }
     if (!model.isMoe) {
       throw new Error(`${where}: 'model' (${model.name}) is a dense model: expert parallelism needs routed experts; ` +
         'serve it with DisaggregatedInference pools (tensor parallelism) or pick an MoE model');

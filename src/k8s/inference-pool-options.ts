@@ -12,11 +12,24 @@ export interface InferencePoolOptions {
    */
   readonly replicas?: number;
   /**
-   * Tensor-parallel size of each replica (vLLM `--tensor-parallel-size`); must divide the model's
-   * attention heads and the accelerators of one node.
-   * @default - the smallest size that holds the weights and one `maxContext` sequence
+   * Tensor-parallel size of each replica, in accelerator devices (GPUs, or Trainium chips); must divide
+   * the model's attention heads and the accelerators of one node. GPUs pass it to vLLM's
+   * `--tensor-parallel-size` as it is. Neuron's vLLM counts logical NeuronCores instead, so a Trainium
+   * pool requests `tensorParallel` whole devices (`aws.amazon.com/neuron`: 1, 4, 8 or 16, the connected
+   * device sets) and passes `tensorParallel x` the device's logical cores at `logicalNeuronCoreConfig`
+   * (trn2.48xlarge at LNC 2: 4 TP ranks per device).
+   * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-features/logical-neuroncore-config.html
+   * @default - the smallest size that holds the weights and one `maxContext` sequence (on Trainium, of 1, 4, 8 or 16)
    */
   readonly tensorParallel?: number;
+  /**
+   * Trainium only: the Logical NeuronCore configuration (physical NeuronCores grouped per logical core),
+   * set in the container as `NEURON_LOGICAL_NC_CONFIG` and used to count vLLM's tensor-parallel ranks.
+   * trn2 accepts 2 (its default, 64 logical cores per instance) or 1 (128); trn1 accepts 1.
+   * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-features/logical-neuroncore-config.html
+   * @default - the instance type's default (`logicalNeuronCoreConfigs[0]`); GPU pools must leave it unset
+   */
+  readonly logicalNeuronCoreConfig?: number;
   /**
    * Pipeline-parallel size (vLLM `--pipeline-parallel-size`). A replica of `tensorParallel x
    * pipelineParallel` accelerators larger than one node becomes a LeaderWorkerSet group over whole nodes.

@@ -17,7 +17,11 @@ export interface ModelDeploymentOptions {
   readonly modelSource?: ModelSource;
   /**
    * The container image of the vLLM workers (vLLM with NIXL and libfabric): the project's engine image
-   * (`images/engine`, or `EngineImage` in a CDK app).
+   * (`images/engine`, or `EngineImage` in a CDK app) for GPU pools. Trainium pools need a vLLM Neuron
+   * image instead (the Neuron DLC `public.ecr.aws/neuron/pytorch-inference-vllm-neuronx`), which for
+   * prefill/decode must also carry NIXL's LIBFABRIC backend, libfabric and a `libcuda.so.1` stub.
+   * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/containers/get-started/quickstart-configure-deploy-dlc.html
+   * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/getting-started/setup-guide.html
    */
   readonly image: string;
   /**
@@ -33,6 +37,9 @@ export interface ModelDeploymentOptions {
   /**
    * Precision of the weights. FP8 on a BF16 checkpoint is quantized by vLLM at load time
    * (`--quantization fp8`); other precisions need a checkpoint stored in them (`prequantizedCheckpoint`).
+   * Trainium pools run the native precision, or FP8 from a calibrated static-FP8 checkpoint only
+   * (vLLM Neuron quantizes nothing at load time and takes no `--quantization`).
+   * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/guides/features-guide.html
    * @default - the model's native checkpoint precision
    */
   readonly weightPrecision?: Precision;
@@ -104,8 +111,9 @@ export interface ModelDeploymentOptions {
   readonly modelLoadBandwidthGBps?: number;
   /**
    * Seconds a worker needs after the download: loading into GPU memory, profiling, CUDA graph capture,
-   * NIXL registration.
-   * @default 600
+   * NIXL registration. Trainium workers also compile the model on first start (about 15-20 minutes for
+   * a 70B model, Neuron's Llama 3.3 70B tutorial), so their default adds 1,200 s.
+   * @default 600 (1,800 for Trainium pools)
    */
   readonly startupOverheadSeconds?: number;
 }

@@ -221,6 +221,12 @@ export class TieredKvCache extends Construct {
   public attachTo(pool: IServingPool): TieredKvCache {
     const where = `${this.where} on pool '${pool.poolName}'`;
     const type = pool.instanceType;
+    if (type.isNeuron) {
+      // KV offloading (LMCache, OffloadingConnector) is not among the features vLLM Neuron's features guide
+      // describes (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/guides/features-guide.html).
+      throw new Error(`${where}: the pool runs on ${type.name} (Trainium), and vLLM Neuron documents no KV cache offloading to host memory, ` +
+        'disk or a remote store (LMCache, OffloadingConnector); leave TieredKvCache off Trainium pools');
+    }
     const host = this.tiers[0].sizeGib!;
     const hbmGib = pool.kvCacheBytesPerPod / 2 ** 30;
     if (host < hbmGib) {

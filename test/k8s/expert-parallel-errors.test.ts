@@ -1,7 +1,25 @@
 import { defaultProps, noEfaInstanceType, synthChart, wideEpProps } from './util';
-import { AcceleratedInstanceType, AllToAllBackend, DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, KvTransfer, ModelArchitecture, PoolRole, Precision } from '../../src';
+import { AcceleratedInstanceType, Accelerator, AllToAllBackend, CpuArchitecture, EksAmiType, DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, KvTransfer, ModelArchitecture, PoolRole, Precision } from '../../src';
 
 const P5EN = AcceleratedInstanceType.P5EN_48XLARGE;
+
+/** A hypothetical 16-GPU type (every catalogued GPU type has 8): 16 ranks per pod. */
+function sixteenGpuInstanceType(): AcceleratedInstanceType {
+  return AcceleratedInstanceType.of({
+    name: 'x16.48xlarge',
+    accelerator: Accelerator.H200,
+    acceleratorCount: 16,
+    vcpus: 192,
+    memoryGib: 2048,
+    localNvmeCount: 8,
+    localNvmeGbEach: 3800,
+    networkBandwidthGbps: 3200,
+    networkCards: 16,
+    maxEfaInterfaces: 16,
+    architecture: CpuArchitecture.X86_64,
+    amiType: EksAmiType.AL2023_X86_64_NVIDIA,
+  });
+}
 
 describe('ExpertParallelPool errors name the prop, the value and a fix', () => {
   test.each([
@@ -16,8 +34,10 @@ describe('ExpertParallelPool errors name the prop, the value and a fix', () => {
       /'dataParallel' \(24\) gives an expert-parallel size of tensorParallel 1 x dataParallel 24 = 24, which does not divide the 256 routed experts of deepseek-v3/],
     ['redundant experts counted in the division', { nodesPerGroup: 2, redundantExperts: 8 },
       /which does not divide the 256 routed experts of deepseek-v3 plus 8 redundant \(16.50 per rank\)/],
-    ['per-rank ports beyond an InferencePool', { instanceType: AcceleratedInstanceType.TRN2_48XLARGE, nodesPerGroup: 1 },
+    ['per-rank ports beyond an InferencePool', { instanceType: sixteenGpuInstanceType(), nodesPerGroup: 1 },
       /'endpoints' \(per-rank\) gives 16 ports per pod, more than the 8 target ports of an InferencePool/],
+    ['a Trainium instance type', { instanceType: AcceleratedInstanceType.TRN2_48XLARGE, nodesPerGroup: 1 },
+      /'instanceType' \(trn2.48xlarge\) is a Trainium type, and ExpertParallelPool builds CUDA vLLM's expert parallelism; serve the MoE model on Trainium with DisaggregatedInference/],
     ['per-rank start ranks beyond the KV events port', { nodesPerGroup: 700, redundantExperts: 5344 },
       /'endpoints' \(per-rank\) with 700 nodes of 8 ranks starts the last pod at data-parallel rank 5592, but per-rank KV events need start ranks below 5557; use DataParallelEndpoints.SINGLE/],
     ['weights that do not fit', { weightPrecision: Precision.BF16, modelSource: undefined, nodesPerGroup: 1, prequantizedCheckpoint: true, instanceType: AcceleratedInstanceType.P5_48XLARGE },

@@ -1,6 +1,7 @@
-import { Precision, ModelArchitecture } from '../../catalog';
+import { AcceleratedInstanceType, Precision, ModelArchitecture } from '../../catalog';
 import { Parallelism, ParallelismRules, ReplicaLayout, ServingPlan } from '../../sizing';
 import { InferencePoolOptions } from '../inference-pool-options';
+import { NEURON_DEVICES_PER_POD, neuronPrecisionProblems, resolveLnc, vllmTensorParallel } from './neuron';
 
 /** A pool's options resolved and checked against the hardware (internal). */
 export interface PoolPlan {
@@ -16,6 +17,10 @@ export interface PoolPlan {
   readonly multiNode: boolean;
   /** Fraction of a node one pod takes: accelerators per pod / accelerators per node. */
   readonly nodeShare: number;
+  /** Trainium pools: the Logical NeuronCore configuration (`NEURON_LOGICAL_NC_CONFIG`); undefined for GPUs. */
+  readonly logicalNeuronCoreConfig?: number;
+  /** vLLM's `--tensor-parallel-size`: GPUs per replica, or logical NeuronCores per replica on Trainium. */
+  readonly vllmTensorParallel: number;
 }
 
 /** What a pool does: prefill or decode behind the router, or whole requests ('serve'). */
@@ -37,10 +42,13 @@ export interface PoolPlanInputs {
   readonly weightPrecision: Precision;
   readonly kvCachePrecision: Precision;
   readonly kvBlockSize: number;
+  /** The checkpoint is stored at `weightPrecision` (Neuron runs FP8 weights only from such a checkpoint). */
+  readonly prequantizedCheckpoint?: boolean;
 }
 
 // Pool props whose names the sizing messages use; they are renamed 'prefill.<field>' in errors.
-const POOL_FIELDS = ['tensorParallel', 'pipelineParallel', 'dataParallel', 'gpuMemoryUtilization', 'replicas', 'efaInterfaces', 'redundantExperts'];
+const POOL_FIELDS = ['tensorParallel', 'pipelineParallel', 'dataParallel', 'gpuMemoryUtilization', 'replicas', 'efaInterfaces', 'redundantExperts',
+  'logicalNeuronCoreConfig'];
 
 /**
  * Resolves a pool through src/sizing and throws with every problem, each naming the prop, the value
@@ -65,22 +73,40 @@ export function planPool(
   if (options.tensorParallel !== undefined && !(Number.isInteger(options.tensorParallel) && options.tensorParallel >= 1)) {
     fail([`'tensorParallel' (${options.tensorParallel}) must be a positive integer; use ${ParallelismRules.validTensorParallelSizes(inputs.model, type.acceleratorCount).join(', ')}`]);
   }
+  const lnc = resolveLnc(type, options.logicalNeuronCoreConfig, 'logicalNeuronCoreConfig');
+  const neuronProblems = [
+    ...(lnc.problem ? [lnc.problem] : []),
+    ...neuronPrecisionProblems(type, inputs.weightPrecision, inputs.model.nativePrecision, inputs.prequantizedCheckpoint ?? false),
+  ];
+  if (neuronProblems.length > 0) {
+    fail(neuronProblems);
+  }
+  const create = (tensorParallel: number | undefined) => ServingPlan.create({
+    model: inputs.model,
+    instanceType: type,
+    maxContext: inputs.maxContext,
+    weightPrecision: inputs.weightPrecision,
+    kvPrecision: inputs.kvCachePrecision,
+    tensorParallel,
+    pipelineParallel: options.pipelineParallel,
+    gpuMemoryUtilization: options.gpuMemoryUtilization,
+    kvBlockSize: inputs.kvBlockSize,
+    dataParallel: ep?.dataParallel,
+    expertParallel: ep !== undefined ? true : undefined,
+    redundantExperts: ep?.redundantExperts,
+  });
   let plan: ServingPlan;
   try {
-    plan = ServingPlan.create({
-      model: inputs.model,
-      instanceType: type,
-      maxContext: inputs.maxContext,
-      weightPrecision: inputs.weightPrecision,
-      kvPrecision: inputs.kvCachePrecision,
-      tensorParallel: options.tensorParallel,
-      pipelineParallel: options.pipelineParallel,
-      gpuMemoryUtilization: options.gpuMemoryUtilization,
-      kvBlockSize: inputs.kvBlockSize,
-      dataParallel: ep?.dataParallel,
-      expertParallel: ep !== undefined ? true : undefined,
-      redundantExperts: ep?.redundantExperts,
-    });
+    plan = create(options.tensorParallel);
+    // Trainium pods take a connected set of 1, 4, 8 or 16 devices: round a chosen default up to one.
+    const chosen = plan.parallelism.tensorParallel;
+    if (type.isNeuron && options.tensorParallel === undefined && !NEURON_DEVICES_PER_POD.includes(chosen)) {
+      const valid = ParallelismRules.validTensorParallelSizes(inputs.model, type.acceleratorCount);
+      const next = NEURON_DEVICES_PER_POD.find(n => n > chosen && valid.includes(n));
+      if (next !== undefined) {
+        plan = create(next);
+      }
+    }
   } catch (e) {
     return fail([(e as Error).message]);
   }
@@ -92,6 +118,9 @@ export function planPool(
   if (perReplica < perNode && perNode % perReplica !== 0) {
     const tiling = ParallelismRules.validTensorParallelSizes(inputs.model, perNode).filter(tp => perNode % tp === 0);
     problems.push(`'tensorParallel' (${parallelism.tensorParallel}) gives pods of ${perReplica} accelerators, which do not divide the ${perNode} of one ${type.name}; use ${tiling.join(', ')}`);
+  }
+  if (type.isNeuron) {
+    problems.push(...neuronLayoutProblems(type, parallelism.tensorParallel, parallelism.pipelineParallel, perReplica));
   }
   const layout = ParallelismRules.layout(parallelism, type);
   const podsPerNode = Math.max(1, Math.floor(perNode / layout.acceleratorsPerPod));
@@ -127,5 +156,29 @@ export function planPool(
     efaInterfacesPerPod: efa,
     multiNode: layout.podsPerReplica > 1,
     nodeShare: layout.acceleratorsPerPod / perNode,
+    logicalNeuronCoreConfig: lnc.lnc,
+    vllmTensorParallel: vllmTensorParallel(type, parallelism.tensorParallel, lnc.lnc),
   };
+}
+
+/**
+ * What a Trainium pool's parallelism cannot do: vLLM Neuron serves a replica from one instance
+ * (pipeline parallelism is not supported: Llama 3 recipe,
+ * https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/model-recipes/llama-3.html),
+ * and a pod takes a connected set of 1, 4, 8 or 16 devices
+ * (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/deploy/infrastructure/scheduler.html).
+ */
+function neuronLayoutProblems(type: AcceleratedInstanceType, tensorParallel: number, pipelineParallel: number, perReplica: number): string[] {
+  const problems: string[] = [];
+  if (pipelineParallel > 1) {
+    problems.push(`'pipelineParallel' (${pipelineParallel}): vLLM Neuron does not support pipeline parallelism; remove it and ` +
+      `fit a replica in the ${type.acceleratorCount} devices of one ${type.name} (lower precision or context, or more tensorParallel)`);
+  } else if (perReplica > type.acceleratorCount) {
+    problems.push(`a replica of ${perReplica} devices spans nodes, and vLLM Neuron serves a replica from one ${type.name}; use tensorParallel ${type.acceleratorCount} or less`);
+  }
+  if (!NEURON_DEVICES_PER_POD.includes(tensorParallel) && perReplica <= type.acceleratorCount) {
+    problems.push(`'tensorParallel' (${tensorParallel}) Trainium devices per pod: Neuron allocates connected sets of ${NEURON_DEVICES_PER_POD.join(', ')} devices; ` +
+      `use ${NEURON_DEVICES_PER_POD.filter(n => n <= type.acceleratorCount).join(', ')}`);
+  }
+  return problems;
 }

@@ -3,6 +3,7 @@ import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../cat
 import { ModelCache } from '../model-cache';
 import { ModelSource } from '../model-source';
 import { APP_COMPONENT, APP_INSTANCE, HOSTNAME, LWS_WORKER_INDEX, NODE_INSTANCE_TYPE, NODE_POOL_ROLE, PORTS, TOPOLOGY_ZONE } from './labels';
+import { neuronKvTransferConfig } from './neuron';
 import { PoolExtras } from './pool-extras';
 import { PoolPlan } from './pool-plan';
 
@@ -48,7 +49,8 @@ export function vllmArgs(ctx: WorkerContext, pool: PoolPlan, extras?: PoolExtras
   const args = [
     '--model', ctx.source.uri,
     '--served-model-name', ctx.servedModelName,
-    '--tensor-parallel-size', String(p.tensorParallel),
+    // GPUs per replica, or logical NeuronCores per replica on Trainium (pool-plan.ts).
+    '--tensor-parallel-size', String(pool.vllmTensorParallel),
   ];
   if (p.pipelineParallel > 1) {
     args.push('--pipeline-parallel-size', String(p.pipelineParallel));
@@ -58,7 +60,7 @@ export function vllmArgs(ctx: WorkerContext, pool: PoolPlan, extras?: PoolExtras
     args.push('--distributed-executor-backend', 'ray');
   }
   args.push(...modelArgs(ctx, pool));
-  const own = kvTransferConfig(ctx.nixlBackend);
+  const own = pool.options.instanceType.isNeuron ? neuronKvTransferConfig(pool.role) : kvTransferConfig(ctx.nixlBackend);
   args.push(...(extras ? extras.kvTransferArgs(own) : ['--kv-transfer-config', JSON.stringify(own)]));
   args.push('--kv-events-config', JSON.stringify(kvEventsConfig(ctx.servedModelName)));
   args.push('--port', String(PORTS.http));
@@ -73,7 +75,7 @@ export function modelArgs(ctx: WorkerContext, pool: PoolPlan): string[] {
     '--block-size', String(ctx.kvBlockSize),
     '--kv-cache-dtype', ctx.kvCachePrecision.vllmKvCacheDtype!,
   ];
-  const quantization = quantizationFlag(ctx);
+  const quantization = quantizationFlag(ctx, pool);
   if (quantization !== undefined) {
     args.push('--quantization', quantization);
   }
@@ -95,9 +97,14 @@ export function workingSetGib(acceleratorsPerPod: number): number {
   return 16 + 4 * acceleratorsPerPod;
 }
 
-/** `--quantization` for the weights, or undefined when vLLM reads the scheme from the checkpoint. */
-export function quantizationFlag(ctx: WorkerContext): string | undefined {
-  if (ctx.prequantizedCheckpoint || ctx.weightPrecision === ctx.model.nativePrecision) {
+/**
+ * `--quantization` for the weights, or undefined when vLLM reads the scheme from the checkpoint. Never
+ * on Trainium: vLLM Neuron takes FP8 from the checkpoint's `quantization_config` and warns against the
+ * flag (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/guides/reference-configuration.html);
+ * pool-plan.ts refuses the precisions it cannot run.
+ */
+export function quantizationFlag(ctx: WorkerContext, pool: PoolPlan): string | undefined {
+  if (pool.options.instanceType.isNeuron || ctx.prequantizedCheckpoint || ctx.weightPrecision === ctx.model.nativePrecision) {
     return undefined;
   }
   return ctx.weightPrecision.vllmQuantization;
@@ -151,6 +158,7 @@ export function workerEnv(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind):
     // The router holds the prefill connection while it forwards to decode; keep it open (vLLM's P/D docs).
     env.push({ name: 'VLLM_HTTP_TIMEOUT_KEEP_ALIVE', value: '120' });
   }
+  env.push(...neuronEnv(pool));
   if (ctx.source.tokenSecret !== undefined) {
     env.push({
       name: 'HF_TOKEN',
@@ -162,6 +170,33 @@ export function workerEnv(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind):
   }
   if (kind === 'worker') {
     return env.filter(e => e.name !== 'VLLM_HTTP_TIMEOUT_KEEP_ALIVE');
+  }
+  return env;
+}
+
+/**
+ * The Neuron runtime and vLLM Neuron settings of a Trainium pod (none for GPUs):
+ * - `NEURON_LOGICAL_NC_CONFIG`: the LNC the TP size was counted with, so compiler and runtime agree
+ *   (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-features/logical-neuroncore-config.html);
+ *   only where LNC applies (Trn2 and later);
+ * - `VLLM_CACHE_ROOT` on the model cache volume: compiled NEFFs survive restarts on the node's disk
+ *   (setup guide: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/getting-started/setup-guide.html);
+ * - prefill: `VLLM_NEURON_SKIP_DECODE_WARMUP=1`, since a prefill server never decodes past its first token
+ *   (DI design: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/design/vllm/disaggregated-inference.html).
+ *   Decode keeps its prefill warmup: the router prefills short prompts on the decode pods.
+ */
+function neuronEnv(pool: PoolPlan): k8s.EnvVar[] {
+  const type = pool.options.instanceType;
+  if (!type.isNeuron) {
+    return [];
+  }
+  const env: k8s.EnvVar[] = [];
+  if (type.logicalNeuronCoreConfigs.length > 1 && pool.logicalNeuronCoreConfig !== undefined) {
+    env.push({ name: 'NEURON_LOGICAL_NC_CONFIG', value: String(pool.logicalNeuronCoreConfig) });
+  }
+  env.push({ name: 'VLLM_CACHE_ROOT', value: `${CACHE_MOUNT}/vllm` });
+  if (pool.role === 'prefill') {
+    env.push({ name: 'VLLM_NEURON_SKIP_DECODE_WARMUP', value: '1' });
   }
   return env;
 }
