@@ -28,11 +28,13 @@ const project = new awscdk.AwsCdkConstructLibrary({
   peerDeps: [
     'cdk8s@^2.70.0',
     'cdk8s-plus-28@^2.5.6',
-    // The kubectl layer matching the default Kubernetes version of InferenceCluster (1.34).
-    '@aws-cdk/lambda-layer-kubectl-v34@^2.2.2',
+    // The kubectl layer matching the default Kubernetes version of InferenceCluster (1.35).
+    '@aws-cdk/lambda-layer-kubectl-v35@^2.2.2',
   ],
   devDeps: [
     'typescript@~6.0',
+    // bench/peers/plain-eks-app.ts (a plain aws-eks-v2 baseline on Kubernetes 1.34) still uses it.
+    '@aws-cdk/lambda-layer-kubectl-v34@^2.2.2',
     'cmake-js@^8.0.0',
     'node-addon-api@^8.5.0',
     'ajv@^8.17.0',
