@@ -64,6 +64,17 @@ export interface InferenceClusterAddons {
   readonly podIdentityAgent?: AddonOptions;
 
   /**
+   * EKS node monitoring agent as an EKS add-on (`eks-node-monitoring-agent`): it turns GPU XID and
+   * DCGM errors, Neuron, EFA/networking, storage and kernel faults into NodeConditions such as
+   * `AcceleratedHardwareReady`, which node auto repair of managed node groups acts on. `version` is an
+   * EKS add-on version (`aws eks describe-addon-versions --addon-name eks-node-monitoring-agent`).
+   *
+   * @default - enabled, the add-on's default version for the cluster's Kubernetes version
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/node-health.html
+   */
+  readonly nodeMonitoringAgent?: AddonOptions;
+
+  /**
    * AWS Load Balancer Controller (Helm chart from eks-charts) with a Pod Identity role.
    *
    * @default - enabled, AddonVersions.LOAD_BALANCER_CONTROLLER
@@ -202,19 +213,24 @@ export class AddonVersions {
 
   /**
    * Istio Helm charts `base`, `istiod`, `gateway` at https://istio-release.storage.googleapis.com/charts.
-   * Source: istio.io release notes: 1.28.0 (2025-11-04) introduced InferencePool v1; 1.28.1 added several
-   * `targetPorts` per InferencePool (one per data-parallel rank in wide-EP pools) and the
-   * ISTIO-SECURITY-2025-003 fixes; 1.28.10 (2026-07-01) is the latest 1.28 patch found. Istio 1.28 supports
-   * Kubernetes 1.29-1.35.
+   * Source: istio.io release notes (istio/istio.io content/en/news/releases): 1.31.0 was published
+   * 2026-08-20 and is supported on Kubernetes 1.32-1.36; 1.31.1 (2026-09-21) is the latest patch found,
+   * with the GHSA-qm8v-g4f9-qhjx BackendTLSPolicy fix. Istio supports a minor release until 6 weeks after
+   * the N+2 minor (https://istio.io/latest/docs/releases/supported-releases/#support-policy), so 1.28 left
+   * support about 6 weeks after 1.30.0 (2026-05-18) and 1.29 about 6 weeks after 1.31.0. InferencePool v1
+   * (since 1.28.0) and several `targetPorts` per pool (since 1.28.1) carry over; istiod still reads
+   * `ENABLE_GATEWAY_API_INFERENCE_EXTENSION`.
    */
-  public static readonly ISTIO = '1.28.10';
+  public static readonly ISTIO = '1.31.1';
 
   /**
-   * Image that applies the Inference Extension CRDs in the cluster (shell-less official kubectl image).
-   * Source: registry.k8s.io/kubectl:v1.34.1 is pulled by digest in public Dockerfiles
-   * (sha256:59bafa07ff3a6d4b417e7633ddb9d79a9606ca98bf64bac080b3e65748669250).
+   * Image that applies the Inference Extension CRDs in the cluster and waits for them to be
+   * established (shell-less official kubectl image), matching the default Kubernetes version 1.35
+   * (kubectl supports one minor version of skew: https://kubernetes.io/releases/version-skew-policy/#kubectl).
+   * Source: registry.k8s.io/kubectl:v1.35.1 is pinned by digest in public image lists
+   * (sha256:c93e4fb811b3217ef69ee7a79a9a15fb277887cd1c3002fbe154e676037a274a).
    */
-  public static readonly KUBECTL_IMAGE = 'registry.k8s.io/kubectl:v1.34.1';
+  public static readonly KUBECTL_IMAGE = 'registry.k8s.io/kubectl:v1.35.1';
 
   private constructor() {}
 }

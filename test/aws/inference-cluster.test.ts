@@ -31,10 +31,10 @@ function helm(chart: string): any {
 }
 
 describe('cluster', () => {
-  test('managed node groups only, Kubernetes 1.34, private endpoint, KMS secrets, control plane logs', () => {
+  test('managed node groups only, Kubernetes 1.35, private endpoint, KMS secrets, control plane logs', () => {
     // THEN
     template.hasResourceProperties('AWS::EKS::Cluster', {
-      Version: '1.34',
+      Version: '1.35',
       ResourcesVpcConfig: Match.objectLike({ EndpointPrivateAccess: true, EndpointPublicAccess: false }),
       EncryptionConfig: [Match.objectLike({ Resources: ['secrets'] })],
       Logging: Match.objectLike({ ClusterLogging: { EnabledTypes: Match.arrayWith([{ Type: 'api' }, { Type: 'audit' }]) } }),
@@ -117,6 +117,59 @@ describe('add-ons', () => {
       Namespace: 'kube-system', ServiceAccount: 'aws-load-balancer-controller',
     });
     expect(JSON.stringify(helm('aws-load-balancer-controller').Values)).toContain('\\"serviceAccount\\":{\\"create\\":true,\\"name\\":\\"aws-load-balancer-controller\\"}');
+  });
+});
+
+describe('ordering: workloads wait for the CRDs they use', () => {
+  function logicalIds(type: string, filter: (p: any) => boolean): string[] {
+    return Object.entries(template.findResources(type)).filter(([, r]: [string, any]) => filter(r.Properties)).map(([id]) => id);
+  }
+  function workload(): any {
+    const found = Object.values(template.findResources('Custom::AWSCDK-EKS-KubernetesResource'))
+      .filter((r: any) => JSON.stringify(r.Properties.Manifest).includes('llama-3-3-70b-decode'));
+    expect(found).toHaveLength(1);
+    return found[0];
+  }
+
+  test('the workload manifest depends on the LWS, Gateway API CRD and Inference Extension CRD installers', () => {
+    // GIVEN the installers' logical ids
+    const lws = logicalIds('Custom::AWSCDK-EKS-HelmChart', (p) => p.Chart === 'lws');
+    const gatewayCrds = logicalIds('Custom::AWSCDK-EKS-HelmChart', (p) => p.Chart === 'gateway-crds-helm');
+    const established = logicalIds('Custom::AWSCDK-EKS-KubernetesObjectValue', (p) => p.ObjectType === 'job');
+    expect([lws.length, gatewayCrds.length, established.length]).toEqual([1, 1, 1]);
+    // THEN
+    expect(workload().DependsOn).toEqual(expect.arrayContaining([...lws, ...gatewayCrds, ...established]));
+  });
+
+  test('CRD installers finish only once their CRDs are established', () => {
+    // THEN Helm waits (its --wait checks CRDs for Established)
+    template.hasResourceProperties('Custom::AWSCDK-EKS-HelmChart', { Chart: 'lws', Wait: true });
+    template.hasResourceProperties('Custom::AWSCDK-EKS-HelmChart', { Chart: 'gateway-crds-helm', Wait: true });
+    // THEN the Inference Extension Job applies, then waits for condition=established
+    const job = Object.values(template.findResources('Custom::AWSCDK-EKS-KubernetesResource'))
+      .map((r: any) => JSON.parse(JSON.stringify(r.Properties.Manifest)))
+      .find((m: any) => typeof m === 'string' && m.includes('disagg-inference-extension-crds-v1-6-0'));
+    expect(job).toBeDefined();
+    expect(job).toContain('"initContainers":[{"name":"apply"');
+    expect(job).toContain('"args":["wait","--for","condition=established","--timeout=300s","-f","https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/v1.6.0/manifests.yaml"]');
+    // THEN the waiter polls the Job until it has succeeded, after the Job is applied
+    const [waiterId] = logicalIds('Custom::AWSCDK-EKS-KubernetesObjectValue', (p) => p.ObjectType === 'job');
+    const waiter = template.toJSON().Resources[waiterId];
+    expect(waiter.Properties).toMatchObject({
+      ObjectName: 'disagg-inference-extension-crds-v1-6-0', ObjectNamespace: 'kube-system', JsonPath: '.status.succeeded', TimeoutSeconds: 600,
+    });
+    const jobManifestIds = logicalIds('Custom::AWSCDK-EKS-KubernetesResource', (p) => JSON.stringify(p.Manifest).includes('disagg-inference-extension-crds-v1-6-0'));
+    expect(waiter.DependsOn).toEqual(expect.arrayContaining(jobManifestIds));
+  });
+});
+
+describe('node health', () => {
+  test('the EKS node monitoring agent add-on is installed', () => {
+    // THEN
+    template.hasResourceProperties('AWS::EKS::Addon', {
+      AddonName: 'eks-node-monitoring-agent',
+      ConfigurationValues: JSON.stringify({ dcgmAgent: { tolerations: [{ operator: 'Exists' }] } }),
+    });
   });
 });
 
