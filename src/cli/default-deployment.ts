@@ -1,7 +1,7 @@
 import * as path from 'path';
 import * as cdk from 'aws-cdk-lib';
 import * as cdk8s from 'cdk8s';
-import { EngineImage, InferenceCluster } from '../aws';
+import { EngineImage, EngineImageVariant, InferenceCluster } from '../aws';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
 import { DisaggregatedInference, DisaggregatedInferenceProps, GatewayExposure, ModelSource, RouterPolicy } from '../k8s';
 import { DEFAULT_DEPLOYMENT } from './defaults';
@@ -75,8 +75,10 @@ export function synthesizeDeployment(spec: DeploymentSpec, outdir: string): Synt
   const k8sDir = path.join(outdir, 'k8s');
   const yamlApp = new cdk8s.App({ outdir: k8sDir });
   const yamlChart = new cdk8s.Chart(yamlApp, 'disagg', { namespace: 'inference' });
+  // Trainium workers run vLLM Neuron: the engine-neuron image (the Neuron vLLM DLC with EFA), not the CUDA one.
+  const neuron = spec.instanceType.isNeuron;
   const inference = new DisaggregatedInference(yamlChart, 'Inference',
-    workloadProps(spec, 'REPLACE_WITH_ENGINE_IMAGE_URI'));
+    workloadProps(spec, neuron ? 'REPLACE_WITH_ENGINE_NEURON_IMAGE_URI' : 'REPLACE_WITH_ENGINE_IMAGE_URI'));
   yamlApp.synth();
   const manifests = yamlApp.charts.flatMap((c) => c.toJson());
 
@@ -95,7 +97,10 @@ export function synthesizeDeployment(spec: DeploymentSpec, outdir: string): Synt
   const cluster = new InferenceCluster(stack, 'Inference');
   cluster.addAcceleratedNodeGroup('Prefill', { instanceType: spec.instanceType, desiredSize: nodesPerPool.prefill, poolRole: 'prefill' });
   cluster.addAcceleratedNodeGroup('Decode', { instanceType: spec.instanceType, desiredSize: nodesPerPool.decode, poolRole: 'decode' });
-  const image = EngineImage.fromAsset({ platform: EngineImage.platformFor(spec.instanceType) }).bind(stack);
+  const image = EngineImage.fromAsset({
+    variant: neuron ? EngineImageVariant.NEURON : EngineImageVariant.FULL,
+    platform: EngineImage.platformFor(spec.instanceType),
+  }).bind(stack);
   const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: 'inference' });
   new DisaggregatedInference(chart, 'Inference', workloadProps(spec, image.imageUri));
   cluster.addWorkload(chart);

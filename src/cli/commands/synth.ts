@@ -23,11 +23,13 @@ ${DEFAULT_DEPLOYMENT.prefillReplicas} prefill and ${DEFAULT_DEPLOYMENT.decodeRep
 Options:
   --model NAME             catalog model name or Hugging Face id (default ${DEFAULT_DEPLOYMENT.model})
   --instance NAME          EC2 instance type of both pools (default ${DEFAULT_DEPLOYMENT.instance})
-  --weights PRECISION      weight precision (default ${DEFAULT_DEPLOYMENT.weights})
+  --weights PRECISION      weight precision (default ${DEFAULT_DEPLOYMENT.weights}; on Trainium the model's own,
+                           since vLLM Neuron quantizes nothing at load time)
   --kv PRECISION           KV cache precision (default ${DEFAULT_DEPLOYMENT.kv} with the default
                            weights, else bf16 = vLLM's auto)
   --context TOKENS         longest sequence (default ${DEFAULT_DEPLOYMENT.context})
-  --tp N                   tensor-parallel size of every pod (default ${DEFAULT_DEPLOYMENT.tensorParallel})
+  --tp N                   tensor-parallel size of every pod, in devices (default ${DEFAULT_DEPLOYMENT.tensorParallel});
+                           on Trainium vLLM gets N x the logical NeuronCores of a device
   --prefill-replicas N     prefill replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas})
   --decode-replicas N      decode replicas (default ${DEFAULT_DEPLOYMENT.decodeReplicas})
   --out DIR                output folder (default ${DEFAULT_OUT})
@@ -94,7 +96,8 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
   io.out(renderTable(['kind', 'count'], topCounts(kinds, 20), [false, true]).join('\n'));
   io.out('');
   io.out(`Pools (roofline estimates at ${formatInt(spec.context)} tokens of context; \`disagg plan\` explains each number)`);
-  const headers = ['pool', 'replicas', 'TP', 'nodes', 'EFA/pod', 'weights/GPU', 'KV/GPU', 'KV tokens/replica', 'max seqs', 'TTFT 1k', 'TPOT b32'];
+  const unit = spec.instanceType.isNeuron ? 'device' : 'GPU';
+  const headers = ['pool', 'replicas', 'TP', 'nodes', 'EFA/pod', `weights/${unit}`, `KV/${unit}`, 'KV tokens/replica', 'max seqs', 'TTFT 1k', 'TPOT b32'];
   const row = (name: string, plan: ServingPlan, replicas: number, nodes: number) => {
     const ttft = plan.roofline.prefill(1024).seconds;
     const tpot = plan.roofline.decodeStep(32, spec.context).stepSeconds;
@@ -106,6 +109,11 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
     row('prefill', plans.prefill, spec.prefillReplicas, result.nodesPerPool.prefill),
     row('decode', plans.decode, spec.decodeReplicas, result.nodesPerPool.decode),
   ], headers.map((_, i) => i > 0)).join('\n'));
+  if (spec.instanceType.isNeuron) {
+    const lnc = spec.instanceType.logicalNeuronCoreConfigs[0];
+    io.out(`TP counts Trainium devices; vLLM Neuron gets --tensor-parallel-size TP x ${spec.instanceType.logicalNeuronCoresPerDevice(lnc)} ` +
+      `(logical NeuronCores per device at LNC ${lnc}).`);
+  }
   for (const warning of result.inference.warnings) {
     io.err(`warning: ${warning}`);
   }
@@ -148,11 +156,18 @@ function specFrom(values: SynthValues): DeploymentSpec {
       throw new UsageError(`${(e as Error).message} (--${flag})`);
     }
   };
+  const model = lookup('model', values.model, base.model, ModelArchitecture.fromName);
+  const instanceType = lookup('instance', values.instance, base.instanceType, AcceleratedInstanceType.fromName);
+  // vLLM Neuron runs FP8 only from a static-FP8 checkpoint, which the synth cannot name: on Trainium the
+  // defaults are the checkpoint's own weights and a BF16 KV cache (src/k8s/private/neuron.ts).
+  const neuronDefaults = instanceType.isNeuron && values.weights === undefined;
+  const weightsFallback = neuronDefaults ? model.nativePrecision : base.weights;
+  const kvFallback = Precision.of(defaultKvPrecision(neuronDefaults ? weightsFallback.name : values.weights));
   return {
-    model: lookup('model', values.model, base.model, ModelArchitecture.fromName),
-    instanceType: lookup('instance', values.instance, base.instanceType, AcceleratedInstanceType.fromName),
-    weights: lookup('weights', values.weights, base.weights, Precision.of),
-    kv: lookup('kv', values.kv, values.weights === undefined ? base.kv : Precision.of(defaultKvPrecision(values.weights)), Precision.of),
+    model,
+    instanceType,
+    weights: lookup('weights', values.weights, weightsFallback, Precision.of),
+    kv: lookup('kv', values.kv, kvFallback, Precision.of),
     context: positiveInt('context', values.context, base.context),
     tensorParallel: positiveInt('tp', values.tp, base.tensorParallel!),
     prefillReplicas: positiveInt('prefill-replicas', values['prefill-replicas'], base.prefillReplicas),
