@@ -463,7 +463,10 @@ export class AcceleratedNodeGroup extends Construct {
         + `selects ${knownAzs.join(', ')}; select subnets of one zone, e.g. { availabilityZones: ['${knownAzs[0]}'] }, or use NodePlacement.none()`);
     }
     if (kind !== 'shared') {
-      return new ec2.PlacementGroup(this, 'PlacementGroup', { strategy: ec2.PlacementGroupStrategy.CLUSTER });
+      // An L1 under the id it has always had, so existing stacks keep their placement group (an L2
+      // PlacementGroup would change its logical id and replace it, rolling every node).
+      const created = new ec2.CfnPlacementGroup(this, 'PlacementGroup', { strategy: 'cluster' });
+      return ec2.PlacementGroup.fromPlacementGroupName(this, 'PlacementGroupRef', created.ref);
     }
 
     const group = placement.group!;

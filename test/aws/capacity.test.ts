@@ -18,7 +18,7 @@ describe('capacity', () => {
     template.hasResourceProperties('AWS::EC2::PlacementGroup', { Strategy: 'cluster' });
     const data = launchData(template);
     const groupId = Object.keys(template.findResources('AWS::EC2::PlacementGroup'))[0];
-    expect(data.Placement).toEqual({ GroupName: { 'Fn::GetAtt': [groupId, 'GroupName'] } });
+    expect(data.Placement).toEqual({ GroupName: { Ref: groupId } });
     expect(data.InstanceMarketOptions).toBeUndefined();
     expect(data.CapacityReservationSpecification).toBeUndefined();
     template.hasResourceProperties('AWS::EKS::Nodegroup', { CapacityType: 'ON_DEMAND' });

@@ -102,7 +102,8 @@ describe('README snippet 2: a Capacity Block in a known zone', () => {
       instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
       // The nodes go into the private subnet of us-east-2b, with no cluster placement group.
       capacity: NodeCapacity.capacityBlock('cr-0123456789abcdef0', { availabilityZone: 'us-east-2b' }),
-      desiredSize: 2,
+      // Created empty (EKS asks for 0 until the block is active); scale to 2 once it is.
+      maxSize: 2,
       poolRole: 'prefill',
     });
     // --- end of snippet 2 -------------------------------------------------------------------
