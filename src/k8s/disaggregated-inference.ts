@@ -3,6 +3,7 @@ import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
 import { AcceleratedInstanceType, Precision } from '../catalog';
 import { KvTierSizes, plannerConfig, planSync, SIZING_SIMULATED_REQUESTS } from '../engine';
+import { ParallelismRules } from '../sizing';
 import { DataParallelEndpoints } from './data-parallel-endpoints';
 import { ExpertParallelPool, ExpertParallelPoolOptions, ExpertParallelPoolProps } from './expert-parallel-pool';
 import { GatewayExposure } from './gateway-exposure';
@@ -16,7 +17,7 @@ import { addGatewayObjects } from './private/gateway-objects';
 import { FIELD_PREFIX, HiddenPoolProps, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
 import { APP_PART_OF, componentLabels } from './private/labels';
 import { resolveModel, strip } from './private/model-inputs';
-import { NEURON_DOCS, neuronDisaggregationProblem } from './private/neuron';
+import { NEURON_DEVICES_PER_POD, NEURON_DOCS, neuronDisaggregationProblem } from './private/neuron';
 import { planPool } from './private/pool-plan';
 import { Router } from './private/router';
 import { planRouter, RouterPlan } from './private/router-config';
@@ -413,6 +414,11 @@ function sizePools(
     gpuMemoryUtilization: prefill.gpuMemoryUtilization,
     instanceType: prefill.instanceType,
     decodeInstanceType: decode.instanceType,
+    // Trainium pods take connected sets of 1, 4, 8 or 16 devices (src/k8s/private/neuron.ts).
+    ...(prefill.instanceType.isNeuron ? {
+      tensorParallelSizes: ParallelismRules.validTensorParallelSizes(resolved.model, prefill.instanceType.acceleratorCount)
+        .filter(n => NEURON_DEVICES_PER_POD.includes(n)),
+    } : {}),
     pricePerInstanceHour: sizing.pricePerInstanceHour,
     decodePricePerInstanceHour: sizing.decodePricePerInstanceHour,
     ...(kvTiers ? { kvTiers } : {}),

@@ -91,6 +91,18 @@ describe('Trainium pools get what vLLM Neuron takes', () => {
     expect(probe(trainiumProps()) - gpu).toBe(120); // 1,200 s more at a 10 s period
   });
 
+  test('sizeFor considers connected device sets only (requires the engine addon)', () => {
+    // GIVEN pools with an instance type only, sized by the planner over up to 8 devices
+    const { inference } = synthInference(trainiumProps({
+      prefill: { instanceType: TRN2 },
+      decode: { instanceType: TRN2 },
+      sizeFor: { slo: { ttftSeconds: 5, tpotSeconds: 0.2 }, workload: { inputTokens: 1024, outputTokens: 64, simulatedRequests: 50 }, maxAccelerators: 8 },
+    }));
+    // THEN each pool's pods take 4 devices (2 would fit Llama-3.3-70B BF16, but is not a connected set)
+    expect(inference.prefillTensorParallel).toBe(4);
+    expect(inference.decodeTensorParallel).toBe(4);
+  });
+
   test('warnings: an image that is not a Neuron image, FP8 KV cache without checkpoint scales', () => {
     const { inference } = synthInference(trainiumProps({ image: 'registry.example.com/disagg/engine:0.1.0', kvCachePrecision: Precision.FP8 }));
     expect(inference.warnings.map(w => w.split(':').slice(0, 2).join(':')).sort()).toEqual(['disagg:neuronFp8KvScales', 'disagg:neuronImage']);
