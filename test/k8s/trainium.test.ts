@@ -96,7 +96,11 @@ describe('Trainium pools get what vLLM Neuron takes', () => {
     const { inference } = synthInference(trainiumProps({
       prefill: { instanceType: TRN2 },
       decode: { instanceType: TRN2 },
-      sizeFor: { slo: { ttftSeconds: 5, tpotSeconds: 0.2 }, workload: { inputTokens: 1024, outputTokens: 64, simulatedRequests: 50 }, maxAccelerators: 8 },
+      sizeFor: {
+        slo: { ttftSeconds: 5, tpotSeconds: 0.2 },
+        workload: { inputTokens: 1024, outputTokens: 64, simulatedRequests: 50 },
+        maxAccelerators: 8,
+      },
     }));
     // THEN each pool's pods take 4 devices (2 would fit Llama-3.3-70B BF16, but is not a connected set)
     expect(inference.prefillTensorParallel).toBe(4);
