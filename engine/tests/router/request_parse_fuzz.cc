@@ -6,7 +6,7 @@
 // (ASan/UBSan), an accepted request names a served model and has prompt tokens in the fake
 // vocabulary, a refusal is a 400 or 404 with a message, parsing the same bytes twice agrees, and
 // the router's fast scan (request_scan.h) accepts only bodies the slow path accepts, with the same
-// result.
+// result, and parse_json (json_parse.h, the router's parser) gives nlohmann's verdict and document.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "disagg/json_parse.h"
 #include "request_parse.h"
 #include "request_scan.h"
 
@@ -63,6 +64,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fast.ok = disagg::router::scan_generate_request(text, chat, kModels, fast.request, tokens, scratch);
   if (!fast.ok && !tokens.empty()) __builtin_trap();  // a declining scan leaves the tokens as they were
   fast.tokens = tokens;
+  // parse_json against the parser it stands in for, on every body the router would parse.
+  if (disagg::json_depth_within(text, disagg::kMaxRequestJsonDepth)) {
+    const auto want = disagg::router::RequestJson::parse(text, nullptr, /*allow_exceptions=*/false);
+    disagg::router::RequestJson got;
+    const bool ok = disagg::parse_json(text, got);
+    if (ok == want.is_discarded()) __builtin_trap();
+    if (ok && (got != want || got.dump() != want.dump())) __builtin_trap();
+  }
   // As the router does: too deep or not JSON is a 400 before validation.
   auto parsed = disagg::router::parse_request_json(text);
   if (!parsed) {

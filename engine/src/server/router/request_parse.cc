@@ -2,6 +2,8 @@
 
 #include "model_text.h"
 
+#include "disagg/json_parse.h"
+
 #include <algorithm>
 
 namespace disagg::router {
@@ -41,8 +43,9 @@ Expected<json, ApiError> parse_request_json(std::string_view body) {
   if (!json_depth_within(body, kMaxRequestJsonDepth)) {
     return unexpected(ApiError{400, json_depth_error(kMaxRequestJsonDepth), "", "json_too_deep"});
   }
-  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return bad("the request body is not valid JSON", "");
+  // The same document json::parse builds, at a fraction of its cost (json_parse.h).
+  json doc;
+  if (!parse_json(body, doc)) return bad("the request body is not valid JSON", "");
   return doc;
 }
 

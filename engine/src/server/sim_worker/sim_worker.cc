@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "disagg/json_depth.h"
+#include "disagg/json_parse.h"
 #include "fake_tokenizer.h"
 #include "model_text.h"
 #include "server/http/http_server.h"
@@ -23,6 +24,9 @@ namespace disagg::sim_worker {
 namespace {
 
 using json = nlohmann::json;
+// A request's document: ordered, because the chat template sees keys in the client's order (tojson
+// of tool schemas), and parsed once, by parse_json (json_parse.h).
+using Body = nlohmann::ordered_json;
 using http::Header;
 using http::ResponseWriter;
 using http::Task;
@@ -172,10 +176,10 @@ struct SimWorker::Impl {
 
   Task<void> handle(http::Request& req, ResponseWriter& w);
   Task<void> generate(http::Request& req, ResponseWriter& w, bool chat);
-  Expected<Generation, ApiError> parse(const json& body, std::string_view raw, bool chat) const;
+  Expected<Generation, ApiError> parse(const Body& body, bool chat) const;
   Task<void> tokenize(http::Request& req, ResponseWriter& w, bool detokenize);
-  /// Appends the prompt tokens of a chat request (`raw`: its body) to `out`, as vLLM computes them.
-  Expected<void, ApiError> chat_prompt(const json& body, std::string_view raw, std::vector<TokenId>& out) const;
+  /// Appends the prompt tokens of a chat request to `out`, as vLLM computes them.
+  Expected<void, ApiError> chat_prompt(const Body& body, std::vector<TokenId>& out) const;
   /// The vocabulary size token ids are checked against.
   std::int64_t vocab_size() const {
     return model_text ? static_cast<std::int64_t>(model_text->tokenizer().vocab_size()) : kFakeVocabSize;
@@ -192,13 +196,10 @@ static text::EncodeScratch& encode_scratch() {
   return scratch;
 }
 
-Expected<void, ApiError> SimWorker::Impl::chat_prompt(const json& body, std::string_view raw, std::vector<TokenId>& out) const {
+Expected<void, ApiError> SimWorker::Impl::chat_prompt(const Body& body, std::vector<TokenId>& out) const {
   if (model_text) {
-    // The template sees keys in the client's order (tojson of tool schemas), so the body is read
-    // again as an ordered document.
-    const auto ordered = nlohmann::ordered_json::parse(raw, nullptr, /*allow_exceptions=*/false);
     std::string prompt;
-    auto done = model_text->chat_tokens(ordered, encode_scratch(), prompt, out);
+    auto done = model_text->chat_tokens(body, encode_scratch(), prompt, out);
     if (!done) return unexpected(ApiError{400, done.error(), "messages", ""});
     return {};
   }
@@ -208,7 +209,7 @@ Expected<void, ApiError> SimWorker::Impl::chat_prompt(const json& body, std::str
   }
   std::string text;
   FakeChatPrompt prompt(text);
-  for (const json& m : *msgs) {
+  for (const Body& m : *msgs) {
     const auto role = m.find("role");  // end() when m is not an object
     if (!m.is_object() || role == m.end() || !role->is_string()) {
       return unexpected(ApiError{400, "every message needs a string 'role'", "messages", ""});
@@ -218,7 +219,7 @@ Expected<void, ApiError> SimWorker::Impl::chat_prompt(const json& body, std::str
       if (c->is_string()) {
         prompt.add_part().append(c->get_ref<const std::string&>());
       } else if (c->is_array()) {
-        for (const json& part : *c) {  // text parts; others are skipped
+        for (const Body& part : *c) {  // text parts; others are skipped
           if (!part.is_object()) continue;
           const auto type = part.find("type");
           const auto x = part.find("text");
@@ -237,7 +238,7 @@ Expected<void, ApiError> SimWorker::Impl::chat_prompt(const json& body, std::str
   return {};
 }
 
-Expected<Generation, ApiError> SimWorker::Impl::parse(const json& body, std::string_view raw, bool chat) const {
+Expected<Generation, ApiError> SimWorker::Impl::parse(const Body& body, bool chat) const {
   Generation g;
   g.chat = chat;
   if (!body.is_object()) return unexpected(ApiError{400, "the request body must be a JSON object", "", ""});
@@ -262,13 +263,13 @@ Expected<Generation, ApiError> SimWorker::Impl::parse(const json& body, std::str
   }
   // Prompt.
   if (chat) {
-    if (auto done = chat_prompt(body, raw, g.prompt); !done) return unexpected(done.error());
+    if (auto done = chat_prompt(body, g.prompt); !done) return unexpected(done.error());
   } else {
     auto p = body.find("prompt");
     if (p == body.end() || p->is_null()) {
       return unexpected(ApiError{400, "'prompt' is required (a string or an array of token ids)", "prompt", ""});
     }
-    const json* one = &*p;
+    const Body* one = &*p;
     if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) one = &(*p)[0];
     const std::int64_t vocab = vocab_size();
     if (one->is_string()) {
@@ -280,10 +281,10 @@ Expected<Generation, ApiError> SimWorker::Impl::parse(const json& body, std::str
       } else {
         fake_tokenize(one->get_ref<const std::string&>(), g.prompt);
       }
-    } else if (one->is_array() && std::all_of(one->begin(), one->end(), [vocab](const json& t) {
+    } else if (one->is_array() && std::all_of(one->begin(), one->end(), [vocab](const Body& t) {
                  return t.is_number_integer() && t.get<std::int64_t>() >= 0 && t.get<std::int64_t>() < vocab;
                })) {
-      for (const json& t : *one) g.prompt.push_back(t.get<TokenId>());
+      for (const Body& t : *one) g.prompt.push_back(t.get<TokenId>());
     } else {
       return unexpected(ApiError{400,
                                  "'prompt' must be a string, one-element array, or an array of token ids "
@@ -293,7 +294,7 @@ Expected<Generation, ApiError> SimWorker::Impl::parse(const json& body, std::str
   }
   if (g.prompt.empty()) return unexpected(ApiError{400, "the prompt is empty", chat ? "messages" : "prompt", ""});
   // Output length.
-  const json* mt = nullptr;
+  const Body* mt = nullptr;
   for (const char* key : {"max_completion_tokens", "max_tokens"}) {
     if (auto it = body.find(key); it != body.end() && !it->is_null()) {
       mt = &*it;
@@ -372,8 +373,8 @@ Task<void> SimWorker::Impl::tokenize(http::Request& req, ResponseWriter& w, bool
     co_await w.send_error(400, json_depth_error(kMaxRequestJsonDepth), "", "json_too_deep");
     co_return;
   }
-  const json body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object()) {
+  Body body;
+  if (!parse_json(req.body(), body) || !body.is_object()) {
     co_await w.send_error(400, "the request body must be a JSON object");
     co_return;
   }
@@ -384,8 +385,7 @@ Task<void> SimWorker::Impl::tokenize(http::Request& req, ResponseWriter& w, bool
     co_return;
   }
   if (model_text) {
-    const auto ordered = nlohmann::ordered_json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
-    auto answer = model_text->serve_tokenize(ordered, detokenize, config.max_model_len, encode_scratch());
+    auto answer = model_text->serve_tokenize(body, detokenize, config.max_model_len, encode_scratch());
     if (!answer) {
       co_await w.send_error(answer.error().status, answer.error().message, answer.error().param);
       co_return;
@@ -422,12 +422,12 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
     co_await w.send_error(400, json_depth_error(kMaxRequestJsonDepth), "", "json_too_deep");
     co_return;
   }
-  const json body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
+  Body body;
+  if (!parse_json(req.body(), body)) {
     co_await w.send_error(400, "the request body is not valid JSON");
     co_return;
   }
-  auto parsed = parse(body, req.body(), chat);
+  auto parsed = parse(body, chat);
   if (!parsed) {
     const ApiError& e = parsed.error();
     co_await w.send_error(e.status, e.message, e.param, e.code);

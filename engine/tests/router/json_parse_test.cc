@@ -1,0 +1,192 @@
+// disagg::parse_json (json_parse.h) against nlohmann's own parser, the reference it must equal:
+// the same verdict on every input and, where both accept, the same document (member order and
+// number types included). Hand-picked edge cases, then generated documents, then those documents
+// mutated byte by byte and cut short.
+#include "disagg/json_parse.h"
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+template <class Json>
+::testing::AssertionResult same_as_nlohmann(const std::string& text) {
+  const Json want = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  Json got;
+  const bool ok = disagg::parse_json(text, got);
+  if (ok != !want.is_discarded()) {
+    return ::testing::AssertionFailure() << "verdict differs on " << ::testing::PrintToString(text) << ": parse_json "
+                                         << (ok ? "accepts" : "refuses") << ", nlohmann "
+                                         << (want.is_discarded() ? "refuses" : "accepts");
+  }
+  if (!ok) return ::testing::AssertionSuccess();
+  // dump() shows member order and number types (1 vs 1.0, -0 vs 0); == alone would not.
+  const std::string a = got.dump(), b = want.dump();
+  if (got != want || a != b) {
+    return ::testing::AssertionFailure() << "documents differ on " << ::testing::PrintToString(text) << ": " << a
+                                         << " vs " << b;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult same(const std::string& text) {
+  auto r = same_as_nlohmann<nlohmann::ordered_json>(text);
+  if (!r) return r;
+  return same_as_nlohmann<nlohmann::json>(text);
+}
+
+TEST(JsonParse, AgreesOnEdgeCases) {
+  const std::vector<std::string> cases = {
+      "", " ", "{}", "[]", "{ }", "[ ]", "null", "true", "false", "nul", "tru", "falsey", "0", "-0", "-0.0", "01", "-",
+      "1.", ".5", "+1", "1e", "1e+", "1E-2", "1e400", "-1e400", "1e-400", "2.5e-324", "18446744073709551615",
+      "18446744073709551616", "-9223372036854775808", "-9223372036854775809", "123456789012345678901234567890",
+      "0.1", "3.141592653589793238462643383279", "1.7976931348623157e308", "[1,]", "[,1]", "{\"a\":1,}",
+      "{\"a\" 1}", "{a:1}", "{\"a\":1 \"b\":2}", "[1 2]", "\"abc", "\"a\\\"b\"", "\"\\/\\b\\f\\n\\r\\t\"",
+      "\"\\x\"", "\"\\u00e9\"", "\"\\u00E9\"", "\"\\u0000\"", "\"\\ud83d\\ude00\"", "\"\\ud83d\"", "\"\\ud83dx\"",
+      "\"\\ude00\"", "\"\\ud83d\\u0041\"", "\"\\u12\"", "\"\\u12g4\"", "\"\t\"", "\"\x01\"", "\"\x7f\"",
+      "\"\xc3\xa9\"", "\"\xc0\xaf\"", "\"\xc1\xbf\"", "\"\xe0\x80\xaf\"", "\"\xe0\xa0\x80\"", "\"\xed\xa0\x80\"",
+      "\"\xed\x9f\xbf\"", "\"\xf0\x8f\xbf\xbf\"", "\"\xf0\x90\x80\x80\"", "\"\xf4\x8f\xbf\xbf\"",
+      "\"\xf4\x90\x80\x80\"", "\"\xf5\x80\x80\x80\"", "\"\xff\"", "\"\xe2\x82\"", "\"\xe2\x82\xac\"",
+      "\xef\xbb\xbf{}", "\xef\xbb{}", "\xef{}", " \xef\xbb\xbf{}", "{} ", "{} x", "{}{}", "\n\r\t [1] \n",
+      "[1]\x0b", "{\"a\":1,\"b\":2,\"a\":3}", "{\"b\":1,\"a\":2}", "{\"a\":{\"a\":{}}}", "[[[[[]]]]]",
+      "/* c */ {}", "{} // c", std::string("[1]\0", 4), std::string("\"a\0b\"", 5), "[\"12345678\\\"\"]",
+      "\"0123456789abcdef0123456789abcdef\"", "\"0123456789\\nabcdef0123456789abcdef\xc3\xa9tail\"",
+      "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true,\"max_tokens\":5}",
+  };
+  for (const std::string& text : cases) EXPECT_TRUE(same(text));
+}
+
+// Random JSON documents with the strings a chat body carries: escapes, every UTF-8 length,
+// surrogate pairs, long plain runs (the eight-byte path) and numbers of every kind.
+class Generator {
+ public:
+  explicit Generator(std::uint32_t seed) : rng_(seed) {}
+
+  std::string document() {
+    std::string out;
+    value(out, 0);
+    return out;
+  }
+
+ private:
+  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+
+  void ws(std::string& out) {
+    static const char* kWs[] = {"", "", "", " ", "\n", "\t", "\r\n  "};
+    out += kWs[pick(7)];
+  }
+
+  void string(std::string& out) {
+    out += '"';
+    const int parts = pick(12);
+    for (int i = 0; i < parts; ++i) {
+      switch (pick(10)) {
+        case 0: out += std::string(static_cast<std::size_t>(pick(40)), static_cast<char>('a' + pick(26))); break;
+        case 1: out += "\\n"; break;
+        case 2: out += "\\\""; break;
+        case 3: out += "\\\\"; break;
+        case 4: out += "\\u00e9\\u4e2d"; break;
+        case 5: out += "\\ud83d\\ude00"; break;
+        case 6: out += "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80"; break;  // é 中 😀
+        case 7: out += "# Title\\n\\n```ts\\nconst x = 1;\\n```"; break;
+        case 8: out += "\\t\\/\\b\\f\\r"; break;
+        default: out += "plain text, with words."; break;
+      }
+    }
+    out += '"';
+  }
+
+  void number(std::string& out) {
+    static const char* kNumbers[] = {"0", "-0", "7", "-12", "3.5", "-0.25", "1e3", "2E-7", "6.02e+23",
+                                     "18446744073709551615", "18446744073709551616", "-9223372036854775808",
+                                     "-9223372036854775809", "0.1", "123456789.987654321"};
+    out += kNumbers[pick(15)];
+  }
+
+  void value(std::string& out, int depth) {
+    const int kind = depth > 5 ? pick(4) : pick(6);
+    switch (kind) {
+      case 0: string(out); break;
+      case 1: number(out); break;
+      case 2: out += pick(2) ? "true" : (pick(2) ? "false" : "null"); break;
+      case 3: string(out); break;
+      case 4: {
+        out += '{';
+        const int n = pick(5);
+        for (int i = 0; i < n; ++i) {
+          if (i) out += ',';
+          ws(out);
+          // Few distinct keys, so some repeat.
+          out += "\"k" + std::to_string(pick(4)) + "\"";
+          ws(out);
+          out += ':';
+          ws(out);
+          value(out, depth + 1);
+          ws(out);
+        }
+        out += '}';
+        break;
+      }
+      default: {
+        out += '[';
+        const int n = pick(5);
+        for (int i = 0; i < n; ++i) {
+          if (i) out += ',';
+          ws(out);
+          value(out, depth + 1);
+          ws(out);
+        }
+        out += ']';
+        break;
+      }
+    }
+  }
+
+  std::mt19937 rng_;
+};
+
+TEST(JsonParse, AgreesOnGeneratedDocuments) {
+  Generator gen(20261202);
+  for (int i = 0; i < 3000; ++i) {
+    const std::string doc = gen.document();
+    ASSERT_TRUE(same(doc));
+  }
+}
+
+TEST(JsonParse, AgreesOnMutatedAndTruncatedDocuments) {
+  Generator gen(7);
+  std::mt19937 rng(11);
+  // Bytes that matter to a JSON lexer, and some that do not.
+  const std::string alphabet = std::string("\"\\{}[]:,.-+eE0123456789 \t\n\rtrufalsn/u") + "\x00\x01\x1f\x7f\x80\xbf\xc2\xe0\xed\xef\xf0\xf4\xf5\xff";
+  int accepted = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string doc = gen.document();
+    if (doc.empty()) continue;
+    std::uniform_int_distribution<std::size_t> at(0, doc.size() - 1);
+    switch (i % 4) {
+      case 0: doc[at(rng)] = alphabet[std::uniform_int_distribution<std::size_t>(0, alphabet.size() - 1)(rng)]; break;
+      case 1: doc.resize(at(rng)); break;
+      case 2: doc.insert(at(rng), 1, alphabet[std::uniform_int_distribution<std::size_t>(0, alphabet.size() - 1)(rng)]); break;
+      default: doc.erase(at(rng), 1); break;
+    }
+    ASSERT_TRUE(same(doc));
+    accepted += nlohmann::json::accept(doc) ? 1 : 0;
+  }
+  // Both verdicts are exercised.
+  EXPECT_GT(accepted, 200);
+  EXPECT_LT(accepted, 3800);
+}
+
+TEST(JsonParse, RefusesNestingPastItsBound) {
+  const std::string deep = std::string(100, '[') + std::string(100, ']');
+  nlohmann::ordered_json out;
+  EXPECT_TRUE(disagg::parse_json(deep, out, 100));
+  EXPECT_FALSE(disagg::parse_json(deep, out, 99));
+}
+
+}  // namespace
