@@ -2,6 +2,8 @@
 // which equal the hashes the router computes for a request with the same tokens.
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <map>
 #include <optional>
 #include <random>
 #include <vector>
@@ -107,6 +109,84 @@ TEST(BlockKeyer, RemembersAtMostItsCapacity) {
             BlockKeyer::Skip::none);
   EXPECT_EQ(keyer.stored(stored_event(16, 1, 0x9000000000000000ULL), std::vector<BlockHash>{2}, t, keys),
             BlockKeyer::Skip::unknown_parent);
+}
+
+// The flat table against a plain model of its contract: blocks in insertion order (a hash stored
+// again counts as new), the oldest forgotten first while the blocks or their keys would pass the
+// capacity (removed blocks keep their ring space until the ring reaches them).
+TEST(BlockKeyer, MatchesAModelOfItsBoundUnderRandomStoresAndRemovals) {
+  constexpr std::size_t kCapacity = 64;
+  struct ModelBlock {
+    BlockHash hash;
+    std::vector<BlockHash> keys;
+    bool live;
+  };
+  std::deque<ModelBlock> ring;
+  std::map<BlockHash, std::size_t> live_at;  // hash -> its block's position counted from the ring's start
+  std::size_t popped = 0;
+  const auto live_block = [&](BlockHash h) -> ModelBlock* {
+    const auto it = live_at.find(h);
+    return it == live_at.end() ? nullptr : &ring[it->second - popped];
+  };
+  const auto forget = [&](BlockHash h) {
+    if (ModelBlock* b = live_block(h)) {
+      b->live = false;
+      live_at.erase(h);
+    }
+  };
+  BlockKeyer keyer(16, kCapacity);
+  std::mt19937 rng(42);
+  std::vector<BlockHash> keys, removed;
+  for (int step = 0; step < 20000; ++step) {
+    const BlockHash h = rng() % 200;  // few hashes: repeats, removals of absent ones
+    if (rng() % 3 == 0) {
+      removed.clear();
+      keyer.removed(std::vector<BlockHash>{h}, -1, removed);
+      const ModelBlock* b = live_block(h);
+      ASSERT_EQ(removed, b ? b->keys : std::vector<BlockHash>{}) << "step " << step;
+      forget(h);
+    } else {
+      const std::size_t count = std::size_t{1} << (rng() % 3);  // 16, 32 or 64 tokens: 1, 2 or 4 keys
+      const auto t = tokens(16 * count, static_cast<std::uint32_t>(step));
+      const bool with_parent = rng() % 2 == 0;
+      const BlockHash parent = rng() % 200;
+      keys.clear();
+      const BlockKeyer::Skip skip = keyer.stored(stored_event(static_cast<std::int32_t>(16 * count), 1,
+                                                              with_parent ? std::optional(parent) : std::nullopt),
+                                                 std::vector<BlockHash>{h}, t, keys);
+      const ModelBlock* p = with_parent ? live_block(parent) : nullptr;
+      if (with_parent && p == nullptr) {
+        ASSERT_EQ(skip, BlockKeyer::Skip::unknown_parent) << "step " << step;
+        continue;
+      }
+      ASSERT_EQ(skip, BlockKeyer::Skip::none) << "step " << step;
+      std::vector<BlockHash> want(count);
+      hash_blocks(t, 16, p ? p->keys.back() : kRootBlockHash, want);
+      ASSERT_EQ(keys, want);
+      forget(h);
+      const auto used = [&] {
+        std::size_t n = 0;
+        for (const ModelBlock& b : ring) n += b.keys.size();
+        return n;
+      };
+      while (ring.size() == kCapacity || (!ring.empty() && used() + count > kCapacity)) {
+        if (ring.front().live) live_at.erase(ring.front().hash);
+        ring.pop_front();
+        ++popped;
+      }
+      ring.push_back(ModelBlock{h, want, true});
+      live_at[h] = popped + ring.size() - 1;
+    }
+    ASSERT_EQ(keyer.size(), live_at.size()) << "step " << step;
+  }
+  // Every hash the model still holds is there with its keys; then the keyer is empty.
+  for (BlockHash h = 0; h < 200; ++h) {
+    removed.clear();
+    keyer.removed(std::vector<BlockHash>{h}, -1, removed);
+    const ModelBlock* b = live_block(h);
+    ASSERT_EQ(removed, b ? b->keys : std::vector<BlockHash>{}) << "hash " << h;
+  }
+  EXPECT_EQ(keyer.size(), 0u);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // block_keyer.cc — see block_keyer.h.
 #include "block_keyer.h"
 
+#include <algorithm>
+#include <new>
+
 namespace disagg::router {
 
 std::string_view to_string(BlockKeyer::Skip skip) {
@@ -15,10 +18,22 @@ std::string_view to_string(BlockKeyer::Skip skip) {
   return "unknown";
 }
 
+template <class T>
+BlockKeyer::Zeroed<T> BlockKeyer::zeroed(std::size_t n) {
+  void* p = std::calloc(n, sizeof(T));  // T is an implicit-lifetime aggregate, all zero is its initial state
+  if (p == nullptr) throw std::bad_alloc();
+  return Zeroed<T>(static_cast<T*>(p));
+}
+
 BlockKeyer::BlockKeyer(std::int32_t router_block_size, std::size_t capacity)
-    : router_block_size_(router_block_size), capacity_(capacity == 0 ? 1 : capacity) {
-  map_.reserve(capacity_);
-  order_.assign(capacity_, 0);
+    : router_block_size_(router_block_size) {
+  key_cap_ = block_cap_ = std::max<std::size_t>(capacity, kMaxKeysPerBlock);
+  std::size_t slots = 2;
+  while (slots < 2 * block_cap_) slots *= 2;  // at most half full: short probe runs
+  keys_ = zeroed<BlockHash>(key_cap_);
+  blocks_ = zeroed<Block>(block_cap_);
+  table_ = zeroed<std::uint32_t>(slots);
+  mask_ = slots - 1;
 }
 
 bool BlockKeyer::routing_group(const KvEventRecord& e) {
@@ -28,16 +43,61 @@ bool BlockKeyer::routing_group(const KvEventRecord& e) {
   return g == group_;
 }
 
-void BlockKeyer::remember(BlockHash publisher_hash, const Entry& entry) {
-  auto [it, inserted] = map_.try_emplace(publisher_hash, entry);
-  if (!inserted) {
-    it->second = entry;
-    return;
+std::size_t BlockKeyer::home(BlockHash publisher) const {
+  // Publisher hashes need not be well mixed (small integers in tests, a builtin hash): mix them.
+  std::uint64_t x = publisher;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return static_cast<std::size_t>(x) & mask_;
+}
+
+std::size_t BlockKeyer::find(BlockHash publisher) const {
+  for (std::size_t i = home(publisher);; i = (i + 1) & mask_) {
+    const std::uint32_t b = table_[i];
+    if (b == 0) return static_cast<std::size_t>(-1);
+    if (blocks_[b - 1].publisher == publisher) return i;
   }
-  // A full ring forgets its oldest hash first (it may have been removed already).
-  if (map_.size() > capacity_) map_.erase(order_[next_]);
-  order_[next_] = publisher_hash;
-  next_ = (next_ + 1) % capacity_;
+}
+
+void BlockKeyer::unlink(std::size_t slot) {
+  blocks_[table_[slot] - 1].live = false;
+  --live_;
+  // Backward shift: move later members of the probe run into the hole when their home allows.
+  std::size_t hole = slot;
+  for (std::size_t i = (slot + 1) & mask_;; i = (i + 1) & mask_) {
+    const std::uint32_t b = table_[i];
+    if (b == 0) break;
+    const std::size_t h = home(blocks_[b - 1].publisher);
+    // The member at i may move to the hole if its home is not in (hole, i], cyclically.
+    const bool stays = hole <= i ? (h > hole && h <= i) : (h > hole || h <= i);
+    if (stays) continue;
+    table_[hole] = b;
+    hole = i;
+  }
+  table_[hole] = 0;
+}
+
+BlockKeyer::Block& BlockKeyer::append(BlockHash publisher, std::size_t count) {
+  // Forget the oldest blocks while either ring lacks room.
+  while (block_head_ - block_tail_ == block_cap_ ||
+         (block_head_ != block_tail_ && key_head_ + count - blocks_[block_tail_ % block_cap_].key_begin > key_cap_)) {
+    const Block& oldest = blocks_[block_tail_ % block_cap_];
+    if (oldest.live) unlink(find(oldest.publisher));
+    ++block_tail_;
+  }
+  const auto index = static_cast<std::uint32_t>(block_head_ % block_cap_);
+  ++block_head_;
+  Block& b = blocks_[index];
+  b = Block{publisher, key_head_, static_cast<std::uint8_t>(count), true};
+  key_head_ += count;
+  std::size_t i = home(publisher);
+  while (table_[i] != 0) i = (i + 1) & mask_;
+  table_[i] = index + 1;
+  ++live_;
+  return b;
 }
 
 BlockKeyer::Skip BlockKeyer::stored(const KvEventRecord& e, std::span<const BlockHash> hashes,
@@ -53,19 +113,20 @@ BlockKeyer::Skip BlockKeyer::stored(const KvEventRecord& e, std::span<const Bloc
   }
   BlockHash parent = kRootBlockHash;
   if (e.has_parent) {
-    const auto it = map_.find(e.parent);
-    if (it == map_.end() || it->second.count == 0) return Skip::unknown_parent;
-    parent = it->second.keys[it->second.count - 1U];
+    const std::size_t slot = find(e.parent);
+    if (slot == static_cast<std::size_t>(-1)) return Skip::unknown_parent;
+    const Block& p = blocks_[table_[slot] - 1];
+    parent = keys_[(p.key_begin + p.count - 1U) % key_cap_];
   }
   const std::size_t first = keys.size();
-  keys.resize(first + hashes.size() * (per_block / b_r));
+  const std::size_t count = per_block / b_r;
+  keys.resize(first + hashes.size() * count);
   const std::span<BlockHash> out(keys.data() + first, keys.size() - first);
   hash_blocks(tokens, b_r, parent, out);
   for (std::size_t j = 0; j < hashes.size(); ++j) {
-    Entry entry;
-    entry.count = static_cast<std::uint8_t>(per_block / b_r);
-    for (std::size_t k = 0; k < entry.count; ++k) entry.keys[k] = out[j * entry.count + k];
-    remember(hashes[j], entry);
+    if (const std::size_t slot = find(hashes[j]); slot != static_cast<std::size_t>(-1)) unlink(slot);
+    const Block& b = append(hashes[j], count);
+    for (std::size_t k = 0; k < count; ++k) keys_[(b.key_begin + k) % key_cap_] = out[j * count + k];
   }
   return Skip::none;
 }
@@ -73,18 +134,20 @@ BlockKeyer::Skip BlockKeyer::stored(const KvEventRecord& e, std::span<const Bloc
 void BlockKeyer::removed(std::span<const BlockHash> hashes, std::int32_t group, std::vector<BlockHash>& keys) {
   if (group_ >= 0 && (group < 0 ? 0 : group) != group_) return;
   for (const BlockHash h : hashes) {
-    const auto it = map_.find(h);
-    if (it == map_.end()) continue;
-    keys.insert(keys.end(), it->second.keys.begin(), it->second.keys.begin() + it->second.count);
-    // The ring slot stays; erasing a hash the ring later names is a no-op.
-    map_.erase(it);
+    const std::size_t slot = find(h);
+    if (slot == static_cast<std::size_t>(-1)) continue;
+    const Block& b = blocks_[table_[slot] - 1];
+    for (std::size_t k = 0; k < b.count; ++k) keys.push_back(keys_[(b.key_begin + k) % key_cap_]);
+    // Its ring space is reclaimed when the ring reaches it.
+    unlink(slot);
   }
 }
 
 void BlockKeyer::clear() {
-  map_.clear();
-  std::fill(order_.begin(), order_.end(), BlockHash{0});
-  next_ = 0;
+  std::fill_n(table_.get(), mask_ + 1, 0U);
+  for (std::uint64_t q = block_tail_; q != block_head_; ++q) blocks_[q % block_cap_].live = false;
+  key_head_ = block_head_ = block_tail_ = 0;
+  live_ = 0;
   group_ = -1;
 }
 

@@ -15,17 +15,22 @@
 // identify them), and KV cache groups other than the one prefix routing matches (models with
 // sliding-window or Mamba groups next to full attention: the first full-attention group seen).
 //
-// Bounded: at most `capacity` publisher hashes are remembered; beyond it the oldest are forgotten
-// (their blocks stay indexed; a later child of a forgotten block is an unknown parent). Not
-// thread-safe: the router calls it under its table lock. The map's buckets are reserved up front;
-// each remembered hash is one node allocation (on the KV-event thread, not a request's path).
+// Bounded: at most `capacity` router keys are remembered (so at most `capacity` publisher hashes:
+// as many as the endpoint's share of index entries); beyond it the oldest blocks are forgotten
+// first (their keys stay indexed; a later child of a forgotten block is an unknown parent). A hash
+// stored again counts as new. All memory is reserved at construction, about 40 bytes per unit of
+// capacity: the keys and blocks in insertion rings, and an open-addressed table from publisher
+// hash to block (linear probing, deletion by backward shift, at most half full), so an event
+// allocates nothing and a lookup touches about two cache lines. The arrays are zeroed by the
+// kernel (calloc), so a ring's pages are resident only once the ring reaches them. Not thread-safe: the router calls
+// it under its table lock, on the KV-event thread.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "disagg/block_hash.h"
@@ -55,22 +60,46 @@ class BlockKeyer {
   void clear();
 
   /// Publisher hashes remembered.
-  std::size_t size() const { return map_.size(); }
+  std::size_t size() const { return live_; }
 
  private:
-  struct Entry {
-    std::array<BlockHash, kMaxKeysPerBlock> keys{};
+  // A remembered block: its publisher hash and its router keys, keys_[key_begin .. + count) (ring
+  // positions: modulo the key ring's size).
+  struct Block {
+    BlockHash publisher = 0;
+    std::uint64_t key_begin = 0;
     std::uint8_t count = 0;
+    bool live = false;  // in the table (not removed, not stored again since)
   };
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  template <class T>
+  using Zeroed = std::unique_ptr<T[], Free>;
+  template <class T>
+  static Zeroed<T> zeroed(std::size_t n);
+
   bool routing_group(const KvEventRecord& e);
-  void remember(BlockHash publisher_hash, const Entry& entry);
+  std::size_t home(BlockHash publisher) const;
+  // The table slot naming a live block with this publisher hash, or npos.
+  std::size_t find(BlockHash publisher) const;
+  // Takes the block in table slot `slot` out of the table (backward-shift deletion).
+  void unlink(std::size_t slot);
+  // Appends a block of `count` keys (forgetting the oldest blocks as the bound needs); returns it.
+  Block& append(BlockHash publisher, std::size_t count);
 
   std::int32_t router_block_size_;
-  std::size_t capacity_;
   std::int32_t group_ = -1;  // the routing group, once learned
-  std::unordered_map<BlockHash, Entry> map_;
-  std::vector<BlockHash> order_;  // insertion ring for the bound
-  std::size_t next_ = 0;
+  std::size_t key_cap_ = 0;
+  std::size_t block_cap_ = 0;
+  Zeroed<BlockHash> keys_;         // key ring of key_cap_
+  Zeroed<Block> blocks_;           // block ring of block_cap_, in insertion order
+  Zeroed<std::uint32_t> table_;    // publisher hash -> 1 + index in blocks_; 0 when free
+  std::size_t mask_ = 0;           // the table's size - 1
+  std::uint64_t key_head_ = 0;        // keys appended so far
+  std::uint64_t block_head_ = 0;      // blocks appended so far
+  std::uint64_t block_tail_ = 0;      // the oldest block still in the rings
+  std::size_t live_ = 0;
 };
 
 std::string_view to_string(BlockKeyer::Skip skip);

@@ -52,8 +52,8 @@ Expected<std::unique_ptr<EndpointTable>, std::string> EndpointTable::create(cons
                         ") refused by the KV block index: " + std::string(to_string(idx.error())));
     }
     t->index_.emplace(std::move(*idx));
-    // Publisher hashes remembered per endpoint: as many as its share of index entries (each
-    // publisher block gives at least one entry).
+    // Router keys remembered per endpoint (so at most as many publisher hashes): as many as its
+    // share of index entries, about 40 bytes each, allocated at the endpoint's first stored event.
     const std::int64_t share = c.index_entries_per_endpoint > 0 ? c.index_entries_per_endpoint : c.index_entries / 4;
     t->keyer_capacity_ = static_cast<std::size_t>(std::max<std::int64_t>(4096, share));
     t->block_size_ = c.block_size;
@@ -101,6 +101,7 @@ int EndpointTable::add(const EndpointSpec& spec, bool from_dns, const std::strin
     s.reset_live();
     if (index_) index_->clear(static_cast<EndpointId>(id));
     keyers_[static_cast<std::size_t>(id)].reset();
+    publisher_keyed_ids_ &= ~(std::uint64_t{1} << id);
     if (hooks_.added) hooks_.added(static_cast<EndpointId>(id), s, topic);
     log_line("endpoint " + s.label + " added (pool " + spec.pool + ", role " + std::string(to_string(spec.role)) +
              (spec.kv_events.empty() ? "" : ", kv events " + spec.kv_events) + ")");
@@ -118,6 +119,7 @@ void EndpointTable::remove(int id) {
   present_ids_ &= ~(std::uint64_t{1} << id);
   if (index_) index_->clear(static_cast<EndpointId>(id));
   keyers_[static_cast<std::size_t>(id)].reset();
+  publisher_keyed_ids_ &= ~(std::uint64_t{1} << id);
   if (hooks_.removed) hooks_.removed(static_cast<EndpointId>(id), s);
   log_line("endpoint " + s.label + " removed (no longer in DNS)");
 }
@@ -180,7 +182,10 @@ void EndpointTable::on_kv_batch(EndpointId id, std::uint32_t generation, const K
           unkeyed_blocks_[static_cast<std::size_t>(skip)] += e.hash_count;
           // Without token ids the publisher's own hashes are the keys (they match the router's
           // only where the publisher hashes as the router does).
-          if (skip == BlockKeyer::Skip::no_tokens) (void)index_->apply_stored(id, e.tier, batch.hashes_of(e));
+          if (skip == BlockKeyer::Skip::no_tokens) {
+            (void)index_->apply_stored(id, e.tier, batch.hashes_of(e));
+            publisher_keyed_ids_ |= std::uint64_t{1} << id;
+          }
         }
         break;
       }
@@ -188,7 +193,8 @@ void EndpointTable::on_kv_batch(EndpointId id, std::uint32_t generation, const K
         keys.clear();
         k.removed(batch.hashes_of(e), e.group, keys);
         if (!keys.empty()) (void)index_->apply_removed(id, e.tier, keys);
-        (void)index_->apply_removed(id, e.tier, batch.hashes_of(e));  // entries stored as the publisher's hashes
+        // Entries stored as the publisher's hashes, if this endpoint ever stored any.
+        if ((publisher_keyed_ids_ >> id) & 1U) (void)index_->apply_removed(id, e.tier, batch.hashes_of(e));
         break;
       // vLLM emits it when its GPU prefix cache is reset (BlockPool.reset_prefix_cache,
       // vllm/v1/core/block_pool.py); copies offloaded to CPU or storage stay where they are, and
@@ -204,6 +210,7 @@ void EndpointTable::on_kv_clear(EndpointId id, std::uint32_t generation, std::st
   if (!index_ || !s.present || s.generation != generation) return;
   const std::int64_t dropped = index_->clear(id);
   keyers_[id].reset();
+  publisher_keyed_ids_ &= ~(std::uint64_t{1} << id);
   log_line("KV index entries of " + s.label + " cleared (" + std::string(why) + "): " + std::to_string(dropped));
 }
 

@@ -162,6 +162,9 @@ class EndpointTable final : public KvEventSink {
   BlockKeyer& keyer(EndpointId id);
   std::array<std::unique_ptr<BlockKeyer>, kMaxRoutingEndpoints> keyers_;
   std::size_t keyer_capacity_ = 1 << 16;
+  // Bit i set once endpoint i stored blocks under the publisher's own hashes (events without token
+  // ids); until then a removal need not probe the index for them (a cache miss per block).
+  std::uint64_t publisher_keyed_ids_ = 0;
   std::int32_t block_size_ = 16;
   std::uint64_t keyed_blocks_ = 0;
   std::array<std::uint64_t, BlockKeyer::kSkipCount> unkeyed_blocks_{};
