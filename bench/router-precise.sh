@@ -46,9 +46,6 @@ source bench/lib/proxy-peers.sh
 tmp=$(mktemp -d /tmp/disagg-bench-precise.XXXXXX)
 pids=()
 trap bench_cleanup EXIT INT TERM
-# bench_start, with its output file made first: bench_start reads the file with `sed ... | head`
-# under pipefail, so a first read before the started process has opened it ends the script, silently.
-start() { : >"$tmp/$1.out"; bench_start "$@"; }
 
 # The sim-workers: Qwen3's tokenizer and chat template, vLLM KV events on a port of their own, 32,768
 # blocks of 16 tokens each (a cell's conversations fill them: blocks are evicted as in service).
@@ -57,7 +54,7 @@ precise_endpoints=()
 approx_endpoints=()
 for i in $(seq "$workers"); do
   kv=$(free_port)
-  start "w$i" "$engine" sim-worker --config engine/examples/llama-3.3-70b-p5en.json --port 0 \
+  bench_start "w$i" "$engine" sim-worker --config engine/examples/llama-3.3-70b-p5en.json --port 0 \
     --model-name "$model" --speedup 1000000 --max-waiting 100000 --kv-blocks 32768 \
     --tokenizer "$tokenizer" --kv-events-port "$kv"
   worker_pids+=("$started_pid")
@@ -65,10 +62,10 @@ for i in $(seq "$workers"); do
   approx_endpoints+=(--endpoint "role=aggregated,url=http://127.0.0.1:$port")
 done
 declare -A url procs
-start precise "$engine" router --host 127.0.0.1 --port 0 --model-name "$model" --threads 2 \
+bench_start precise "$engine" router --host 127.0.0.1 --port 0 --model-name "$model" --threads 2 \
   --tokenizer "$tokenizer" --prefix-source index "${precise_endpoints[@]}"
 url[precise]=http://127.0.0.1:$port; procs[precise]=$started_pid
-start approximate "$engine" router --host 127.0.0.1 --port 0 --model-name "$model" --threads 2 \
+bench_start approximate "$engine" router --host 127.0.0.1 --port 0 --model-name "$model" --threads 2 \
   --prefix-source history "${approx_endpoints[@]}"
 url[approximate]=http://127.0.0.1:$port; procs[approximate]=$started_pid
 for target in precise approximate; do

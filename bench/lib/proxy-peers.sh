@@ -39,6 +39,9 @@ free_port() {
 # under Valgrind starts slowly).
 bench_start() {
   local name=$1; shift
+  # The output file exists before the first read: sed on a missing file fails, and under
+  # `set -e -o pipefail` that ended the calling script without a word.
+  : >"$tmp/$name.out"
   "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
   started_pid=$!
   pids+=("$started_pid")

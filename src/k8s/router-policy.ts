@@ -17,6 +17,14 @@ export interface KvAwarePolicyOptions {
    * @default 2 (llm-d's default)
    */
   readonly kvUsageWeight?: number;
+  /**
+   * How long, in milliseconds, a prompt the router routed counts as cached on its endpoint before
+   * the endpoint's KV events confirm it (precise prefix routing only). It keeps a burst of requests
+   * that share a prefix together in the second or so before the first one's prefill publishes its
+   * blocks; 0 routes on the events alone.
+   * @default 2000 (the engine's default; not written to the router config)
+   */
+  readonly pendingBlocksMs?: number;
 }
 
 /**
@@ -56,16 +64,25 @@ export class RouterPolicy {
     if (weights.prefix + weights.queue + weights.kvUsage === 0) {
       throw new Error("'routerPolicy' weights are all 0; give at least one of prefixWeight, queueWeight, kvUsageWeight a positive value");
     }
-    return new RouterPolicy('kv-aware', weights);
+    const pending = options.pendingBlocksMs;
+    // The engine's bound (engine/src/core/routing_policy.cc, pendingBlocksMs).
+    if (pending !== undefined && !(Number.isInteger(pending) && pending >= 0 && pending <= 600_000)) {
+      throw new Error(`'pendingBlocksMs' (${pending}) must be a whole number of milliseconds from 0 to 600000; ` +
+        'about the time from routing a request to its prefill publishing KV events (2000 by default), or 0 for the events alone');
+    }
+    return new RouterPolicy('kv-aware', weights, pending === undefined ? {} : { pendingBlocksMs: pending });
   }
 
   /** The policy name the engine reads: 'kv-aware', 'least-loaded' or 'round-robin'. */
   public readonly name: string;
   /** Score weights by term (empty for policies without a score). */
   public readonly weights: { [term: string]: number };
+  /** Further policy knobs by the engine's name (`policy.options`), only those given explicitly. */
+  public readonly options: { [name: string]: number };
 
-  private constructor(name: string, weights: { [term: string]: number }) {
+  private constructor(name: string, weights: { [term: string]: number }, options: { [name: string]: number } = {}) {
     this.name = name;
     this.weights = weights;
+    this.options = options;
   }
 }

@@ -108,4 +108,22 @@ describe('router', () => {
     const { router: _router, ...rest } = JSON.parse(inference.routerConfig);
     expect(validate(rest)).toBe(false);
   });
+
+  test('pendingBlocksMs goes to policy.options (the engine\'s policy knob) only when given, and is bounded as the engine bounds it', () => {
+    // GIVEN the default policy and one with a shorter pending-blocks window
+    const policyOf = (routerPolicy: RouterPolicy) =>
+      JSON.parse(synthInference(defaultProps({ routerPolicy })).inference.routerConfig).policy;
+    // THEN the default writes no options (the engine's 2000 ms applies)
+    expect(policyOf(RouterPolicy.KV_AWARE).options).toBeUndefined();
+    // AND an explicit window is written where the engine reads policy knobs, and validates
+    const validate = routerConfigValidator();
+    const { inference } = synthInference(defaultProps({ routerPolicy: RouterPolicy.kvAware({ pendingBlocksMs: 500 }) }));
+    const config = JSON.parse(inference.routerConfig);
+    expect(config.policy.options).toEqual({ pendingBlocksMs: 500 });
+    expect(validate(config)).toBe(true);
+    expect(policyOf(RouterPolicy.kvAware({ pendingBlocksMs: 0 })).options).toEqual({ pendingBlocksMs: 0 });
+    // AND a window the engine would refuse is an error naming the prop and the fix
+    expect(() => RouterPolicy.kvAware({ pendingBlocksMs: -5 })).toThrow(/'pendingBlocksMs' \(-5\) must be a whole number of milliseconds from 0 to 600000/);
+    expect(() => RouterPolicy.kvAware({ pendingBlocksMs: 1.5 })).toThrow(/'pendingBlocksMs' \(1.5\)/);
+  });
 });

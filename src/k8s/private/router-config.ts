@@ -101,6 +101,7 @@ export function planRouter(inputs: RouterConfigInputs): RouterPlan {
     policy: {
       name: policyName(inputs.policy),
       weights: { ...inputs.policy.weights },
+      ...(Object.keys(inputs.policy.options).length > 0 ? { options: { ...inputs.policy.options } } : {}),
       disaggregation: { minUncachedPromptTokens: inputs.disaggregationThresholdTokens },
       // vLLM's KV events carry each block's token ids: with the served model's tokenizer and chat
       // template the router computes a request's token ids as vLLM does and keys both by its own hash
