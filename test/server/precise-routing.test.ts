@@ -181,6 +181,26 @@ describeIfBuilt('two routers in front of the same sim-workers (active-active)', 
     for (const r of routers) await waitFor(async () => (await fetch(`${r.url}/ready`)).status === 200, 15_000, 'router ready');
   });
 
+  test('a burst split over both routers spreads over the workers: each router counts its own requests in flight, and both read the workers\' scraped queues', async () => {
+    // GIVEN 40 conversations with nothing in common, sent at once, half through each router
+    const sent = Array.from({ length: 40 }, (_, i) => post(`${routers[i % 2].url}/v1/chat/completions`, {
+      model: MODEL,
+      max_tokens: 256,
+      messages: [{ role: 'user', content: turn(`burst-${i}`, 0) }],
+    }));
+    const results = await Promise.all(sent);
+    expect(results.map((r) => r.status)).toEqual(results.map(() => 200));
+    // THEN no worker takes the burst: each gets close to its share of 10 (herding routers, blind to
+    // each other's picks, would send both halves to the same idle workers)
+    const perWorker = new Map<string, number>();
+    for (const r of results) perWorker.set(r.headers.get('x-disagg-endpoint')!, (perWorker.get(r.headers.get('x-disagg-endpoint')!) ?? 0) + 1);
+    expect(perWorker.size).toBe(4);
+    for (const n of perWorker.values()) {
+      expect(n).toBeGreaterThanOrEqual(6);
+      expect(n).toBeLessThanOrEqual(14);
+    }
+  });
+
   test('both route a conversation to the worker holding it, and either serves when the other is gone', async () => {
     // GIVEN four conversations, each started through router 0
     const topics = ['billing', 'search', 'ranking', 'ingest'];
