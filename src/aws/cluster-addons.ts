@@ -103,6 +103,51 @@ export interface InferenceClusterAddons {
   readonly neuronDevicePlugin?: AddonOptions;
 
   /**
+   * NVIDIA DRA driver for GPUs (Helm OCI chart `dra-driver-nvidia-gpu`) with ComputeDomains only: it runs
+   * the IMEX daemons that give the pods of one ComputeDomain Multi-Node NVLink across the nodes of a
+   * p6e-gb200 UltraServer, which EKS requires DRA for. GPUs stay with the NVIDIA device plugin
+   * (`nvidia.com/gpu`): the chart's GPU allocation is left off. A second release of the device plugin
+   * chart runs GPU Feature Discovery (with Node Feature Discovery), which puts the `nvidia.com/gpu.clique`
+   * label (the NVLink partition) on the nodes that placement uses. Needs Kubernetes 1.33 or later.
+   *
+   * Unset, it is installed with the first p6e-gb200 node group; `enabled: true` installs it on any
+   * cluster, `enabled: false` never (workloads with a ComputeDomain then fail in `addWorkload`).
+   *
+   * @default - installed when the cluster gets a p6e-gb200 node group, AddonVersions.NVIDIA_DRA_DRIVER
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/ml-eks-nvidia-ultraserver.html
+   * @see https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu/blob/v0.4.0/docs/install.md
+   */
+  readonly nvidiaDraDriver?: AddonOptions;
+
+  /**
+   * EFA DRA driver (DRANET, Helm chart `aws-dranet` from eks-charts), which publishes EFA devices as
+   * DRA `ResourceSlice`s of DeviceClass `efa.networking.k8s.aws` for workloads that claim them with a
+   * `ResourceClaimTemplate`. The pools of this library request EFA from the device plugin
+   * (`vpc.amazonaws.com/efa`), so keep `efaDevicePlugin` for them. Needs Kubernetes 1.34 or later.
+   *
+   * Off unless given: `{}` or `{ enabled: true }` installs it.
+   *
+   * @default - not installed
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/device-management-efa.html
+   */
+  readonly efaDraDriver?: AddonOptions;
+
+  /**
+   * Neuron DRA driver (the Neuron Helm chart with `draDriver.enabled`), which publishes Trainium devices
+   * as DRA `ResourceSlice`s of DeviceClass `neuron.aws.com` (connected subsets of 1, 4, 8 or 16 devices,
+   * LNC per claim). It cannot run next to the Neuron device plugin on a node, so it requires
+   * `neuronDevicePlugin: { enabled: false }`; pools that request `aws.amazon.com/neuron` then have no
+   * device plugin and `addWorkload` rejects them. Needs Kubernetes 1.34 or later.
+   *
+   * Off unless given: `{}` or `{ enabled: true }` installs it; its `version` is the Neuron Helm chart's.
+   *
+   * @default - not installed
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/device-management-neuron.html
+   * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/containers/neuron-dra.html
+   */
+  readonly neuronDraDriver?: AddonOptions;
+
+  /**
    * LeaderWorkerSet controller (Helm OCI chart), used by multi-node pools.
    *
    * @default - enabled, AddonVersions.LEADER_WORKER_SET
@@ -185,6 +230,24 @@ export class AddonVersions {
    * in `neuronInstances` and the `npd.enabled` switch used here.
    */
   public static readonly NEURON_HELM_CHART = '1.10.0';
+
+  /**
+   * Helm chart `oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu` 0.4.0 (DRA Driver for
+   * NVIDIA GPUs, ComputeDomain API `resource.nvidia.com/v1beta1`).
+   * Source: kubernetes-sigs/dra-driver-nvidia-gpu (formerly NVIDIA/k8s-dra-driver-gpu) tag v0.4.0,
+   * docs/install.md (`helm install ... --version 0.4.0`; `resources.computeDomains.enabled`,
+   * `resources.gpus.enabled`) and deployments/helm/dra-driver-nvidia-gpu/Chart.yaml (version 0.4.0,
+   * kubeVersion >= 1.32). From 0.4.0 the chart is SemVer without a `v` and also published on NGC.
+   */
+  public static readonly NVIDIA_DRA_DRIVER = '0.4.0';
+
+  /**
+   * Helm chart `aws-dranet` from https://aws.github.io/eks-charts (EFA DRA driver, image v1.2.0-eksbuild.2).
+   * Source: aws/eks-charts stable/aws-dranet/Chart.yaml (version 1.0.0) and the gh-pages index.yaml
+   * (aws-dranet-1.0.0.tgz, 2026-08-03); its templates create DeviceClass `efa.networking.k8s.aws`
+   * (resource.k8s.io/v1) and its node affinity lists p5en, p6-b200, p6e-gb200 and trn2.
+   */
+  public static readonly EFA_DRA_DRIVER = '1.0.0';
 
   /**
    * Helm chart `oci://registry.k8s.io/lws/charts/lws`, LeaderWorkerSet v0.10.0 (the API the workloads target).

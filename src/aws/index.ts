@@ -5,3 +5,4 @@ export * from './engine-image';
 export * from './inference-cluster';
 export * from './load-balancer-annotations';
 export * from './node-capacity';
+export * from './karpenter-node-pool';

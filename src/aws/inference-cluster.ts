@@ -6,10 +6,15 @@ import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as cdk8s from 'cdk8s';
 import { Construct, IDependable } from 'constructs';
+import { AcceleratedInstanceType } from '../catalog';
 import { AcceleratedNodeGroup, AcceleratedNodeGroupOptions, NodeLabels } from './accelerated-node-group';
 import { AddonOptions, AddonVersions, InferenceClusterAddons, LoadBalancerScheme } from './cluster-addons';
 import { EfaSecurityGroup } from './efa-security-group';
+import { KarpenterNodePool, KarpenterNodePoolOptions } from './karpenter-node-pool';
 import { LoadBalancerAnnotations } from './load-balancer-annotations';
+import {
+  checkDraAddons, efaDraChart, gpuFeatureDiscoveryChart, needsComputeDomain, neuronDraChart, nvidiaDraChart, optedIn,
+} from './private/dra-drivers';
 import { usesEfaOnlyInterfaces } from './private/efa-layout';
 import {
   INFERENCE_EXTENSION_JOB_NAMESPACE, INFERENCE_EXTENSION_WAIT_SECONDS, inferenceExtensionCrdJob, inferenceExtensionJobName,
@@ -17,7 +22,7 @@ import {
 import { checkKubectlSkew, DEFAULT_KUBECTL_MINOR } from './private/kubernetes-version';
 import { LoadBalancerController } from './private/load-balancer-controller';
 import {
-  EFA_RESOURCE, GPU_RESOURCE, NodeGroupShape, objectKinds, placementFindings, podGroups,
+  EFA_RESOURCE, GPU_RESOURCE, NEURON_CORE_RESOURCE, NEURON_RESOURCE, NodeGroupShape, objectKinds, placementFindings, podGroups,
 } from './private/workload-checks';
 
 /** The system node group that runs controllers, the router and other CPU pods. */
@@ -167,10 +172,15 @@ export class InferenceCluster extends Construct {
 
   private readonly addons: InferenceClusterAddons;
   private readonly nodeGroups: AcceleratedNodeGroup[] = [];
+  private readonly karpenterPools: KarpenterNodePool[] = [];
   /** Everything that workloads must wait for (CRDs, controllers). */
   private readonly workloadPrerequisites: IDependable[] = [];
   private readonly vpcCni?: eks.Addon;
   private neuronChart?: eks.HelmChart;
+  /** The NVIDIA DRA driver (ComputeDomains), once installed. */
+  private nvidiaDraChart?: eks.HelmChart;
+  /** The manifests of the workloads added so far (a DRA driver installed later must precede them). */
+  private readonly workloadManifests: eks.KubernetesManifest[] = [];
 
   constructor(scope: Construct, id: string, props: InferenceClusterProps = {}) {
     super(scope, id);
@@ -180,6 +190,7 @@ export class InferenceCluster extends Construct {
       checkKubectlSkew(this.kubernetesVersion.version, DEFAULT_KUBECTL_MINOR);
     }
     checkCidrs(props.publicEndpointCidrs);
+    checkDraAddons(this.addons, this.kubernetesVersion.version);
 
     this.vpc = props.vpc ?? this.newVpc(props.maxAzs ?? 2);
 
@@ -298,6 +309,18 @@ export class InferenceCluster extends Construct {
           ],
         },
       });
+    }
+
+    // --- DRA drivers (EKS: device-management pages) ---------------------------------------------
+    if (this.addons.nvidiaDraDriver?.enabled === true) {
+      this.installNvidiaDra();
+    }
+    if (optedIn(this.addons.efaDraDriver)) {
+      this.helm('EfaDraDriver', efaDraChart(this.addons.efaDraDriver));
+    }
+    if (optedIn(this.addons.neuronDraDriver)) {
+      // Same chart as the Neuron device plugin, which checkDraAddons made sure is off.
+      this.neuronChart = this.helm('NeuronDraDriver', neuronDraChart(this.addons.neuronDraDriver));
     }
 
     if (enabled(this.addons.leaderWorkerSet)) {
@@ -427,7 +450,8 @@ export class InferenceCluster extends Construct {
   /**
    * Adds a node group of GPU or Trainium instances. It shares the cluster's EFA security group (so
    * prefill and decode pools on different groups can exchange KV cache over EFA) and installs the
-   * Neuron device plugin with the first Trainium group.
+   * Neuron device plugin with the first Trainium group, and the NVIDIA DRA driver (ComputeDomains, with GPU
+   * Feature Discovery for the `nvidia.com/gpu.clique` labels) with the first p6e-gb200 group.
    */
   public addAcceleratedNodeGroup(id: string, options: AcceleratedNodeGroupOptions): AcceleratedNodeGroup {
     const group = new AcceleratedNodeGroup(this, id, {
@@ -441,7 +465,46 @@ export class InferenceCluster extends Construct {
       // Nodes with efa-only interfaces must come up with a CNI that understands them.
       group.nodegroup.node.addDependency(this.vpcCni);
     }
-    if (group.instanceType.isNeuron && enabled(this.addons.neuronDevicePlugin) && !this.neuronChart) {
+    this.installAcceleratorDrivers(group.instanceType);
+    this.nodeGroups.push(group);
+    return group;
+  }
+
+  /** The Karpenter NodePools added so far. */
+  public get karpenterNodePools(): KarpenterNodePool[] {
+    return [...this.karpenterPools];
+  }
+
+  /**
+   * Adds a Karpenter NodePool and EC2NodeClass for an accelerated instance type, the alternative to
+   * `addAcceleratedNodeGroup` on a cluster that runs Karpenter (which this construct does not install).
+   * The nodes get the same labels and taint as a managed node group, the cluster's EFA security group,
+   * and the device plugins (and the NVIDIA DRA driver for p6e-gb200) that the type needs; `addWorkload`
+   * checks pods against them as against node groups (`maxNodes`, or `replicas`, bounds the pool).
+   */
+  public addKarpenterNodePool(id: string, options: KarpenterNodePoolOptions): KarpenterNodePool {
+    const pool = new KarpenterNodePool(this, id, {
+      efaSecurityGroup: this.efaSecurityGroup,
+      ...options,
+      cluster: this.cluster,
+    });
+    this.installAcceleratorDrivers(pool.instanceType);
+    this.karpenterPools.push(pool);
+    return pool;
+  }
+
+  /** The Neuron device plugin with the first Trainium nodes, the NVIDIA DRA driver with the first p6e-gb200 nodes. */
+  private installAcceleratorDrivers(type: AcceleratedInstanceType): void {
+    if (needsComputeDomain(type)) {
+      if (this.addons.nvidiaDraDriver?.enabled === false) {
+        Annotations.of(this).addWarningV2('disagg:nvidiaDraDriverOff',
+          `${type.name} needs the NVIDIA DRA driver (EKS requires DRA for p6e-gb200 UltraServers, and Multi-Node NVLink needs `
+          + 'a ComputeDomain), but addons.nvidiaDraDriver is off; install the driver yourself or remove `nvidiaDraDriver: { enabled: false }`.');
+      } else {
+        this.installNvidiaDra();
+      }
+    }
+    if (type.isNeuron && enabled(this.addons.neuronDevicePlugin) && !this.neuronChart) {
       this.neuronChart = this.helm('NeuronDevicePlugin', {
         chart: 'neuron-helm-chart',
         repository: 'oci://public.ecr.aws/neuron/neuron-helm-chart',
@@ -452,8 +515,27 @@ export class InferenceCluster extends Construct {
         values: { npd: { enabled: false } },
       });
     }
-    this.nodeGroups.push(group);
-    return group;
+  }
+
+  /**
+   * The NVIDIA DRA driver with ComputeDomains, plus GPU Feature Discovery for the `nvidia.com/gpu.clique`
+   * node labels; once per cluster. Workloads (added before or after) wait for it.
+   */
+  private installNvidiaDra(): void {
+    if (this.nvidiaDraChart) {
+      return;
+    }
+    checkDraAddons({ nvidiaDraDriver: { enabled: true } }, this.kubernetesVersion.version);
+    const chart = this.helm('NvidiaDraDriver', nvidiaDraChart(this.addons.nvidiaDraDriver));
+    chart.node.addDependency(this.systemNodegroup);
+    const gfd = this.helm('GpuFeatureDiscovery', gpuFeatureDiscoveryChart(
+      version(this.addons.nvidiaDevicePlugin, AddonVersions.NVIDIA_DEVICE_PLUGIN)));
+    gfd.node.addDependency(this.systemNodegroup);
+    this.nvidiaDraChart = chart;
+    this.workloadPrerequisites.push(chart);
+    for (const manifest of this.workloadManifests) {
+      manifest.node.addDependency(chart);
+    }
   }
 
   /**
@@ -474,6 +556,18 @@ export class InferenceCluster extends Construct {
     this.checkWorkloadAddons(chart.node.id, objects);
     const manifest = this.cluster.addCdk8sChart(`Workload-${chart.node.id}`, chart);
     manifest.node.addDependency(...this.workloadPrerequisites);
+    this.workloadManifests.push(manifest);
+    const domain = objectKinds(objects).find((k) => k.kind === 'ComputeDomain');
+    if (domain) {
+      // The driver may still come with a p6e-gb200 node group added after this call: check at synthesis.
+      this.node.addValidation({
+        validate: () => this.nvidiaDraChart ? [] : [
+          `addWorkload('${chart.node.id}'): the chart has ComputeDomain '${domain.name}' (resource.nvidia.com, Multi-Node NVLink on `
+          + 'p6e-gb200), but the NVIDIA DRA driver is not installed: \'addons.nvidiaDraDriver\' is unset and the cluster has no p6e-gb200 '
+          + 'node group. Add the p6e-gb200 node group with addAcceleratedNodeGroup, or set `nvidiaDraDriver: { enabled: true }` in the addons.',
+        ],
+      });
+    }
     // Node groups may still be added after this call: check placement and capacity at synthesis.
     const groups = podGroups(objects);
     this.node.addValidation({
@@ -520,6 +614,20 @@ export class InferenceCluster extends Construct {
         'without the EFA device plugin no node advertises that resource and the pods stay Pending',
         'Remove `efaDevicePlugin: { enabled: false }` from the cluster\'s addons, or turn EFA off for the pool.');
     }
+    const domain = kinds.find((k) => k.kind === 'ComputeDomain');
+    if (domain && this.addons.nvidiaDraDriver?.enabled === false) {
+      fail('nvidiaDraDriver', `ComputeDomain '${domain.name}' (Multi-Node NVLink on p6e-gb200)`,
+        'without the NVIDIA DRA driver no controller creates its ResourceClaimTemplate, so its pods never start',
+        'Remove `nvidiaDraDriver: { enabled: false }` from the cluster\'s addons.');
+    }
+    const neuron = pods.find((p) => (p.resources[NEURON_RESOURCE] ?? 0) + (p.resources[NEURON_CORE_RESOURCE] ?? 0) > 0);
+    if (neuron && off('neuronDevicePlugin')) {
+      const what = (neuron.resources[NEURON_RESOURCE] ?? 0) > 0
+        ? `${neuron.resources[NEURON_RESOURCE]} ${NEURON_RESOURCE}` : `${neuron.resources[NEURON_CORE_RESOURCE]} ${NEURON_CORE_RESOURCE}`;
+      fail('neuronDevicePlugin', `${neuron.owner}, whose pods request ${what}`,
+        'without the Neuron device plugin no node advertises that resource (the Neuron DRA driver publishes ResourceSlices instead) and the pods stay Pending',
+        'Remove `neuronDevicePlugin: { enabled: false }` (and `neuronDraDriver`) from the cluster\'s addons, or run the pool on GPUs.');
+    }
     const gpu = pods.find((p) => (p.resources[GPU_RESOURCE] ?? 0) > 0);
     if (gpu && off('nvidiaDevicePlugin')) {
       fail('nvidiaDevicePlugin', `${gpu.owner}, whose pods request ${gpu.resources[GPU_RESOURCE]} ${GPU_RESOURCE}`,
@@ -547,6 +655,20 @@ export class InferenceCluster extends Construct {
         labels: { ...group.labels, 'node.kubernetes.io/instance-type': type.name },
         perNode,
         maxSize: maxSizeOf(cfn),
+      });
+    }
+    for (const pool of this.karpenterPools) {
+      const type = pool.instanceType;
+      const perNode: Record<string, number> = { [type.acceleratorResourceName]: type.acceleratorCount };
+      if (type.isNeuron && type.neuronCoresPerDevice) {
+        perNode['aws.amazon.com/neuroncore'] = type.acceleratorCount * type.neuronCoresPerDevice;
+      }
+      shapes.push({
+        id: pool.node.id,
+        instanceType: type.name,
+        labels: { ...pool.labels, 'node.kubernetes.io/instance-type': type.name },
+        perNode,
+        maxSize: pool.maxNodes,
       });
     }
     // The system group and node groups a user added to `cluster` directly: labels and type only.

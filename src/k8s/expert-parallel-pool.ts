@@ -8,6 +8,7 @@ import { GatewayExposure, InferencePoolExposureOptions } from './gateway-exposur
 import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
 import { PoolRole } from './pool-role';
+import { addComputeDomain, claimComputeDomain, needsComputeDomain } from './private/compute-domain';
 import { addGatewayObjects } from './private/gateway-objects';
 import { FIELD_PREFIX, HiddenPoolProps, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
 import { APP_INSTANCE, APP_PART_OF, LWS_WORKER_INDEX, PORTS, componentLabels } from './private/labels';
@@ -367,13 +368,19 @@ export class ExpertParallelPool extends Construct implements IServingPool {
       ports: this.httpPorts,
     };
     // One group of nodesPerGroup pods per replica: every rank of a group joins one collective.
-    addLeaderWorkerSet(this, 'Workload', {
+    const workload = addLeaderWorkerSet(this, 'Workload', {
       metadata: meta(resolved.name, labels),
       replicas,
       size: this.nodesPerGroup,
       leaderTemplate: () => epPodTemplate(shape, 'leader'),
       workerTemplate: () => epPodTemplate(shape, 'worker'),
     });
+    if (needsComputeDomain(type)) {
+      // p6e-gb200: the ranks claim the pool's IMEX channel (all-to-all over Multi-Node NVLink), one clique per group.
+      const claimTemplate = addComputeDomain(this, 'ComputeDomain', meta(resolved.name, labels));
+      claimComputeDomain(workload, ['/spec/leaderWorkerTemplate/leaderTemplate', '/spec/leaderWorkerTemplate/workerTemplate'],
+        claimTemplate, labels, this.nodesPerGroup > 1);
+    }
     const selector = endpoints === DataParallelEndpoints.PER_RANK ? labels : { ...labels, [LWS_WORKER_INDEX]: '0' };
     new k8s.KubeService(this, 'Service', {
       metadata: meta(resolved.name, labels),

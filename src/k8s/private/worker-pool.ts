@@ -1,8 +1,9 @@
-import { Lazy } from 'cdk8s';
+import { ApiObject, Lazy } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
 import { AcceleratedInstanceType } from '../../catalog';
 import { KvCacheAttachment, IServingPool } from '../serving-pool';
+import { addComputeDomain, claimComputeDomain, needsComputeDomain } from './compute-domain';
 import { APP_INSTANCE, PORTS } from './labels';
 import { addLeaderWorkerSet } from './leader-worker-set';
 import { PoolExtras } from './pool-extras';
@@ -82,8 +83,9 @@ export class WorkerPool extends Construct implements IServingPool {
     const extras = this.extras;
     const template = (kind: 'server' | 'leader' | 'worker') => workerPodTemplate(ctx, plan, kind, labels, checkpointGib, extras);
 
+    let workload: ApiObject;
     if (!plan.multiNode) {
-      new k8s.KubeDeployment(this, 'Workload', {
+      workload = new k8s.KubeDeployment(this, 'Workload', {
         metadata: meta(objectName, labels),
         spec: {
           replicas: plan.replicas,
@@ -99,13 +101,20 @@ export class WorkerPool extends Construct implements IServingPool {
       });
     } else {
       // LeaderWorkerSet: one group of podsPerReplica pods per replica; the leader serves HTTP.
-      addLeaderWorkerSet(this, 'Workload', {
+      workload = addLeaderWorkerSet(this, 'Workload', {
         metadata: meta(objectName, labels),
         replicas: plan.replicas,
         size: plan.layout.podsPerReplica,
         leaderTemplate: () => template('leader'),
         workerTemplate: () => template('worker'),
       });
+    }
+    if (needsComputeDomain(this.instanceType)) {
+      // p6e-gb200: every pod claims the pool's IMEX channel; a group that spans nodes stays in one NVLink clique.
+      const claimTemplate = addComputeDomain(this, 'ComputeDomain', meta(objectName, labels));
+      claimComputeDomain(workload, plan.multiNode
+        ? ['/spec/leaderWorkerTemplate/leaderTemplate', '/spec/leaderWorkerTemplate/workerTemplate']
+        : ['/spec/template'], claimTemplate, labels, plan.multiNode);
     }
     // Headless: DNS returns every ready pod's IP, which the router resolves for endpoints and KV events.
     new k8s.KubeService(this, 'Service', {
