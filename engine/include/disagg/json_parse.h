@@ -32,6 +32,8 @@
 #include <string>
 #include <string_view>
 
+#include "disagg/utf8.h"
+
 namespace disagg {
 
 namespace json_parse_detail {
@@ -240,24 +242,6 @@ class Parser {
     return v;
   }
 
-  static void append_utf8(String& s, std::uint32_t cp) {
-    if (cp < 0x80) {
-      s.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      s.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      s.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      s.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-
   bool escape(String& s) {
     ++p_;  // '\\'
     if (p_ == end_) return false;
@@ -285,41 +269,17 @@ class Parser {
       if (low < 0xDC00 || low > 0xDFFF) return false;
       cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<std::uint32_t>(low) - 0xDC00);
     }
-    append_utf8(s, cp);
+    append_utf8(static_cast<char32_t>(cp), s);
     return true;
   }
 
-  // One UTF-8 sequence of 2 to 4 bytes, checked as RFC 3629 (and nlohmann) define it.
+  // One UTF-8 sequence of 2 to 4 bytes, well-formed as RFC 3629 (and nlohmann) define it.
   bool utf8(String& s) {
-    const unsigned b0 = byte(*p_);
-    int more = 0;
-    unsigned lo = 0x80, hi = 0xBF;  // the range of the second byte
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-      more = 1;
-    } else if (b0 == 0xE0) {
-      more = 2, lo = 0xA0;
-    } else if ((b0 >= 0xE1 && b0 <= 0xEC) || b0 == 0xEE || b0 == 0xEF) {
-      more = 2;
-    } else if (b0 == 0xED) {
-      more = 2, hi = 0x9F;
-    } else if (b0 == 0xF0) {
-      more = 3, lo = 0x90;
-    } else if (b0 >= 0xF1 && b0 <= 0xF3) {
-      more = 3;
-    } else if (b0 == 0xF4) {
-      more = 3, hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (end_ - p_ <= more) return false;
-    const unsigned b1 = byte(p_[1]);
-    if (b1 < lo || b1 > hi) return false;
-    for (int i = 2; i <= more; ++i) {
-      const unsigned b = byte(p_[i]);
-      if (b < 0x80 || b > 0xBF) return false;
-    }
-    s.append(p_, static_cast<std::size_t>(more + 1));
-    p_ += more + 1;
+    bool complete = false;
+    const std::size_t n = utf8_prefix(std::string_view(p_, static_cast<std::size_t>(end_ - p_)), 0, complete);
+    if (!complete) return false;
+    s.append(p_, n);
+    p_ += n;
     return true;
   }
 

@@ -1,4 +1,5 @@
-// utf8.h — the UTF-8 reading and writing the tokenizer and the chat template share.
+// disagg/utf8.h — the UTF-8 reading and writing the engine shares: the tokenizer and the chat
+// template, the JSON readers (json_parse.h, json_value.cc) and the router's fast request scan.
 //
 // Validity is Unicode's (and Rust's and the WHATWG decoder's): no overlongs, no surrogates, nothing
 // above U+10FFFF. utf8_prefix() also gives the "maximal subpart" of an invalid sequence, the unit
@@ -11,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace disagg::text {
+namespace disagg {
 
 /// The bytes at s[i] that a valid sequence could start with (at least 1); `complete` tells whether
 /// they are a whole valid sequence. Precondition: i < s.size().
@@ -95,4 +96,4 @@ inline void append_utf8(char32_t cp, std::string& out) {
   }
 }
 
-}  // namespace disagg::text
+}  // namespace disagg

@@ -1,5 +1,7 @@
 #include "disagg/json_value.h"
 
+#include "disagg/utf8.h"
+
 #include <charconv>
 #include <cmath>
 #include <system_error>
@@ -209,24 +211,6 @@ class Parser {
     return true;
   }
 
-  static void append_utf8(std::string& out, std::uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
   bool hex4(std::uint32_t& out) {
     if (pos_ + 4 > s_.size()) return fail("truncated \\u escape");
     out = 0;
@@ -280,7 +264,7 @@ class Parser {
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
             return fail("lone low surrogate in a \\u escape");
           }
-          append_utf8(out, cp);
+          append_utf8(static_cast<char32_t>(cp), out);
           break;
         }
         default: return fail(std::string("invalid escape '\\") + e + "'");

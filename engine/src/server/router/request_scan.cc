@@ -2,6 +2,8 @@
 
 #include "model_text.h"
 
+#include "disagg/utf8.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -195,34 +197,9 @@ class Scanner {
 
   // Well-formed UTF-8 per RFC 3629 (no overlongs, no surrogates, nothing above U+10FFFF).
   bool utf8() {
-    const auto byte = [this](std::size_t i) { return static_cast<unsigned char>(p_[i]); };
-    const unsigned char c = byte(0);
-    std::size_t n = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) {
-      n = 1;
-    } else if (c == 0xE0) {
-      n = 2, lo = 0xA0;
-    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
-      n = 2;
-    } else if (c == 0xED) {
-      n = 2, hi = 0x9F;
-    } else if (c == 0xF0) {
-      n = 3, lo = 0x90;
-    } else if (c >= 0xF1 && c <= 0xF3) {
-      n = 3;
-    } else if (c == 0xF4) {
-      n = 3, hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (static_cast<std::size_t>(end_ - p_) <= n) return false;
-    if (byte(1) < lo || byte(1) > hi) return false;
-    for (std::size_t i = 2; i <= n; ++i) {
-      if (byte(i) < 0x80 || byte(i) > 0xBF) return false;
-    }
-    p_ += n + 1;
-    return true;
+    bool complete = false;
+    p_ += utf8_prefix(std::string_view(p_, static_cast<std::size_t>(end_ - p_)), 0, complete);
+    return complete;
   }
 
   bool string(Value& v) {

@@ -8,7 +8,7 @@
 // and returns TemplateError, so none crosses the boundary.
 #include "chat_template.h"
 
-#include "utf8.h"
+#include "disagg/utf8.h"
 
 #include <utf8proc.h>
 

@@ -4,7 +4,7 @@
 
 #include "segment_cache.h"
 
-#include "utf8.h"
+#include "disagg/utf8.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
