@@ -20,6 +20,28 @@ const project = new awscdk.AwsCdkConstructLibrary({
   buildWorkflow: false,
   minNodeVersion: '20.0.0',
 
+  // jsii targets: the Python, Java, .NET and Go packages, named as cdklabs libraries on Construct Hub
+  // name theirs (cdklabs-projen-project-types' publishing defaults, cdk-nag, cdk-monitoring-constructs):
+  // the npm name for PyPI, the GitHub owner under io.github for Maven, PascalCase for NuGet, and a
+  // separate `<name>-go` repository for Go. With release: false nothing is published; `npx projen
+  // package:<language>` (jsii-pacmak) builds each package into dist/<language>.
+  publishToPypi: {
+    distName: 'disagg',
+    module: 'disagg',
+  },
+  publishToMaven: {
+    mavenGroupId: 'io.github.disagg',
+    mavenArtifactId: 'disagg',
+    javaPackage: 'io.github.disagg.disagg',
+  },
+  publishToNuget: {
+    packageId: 'Disagg',
+    dotNetNamespace: 'Disagg',
+  },
+  publishToGo: {
+    moduleName: 'github.com/disagg/disagg-go',
+  },
+
   cdkVersion: '2.276.0',
   constructsVersion: '10.5.1',
   // Leave typescriptVersion unset: jsii ~6.0 brings its own compiler; ts-jest and ts-node use typescript ~6.0.
@@ -87,6 +109,10 @@ const project = new awscdk.AwsCdkConstructLibrary({
 for (const pattern of ['/engine/build/', '/engine/build-addon/', '/engine/build-*/', '/bench/', '/examples/', '/.ci/', '/cdk.out/']) {
   project.addPackageIgnore(pattern);
 }
+
+// `jsii-rosetta extract` (test/jsii-targets.test.ts runs it) writes the README's and the API examples'
+// translations next to .jsii; jsii-pacmak and the npm package use them, git does not.
+project.gitignore.exclude('/.jsii.tabl.json');
 
 // `npm test` runs every test: jest for src/ and ctest for engine/.
 project.addTask('engine:build', {
