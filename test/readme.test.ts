@@ -22,7 +22,8 @@ function normalize(code: string): string {
 describe('README', () => {
   const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
   const tests = SNIPPET_TESTS.map((f) => normalize(fs.readFileSync(path.join(ROOT, f), 'utf8'))).join('\n');
-  const snippets = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+  // A fence may carry jsii-rosetta parameters after the language (```ts fixture=workloads, ```ts nofixture).
+  const snippets = [...readme.matchAll(/```ts(?: [^\n]*)?\n([\s\S]*?)```/g)].map((m) => m[1]);
 
   test('opens with the two commands: the main job and every test', () => {
     const firstScreen = readme.split('\n').slice(0, 15).join('\n');

@@ -31,17 +31,22 @@ describe('README snippet 1: the smallest complete example, plus a Gateway worklo
     // A Gateway of your own: Istio deploys it and copies spec.infrastructure.annotations onto its
     // Service, so it gets an internal NLB like the rest of the cluster.
     const chart = new cdk8s.Chart(new cdk8s.App(), 'serving', { namespace: 'serving' });
-    new cdk8s.ApiObject(chart, 'gateway', {
+    const gateway = new cdk8s.ApiObject(chart, 'gateway', {
       apiVersion: 'gateway.networking.k8s.io/v1',
       kind: 'Gateway',
       metadata: { name: 'inference' },
-      spec: {
-        gatewayClassName: 'istio',
-        infrastructure: { annotations: inference.gatewayInfrastructureAnnotations },
-        listeners: [{ name: 'http', protocol: 'HTTP', port: 80 }],
-      },
     });
+    // The spec goes in as a JSON patch, which every jsii language has (ApiObject takes `spec` only through
+    // a TypeScript index signature), and its camelCase Kubernetes field is quoted so that translations
+    // into Python, Java, C# and Go keep it as it is.
+    gateway.addJsonPatch(cdk8s.JsonPatch.add('/spec', {
+      // eslint-disable-next-line @stylistic/quote-props
+      'gatewayClassName': 'istio',
+      infrastructure: { annotations: inference.gatewayInfrastructureAnnotations },
+      listeners: [{ name: 'http', protocol: 'HTTP', port: 80 }],
+    }));
     inference.addWorkload(chart);
+    app.synth();
     // --- end of snippet 1 -------------------------------------------------------------------
 
     template = Template.fromStack(stack);
