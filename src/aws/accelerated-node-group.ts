@@ -6,6 +6,7 @@ import { Construct } from 'constructs';
 import { AcceleratedInstanceType, AcceleratorVendor, CpuArchitecture, EksAmiType, PurchaseOption } from '../catalog';
 import { EfaSecurityGroup } from './efa-security-group';
 import { NodeCapacity, NodePlacement } from './node-capacity';
+import { acknowledgeLaunchTemplateControls, acknowledgeNodeRole } from './private/compliance';
 import { nodeadmUserData } from './private/node-user-data';
 
 /** Label keys this library puts on accelerated nodes (selectors in the workload constructs use them). */
@@ -366,6 +367,9 @@ export class AcceleratedNodeGroup extends Construct {
       launchTemplateData: {
         instanceType: type.name,
         networkInterfaces,
+        // Detailed (1-minute) EC2 monitoring (Control Tower CT.EC2.PR.10); EKS allows it in a node group's
+        // launch template (https://docs.aws.amazon.com/eks/latest/APIReference/API_LaunchTemplateSpecification.html).
+        monitoring: { enabled: true },
         metadataOptions: {
           httpEndpoint: 'enabled',
           httpTokens: 'required',
@@ -437,6 +441,10 @@ export class AcceleratedNodeGroup extends Construct {
     // on accelerated groups a node with a GPU, EFA or Neuron fault otherwise keeps taking requests.
     cfnNodegroup.nodeRepairConfig = { enabled: props.nodeAutoRepair ?? true };
     this.role = this.nodegroup.role;
+    if (!props.nodeRole) {
+      acknowledgeNodeRole(this.role);
+    }
+    acknowledgeLaunchTemplateControls(this.launchTemplate, networkInterfaces !== undefined);
   }
 
   /** The placement group for the nodes (new, shared or none), with the checks that belong to it. */

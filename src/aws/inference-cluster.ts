@@ -12,6 +12,7 @@ import { AddonOptions, AddonVersions, InferenceClusterAddons, LoadBalancerScheme
 import { EfaSecurityGroup } from './efa-security-group';
 import { KarpenterNodePool, KarpenterNodePoolOptions } from './karpenter-node-pool';
 import { LoadBalancerAnnotations } from './load-balancer-annotations';
+import { acknowledgeClusterFindings, acknowledgeNodeRole, encryptedLogGroup } from './private/compliance';
 import {
   checkDraAddons, efaDraChart, gpuFeatureDiscoveryChart, needsComputeDomain, neuronDraChart, nvidiaDraChart, optedIn,
 } from './private/dra-drivers';
@@ -198,6 +199,10 @@ export class InferenceCluster extends Construct {
       ? eks.EndpointAccess.PUBLIC_AND_PRIVATE.onlyFrom(...props.publicEndpointCidrs)
       : eks.EndpointAccess.PRIVATE;
 
+    const kubectlSecurityGroup = new ec2.SecurityGroup(this, 'KubectlProviderSecurityGroup', {
+      vpc: this.vpc,
+      description: 'kubectl provider Lambdas (aws-cdk-lib): HTTPS to the cluster API endpoint, Helm repositories and AWS APIs',
+    });
     this.cluster = new eks.Cluster(this, 'Cluster', {
       clusterName: props.clusterName,
       version: this.kubernetesVersion,
@@ -213,6 +218,10 @@ export class InferenceCluster extends Construct {
       }),
       kubectlProviderOptions: {
         kubectlLayer: props.kubectlLayer ?? new KubectlV35Layer(this, 'KubectlLayer'),
+        // A group of its own (allowed to the API endpoint below) rather than the cluster security group,
+        // which EKS creates outside the template: the Control Tower control CT.LAMBDA.PR.3 accepts a
+        // VPC Lambda only with security groups that the template declares.
+        securityGroups: [kubectlSecurityGroup],
       },
       clusterLogging: [
         eks.ClusterLoggingTypes.API,
@@ -231,6 +240,10 @@ export class InferenceCluster extends Construct {
       reason: 'EncryptionConfig.Resources ["secrets"] is what EKS requires for KMS envelope encryption of Kubernetes secrets.',
     });
 
+    // The API endpoint's network interfaces carry the cluster's security groups (its `connections`).
+    this.cluster.connections.allowFrom(kubectlSecurityGroup, ec2.Port.tcp(443), 'kubectl provider to the Kubernetes API');
+    acknowledgeClusterFindings(this.cluster, props.secretsEncryptionKey ? undefined : this.node.findChild('SecretsKey'));
+
     (props.adminRoleArns ?? []).forEach((arn, i) => this.cluster.grantClusterAdmin(`Admin${i}`, arn));
 
     const system = props.systemNodes ?? {};
@@ -244,6 +257,7 @@ export class InferenceCluster extends Construct {
       labels: { [NodeLabels.POOL_ROLE]: 'system' },
       subnets: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },
     });
+    acknowledgeNodeRole(this.systemNodegroup.role);
 
     this.efaSecurityGroup = new EfaSecurityGroup(this, 'EfaSecurityGroup', { vpc: this.vpc }).securityGroup;
     this.gatewayInfrastructureAnnotations = LoadBalancerAnnotations.networkLoadBalancer(
@@ -715,12 +729,14 @@ export class InferenceCluster extends Construct {
     const vpc = new ec2.Vpc(this, 'Vpc', {
       maxAzs,
       subnetConfiguration: [
-        { name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 24 },
+        // Public subnets hold the NAT gateways (Elastic IPs) and internet-facing load balancers only:
+        // nothing there needs a public address on launch (Control Tower CT.EC2.PR.11).
+        { name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 24, mapPublicIpOnLaunch: false },
         // Large private subnets: every pod takes a VPC address (efa-only interfaces take none).
         { name: 'private', subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS, cidrMask: 18 },
       ],
     });
-    vpc.addFlowLog('FlowLog');
+    vpc.addFlowLog('FlowLog', { destination: ec2.FlowLogDestination.toCloudWatchLogs(encryptedLogGroup(this, 'FlowLogs')) });
     return vpc;
   }
 

@@ -2,6 +2,7 @@ import { Aws, Stack } from 'aws-cdk-lib';
 import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
+import { acknowledgeWildcardResources } from './compliance';
 
 /** Namespace and service account of the controller (the chart creates the account). */
 export const LBC_NAMESPACE = 'kube-system';
@@ -9,6 +10,33 @@ export const LBC_SERVICE_ACCOUNT = 'aws-load-balancer-controller';
 
 /** Tag the controller puts on everything it creates; mutations are limited to resources with it. */
 const CLUSTER_TAG = 'elbv2.k8s.aws/cluster';
+
+/**
+ * An ARN as cdk-nag names it, whose Region and account are `<AWS::Region>` and `<AWS::AccountId>` in an
+ * environment-agnostic stack and the values in another.
+ */
+function nagArn(service: string, region: boolean, resource: string): RegExp {
+  const part = '(?:<AWS::\\w+>|[^:<>]+)';
+  return new RegExp(`^arn:<AWS::Partition>:${service}:${region ? part : ''}:${part}:${resource}$`);
+}
+
+/** Why each wildcard resource of the policy below stays (cdk-nag AwsSolutions-IAM5). */
+const WILDCARD_REASONS: Array<[RegExp, string]> = [
+  [/^\*$/, 'Describe/Get calls of the controller (EC2, Elastic Load Balancing, ACM) have no resource-level permissions in IAM: '
+    + '"*" is the only resource they accept.'],
+  [nagArn('iam', false, 'role/aws-service-role/elasticloadbalancing\\.amazonaws\\.com/\\*'),
+    'iam:CreateServiceLinkedRole, conditioned on iam:AWSServiceName elasticloadbalancing.amazonaws.com: the role name is AWS\'s.'],
+  [nagArn('ec2', true, '(security-group|vpc)/\\*'),
+    'The controller creates security groups for its load balancers and opens node groups to them: their ids are not known '
+    + 'in advance; this account and Region only, and deletes or tag changes only on groups with the controller\'s tag.'],
+  [nagArn('elasticloadbalancing', true, '(loadbalancer|targetgroup)/[*/a-z]+'),
+    'The load balancers and target groups the controller creates have names not known in advance: ARNs of this account and '
+    + 'Region only; creating them requires the controller\'s elbv2.k8s.aws/cluster tag, and changing or deleting them requires '
+    + 'it on the resource (listeners and target registration are scoped by ARN, as in the controller\'s published policy).'],
+  [nagArn('elasticloadbalancing', true, '(listener|listener-rule)/[*/a-z]+'),
+    'Listeners and rules of the load balancers the controller creates have names not known in advance: ARNs of this account '
+    + 'and Region only, as in the controller\'s published policy.'],
+];
 
 export interface LoadBalancerControllerProps {
   readonly cluster: eks.Cluster;
@@ -151,6 +179,7 @@ export class LoadBalancerController extends Construct {
     ];
     const policy = new iam.Policy(this, 'Policy', { statements });
     policy.attachToRole(this.role);
+    acknowledgeWildcardResources(policy, (resource) => WILDCARD_REASONS.find(([pattern]) => pattern.test(resource))?.[1]);
 
     const association = new eks.CfnPodIdentityAssociation(this, 'PodIdentity', {
       clusterName: cluster.clusterName,
