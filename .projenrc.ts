@@ -53,6 +53,11 @@ const project = new awscdk.AwsCdkConstructLibrary({
     // The kubectl layer matching the default Kubernetes version of InferenceCluster (1.35).
     '@aws-cdk/lambda-layer-kubectl-v35@^2.2.2',
   ],
+  deps: [
+    // `disagg synth` runs the AwsSolutions checks on what it synthesizes (src/cli/nag-report.ts). The
+    // constructs themselves acknowledge findings through aws-cdk-lib's Validations API and need no cdk-nag.
+    'cdk-nag@^3',
+  ],
   devDeps: [
     'typescript@~6.0',
     // bench/peers/plain-eks-app.ts (a plain aws-eks-v2 baseline on Kubernetes 1.34) still uses it.
@@ -60,7 +65,9 @@ const project = new awscdk.AwsCdkConstructLibrary({
     'cmake-js@^8.0.0',
     'node-addon-api@^8.5.0',
     'ajv@^8.17.0',
-    'cdk-nag@^3',
+    // The AWS Control Tower proactive controls (cfn-guard rules and a bundled cfn-guard binary) for the
+    // example app's tests.
+    '@cdklabs/cdk-validator-cfnguard@^0.0.62',
     'redis@^5',
     'aws-cdk@^2',
     'kubernetes-models@^5',

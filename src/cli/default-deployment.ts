@@ -5,6 +5,7 @@ import { EngineImage, EngineImageVariant, InferenceCluster } from '../aws';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
 import { DisaggregatedInference, DisaggregatedInferenceProps, GatewayExposure, ModelSource, RouterPolicy } from '../k8s';
 import { DEFAULT_DEPLOYMENT } from './defaults';
+import { addNagChecks, NAG_APP_CONTEXT, NagSummary, readNagReport } from './nag-report';
 
 /** What `disagg synth` builds: one P/D deployment of one model on one instance type. */
 export interface DeploymentSpec {
@@ -62,12 +63,15 @@ export interface SynthResult {
   readonly manifests: Array<{ kind: string; metadata: { name: string } }>;
   readonly inference: DisaggregatedInference;
   readonly nodesPerPool: { prefill: number; decode: number };
+  /** cdk-nag's AwsSolutions checks on the CloudFormation stack. */
+  readonly nag: NagSummary;
 }
 
 /**
  * Synthesizes the deployment twice, without AWS credentials or Docker:
  * - `<outdir>/cdk`: one CloudFormation stack (VPC, EKS with add-ons, an EFA node group per pool, the
- *   engine image as a Docker asset built at deploy time) with the workloads on the cluster;
+ *   engine image as a Docker asset built at deploy time) with the workloads on the cluster, checked
+ *   with cdk-nag's AwsSolutions rules (its validation report in the same folder);
  * - `<outdir>/k8s`: the same workloads as plain YAML for an existing cluster.
  */
 export function synthesizeDeployment(spec: DeploymentSpec, outdir: string): SynthResult {
@@ -90,7 +94,8 @@ export function synthesizeDeployment(spec: DeploymentSpec, outdir: string): Synt
   };
 
   const cdkDir = path.join(outdir, 'cdk');
-  const app = new cdk.App({ outdir: cdkDir });
+  const app = new cdk.App({ outdir: cdkDir, context: NAG_APP_CONTEXT });
+  addNagChecks(app);
   const stack = new cdk.Stack(app, 'DisaggDefault', {
     description: `disagg: ${spec.model.name} prefill/decode on ${spec.instanceType.name}`,
   });
@@ -114,5 +119,6 @@ export function synthesizeDeployment(spec: DeploymentSpec, outdir: string): Synt
     manifests,
     inference,
     nodesPerPool,
+    nag: readNagReport(assembly.directory),
   };
 }

@@ -59,6 +59,14 @@ describe('disagg synth', () => {
     expect(json.pools.decode.kvTokensPerReplica).toBeGreaterThan(1_000_000);
   });
 
+  test('runs cdk-nag\'s AwsSolutions rules on the stack: no findings, the library\'s acknowledgements counted', () => {
+    // THEN the default deployment has no finding (exit 0 above) and says where the reasons are
+    expect(json.nag).toMatchObject({ pack: 'AwsSolutions', findings: [] });
+    expect(json.nag.acknowledged).toBeGreaterThan(0);
+    expect(fs.existsSync(json.nag.reportFile)).toBe(true);
+    expect(text).toMatch(/^cdk-nag AwsSolutions: no findings \(\d+ acknowledged by disagg on their resources, with reasons in .*validation-report\.json\)$/m);
+  });
+
   test('a configuration that cannot run is a usage error naming the field and the fix', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-synth-bad-'));
     try {

@@ -5,6 +5,7 @@ import { formatGib, formatInt, formatSeconds } from '../../sizing/private/units'
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { defaultDeploymentSpec, DeploymentSpec, synthesizeDeployment } from '../default-deployment';
 import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
+import { NagSummary } from '../nag-report';
 import { renderTable } from '../table';
 
 const DEFAULT_OUT = 'disagg.out';
@@ -17,6 +18,9 @@ what was written and the plan of each pool:
              plugins, LeaderWorkerSet, Gateway API, Istio), an EFA node group per pool, the engine
              image as a Docker asset built at deploy time, and the serving workloads on the cluster
   <out>/k8s  the same workloads as plain Kubernetes YAML, for a cluster that already exists
+It runs cdk-nag's AwsSolutions rules on the stack and prints the findings that nothing acknowledged
+(the constructs acknowledge what they reviewed on each resource, with the reason, in
+<out>/cdk/validation-report.json).
 With no options it synthesizes the default deployment: ${DEFAULT_DEPLOYMENT.model}, ${DEFAULT_DEPLOYMENT.weights} weights and ${DEFAULT_DEPLOYMENT.kv} KV cache,
 ${DEFAULT_DEPLOYMENT.prefillReplicas} prefill and ${DEFAULT_DEPLOYMENT.decodeReplicas} decode replicas of TP${DEFAULT_DEPLOYMENT.tensorParallel} on ${DEFAULT_DEPLOYMENT.instance}, ${DEFAULT_DEPLOYMENT.context} tokens of context.
 
@@ -36,7 +40,9 @@ Options:
   --json                   print a machine-readable summary only
   -h, --help               show this help
 
-Exit codes: 0 synthesized, 2 usage error or a configuration that cannot run (the reason is printed).`;
+Exit codes: 0 synthesized with no cdk-nag findings, 1 synthesized (everything is written) but cdk-nag
+reported findings (listed with resource, rule and what the rule asks), 2 usage error or a configuration
+that cannot run (the reason is printed).`;
 
 /** `disagg synth`: the whole deployment as CloudFormation and as Kubernetes YAML, plus its plan. */
 export const command: Command = {
@@ -77,8 +83,9 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
         decode: poolJson(plans.decode, spec.decodeReplicas, result.nodesPerPool.decode),
       },
       warnings: result.inference.warnings,
+      nag: { pack: result.nag.pack, findings: result.nag.findings, acknowledged: result.nag.acknowledged, reportFile: result.nag.reportFile },
     }, undefined, 2));
-    return ExitCode.OK;
+    return nagExitCode(result.nag);
   }
 
   const rel = (file: string) => {
@@ -118,8 +125,28 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
     io.err(`warning: ${warning}`);
   }
   io.out('');
+  printNag(result.nag, rel, io);
+  io.out('');
   io.out(`Next: \`npx cdk deploy --app ${rel(path.join(outdir, 'cdk'))}\` (needs an AWS account), or \`kubectl apply -f ${rel(result.manifestFile)}\` on an existing cluster.`);
-  return ExitCode.OK;
+  return nagExitCode(result.nag);
+}
+
+/** Findings that nothing acknowledged make the answer negative: the files are written, but review them first. */
+function nagExitCode(nag: NagSummary): number {
+  return nag.findings.length === 0 ? ExitCode.OK : ExitCode.NEGATIVE;
+}
+
+function printNag(nag: NagSummary, rel: (file: string) => string, io: CliIo): void {
+  const acknowledged = `${nag.acknowledged} acknowledged by disagg on their resources, with reasons in ${rel(nag.reportFile)}`;
+  if (nag.findings.length === 0) {
+    io.out(`cdk-nag ${nag.pack}: no findings (${acknowledged})`);
+    return;
+  }
+  io.out(`cdk-nag ${nag.pack}: ${nag.findings.length} finding${nag.findings.length === 1 ? '' : 's'} (${acknowledged})`);
+  io.out(renderTable(['resource', 'rule', 'what the rule asks'],
+    nag.findings.map((f) => [f.path, f.rule, f.description]), [false, false, false]).join('\n'));
+  io.err(`error: cdk-nag ${nag.pack} reported ${nag.findings.length} finding${nag.findings.length === 1 ? '' : 's'} on the `
+    + 'synthesized stack (listed above); the files are written, but review each finding before deploying');
 }
 
 interface SynthValues {
