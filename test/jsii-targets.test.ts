@@ -5,11 +5,12 @@ import * as path from 'path';
 
 // The library is a jsii library: its package.json declares the Python, Java, .NET and Go targets, every
 // README snippet and API example compiles under jsii-rosetta (so Construct Hub and the generated
-// packages can show them in each language), the README's Python quick start is rosetta's translation of
-// the TypeScript one, and jsii-pacmak generates a Python package from the compiled assembly (.jsii,
-// written by `npx projen compile`). Building the wheel, the jar, the NuGet package or the Go module
-// needs PyPI, Maven Central, NuGet or the Go proxy and each toolchain, which CI does not have: the
-// Python package is generated and byte-compiled here, not installed.
+// packages can show them in each language), the README's Python quick start is rosetta's translation
+// of the TypeScript one with the constant names jsii-pacmak gives Python, and jsii-pacmak generates a
+// Python package from the compiled assembly (.jsii, written by `npx projen compile`). Building the
+// wheel, the jar, the NuGet package or the Go module needs PyPI, Maven Central, NuGet or the Go proxy
+// and each toolchain, which CI does not have: the Python package is generated and byte-compiled here,
+// not installed.
 const ROOT = path.join(__dirname, '..');
 const BIN = path.join(ROOT, 'node_modules', '.bin');
 const TIMEOUT_MS = 300_000;
@@ -56,6 +57,8 @@ describe('jsii targets', () => {
 
   describe('jsii-rosetta and jsii-pacmak', () => {
     let tablet: any;
+    let pyDir: string;
+    let pacmak: { status: number | null; output: string };
 
     beforeAll(() => {
       // Every snippet of the README and every @example compiles (`--fail`), with the fixtures in rosetta/;
@@ -64,6 +67,10 @@ describe('jsii targets', () => {
       const r = run(path.join(BIN, 'jsii-rosetta'), ['extract', '--compile', '--fail', '--cache-to', tabletFile, '.']);
       if (r.status !== 0) throw new Error(`jsii-rosetta extract --compile --fail failed:\n${r.output.slice(-6000)}`);
       tablet = JSON.parse(fs.readFileSync(tabletFile, 'utf8'));
+      // The Python bindings, code only (building the wheel needs PyPI).
+      const outdir = path.join(work, 'dist');
+      pacmak = run(path.join(BIN, 'jsii-pacmak'), ['--targets', 'python', '--code-only', '--no-npmignore', '--outdir', outdir]);
+      pyDir = path.join(outdir, 'python');
     }, TIMEOUT_MS);
 
     test('every README snippet and API example compiles and is translated into Python, Java, C# and Go', () => {
@@ -77,33 +84,12 @@ describe('jsii targets', () => {
       }
     });
 
-    test('the README\'s Python quick start is rosetta\'s translation of its TypeScript one', () => {
-      // GIVEN the README's two forms of the quick start
-      const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-      const ts = fencedBlock(readme, 'ts', QUICK_START_MARKER);
-      const python = fencedBlock(readme, 'python', 'InferenceCluster(stack, "Cluster"');
-      expect(ts).toBeDefined();
-      expect(python).toBeDefined();
-      // WHEN rosetta's translation of that TypeScript is looked up
-      const snippet: any = Object.values(tablet.snippets)
-        .find((s: any) => s.translations.$.source.trim() === ts!.trim());
-      if (!snippet) throw new Error('.jsii holds an older README than README.md: run `npx projen compile`');
-      // THEN the README shows exactly that Python (`$` is the TypeScript source; after changing it, paste
-      // the output of `npx jsii-rosetta snippet --language python FILE` here)
-      expect(python!.trim()).toEqual(snippet.translations.python.source.trim());
-      // AND the Gateway's Kubernetes field names stay as Kubernetes spells them
-      expect(python).toContain('"gatewayClassName": "istio"');
-      expect(python).toContain('gateway.add_json_patch(');
-    });
-
     test('jsii-pacmak generates the Python package, which byte-compiles and shows Python in its README', () => {
-      // WHEN the Python bindings are generated (code only: building the wheel needs PyPI)
-      const outdir = path.join(work, 'dist');
-      const r = run(path.join(BIN, 'jsii-pacmak'), ['--targets', 'python', '--code-only', '--no-npmignore', '--outdir', outdir]);
-      expect({ status: r.status, output: r.status === 0 ? '' : r.output.slice(-6000) }).toEqual({ status: 0, output: '' });
-      const pyDir = path.join(outdir, 'python');
+      // THEN pacmak succeeds
+      expect({ status: pacmak.status, output: pacmak.status === 0 ? '' : pacmak.output.slice(-6000) })
+        .toEqual({ status: 0, output: '' });
 
-      // THEN setup.py names the distribution and module, and depends on the jsii runtime and the CDK packages
+      // AND setup.py names the distribution and module, and depends on the jsii runtime and the CDK packages
       const setup = fs.readFileSync(path.join(pyDir, 'setup.py'), 'utf8');
       const kwargs = JSON.parse(setup.match(/json\.loads\(\s*"""([\s\S]*?)"""/)![1]);
       expect(kwargs.name).toBe('disagg');
@@ -128,6 +114,36 @@ describe('jsii targets', () => {
       const pyReadme = fs.readFileSync(path.join(pyDir, 'README.md'), 'utf8');
       expect(pyReadme).toContain('inference.add_accelerated_node_group("H200",');
       expect(pyReadme).not.toContain(QUICK_START_MARKER);
-    }, TIMEOUT_MS);
+    });
+
+    test('the README\'s Python quick start is rosetta\'s translation of its TypeScript one, with Python\'s names', () => {
+      // GIVEN the README's two forms of the quick start
+      const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+      const ts = fencedBlock(readme, 'ts', QUICK_START_MARKER);
+      const python = fencedBlock(readme, 'python', 'InferenceCluster(stack, "Cluster"');
+      expect(ts).toBeDefined();
+      expect(python).toBeDefined();
+      // AND rosetta's translation of that TypeScript (`$` is the source language)
+      const snippet: any = Object.values(tablet.snippets)
+        .find((s: any) => s.translations.$.source.trim() === ts!.trim());
+      if (!snippet) throw new Error('.jsii holds an older README than README.md: run `npx projen compile`');
+      // AND the Python names of the static constants, which rosetta keeps as TypeScript spells them but
+      // jsii-pacmak splits at each digit/letter boundary (P5EN_48XLARGE is P5_EN_48_XLARGE in Python)
+      const init = fs.readFileSync(path.join(pyDir, 'src', 'disagg', '__init__.py'), 'utf8');
+      const pythonNames = new Map([...init.matchAll(/@jsii\.member\(jsii_name="(\w+)"\)\s*\n\s*def (\w+)\(cls\)/g)]
+        .filter((m) => m[1] !== m[2]).map((m) => [m[1], m[2]]));
+      expect(pythonNames.get('P5EN_48XLARGE')).toBe('P5_EN_48_XLARGE');
+
+      // WHEN rosetta's Python gets the module's real names
+      const expected = (snippet.translations.python.source as string)
+        .replace(/\.([A-Z][A-Z0-9_]*)\b/g, (m, name) => (pythonNames.has(name) ? `.${pythonNames.get(name)}` : m));
+
+      // THEN the README shows exactly that (after changing the TypeScript, paste the output of
+      // `npx jsii-rosetta snippet --language python FILE` here and correct the constants' names)
+      expect(python!.trim()).toEqual(expected.trim());
+      // AND the Gateway's Kubernetes field names stay as Kubernetes spells them
+      expect(python).toContain('"gatewayClassName": "istio"');
+      expect(python).toContain('gateway.add_json_patch(');
+    });
   });
 });
