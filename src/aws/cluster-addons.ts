@@ -10,8 +10,8 @@ export interface AddonOptions {
   readonly enabled?: boolean;
 
   /**
-   * The version to install: the EKS add-on version (`v1.20.4-eksbuild.1`), the Helm chart version
-   * (`0.18.2`) or the release tag, depending on the add-on.
+   * The version to install: the EKS add-on version (`v1.22.4-eksbuild.3`), the Helm chart version
+   * (`0.20.0`) or the release tag, depending on the add-on.
    *
    * @default - the version pinned in {@link AddonVersions}
    */
@@ -158,7 +158,7 @@ export interface InferenceClusterAddons {
    * Gateway API standard-channel CRDs (version = Envoy Gateway's `gateway-crds-helm` chart version
    * that bundles the wanted Gateway API release).
    *
-   * @default - enabled, AddonVersions.GATEWAY_API_CRDS_CHART (Gateway API v1.4.1)
+   * @default - enabled, AddonVersions.GATEWAY_API_CRDS_CHART (Gateway API v1.6.1)
    */
   readonly gatewayApiCrds?: AddonOptions;
 
@@ -184,50 +184,66 @@ export interface InferenceClusterAddons {
 export class AddonVersions {
   /**
    * Amazon VPC CNI EKS add-on. `efa-only` interfaces need >= 1.18.5 (EKS node-efa docs).
-   * Source: v1.20.4-eksbuild.1 is installed on Kubernetes 1.34 clusters in public Terraform configs and
-   * pinned for 1.30-1.33 in a public aws-eks-v2 CDK template; the EKS user guide table lists
-   * v1.20.1-eksbuild.3 up to 1.33. Confirm for a new Kubernetes version with
-   * `aws eks describe-addon-versions --addon-name vpc-cni --kubernetes-version 1.34`.
+   * Source: the version table of https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html
+   * lists v1.22.4-eksbuild.3 for Kubernetes 1.31 through 1.36 (as quoted, checked 2026-08-20, in a
+   * public repository; the AWS page itself was not reachable here), and public Terraform pins name it
+   * the `defaultVersion` for 1.34 and 1.36 (`describe-addon-versions`, 2026-08/09). The upstream tag
+   * aws/amazon-vpc-cni-k8s v1.22.4 is of 2026-07-08. Newer builds exist (v1.23.0-eksbuild.1 is
+   * installed on 1.35 clusters in public configs; tag v1.23.0, 2026-07-31) but were not yet the version
+   * the AWS table lists. Confirm with
+   * `aws eks describe-addon-versions --addon-name vpc-cni --kubernetes-version 1.35`.
    */
-  public static readonly VPC_CNI = 'v1.20.4-eksbuild.1';
+  public static readonly VPC_CNI = 'v1.22.4-eksbuild.3';
 
   /**
    * EKS Pod Identity agent EKS add-on.
-   * Source: v1.3.9-eksbuild.5 is pinned for Kubernetes 1.30-1.33 in a public aws-eks-v2 CDK template and
-   * installed next to kube-proxy v1.34.0 in public Terragrunt configs (`aws eks describe-addon-versions
-   * --addon-name eks-pod-identity-agent` confirms it for a given Kubernetes version).
+   * Source: no AWS page lists this add-on's versions per Kubernetes version. Public Terraform pins
+   * record v1.3.10-eksbuild.3 as the `defaultVersion` of `aws eks describe-addon-versions` for 1.34
+   * (2026-06-24) and 1.36 (2026-08-27), and clusters on 1.35 run it. A newer build, v1.4.0-eksbuild.1,
+   * is listed for 1.35 in public configs but was not the default; it is not adopted. Confirm with
+   * `aws eks describe-addon-versions --addon-name eks-pod-identity-agent --kubernetes-version 1.35`.
    */
-  public static readonly POD_IDENTITY_AGENT = 'v1.3.9-eksbuild.5';
+  public static readonly POD_IDENTITY_AGENT = 'v1.3.10-eksbuild.3';
 
   /**
-   * Helm chart `aws-load-balancer-controller` 1.17.1 (controller v2.17.1).
-   * Source: aws/eks-charts index.yaml (gh-pages) lists 1.17.1 / appVersion v2.17.1; aws-cdk-lib 2.276's
-   * `AlbControllerVersion.V2_17_1` maps to the same chart. 3.x charts (controller v3) exist but the IAM
-   * policy here follows the v2 controller.
+   * Helm chart `aws-load-balancer-controller` 1.17.1 (controller v2.17.1), kept.
+   * Source: aws/eks-charts gh-pages index.yaml (generated 2026-08-03): 1.17.1 / v2.17.1 (2026-01-09) is
+   * the last chart of the v2 controller; since 3.0.0 (2026-01-23) the chart follows the controller
+   * (3.5.0 / v3.5.0 on 2026-08-03), and the IAM policy here follows the v2 controller. aws-cdk-lib's
+   * `AlbControllerVersion.V2_17_1` maps to the same chart. The chart declares no `kubeVersion`; that
+   * v2.17.1 supports Kubernetes 1.35 was not confirmed from a source reachable here.
    */
   public static readonly LOAD_BALANCER_CONTROLLER = '1.17.1';
 
   /**
    * Helm chart `nvidia-device-plugin` from https://nvidia.github.io/k8s-device-plugin.
-   * Source: NVIDIA/k8s-device-plugin gh-pages index.yaml lists 0.18.2 (tag v0.18.2, 2026-01-23). The chart
-   * value `mofedEnabled` (a bool) becomes the plugin's MOFED_ENABLED env var in every chart from v0.17 to v0.20
-   * (templates/daemonset-device-plugin.yml); v0.19.0 turned MOFED on by default, so it is set explicitly.
+   * Source: NVIDIA/k8s-device-plugin tag v0.20.0 (2026-08-19), listed in the gh-pages index.yaml of
+   * 2026-08-20: Chart.yaml has kubeVersion `>= 1.10.0-0` and the plugin is built on k8s.io/kubelet
+   * v0.36.3; a public EKS report has it exposing GPUs on Kubernetes 1.35.7 (2026-09-10). The chart
+   * value `mofedEnabled` (a bool) still becomes MOFED_ENABLED (templates/daemonset-device-plugin.yml);
+   * v0.19.0 turned MOFED on by default and v0.19.3 reverted that, so it stays set explicitly. GFD
+   * (`gfd.enabled`, `nfd.worker.tolerations`) keeps its value paths.
    */
-  public static readonly NVIDIA_DEVICE_PLUGIN = '0.18.2';
+  public static readonly NVIDIA_DEVICE_PLUGIN = '0.20.0';
 
   /**
    * Helm chart `aws-efa-k8s-device-plugin` from https://aws.github.io/eks-charts.
-   * Source: aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml and gh-pages index.yaml: v0.5.30
-   * (image v0.5.20), whose supported-instance list includes p5en, p6-b200, p6e-gb200, trn2 and trn2u.
-   * (The index skips v0.5.15: that chart version was never published.)
+   * Source: aws/eks-charts pull request #1363 (merged 2026-08-21, release v0.0.243 of 2026-08-21) moves
+   * the image to v0.5.21-eksbuild.9 and the chart to v0.5.31; a public EKS report (2026-09-10) has
+   * chart v0.5.31 exposing EFA devices on Kubernetes 1.35.7. The supported-instance list (p5en,
+   * p6-b200, p6e-gb200, trn2, trn2u) was read in v0.5.30, the last chart in the snapshot here
+   * (2026-08-07). PR #1366 (2026-09-10) bumps the image to v0.5.21-eksbuild.13 in a later chart whose
+   * version could not be read here.
    */
-  public static readonly EFA_DEVICE_PLUGIN = 'v0.5.30';
+  public static readonly EFA_DEVICE_PLUGIN = 'v0.5.31';
 
   /**
-   * Helm chart `oci://public.ecr.aws/neuron/neuron-helm-chart`.
-   * Source: aws-neuron/neuron-helm-charts GitHub releases list 1.10.0 as the latest (after 1.9.0 for
-   * Neuron SDK 2.31); `helm show values ... --version 1.10.0` shows device plugin 2.32.0.0, trn2/trn2u
-   * in `neuronInstances` and the `npd.enabled` switch used here.
+   * Helm chart `oci://public.ecr.aws/neuron/neuron-helm-chart`, kept.
+   * Source: the aws-neuron/neuron-helm-charts releases page lists 1.10.0 (2026-08-19) as the latest,
+   * after 1.9.0 for Neuron SDK 2.31; a public install of 2026-09-11 still pulls 1.10.0 by default.
+   * `helm show values ... --version 1.10.0` shows device plugin 2.32.0.0, trn2/trn2u in
+   * `neuronInstances` and the `npd.enabled` switch used here. Neuron SDK 2.33.0 (2026-10-19) may come
+   * with a later chart, which was not found here; Kubernetes 1.35 support is not stated by the chart.
    */
   public static readonly NEURON_HELM_CHART = '1.10.0';
 
@@ -257,14 +273,16 @@ export class AddonVersions {
   public static readonly LEADER_WORKER_SET = '0.10.0';
 
   /**
-   * Helm chart `oci://docker.io/envoyproxy/gateway-crds-helm` v1.6.3; only its Gateway API part
+   * Helm chart `oci://docker.io/envoyproxy/gateway-crds-helm` v1.9.0; only its Gateway API part
    * (`crds.gatewayAPI`, standard channel) is installed.
-   * Source: envoyproxy/gateway tag v1.6.3: go.mod has sigs.k8s.io/gateway-api v1.4.1 and the chart's
-   * standard CRDs carry `gateway.networking.k8s.io/bundle-version: v1.4.1`. That is the v1.4 API of the
-   * shared v1.4.0 schemas plus patch fixes (303/307/308 redirects, BackendTLSPolicy status); chart v1.6.0
-   * is the one that bundles exactly v1.4.0.
+   * Source: envoyproxy/gateway tag v1.9.0 (2026-08-15): go.mod has sigs.k8s.io/gateway-api v1.6.1, the
+   * chart's standard CRDs carry `gateway.networking.k8s.io/bundle-version: v1.6.1` (with the
+   * `safe-upgrades` ValidatingAdmissionPolicy that refuses a later downgrade to v1.5 or older), and its
+   * compatibility matrix (site/content/en/news/releases/matrix.md) lists Kubernetes 1.33-1.36 for v1.9
+   * where v1.6 listed 1.30-1.33. Istio 1.31 is built on sigs.k8s.io/gateway-api v1.6.0 (istio/istio
+   * 1.31.0-rc.0 go.mod). Gateway and HTTPRoute stay `gateway.networking.k8s.io/v1`.
    */
-  public static readonly GATEWAY_API_CRDS_CHART = 'v1.6.3';
+  public static readonly GATEWAY_API_CRDS_CHART = 'v1.9.0';
 
   /**
    * Gateway API Inference Extension release (InferencePool `inference.networking.k8s.io/v1`).

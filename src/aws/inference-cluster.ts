@@ -355,7 +355,7 @@ export class InferenceCluster extends Construct {
     let gatewayCrds: eks.HelmChart | undefined;
     if (enabled(this.addons.gatewayApiCrds)) {
       // Gateway API publishes no Helm chart of its own; Envoy Gateway's CRD chart packages the
-      // standard-channel CRDs of the Gateway API release it is built on (v1.6.x -> v1.4.0).
+      // standard-channel CRDs of the Gateway API release it is built on (v1.9.x -> v1.6.1).
       gatewayCrds = this.helm('GatewayApiCrds', {
         chart: 'gateway-crds-helm',
         repository: 'oci://docker.io/envoyproxy/gateway-crds-helm',

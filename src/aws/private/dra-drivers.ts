@@ -107,8 +107,8 @@ export function nvidiaDraChart(options: AddonOptions | undefined): eks.HelmChart
  * (`<cluster UUID>.<clique id>`), which ComputeDomain placement needs. NFD's worker tolerates only
  * `nvidia.com/gpu=present` by default; the node groups taint `nvidia.com/gpu=true`.
  * @see https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu/blob/v0.4.0/docs/prerequisites.md (GFD generates the clique labels)
- * @see https://github.com/NVIDIA/k8s-device-plugin/blob/v0.18.2/deployments/helm/nvidia-device-plugin/values.yaml (devicePlugin.enabled, gfd.enabled, nfd.worker.tolerations)
- * @see https://github.com/NVIDIA/k8s-device-plugin/blob/v0.18.2/docs/gpu-feature-discovery/README.md (nvidia.com/gpu.clique)
+ * @see https://github.com/NVIDIA/k8s-device-plugin/blob/v0.20.0/deployments/helm/nvidia-device-plugin/values.yaml (devicePlugin.enabled, gfd.enabled, nfd.worker.tolerations)
+ * @see https://github.com/NVIDIA/k8s-device-plugin/blob/v0.20.0/docs/gpu-feature-discovery/README.md (nvidia.com/gpu.clique)
  */
 export function gpuFeatureDiscoveryChart(devicePluginVersion: string): eks.HelmChartOptions {
   return {

@@ -22,7 +22,7 @@ export const COMPUTE_DOMAIN_KIND = 'ComputeDomain';
 /**
  * The node label of a node's NVLink partition (`<cluster UUID>.<clique id>`), set by GPU Feature
  * Discovery on Multi-Node NVLink systems; pods that share GPU memory over NVLink must be in one clique.
- * @see https://github.com/NVIDIA/k8s-device-plugin/blob/v0.18.2/docs/gpu-feature-discovery/README.md
+ * @see https://github.com/NVIDIA/k8s-device-plugin/blob/v0.20.0/docs/gpu-feature-discovery/README.md
  */
 export const GPU_CLIQUE_LABEL = 'nvidia.com/gpu.clique';
 
