@@ -157,7 +157,9 @@ export class DisaggregatedInference extends Construct {
   constructor(scope: Construct, id: string, props: DisaggregatedInferenceProps) {
     super(scope, id);
     const where = `DisaggregatedInference '${this.node.path}'`;
-    const resolved = resolveModel(where, props, props.model.name.replace(/\./g, '-'));
+    const poolTypes = [props.prefill, props.prefillExpertParallel, props.decode, props.decodeExpertParallel]
+      .flatMap(o => (o === undefined ? [] : [o.instanceType]));
+    const resolved = resolveModel(where, props, props.model.name.replace(/\./g, '-'), poolTypes);
     const { name, model, weightPrecision, kvCachePrecision, maxContext, kvBlockSize, servedModelName, modelCache } = resolved;
     this.name = name;
     const namespace = props.namespace ?? Chart.of(this).namespace;
@@ -284,6 +286,8 @@ export class DisaggregatedInference extends Construct {
       const epProps: ExpertParallelPoolProps & HiddenPoolProps = {
         ...common,
         ...ep,
+        // The deployment's block size: both sides and the router agree on it (kv-block-size.ts).
+        kvBlockSize,
         role: role === 'prefill' ? PoolRole.PREFILL : PoolRole.DECODE,
         name: objectName,
         namespace,

@@ -181,7 +181,7 @@ export class ExpertParallelPool extends Construct implements IServingPool {
     const where = `ExpertParallelPool '${this.node.path}'`;
     const role = props.role ?? PoolRole.SERVE;
     const defaultName = `${props.model.name.replace(/\./g, '-')}${role === PoolRole.SERVE ? '' : `-${role.name}`}`;
-    const resolved = resolveModel(where, props, defaultName, 50);
+    const resolved = resolveModel(where, props, defaultName, [props.instanceType], 50);
     const model = resolved.model;
     const type = props.instanceType;
     const namespace = props.namespace ?? Chart.of(this).namespace;

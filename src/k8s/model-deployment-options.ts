@@ -57,7 +57,11 @@ export interface ModelDeploymentOptions {
   readonly kvCachePrecision?: Precision;
   /**
    * Paged KV block size, tokens (vLLM `--block-size`); also the block size of the router's prefix index.
-   * @default 16
+   * An MLA model (DeepSeek-V3/R1, Kimi-K2) on H100, H200, B200 or GB200 needs a multiple of 64 (32 also on
+   * Blackwell): vLLM's MLA attention backends (FlashMLA, FlashInfer MLA) take 64-token pages and override
+   * or refuse any other size.
+   * @default - 64 for an MLA model on H100, H200, B200 or GB200 (what vLLM's MLA backend forces there); 16 otherwise
+   * @see https://docs.vllm.ai/en/latest/configuration/engine_args.html#-block-size
    */
   readonly kvBlockSize?: number;
   /**

@@ -1,7 +1,8 @@
-import { ModelArchitecture, Precision } from '../../catalog';
+import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { ModelCache } from '../model-cache';
 import { ModelDeploymentOptions } from '../model-deployment-options';
 import { ModelSource } from '../model-source';
+import { resolveKvBlockSize } from './kv-block-size';
 
 /** The shared deployment options resolved and checked (internal). */
 export interface ResolvedModel {
@@ -23,9 +24,11 @@ export interface ResolvedModel {
 
 /**
  * Resolves the options every vLLM deployment shares and throws, naming the prop, the value and a fix,
- * for malformed ones. `defaultName` applies when `name` is unset.
+ * for malformed ones. `defaultName` applies when `name` is unset. `instanceTypes`: the pools' (the KV
+ * block size of an MLA model depends on their accelerators; kv-block-size.ts).
  */
-export function resolveModel(where: string, props: ModelDeploymentOptions, defaultName: string, maxNameLength = 40): ResolvedModel {
+export function resolveModel(where: string, props: ModelDeploymentOptions, defaultName: string,
+  instanceTypes: AcceleratedInstanceType[], maxNameLength = 40): ResolvedModel {
   const model = props.model;
   const name = props.name ?? defaultName;
   const label = new RegExp(`^[a-z]([-a-z0-9]{0,${maxNameLength - 2}}[a-z0-9])?$`);
@@ -47,10 +50,7 @@ export function resolveModel(where: string, props: ModelDeploymentOptions, defau
       "'prequantizedCheckpoint: true', or use Precision.FP8");
   }
   const maxContext = props.maxContext ?? model.maxContext;
-  const kvBlockSize = props.kvBlockSize ?? 16;
-  if (![1, 8, 16, 32, 64, 128].includes(kvBlockSize)) {
-    throw new Error(`${where}: 'kvBlockSize' (${kvBlockSize}) must be one of vLLM's block sizes 8, 16, 32, 64 or 128; use 16`);
-  }
+  const kvBlockSize = resolveKvBlockSize(where, model, props.kvBlockSize, instanceTypes);
   const bandwidth = props.modelLoadBandwidthGBps ?? 0.5;
   const overhead = props.startupOverheadSeconds ?? 600;
   if (!(Number.isFinite(bandwidth) && bandwidth > 0)) {
