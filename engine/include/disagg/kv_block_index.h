@@ -154,6 +154,8 @@ class KvBlockIndex {
   /// The node of `hash` or -1; *slot = its slot, or the empty slot ending the probe.
   std::int32_t probe(BlockHash hash, std::size_t* slot) const noexcept;
   std::int32_t find_node(BlockHash hash) const noexcept;
+  // Prefetches the index lines that block hashes[i + a few] will probe (apply_stored, apply_removed).
+  void prefetch_ahead(std::span<const BlockHash> hashes, std::size_t i) const noexcept;
   std::int32_t find_entry(std::int32_t node, EndpointId endpoint, KvTier tier) const noexcept;
   std::int32_t new_node(BlockHash hash, std::size_t slot);
   void insert_entry(EndpointId endpoint, KvTier tier, BlockHash hash);
