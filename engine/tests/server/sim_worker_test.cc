@@ -632,6 +632,37 @@ TEST(SimWorkerConfig, ConnectionLimitAndTimeoutsAreFlags) {
   EXPECT_NE(zero.error().find("'--max-connections' (0)"), std::string::npos) << zero.error();
 }
 
+TEST(SimWorkerConfig, KvLoadFailureFlags) {
+  // GIVEN the defaults THEN no pull fails, and a failed one would fail the request (vLLM's default)
+  std::vector<std::string> args = {"sim-worker", "--config", "x.json"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  bool help = false;
+  auto d = parse_sim_worker_args(static_cast<int>(argv.size()), argv.data(), &help);
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->kv_load_fail_rate, 0.0);
+  EXPECT_EQ(d->kv_load_failure_policy, KvLoadFailurePolicy::fail);
+  // WHEN both are given THEN they are read
+  args = {"sim-worker", "--config", "x.json", "--kv-load-fail-rate", "0.25", "--kv-load-failure-policy", "recompute"};
+  argv.clear();
+  for (auto& a : args) argv.push_back(a.data());
+  auto c = parse_sim_worker_args(static_cast<int>(argv.size()), argv.data(), &help);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->kv_load_fail_rate, 0.25);
+  EXPECT_EQ(c->kv_load_failure_policy, KvLoadFailurePolicy::recompute);
+  // AND values out of range name the flag and the fix
+  args[4] = "1.5";
+  args[6] = "retry";
+  for (int bad : {4, 6}) {
+    std::vector<std::string> one = {"sim-worker", "--config", "x.json", args[bad - 1], args[bad]};
+    argv.clear();
+    for (auto& a : one) argv.push_back(a.data());
+    auto e = parse_sim_worker_args(static_cast<int>(argv.size()), argv.data(), &help);
+    ASSERT_FALSE(e);
+    EXPECT_NE(e.error().find("'" + args[bad - 1] + "' (" + args[bad] + ")"), std::string::npos) << e.error();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(StreamOrNot, SimWorkerAbort, ::testing::Bool(),
                          [](const auto& param_info) { return param_info.param ? "Streaming" : "NonStreaming"; });
 

@@ -143,6 +143,10 @@ void RouterMetrics::write(std::string& out) const {
   write_metric(out, "disagg_router_prefill_fallbacks_total", "counter",
                "Disaggregated requests whose prefill leg failed and that were served decode-only.", "",
                load(prefill_fallbacks));
+  write_metric(out, "disagg_router_kv_transfer_fallbacks_total", "counter",
+               "Decode legs with the prefill's KV transfer parameters that failed before answering (a failed "
+               "KV pull); the retry went decode-only, without them.", "",
+               load(kv_transfer_fallbacks));
   write_metric(out, "disagg_router_prefix_query_blocks_total", "counter",
                "Full prompt blocks of routed requests.", "", load(prefix_query_blocks));
   write_metric(out, "disagg_router_prefix_hit_blocks_total", "counter",

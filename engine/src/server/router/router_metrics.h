@@ -13,7 +13,8 @@
 //   ttft_seconds, tpot_seconds, e2e_seconds     histograms as clients see them (TTFT and TPOT
 //                                               from streamed responses; E2E for all)
 //   queue_seconds                               histogram: wait for an admission slot
-//   pd_decisions_total{reason}                  PdDecider reasons; prefill_fallbacks_total
+//   pd_decisions_total{reason}                  PdDecider reasons; prefill_fallbacks_total,
+//                                               kv_transfer_fallbacks_total
 //   prefix_query_blocks_total, prefix_hit_blocks_total   full prompt blocks routed / of them
 //                                               cached on the chosen endpoint (hit rate = ratio)
 //   prefix_source_info{source, tokenizer}       1: index|history, tokenizer loaded|failed|none
@@ -118,6 +119,9 @@ struct RouterMetrics {
   /// Indexed by disagg::PdReason.
   std::array<Counter, 4> pd_decisions{};
   Counter prefill_fallbacks;
+  /// Decode legs with the prefill's kv_transfer_params that failed before answering (a failed KV
+  /// pull under vLLM's kv_load_failure_policy 'fail'); their retry went decode-only.
+  Counter kv_transfer_fallbacks;
   Counter prefix_query_blocks;
   Counter prefix_hit_blocks;
 

@@ -49,6 +49,65 @@ Task<bool> stream_piece(ResponseWriter& w, bool& started, std::span<const Header
   co_return co_await w.start_stream(200, "text/event-stream", hs, piece);
 }
 
+// How a decode stream that carried the prefill's KV transfer parameters opens.
+enum class StreamOpening : std::uint8_t { content, error, broken, cancelled };
+
+// Whether one SSE event says something: generated text, a finish, the end, or an error (`error`
+// set). A chat stream's opening chunk carries only the role: it says nothing.
+bool event_says_something(std::string_view event, bool& error) {
+  const auto p = event.find("data:");
+  if (p == std::string_view::npos) return false;  // a comment or a bare field
+  std::string_view payload = event.substr(p + 5);
+  while (!payload.empty() && payload.front() == ' ') payload.remove_prefix(1);
+  if (payload.starts_with("[DONE]")) return true;
+  const json doc = json::parse(payload, nullptr, false);
+  if (!doc.is_object()) return true;  // not OpenAI's shape: relay it as it is
+  if (doc.contains("error")) {
+    error = true;
+    return true;
+  }
+  const auto choices = doc.find("choices");
+  if (choices == doc.end() || !choices->is_array()) return true;
+  for (const json& c : *choices) {
+    if (!c.is_object()) return true;
+    if (auto f = c.find("finish_reason"); f != c.end() && !f->is_null()) return true;
+    if (auto t = c.find("text"); t != c.end() && t->is_string() && !t->get_ref<const std::string&>().empty()) return true;
+    if (auto d = c.find("delta"); d != c.end() && d->is_object()) {
+      for (const char* key : {"content", "reasoning_content", "reasoning", "tool_calls"}) {
+        auto v = d->find(key);
+        if (v == d->end() || v->is_null()) continue;
+        if (!v->is_string() || !v->get_ref<const std::string&>().empty()) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Reads a decode stream into `head` until an event says something (or the stream ends, or 64 KiB
+// came without one): `error` when that is an error event. vLLM under kv_load_failure_policy 'fail'
+// answers a request whose KV pull failed with a 200 stream whose first word is an error event
+// (after the role chunk on chat); nothing has been relayed, so the router can still retry.
+// `broken`: the read failed (`err` says how); `cancelled`: the client left.
+Task<StreamOpening> read_opening(http::ClientStream& up, std::string& head, http::ClientError& err) {
+  std::size_t scanned = 0;  // bytes of `head` in events already classified
+  while (true) {
+    auto piece = co_await up.read_some();
+    if (!piece) {
+      err = piece.error();
+      co_return err.code == http::ClientErrc::cancelled ? StreamOpening::cancelled : StreamOpening::broken;
+    }
+    if (piece->empty()) co_return StreamOpening::content;  // the end: relay what came
+    head.append(*piece);
+    for (auto end = head.find("\n\n", scanned); end != std::string::npos; end = head.find("\n\n", scanned)) {
+      bool error = false;
+      const bool says = event_says_something(std::string_view(head).substr(scanned, end - scanned), error);
+      scanned = end + 2;
+      if (says) co_return error ? StreamOpening::error : StreamOpening::content;
+    }
+    if (up.done() || head.size() > (64u << 10)) co_return StreamOpening::content;
+  }
+}
+
 }  // namespace
 
 // Sends the prefill leg; returns the kv_transfer_params of its answer, or null on any failure.
@@ -162,6 +221,8 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
         prefill_label.clear();
       }
     }
+    // This leg carries the prefill's KV transfer parameters: the decode worker pulls the KV.
+    const bool with_transfer = !kv_params.is_null();
     http::ClientRequest creq;
     creq.method = http::bhttp::verb::post;
     creq.target = target;
@@ -204,6 +265,15 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
                                            e.code == http::ClientErrc::write_failed
                                        ? AttemptResult::connect_failed
                                        : AttemptResult::failed_before_response;
+      // A request that never reached the worker may take its transfer parameters elsewhere (the
+      // prefill still holds the blocks); one the worker took may have begun the pull: never again.
+      if (with_transfer && result != AttemptResult::connect_failed) {
+        kv_params = nullptr;
+        prefill_label.clear();
+        metrics_.kv_transfer_fallbacks.fetch_add(1, std::memory_order_relaxed);
+        log_line("decode leg on " + pick.label + " with KV transfer parameters failed for " + request_id +
+                 "; retrying decode-only");
+      }
       if (!should_retry(result, attempt, config_.max_retries, Clock::now() >= deadline)) break;
       metrics_.retries.fetch_add(1, std::memory_order_relaxed);
       continue;
@@ -223,15 +293,67 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       last_error = "endpoint " + pick.label + " answered HTTP " + std::to_string(status);
       last_body = std::move(err_body);
       metrics_.error(last_cause);
-      table_.upstream_failed(pick, false, last_error);
-      exclude |= std::uint64_t{1} << pick.slot;
+      if (with_transfer) {
+        // vLLM with kv_load_failure_policy 'fail' answers a failed KV pull with 500: the transfer
+        // failed, not (as far as the router can tell) the decode worker, which stays a candidate.
+        // The retry goes decode-only: the worker prefills the prompt itself (a full local prefill)
+        // instead of repeating a pull whose blocks may be gone.
+        kv_params = nullptr;
+        prefill_label.clear();
+        metrics_.kv_transfer_fallbacks.fetch_add(1, std::memory_order_relaxed);
+        log_line("decode on " + pick.label + " answered HTTP " + std::to_string(status) + " to " + request_id +
+                 " with KV transfer parameters (a failed KV pull?); retrying decode-only");
+      } else {
+        table_.upstream_failed(pick, false, last_error);
+        exclude |= std::uint64_t{1} << pick.slot;
+      }
       table_.finish(pick, rq.request_id);
       if (!should_retry(AttemptResult::status_5xx, attempt, config_.max_retries, Clock::now() >= deadline)) break;
       metrics_.retries.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
+    std::string head;  // the stream's opening, read before anything is relayed
+    if (with_transfer && g.stream && status == 200 &&
+        up.headers()["Content-Type"].find("text/event-stream") != std::string_view::npos) {
+      // On a stream the failed pull shows as an opening error event (read_opening).
+      http::ClientError err;
+      const StreamOpening opening = co_await read_opening(up, head, err);
+      if (opening == StreamOpening::cancelled) {
+        table_.finish(pick, rq.request_id);
+        metrics_.error(ErrorCause::client_gone);
+        w.abort();
+        co_return ProxyOutcome::client_gone;
+      }
+      const AttemptResult result = opening == StreamOpening::broken ? AttemptResult::failed_before_response
+                                                                    : AttemptResult::status_5xx;
+      if (opening != StreamOpening::content &&
+          should_retry(result, attempt, config_.max_retries, Clock::now() >= deadline)) {
+        if (opening == StreamOpening::broken) {
+          last_cause = cause_of(err);
+          last_status = last_cause == ErrorCause::upstream_timeout ? 504 : 502;
+          last_error = "endpoint " + pick.label + " failed before answering: " + err.message();
+          table_.upstream_failed(pick, false, err.message());
+          exclude |= std::uint64_t{1} << pick.slot;
+        } else {
+          last_cause = ErrorCause::upstream_5xx;
+          last_status = 500;
+          last_error = "endpoint " + pick.label + " opened its stream with an error";
+        }
+        last_body.clear();
+        metrics_.error(last_cause);
+        kv_params = nullptr;
+        prefill_label.clear();
+        metrics_.kv_transfer_fallbacks.fetch_add(1, std::memory_order_relaxed);
+        log_line("decode stream on " + pick.label + " for " + request_id +
+                 " with KV transfer parameters opened with an error (a failed KV pull?); retrying decode-only");
+        table_.finish(pick, rq.request_id);
+        metrics_.retries.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      // Content, or no retry left: relay the opening as it came (an error event reaches the client).
+    }
     table_.upstream_ok(pick);
-    const ProxyOutcome outcome = co_await relay(w, up, pick, g, t0, prefill_label, decision);
+    const ProxyOutcome outcome = co_await relay(w, up, pick, g, t0, prefill_label, decision, std::move(head));
     table_.finish(pick, rq.request_id);
     co_return outcome;
   }
@@ -250,7 +372,8 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
 }
 
 http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStream& up, Pick& pick, const GenerateRequest& g,
-                Clock::time_point t0, const std::string& prefill_label, const std::string& decision) {
+                Clock::time_point t0, const std::string& prefill_label, const std::string& decision,
+                std::string head) {
   const unsigned status = up.status();
   // Why it went there, for "why is my hit rate low": the prompt blocks the router found cached on
   // the chosen endpoint (its KV-event index, or its routing history).
@@ -270,7 +393,7 @@ http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStre
     // (else at once, so that the client sees the stream start before the first token), and the
     // last piece with the end of the stream.
     bool started = false;
-    if (!up.buffered()) {
+    if (!up.buffered() && head.empty()) {
       if (!co_await w.start_stream(200, "text/event-stream", hs)) {
         up.cancel();
         metrics_.error(ErrorCause::client_gone);
@@ -283,32 +406,40 @@ http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStre
     std::string batch;   // the error event when the stream breaks
     std::size_t events = 0;
     Clock::time_point t_first{}, t_last{};
+    bool head_sent = head.empty();  // the opening already read (proxy's read_opening) goes first
     while (true) {
-      auto piece = co_await up.read_some();
-      if (!piece && piece.error().code == http::ClientErrc::cancelled) {  // the client left
-        metrics_.error(ErrorCause::client_gone);
-        w.abort();
-        co_return ProxyOutcome::client_gone;
-      }
-      if (!piece || Clock::now() >= deadline) {
-        // The stream started: never retried. End it with an OpenAI error event the SDKs raise.
-        ErrorCause cause = ErrorCause::request_timeout;
-        std::string message = "the request timed out after " + std::to_string(config_.request_timeout_ms) + " ms";
-        if (!piece) {
-          cause = piece.error().code == http::ClientErrc::idle_timeout ? ErrorCause::upstream_timeout
-                                                                        : ErrorCause::upstream_broken;
-          message = "endpoint " + pick.label + " failed mid-stream (" + piece.error().message() +
-                    "); the response is incomplete";
-          table_.upstream_failed(pick, false, piece.error().message());
-        } else {
-          up.cancel();
+      std::string_view data;
+      if (!head_sent) {
+        head_sent = true;
+        data = head;
+      } else {
+        auto piece = co_await up.read_some();
+        if (!piece && piece.error().code == http::ClientErrc::cancelled) {  // the client left
+          metrics_.error(ErrorCause::client_gone);
+          w.abort();
+          co_return ProxyOutcome::client_gone;
         }
-        metrics_.error(cause);
-        http::append_sse_event(batch, http::openai_error_body(502, message, "", "upstream_stream_broken"));
-        if (co_await stream_piece(w, started, hs, batch)) co_await w.finish();
-        co_return ProxyOutcome::error;
+        if (!piece || Clock::now() >= deadline) {
+          // The stream started: never retried. End it with an OpenAI error event the SDKs raise.
+          ErrorCause cause = ErrorCause::request_timeout;
+          std::string message = "the request timed out after " + std::to_string(config_.request_timeout_ms) + " ms";
+          if (!piece) {
+            cause = piece.error().code == http::ClientErrc::idle_timeout ? ErrorCause::upstream_timeout
+                                                                          : ErrorCause::upstream_broken;
+            message = "endpoint " + pick.label + " failed mid-stream (" + piece.error().message() +
+                      "); the response is incomplete";
+            table_.upstream_failed(pick, false, piece.error().message());
+          } else {
+            up.cancel();
+          }
+          metrics_.error(cause);
+          http::append_sse_event(batch, http::openai_error_body(502, message, "", "upstream_stream_broken"));
+          if (co_await stream_piece(w, started, hs, batch)) co_await w.finish();
+          co_return ProxyOutcome::error;
+        }
+        if (piece->empty()) break;
+        data = *piece;
       }
-      if (piece->empty()) break;
       const auto now = Clock::now();
       if (first) {
         first = false;
@@ -316,12 +447,12 @@ http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStre
         table_.first_byte(pick);
         metrics_.ttft_seconds.observe(std::chrono::duration<double>(now - t0).count());
       }
-      events += count_events(*piece);
+      events += count_events(data);
       t_last = now;
       // read_some() already joined every body byte received so far into this piece: send it now
       // (holding it back for bytes not yet received would delay tokens).
       const bool last = up.done();
-      const std::string_view out = *piece;
+      const std::string_view out = data;
       bool sent = false;
       if (last && started) {
         sent = co_await w.finish(out);

@@ -4,6 +4,13 @@
 // answer to the client: streamed as it arrives (SSE), or whole. A client that leaves cancels the
 // leg in flight; a worker that breaks mid-stream ends the client's stream with an OpenAI error
 // event. Each leg is counted in the table from the decision to its end.
+//
+// A failed KV pull (vLLM's kv_load_failure_policy 'fail'): a decode leg that carried the prefill's
+// kv_transfer_params and failed before anything was relayed (5xx, a stream that opens with an error
+// event, a connection that broke after the request was sent) is retried decode-only, without the
+// parameters, so the worker prefills the prompt itself; a 5xx or an error event then does not count
+// against the decode endpoint. Under 'recompute' vLLM does that itself and the router sees none.
+// Such a stream's header therefore goes to the client with its first word, not before it.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +50,7 @@ class UpstreamLegs {
                                          http::ClientCancel* cancel);
   http::Task<ProxyOutcome> relay(http::ResponseWriter& w, http::ClientStream& up, Pick& pick,
                                  const GenerateRequest& g, Clock::time_point t0, const std::string& prefill_label,
-                                 const std::string& decision);
+                                 const std::string& decision, std::string head = {});
 
   EndpointTable& table_;
   const UpstreamClients& clients_;

@@ -150,6 +150,34 @@ struct WakeOnClose {
 };
 WakeOnClose wake_on_close(const RequestState& st) { return WakeOnClose{st.signal}; }
 
+// A stream that opens with an error, as vLLM's OpenAI server sends a request that finished with
+// finish_reason "error" (a failed KV pull under kv_load_failure_policy 'fail'): a chat stream's
+// first chunk, the role, goes out before the error is seen; then the error event and [DONE].
+std::string error_stream(bool chat, const std::string& model, std::int64_t created) {
+  std::string buf;
+  if (chat) {
+    json delta = json::object();
+    delta["role"] = "assistant";
+    delta["content"] = "";
+    json choice = json::object();
+    choice["index"] = 0;
+    choice["delta"] = std::move(delta);
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = nullptr;
+    json chunk = json::object();
+    chunk["id"] = "chatcmpl-kv-load-failed";
+    chunk["object"] = "chat.completion.chunk";
+    chunk["created"] = created;
+    chunk["model"] = model;
+    chunk["choices"] = json::array();
+    chunk["choices"].push_back(std::move(choice));
+    http::append_sse_event(buf, chunk.dump());
+  }
+  http::append_sse_event(buf, http::openai_error_body(500, "Internal server error", "", "kv_load_failed"));
+  buf.append(http::kSseDone);
+  return buf;
+}
+
 std::string models_body(const std::string& model, std::int32_t max_model_len) {
   json m = {{"id", model},       {"object", "model"}, {"created", unix_seconds()}, {"owned_by", "vllm"},
             {"root", model},     {"parent", nullptr}, {"max_model_len", max_model_len}};
@@ -168,6 +196,7 @@ struct SimWorker::Impl {
   net::signal_set signals{ioc, SIGTERM, SIGINT};
   std::atomic<std::uint64_t> request_counter{0};
   std::atomic<std::int64_t> tokens_sent{0};
+  std::atomic<std::uint64_t> kv_load_failures{0};  // --kv-load-fail-rate draws that failed
 
   /// The served model's tokenizer and chat template (--tokenizer); empty: the made-up tokenizer.
   std::optional<text::ModelText> model_text;
@@ -434,6 +463,25 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
     co_return;
   }
   Generation g = std::move(*parsed);
+  if (g.kind == RequestKind::remote_kv && config.kv_load_fail_rate > 0) {
+    // A failed KV pull (its own draw, apart from --fail-rate's).
+    const double u = static_cast<double>(splitmix64(config.seed ^ 0x6b765f6c6f6164ULL ^ (n * 0xbf58476d1ce4e5b9ULL)) >> 11) * 0x1.0p-53;
+    if (u < config.kv_load_fail_rate) {
+      kv_load_failures.fetch_add(1, std::memory_order_relaxed);
+      if (config.kv_load_failure_policy == KvLoadFailurePolicy::recompute) {
+        g.kind = RequestKind::full;  // vLLM reschedules the request and computes the prompt here
+      } else if (!g.stream) {
+        co_await w.send_error(500, "Internal server error", "", "kv_load_failed");
+        co_return;
+      } else {
+        const std::string buf = error_stream(chat, config.model_name, unix_seconds());
+        if (co_await w.start_stream()) {
+          if (co_await w.write(buf)) co_await w.finish();
+        }
+        co_return;
+      }
+    }
+  }
   if (config.stall_ms > 0) {
     net::steady_timer t(w.executor(), std::chrono::milliseconds(config.stall_ms));
     boost::system::error_code ec;
@@ -592,7 +640,13 @@ Task<void> SimWorker::Impl::handle(http::Request& req, ResponseWriter& w) {
     co_await w.send(200, models_body(config.model_name, config.max_model_len));
   } else if (path == "/metrics") {
     if (!co_await only(http::bhttp::verb::get, "GET")) co_return;
-    co_await w.send(200, engine->metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+    std::string text = engine->metrics_text();
+    text.append("# HELP disagg:sim_worker_kv_load_failures_total Remote KV pulls failed by --kv-load-fail-rate.\n"
+                "# TYPE disagg:sim_worker_kv_load_failures_total counter\n"
+                "disagg:sim_worker_kv_load_failures_total ")
+        .append(std::to_string(kv_load_failures.load(std::memory_order_relaxed)))
+        .append("\n");
+    co_await w.send(200, text, "text/plain; version=0.0.4; charset=utf-8");
   } else {
     co_await w.send_error(404, "no route for " + std::string(path) +
                                    "; sim-worker serves /v1/completions, /v1/chat/completions, "

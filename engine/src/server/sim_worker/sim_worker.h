@@ -8,7 +8,8 @@
 // do_remote_decode: false, remote_block_ids, remote_engine_id, remote_request_id, remote_host,
 // remote_port, tp_size}; `do_remote_prefill: true` with remote_block_ids on a decode worker
 // charges the KV transfer (cost model) instead of the prefill. A decode request whose params
-// lack remote_block_ids is prefilled locally, as vLLM does.
+// lack remote_block_ids is prefilled locally, as vLLM does. --kv-load-fail-rate makes a share of
+// those pulls fail, handled per --kv-load-failure-policy (KvLoadFailurePolicy).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,13 @@
 #include "kv_events.h"
 
 namespace disagg::sim_worker {
+
+/// What a decode worker does when a remote KV pull fails, as vLLM's `kv_load_failure_policy`
+/// (vllm/config/kv_transfer.py, KVTransferConfig): `recompute` prefills the prompt locally and the
+/// client sees a slower answer; `fail` finishes the request with finish_reason "error", which vLLM's
+/// OpenAI server answers with HTTP 500 "Internal server error" (non-streaming) or, on a stream, an
+/// error event in a 200 response (its `_raise_if_error`).
+enum class KvLoadFailurePolicy : std::uint8_t { recompute, fail };
 
 struct SimWorkerConfig {
   std::string config_path;            ///< --config FILE.json (model/hardware/parallel/efficiency)
@@ -44,6 +52,10 @@ struct SimWorkerConfig {
   KvEventEncoding kv_events_encoding = KvEventEncoding::array_like;  ///< --kv-events-encoding array|map
   std::uint64_t kv_events_hash_salt = 0;  ///< --kv-events-hash-salt N: published hashes XOR N (vLLM's own hashing)
   double fail_rate = 0;               ///< --fail-rate: share of requests answered 500 at once
+  /// --kv-load-fail-rate: share of remote-prefill (do_remote_prefill) requests whose KV pull fails,
+  /// handled as --kv-load-failure-policy says (vLLM's kv_transfer_config.kv_load_failure_policy).
+  double kv_load_fail_rate = 0;
+  KvLoadFailurePolicy kv_load_failure_policy = KvLoadFailurePolicy::fail;  ///< --kv-load-failure-policy
   std::int32_t stall_ms = 0;          ///< --stall-ms: delay before each request is queued
   std::int64_t crash_after = 0;       ///< --crash-after N: exit(3) after N tokens were sent (0 = never)
   std::uint64_t seed = 1;             ///< --seed of the failure injection

@@ -41,9 +41,13 @@ constexpr const char* kUsage =
     "  --kv-events-hash-salt N      publish block hashes XOR N, as vLLM hashes with its own function\n"
     "                               and seed (the router keys blocks by token ids) (0)\n"
     "  --fail-rate P                answer this share of requests with 500 at once (0)\n"
+    "  --kv-load-fail-rate P        fail this share of remote KV pulls (decode role) (0)\n"
+    "  --kv-load-failure-policy X   what a failed pull does, as vLLM's kv_load_failure_policy:\n"
+    "                               fail (500, or an error event on a stream) | recompute (prefill\n"
+    "                               locally) (fail)\n"
     "  --stall-ms N                 delay every request by N ms before queueing it (0)\n"
     "  --crash-after N              exit with code 3 once N tokens were sent (0 = never)\n"
-    "  --seed N                     seed of --fail-rate (1)\n"
+    "  --seed N                     seed of --fail-rate and --kv-load-fail-rate (1)\n"
     "  --max-body-bytes N           request body limit; 413 beyond (8388608)\n"
     "  --max-connections N          connections open at once; at the limit the longest-idle\n"
     "                               keep-alive ones are closed, 503 only when all are busy (10000)\n"
@@ -139,6 +143,14 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
       if (!parse_num(v, &c.fail_rate) || c.fail_rate < 0 || c.fail_rate > 1) {
         return bad(flag, v, "must be in [0, 1], e.g. 0.1");
       }
+    } else if (flag == "--kv-load-fail-rate") {
+      if (!parse_num(v, &c.kv_load_fail_rate) || c.kv_load_fail_rate < 0 || c.kv_load_fail_rate > 1) {
+        return bad(flag, v, "must be in [0, 1], e.g. 0.1");
+      }
+    } else if (flag == "--kv-load-failure-policy") {
+      if (v == "fail") c.kv_load_failure_policy = KvLoadFailurePolicy::fail;
+      else if (v == "recompute") c.kv_load_failure_policy = KvLoadFailurePolicy::recompute;
+      else return bad(flag, v, "must be fail or recompute");
     } else if (flag == "--stall-ms") {
       if (!non_negative(&c.stall_ms)) return bad(flag, v, "must be a whole number >= 0");
     } else if (flag == "--crash-after") {
