@@ -8,13 +8,14 @@ import { DataParallelEndpoints } from './data-parallel-endpoints';
 import { ExpertParallelPool, ExpertParallelPoolOptions, ExpertParallelPoolProps } from './expert-parallel-pool';
 import { GatewayExposure } from './gateway-exposure';
 import { InferencePoolOptions } from './inference-pool-options';
+import { KvLoadFailurePolicy } from './kv-load-failure-policy';
 import { KvTier } from './kv-tier';
 import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
 import { PoolRole } from './pool-role';
 import { PoolSizing } from './pool-sizing';
 import { addGatewayObjects } from './private/gateway-objects';
-import { FIELD_PREFIX, HiddenPoolProps, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
+import { FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_POLICY, NIXL_BACKEND } from './private/hidden-props';
 import { APP_PART_OF, componentLabels } from './private/labels';
 import { resolveModel, strip } from './private/model-inputs';
 import { NEURON_DEVICES_PER_POD, NEURON_DOCS, neuronDisaggregationProblem } from './private/neuron';
@@ -60,6 +61,15 @@ export interface DisaggregatedInferenceProps extends ModelDeploymentOptions {
    * @default - none; then `decode` is required
    */
   readonly decodeExpertParallel?: ExpertParallelPoolOptions;
+  /**
+   * What the decode pool does when a prompt's KV cache cannot be pulled from the prefill pool (vLLM's
+   * `kv_load_failure_policy`, written into the decode pool's `--kv-transfer-config`): fail the request,
+   * which the router then retries decode-only without the transfer parameters, or recompute the missing
+   * blocks on the decode pod. Not set on Trainium pools (vLLM Neuron's connector).
+   * @default KvLoadFailurePolicy.FAIL
+   * @see https://docs.vllm.ai/en/latest/api/vllm/config/kv_transfer/
+   */
+  readonly kvLoadFailurePolicy?: KvLoadFailurePolicy;
   /**
    * How the router picks endpoints.
    * @default RouterPolicy.KV_AWARE
@@ -249,6 +259,7 @@ export class DisaggregatedInference extends Construct {
       automountServiceAccountToken: false,
     });
 
+    const kvLoadFailurePolicy = (props.kvLoadFailurePolicy ?? KvLoadFailurePolicy.FAIL).value;
     const ctx: WorkerContext = {
       instance: name,
       model,
@@ -263,6 +274,7 @@ export class DisaggregatedInference extends Construct {
       prequantizedCheckpoint: resolved.prequantized,
       kvBlockSize,
       nixlBackend: this.nixlBackend,
+      kvLoadFailurePolicy,
       modelCache,
       runAsNonRoot: props.runWorkersAsNonRoot ?? false,
       // vLLM Neuron compiles the model on first start (~15-20 min for a 70B model: Llama 3.3 70B tutorial,
@@ -295,6 +307,7 @@ export class DisaggregatedInference extends Construct {
         endpoints: ep.endpoints ?? DataParallelEndpoints.SINGLE,
         [FIELD_PREFIX]: `${role}ExpertParallel`,
         [NIXL_BACKEND]: this.nixlBackend,
+        [KV_LOAD_FAILURE_POLICY]: kvLoadFailurePolicy,
         [INSTANCE]: name,
       };
       const pool = new ExpertParallelPool(this, constructId, epProps);

@@ -10,7 +10,7 @@ import { ModelDeploymentOptions } from './model-deployment-options';
 import { PoolRole } from './pool-role';
 import { addComputeDomain, claimComputeDomain, needsComputeDomain } from './private/compute-domain';
 import { addGatewayObjects } from './private/gateway-objects';
-import { FIELD_PREFIX, HiddenPoolProps, INSTANCE, NIXL_BACKEND } from './private/hidden-props';
+import { FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_POLICY, NIXL_BACKEND } from './private/hidden-props';
 import { APP_INSTANCE, APP_PART_OF, LWS_WORKER_INDEX, PORTS, componentLabels } from './private/labels';
 import { addLeaderWorkerSet } from './private/leader-worker-set';
 import { ResolvedModel, resolveModel, strip } from './private/model-inputs';
@@ -364,7 +364,7 @@ export class ExpertParallelPool extends Construct implements IServingPool {
       eplb,
       redundant,
       backend: this.allToAllBackend,
-      nixl: this.usesNixl ? kvTransferConfig(transfer) : undefined,
+      nixl: this.usesNixl ? kvTransferConfig(transfer, role === PoolRole.DECODE ? hidden[KV_LOAD_FAILURE_POLICY] : undefined) : undefined,
       ports: this.httpPorts,
     };
     // One group of nodesPerGroup pods per replica: every rank of a group joins one collective.

@@ -3,6 +3,7 @@ export * from './model-cache';
 export * from './router-policy';
 export * from './router-tokenizer';
 export * from './kv-transfer';
+export * from './kv-load-failure-policy';
 export * from './gateway-exposure';
 export * from './inference-pool-options';
 export * from './disaggregated-inference';

@@ -19,6 +19,8 @@ describe('TieredKvCache', () => {
           { kv_connector: 'LMCacheConnectorV1', kv_role: 'kv_both' },
         ],
       },
+      // vLLM reads the KV load failure policy at the top level
+      kv_load_failure_policy: 'fail',
     });
     // the prefill pool is untouched
     expect(JSON.parse(flag(container(find(manifests, 'Deployment', '-prefill')).args, '--kv-transfer-config')!).kv_connector).toBe('NixlConnector');

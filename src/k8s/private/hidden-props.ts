@@ -6,6 +6,8 @@
 export const FIELD_PREFIX: unique symbol = Symbol.for('disagg.fieldPrefix');
 /** The NIXL backend the deployment resolved for both sides. */
 export const NIXL_BACKEND: unique symbol = Symbol.for('disagg.nixlBackend');
+/** kv_load_failure_policy for a decode side ('fail' or 'recompute'). */
+export const KV_LOAD_FAILURE_POLICY: unique symbol = Symbol.for('disagg.kvLoadFailurePolicy');
 /** The app.kubernetes.io/instance label of the deployment. */
 export const INSTANCE: unique symbol = Symbol.for('disagg.instance');
 
@@ -15,6 +17,8 @@ export interface HiddenPoolProps {
   readonly [FIELD_PREFIX]?: string;
   /** @default - resolved by the pool from its own `kvTransfer` */
   readonly [NIXL_BACKEND]?: string;
+  /** @default - no kv_load_failure_policy in the pool's --kv-transfer-config */
+  readonly [KV_LOAD_FAILURE_POLICY]?: string;
   /** @default - the pool's own name */
   readonly [INSTANCE]?: string;
 }

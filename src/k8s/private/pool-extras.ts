@@ -65,10 +65,13 @@ export class PoolExtras {
     if (own === undefined) {
       return cache.standaloneArgs ?? ['--kv-transfer-config', JSON.stringify(theirs)];
     }
+    // vLLM's scheduler reads kv_load_failure_policy from the top-level config, not a MultiConnector's parts.
+    const { kv_load_failure_policy: policy, ...nixl } = own;
     return ['--kv-transfer-config', JSON.stringify({
       kv_connector: 'MultiConnector',
       kv_role: 'kv_both',
-      kv_connector_extra_config: { connectors: [own, theirs] },
+      kv_connector_extra_config: { connectors: [nixl, theirs] },
+      ...(policy !== undefined ? { kv_load_failure_policy: policy } : {}),
     })];
   }
 

@@ -23,6 +23,8 @@ export interface WorkerContext {
   readonly kvBlockSize: number;
   /** NIXL backend: 'LIBFABRIC' or 'UCX'. */
   readonly nixlBackend: string;
+  /** vLLM's kv_load_failure_policy for the decode pool ('fail' or 'recompute'); unset: not written. */
+  readonly kvLoadFailurePolicy?: string;
   readonly modelCache: ModelCache;
   readonly runAsNonRoot: boolean;
   /** Seconds a model load may take before the startup probe gives up. */
@@ -60,7 +62,8 @@ export function vllmArgs(ctx: WorkerContext, pool: PoolPlan, extras?: PoolExtras
     args.push('--distributed-executor-backend', 'ray');
   }
   args.push(...modelArgs(ctx, pool));
-  const own = pool.options.instanceType.isNeuron ? neuronKvTransferConfig(pool.role) : kvTransferConfig(ctx.nixlBackend);
+  const own = pool.options.instanceType.isNeuron ? neuronKvTransferConfig(pool.role)
+    : kvTransferConfig(ctx.nixlBackend, pool.role === 'decode' ? ctx.kvLoadFailurePolicy : undefined);
   args.push(...(extras ? extras.kvTransferArgs(own) : ['--kv-transfer-config', JSON.stringify(own)]));
   args.push('--kv-events-config', JSON.stringify(kvEventsConfig(ctx.servedModelName)));
   args.push('--port', String(PORTS.http));
@@ -110,12 +113,17 @@ export function quantizationFlag(ctx: WorkerContext, pool: PoolPlan): string | u
   return ctx.weightPrecision.vllmQuantization;
 }
 
-/** vLLM's `--kv-transfer-config` for NixlConnector with the chosen NIXL backend. */
-export function kvTransferConfig(backend: string): Record<string, unknown> {
+/**
+ * vLLM's `--kv-transfer-config` for NixlConnector with the chosen NIXL backend, and on a decode pool the
+ * `kv_load_failure_policy` ('fail' or 'recompute': KVTransferConfig in vllm/config/kv_transfer.py, e.g.
+ * vllm-project/vllm@9dc4946457fb).
+ */
+export function kvTransferConfig(backend: string, kvLoadFailurePolicy?: string): Record<string, unknown> {
   return {
     kv_connector: 'NixlConnector',
     kv_role: 'kv_both',
     kv_connector_extra_config: { backends: [backend] },
+    ...(kvLoadFailurePolicy !== undefined ? { kv_load_failure_policy: kvLoadFailurePolicy } : {}),
   };
 }
 
