@@ -12,6 +12,7 @@ import { AddonOptions, AddonVersions, InferenceClusterAddons, LoadBalancerScheme
 import { EfaSecurityGroup } from './efa-security-group';
 import { KarpenterNodePool, KarpenterNodePoolOptions } from './karpenter-node-pool';
 import { LoadBalancerAnnotations } from './load-balancer-annotations';
+import { acceleratorsPerNode } from './private/accelerated-nodes';
 import { acknowledgeClusterFindings, acknowledgeNodeRole, encryptedLogGroup } from './private/compliance';
 import {
   checkDraAddons, efaDraChart, gpuFeatureDiscoveryChart, needsComputeDomain, neuronDraChart, nvidiaDraChart, optedIn,
@@ -658,11 +659,7 @@ export class InferenceCluster extends Construct {
       const cfn = group.nodegroup.node.defaultChild as eks.CfnNodegroup;
       seen.add(cfn);
       const type = group.instanceType;
-      const perNode: Record<string, number> = { [type.acceleratorResourceName]: type.acceleratorCount };
-      if (type.isNeuron && type.neuronCoresPerDevice) {
-        // Physical NeuronCores: an upper bound of what the device plugin advertises.
-        perNode['aws.amazon.com/neuroncore'] = type.acceleratorCount * type.neuronCoresPerDevice;
-      }
+      const perNode = acceleratorsPerNode(type);
       shapes.push({
         id: group.node.id,
         instanceType: type.name,
@@ -673,10 +670,7 @@ export class InferenceCluster extends Construct {
     }
     for (const pool of this.karpenterPools) {
       const type = pool.instanceType;
-      const perNode: Record<string, number> = { [type.acceleratorResourceName]: type.acceleratorCount };
-      if (type.isNeuron && type.neuronCoresPerDevice) {
-        perNode['aws.amazon.com/neuroncore'] = type.acceleratorCount * type.neuronCoresPerDevice;
-      }
+      const perNode = acceleratorsPerNode(type);
       shapes.push({
         id: pool.node.id,
         instanceType: type.name,

@@ -3,9 +3,10 @@ import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
-import { AcceleratedInstanceType, AcceleratorVendor, NetworkInterfaceType, PurchaseOption } from '../catalog';
+import { AcceleratedInstanceType, NetworkInterfaceType, PurchaseOption } from '../catalog';
 import { NodeLabels } from './accelerated-node-group';
 import { NodeCapacity } from './node-capacity';
+import { checkRootVolume, DEFAULT_ROOT_VOLUME, presenceLabels } from './private/accelerated-nodes';
 import { needsComputeDomain } from './private/dra-drivers';
 
 /** Options for a {@link KarpenterNodePool} that do not name the cluster. */
@@ -129,9 +130,6 @@ export interface KarpenterNodePoolProps extends KarpenterNodePoolOptions {
   readonly cluster: eks.ICluster;
 }
 
-const DEFAULT_ROOT_VOLUME_GIB = 300;
-const MIN_ROOT_VOLUME_GIB = 20;
-const MAX_ROOT_VOLUME_GIB = 16_384;
 
 /**
  * A Karpenter `NodePool` and `EC2NodeClass` (karpenter.sh/v1, karpenter.k8s.aws/v1) for one accelerated
@@ -191,7 +189,7 @@ export class KarpenterNodePool extends Construct {
       throw new Error(`'maxNodes' (${maxNodes}) is below 'replicas' (${this.replicas}); raise maxNodes or leave it unset`);
     }
     this.maxNodes = maxNodes ?? this.replicas;
-    const rootGib = checkRootVolume(props.rootVolumeSize);
+    const rootGib = checkRootVolume(props.rootVolumeSize ?? DEFAULT_ROOT_VOLUME);
     const amiVersion = props.amiVersion ?? 'latest';
     if (!/^(latest|v\d{8}(\.\d+)?)$/.test(amiVersion)) {
       throw new Error(`'amiVersion' (${amiVersion}) must be 'latest' or an EKS AMI release such as 'v20261120'`);
@@ -349,20 +347,6 @@ function taintEffect(effect: eks.TaintEffect | undefined): string {
   }
 }
 
-/** Labels the device-plugin DaemonSets select on (the same as AcceleratedNodeGroup's). */
-function presenceLabels(type: AcceleratedInstanceType): Record<string, string> {
-  const labels: Record<string, string> = {};
-  if (type.accelerator.vendor === AcceleratorVendor.NVIDIA) {
-    labels['nvidia.com/gpu.present'] = 'true';
-  }
-  if (type.isNeuron) {
-    labels['aws.amazon.com/neuron.present'] = 'true';
-  }
-  if (type.supportsEfa) {
-    labels['vpc.amazonaws.com/efa.present'] = 'true';
-  }
-  return labels;
-}
 
 function checkCount(prop: string, value: number | undefined, min: number): number | undefined {
   if (value === undefined) {
@@ -374,21 +358,6 @@ function checkCount(prop: string, value: number | undefined, min: number): numbe
   return value;
 }
 
-function checkRootVolume(size: Size | undefined): number {
-  if (size === undefined) {
-    return DEFAULT_ROOT_VOLUME_GIB;
-  }
-  let gib: number;
-  try {
-    gib = size.toGibibytes();
-  } catch {
-    throw new Error(`'rootVolumeSize' (${size}) must be a whole number of GiB; use e.g. Size.gibibytes(${DEFAULT_ROOT_VOLUME_GIB})`);
-  }
-  if (!(Number.isInteger(gib) && gib >= MIN_ROOT_VOLUME_GIB && gib <= MAX_ROOT_VOLUME_GIB)) {
-    throw new Error(`'rootVolumeSize' (${gib} GiB) must be from ${MIN_ROOT_VOLUME_GIB} to ${MAX_ROOT_VOLUME_GIB} GiB; use e.g. Size.gibibytes(${DEFAULT_ROOT_VOLUME_GIB})`);
-  }
-  return gib;
-}
 
 /** A DNS-1123 name from a construct path (NodePool names are cluster-scoped). */
 function kubeName(path: string): string {

@@ -1,0 +1,70 @@
+// What managed node groups (AcceleratedNodeGroup) and Karpenter pools (KarpenterNodePool) give an
+// accelerated node alike: the device-plugin labels, the accelerators a node offers, the root volume.
+import { Size } from 'aws-cdk-lib';
+import { AcceleratedInstanceType, AcceleratorVendor } from '../../catalog';
+
+/** The root volume unless a prop says otherwise: room for several engine images next to the OS. */
+export const DEFAULT_ROOT_VOLUME = Size.gibibytes(300);
+
+/**
+ * Smallest root volume: the root snapshot of the EKS-optimized AL2023 AMIs (accelerated variants
+ * included) is 20 GiB (`ami_block_device_mappings.volume_size = 20` in
+ * https://github.com/awslabs/amazon-eks-ami/blob/main/templates/al2023/template.pkr.hcl, and EKS's
+ * default disk size is 20 GiB: https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateNodegroup.html),
+ * and a block device mapping cannot be smaller than its snapshot
+ * (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateEbsBlockDeviceRequest.html).
+ */
+const MIN_ROOT_VOLUME_GIB = 20;
+
+/**
+ * Largest root volume: gp3 in a launch template block device mapping is documented as 1 - 16,384 GiB
+ * (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateEbsBlockDeviceRequest.html).
+ * CreateVolume now documents gp3 up to 65,536 GiB
+ * (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateVolume.html); we keep the bound the
+ * launch template documents, which no root volume of an inference node comes near.
+ */
+const MAX_ROOT_VOLUME_GIB = 16_384;
+
+/** The root volume in whole GiB, within what EBS and the AMI allow. */
+export function checkRootVolume(size: Size): number {
+  let gib: number;
+  try {
+    gib = size.toGibibytes();
+  } catch (e) {
+    throw new Error(`'rootVolumeSize' (${size}) must be a whole number of GiB (EBS sizes volumes in GiB); use e.g. Size.gibibytes(${DEFAULT_ROOT_VOLUME.toGibibytes()})`);
+  }
+  if (!(Number.isInteger(gib) && gib >= MIN_ROOT_VOLUME_GIB && gib <= MAX_ROOT_VOLUME_GIB)) {
+    throw new Error(`'rootVolumeSize' (${gib} GiB) must be from ${MIN_ROOT_VOLUME_GIB} GiB (the EKS AMI's root snapshot) to `
+      + `${MAX_ROOT_VOLUME_GIB.toLocaleString('en-US')} GiB (gp3 in a launch template); use e.g. Size.gibibytes(${DEFAULT_ROOT_VOLUME.toGibibytes()}), `
+      + 'and keep model files and KV cache on local NVMe (localNvmeRaid0)');
+  }
+  return gib;
+}
+
+/** Labels the device-plugin DaemonSets select on. */
+export function presenceLabels(type: AcceleratedInstanceType): Record<string, string> {
+  const labels: Record<string, string> = {};
+  if (type.accelerator.vendor === AcceleratorVendor.NVIDIA) {
+    // The NVIDIA device plugin chart's default node affinity accepts this label (no NFD needed).
+    labels['nvidia.com/gpu.present'] = 'true';
+  }
+  if (type.isNeuron) {
+    labels['aws.amazon.com/neuron.present'] = 'true';
+  }
+  if (type.supportsEfa) {
+    labels['vpc.amazonaws.com/efa.present'] = 'true';
+  }
+  return labels;
+}
+
+/**
+ * Accelerator resources one node of `type` offers, by resource name: devices, and for Neuron types
+ * also physical NeuronCores (an upper bound of what the device plugin advertises).
+ */
+export function acceleratorsPerNode(type: AcceleratedInstanceType): Record<string, number> {
+  const perNode: Record<string, number> = { [type.acceleratorResourceName]: type.acceleratorCount };
+  if (type.isNeuron && type.neuronCoresPerDevice) {
+    perNode['aws.amazon.com/neuroncore'] = type.acceleratorCount * type.neuronCoresPerDevice;
+  }
+  return perNode;
+}
