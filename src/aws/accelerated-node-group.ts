@@ -6,23 +6,10 @@ import { Construct } from 'constructs';
 import { AcceleratedInstanceType, AcceleratorVendor, CpuArchitecture, EksAmiType, PurchaseOption } from '../catalog';
 import { EfaSecurityGroup } from './efa-security-group';
 import { NodeCapacity, NodePlacement } from './node-capacity';
-import { checkRootVolume, DEFAULT_ROOT_VOLUME, presenceLabels } from './private/accelerated-nodes';
+import { NodeLabels } from './node-labels';
+import { acceleratedNodeLabels, acceleratedNodeTaints, checkRootVolume, DEFAULT_ROOT_VOLUME } from './private/accelerated-nodes';
 import { acknowledgeLaunchTemplateControls, acknowledgeNodeRole } from './private/compliance';
 import { nodeadmUserData } from './private/node-user-data';
-
-/** Label keys this library puts on accelerated nodes (selectors in the workload constructs use them). */
-export class NodeLabels {
-  /** The EC2 instance type, e.g. `p5en.48xlarge`. */
-  public static readonly INSTANCE_TYPE = 'disagg.dev/instance-type';
-  /** The accelerator, lower case, e.g. `h200`, `trainium2`. */
-  public static readonly ACCELERATOR = 'disagg.dev/accelerator';
-  /** The accelerator vendor, `nvidia` or `aws`. */
-  public static readonly ACCELERATOR_VENDOR = 'disagg.dev/accelerator-vendor';
-  /** The role of the pool the nodes serve, e.g. `prefill`, `decode`, `inference`. */
-  public static readonly POOL_ROLE = 'disagg.dev/pool-role';
-
-  private constructor() {}
-}
 
 /**
  * How EKS replaces the nodes of a managed node group during a version or launch template update.
@@ -381,18 +368,8 @@ export class AcceleratedNodeGroup extends Construct {
       },
     });
 
-    this.labels = {
-      [NodeLabels.INSTANCE_TYPE]: type.name,
-      [NodeLabels.ACCELERATOR]: type.accelerator.name.toLowerCase(),
-      [NodeLabels.ACCELERATOR_VENDOR]: type.accelerator.vendor,
-      [NodeLabels.POOL_ROLE]: props.poolRole ?? 'inference',
-      ...presenceLabels(type),
-      ...props.labels,
-    };
-    this.taints = [
-      { key: type.acceleratorResourceName, value: 'true', effect: eks.TaintEffect.NO_SCHEDULE },
-      ...props.taints ?? [],
-    ];
+    this.labels = acceleratedNodeLabels(type, props.poolRole, props.labels);
+    this.taints = acceleratedNodeTaints(type, props.taints);
 
     this.nodegroup = new eks.Nodegroup(this, 'Nodegroup', {
       cluster: props.cluster,

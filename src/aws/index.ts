@@ -5,4 +5,5 @@ export * from './engine-image';
 export * from './inference-cluster';
 export * from './load-balancer-annotations';
 export * from './node-capacity';
+export * from './node-labels';
 export * from './karpenter-node-pool';

@@ -7,11 +7,12 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as cdk8s from 'cdk8s';
 import { Construct, IDependable } from 'constructs';
 import { AcceleratedInstanceType } from '../catalog';
-import { AcceleratedNodeGroup, AcceleratedNodeGroupOptions, NodeLabels } from './accelerated-node-group';
+import { AcceleratedNodeGroup, AcceleratedNodeGroupOptions } from './accelerated-node-group';
 import { AddonOptions, AddonVersions, InferenceClusterAddons, LoadBalancerScheme } from './cluster-addons';
 import { EfaSecurityGroup } from './efa-security-group';
 import { KarpenterNodePool, KarpenterNodePoolOptions } from './karpenter-node-pool';
 import { LoadBalancerAnnotations } from './load-balancer-annotations';
+import { NodeLabels } from './node-labels';
 import { acceleratorsPerNode } from './private/accelerated-nodes';
 import { acknowledgeClusterFindings, acknowledgeNodeRole, encryptedLogGroup } from './private/compliance';
 import {

@@ -4,9 +4,9 @@ import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 import { AcceleratedInstanceType, NetworkInterfaceType, PurchaseOption } from '../catalog';
-import { NodeLabels } from './accelerated-node-group';
 import { NodeCapacity } from './node-capacity';
-import { checkRootVolume, DEFAULT_ROOT_VOLUME, presenceLabels } from './private/accelerated-nodes';
+import { NodeLabels } from './node-labels';
+import { acceleratedNodeLabels, acceleratedNodeTaints, checkRootVolume, DEFAULT_ROOT_VOLUME } from './private/accelerated-nodes';
 import { needsComputeDomain } from './private/dra-drivers';
 
 /** Options for a {@link KarpenterNodePool} that do not name the cluster. */
@@ -214,18 +214,8 @@ export class KarpenterNodePool extends Construct {
       securityGroups.push({ id: props.efaSecurityGroup.securityGroupId });
     }
 
-    this.labels = {
-      [NodeLabels.INSTANCE_TYPE]: type.name,
-      [NodeLabels.ACCELERATOR]: type.accelerator.name.toLowerCase(),
-      [NodeLabels.ACCELERATOR_VENDOR]: type.accelerator.vendor,
-      [NodeLabels.POOL_ROLE]: props.poolRole ?? 'inference',
-      ...presenceLabels(type),
-      ...props.labels,
-    };
-    this.taints = [
-      { key: type.acceleratorResourceName, value: 'true', effect: eks.TaintEffect.NO_SCHEDULE },
-      ...props.taints ?? [],
-    ];
+    this.labels = acceleratedNodeLabels(type, props.poolRole, props.labels);
+    this.taints = acceleratedNodeTaints(type, props.taints);
 
     const nodeClass = {
       apiVersion: 'karpenter.k8s.aws/v1',

@@ -1,7 +1,9 @@
 // What managed node groups (AcceleratedNodeGroup) and Karpenter pools (KarpenterNodePool) give an
 // accelerated node alike: the device-plugin labels, the accelerators a node offers, the root volume.
 import { Size } from 'aws-cdk-lib';
+import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import { AcceleratedInstanceType, AcceleratorVendor } from '../../catalog';
+import { NodeLabels } from '../node-labels';
 
 /** The root volume unless a prop says otherwise: room for several engine images next to the OS. */
 export const DEFAULT_ROOT_VOLUME = Size.gibibytes(300);
@@ -41,8 +43,32 @@ export function checkRootVolume(size: Size): number {
   return gib;
 }
 
+/**
+ * The labels of an accelerated node: its type, accelerator and vendor, its pool role (the workload
+ * constructs select on these), the device plugins' presence labels, then the user's `extra`.
+ */
+export function acceleratedNodeLabels(type: AcceleratedInstanceType, poolRole: string | undefined,
+  extra: Record<string, string> | undefined): Record<string, string> {
+  return {
+    [NodeLabels.INSTANCE_TYPE]: type.name,
+    [NodeLabels.ACCELERATOR]: type.accelerator.name.toLowerCase(),
+    [NodeLabels.ACCELERATOR_VENDOR]: type.accelerator.vendor,
+    [NodeLabels.POOL_ROLE]: poolRole ?? 'inference',
+    ...presenceLabels(type),
+    ...extra,
+  };
+}
+
+/** The taint that keeps other pods off an accelerated node (the pools tolerate it), then the user's. */
+export function acceleratedNodeTaints(type: AcceleratedInstanceType, extra: eks.TaintSpec[] | undefined): eks.TaintSpec[] {
+  return [
+    { key: type.acceleratorResourceName, value: 'true', effect: eks.TaintEffect.NO_SCHEDULE },
+    ...extra ?? [],
+  ];
+}
+
 /** Labels the device-plugin DaemonSets select on. */
-export function presenceLabels(type: AcceleratedInstanceType): Record<string, string> {
+function presenceLabels(type: AcceleratedInstanceType): Record<string, string> {
   const labels: Record<string, string> = {};
   if (type.accelerator.vendor === AcceleratorVendor.NVIDIA) {
     // The NVIDIA device plugin chart's default node affinity accepts this label (no NFD needed).
