@@ -656,30 +656,21 @@ export class InferenceCluster extends Construct {
   private nodeGroupShapes(): NodeGroupShape[] {
     const shapes: NodeGroupShape[] = [];
     const seen = new Set<eks.CfnNodegroup>();
+    // Managed groups and Karpenter pools: the same accelerated shape, bounded by their own maximum.
+    const accelerated = (id: string, type: AcceleratedInstanceType, labels: Record<string, string>, maxSize: number | undefined) =>
+      shapes.push({
+        id,
+        instanceType: type.name,
+        labels: { ...labels, 'node.kubernetes.io/instance-type': type.name },
+        perNode: acceleratorsPerNode(type),
+        maxSize,
+      });
     for (const group of this.nodeGroups) {
       const cfn = group.nodegroup.node.defaultChild as eks.CfnNodegroup;
       seen.add(cfn);
-      const type = group.instanceType;
-      const perNode = acceleratorsPerNode(type);
-      shapes.push({
-        id: group.node.id,
-        instanceType: type.name,
-        labels: { ...group.labels, 'node.kubernetes.io/instance-type': type.name },
-        perNode,
-        maxSize: maxSizeOf(cfn),
-      });
+      accelerated(group.node.id, group.instanceType, group.labels, maxSizeOf(cfn));
     }
-    for (const pool of this.karpenterPools) {
-      const type = pool.instanceType;
-      const perNode = acceleratorsPerNode(type);
-      shapes.push({
-        id: pool.node.id,
-        instanceType: type.name,
-        labels: { ...pool.labels, 'node.kubernetes.io/instance-type': type.name },
-        perNode,
-        maxSize: pool.maxNodes,
-      });
-    }
+    for (const pool of this.karpenterPools) accelerated(pool.node.id, pool.instanceType, pool.labels, pool.maxNodes);
     // The system group and node groups a user added to `cluster` directly: labels and type only.
     for (const c of [...this.node.findAll()].filter((x) => x instanceof eks.CfnNodegroup) as eks.CfnNodegroup[]) {
       if (seen.has(c)) continue;
