@@ -9,6 +9,7 @@
  */
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
 import { ParallelismRules, ServingPlan } from '../sizing';
+import { resolveKvBlockSize } from '../sizing/private/kv-block-size';
 import type {
   EngineCostConfig, EngineEfficiencyConfig, KvTierConfig, PlannerOptionConfig, PlannerSectionConfig, SimulationConfig,
   SimulationPolicyConfig, SimulationPoolConfig, SloConfig, WorkloadConfig,
@@ -48,8 +49,9 @@ export interface EngineModelInputs {
   readonly gpuMemoryUtilization?: number;
   /**
    * Tokens per KV block (vLLM --block-size): the simulator's block size and prefix-cache granularity
-   * (`router.kvBlockSize`), and the rounding of each sequence's KV in the sizing.
-   * @default 16
+   * (`router.kvBlockSize`), and the rounding of each sequence's KV in the sizing. A size vLLM would
+   * not run (16 for an MLA model on Hopper or Blackwell) is refused.
+   * @default - what vLLM runs: 64 for MLA models on H100/H200/B200/GB200 (src/sizing/private/kv-block-size.ts), else 16
    */
   readonly kvBlockSize?: number;
   /**
@@ -314,8 +316,19 @@ export interface SimulationInputs extends EngineModelInputs {
   readonly seed?: number;
 }
 
+/**
+ * `inputs` with the block size every pool and the router use: the given one, or what vLLM runs on
+ * those instance types (the constructs' rule, src/sizing/private/kv-block-size.ts); a given size vLLM
+ * would replace for an MLA model is refused, naming `--block-size` and the fix.
+ */
+function withKvBlockSize<T extends EngineModelInputs>(inputs: T, instanceTypes: AcceleratedInstanceType[]): T & { readonly kvBlockSize: number } {
+  return { ...inputs, kvBlockSize: resolveKvBlockSize('', inputs.model, inputs.kvBlockSize, instanceTypes, '--block-size') };
+}
+
 /** A complete `disagg-engine simulate` configuration. Throws when a pool does not fit its hardware. */
-export function simulationConfig(inputs: SimulationInputs): SimulationConfig {
+export function simulationConfig(given: SimulationInputs): SimulationConfig {
+  const inputs = withKvBlockSize(given, [given.instanceType,
+    ...[given.aggregated, given.prefill, given.decode].flatMap(s => (s?.instanceType ? [s.instanceType] : []))]);
   const shapes: Array<[string, 'both' | 'prefill' | 'decode', PoolShape]> = [];
   if (inputs.aggregated) {
     if (inputs.prefill || inputs.decode) {
@@ -342,7 +355,7 @@ export function simulationConfig(inputs: SimulationInputs): SimulationConfig {
   return {
     ...top!,
     efficiency: vllmEfficiency(inputs.instanceType.accelerator, inputs.efficiency),
-    router: { servedModelName: inputs.model.name, kvBlockSize: inputs.kvBlockSize ?? ServingPlan.DEFAULT_KV_BLOCK_SIZE },
+    router: { servedModelName: inputs.model.name, kvBlockSize: inputs.kvBlockSize },
     policy: inputs.policy ?? { name: 'kv-aware' },
     pools,
     workload: inputs.workload,
@@ -379,7 +392,8 @@ export interface PlannerInputs extends EngineModelInputs {
  * A complete `disagg-engine plan` configuration: one planner option per (instance type,
  * tensor-parallel size) that fits. Throws when no size fits.
  */
-export function plannerConfig(inputs: PlannerInputs): SimulationConfig {
+export function plannerConfig(given: PlannerInputs): SimulationConfig {
+  const inputs = withKvBlockSize(given, [given.instanceType, ...(given.decodeInstanceType ? [given.decodeInstanceType] : [])]);
   const sides: Array<[AcceleratedInstanceType, 'any' | 'prefill' | 'decode', number | undefined]> = [];
   const decodeType = inputs.decodeInstanceType ?? inputs.instanceType;
   const samePrice = (inputs.decodePricePerInstanceHour ?? inputs.pricePerInstanceHour) === inputs.pricePerInstanceHour;
@@ -418,7 +432,7 @@ export function plannerConfig(inputs: PlannerInputs): SimulationConfig {
   return {
     ...top,
     ...(inputs.efficiency ? { efficiency: inputs.efficiency } : {}),
-    router: { servedModelName: inputs.model.name, kvBlockSize: inputs.kvBlockSize ?? ServingPlan.DEFAULT_KV_BLOCK_SIZE },
+    router: { servedModelName: inputs.model.name, kvBlockSize: inputs.kvBlockSize },
     policy: inputs.policy ?? { name: 'kv-aware' },
     workload: inputs.workload,
     slo: inputs.slo,

@@ -3,6 +3,7 @@ import { KvCacheFootprint } from './kv-cache-footprint';
 import { MemoryBudget } from './memory-budget';
 import { Parallelism } from './parallelism';
 import { ParallelismRules, ReplicaLayout } from './parallelism-rules';
+import { defaultKvBlockSize } from './private/kv-block-size';
 import { formatGbAndGib, formatGib, formatGibAndGb, formatInt, joinOr, requirePositive, withArticle } from './private/units';
 import { DecodeEstimate, PrefillEstimate, Roofline, RooflineEfficiency } from './roofline';
 import { SizingProblem } from './sizing-problem';
@@ -85,7 +86,8 @@ export interface ServingPlanProps extends RooflineEfficiency {
   readonly maxNumSeqs?: number;
   /**
    * Paged KV block size in tokens (`--block-size`): sequences take whole blocks.
-   * @default 16
+   * @default - what vLLM runs: 64 for MLA models (DeepSeek-V3/R1, Kimi-K2) on H100, H200, B200 and GB200,
+   * whose MLA attention backend forces it; else 16
    */
   readonly kvBlockSize?: number;
   /**
@@ -198,7 +200,7 @@ interface MemoryFit {
 export class ServingPlan {
   /** Default decode batch sizes. */
   public static readonly DEFAULT_BATCH_SIZES = [1, 8, 32, 128];
-  /** Default KV block size, tokens (vLLM's CUDA default). */
+  /** Default KV block size, tokens (vLLM's CUDA default; MLA models on Hopper and Blackwell run 64). */
   public static readonly DEFAULT_KV_BLOCK_SIZE = 16;
 
   /**
@@ -285,6 +287,8 @@ export class ServingPlan {
   public readonly decodeEstimates: BatchEstimate[];
   /** Context per sequence in the decode estimates, tokens. */
   public readonly decodeContextTokens: number;
+  /** KV block size, tokens (vLLM `--block-size`): the given one, or what vLLM runs for the model on this GPU. */
+  public readonly kvBlockSize: number;
   /**
    * Price per node-hour used for the cost estimates.
    * @default - undefined: no cost estimates
@@ -295,7 +299,8 @@ export class ServingPlan {
     const model = props.model;
     const instanceType = props.instanceType;
     requirePositive('maxContext', props.maxContext, true, `use at most the ${formatInt(model.maxContext)} tokens of ${model.name}`);
-    const kvBlockSize = props.kvBlockSize ?? ServingPlan.DEFAULT_KV_BLOCK_SIZE;
+    // Unset: what vLLM runs (64 for MLA models on Hopper and Blackwell, else 16; private/kv-block-size.ts).
+    const kvBlockSize = props.kvBlockSize ?? defaultKvBlockSize(model, [instanceType]);
     requirePositive('kvBlockSize', kvBlockSize, true, "vLLM's default is 16");
     if (props.pricePerHour !== undefined) {
       requirePositive('pricePerHour', props.pricePerHour, false, 'pass the on-demand or reserved price of one instance per hour');
@@ -391,6 +396,7 @@ export class ServingPlan {
       ?? [...new Set([1024, 4096, props.maxContext].filter(n => n <= props.maxContext))].sort((a, b) => a - b);
     this.prefillEstimates = promptLengths.map(n => this.roofline.prefill(n));
     this.decodeContextTokens = props.decodeContextTokens ?? props.maxContext;
+    this.kvBlockSize = kvBlockSize;
     requirePositive('decodeContextTokens', this.decodeContextTokens, true, 'omit it to use maxContext');
     this.pricePerHour = props.pricePerHour;
     const replicaShareOfNodes = parallelism.acceleratorsPerReplica / instanceType.acceleratorCount;

@@ -89,6 +89,21 @@ describe('disagg plan', () => {
     expect(ep.layout).toMatchObject({ nodesPerReplica: 2, efaInterfacesPerPod: 16 });
   });
 
+  test("an MLA model's KV block size is what vLLM runs on the GPU (64 on H200), as in the constructs; --block-size 16 is refused", async () => {
+    // GIVEN DeepSeek-V3 (MLA) on p5en (H200), and Llama (GQA) on the same GPUs
+    const ds = JSON.parse((await disagg('plan', '--model', 'deepseek-v3', '--weights', 'native', '--tp', '1', '--dp', '16', '--expert-parallel', '--json')).out);
+    const llama = JSON.parse((await disagg('plan', '--json')).out);
+    // THEN the MLA model takes FlashMLA's 64-token blocks and the GQA model vLLM's 16
+    expect(ds.kvCache.blockSizeTokens).toBe(64);
+    expect(llama.kvCache.blockSizeTokens).toBe(16);
+    // AND a block size vLLM would replace is a usage error naming the flag and the fix, with or without --simulate
+    for (const extra of [[], ['--simulate', '--max-accelerators', '8']]) {
+      const r = await disagg('plan', '--model', 'deepseek-v3', '--weights', 'native', '--block-size', '16', ...extra);
+      expect(r.code).toBe(2);
+      expect(r.err).toMatch(/--block-size \(16\) is not what vLLM runs deepseek-v3 with on p5en\.48xlarge .*use 64 or leave --block-size unset/);
+    }
+  });
+
   test('unknown model or instance exits 2 and lists the known names', async () => {
     const model = await disagg('plan', '--model', 'llama-9000');
     expect(model.code).toBe(2);

@@ -2,6 +2,8 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { disagg } from './util';
+import { AcceleratedInstanceType, ModelArchitecture } from '../../src/catalog';
+import { simulationConfig } from '../../src/engine/engine-config-builder';
 
 // Requires the engine addon (`npx projen engine`).
 
@@ -150,6 +152,27 @@ describe('disagg simulate', () => {
     r = await disagg('simulate', '--prefill-tp', '3');
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/'tensorParallel' \(3\)/);
+  });
+});
+
+describe('disagg simulate: KV block size', () => {
+  test('an MLA model simulates at the block size vLLM runs (64 on H200), as the constructs configure it; 16 is refused', async () => {
+    // GIVEN DeepSeek-V3 (MLA) on p5en (H200) WHEN its simulation configuration is built without --block-size
+    const inputs = {
+      model: ModelArchitecture.DEEPSEEK_V3,
+      instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
+      maxContext: 8192,
+      prefill: { replicas: 1, tensorParallel: 8 },
+      decode: { replicas: 1, tensorParallel: 8 },
+      workload: { kind: 'single' as const, requests: 10, arrival: { process: 'poisson' as const, ratePerSecond: 1 }, inputTokens: { mean: 1000 }, outputTokens: { mean: 100 } },
+    };
+    // THEN the router (the simulator's prefix-cache granularity) takes 64, Llama keeps 16
+    expect(simulationConfig(inputs).router.kvBlockSize).toBe(64);
+    expect(simulationConfig({ ...inputs, model: ModelArchitecture.LLAMA_3_3_70B }).router.kvBlockSize).toBe(16);
+    // AND the CLI refuses --block-size 16 for it, naming the fix
+    const r = await disagg('simulate', '--model', 'deepseek-v3', '--weights', 'native', '--prefill-tp', '8', '--decode-tp', '8', '--block-size', '16');
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/--block-size \(16\) is not what vLLM runs deepseek-v3 with on p5en\.48xlarge .*use 64 or leave --block-size unset/);
   });
 });
 

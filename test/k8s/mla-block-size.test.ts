@@ -1,6 +1,6 @@
 import { container, deepseekEpPdProps, defaultProps, find, flag, IMAGE, synthChart, synthInference, wideEpProps } from './util';
 import { DisaggregatedInference, AcceleratedInstanceType, ExpertParallelPool, ModelArchitecture, ServingPlan } from '../../src';
-import { resolveKvBlockSize } from '../../src/k8s/private/kv-block-size';
+import { resolveKvBlockSize } from '../../src/sizing/private/kv-block-size';
 
 /** DeepSeek-V3 P/D with a TP8 prefill and a TP8 decode pool on `type`. */
 function deepseekPd(type: AcceleratedInstanceType, kvBlockSize?: number) {

@@ -1,5 +1,6 @@
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { ServingPlan, ServingPlanProps } from '../../sizing';
+import { resolveKvBlockSize } from '../../sizing/private/kv-block-size';
 import { formatGbAndGib, formatGib, formatInt, formatSeconds, GIB } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
@@ -79,6 +80,15 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
   const instanceType = lookupInstance(values.instance ?? DEFAULT_DEPLOYMENT.instance);
   const weightsName = values.weights ?? DEFAULT_DEPLOYMENT.weights;
   const scheduler = schedulerFlags(values);
+  if (scheduler.kvBlockSize !== undefined) {
+    // The constructs' rule: an MLA model's block size is what its attention backend runs (64 on Hopper
+    // and Blackwell); a --block-size vLLM would replace is refused with the fix.
+    try {
+      resolveKvBlockSize('', model, scheduler.kvBlockSize, [instanceType], '--block-size');
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+  }
   const props: ServingPlanProps = {
     model,
     instanceType,
@@ -337,6 +347,7 @@ function planToJson(plan: ServingPlan): Record<string, unknown> {
       precision: plan.kvCache.precision.name,
       bytesPerToken: plan.kvCache.bytesPerToken,
       bytesPerSequencePerRank: plan.kvBytesPerSequencePerRank,
+      blockSizeTokens: plan.kvBlockSize,
     },
     parallelism: {
       tensorParallel: plan.parallelism.tensorParallel,

@@ -1,8 +1,8 @@
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
+import { resolveKvBlockSize } from '../../sizing/private/kv-block-size';
 import { ModelCache } from '../model-cache';
 import { ModelDeploymentOptions } from '../model-deployment-options';
 import { ModelSource } from '../model-source';
-import { resolveKvBlockSize } from './kv-block-size';
 
 /** The shared deployment options resolved and checked (internal). */
 export interface ResolvedModel {

@@ -1,5 +1,8 @@
 import { Accelerator, AcceleratedInstanceType, AttentionKind, ModelArchitecture } from '../../catalog';
 
+// The KV block size rule lives in the sizing (not in src/k8s) so that the constructs, ServingPlan and
+// the engine configuration builder behind `disagg plan` / `disagg simulate` share it without a cycle.
+
 /** vLLM's default `--block-size` for attention that forces none. */
 export const DEFAULT_KV_BLOCK_SIZE = 16;
 
@@ -37,6 +40,15 @@ function mlaKeeps(accelerator: Accelerator, size: number): boolean {
 }
 
 /**
+ * The block size vLLM runs when `--block-size` is not given: the MLA backend's forced size on the
+ * first of `instanceTypes` that forces one, else vLLM's 16. Used by the sizing (ServingPlan), the
+ * engine configuration builder (`disagg plan`, `disagg simulate`) and the constructs alike.
+ */
+export function defaultKvBlockSize(model: ModelArchitecture, instanceTypes: AcceleratedInstanceType[]): number {
+  return resolveKvBlockSize('', model, undefined, instanceTypes);
+}
+
+/**
  * The deployment's `--block-size` (one for every pool: prefill and decode move KV blocks as they are,
  * and the router indexes prefixes at it): `requested`, or for an MLA model the block size its attention
  * backend forces on the pools' accelerators (64 on Hopper and Blackwell), else vLLM's 16.
@@ -50,9 +62,10 @@ function mlaKeeps(accelerator: Accelerator, size: number): boolean {
  * vLLM would not run on a pool's accelerator.
  */
 export function resolveKvBlockSize(where: string, model: ModelArchitecture, requested: number | undefined,
-  instanceTypes: AcceleratedInstanceType[]): number {
+  instanceTypes: AcceleratedInstanceType[], field = "'kvBlockSize'"): number {
+  const prefix = where ? `${where}: ` : '';
   if (requested !== undefined && ![1, 8, 16, 32, 64, 128].includes(requested)) {
-    throw new Error(`${where}: 'kvBlockSize' (${requested}) must be one of vLLM's block sizes 8, 16, 32, 64 or 128; use ${DEFAULT_KV_BLOCK_SIZE}`);
+    throw new Error(`${prefix}${field} (${requested}) must be one of vLLM's block sizes 8, 16, 32, 64 or 128; use ${DEFAULT_KV_BLOCK_SIZE}`);
   }
   if (model.attentionKind !== AttentionKind.MLA) {
     return requested ?? DEFAULT_KV_BLOCK_SIZE;
@@ -64,9 +77,9 @@ export function resolveKvBlockSize(where: string, model: ModelArchitecture, requ
   const size = mlaForcedBlockSize(forced.accelerator)!;
   const refused = requested === undefined ? undefined : instanceTypes.find(t => !mlaKeeps(t.accelerator, requested));
   if (refused !== undefined) {
-    throw new Error(`${where}: 'kvBlockSize' (${requested}) is not what vLLM runs ${model.name} with on ${refused.name} ` +
+    throw new Error(`${prefix}${field} (${requested}) is not what vLLM runs ${model.name} with on ${refused.name} ` +
       `(${refused.accelerator.name}): its MLA attention backend takes ${size}-token blocks and replaces ${requested} ` +
-      `(or, in newer vLLM, refuses to start), leaving the router's prefix index at the wrong size; use ${size} or leave 'kvBlockSize' unset`);
+      `(or, in newer vLLM, refuses to start), leaving the router's prefix index at the wrong size; use ${size} or leave ${field} unset`);
   }
   return requested ?? size;
 }
