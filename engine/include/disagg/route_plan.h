@@ -17,8 +17,9 @@
 //   3. calls apply_route() with the same request, endpoints and plan, with no other apply_route()
 //      in between: the policy learns each leg (decode or aggregated first, then prefill), and the
 //      session table remembers the decode or aggregated endpoint;
-//   4. dispatches, counting each leg in routed_requests until it ends, and calls on_finished() for
-//      each leg's end when the policy tracks_finished().
+//   4. dispatches, counting each leg in routed_requests until it ends, calls on_failed() for a leg
+//      that failed before its worker answered, and on_finished() for each leg's end when the policy
+//      tracks_finished().
 // Neither the router nor the simulator keeps a routing sequence of its own, so a simulated policy
 // is the deployed one, decision for decision (engine/tests/router/route_plan_differential_test.cc).
 //
@@ -27,7 +28,7 @@
 // kMaxRoutingEndpoints endpoints, ids unique and below it.
 //
 // Thread-safety: plan_route() may run concurrently with other plan_route() calls, but not with
-// apply_route(), on_finished() or writes to the KvBlockIndex the policy reads (the router holds
+// apply_route(), on_failed(), on_finished() or writes to the KvBlockIndex the policy reads (the router holds
 // one lock across plan_route() and apply_route()).
 #pragma once
 
@@ -120,6 +121,16 @@ class RoutePlanner {
   /// Never allocates.
   std::size_t explain_route(const RouteRequest& request, std::span<const EndpointState> endpoints,
                             std::span<CandidateView> out) const noexcept;
+
+  /// The `leg` (prefill, or the main leg: decode or aggregated) of a request applied with
+  /// apply_route() failed on `endpoint` before the worker answered: the policy forgets what it
+  /// learnt of that leg (RoutingPolicy::on_failed). `request` as given to apply_route(). Same lock
+  /// as apply_route(). Never allocates.
+  void on_failed(const RouteRequest& request, bool prefill_leg, EndpointId endpoint) noexcept {
+    RouteRequest rq = request;
+    rq.role = prefill_leg ? EndpointRole::prefill : main_role();
+    policy_->on_failed(rq, endpoint);
+  }
 
   /// A leg of `request_id` ended on `endpoint`. Cheap to skip when !tracks_finished().
   void on_finished(std::uint64_t request_id, EndpointId endpoint) { policy_->on_finished(request_id, endpoint); }

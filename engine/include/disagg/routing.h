@@ -177,6 +177,16 @@ class RoutingPolicy {
     return 0;
   }
 
+  /// The request's leg on `endpoint` (of request.role) failed before the worker answered it: the
+  /// worker never computed its prompt, so a policy that learnt the route in on_routed() unlearns
+  /// what it can of it (precise pending routes are forgotten; an approximate history is not
+  /// touched, since it cannot tell this request's blocks from the same blocks an earlier request
+  /// left there). Called at most once per on_routed(), with the same request; never allocates.
+  virtual void on_failed(const RouteRequest& request, EndpointId endpoint) noexcept {
+    (void)request;
+    (void)endpoint;
+  }
+
   /// The request ended on `endpoint` (finished, failed or cancelled).
   virtual void on_finished(std::uint64_t request_id, EndpointId endpoint) {
     (void)request_id;

@@ -70,6 +70,11 @@ class PendingRoutes {
   /// order) is recorded as that one's: the route lives that much longer. Never allocates.
   void add(EndpointId id, std::span<const BlockHash> hashes, std::int64_t now_ms) noexcept;
 
+  /// Forgets the newest kept route of `hashes` (the same first kHashes of them) to `id`, if any:
+  /// its prompt was never computed there (the leg failed). Older routes of the same prompt to `id`
+  /// stay. Cost: one comparison per kept route, newest first, until it finds one. Never allocates.
+  void forget(EndpointId id, std::span<const BlockHash> hashes) noexcept;
+
   /// For every endpoint id below out.size() with a route younger than ttl_ms at `now_ms` that
   /// shares more leading blocks with `hashes` than out[id] holds, sets out[id] to that many blocks,
   /// all GPU (the worker serving a prompt holds it in GPU memory). Returns the longest overlap it
@@ -123,6 +128,12 @@ class PrefixSource {
   /// allocates.
   void learn(const RouteRequest& r, EndpointId id);
 
+  /// Forget the pending route of the request to `id` (precise; see PendingRoutes::forget). The
+  /// approximate history keeps it: see RoutingPolicy::on_failed. Never allocates.
+  void unlearn(const RouteRequest& r, EndpointId id) noexcept {
+    if (pending_) pending_->forget(id, r.block_hashes);
+  }
+
   bool precise() const { return !history_.has_value(); }
 
  private:
@@ -162,6 +173,9 @@ class PrefixAwarePolicy : public RoutingPolicy {
                        std::span<const EndpointState> endpoints) const noexcept override;
   void on_routed(const RouteRequest& request, const EndpointState& chosen) override {
     source_.learn(request, chosen.id);
+  }
+  void on_failed(const RouteRequest& request, EndpointId endpoint) noexcept override {
+    source_.unlearn(request, endpoint);
   }
   std::int32_t cached_prefix(const RouteRequest& request, const EndpointState& endpoint) const noexcept override;
 

@@ -62,6 +62,20 @@ void PendingRoutes::add(EndpointId id, std::span<const BlockHash> hashes, std::i
   while (hashes_added_ - extent_[oldest_kept_ & kRouteMask].start > kHashes) ++oldest_kept_;
 }
 
+void PendingRoutes::forget(EndpointId id, std::span<const BlockHash> hashes) noexcept {
+  if (hashes.empty()) return;
+  const auto n = static_cast<std::uint32_t>(std::min(hashes.size(), kHashes));
+  for (std::uint64_t seq = routes_added_; seq > oldest_kept_; --seq) {
+    const std::size_t at = (seq - 1) & kRouteMask;
+    Extent& e = extent_[at];
+    if (first_[at] != hashes[0] || e.endpoint != id || e.blocks != n) continue;
+    // Chained hashes: the same first and last block means the same prompt.
+    if (hashes_[(e.start + n - 1) & kHashMask] != hashes[n - 1]) continue;
+    e.blocks = 0;  // overlay() skips a route with no blocks
+    return;
+  }
+}
+
 std::int32_t PendingRoutes::overlay(std::span<const BlockHash> hashes, std::int64_t now_ms,
                                     std::span<PrefixOverlap> out) const noexcept {
   if (hashes.empty()) return 0;

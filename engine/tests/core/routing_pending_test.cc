@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "disagg/route_plan.h"
 #include "disagg/routing.h"
 
 namespace disagg {
@@ -304,6 +305,7 @@ TEST(PendingRoutes, MatchesAReferenceOverRandomBurstsAndExpiries) {
     EndpointId endpoint;
     std::int64_t time_ms;
     std::vector<BlockHash> hashes;
+    bool failed = false;
   };
   const KvBlockIndex index = make_index();
   const auto eps = pool(8);
@@ -333,7 +335,7 @@ TEST(PendingRoutes, MatchesAReferenceOverRandomBurstsAndExpiries) {
         const std::size_t oldest = routes.size() > kPendingRoutes ? routes.size() - kPendingRoutes : 0;
         for (std::size_t k = oldest; k < routes.size(); ++k) {
           const RefRoute& rt = routes[k];
-          if (rt.endpoint != e.id || static_cast<double>(now - rt.time_ms) >= kTtlMs) continue;
+          if (rt.failed || rt.endpoint != e.id || static_cast<double>(now - rt.time_ms) >= kTtlMs) continue;
           std::int32_t common = 0;
           while (static_cast<std::size_t>(common) < std::min(rt.hashes.size(), hashes.size()) &&
                  rt.hashes[static_cast<std::size_t>(common)] == hashes[static_cast<std::size_t>(common)]) {
@@ -348,8 +350,86 @@ TEST(PendingRoutes, MatchesAReferenceOverRandomBurstsAndExpiries) {
       const auto to = static_cast<EndpointId>(rng() % eps.size());
       policy->on_routed(r, eps[to]);
       routes.push_back(RefRoute{to, now, hashes});
+      // AND one route in ten, of the last eight, fails: the policy forgets the newest kept route of
+      // that prompt to that endpoint still believed (on_failed's contract), the reference too
+      if (rng() % 10 == 0) {
+        const std::size_t back = std::min<std::size_t>(routes.size(), 1 + rng() % 8);
+        const RefRoute victim = routes[routes.size() - back];
+        policy->on_failed(request_for(victim.hashes, step, now), victim.endpoint);
+        const std::size_t oldest = routes.size() > kPendingRoutes ? routes.size() - kPendingRoutes : 0;
+        for (std::size_t k = routes.size(); k > oldest; --k) {
+          RefRoute& rt = routes[k - 1];
+          if (!rt.failed && rt.endpoint == victim.endpoint && rt.hashes == victim.hashes) {
+            rt.failed = true;
+            break;
+          }
+        }
+      }
     }
   }
+}
+
+TEST(PendingRoutes, AFailedLegIsForgottenAndNothingElse) {
+  // GIVEN a prompt routed twice to endpoint 1 and once to endpoint 2, and another prompt to 1
+  const KvBlockIndex index = make_index();
+  const auto eps = pool(4);
+  const auto prompt = chain(1000, 24);
+  const auto other = chain(5000, 8);
+  for (const auto name : kIndexPolicies) {
+    auto policy = make(name, index, kTtlMs);
+    policy->on_routed(request_for(prompt, 1, 10'000), eps[1]);
+    policy->on_routed(request_for(prompt, 2, 10'010), eps[1]);
+    policy->on_routed(request_for(prompt, 3, 10'020), eps[2]);
+    policy->on_routed(request_for(other, 4, 10'030), eps[1]);
+    // WHEN the second route to 1 fails THEN the first still holds the prompt there
+    policy->on_failed(request_for(prompt, 2, 10'040), 1);
+    EXPECT_EQ(policy->cached_prefix(request_for(prompt, 9, 10'050), eps[1]), 24) << name;
+    // WHEN the first fails too THEN endpoint 1 is not believed to hold it, 2 still is, and 1
+    // still holds the other prompt
+    policy->on_failed(request_for(prompt, 1, 10'060), 1);
+    EXPECT_EQ(policy->cached_prefix(request_for(prompt, 9, 10'070), eps[1]), 0) << name;
+    EXPECT_EQ(policy->cached_prefix(request_for(prompt, 9, 10'070), eps[2]), 24) << name;
+    EXPECT_EQ(policy->cached_prefix(request_for(other, 9, 10'070), eps[1]), 8) << name;
+    // AND a failure nothing matches (a shorter prompt of the same prefix) changes nothing
+    policy->on_failed(request_for(chain(1000, 12), 5, 10'080), 2);
+    EXPECT_EQ(policy->cached_prefix(request_for(prompt, 9, 10'090), eps[2]), 24) << name;
+  }
+}
+
+TEST(PendingRoutes, APrefillLegFailureForgetsThePrefillRouteOnly) {
+  // GIVEN a disaggregated planner: decode endpoints 0-1, prefill endpoints 2-3, a prompt routed
+  // P/D (the decode and the prefill leg each learnt as a pending route)
+  const KvBlockIndex index = make_index();
+  auto eps = pool(4);
+  eps[0].role = eps[1].role = EndpointRole::decode;
+  eps[2].role = eps[3].role = EndpointRole::prefill;
+  RoutePlanConfig config;
+  config.disaggregated = true;
+  config.decider.min_uncached_tokens = 1;
+  auto planner = std::move(RoutePlanner::create("llm-d", [&] {
+                   PolicyOptions o;
+                   o.index = &index;
+                   return o;
+                 }(), config)).value();
+  const auto prompt = chain(1000, 24);
+  const RouteRequest r = request_for(prompt, 1, 10'000);
+  const RoutePlan plan = planner.plan_route(r, eps);
+  ASSERT_TRUE(plan.main.ok());
+  ASSERT_TRUE(plan.prefill.ok());
+  planner.apply_route(r, eps, plan);
+  const auto& decode = eps[static_cast<std::size_t>(plan.main.index)];
+  auto& prefill = eps[static_cast<std::size_t>(plan.prefill.index)];
+  RouteRequest as_prefill = request_for(prompt, 2, 10'010);
+  as_prefill.role = EndpointRole::prefill;
+  ASSERT_EQ(planner.policy().cached_prefix(as_prefill, prefill), 24);
+  // WHEN the prefill leg fails
+  planner.on_failed(r, /*prefill_leg=*/true, prefill.id);
+  // THEN the prefill endpoint is no longer believed to hold the prompt; the decode one still is
+  EXPECT_EQ(planner.policy().cached_prefix(as_prefill, prefill), 0);
+  EXPECT_EQ(planner.policy().cached_prefix(request_for(prompt, 3, 10'010), decode), 24);
+  // WHEN the decode leg fails THEN neither is
+  planner.on_failed(r, /*prefill_leg=*/false, decode.id);
+  EXPECT_EQ(planner.policy().cached_prefix(request_for(prompt, 3, 10'010), decode), 0);
 }
 
 }  // namespace
