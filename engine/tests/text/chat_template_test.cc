@@ -546,5 +546,57 @@ TEST(ChatTemplateThreads, ConcurrentRendersOfOneTemplateAgree) {
   for (const auto& r : results) EXPECT_EQ(r, kQwen3Expected);
 }
 
+// vLLM's content format detection (vllm/renderers/hf.py _detect_content_format), one case per
+// AST path it follows. test/engine/chat-template.test.ts checks the same against a transcription
+// of vLLM's code on jinja2's own AST.
+TEST(ChatTemplate, DetectsVllmsContentFormat) {
+  const auto format = [](std::string_view source) {
+    auto t = ChatTemplate::compile(source);
+    EXPECT_TRUE(t) << t.error().message;
+    return t ? t->content_format() : ContentFormat::kString;
+  };
+  constexpr auto kO = ContentFormat::kOpenAI;
+  constexpr auto kS = ContentFormat::kString;
+  // A loop over messages, then over message['content'] or message.content: openai.
+  EXPECT_EQ(format("{% for m in messages %}{% for c in m['content'] %}{{ c }}{% endfor %}{% endfor %}"), kO);
+  EXPECT_EQ(format("{% for m in messages %}{% for c in m.content %}{{ c }}{% endfor %}{% endfor %}"), kO);
+  // Printing content, or testing it, without a loop over it: string.
+  EXPECT_EQ(format("{% for m in messages %}{{ m['content'] }}{% endfor %}"), kS);
+  EXPECT_EQ(format("{% for m in messages %}{% if m.content is string %}{{ m.content }}{% endif %}{% endfor %}"), kS);
+  // Another key, or a loop over content that is not a message's: string.
+  EXPECT_EQ(format("{% for m in messages %}{% for c in m['parts'] %}{% endfor %}{% endfor %}"), kS);
+  EXPECT_EQ(format("{% for c in message.content %}{% endfor %}"), kS);
+  // Through an alias of messages set with `set`, transitively, and through slices and filters.
+  EXPECT_EQ(format("{% set loop_messages = messages[1:] %}{% set rest = loop_messages|list %}"
+                   "{% for m in rest %}{% for c in m.content %}{% endfor %}{% endfor %}"), kO);
+  EXPECT_EQ(format("{% for m in messages|selectattr('role') %}{% for c in m.content|reverse %}{% endfor %}{% endfor %}"), kO);
+  EXPECT_EQ(format("{% for m in messages[::-1] %}{% for c in m['content'][1:] %}{% endfor %}{% endfor %}"), kO);
+  // A test node on the iterable (`messages is sequence` iterates a bool in jinja2; vLLM matches it).
+  EXPECT_EQ(format("{% for m in messages %}{% for c in (m.content is defined) %}{% endfor %}{% endfor %}"), kO);
+  // Inside a macro body, an if branch, a for loop's else, a with, a filter block, a block set.
+  EXPECT_EQ(format("{% macro r(messages) %}{% for m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}"
+                   "{% endmacro %}{{ r(messages) }}"), kO);
+  EXPECT_EQ(format("{% for m in messages %}{% if x %}{% elif y %}{% for c in m.content %}{% endfor %}{% endif %}{% endfor %}"), kO);
+  EXPECT_EQ(format("{% for m in messages %}{% else %}{% for c in m.content %}{% endfor %}{% endfor %}"), kO);
+  EXPECT_EQ(format("{% for m in messages %}{% with a = 1 %}{% filter upper %}{% set b %}"
+                   "{% for c in m.content %}{% endfor %}{% endset %}{% endfilter %}{% endwith %}{% endfor %}"), kO);
+  // A call or an unrelated expression on the iterable is not followed.
+  EXPECT_EQ(format("{% for m in messages %}{% for c in m.content.split() %}{% endfor %}{% endfor %}"), kS);
+  EXPECT_EQ(format("{% for m in (messages + []) %}{% for c in m.content %}{% endfor %}{% endfor %}"), kS);
+  // A `with` alias is not an Assign in jinja2, so vLLM does not follow it.
+  EXPECT_EQ(format("{% with ms = messages %}{% for m in ms %}{% for c in m.content %}{% endfor %}{% endfor %}{% endwith %}"), kS);
+  // Where vLLM's analysis fails (a tuple target, a namespace target on the path), it says string.
+  EXPECT_EQ(format("{% for i, m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}"), kS);
+  EXPECT_EQ(format("{% for m in messages %}{% for a, b in m.content %}{% endfor %}{% endfor %}"), kS);
+  EXPECT_EQ(format("{% set ns = namespace(x=1) %}{% set ns.ms = messages %}"
+                   "{% for m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}"), kS);
+  EXPECT_EQ(format("{% set a, b = messages, 1 %}{% for m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}"), kO);
+  EXPECT_EQ(format("{% set a, b = messages %}{% for m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}"), kS);
+  // The first content loop decides: a name target before a tuple one is openai.
+  EXPECT_EQ(format("{% for m in messages %}{% for c in m.content %}{% endfor %}{% for a, b in m.content %}{% endfor %}{% endfor %}"), kO);
+  // Aliases that refer to each other end (vLLM's search would loop on them).
+  EXPECT_EQ(format("{% set a = messages %}{% set b = a %}{% set a = b %}{% for m in b %}{% for c in m.content %}{% endfor %}{% endfor %}"), kO);
+}
+
 }  // namespace
 }  // namespace disagg::text

@@ -52,9 +52,87 @@ TEST(ModelText, ToolCallArgumentsGivenAsJsonTextBecomeObjects) {
   ASSERT_TRUE(p) << p.error();
   // Qwen3 prints arguments with tojson: an object, keys in the client's order.
   EXPECT_NE(p->find(R"({"name": "get", "arguments": {"city": "Paris", "unit": "C"}})"), std::string::npos) << *p;
-  auto bad = render(qwen3(), R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{oops"}}]}]})");
+  // Arguments that are not valid JSON, or not a JSON object, become {} (current vLLM coerces them
+  // so that a conversation with a malformed call in its history can go on).
+  for (const char* args : {R"("{oops")", R"("[1, 2]")", R"("42")", "[1]", "null", R"("")"}) {
+    auto coerced = render(qwen3(), std::string(R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": )") +
+                                       args + "}}]}], \"add_generation_prompt\": false}");
+    ASSERT_TRUE(coerced) << args << ": " << coerced.error();
+    EXPECT_NE(coerced->find(R"({"name": "f", "arguments": {}})"), std::string::npos) << args << ": " << *coerced;
+  }
+  auto custom = render(qwen3(), R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "custom", "custom": {}}]}]})");
+  ASSERT_FALSE(custom);
+  EXPECT_EQ(custom.error(), "messages[0].tool_calls: chat completions only support assistant tool_calls of type 'function'.");
+}
+
+/// A template that prints each message's content as Python would (string or list), to see the
+/// normalized messages; `loop` makes it iterate the content, which turns on the "openai" format.
+ojson context_of(const std::string& source, const std::string& body) {
+  auto t = ChatTemplate::compile(source);
+  EXPECT_TRUE(t) << t.error().message;
+  auto c = chat_template_context(ojson::parse(body), *t, developer_role_in_template(source));
+  EXPECT_TRUE(c) << c.error();
+  return c ? c.value() : ojson();
+}
+
+TEST(ModelText, ContentPartsFollowVllmsStringFormat) {
+  const std::string plain = "{{ messages }}";
+  const ojson c = context_of(plain, R"({"messages": [
+    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "input_text", "text": "b"}, "c", {"type": "text", "text": ""},
+      {"type": "refusal", "refusal": "r"}, {"type": "thinking", "thinking": "t"}, {"type": "image_url", "image_url": {"url": "x"}},
+      {"type": "text", "text": null}, {"image_url": "y"}]},
+    {"role": "assistant", "content": null, "reasoning": "why", "reasoning_content": "ignored", "tool_calls": [], "name": "bot"}]})");
+  EXPECT_EQ(c["messages"][0]["content"], "a\nb\nc\nr\nt");
+  EXPECT_EQ(c["messages"][1].dump(), R"({"role":"assistant","content":"","reasoning":"why","reasoning_content":"why","name":"bot"})");
+  EXPECT_TRUE(c["tools"].is_null());
+}
+
+TEST(ModelText, ContentPartsFollowVllmsOpenAIFormat) {
+  const std::string looping = "{% for m in messages %}{% for p in m.content %}{{ p }}{% endfor %}{% endfor %}";
+  ASSERT_EQ(ChatTemplate::compile(looping)->content_format(), ContentFormat::kOpenAI);
+  const ojson c = context_of(looping, R"({"messages": [
+    {"role": "user", "content": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}, "b", {"type": "output_text", "text": "c"},
+      {"type": "image_url", "image_url": {"url": "x"}, "detail_hint": 1}, {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}},
+      {"video_url": {"url": "v"}}]},
+    {"role": "user", "content": "plain"},
+    {"role": "assistant", "content": null},
+    {"role": "tool", "tool_call_id": "7", "content": [{"type": "text", "text": "1"}, {"type": "text", "text": "2"}]},
+    {"role": "tool", "content": [{"type": "text", "text": "1"}, {"type": "image_url", "image_url": {"url": "x"}}]}]})");
+  EXPECT_EQ(c["messages"][0]["content"].dump(),
+            R"([{"type":"text","text":"a","cache_control":{"type":"ephemeral"}},{"type":"text","text":"b"},{"type":"text","text":"c"},)"
+            R"({"type":"image","detail_hint":1},{"type":"audio"},{"type":"video"}])");
+  EXPECT_EQ(c["messages"][1]["content"].dump(), R"([{"type":"text","text":"plain"}])");
+  EXPECT_EQ(c["messages"][2]["content"].dump(), "[]");
+  EXPECT_EQ(c["messages"][3].dump(), R"({"role":"tool","content":"1\n2","tool_call_id":"7"})");
+  EXPECT_EQ(c["messages"][4]["content"].dump(), R"([{"type":"text","text":"1"},{"type":"image"}])");
+}
+
+TEST(ModelText, DeveloperMessagesBecomeOneSystemMessageWhenTheTemplateHasNoDeveloperRole) {
+  const std::string body = R"({"messages": [{"role": "system", "content": "s1"}, {"role": "user", "content": "u"},
+    {"role": "developer", "content": "d", "tools": [{"type": "function", "function": {"name": "f"}}]}, {"role": "system", "content": ""}]})";
+  const ojson c = context_of("{{ messages }}", body);
+  EXPECT_EQ(c["messages"].dump(), R"([{"role":"system","content":"s1\n\nd"},{"role":"user","content":"u"}])");
+  // A template that names the role gets the developer message as it came.
+  const ojson kept = context_of("{% if m == 'developer' %}{% endif %}{{ messages }}", body);
+  EXPECT_EQ(kept["messages"][2].dump(), R"({"role":"developer","content":"d","tools":[{"type":"function","function":{"name":"f"}}]})");
+}
+
+TEST(ModelText, ToolsAreDumpedAsVllmsPydanticModels) {
+  const ojson c = context_of("{{ tools }}", R"({"messages": [{"role": "user", "content": "x"}],
+    "tools": [{"function": {"strict": true, "name": "f"}, "type": "function", "x-extra": 1}],
+    "chat_template_kwargs": {"add_generation_prompt": false, "reasoning_effort": "low", "k": 2}, "reasoning_effort": "high"})");
+  EXPECT_EQ(c["tools"].dump(),
+            R"([{"type":"function","function":{"name":"f","description":null,"parameters":null,"strict":true},"x-extra":1}])");
+  EXPECT_EQ(c["add_generation_prompt"], true);  // the request's field wins over chat_template_kwargs
+  EXPECT_EQ(c["reasoning_effort"], "high");
+  EXPECT_EQ(c["k"], 2);
+  auto t = ChatTemplate::compile("x");
+  auto bad = chat_template_context(ojson::parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"function": {}}]})"), *t, false);
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error(), "messages[0].tool_calls[0].function.arguments is not valid JSON");
+  EXPECT_EQ(bad.error(), "tools[0].function.name must be a string");
+  auto part = chat_template_context(ojson::parse(R"({"messages": [{"role": "user", "content": [{"type": "file", "file": {}}]}]})"), *t, false);
+  ASSERT_FALSE(part);
+  EXPECT_NE(part.error().find("messages[0].content[0]: Unsupported chat content part type: 'file'."), std::string::npos) << part.error();
 }
 
 TEST(ModelText, RequestErrorsNameTheField) {

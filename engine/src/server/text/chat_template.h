@@ -78,6 +78,11 @@ struct RenderLimits {
   int max_context_depth = 128;
 };
 
+/// How vLLM hands message content to a template (vLLM's `--chat-template-content-format auto`):
+/// "string" joins a message's text parts into one string; "openai" passes the parts as a list of
+/// {"type": ...} objects, for templates that loop over a message's content.
+enum class ContentFormat : std::uint8_t { kString, kOpenAI };
+
 /// A compiled chat template.
 class ChatTemplate {
  public:
@@ -92,6 +97,15 @@ class ChatTemplate {
   Expected<std::string, TemplateError> render(const nlohmann::ordered_json& context) const;
   Expected<std::string, TemplateError> render(const nlohmann::ordered_json& context,
                                               const RenderLimits& limits) const;
+
+  /// The content format vLLM detects for this template, computed once at compile from the parsed
+  /// template as vLLM's `_detect_content_format` (vllm/renderers/hf.py) computes it from jinja2's
+  /// AST: "openai" when some `for` loop iterates `<m>['content']` or `<m>.content` (also through
+  /// filters, tests and slices), where `<m>` is the target of a loop over `messages` or over a
+  /// name assigned from it with `set` (transitively, also through filters, tests and slices).
+  /// A tuple loop target or a non-name `set` target on that path makes vLLM's analysis fail, and
+  /// it then falls back to "string", as this does.
+  ContentFormat content_format() const;
 
   struct Program;  // the parsed template (defined in chat_template.cc)
 

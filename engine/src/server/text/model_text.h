@@ -8,9 +8,7 @@
 //     apply_chat_template, see chat_template.h) with add_generation_prompt (default true),
 //     continue_final_message, tools, documents and chat_template_kwargs, then encoded without
 //     special tokens (the template writes them).
-// Before rendering, messages are normalized as vLLM's chat utilities do for templates that take
-// string content: an array of content parts becomes its text parts joined by "\n", and a tool
-// call's `arguments` given as a JSON string becomes the object it encodes.
+// Before rendering, the request is prepared as vLLM prepares it (chat_template_context below).
 //
 // Contract: load() reads the files once; a ModelText is immutable and its methods are const and
 // thread-safe (each thread passes its own EncodeScratch). Failures are messages that name the field
@@ -30,6 +28,52 @@
 #include "tokenizer.h"
 
 namespace disagg::text {
+
+/// vLLM's preparation of an OpenAI chat request for the chat template, from the raw request body
+/// to the template's context (messages, tools, documents, add_generation_prompt and the
+/// chat_template_kwargs). Checked against vllm-project/vllm: vllm/renderers/chat_utils/
+/// parse_chat_message{,_content}.py and mm_parser_map.py at be90fe16 (the same logic as
+/// vllm/entrypoints/chat_utils.py at 001eadcf), vllm/renderers/hf.py (content format detection,
+/// developer role), vllm/entrypoints/openai/engine/protocol.py at d7e52523 (FunctionDefinition)
+/// and chat_completion/protocol.py at d5dba2d7 (ChatCompletionToolsParam, build_chat_params),
+/// vllm/renderers/params.py at 1aa021e8 (merge_kwargs):
+///   - content: null -> no parts, a string -> one text part, a list -> its parts. Parts of type
+///     text, input_text, output_text (key "text"), refusal ("refusal") and thinking ("thinking")
+///     are text; a text or refusal part whose text is null is skipped. image_url, input_image,
+///     image_pil, image_embeds, audio_url, input_audio, audio_embeds, video_url, video_embeds
+///     are media; prompt_embeds renders as "<prompt_embeds>"; tool_reference as its name. A part
+///     without `type` (or with a `uuid`) is typed by the first media key it has; an unknown type
+///     is an error. "string" format: the text parts (non-empty ones) joined by "\n"; media are
+///     dropped (vLLM puts the model's own placeholder there, which a text model does not have).
+///     "openai" format: a list of {"type": "text", "text"} / {"type": "image"|"audio"|"video"}
+///     parts, with the part's keys that vLLM does not know carried along; a tool message whose
+///     parts are all text becomes their texts joined by "\n".
+///   - system messages lose a leading Claude Code `x-anthropic-billing-header` line.
+///   - kept per message: role, content, tool_calls (assistant; an empty list is removed),
+///     reasoning (assistant; copied to reasoning_content), tool_call_id (tool), name and task
+///     (strings), tools (developer). reasoning_content on input is not read (vLLM reads
+///     `reasoning` only).
+///   - tool-call arguments: a JSON string is decoded; anything that is not (or does not decode
+///     to) a JSON object becomes {}; a tool call that is not a function is an error.
+///   - developer messages, when the template's source does not mention 'developer' in quotes,
+///     become system messages (their tools dropped), and then all system messages merge into one
+///     at the front, their texts joined by "\n\n" (vLLM's _consolidate_system_messages).
+///   - tools: as pydantic's model_dump of ChatCompletionToolsParam: {"type": "function",
+///     "function": {"name", "description" (null if absent), "parameters" (null if absent), other
+///     keys}, other keys}.
+///   - add_generation_prompt, continue_final_message, documents and reasoning_effort from the
+///     request override the same keys in chat_template_kwargs (unless null).
+/// `template_mentions_developer` is developer_role_in_template(source) of `chosen`'s source.
+Expected<nlohmann::ordered_json, std::string> chat_template_context(const nlohmann::ordered_json& body,
+                                                                    const ChatTemplate& chosen,
+                                                                    bool template_mentions_developer);
+
+/// vLLM's _detect_developer_role_support: the template text contains "developer" or 'developer'.
+bool developer_role_in_template(std::string_view source);
+
+/// transformers' continue_final_message: cuts `prompt` right after the final message's text
+/// (its last text part when the content is a list), stripped; an error when it is not there.
+Expected<void, std::string> cut_after_final_message(const nlohmann::ordered_json& context, std::string& prompt);
 
 class ModelText {
  public:
@@ -69,16 +113,20 @@ class ModelText {
 
  private:
   ModelText(Tokenizer tokenizer, std::optional<ChatTemplate> chat_template, std::optional<ChatTemplate> tool_template,
-            nlohmann::ordered_json specials)
+            nlohmann::ordered_json specials, bool chat_developer, bool tool_developer)
       : tokenizer_(std::move(tokenizer)),
         chat_template_(std::move(chat_template)),
         tool_template_(std::move(tool_template)),
-        specials_(std::move(specials)) {}
+        specials_(std::move(specials)),
+        chat_developer_(chat_developer),
+        tool_developer_(tool_developer) {}
 
   Tokenizer tokenizer_;
   std::optional<ChatTemplate> chat_template_;
   std::optional<ChatTemplate> tool_template_;  // "tool_use" of a named template list
   nlohmann::ordered_json specials_;  // bos_token, eos_token, unk_token, pad_token: the template's variables
+  bool chat_developer_ = false;      // developer_role_in_template() of each template's source
+  bool tool_developer_ = false;
 };
 
 }  // namespace disagg::text

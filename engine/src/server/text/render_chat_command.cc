@@ -4,6 +4,9 @@
 // it for apply_chat_template: {"messages": [...], "tools": [...] or null, "add_generation_prompt":
 // true, "enable_thinking": false, ...}. The answer is {"prompt": "..."} or {"error": "..."}.
 // bos_token and eos_token come from tokenizer_config.json unless the request sets them.
+// With --openai, each line is an OpenAI chat completions request body instead, prepared as vLLM
+// prepares it (model_text.h: chat_template_context), and the answer also says the content format
+// vLLM detects for the template: {"prompt": "...", "content_format": "string"|"openai"}.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -16,6 +19,7 @@
 
 #include "chat_template.h"
 #include "disagg/json_depth.h"
+#include "model_text.h"
 #include "text_command.h"
 
 namespace disagg::text {
@@ -31,7 +35,10 @@ constexpr std::string_view kHelp =
     "  --tokenizer DIR   read DIR/tokenizer_config.json: chat_template (a string, or a list of\n"
     "                    {name, template}: \"default\", or \"tool_use\" when a request has tools),\n"
     "                    else DIR/chat_template.jinja; bos_token and eos_token\n"
-    "  --template FILE   take the template text from FILE instead\n";
+    "  --template FILE   take the template text from FILE instead\n"
+    "  --openai          each line is an OpenAI chat request body, prepared as vLLM prepares it\n"
+    "                    (content parts, tool calls, tools, developer role); answers add\n"
+    "                    \"content_format\": \"string\" or \"openai\", as vLLM detects it\n";
 
 /// Deepest nesting a request line may have (tool schemas nest deeper than messages).
 constexpr std::size_t kMaxLineDepth = 128;
@@ -60,15 +67,18 @@ std::optional<std::string> token_text(const nlohmann::json& config, const char* 
 struct Templates {
   std::optional<ChatTemplate> default_template;
   std::optional<ChatTemplate> tool_use;  // transformers picks it when the request has tools
+  bool default_developer = false;        // developer_role_in_template() of each source
+  bool tool_use_developer = false;
 };
 
-bool compile_into(std::optional<ChatTemplate>& slot, const std::string& source, const std::string& what) {
+bool compile_into(std::optional<ChatTemplate>& slot, bool& developer, const std::string& source, const std::string& what) {
   auto compiled = ChatTemplate::compile(source);
   if (!compiled) {
     std::cerr << "render-chat: the chat template " << what << " does not compile: " << compiled.error().message << "\n";
     return false;
   }
   slot.emplace(std::move(compiled.value()));
+  developer = developer_role_in_template(source);
   return true;
 }
 
@@ -81,6 +91,7 @@ void write_line(const nlohmann::json& answer) {
 int run_render_chat_command(int argc, char** argv) {
   std::string dir;
   std::string template_file;
+  bool openai_requests = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -91,6 +102,8 @@ int run_render_chat_command(int argc, char** argv) {
       dir = argv[++i];
     } else if (arg == "--template" && i + 1 < argc) {
       template_file = argv[++i];
+    } else if (arg == "--openai") {
+      openai_requests = true;
     } else {
       std::cerr << "render-chat: unknown or incomplete flag '" << arg << "'\n" << kHelp;
       return 2;
@@ -122,7 +135,7 @@ int run_render_chat_command(int argc, char** argv) {
       if (template_file.empty()) {
         const auto ct = config.find("chat_template");
         if (ct != config.end() && ct->is_string()) {
-          if (!compile_into(templates.default_template, ct->get<std::string>(), "in " + path)) return 1;
+          if (!compile_into(templates.default_template, templates.default_developer, ct->get<std::string>(), "in " + path)) return 1;
         } else if (ct != config.end() && ct->is_array()) {
           for (const auto& entry : *ct) {
             if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") ||
@@ -131,18 +144,18 @@ int run_render_chat_command(int argc, char** argv) {
             }
             const std::string name = entry["name"].get<std::string>();
             if (name == "default" &&
-                !compile_into(templates.default_template, entry["template"].get<std::string>(), "'default' in " + path)) {
+                !compile_into(templates.default_template, templates.default_developer, entry["template"].get<std::string>(), "'default' in " + path)) {
               return 1;
             }
             if (name == "tool_use" &&
-                !compile_into(templates.tool_use, entry["template"].get<std::string>(), "'tool_use' in " + path)) {
+                !compile_into(templates.tool_use, templates.tool_use_developer, entry["template"].get<std::string>(), "'tool_use' in " + path)) {
               return 1;
             }
           }
         } else {
           std::string jinja;
           if (read_file(dir + "/chat_template.jinja", jinja) &&
-              !compile_into(templates.default_template, jinja, "in " + dir + "/chat_template.jinja")) {
+              !compile_into(templates.default_template, templates.default_developer, jinja, "in " + dir + "/chat_template.jinja")) {
             return 1;
           }
         }
@@ -158,7 +171,7 @@ int run_render_chat_command(int argc, char** argv) {
         std::cerr << "render-chat: cannot read " << template_file << "\n";
         return 1;
       }
-      if (!compile_into(templates.default_template, text, "in " + template_file)) return 1;
+      if (!compile_into(templates.default_template, templates.default_developer, text, "in " + template_file)) return 1;
     }
 
     std::ios::sync_with_stdio(false);
@@ -175,13 +188,44 @@ int run_render_chat_command(int argc, char** argv) {
         write_line({{"error", "the request is not a JSON object"}});
         continue;
       }
-      if (bos && !request.contains("bos_token")) request["bos_token"] = *bos;
-      if (eos && !request.contains("eos_token")) request["eos_token"] = *eos;
       const auto tools = request.find("tools");
       const bool has_tools = tools != request.end() && !tools->is_null();
-      const ChatTemplate* t = has_tools && templates.tool_use ? &*templates.tool_use
-                              : templates.default_template   ? &*templates.default_template
-                                                             : &*templates.tool_use;
+      const bool use_tool_template = has_tools && templates.tool_use;
+      const ChatTemplate* t = use_tool_template            ? &*templates.tool_use
+                              : templates.default_template ? &*templates.default_template
+                                                           : &*templates.tool_use;
+      if (openai_requests) {
+        const char* format = t->content_format() == ContentFormat::kOpenAI ? "openai" : "string";
+        const auto fail = [&](const std::string& message) { write_line({{"error", message}, {"content_format", format}}); };
+        const bool developer =
+            templates.tool_use && t == &*templates.tool_use ? templates.tool_use_developer : templates.default_developer;
+        auto built = chat_template_context(request, *t, developer);
+        if (!built) {
+          fail(built.error());
+          continue;
+        }
+        nlohmann::ordered_json context = nlohmann::ordered_json::object();
+        if (bos) context["bos_token"] = *bos;
+        if (eos) context["eos_token"] = *eos;
+        for (auto& [key, value] : built.value().items()) context[key] = std::move(value);
+        auto rendered = t->render(context);
+        if (!rendered) {
+          fail(rendered.error().message);
+          continue;
+        }
+        std::string prompt = std::move(rendered).value();
+        const auto cont = request.find("continue_final_message");
+        if (cont != request.end() && cont->is_boolean() && cont->get<bool>()) {
+          if (auto cut = cut_after_final_message(context, prompt); !cut) {
+            fail(cut.error());
+            continue;
+          }
+        }
+        write_line({{"prompt", prompt}, {"content_format", format}});
+        continue;
+      }
+      if (bos && !request.contains("bos_token")) request["bos_token"] = *bos;
+      if (eos && !request.contains("eos_token")) request["eos_token"] = *eos;
       auto rendered = t->render(request);
       if (rendered) {
         write_line({{"prompt", rendered.value()}});
