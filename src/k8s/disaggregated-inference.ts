@@ -4,6 +4,7 @@ import { Construct } from 'constructs';
 import { AcceleratedInstanceType, Precision } from '../catalog';
 import { KvTierSizes, plannerConfig, planSync, SIZING_SIMULATED_REQUESTS } from '../engine';
 import { ParallelismRules } from '../sizing';
+import { Autoscaler } from './autoscaler';
 import { DataParallelEndpoints } from './data-parallel-endpoints';
 import { ExpertParallelPool, ExpertParallelPoolOptions, ExpertParallelPoolProps } from './expert-parallel-pool';
 import { GatewayExposure } from './gateway-exposure';
@@ -12,10 +13,14 @@ import { KvLoadFailurePolicy } from './kv-load-failure-policy';
 import { KvTier } from './kv-tier';
 import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
+import { PoolAutoscaling } from './pool-autoscaling';
 import { PoolRole } from './pool-role';
-import { PoolSizing } from './pool-sizing';
+import { PoolSizing, ServingSlo } from './pool-sizing';
+import {
+  ResolvedAutoscaling, RouterAutoscaling, addAutoscaler, checkSlo, checkSloReachable, decodeCapacity, prefillCapacity, resolveAutoscaling,
+} from './private/autoscaling';
 import { addGatewayObjects } from './private/gateway-objects';
-import { FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_POLICY, NIXL_BACKEND } from './private/hidden-props';
+import { DRAIN_TPOT, FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_POLICY, NIXL_BACKEND } from './private/hidden-props';
 import { APP_PART_OF, componentLabels } from './private/labels';
 import { resolveModel, strip } from './private/model-inputs';
 import { NEURON_DEVICES_PER_POD, NEURON_DOCS, neuronDisaggregationProblem } from './private/neuron';
@@ -107,6 +112,20 @@ export interface DisaggregatedInferenceProps extends ModelDeploymentOptions {
    * @default - no sizing: the pools' own `replicas` and `tensorParallel`
    */
   readonly sizeFor?: PoolSizing;
+  /**
+   * The deployment's latency targets. The router computes each pool's SLO pressure against them
+   * (predicted TTFT / `ttftSeconds` for prefill; predicted TPOT / `tpotSeconds`, or KV use, for
+   * decode), which the pools' `autoscaling` scales on; `tpotSeconds` also sizes how long a leaving
+   * worker may take to finish its streams (`maxOutputTokens`). An SLO that an idle replica cannot
+   * meet by the sizing model (src/sizing) is an error. `targetShare` is the planner's (`sizeFor`).
+   * @default - none: no autoscaling; the router's signals use 2 s TTFT and 0.1 s TPOT
+   */
+  readonly slo?: ServingSlo;
+  /**
+   * What scales the pools that have `autoscaling`.
+   * @default Autoscaler.KEDA
+   */
+  readonly autoscaler?: Autoscaler;
 }
 
 /**
@@ -116,7 +135,9 @@ export interface DisaggregatedInferenceProps extends ModelDeploymentOptions {
  * Emits a ServiceAccount; per pool a Deployment (a LeaderWorkerSet when a replica spans nodes, or an
  * `ExpertParallelPool` for `prefillExpertParallel` / `decodeExpertParallel`), a headless Service for
  * endpoint discovery and a PodDisruptionBudget; the router's ConfigMap, Deployment, Service and
- * PodDisruptionBudget; and the Gateway API objects `gateway` asks for. Pools are sized and checked with
+ * PodDisruptionBudget; a KEDA ScaledObject (or an autoscaling/v2 HPA) per pool with `autoscaling`; and the
+ * Gateway API objects `gateway` asks for. Worker pods drain before they exit (a preStop hook waits for
+ * the router to drop them and for their requests to finish, within a grace period sized from `slo`). Pools are sized and checked with
  * src/sizing when constructed: every error names the prop, the value and a fix.
  *
  * Warnings (environmental, not fatal) are in `warnings` and in the construct metadata under
@@ -191,6 +212,8 @@ export class DisaggregatedInference extends Construct {
       return { options, ep };
     };
     const sides = { prefill: sideOf('prefill'), decode: sideOf('decode') };
+    const namespaceForScaling = props.namespace ?? Chart.of(this).namespace;
+    const scaling = resolvePoolScaling(where, props, sides, namespaceForScaling);
     checkVendors(where, {
       prefill: { type: (sides.prefill.options ?? sides.prefill.ep!).instanceType, field: sides.prefill.options ? 'prefill' : 'prefillExpertParallel' },
       decode: { type: (sides.decode.options ?? sides.decode.ep!).instanceType, field: sides.decode.options ? 'decode' : 'decodeExpertParallel' },
@@ -200,6 +223,19 @@ export class DisaggregatedInference extends Construct {
       sides.prefill.options = sized.prefill;
       sides.decode.options = sized.decode;
       this.sizedGoodputPerSecond = sized.goodputPerSecond;
+    }
+    // An autoscaled pool is planned (and starts) at its minimum; the autoscaler owns the count after.
+    for (const role of ['prefill', 'decode'] as const) {
+      const min = scaling[role]?.minReplicas;
+      if (min !== undefined) {
+        const side = sides[role];
+        if (side.options) side.options = { ...side.options, replicas: min };
+        if (side.ep) side.ep = { ...side.ep, replicas: min };
+      }
+    }
+    const maxOutputTokens = props.maxOutputTokens;
+    if (maxOutputTokens !== undefined && !(Number.isInteger(maxOutputTokens) && maxOutputTokens >= 1 && maxOutputTokens <= maxContext)) {
+      throw new Error(`${where}: 'maxOutputTokens' (${maxOutputTokens}) must be a whole number from 1 to maxContext (${maxContext})`);
     }
 
     const inputs = { where, model, maxContext, weightPrecision, kvCachePrecision, kvBlockSize, prequantizedCheckpoint: resolved.prequantized };
@@ -281,6 +317,8 @@ export class DisaggregatedInference extends Construct {
       // https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/tutorials/tutorial-llama3-70b.html).
       startupSeconds: resolved.startupSeconds + (neuron && props.startupOverheadSeconds === undefined ? NEURON_COMPILE_SECONDS : 0),
       zone: props.zone,
+      drainTpotSeconds: props.slo?.tpotSeconds,
+      maxOutputTokens,
     };
     const dns = (svc: string) => (namespace ? `${svc}.${namespace}.svc.cluster.local` : svc);
     this.prefillServiceName = `${name}-prefill`;
@@ -291,7 +329,9 @@ export class DisaggregatedInference extends Construct {
       const constructId = role === 'prefill' ? 'Prefill' : 'Decode';
       const plan = planned[role];
       if (plan) {
-        return new WorkerPool(this, constructId, { plan, ctx, meta, objectName, labels: componentLabels(name, role), checkpointGib });
+        return new WorkerPool(this, constructId, {
+          plan, ctx, meta, objectName, labels: componentLabels(name, role), checkpointGib, autoscaled: scaling[role] !== undefined,
+        });
       }
       const ep = sides[role].ep!;
       const { prefill: _p, decode: _d, prefillExpertParallel: _pe, decodeExpertParallel: _de, ...common } = props;
@@ -309,6 +349,7 @@ export class DisaggregatedInference extends Construct {
         [NIXL_BACKEND]: this.nixlBackend,
         [KV_LOAD_FAILURE_POLICY]: kvLoadFailurePolicy,
         [INSTANCE]: name,
+        [DRAIN_TPOT]: props.slo?.tpotSeconds,
       };
       const pool = new ExpertParallelPool(this, constructId, epProps);
       this.warnings.push(...pool.warnings);
@@ -324,6 +365,19 @@ export class DisaggregatedInference extends Construct {
     this.decodeIsMultiNode = decode.multiNode;
     this.prefillTensorParallel = prefill.parallelism.tensorParallel;
     this.decodeTensorParallel = decode.parallelism.tensorParallel;
+    if (props.slo) {
+      checkSloReachable(where, props.slo, prefill, decode, threshold, maxContext);
+    }
+    // Endpoints the router sees per replica: every rank of a per-rank expert-parallel group.
+    const endpointsPerReplica = (pool: WorkerPool | ExpertParallelPool) =>
+      (pool instanceof ExpertParallelPool && pool.endpoints === DataParallelEndpoints.PER_RANK ? pool.dataParallel : 1);
+    const coldStart = (['prefill', 'decode'] as const).some(r => scaling[r]?.scaleToZero)
+      ? Math.ceil(NODE_START_SECONDS + ctx.startupSeconds) : undefined;
+    const routerAutoscaling: RouterAutoscaling | undefined = props.slo ? {
+      slo: { ttftSeconds: props.slo.ttftSeconds, tpotSeconds: props.slo.tpotSeconds },
+      prefill: prefillCapacity(prefill, maxContext, endpointsPerReplica(pools.prefill)),
+      decode: decodeCapacity(decode, endpointsPerReplica(pools.decode)),
+    } : undefined;
 
     // Router: configuration, Deployment, Service, PodDisruptionBudget.
     const routerTokenizer = props.routerTokenizer ?? RouterTokenizer.fromModelSource();
@@ -341,7 +395,16 @@ export class DisaggregatedInference extends Construct {
       prefillPorts: pools.prefill instanceof ExpertParallelPool ? pools.prefill.httpPorts : undefined,
       decodePorts: pools.decode instanceof ExpertParallelPool ? pools.decode.httpPorts : undefined,
       tokenizer: routerTokenizer.kind !== 'none',
+      autoscaling: routerAutoscaling,
+      // A pool at zero comes back in a node start and a model load: the router holds its requests
+      // meanwhile, up to its request timeout.
+      queueTimeoutSeconds: coldStart ? Math.min(ROUTER_REQUEST_TIMEOUT_SECONDS, coldStart) : undefined,
     });
+    if (coldStart !== undefined && coldStart > ROUTER_REQUEST_TIMEOUT_SECONDS) {
+      this.warn('disagg:coldStart', `a pool scaled to zero comes back in about ${coldStart} s (a node start and the model load), longer than the ` +
+        `router holds a request (${ROUTER_REQUEST_TIMEOUT_SECONDS} s): the first requests after an idle period fail; keep 'scaleToZero' off ` +
+        'where that matters, or load the model faster (modelCache, modelLoadBandwidthGBps)');
+    }
     const router = new Router(this, 'Router', {
       name,
       namespace,
@@ -355,6 +418,26 @@ export class DisaggregatedInference extends Construct {
     });
     this.routerServiceName = router.serviceName;
     this.routerConfig = router.configJson;
+
+    // One autoscaler per autoscaled pool, on the router's pressure for that pool.
+    for (const role of ['prefill', 'decode'] as const) {
+      const s = scaling[role];
+      if (s === undefined) continue;
+      const pool = pools[role];
+      const multiNode = pool instanceof ExpertParallelPool || pool.plan.multiNode;
+      const objectName = role === 'prefill' ? this.prefillServiceName : this.decodeServiceName;
+      addAutoscaler(this, role === 'prefill' ? 'PrefillAutoscaler' : 'DecodeAutoscaler', {
+        kind: props.autoscaler ?? Autoscaler.KEDA,
+        scaling: s,
+        target: multiNode
+          ? { apiVersion: 'leaderworkerset.x-k8s.io/v1', kind: 'LeaderWorkerSet', name: objectName }
+          : { apiVersion: 'apps/v1', kind: 'Deployment', name: objectName },
+        pool: role,
+        // KEDA's operator polls from its own namespace: the router's full DNS name.
+        scalingUrl: `http://${dns(this.routerServiceName)}:${ROUTER_SERVICE_PORT}/scaling`,
+        metadata: meta(objectName, componentLabels(name, role)),
+      });
+    }
 
     addGatewayObjects(this, {
       exposure: props.gateway ?? GatewayExposure.none(),
@@ -521,4 +604,53 @@ function checkVendors(where: string, sides: Record<'prefill' | 'decode', { type:
       throw new Error(`${where}: ${problem}`);
     }
   }
+}
+
+/** The router Service's port (private/router.ts). */
+const ROUTER_SERVICE_PORT = 80;
+/** The router's default `requestTimeoutSeconds` (engine schema). */
+const ROUTER_REQUEST_TIMEOUT_SECONDS = 600;
+/** Seconds an accelerated node takes from launch to Ready (an estimate: EC2 boot, EKS join, device plugins). */
+const NODE_START_SECONDS = 180;
+
+/**
+ * Checks the pools' `autoscaling` against the rest of the props and resolves it (before sizing: the
+ * user's own `replicas` must be unset).
+ */
+function resolvePoolScaling(
+  where: string, props: DisaggregatedInferenceProps,
+  sides: Record<'prefill' | 'decode', { options?: InferencePoolOptions; ep?: ExpertParallelPoolOptions }>, namespace: string | undefined,
+): Partial<Record<'prefill' | 'decode', ResolvedAutoscaling>> {
+  if (props.slo) {
+    checkSlo(where, props.slo);
+  }
+  const kind = props.autoscaler ?? Autoscaler.KEDA;
+  const out: Partial<Record<'prefill' | 'decode', ResolvedAutoscaling>> = {};
+  for (const role of ['prefill', 'decode'] as const) {
+    const { options, ep } = sides[role];
+    const field = options ? role : `${role}ExpertParallel`;
+    const autoscaling: PoolAutoscaling | undefined = options?.autoscaling ?? ep?.autoscaling;
+    if (autoscaling === undefined) continue;
+    if (props.slo === undefined) {
+      throw new Error(`${where}: '${field}.autoscaling' scales on the pool's SLO pressure, which the router computes against 'slo'; ` +
+        "set 'slo: { ttftSeconds, tpotSeconds }' (e.g. { ttftSeconds: 2, tpotSeconds: 0.05 })");
+    }
+    const replicas = options?.replicas ?? ep?.replicas;
+    if (replicas !== undefined) {
+      throw new Error(`${where}: '${field}.replicas' (${replicas}) and '${field}.autoscaling' both set the pool's size; the autoscaler owns it, ` +
+        "so remove 'replicas' (the pool starts at autoscaling.minReplicas)");
+    }
+    const resolved = resolveAutoscaling(where, `${field}.autoscaling`, autoscaling, kind);
+    if (role === 'decode' && resolved.scaleToZero && props.gateway?.kind === 'inference-pool') {
+      throw new Error(`${where}: '${field}.autoscaling.scaleToZero' with GatewayExposure.inferencePool: the gateway sends requests to the ` +
+        'decode pods directly, so with none running it fails them instead of holding them while one starts; expose the router ' +
+        "(GatewayExposure.gateway() or existingGateway()) or keep 'scaleToZero: false' on the decode pool");
+    }
+    if (kind === Autoscaler.KEDA && namespace === undefined) {
+      throw new Error(`${where}: '${field}.autoscaling' with Autoscaler.KEDA needs a namespace: KEDA polls the router's /scaling from its own ` +
+        "namespace by the Service's full DNS name; set 'namespace' or give the chart a namespace");
+    }
+    out[role] = resolved;
+  }
+  return out;
 }

@@ -7,16 +7,18 @@ import { DataParallelEndpoints } from './data-parallel-endpoints';
 import { GatewayExposure, InferencePoolExposureOptions } from './gateway-exposure';
 import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
+import { PoolAutoscaling } from './pool-autoscaling';
 import { PoolRole } from './pool-role';
 import { addComputeDomain, claimComputeDomain, needsComputeDomain } from './private/compute-domain';
+import { preStopHook } from './private/drain';
 import { addGatewayObjects } from './private/gateway-objects';
-import { FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_POLICY, NIXL_BACKEND } from './private/hidden-props';
+import { DRAIN_TPOT, FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_POLICY, NIXL_BACKEND } from './private/hidden-props';
 import { APP_INSTANCE, APP_PART_OF, LWS_WORKER_INDEX, PORTS, componentLabels } from './private/labels';
 import { addLeaderWorkerSet } from './private/leader-worker-set';
 import { ResolvedModel, resolveModel, strip } from './private/model-inputs';
 import { PoolExtras } from './private/pool-extras';
 import { PoolPlan, PoolPlanInputs, planPool } from './private/pool-plan';
-import { WorkerContext, kvEventsConfig, kvTransferConfig, modelArgs, workerPodTemplate, workerProbes } from './private/worker-pod';
+import { WorkerContext, kvEventsConfig, kvTransferConfig, modelArgs, workerDrain, workerPodTemplate, workerProbes } from './private/worker-pod';
 import { podCapacity } from './private/worker-pool';
 import { IServingPool, KvCacheAttachment } from './serving-pool';
 
@@ -44,8 +46,8 @@ export interface ExpertParallelPoolOptions {
    */
   readonly nodesPerGroup?: number;
   /**
-   * Groups (LeaderWorkerSet replicas), each a full copy of the model.
-   * @default 1
+   * Groups (LeaderWorkerSet replicas), each a full copy of the model; leave it unset with `autoscaling`.
+   * @default 1 (with `autoscaling`: `autoscaling.minReplicas` at first, then the autoscaler's)
    */
   readonly replicas?: number;
   /**
@@ -104,6 +106,13 @@ export interface ExpertParallelPoolOptions {
    * @default - none
    */
   readonly extraArgs?: string[];
+  /**
+   * Scale the number of groups (the LeaderWorkerSet's scale subresource: a group is the unit) on the
+   * pool's SLO pressure. Only for a prefill or decode side of a `DisaggregatedInference`
+   * (`prefillExpertParallel` / `decodeExpertParallel`), whose router computes the pressure.
+   * @default - no autoscaling: `replicas` groups
+   */
+  readonly autoscaling?: PoolAutoscaling;
 }
 
 /**
@@ -214,6 +223,15 @@ export class ExpertParallelPool extends Construct implements IServingPool {
     const eplb = props.expertLoadBalancing ?? redundant > 0;
     if (redundant > 0 && !eplb) {
       throw new Error(`${where}: '${field('redundantExperts')}' (${redundant}) only applies with expert load balancing; set expertLoadBalancing: true or redundantExperts: 0`);
+    }
+    if (props.autoscaling !== undefined && hidden[INSTANCE] === undefined) {
+      throw new Error(`${where}: '${field('autoscaling')}' scales on the SLO pressure that the disagg router computes, and a stand-alone ` +
+        'ExpertParallelPool has no router; use the pool as a side of a DisaggregatedInference (prefillExpertParallel / decodeExpertParallel) ' +
+        "with 'slo' there, or remove 'autoscaling' and size the pool with 'replicas'");
+    }
+    const maxOutputTokens = props.maxOutputTokens;
+    if (maxOutputTokens !== undefined && !(Number.isInteger(maxOutputTokens) && maxOutputTokens >= 1)) {
+      throw new Error(`${where}: 'maxOutputTokens' (${maxOutputTokens}) must be a positive whole number of tokens`);
     }
     const replicas = props.replicas ?? 1;
     const local = perNode / tp;
@@ -332,6 +350,8 @@ export class ExpertParallelPool extends Construct implements IServingPool {
       runAsNonRoot: props.runWorkersAsNonRoot ?? false,
       startupSeconds: resolved.startupSeconds,
       zone: props.zone,
+      drainTpotSeconds: hidden[DRAIN_TPOT],
+      maxOutputTokens,
     };
     const checkpointGib = resolved.checkpointBytes / 2 ** 30;
     const capacity = podCapacity(plan, ctx, checkpointGib);
@@ -370,7 +390,8 @@ export class ExpertParallelPool extends Construct implements IServingPool {
     // One group of nodesPerGroup pods per replica: every rank of a group joins one collective.
     const workload = addLeaderWorkerSet(this, 'Workload', {
       metadata: meta(resolved.name, labels),
-      replicas,
+      // An autoscaler (DisaggregatedInference) owns the group count: left out of the manifest.
+      replicas: props.autoscaling !== undefined ? undefined : replicas,
       size: this.nodesPerGroup,
       leaderTemplate: () => epPodTemplate(shape, 'leader'),
       workerTemplate: () => epPodTemplate(shape, 'worker'),
@@ -548,6 +569,9 @@ function epPodTemplate(s: EpShape, kind: 'leader' | 'worker'): k8s.PodTemplateSp
     args: epArgs(s),
     ports,
     ...(serves ? workerProbes(s.ctx, portName(s.endpoints, 0)) : {}),
+    // Every rank's server of the pod drains (or, on a headless pod, the leader's).
+    lifecycle: serves ? preStopHook(workerDrain(s.ctx, s.plan), s.ports)
+      : preStopHook(workerDrain(s.ctx, s.plan), [PORTS.http], '$LWS_LEADER_ADDRESS'),
     env: s.extras.mergeEnv(env),
   };
   return { ...template, spec: { ...spec, containers: [container, ...others] } };

@@ -18,3 +18,5 @@ export * from './kv-cache-backend';
 export * from './kv-store-endpoint';
 export * from './kv-tier';
 export * from './tiered-kv-cache';
+export * from './pool-autoscaling';
+export * from './autoscaler';

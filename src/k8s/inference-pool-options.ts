@@ -1,4 +1,5 @@
 import { AcceleratedInstanceType } from '../catalog';
+import { PoolAutoscaling } from './pool-autoscaling';
 
 /**
  * One pool of vLLM servers (the prefill pool or the decode pool).
@@ -7,8 +8,8 @@ export interface InferencePoolOptions {
   /** The instance type of the nodes the pool runs on. */
   readonly instanceType: AcceleratedInstanceType;
   /**
-   * Model replicas (vLLM servers) in the pool.
-   * @default 1
+   * Model replicas (vLLM servers) in the pool; leave it unset with `autoscaling`, which owns the count.
+   * @default 1 (with `autoscaling`: `autoscaling.minReplicas` at first, then the autoscaler's)
    */
   readonly replicas?: number;
   /**
@@ -57,4 +58,10 @@ export interface InferencePoolOptions {
    * @default - none
    */
   readonly extraArgs?: string[];
+  /**
+   * Scale the pool between replica bounds on its SLO pressure, which the router computes against
+   * `DisaggregatedInference.slo` (required then): a KEDA ScaledObject or an HPA, per `autoscaler`.
+   * @default - no autoscaling: `replicas` pods
+   */
+  readonly autoscaling?: PoolAutoscaling;
 }

@@ -120,4 +120,13 @@ export interface ModelDeploymentOptions {
    * @default 600 (1,800 for Trainium pools)
    */
   readonly startupOverheadSeconds?: number;
+  /**
+   * The longest output a request may ask for, tokens. Sizes how long a worker leaving its pool (a
+   * scale-down, a rollout, a node drain) may take to finish its in-flight requests: the pods'
+   * `terminationGracePeriodSeconds` is the drain's DNS wait plus `maxOutputTokens x` the TPOT SLO
+   * (`DisaggregatedInference.slo`, else 0.1 s) `x 1.5`, plus a margin; a pod that drains sooner
+   * leaves sooner.
+   * @default - maxContext
+   */
+  readonly maxOutputTokens?: number;
 }

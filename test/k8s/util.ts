@@ -9,7 +9,7 @@ import { parseAllDocuments } from 'yaml';
 import { AcceleratedInstanceType, Accelerator, CpuArchitecture, DisaggregatedInference, EksAmiType, DisaggregatedInferenceProps, ExpertParallelPoolOptions, ExpertParallelPoolProps, GatewayExposure, KvStoreEndpoint, KvTier, ModelArchitecture, ModelSource, Precision, TieredKvCache } from '../../src';
 
 /** Groups whose objects are custom resources (validated against the shared CRDs). */
-const CRD_GROUPS = ['leaderworkerset.x-k8s.io', 'inference.networking.k8s.io', 'gateway.networking.k8s.io', 'resource.nvidia.com', 'karpenter.sh', 'karpenter.k8s.aws'];
+const CRD_GROUPS = ['leaderworkerset.x-k8s.io', 'keda.sh', 'inference.networking.k8s.io', 'gateway.networking.k8s.io', 'resource.nvidia.com', 'karpenter.sh', 'karpenter.k8s.aws'];
 
 /** The shared CRD folder: ../shared/schemas/crds relative to the project root. */
 export const CRD_DIR = path.resolve(__dirname, '..', '..', '..', 'shared', 'schemas', 'crds');

@@ -11,6 +11,9 @@ export const KV_LOAD_FAILURE_POLICY: unique symbol = Symbol.for('disagg.kvLoadFa
 /** The app.kubernetes.io/instance label of the deployment. */
 export const INSTANCE: unique symbol = Symbol.for('disagg.instance');
 
+/** The deployment's TPOT SLO, which sizes the drain of leaving pods. */
+export const DRAIN_TPOT: unique symbol = Symbol.for('disagg.drainTpot');
+
 /** The hidden props, next to the public ones of an ExpertParallelPool (internal). */
 export interface HiddenPoolProps {
   /** @default - error messages name pool fields plainly */
@@ -21,4 +24,6 @@ export interface HiddenPoolProps {
   readonly [KV_LOAD_FAILURE_POLICY]?: string;
   /** @default - the pool's own name */
   readonly [INSTANCE]?: string;
+  /** @default - DEFAULT_DRAIN_TPOT_SECONDS (drain.ts) */
+  readonly [DRAIN_TPOT]?: number;
 }

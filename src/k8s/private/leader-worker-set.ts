@@ -11,8 +11,8 @@ import {
 /** Inputs of {@link addLeaderWorkerSet} (internal). */
 export interface LeaderWorkerSetInputs {
   readonly metadata: ApiObjectMetadata;
-  /** Groups. */
-  readonly replicas: number;
+  /** Groups; undefined when an autoscaler owns the count (the LWS then starts with 1). */
+  readonly replicas?: number;
   /** Pods per group, the leader included. */
   readonly size: number;
   /** The leader's pod template, produced at synthesis (env, arguments and caches added later land in it). */

@@ -2,6 +2,7 @@ import { Precision } from '../../catalog';
 import type { EngineCostConfig, EngineEndpointConfig, EngineRouterSection, SimulationPolicyConfig, SimulationPoolConfig } from '../../engine/engine-config';
 import { costSections } from '../../engine/engine-config-builder';
 import { RouterPolicy } from '../router-policy';
+import { RouterAutoscaling } from './autoscaling';
 import { PORTS } from './labels';
 import { PoolPlan } from './pool-plan';
 
@@ -9,7 +10,7 @@ import { PoolPlan } from './pool-plan';
  * The `router` keys `disagg-engine router` reads (engine/src/server/router/router_config.cc,
  * apply_config_json): the schema's `kvTransfer` is informational and stays out.
  */
-export type RouterSection = Pick<EngineRouterSection, 'listenPort' | 'servedModelName' | 'kvBlockSize' | 'requestTimeoutSeconds' | 'tokenizer'>;
+export type RouterSection = Pick<EngineRouterSection, 'listenPort' | 'servedModelName' | 'kvBlockSize' | 'requestTimeoutSeconds' | 'queueTimeoutSeconds' | 'tokenizer'>;
 
 /** Where the router's pod mounts the served model's tokenizer files (RouterTokenizer). */
 export const ROUTER_TOKENIZER_DIR = '/var/lib/disagg/tokenizer';
@@ -31,6 +32,11 @@ export interface RouterConfigFile {
   readonly pools: RouterPool[];
   /** A static endpoint list instead of DNS discovery (`disagg local`). @default - none */
   readonly endpoints?: EngineEndpointConfig[];
+  /**
+   * The SLO and the pools' capacity the router computes SLO pressure from (issue 24 contract, section 2).
+   * @default - none: the router's defaults (2 s TTFT, 0.1 s TPOT)
+   */
+  readonly autoscaling?: RouterAutoscaling;
 }
 
 /**
@@ -84,6 +90,17 @@ export interface RouterConfigInputs {
    * @default false
    */
   readonly tokenizer?: boolean;
+  /**
+   * The `autoscaling` block.
+   * @default - none
+   */
+  readonly autoscaling?: RouterAutoscaling;
+  /**
+   * How long the router holds a request that finds no ready endpoint (a pool coming back from zero)
+   * or no free slot.
+   * @default - the router's (10 s)
+   */
+  readonly queueTimeoutSeconds?: number;
 }
 
 /**
@@ -97,6 +114,7 @@ export function planRouter(inputs: RouterConfigInputs): RouterPlan {
       servedModelName: inputs.servedModelName,
       kvBlockSize: inputs.kvBlockSize,
       ...(inputs.tokenizer ? { tokenizer: ROUTER_TOKENIZER_DIR } : {}),
+      ...(inputs.queueTimeoutSeconds !== undefined ? { queueTimeoutSeconds: inputs.queueTimeoutSeconds } : {}),
     },
     policy: {
       name: policyName(inputs.policy),
@@ -114,6 +132,7 @@ export function planRouter(inputs: RouterConfigInputs): RouterPlan {
       routerPool(inputs.prefill, inputs.prefillHost, inputs.prefillPorts),
       routerPool(inputs.decode, inputs.decodeHost, inputs.decodePorts),
     ],
+    ...(inputs.autoscaling ? { autoscaling: inputs.autoscaling } : {}),
   };
   return { config, pools: [routedPool(inputs.prefill, inputs.weightPrecision), routedPool(inputs.decode, inputs.weightPrecision)] };
 }

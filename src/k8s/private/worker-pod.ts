@@ -2,6 +2,7 @@ import { k8s } from 'cdk8s-plus-28';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { ModelCache } from '../model-cache';
 import { ModelSource } from '../model-source';
+import { DEFAULT_DRAIN_TPOT_SECONDS, DrainPlan, drainPlan, preStopHook } from './drain';
 import { APP_COMPONENT, APP_INSTANCE, HOSTNAME, LWS_WORKER_INDEX, NODE_INSTANCE_TYPE, NODE_POOL_ROLE, PORTS, TOPOLOGY_ZONE } from './labels';
 import { neuronKvTransferConfig } from './neuron';
 import { PoolExtras } from './pool-extras';
@@ -30,6 +31,25 @@ export interface WorkerContext {
   /** Seconds a model load may take before the startup probe gives up. */
   readonly startupSeconds: number;
   readonly zone?: string;
+  /**
+   * The TPOT SLO that sizes the drain of a leaving pod.
+   * @default DEFAULT_DRAIN_TPOT_SECONDS
+   */
+  readonly drainTpotSeconds?: number;
+  /**
+   * The longest output a request may ask for, tokens.
+   * @default - maxContext
+   */
+  readonly maxOutputTokens?: number;
+}
+
+/** How a pool's pods drain when they leave it (grace period and preStop hook; drain.ts). */
+export function workerDrain(ctx: WorkerContext, pool: PoolPlan): DrainPlan {
+  return drainPlan(pool, {
+    tpotSeconds: ctx.drainTpotSeconds ?? DEFAULT_DRAIN_TPOT_SECONDS,
+    maxOutputTokens: ctx.maxOutputTokens ?? ctx.maxContext,
+    maxContext: ctx.maxContext,
+  });
 }
 
 /** Pod kinds: a single-node server, or the leader / a worker of a multi-node group. */
@@ -289,6 +309,7 @@ export function workerPodTemplate(
   const other = pool.role === 'prefill' ? 'decode' : 'prefill';
   const serves = kind !== 'worker';
   const disk = extras?.diskVolume();
+  const drain = workerDrain(ctx, pool);
   const container: k8s.Container = {
     name: 'vllm',
     image: ctx.image,
@@ -314,6 +335,9 @@ export function workerPodTemplate(
       ...(ctx.runAsNonRoot ? { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000 } : {}),
     },
     ...(serves ? workerProbes(ctx, 'http') : {}),
+    // Leave without dropping a request: wait out the router's DNS refresh, then for the server to go
+    // idle; a group's worker pod waits on its leader's server, whose collective it is part of.
+    lifecycle: serves ? preStopHook(drain, [PORTS.http]) : preStopHook(drain, [PORTS.http], '$LWS_LEADER_ADDRESS'),
   };
   const cacheVolume: k8s.Volume = ctx.modelCache.kind === 'host-path'
     ? { name: 'model-cache', hostPath: { path: ctx.modelCache.hostPath!, type: 'DirectoryOrCreate' } }
@@ -329,8 +353,8 @@ export function workerPodTemplate(
   const spec: k8s.PodSpec = {
     serviceAccountName: ctx.serviceAccountName,
     automountServiceAccountToken: false,
-    // Let in-flight requests finish (vLLM drains on SIGTERM) before the pod is killed.
-    terminationGracePeriodSeconds: 120,
+    // The preStop drain (DNS wait, in-flight requests at the TPOT SLO) and vLLM's exit: drain.ts.
+    terminationGracePeriodSeconds: drain.graceSeconds,
     securityContext: {
       seccompProfile: { type: 'RuntimeDefault' },
       ...(ctx.runAsNonRoot ? { fsGroup: 1000 } : {}),

@@ -23,6 +23,8 @@ export interface WorkerPoolInputs {
   readonly labels: Record<string, string>;
   /** Bytes of the checkpoint, GiB (sizes a pod-local model cache). */
   readonly checkpointGib: number;
+  /** An autoscaler owns the replica count: the workload leaves `replicas` out. */
+  readonly autoscaled?: boolean;
 }
 
 /** Host memory and disk a pod may use (shared by the pool kinds). */
@@ -69,6 +71,8 @@ export class WorkerPool extends Construct implements IServingPool {
   constructor(scope: Construct, id: string, inputs: WorkerPoolInputs) {
     super(scope, id);
     const { plan, ctx, meta, objectName, labels, checkpointGib } = inputs;
+    // With an autoscaler the manifest leaves the count out, so that applying it again does not reset it.
+    const replicas = inputs.autoscaled ? undefined : plan.replicas;
     this.plan = plan;
     this.poolName = objectName;
     this.role = plan.role;
@@ -88,7 +92,7 @@ export class WorkerPool extends Construct implements IServingPool {
       workload = new k8s.KubeDeployment(this, 'Workload', {
         metadata: meta(objectName, labels),
         spec: {
-          replicas: plan.replicas,
+          replicas,
           selector: { matchLabels: labels },
           // No spare accelerators to surge into: replace one pod at a time.
           strategy: {
@@ -103,7 +107,7 @@ export class WorkerPool extends Construct implements IServingPool {
       // LeaderWorkerSet: one group of podsPerReplica pods per replica; the leader serves HTTP.
       workload = addLeaderWorkerSet(this, 'Workload', {
         metadata: meta(objectName, labels),
-        replicas: plan.replicas,
+        replicas,
         size: plan.layout.podsPerReplica,
         leaderTemplate: () => template('leader'),
         workerTemplate: () => template('worker'),

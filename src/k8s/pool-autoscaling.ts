@@ -1,0 +1,53 @@
+/**
+ * How one pool scales on its SLO pressure (the prefill pool on predicted time to first token, the
+ * decode pool on predicted time per output token and KV cache use; see `DisaggregatedInference.slo`).
+ *
+ * The rule is the Kubernetes HPA algorithm, which KEDA also runs: `desired = ceil(current x pressure /
+ * targetPressure)`, unchanged within 10% of the target (the HPA tolerance), clamped to
+ * `[minReplicas, maxReplicas]`; scale-ups take the highest recommendation over
+ * `scaleUpStabilizationSeconds`, scale-downs the highest over `scaleDownStabilizationSeconds`.
+ * A replica is one vLLM server (a pod), or one LeaderWorkerSet group when a replica spans nodes.
+ */
+export interface PoolAutoscaling {
+  /**
+   * The most replicas. The accelerated node groups must hold this many (`InferenceCluster.addWorkload`
+   * checks their `maxSize`, or a Karpenter NodePool's `maxNodes`).
+   */
+  readonly maxReplicas: number;
+  /**
+   * The fewest replicas while the pool is in use (at least 1; scale to zero with `scaleToZero`).
+   * @default 1
+   */
+  readonly minReplicas?: number;
+  /**
+   * The SLO pressure the autoscaler aims at: 1.0 is "the next request would just meet the SLO", so
+   * 0.8 keeps 20% headroom for the minutes a new replica takes to start. In (0, 1].
+   * @default 0.8
+   */
+  readonly targetPressure?: number;
+  /**
+   * Seconds over which a scale-up takes the highest recommendation (0: at once). At most 3600.
+   * @default 0
+   */
+  readonly scaleUpStabilizationSeconds?: number;
+  /**
+   * Seconds over which a scale-down takes the highest recommendation, so a short lull does not
+   * release accelerators that take minutes to come back. At most 3600.
+   * @default 300
+   */
+  readonly scaleDownStabilizationSeconds?: number;
+  /**
+   * Scale the pool to zero replicas after `idleSecondsBeforeZero` without a request for it, and back
+   * to `minReplicas` when one arrives (the router holds it and reports pressure). Needs
+   * `Autoscaler.KEDA`; not for a decode pool behind an InferencePool (the gateway, not the router,
+   * picks its pods, so nothing would hold a request while it starts). The first request after an idle
+   * period waits for a node and a model load.
+   * @default false
+   */
+  readonly scaleToZero?: boolean;
+  /**
+   * With `scaleToZero`: seconds without a request before the pool goes to zero (KEDA's `cooldownPeriod`).
+   * @default 600
+   */
+  readonly idleSecondsBeforeZero?: number;
+}
