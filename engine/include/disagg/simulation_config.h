@@ -46,7 +46,20 @@ Expected<Workload, std::string> make_workload(const SimulationSetup& setup);
 Expected<PlanResult, PlanError> plan_setup(const PlannerSpec& spec, const SimulationSetup& setup,
                                            const PlanProgressFn& progress = {});
 
-/// Runs one simulation of `setup` and returns the summary JSON of disagg/metrics.h to_json.
-Expected<std::string, std::string> simulate_to_json(const SimulationSetup& setup);
+/// Runs one simulation of `setup` and returns the summary JSON of disagg/metrics.h to_json; with an
+/// `autoscaling` section it gains "scaling" (scaling_to_json). `progress` gets the virtual time.
+Expected<std::string, std::string> simulate_to_json(const SimulationSetup& setup, const SimProgressFn& progress = {});
+
+/// A scaling report as JSON: horizonSeconds, windowSeconds, pools [{name, role, gpusPerReplica,
+/// gpuHours, peakReplicas, scaleUps, scaleDowns, provisionSeconds, drainedRequests, lostOnScaleDown}],
+/// gpuHours, lostOnScaleDown, heldForCapacity, goodRequests, goodPerGpuHour, and windows as columns
+/// {count, startSeconds, arrivals, good, promptTokens, replicas[pool][window], readyReplicas[pool][window]}.
+std::string scaling_to_json(const ScalingReport& report, const MetricsSummary& summary);
+
+/// Provisioning defaults of an autoscaled pool (engine/README.md, "Autoscaling"): a new GPU node
+/// through Karpenter and the EKS bootstrap, the serving image, the engine's start (compile, graphs).
+inline constexpr double kDefaultNodeStartSeconds = 240;
+inline constexpr double kDefaultImagePullSeconds = 120;
+inline constexpr double kDefaultEngineStartSeconds = 60;
 
 }  // namespace disagg

@@ -36,16 +36,27 @@
 // with their tier (remote ones for every endpoint that lists the store), so policies that weigh
 // tiers see them. Without tiers nothing of this runs and every result is unchanged.
 //
+// Autoscaling (PoolSpec::autoscaling; engine/README.md, "Autoscaling"): each autoscaled pool has
+// 2 x max_replicas worker slots, each off, provisioning (billed, not routable), ready or draining
+// (billed, not routable, finishing what it holds). Every evaluation interval the pool's rule
+// (disagg/autoscaler.h) reads the pool's SLO pressure from its ready replicas and starts replicas
+// (ready after ProvisioningSpec::seconds) or removes them (a provisioning one is cancelled, else the
+// least loaded ready one drains and is switched off once it holds nothing). A request that finds
+// no ready replica of a role it needs waits until one is. With AutoscaleRun::report the result
+// carries GPU-hours per pool and SLO attainment and replicas per time window (ScalingReport).
+//
 // Events are POD structs in a binary heap ordered by (time, sequence number): no std::function per
 // event, no randomness, so a run is a pure function of the configuration and the workload (seed).
 // Requests are pulled from the Workload one at a time, so memory holds only the requests in flight.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "disagg/autoscaler.h"
 #include "disagg/cost_model.h"
 #include "disagg/expected.h"
 #include "disagg/metrics.h"
@@ -79,6 +90,31 @@ struct KvTierSpec {
   double max_write_backlog_seconds = kDefaultMaxWriteBacklogSeconds;
 };
 
+/// Time a new replica takes from the scaling decision to serving (autoscaled pools):
+/// node_start + image_pull + checkpoint / network + checkpoint / nvme + engine_start. The weights
+/// are downloaded to the node's NVMe, then read from it into GPU memory; a bandwidth of 0 skips
+/// that leg (weights already local, or streamed). Defaults: engine/README.md, "Autoscaling".
+struct ProvisioningSpec {
+  double node_start_seconds = 0;     ///< instance launch to a Ready node (0 when a node is warm)
+  double image_pull_seconds = 0;     ///< the serving image onto the node
+  double checkpoint_bytes = 0;       ///< the model's weights, bytes
+  double network_bytes_per_second = 0;  ///< download of the checkpoint (0: not downloaded)
+  double nvme_bytes_per_second = 0;     ///< read of the checkpoint from local NVMe (0: not read)
+  double engine_start_seconds = 0;   ///< engine start: profiling, CUDA graphs, warm-up
+  double seconds() const {
+    return node_start_seconds + image_pull_seconds + engine_start_seconds +
+           (network_bytes_per_second > 0 ? checkpoint_bytes / network_bytes_per_second : 0) +
+           (nvme_bytes_per_second > 0 ? checkpoint_bytes / nvme_bytes_per_second : 0);
+  }
+};
+
+/// A pool's autoscaling (disabled: the pool keeps `replicas` for the whole run).
+struct PoolAutoscaling {
+  bool enabled = false;
+  AutoscalePolicy policy;
+  ProvisioningSpec provisioning;
+};
+
 /// Identical replicas.
 struct PoolSpec {
   std::string name = "pool";
@@ -90,7 +126,29 @@ struct PoolSpec {
   SchedulerConfig scheduler;
   /// Lower KV tiers of each replica, in the order cpu, disk, remote, each at most once. Empty: GPU only.
   std::vector<KvTierSpec> kv_tiers;
+  /// Autoscaled: `replicas` are the ready ones at time 0 (clamped to [min, max]); the pool holds
+  /// 2 x max_replicas worker slots (replicas draining beside new ones), which count against
+  /// kMaxRoutingEndpoints.
+  PoolAutoscaling autoscaling;
 };
+
+/// Run-wide settings of autoscaling and of its report (SimulationConfig::autoscale).
+struct AutoscaleRun {
+  /// Report GPU-hours, scaling and SLO attainment per window (SimulationResult::scaling), for
+  /// static deployments too. True when the configuration has an `autoscaling` section.
+  bool report = false;
+  /// The rule runs every this many seconds (HPA's sync period: 15 s).
+  double evaluation_interval_seconds = 15;
+  /// Width of the report's time windows (SLO attainment, mean replicas).
+  double window_seconds = 300;
+  /// GPU time is counted from 0 to max(this, the last event): the same horizon for the static
+  /// deployment and the autoscaled one (e.g. the day). 0: to the last event. The rule keeps
+  /// running until the horizon, so the autoscaled pools scale down after the load ends.
+  double horizon_seconds = 0;
+};
+
+/// Windows of a scaling report, at most (a day at 1 s, a week at 7 s).
+inline constexpr std::int64_t kMaxScaleWindows = 86'400;
 
 struct RouterSpec {
   /// A routing_policy_names() entry.
@@ -129,6 +187,45 @@ struct SimulationConfig {
   std::int64_t max_in_flight = 1 << 20;
   /// Tests: check every scheduler's invariants after every step (slow).
   bool check_invariants = false;
+  AutoscaleRun autoscale;
+};
+
+/// One pool's part of a scaling report.
+struct PoolScaleReport {
+  std::string name;
+  WorkerRole role = WorkerRole::aggregated;
+  std::int32_t gpus_per_replica = 1;  ///< tensor-parallel size
+  /// Replica-seconds x GPUs from 0 to the horizon: provisioning, serving and draining replicas.
+  double gpu_seconds = 0;
+  std::int32_t peak_replicas = 0;     ///< most replicas billed at once
+  std::int64_t scale_ups = 0;         ///< replicas started
+  std::int64_t scale_downs = 0;       ///< replicas removed (drained or cancelled while provisioning)
+  double provision_seconds = 0;       ///< one replica's provisioning time (ProvisioningSpec::seconds)
+  /// Requests that finished on a replica after it began draining (their work was not lost).
+  std::int64_t drained_requests = 0;
+  /// Work a replica still held when it was switched off: always 0 (a draining replica is switched
+  /// off only once it holds no sequence, KV block, transfer or routed request); counted to prove it.
+  std::int64_t lost_on_scale_down = 0;
+};
+
+/// One time window of a scaling report (requests by arrival time).
+struct ScaleWindow {
+  double start_seconds = 0;
+  std::int64_t arrivals = 0;   ///< requests that arrived in the window
+  std::int64_t good = 0;       ///< of those, completed meeting both SLOs
+  std::int64_t prompt_tokens = 0;  ///< prompt tokens of those arrivals
+};
+
+/// GPU time, scaling and SLO attainment over time (SimulationConfig::autoscale.report).
+struct ScalingReport {
+  double horizon_seconds = 0;
+  double window_seconds = 0;
+  std::vector<PoolScaleReport> pools;
+  std::vector<ScaleWindow> windows;
+  /// Mean replicas billed (provisioning, ready, draining) per window and pool: windows x pools,
+  /// row-major; and the mean ready ones.
+  std::vector<double> window_replicas, window_ready;
+  std::int64_t held_for_capacity = 0;  ///< requests that waited for a pool with no ready replica
 };
 
 enum class SimErrc { invalid_config, invariant_violated };
@@ -147,7 +244,12 @@ struct SimulationResult {
   std::int64_t blocks_in_use_at_end = 0;  ///< 0 when every request finished (no leak)
   std::int64_t unfinished = 0;
   double end_seconds = 0;              ///< virtual time of the last event
+  bool has_scaling = false;            ///< config.autoscale.report
+  ScalingReport scaling;
 };
+
+/// Progress of a long run: the virtual time reached (called every few thousand events).
+using SimProgressFn = std::function<void(double virtual_seconds)>;
 
 class Simulator {
  public:
@@ -160,7 +262,7 @@ class Simulator {
 
   /// Runs `workload` to its end (or to max_seconds). May be called once per Simulator.
   /// Failure: invariant_violated (only with check_invariants).
-  Expected<SimulationResult, SimError> run(Workload& workload);
+  Expected<SimulationResult, SimError> run(Workload& workload, const SimProgressFn& progress = {});
 
   Simulator(Simulator&&) noexcept;
   Simulator& operator=(Simulator&&) noexcept;

@@ -14,6 +14,7 @@
 // field, the value and the fix; no C++ exception crosses the boundary.
 #include <napi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <functional>
@@ -49,7 +50,19 @@ struct Job {
 disagg::Expected<std::string, std::string> run_job(const Job& job, const std::function<void(const Progress&)>& report) {
   switch (job.kind) {
     case Job::Kind::simulate: {
-      auto out = disagg::simulate_to_json(job.setup);
+      // Long runs (a simulated day) report the virtual time reached, in whole seconds of the span
+      // the load covers (its stages, its duration, or the autoscaling horizon).
+      double span = std::max(job.setup.workload.duration_seconds, job.setup.config.autoscale.horizon_seconds);
+      double stages = 0;
+      for (const auto& st : job.setup.workload.arrival.stages) stages += st.duration_seconds;
+      span = std::max(span, stages);
+      const auto total = static_cast<std::int32_t>(std::min(span, 2e9));
+      double reported = 0;  // at most ~200 reports a run
+      auto out = disagg::simulate_to_json(job.setup, [&](double now) {
+        if (total <= 1 || now - reported < span / 200) return;
+        reported = now;
+        report(Progress{static_cast<std::int32_t>(std::min(now, span - 1)), total, 1, 0});
+      });
       report(Progress{1, 1, 1, 0});
       return out;
     }

@@ -393,6 +393,50 @@ bool read_pool(Reader& rd, const JsonValue& doc, const JsonValue& pj, const std:
   return true;
 }
 
+// `pools[i].autoscaling`: the pool's scaling rule and its replicas' provisioning time (engine/README.md,
+// "Autoscaling"). Provisioning defaults: a new p5-class node through Karpenter and the EKS bootstrap
+// (~4 min), a 10-20 GB vLLM image (~2 min), engine start with torch.compile and CUDA graphs (~1 min);
+// the checkpoint legs only when given.
+bool read_pool_autoscaling(Reader& rd, const JsonValue& pj, const std::string& p, PoolAutoscaling* out) {
+  const JsonValue* a = nullptr;
+  if (!rd.object(pj, p, "autoscaling", &a)) return false;
+  if (!a) return true;
+  const std::string ap = p + ".autoscaling";
+  out->enabled = true;
+  AutoscalePolicy& pol = out->policy;
+  pol.max_replicas = -1;
+  if (!rd.known_keys(*a, ap, {"minReplicas", "maxReplicas", "target", "tolerance", "scaleUpStabilizationSeconds",
+                              "scaleDownStabilizationSeconds", "scaleToZero", "idleSecondsBeforeZero", "provisioning"},
+                     "engine/README.md, Autoscaling") ||
+      !rd.integer(*a, ap, "minReplicas", &pol.min_replicas, 0) || !rd.integer(*a, ap, "maxReplicas", &pol.max_replicas, 1) ||
+      !rd.number(*a, ap, "target", &pol.target, 0, true) || !rd.number(*a, ap, "tolerance", &pol.tolerance, 0) ||
+      !rd.number(*a, ap, "scaleUpStabilizationSeconds", &pol.scale_up_stabilization_seconds, 0) ||
+      !rd.number(*a, ap, "scaleDownStabilizationSeconds", &pol.scale_down_stabilization_seconds, 0) ||
+      !rd.boolean(*a, ap, "scaleToZero", &pol.scale_to_zero) ||
+      !rd.number(*a, ap, "idleSecondsBeforeZero", &pol.idle_seconds_before_zero, 0)) {
+    return false;
+  }
+  if (pol.max_replicas < 0) {
+    return rd.fail("'" + ap + ".maxReplicas' is required; e.g. {\"minReplicas\": 1, \"maxReplicas\": 8}");
+  }
+  ProvisioningSpec& v = out->provisioning;
+  v.node_start_seconds = kDefaultNodeStartSeconds;
+  v.image_pull_seconds = kDefaultImagePullSeconds;
+  v.engine_start_seconds = kDefaultEngineStartSeconds;
+  const JsonValue* pv = nullptr;
+  if (!rd.object(*a, ap, "provisioning", &pv)) return false;
+  if (!pv) return true;
+  const std::string pp = ap + ".provisioning";
+  return rd.known_keys(*pv, pp, {"nodeStartSeconds", "imagePullSeconds", "checkpointBytes", "networkBytesPerSecond",
+                                 "nvmeBytesPerSecond", "engineStartSeconds"}, "engine/README.md, Autoscaling") &&
+         rd.number(*pv, pp, "nodeStartSeconds", &v.node_start_seconds, 0) &&
+         rd.number(*pv, pp, "imagePullSeconds", &v.image_pull_seconds, 0) &&
+         rd.number(*pv, pp, "checkpointBytes", &v.checkpoint_bytes, 0) &&
+         rd.number(*pv, pp, "networkBytesPerSecond", &v.network_bytes_per_second, 0) &&
+         rd.number(*pv, pp, "nvmeBytesPerSecond", &v.nvme_bytes_per_second, 0) &&
+         rd.number(*pv, pp, "engineStartSeconds", &v.engine_start_seconds, 0);
+}
+
 std::int32_t read_block_size(Reader& rd, const JsonValue& doc) {
   std::int32_t block_size = 16;
   const JsonValue* router = nullptr;
@@ -467,6 +511,20 @@ Expected<SimulationSetup, std::string> read_setup(const JsonValue& doc, bool poo
   }
   if (!rd.error.empty()) return unexpected(rd.error);
 
+  // Autoscaling: the simulator's keys of the top-level block (the router reads slo, prefill, decode).
+  if (const JsonValue* as = nullptr; rd.object(doc, "", "autoscaling", &as) && as) {
+    AutoscaleRun& ar = out.config.autoscale;
+    ar.report = true;
+    if (!rd.known_keys(*as, "autoscaling", {"slo", "prefill", "decode", "evaluationIntervalSeconds", "windowSeconds", "horizonSeconds"},
+                       "engine/README.md, Autoscaling") ||
+        !rd.number(*as, "autoscaling", "evaluationIntervalSeconds", &ar.evaluation_interval_seconds, 0, true) ||
+        !rd.number(*as, "autoscaling", "windowSeconds", &ar.window_seconds, 0, true) ||
+        !rd.number(*as, "autoscaling", "horizonSeconds", &ar.horizon_seconds, 0)) {
+      return unexpected(rd.error);
+    }
+  }
+  if (!rd.error.empty()) return unexpected(rd.error);
+
   // Pools.
   const JsonValue* pools = doc.find("pools");
   if (pools_required || (pools && !pools->is_null())) {
@@ -484,7 +542,10 @@ Expected<SimulationSetup, std::string> read_setup(const JsonValue& doc, bool poo
       else if (role == "prefill") spec.role = WorkerRole::prefill;
       else if (role == "decode") spec.role = WorkerRole::decode;
       else return unexpected("'" + p + ".role' (\"" + role + "\") must be both, prefill or decode");
-      if (!rd.integer(pj, p, "replicas", &spec.replicas, 1) || !read_pool(rd, doc, pj, p, block_size, &spec)) {
+      if (!read_pool_autoscaling(rd, pj, p, &spec.autoscaling)) return unexpected(rd.error);
+      if (spec.autoscaling.enabled) spec.replicas = std::max(spec.autoscaling.policy.min_replicas, 1);
+      if (!rd.integer(pj, p, "replicas", &spec.replicas, spec.autoscaling.enabled ? 0 : 1) ||
+          !read_pool(rd, doc, pj, p, block_size, &spec)) {
         return unexpected(rd.error);
       }
       out.config.pools.push_back(spec);
@@ -604,14 +665,74 @@ Expected<PlanResult, PlanError> plan_setup(const PlannerSpec& spec, const Simula
   return run_planner(spec, setup.config, setup.workload, progress, &*trace);
 }
 
-Expected<std::string, std::string> simulate_to_json(const SimulationSetup& setup) {
+Expected<std::string, std::string> simulate_to_json(const SimulationSetup& setup, const SimProgressFn& progress) {
   auto sim = Simulator::create(setup.config);
   if (!sim) return unexpected(sim.error().message);
   auto workload = make_workload(setup);
   if (!workload) return unexpected(workload.error());
-  auto result = sim->run(*workload);
+  auto result = sim->run(*workload, progress);
   if (!result) return unexpected(result.error().message);
-  return to_json(result->summary);
+  std::string out = to_json(result->summary);
+  if (result->has_scaling) {
+    // The summary object gains "scaling" (disagg/simulator.h, ScalingReport), before its closing brace.
+    out.pop_back();
+    out += ",\"scaling\":" + scaling_to_json(result->scaling, result->summary) + "}";
+  }
+  return out;
+}
+
+std::string scaling_to_json(const ScalingReport& r, const MetricsSummary& summary) {
+  std::string o = "{\"horizonSeconds\":" + json_number(r.horizon_seconds) + ",\"windowSeconds\":" + json_number(r.window_seconds);
+  double gpu_seconds = 0;
+  std::int64_t lost = 0;
+  o += ",\"pools\":[";
+  for (std::size_t i = 0; i < r.pools.size(); ++i) {
+    const PoolScaleReport& p = r.pools[i];
+    gpu_seconds += p.gpu_seconds;
+    lost += p.lost_on_scale_down;
+    if (i) o += ',';
+    o += "{\"name\":" + json_quote(p.name) + ",\"role\":\"" +
+         (p.role == WorkerRole::prefill ? "prefill" : p.role == WorkerRole::decode ? "decode" : "both") +
+         "\",\"gpusPerReplica\":" + std::to_string(p.gpus_per_replica) + ",\"gpuHours\":" + json_number(p.gpu_seconds / 3600) +
+         ",\"peakReplicas\":" + std::to_string(p.peak_replicas) + ",\"scaleUps\":" + std::to_string(p.scale_ups) +
+         ",\"scaleDowns\":" + std::to_string(p.scale_downs) + ",\"provisionSeconds\":" + json_number(p.provision_seconds) +
+         ",\"drainedRequests\":" + std::to_string(p.drained_requests) +
+         ",\"lostOnScaleDown\":" + std::to_string(p.lost_on_scale_down) + "}";
+  }
+  o += "],\"gpuHours\":" + json_number(gpu_seconds / 3600) + ",\"lostOnScaleDown\":" + std::to_string(lost) +
+       ",\"heldForCapacity\":" + std::to_string(r.held_for_capacity) + ",\"goodRequests\":" + std::to_string(summary.good) +
+       ",\"goodPerGpuHour\":" + json_number(gpu_seconds > 0 ? static_cast<double>(summary.good) / (gpu_seconds / 3600) : 0);
+  // Windows as columns: start, arrivals, good, prompt tokens, and per pool the mean replicas billed / ready.
+  auto column = [&](const char* key, auto get) {
+    o += ",\"" + std::string(key) + "\":[";
+    for (std::size_t w = 0; w < r.windows.size(); ++w) {
+      if (w) o += ',';
+      o += get(w);
+    }
+    o += ']';
+  };
+  o += ",\"windows\":{\"count\":" + std::to_string(r.windows.size());
+  column("startSeconds", [&](std::size_t w) { return json_number(r.windows[w].start_seconds); });
+  column("arrivals", [&](std::size_t w) { return std::to_string(r.windows[w].arrivals); });
+  column("good", [&](std::size_t w) { return std::to_string(r.windows[w].good); });
+  column("promptTokens", [&](std::size_t w) { return std::to_string(r.windows[w].prompt_tokens); });
+  const std::size_t np = r.pools.size();
+  for (const bool ready : {false, true}) {
+    o += ready ? ",\"readyReplicas\":[" : ",\"replicas\":[";
+    for (std::size_t p = 0; p < np; ++p) {
+      if (p) o += ',';
+      o += '[';
+      for (std::size_t w = 0; w < r.windows.size(); ++w) {
+        if (w) o += ',';
+        const double v = (ready ? r.window_ready : r.window_replicas)[w * np + p];
+        o += json_number(std::round(v * 1000) / 1000);
+      }
+      o += ']';
+    }
+    o += ']';
+  }
+  o += "}}";
+  return o;
 }
 
 }  // namespace disagg

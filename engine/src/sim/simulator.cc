@@ -29,7 +29,14 @@ namespace {
 
 // deliver / deliver_decode: a request reaches its (prefill or only) engine / its decode engine after
 // the API server's time per request (efficiency.requestOverheadSeconds).
-enum class EvKind : std::uint8_t { arrival, step_done, transfer_done, tier_load_done, deliver, deliver_decode };
+// autoscale_tick: the scaling rule runs; replica_ready: a provisioning replica starts serving.
+enum class EvKind : std::uint8_t {
+  arrival, step_done, transfer_done, tier_load_done, deliver, deliver_decode, autoscale_tick, replica_ready
+};
+
+// A worker slot of an autoscaled pool: off (no replica), provisioning (billed, not serving),
+// ready (serving), draining (billed, no new work, finishing what it holds).
+enum class SlotState : std::uint8_t { off, provisioning, ready, draining };
 
 // POD event; the heap orders by time, then by the order events were scheduled.
 struct Event {
@@ -191,6 +198,23 @@ struct Simulator::Impl {
     double prefill_tokens_per_second = 0;
     std::unique_ptr<IndexFeed> feed;
     std::unique_ptr<WorkerTiers> tiers = nullptr;  // nullptr: GPU only
+    SlotState state = SlotState::ready;
+    double ready_at = 0;    // provisioning: when it starts serving
+    std::int32_t pool = 0;  // index in config.pools
+  };
+
+  // One pool at run time: its worker slots [first, first + slots), its rule and its counts.
+  struct PoolRun {
+    std::int32_t first = 0, slots = 0;
+    std::optional<PoolAutoscaler> scaler;  // absent: static pool
+    SchedulerConfig sched;                 // a new replica's scheduler
+    std::optional<CostModel> cost;
+    double last_request = -1e300;
+    double prompt_mean = 0, output_mean = 0;  // EWMA over arrivals (the "one mean prompt")
+    bool seen = false;
+    std::int32_t ready = 0, provisioning = 0, draining = 0;
+    std::int32_t billed() const { return ready + provisioning + draining; }
+    PoolScaleReport report;
   };
 
   struct Flight {
@@ -248,6 +272,247 @@ struct Simulator::Impl {
     WorkloadRequest request;
   };
   std::deque<Queued> admission_queue;
+
+  // --- autoscaling (see the header; all bounded by the pools' slots and the report's windows) ---
+  std::vector<PoolRun> pools;
+  bool autoscaled = false;       // some pool has a rule
+  bool arrivals_pending = false; // the workload may still yield requests
+  std::int32_t draining_total = 0;
+  double accounted_to = 0;       // GPU time and window means are integrated up to here
+  // Requests held because a role they need has no ready replica (at most router.max_queue).
+  std::deque<Queued> held;
+
+  std::int64_t window_of(double t) const {
+    return static_cast<std::int64_t>(std::floor(std::max(0.0, t) / config.autoscale.window_seconds));
+  }
+
+  // The report's window `w` (created on demand); nullptr past kMaxScaleWindows.
+  ScaleWindow* window(std::int64_t w) {
+    if (!config.autoscale.report || w >= kMaxScaleWindows) return nullptr;
+    ScalingReport& r = result.scaling;
+    while (static_cast<std::int64_t>(r.windows.size()) <= w) {
+      ScaleWindow sw;
+      sw.start_seconds = static_cast<double>(r.windows.size()) * config.autoscale.window_seconds;
+      r.windows.push_back(sw);
+      r.window_replicas.resize(r.window_replicas.size() + pools.size(), 0.0);
+      r.window_ready.resize(r.window_ready.size() + pools.size(), 0.0);
+    }
+    return &r.windows[static_cast<std::size_t>(w)];
+  }
+
+  // Integrates billed replicas x GPUs (and the windows' replica-seconds) up to `now`. Called
+  // before every change of a pool's counts.
+  void account(double now) {
+    if (!config.autoscale.report || !(now > accounted_to)) return;
+    const double ws = config.autoscale.window_seconds;
+    double t = accounted_to;
+    while (t < now) {
+      const std::int64_t w = window_of(t);
+      double end = std::min(now, static_cast<double>(w + 1) * ws);
+      if (!(end > t)) end = std::min(now, t + ws);
+      const double dt = end - t;
+      const bool in_window = window(w) != nullptr;
+      for (std::size_t p = 0; p < pools.size(); ++p) {
+        PoolRun& pr = pools[p];
+        pr.report.gpu_seconds += static_cast<double>(pr.billed()) * pr.report.gpus_per_replica * dt;
+        if (in_window) {
+          const std::size_t k = static_cast<std::size_t>(w) * pools.size() + p;
+          result.scaling.window_replicas[k] += pr.billed() * dt;
+          result.scaling.window_ready[k] += pr.ready * dt;
+        }
+      }
+      t = end;
+    }
+    accounted_to = now;
+  }
+
+  std::span<EndpointState> eps() { return routing->endpoints(); }
+
+  // Whether every role of the deployment has a ready replica (else a request waits in `held`).
+  bool can_route() const {
+    if (!autoscaled) return true;
+    std::array<std::int32_t, 3> ready{};
+    std::array<bool, 3> present{};
+    for (const PoolRun& pr : pools) {
+      const auto r = static_cast<std::size_t>(workers[static_cast<std::size_t>(pr.first)].role);
+      present[r] = true;
+      ready[r] += pr.ready;
+    }
+    for (std::size_t r = 0; r < 3; ++r) {
+      if (present[r] && ready[r] == 0) return false;
+    }
+    return true;
+  }
+
+  // A request arrived (or left the router's queue): the pools' demand signals see it.
+  void note_request(double now, const WorkloadRequest& r) {
+    if (!autoscaled) return;
+    constexpr double kAlpha = 0.05;  // ~20 requests of memory: a surge of long prompts shows fast
+    for (PoolRun& pr : pools) {
+      pr.last_request = now;
+      const double prompt = static_cast<double>(r.prompt.size());
+      const double output = static_cast<double>(r.output_tokens);
+      pr.prompt_mean = pr.seen ? pr.prompt_mean + kAlpha * (prompt - pr.prompt_mean) : prompt;
+      pr.output_mean = pr.seen ? pr.output_mean + kAlpha * (output - pr.output_mean) : output;
+      pr.seen = true;
+    }
+  }
+
+  // The pool's SLO pressure (the contract's signal; disagg/autoscaler.h).
+  double pressure(const PoolRun& pr) const {
+    if (pr.ready == 0) return held.empty() ? 0.0 : 1.0 + static_cast<double>(held.size());
+    const WorkerRole role = workers[static_cast<std::size_t>(pr.first)].role;
+    const CostModel& cm = *pr.cost;
+    if (role == WorkerRole::prefill) {
+      // Predicted TTFT of the next request: the prompt tokens waiting or in progress on the ready
+      // replicas plus one mean prompt, over their prefill throughput, plus the fixed latency.
+      double tokens = pr.prompt_mean, per_second = 0;
+      for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
+        const Worker& w = workers[static_cast<std::size_t>(i)];
+        if (w.state != SlotState::ready) continue;
+        tokens += static_cast<double>(w.inflight_prefill_tokens);
+        per_second += w.prefill_tokens_per_second;
+      }
+      const double ttft = tokens / per_second + cm.params().request_overhead_seconds;
+      return ttft / config.slo.ttft_seconds;
+    }
+    // Decode (and aggregated) pools: the decode step of (running per replica + 1) sequences at the
+    // mean context, against the TPOT SLO; or KV use against 90%.
+    std::int64_t running = 0;
+    double kv = 0;
+    for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
+      const Worker& w = workers[static_cast<std::size_t>(i)];
+      if (w.state != SlotState::ready) continue;
+      running += w.sched.num_running();
+      const KvBlockPool& kp = w.sched.pool();
+      kv += static_cast<double>(kp.used_blocks()) / static_cast<double>(kp.total_blocks());
+    }
+    const std::int64_t n = (running + pr.ready - 1) / pr.ready + 1;
+    const double context = pr.prompt_mean + pr.output_mean / 2;
+    const double tpot = cm.decode_batch_time(n, static_cast<std::int64_t>(static_cast<double>(n) * context)).total_seconds;
+    return std::max(tpot / config.slo.tpot_seconds, kv / pr.ready / 0.9);
+  }
+
+  void on_tick(double now) {
+    account(now);
+    for (std::size_t p = 0; p < pools.size(); ++p) {
+      PoolRun& pr = pools[p];
+      if (!pr.scaler) continue;
+      const std::int32_t requested = pr.ready + pr.provisioning;
+      const std::int32_t desired = pr.scaler->evaluate(now, pr.ready, requested, pressure(pr), pr.last_request);
+      for (std::int32_t k = requested; k < desired; ++k) {
+        if (!start_replica(now, pr)) break;
+      }
+      for (std::int32_t k = desired; k < requested; ++k) stop_replica(now, pr);
+    }
+    // The rule keeps running while work remains, and to the horizon (scale-down after the load).
+    const bool work = arrivals_pending || in_flight > 0 || !held.empty() || !admission_queue.empty() ||
+                      draining_total > 0;
+    bool provisioning = false;
+    for (const PoolRun& pr : pools) provisioning = provisioning || pr.provisioning > 0;
+    const double next = now + config.autoscale.evaluation_interval_seconds;
+    if (work || provisioning || next <= config.autoscale.horizon_seconds) push(next, EvKind::autoscale_tick, -1);
+  }
+
+  // A new replica in an off slot of `pr`: a fresh scheduler (empty cache), provisioning until
+  // now + provisioning time. False when every slot is taken (replicas still draining).
+  bool start_replica(double now, PoolRun& pr) {
+    for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
+      Worker& w = workers[static_cast<std::size_t>(i)];
+      if (w.state != SlotState::off) continue;
+      account(now);
+      SchedulerConfig sc = pr.sched;
+      auto s = Scheduler::create(sc, *pr.cost);
+      if (!s) return false;  // cannot happen: the same limits were accepted at create()
+      w.sched = std::move(*s);
+      if (w.feed) w.sched.set_pool_listener(w.feed.get());
+      if (w.tiers) w.sched.set_tier_hook(w.tiers.get());
+      w.busy = false;
+      w.link_free_at = now;
+      w.inflight_prefill_tokens = 0;
+      w.state = SlotState::provisioning;
+      w.ready_at = now + pr.report.provision_seconds;
+      ++pr.provisioning;
+      ++pr.report.scale_ups;
+      pr.report.peak_replicas = std::max(pr.report.peak_replicas, pr.billed());
+      push(w.ready_at, EvKind::replica_ready, i);
+      return true;
+    }
+    return false;
+  }
+
+  // Removes one replica of `pr`: the newest provisioning one (cancelled), else the least loaded
+  // ready one, which drains: no new work from now on, switched off once it holds nothing.
+  void stop_replica(double now, PoolRun& pr) {
+    account(now);
+    std::int32_t pick = -1;
+    for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
+      const Worker& w = workers[static_cast<std::size_t>(i)];
+      if (w.state == SlotState::provisioning && (pick < 0 || w.ready_at > workers[static_cast<std::size_t>(pick)].ready_at)) pick = i;
+    }
+    if (pick >= 0) {
+      workers[static_cast<std::size_t>(pick)].state = SlotState::off;
+      --pr.provisioning;
+      ++pr.report.scale_downs;
+      return;
+    }
+    std::int64_t least = 0;
+    for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
+      const Worker& w = workers[static_cast<std::size_t>(i)];
+      if (w.state != SlotState::ready) continue;
+      const std::int64_t load = std::int64_t{w.sched.num_unfinished()} + eps()[static_cast<std::size_t>(i)].routed_requests;
+      if (pick < 0 || load < least) {
+        pick = i;
+        least = load;
+      }
+    }
+    if (pick < 0) return;
+    workers[static_cast<std::size_t>(pick)].state = SlotState::draining;
+    eps()[static_cast<std::size_t>(pick)].healthy = false;
+    --pr.ready;
+    ++pr.draining;
+    ++draining_total;
+    ++pr.report.scale_downs;
+  }
+
+  void on_replica_ready(double now, std::int32_t wi) {
+    Worker& w = workers[static_cast<std::size_t>(wi)];
+    if (w.state != SlotState::provisioning || w.ready_at != now) return;  // cancelled meanwhile
+    PoolRun& pr = pools[static_cast<std::size_t>(w.pool)];
+    account(now);
+    w.state = SlotState::ready;
+    EndpointState& e = eps()[static_cast<std::size_t>(wi)];
+    e.healthy = true;
+    ++e.generation;  // a new pod behind a reused id
+    --pr.provisioning;
+    ++pr.ready;
+    // Requests waiting for this role go now.
+    while (!held.empty() && can_route()) {
+      Queued q = std::move(held.front());
+      held.pop_front();
+      route(now, q.since, q.request);
+    }
+  }
+
+  // Draining replicas that hold nothing any more are switched off.
+  void check_drained(double now) {
+    for (PoolRun& pr : pools) {
+      if (pr.draining == 0) continue;
+      for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
+        Worker& w = workers[static_cast<std::size_t>(i)];
+        if (w.state != SlotState::draining) continue;
+        const bool idle = !w.busy && w.sched.num_unfinished() == 0 && w.sched.num_held() == 0 &&
+                          w.sched.pool().used_blocks() == 0 && eps()[static_cast<std::size_t>(i)].routed_requests == 0 &&
+                          w.link_free_at <= now;
+        if (!idle) continue;
+        account(now);
+        w.state = SlotState::off;
+        --pr.draining;
+        --draining_total;
+        if (index) index->clear(static_cast<EndpointId>(i));
+      }
+    }
+  }
 
   void push(double t, EvKind k, std::int32_t target) { heap.push({t, seq++, k, target}); }
 
@@ -360,6 +625,11 @@ struct Simulator::Impl {
   }
 
   void on_arrival(double now, const WorkloadRequest& r) {
+    if (ScaleWindow* sw = window(window_of(now))) {
+      ++sw->arrivals;
+      sw->prompt_tokens += static_cast<std::int64_t>(r.prompt.size());
+    }
+    note_request(now, r);
     if (in_flight >= config.max_in_flight) {
       refuse(now);
       return;
@@ -391,6 +661,17 @@ struct Simulator::Impl {
   }
 
   void route(double now, double arrival, const WorkloadRequest& r) {
+    if (!can_route()) {
+      // No ready replica for a role the request needs (scaled to zero, or not up yet): it waits,
+      // as the router holds it (disagg_router_pool_queued_requests), within the router's queue.
+      if (static_cast<std::int64_t>(held.size()) >= config.router.max_queue) {
+        refuse(now);
+        return;
+      }
+      ++result.scaling.held_for_capacity;
+      held.push_back({arrival, r});
+      return;
+    }
     const std::int32_t f = new_flight();
     Flight& fl = flights[static_cast<std::size_t>(f)];
     fl.arrival = arrival;
@@ -547,6 +828,7 @@ struct Simulator::Impl {
           break;
         case SchedEventKind::finished:
           if (prefill_side) {
+            if (w.state == SlotState::draining) ++pools[static_cast<std::size_t>(w.pool)].report.drained_requests;
             // The prefill leg's answer: the router's prefill leg ends here.
             routing->leg_done(fl.route_id, fl.prefill_worker);
             if (const double api = request_overhead(fl.decode_worker); api > 0) {
@@ -583,6 +865,16 @@ struct Simulator::Impl {
     rec.disaggregated = fl.disaggregated;
     rec.kv_transfer_bytes = fl.kv_bytes;
     metrics.add_request(rec);
+    if (config.autoscale.report) {
+      const Worker& dw = workers[static_cast<std::size_t>(fl.decode_worker)];
+      if (dw.state == SlotState::draining) ++pools[static_cast<std::size_t>(dw.pool)].report.drained_requests;
+      // Good as disagg/metrics.h counts it: TTFT and TPOT within the SLO.
+      const bool ttft_ok = fl.first_token - fl.arrival <= config.slo.ttft_seconds;
+      const bool tpot_ok = fl.output < 2 || (now - fl.first_token) / (fl.output - 1) <= config.slo.tpot_seconds;
+      if (ttft_ok && tpot_ok) {
+        if (ScaleWindow* sw = window(window_of(fl.arrival))) ++sw->good;
+      }
+    }
     routing->leg_done(fl.route_id, fl.decode_worker);
     retire(f);
     ended(now);
@@ -717,14 +1009,18 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
   for (std::size_t i = 0; i < config.pools.size(); ++i) {
     const PoolSpec& p = config.pools[i];
     const std::string field = "'pools[" + std::to_string(i) + "]";
-    if (p.replicas < 1) return bad(field + ".replicas' (" + std::to_string(p.replicas) + ") must be >= 1");
+    const bool scaled = p.autoscaling.enabled;
+    if (p.replicas < (scaled ? 0 : 1)) {
+      return bad(field + ".replicas' (" + std::to_string(p.replicas) + ") must be >= " + (scaled ? "0" : "1"));
+    }
     if (p.scheduler.block_size != block_size) {
       return bad(field + "' block size (" + std::to_string(p.scheduler.block_size) +
                  ") differs from the first pool's (" + std::to_string(block_size) + "); use one block size");
     }
     (p.role == WorkerRole::aggregated ? aggregated : p.role == WorkerRole::prefill ? prefill : decode) += 1;
-    total_workers += p.replicas;
-    total_blocks += static_cast<std::int64_t>(p.replicas) * p.scheduler.num_blocks;
+    const std::int64_t slots = scaled ? 2 * std::int64_t{std::max(p.autoscaling.policy.max_replicas, 1)} : p.replicas;
+    total_workers += slots;
+    total_blocks += slots * p.scheduler.num_blocks;
   }
   if (aggregated > 0 && (prefill > 0 || decode > 0)) {
     return bad("'pools' mixes role 'both' with 'prefill'/'decode'; simulate either aggregated or disaggregated serving");
@@ -733,8 +1029,44 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
     return bad("'pools' needs a 'prefill' and a 'decode' pool for disaggregated serving (or one pool with role 'both')");
   }
   if (total_workers > kMaxRoutingEndpoints) {
-    return bad("'pools' declare " + std::to_string(total_workers) + " replicas in all; the router tracks at most " +
+    return bad("'pools' declare " + std::to_string(total_workers) + " replicas in all (an autoscaled pool counts 2 x maxReplicas: "
+               "replicas draining beside new ones); the router tracks at most " +
                std::to_string(kMaxRoutingEndpoints) + " endpoints; use fewer, larger replicas");
+  }
+  const AutoscaleRun& ar = config.autoscale;
+  if (!(ar.evaluation_interval_seconds > 0) || !std::isfinite(ar.evaluation_interval_seconds)) {
+    return bad("'autoscaling.evaluationIntervalSeconds' (" + num(ar.evaluation_interval_seconds) + ") must be > 0; HPA evaluates every 15 s");
+  }
+  if (!(ar.window_seconds > 0) || !std::isfinite(ar.window_seconds)) {
+    return bad("'autoscaling.windowSeconds' (" + num(ar.window_seconds) + ") must be > 0, e.g. 300");
+  }
+  if (!(ar.horizon_seconds >= 0) || !std::isfinite(ar.horizon_seconds)) {
+    return bad("'autoscaling.horizonSeconds' (" + num(ar.horizon_seconds) + ") must be >= 0 (0: the run's end)");
+  }
+  if (ar.horizon_seconds / ar.window_seconds > static_cast<double>(kMaxScaleWindows)) {
+    return bad("'autoscaling.windowSeconds' (" + num(ar.window_seconds) + ") cuts the horizon of " + num(ar.horizon_seconds) +
+               " s into more than " + std::to_string(kMaxScaleWindows) + " windows; give wider windows");
+  }
+  std::vector<std::optional<PoolAutoscaler>> scalers(config.pools.size());
+  for (std::size_t i = 0; i < config.pools.size(); ++i) {
+    const PoolAutoscaling& a = config.pools[i].autoscaling;
+    if (!a.enabled) continue;
+    const std::string f = "pools[" + std::to_string(i) + "].autoscaling";
+    auto sc = PoolAutoscaler::create(a.policy, ar.evaluation_interval_seconds, f);
+    if (!sc) return bad(sc.error());
+    const ProvisioningSpec& v = a.provisioning;
+    for (const auto& [key, x] : {std::pair<const char*, double>{"nodeStartSeconds", v.node_start_seconds},
+                                 {"imagePullSeconds", v.image_pull_seconds},
+                                 {"checkpointBytes", v.checkpoint_bytes},
+                                 {"networkBytesPerSecond", v.network_bytes_per_second},
+                                 {"nvmeBytesPerSecond", v.nvme_bytes_per_second},
+                                 {"engineStartSeconds", v.engine_start_seconds}}) {
+      if (!(x >= 0) || !std::isfinite(x)) return bad("'" + f + ".provisioning." + key + "' (" + num(x) + ") must be >= 0");
+    }
+    if (!config.pools[i].kv_tiers.empty()) {
+      return bad("'" + f + "': autoscaled pools cannot have kvTiers yet (a new replica's host and disk tiers would start warm); drop one of them");
+    }
+    scalers[i].emplace(std::move(*sc));
   }
   if (config.max_in_flight < 1) return bad("'maxInFlight' must be >= 1");
   if (config.router.max_inflight < 1) return bad("'router.maxInflight' must be >= 1 (the router's --max-inflight)");
@@ -793,7 +1125,28 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
     if (!cm) return bad("'pools[" + std::to_string(i) + "]' (" + p.name + "): " + cm.error().message());
     SchedulerConfig sc = p.scheduler;
     sc.role = p.role;
-    for (std::int32_t r = 0; r < p.replicas; ++r) {
+    Impl::PoolRun pr;
+    pr.first = static_cast<std::int32_t>(impl->workers.size());
+    pr.sched = sc;
+    pr.cost.emplace(*cm);
+    pr.report.name = p.name;
+    pr.report.role = p.role;
+    pr.report.gpus_per_replica = p.cost.tensor_parallel;
+    std::int32_t initial = p.replicas;
+    if (scalers[i]) {
+      const AutoscalePolicy& ap = p.autoscaling.policy;
+      pr.slots = 2 * ap.max_replicas;
+      initial = std::clamp(p.replicas, ap.scale_to_zero ? ap.min_replicas : std::max(ap.min_replicas, 1), ap.max_replicas);
+      pr.scaler = std::move(scalers[i]);
+      pr.report.provision_seconds = p.autoscaling.provisioning.seconds();
+      impl->autoscaled = true;
+    } else {
+      pr.slots = p.replicas;
+    }
+    pr.ready = initial;
+    pr.report.peak_replicas = initial;
+    impl->pools.push_back(std::move(pr));
+    for (std::int32_t r = 0; r < impl->pools.back().slots; ++r) {
       auto s = Scheduler::create(sc, *cm);
       if (!s) {
         return bad("'pools[" + std::to_string(i) + "]' (" + p.name +
@@ -805,8 +1158,11 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
       impl->workers.push_back(Impl::Worker{std::move(*s), p.role, false, 0, 0, 0, 0, nullptr});
       Impl::Worker& w = impl->workers.back();
       w.prefill_tokens_per_second = chunk_seconds > 0 ? chunk / chunk_seconds : 0;
+      w.pool = static_cast<std::int32_t>(i);
+      w.state = r < initial ? SlotState::ready : SlotState::off;
       EndpointState e;
       e.id = id;
+      e.healthy = w.state == SlotState::ready;
       e.role = endpoint_role(p.role);
       e.prefill_tokens_per_second = w.prefill_tokens_per_second;
       endpoints.push_back(e);
@@ -818,7 +1174,7 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
   std::size_t worker = 0;
   for (std::size_t i = 0; i < config.pools.size(); ++i) {
     const PoolSpec& p = config.pools[i];
-    for (std::int32_t r = 0; r < p.replicas; ++r, ++worker) {
+    for (std::int32_t r = 0; r < impl->pools[i].slots; ++r, ++worker) {
       if (p.kv_tiers.empty()) continue;
       impl->has_tiers = true;
       Impl::Worker& w = impl->workers[worker];
@@ -871,7 +1227,7 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
   return Simulator(std::move(impl));
 }
 
-Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
+Expected<SimulationResult, SimError> Simulator::run(Workload& workload, const SimProgressFn& progress) {
   Impl& s = *impl_;
   if (s.ran) return unexpected(SimError{SimErrc::invalid_config, "run() was already called on this Simulator; create another"});
   s.ran = true;
@@ -879,6 +1235,8 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
   bool have_pending = workload.next(pending);
   const double first_arrival = have_pending ? pending.arrival_seconds : 0;
   if (have_pending) s.push(pending.arrival_seconds, EvKind::arrival, -1);
+  s.arrivals_pending = have_pending;
+  if (s.autoscaled) s.push(0, EvKind::autoscale_tick, -1);
   // Closed loop: requests appear as others end, so the stream is polled after every event.
   const bool closed = workload.closed_loop();
   if (closed) s.workload = &workload;
@@ -906,8 +1264,13 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
       case EvKind::tier_load_done: s.on_tier_load_done(now, ev.target); break;
       case EvKind::deliver: s.on_deliver(now, ev.target); break;
       case EvKind::deliver_decode: s.deliver_decode(now, ev.target); break;
+      case EvKind::autoscale_tick: s.on_tick(now); break;
+      case EvKind::replica_ready: s.on_replica_ready(now, ev.target); break;
     }
+    if (ev.kind == EvKind::arrival) s.arrivals_pending = have_pending;
     if (!s.admission_queue.empty()) s.drain_admission(now);
+    if (s.draining_total > 0) s.check_drained(now);
+    if (progress && (s.result.events & 0xFFF) == 0) progress(now);
     if (s.failure) return unexpected(*s.failure);
   }
   // Requests never delivered (arrivals after the stop) do not count; those in flight do, and those
@@ -920,6 +1283,7 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
       ++unfinished;
     }
   }
+  unfinished += static_cast<std::int64_t>(s.held.size());
   s.result.unfinished = unfinished;
   for (std::int64_t i = 0; i < unfinished; ++i) s.metrics.add_unfinished();
   std::vector<double> busy;
@@ -929,6 +1293,27 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload) {
     s.result.blocks_in_use_at_end += w.sched.pool().used_blocks();
   }
   s.result.end_seconds = now;
+  if (s.config.autoscale.report) {
+    const double horizon = std::max(now, s.config.autoscale.horizon_seconds);
+    s.account(horizon);
+    ScalingReport& r = s.result.scaling;
+    r.horizon_seconds = horizon;
+    r.window_seconds = s.config.autoscale.window_seconds;
+    // Window sums of replica-seconds become means over each window's length (the last may be short).
+    for (std::size_t w = 0; w < r.windows.size(); ++w) {
+      const double len = std::min(r.window_seconds, horizon - r.windows[w].start_seconds);
+      for (std::size_t p = 0; p < s.pools.size(); ++p) {
+        const std::size_t k = w * s.pools.size() + p;
+        r.window_replicas[k] = len > 0 ? r.window_replicas[k] / len : 0;
+        r.window_ready[k] = len > 0 ? r.window_ready[k] / len : 0;
+      }
+    }
+    for (Impl::PoolRun& pr : s.pools) {
+      // Replicas still draining at the end hold work that counts as unfinished, not lost.
+      r.pools.push_back(pr.report);
+    }
+    s.result.has_scaling = true;
+  }
   s.result.summary = s.metrics.summarize(s.config.slo, first_arrival, busy);
   s.result.summary.has_tiers = s.has_tiers;
   for (std::size_t t = 1; t < kCacheTiers; ++t) {

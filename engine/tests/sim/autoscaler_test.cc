@@ -1,0 +1,211 @@
+// The scaling rule (disagg/autoscaler.h): tolerance, bounds, stabilization windows, scale to zero;
+// and the simulator applying it: provisioning time, and scale-down that loses no request.
+#include "disagg/autoscaler.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "disagg/simulator.h"
+#include "../core/test_fixtures.h"
+
+namespace disagg {
+namespace {
+
+constexpr double kNever = -1e300;
+
+PoolAutoscaler scaler(const AutoscalePolicy& p, double interval = 15) {
+  auto s = PoolAutoscaler::create(p, interval, "pools[0].autoscaling");
+  EXPECT_TRUE(s.has_value()) << (s ? "" : s.error());
+  return *s;
+}
+
+AutoscalePolicy policy(int min, int max, double down_window = 0) {
+  AutoscalePolicy p;
+  p.min_replicas = min;
+  p.max_replicas = max;
+  p.scale_down_stabilization_seconds = down_window;
+  return p;
+}
+
+TEST(Autoscaler, WithinToleranceKeepsTheCountOutsideScalesByReadyTimesRatio) {
+  PoolAutoscaler s = scaler(policy(1, 20));
+  // pressure / target = 1.05: inside HPA's 10% tolerance, no change (even with 2 provisioning)
+  EXPECT_EQ(s.evaluate(0, 4, 6, 0.8 * 1.05, 0), 6);
+  // 1.2: ceil(4 ready x 1.2) = 5, below the 6 requested: scale down to 5 (no down window)
+  EXPECT_EQ(s.evaluate(15, 4, 6, 0.8 * 1.2, 0), 5);
+  // 2.0: ceil(4 x 2) = 8; the ready count is the base, not the 6 requested
+  EXPECT_EQ(s.evaluate(30, 4, 6, 1.6, 0), 8);
+}
+
+TEST(Autoscaler, ClampsToMinAndMax) {
+  PoolAutoscaler s = scaler(policy(2, 5));
+  EXPECT_EQ(s.evaluate(0, 3, 3, 100, 0), 5);
+  EXPECT_EQ(s.evaluate(15, 3, 3, 0.01, 0), 2);
+  // minReplicas 0 without scale to zero still keeps one replica
+  PoolAutoscaler z = scaler(policy(0, 5));
+  EXPECT_EQ(z.evaluate(0, 1, 1, 0, kNever), 1);
+}
+
+TEST(Autoscaler, ScaleDownWaitsForTheWindowScaleUpDoesNot) {
+  PoolAutoscaler s = scaler(policy(1, 10, 300));
+  // t=0: a burst asks for 8
+  EXPECT_EQ(s.evaluate(0, 2, 2, 3.2, 0), 8);
+  // the load falls at once: the recommendation is 1, but the window's highest (8) holds
+  for (double t = 15; t <= 300; t += 15) EXPECT_EQ(s.evaluate(t, 8, 8, 0.05, t), 8) << "t=" << t;
+  // past 300 s the burst left the window: down to the window's highest recent recommendation (1)
+  EXPECT_EQ(s.evaluate(315, 8, 8, 0.05, 315), 1);
+  // and up again at once (scale-up window 0)
+  EXPECT_EQ(s.evaluate(330, 1, 1, 2.4, 330), 3);
+}
+
+TEST(Autoscaler, ScaleUpWindowTakesTheLowestRecentRecommendation) {
+  AutoscalePolicy p = policy(1, 10);
+  p.scale_up_stabilization_seconds = 30;
+  PoolAutoscaler s = scaler(p);
+  EXPECT_EQ(s.evaluate(0, 2, 2, 0.8, 0), 2);     // recommendation 2 (in tolerance)
+  EXPECT_EQ(s.evaluate(15, 2, 2, 3.2, 15), 2);   // 8 now, but 2 is in the 30 s window
+  EXPECT_EQ(s.evaluate(30, 2, 2, 3.2, 30), 2);
+  EXPECT_EQ(s.evaluate(45, 2, 2, 3.2, 45), 8);   // the 2 left the window
+}
+
+TEST(Autoscaler, ScalesToZeroAfterTheIdleCooldownAndBackOnPressure) {
+  AutoscalePolicy p = policy(0, 4);
+  p.scale_to_zero = true;
+  p.idle_seconds_before_zero = 600;
+  PoolAutoscaler s = scaler(p);
+  // the last request at t=100: nothing to do, but not idle long enough
+  EXPECT_EQ(s.evaluate(600, 1, 1, 0, 100), 1);
+  EXPECT_EQ(s.evaluate(700, 1, 1, 0, 100), 0);
+  // scaled to zero, 3 requests held: pressure 1 + 3 = 4, ceil(4 / 0.8) = 5, clamped to 4
+  EXPECT_EQ(s.evaluate(715, 0, 0, 4, 715), 4);
+  // one held request: ceil(2 / 0.8) = 3
+  PoolAutoscaler t = scaler(p);
+  EXPECT_EQ(t.evaluate(0, 0, 0, 2, 0), 3);
+  // without scaleToZero, idleness never removes the last replica
+  PoolAutoscaler u = scaler(policy(0, 4));
+  EXPECT_EQ(u.evaluate(10000, 1, 1, 0, kNever), 1);
+}
+
+TEST(Autoscaler, RefusesBadPoliciesNamingTheField) {
+  AutoscalePolicy p = policy(3, 2);
+  auto a = PoolAutoscaler::create(p, 15, "pools[1].autoscaling");
+  ASSERT_FALSE(a.has_value());
+  EXPECT_NE(a.error().find("'pools[1].autoscaling.maxReplicas' (2)"), std::string::npos) << a.error();
+  p = policy(1, 2);
+  p.target = 0;
+  auto b = PoolAutoscaler::create(p, 15, "pools[0].autoscaling");
+  ASSERT_FALSE(b.has_value());
+  EXPECT_NE(b.error().find("target"), std::string::npos);
+  auto c = PoolAutoscaler::create(policy(1, 2), 0, "x");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().find("evaluationIntervalSeconds"), std::string::npos);
+}
+
+// --- the simulator applying the rule ---
+
+PoolSpec scaled_pool(WorkerRole role, int replicas, int min, int max) {
+  PoolSpec p = test::sim_pool(role, replicas, 3000);
+  p.name = role == WorkerRole::prefill ? "prefill" : role == WorkerRole::decode ? "decode" : "workers";
+  p.autoscaling.enabled = true;
+  p.autoscaling.policy.min_replicas = min;
+  p.autoscaling.policy.max_replicas = max;
+  return p;
+}
+
+TEST(SimulatorAutoscaling, ProvisioningTakesNodeImageAndWeightLoadTime) {
+  // GIVEN a pool scaled to zero whose replicas take 100 s (node) + 20 s (image)
+  //   + 40 GB / 4 GB/s (download) + 40 GB / 8 GB/s (NVMe) + 30 s (engine) = 165 s to provision
+  SimulationConfig c;
+  PoolSpec p = scaled_pool(WorkerRole::aggregated, 0, 0, 4);
+  p.autoscaling.policy.scale_to_zero = true;
+  ProvisioningSpec& v = p.autoscaling.provisioning;
+  v.node_start_seconds = 100;
+  v.image_pull_seconds = 20;
+  v.checkpoint_bytes = 40e9;
+  v.network_bytes_per_second = 4e9;
+  v.nvme_bytes_per_second = 8e9;
+  v.engine_start_seconds = 30;
+  c.pools.push_back(p);
+  c.autoscale.report = true;
+  WorkloadSpec w;
+  w.max_requests = 1;
+  w.input = {LengthDist::Kind::fixed, 500, 0, 1, 1 << 20};
+  w.output = {LengthDist::Kind::fixed, 10, 0, 1, 1 << 20};
+  // WHEN one request arrives at t=0
+  const SimulationResult r = test::run(c, w);
+  // THEN it waited for a replica: its TTFT is the provisioning time plus its own prefill
+  ASSERT_TRUE(r.has_scaling);
+  const PoolScaleReport& pr = r.scaling.pools.at(0);
+  EXPECT_DOUBLE_EQ(pr.provision_seconds, 165);
+  EXPECT_EQ(r.summary.completed, 1);
+  EXPECT_GE(r.summary.ttft.max, 165);
+  EXPECT_LT(r.summary.ttft.max, 166);
+  // pressure 1 + 1 held request over target 0.8: ceil(2.5) = 3 replicas, billed from the decision
+  EXPECT_EQ(pr.scale_ups, 3);
+  EXPECT_GE(pr.gpu_seconds, 3 * 165 * pr.gpus_per_replica);
+  EXPECT_EQ(r.scaling.held_for_capacity, 1);
+}
+
+TEST(SimulatorAutoscaling, ScaleDownDrainsAndLosesNoRequest) {
+  // GIVEN 4 prefill + 4 decode replicas that scale down after 30 s of lower recommendations
+  SimulationConfig c;
+  for (WorkerRole role : {WorkerRole::prefill, WorkerRole::decode}) {
+    PoolSpec p = scaled_pool(role, 4, 1, 4);
+    p.autoscaling.policy.scale_down_stabilization_seconds = 30;
+    c.pools.push_back(p);
+  }
+  c.router.policy = "round-robin";
+  c.router.decider.min_uncached_tokens = 0;
+  c.autoscale.report = true;
+  c.autoscale.evaluation_interval_seconds = 5;
+  c.autoscale.window_seconds = 30;
+  c.check_invariants = true;
+  WorkloadSpec w;
+  w.max_requests = 0;
+  w.arrival.kind = ArrivalProcess::Kind::poisson;
+  w.arrival.stages = {{30, 60}, {2, 120}};  // a busy minute, then two quiet ones
+  w.input = {LengthDist::Kind::uniform, 0, 0, 200, 3000};
+  w.output = {LengthDist::Kind::uniform, 0, 0, 20, 400};
+  // WHEN the load falls while requests are in flight
+  const SimulationResult r = test::run(c, w);
+  // THEN replicas were removed, every request finished, nothing leaked or was lost
+  ASSERT_TRUE(r.has_scaling);
+  std::int64_t downs = 0, lost = 0;
+  for (const PoolScaleReport& p : r.scaling.pools) {
+    downs += p.scale_downs;
+    lost += p.lost_on_scale_down;
+  }
+  EXPECT_GT(downs, 0);
+  EXPECT_EQ(lost, 0);
+  EXPECT_GT(r.summary.submitted, 1000);
+  EXPECT_EQ(r.summary.completed, r.summary.submitted);
+  EXPECT_EQ(r.summary.rejected, 0);
+  EXPECT_EQ(r.unfinished, 0);
+  EXPECT_EQ(r.blocks_in_use_at_end, 0);
+  // and the quiet windows ran on fewer replicas than the busy ones (4 + 4)
+  const std::size_t pools = r.scaling.pools.size();
+  ASSERT_GE(r.scaling.windows.size(), 6u);
+  const double quiet = r.scaling.window_replicas[5 * pools] + r.scaling.window_replicas[5 * pools + 1];
+  EXPECT_LT(quiet, 8);
+}
+
+TEST(SimulatorAutoscaling, GpuHoursOfAStaticDeploymentAreReplicasTimesGpusTimesHorizon) {
+  SimulationConfig c;
+  PoolSpec p = test::sim_pool(WorkerRole::aggregated, 3, 3000);
+  p.cost.tensor_parallel = 2;
+  p.cost.interconnect_bytes_per_second = 4.5e11;
+  c.pools.push_back(p);
+  c.autoscale.report = true;
+  c.autoscale.horizon_seconds = 1000;
+  WorkloadSpec w;
+  w.max_requests = 50;
+  w.arrival.rate_per_second = 5;
+  const SimulationResult r = test::run(c, w);
+  ASSERT_TRUE(r.has_scaling);
+  EXPECT_DOUBLE_EQ(r.scaling.pools.at(0).gpu_seconds, 3 * 2 * 1000.0);
+  EXPECT_EQ(r.scaling.pools.at(0).scale_ups, 0);
+}
+
+}  // namespace
+}  // namespace disagg
