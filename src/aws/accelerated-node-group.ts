@@ -63,7 +63,11 @@ export interface AcceleratedNodeGroupOptions {
   readonly minSize?: number;
 
   /**
-   * Maximum number of nodes.
+   * Maximum number of nodes. For pools with `autoscaling` it must hold every pool at its
+   * `maxReplicas` (`InferenceCluster.addWorkload` checks it). A managed node group does not grow by
+   * itself: run a Cluster Autoscaler (not installed by this library) between `minSize` and `maxSize`,
+   * with `--max-graceful-termination-sec` at least the workers' grace period so that a drained node
+   * never cuts a stream short; or use `addKarpenterNodePool`.
    *
    * @default - desiredSize, and at least 1 (room to scale an empty group up without a redeploy)
    */

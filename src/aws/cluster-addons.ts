@@ -155,6 +155,20 @@ export interface InferenceClusterAddons {
   readonly leaderWorkerSet?: AddonOptions;
 
   /**
+   * KEDA (Helm chart `keda` from https://kedacore.github.io/charts, namespace `keda`), which runs the
+   * ScaledObjects of pools with `autoscaling` (`Autoscaler.KEDA`): its operator polls the router's
+   * `/scaling` and drives an HPA per pool, and scales pools to zero and back. Its pods run on the system
+   * nodes, non-root. Installed by default, as a workload's autoscaling needs it and it is small; switch
+   * it off when another component already serves `external.metrics.k8s.io` (e.g. prometheus-adapter for
+   * `Autoscaler.HPA`: one APIService serves that group per cluster) or when KEDA is installed otherwise.
+   * A workload with a ScaledObject on a cluster with `keda: { enabled: false }` fails in `addWorkload`.
+   *
+   * @default - enabled, AddonVersions.KEDA
+   * @see https://keda.sh/docs/2.20/deploy/#helm
+   */
+  readonly keda?: AddonOptions;
+
+  /**
    * Gateway API standard-channel CRDs (version = Envoy Gateway's `gateway-crds-helm` chart version
    * that bundles the wanted Gateway API release).
    *
@@ -271,6 +285,16 @@ export class AddonVersions {
    * oci://registry.k8s.io/lws/charts/lws --version=0.10.0`; it needs Kubernetes >= 1.33.
    */
   public static readonly LEADER_WORKER_SET = '0.10.0';
+
+  /**
+   * Helm chart `keda` 2.20.2 from https://kedacore.github.io/charts (KEDA v2.20.2; ScaledObject
+   * `keda.sh/v1alpha1`, whose CRD of that release validates the constructs' ScaledObjects in tests:
+   * ../shared/schemas/crds/keda-v2.20.2_scaledobjects.yaml).
+   * Source: KEDA's deployment docs and public install guides give `helm install keda kedacore/keda
+   * --version 2.20.2 --namespace keda --create-namespace` and the release asset keda-2.20.2.yaml; the
+   * chart version follows the KEDA release. The chart's own Chart.yaml for 2.20.2 was not readable here.
+   */
+  public static readonly KEDA = '2.20.2';
 
   /**
    * Helm chart `oci://docker.io/envoyproxy/gateway-crds-helm` v1.9.0; only its Gateway API part

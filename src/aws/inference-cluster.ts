@@ -354,6 +354,32 @@ export class InferenceCluster extends Construct {
       this.workloadPrerequisites.push(lws);
     }
 
+    if (enabled(this.addons.keda)) {
+      // SLO autoscaling of the pools (ScaledObjects on the router's /scaling). Its CRDs come with the
+      // chart; --wait holds the release until the operator and its webhooks are ready, so the
+      // workloads' ScaledObjects are admitted.
+      const keda = this.helm('Keda', {
+        chart: 'keda',
+        repository: 'https://kedacore.github.io/charts',
+        version: version(this.addons.keda, AddonVersions.KEDA),
+        release: 'keda',
+        namespace: 'keda',
+        createNamespace: true,
+        wait: true,
+        values: {
+          // The chart's defaults already run every component non-root; stated here so a later chart
+          // default cannot change it silently.
+          podSecurityContext: {
+            operator: { runAsNonRoot: true },
+            metricServer: { runAsNonRoot: true },
+            webhooks: { runAsNonRoot: true },
+          },
+        },
+      });
+      keda.node.addDependency(this.systemNodegroup);
+      this.workloadPrerequisites.push(keda);
+    }
+
     let gatewayCrds: eks.HelmChart | undefined;
     if (enabled(this.addons.gatewayApiCrds)) {
       // Gateway API publishes no Helm chart of its own; Envoy Gateway's CRD chart packages the
@@ -599,6 +625,12 @@ export class InferenceCluster extends Construct {
     const fail = (prop: string, what: string, why: string, fix: string) => {
       throw new Error(`addWorkload('${chartId}'): 'addons.${prop}.enabled' is false, but the chart has ${what}; ${why}. ${fix}`);
     };
+    const scaledObject = kinds.find((k) => k.group === 'keda.sh');
+    if (scaledObject && off('keda')) {
+      fail('keda', `${scaledObject.kind} '${scaledObject.name}' (keda.sh, a pool's autoscaling)`,
+        'without KEDA\'s CRDs the API server rejects it, and nothing would scale the pool',
+        'Remove `keda: { enabled: false }` from the cluster\'s addons, or scale the pools with \'autoscaler: Autoscaler.HPA\'.');
+    }
     const lws = kinds.find((k) => k.kind === 'LeaderWorkerSet');
     if (lws && off('leaderWorkerSet')) {
       fail('leaderWorkerSet', `LeaderWorkerSet '${lws.name}' (a pool whose replicas span nodes)`,

@@ -46,7 +46,9 @@ export interface KarpenterNodePoolOptions {
   readonly replicas?: number;
 
   /**
-   * The most nodes the NodePool may have (`spec.limits.nodes`).
+   * The most nodes the NodePool may have (`spec.limits.nodes`). A dynamic NodePool launches nodes for
+   * the pods an autoscaled pool adds and consolidates them when it shrinks; this must hold every pool
+   * at its `autoscaling.maxReplicas` (`InferenceCluster.addWorkload` checks it).
    *
    * @default - `replicas` for a static NodePool; no limit for a dynamic one
    */

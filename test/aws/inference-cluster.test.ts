@@ -103,6 +103,15 @@ describe('add-ons', () => {
     expect(manifests.some((m) => m.includes('gateway-api-inference-extension/releases/download/v1.6.0/manifests.yaml'))).toBe(true);
   });
 
+  test('KEDA is installed by default: pinned chart, own namespace, non-root, waited for', () => {
+    // THEN
+    const keda = helm('keda');
+    expect(keda).toMatchObject({ Repository: 'https://kedacore.github.io/charts', Version: '2.20.2', Namespace: 'keda', Release: 'keda', Wait: true });
+    expect(JSON.parse(keda.Values).podSecurityContext).toEqual({
+      operator: { runAsNonRoot: true }, metricServer: { runAsNonRoot: true }, webhooks: { runAsNonRoot: true },
+    });
+  });
+
   test('istiod turns on the Inference Extension; the ingress gateway sits behind an internal NLB', () => {
     // THEN
     expect(JSON.parse(helm('istiod').Values).pilot.env.ENABLE_GATEWAY_API_INFERENCE_EXTENSION).toBe('true');

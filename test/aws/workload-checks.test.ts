@@ -221,3 +221,58 @@ describe('addWorkload: node groups and capacity (checked at synthesis)', () => {
     expect(c.node.validate()).toEqual([expect.stringMatching(/requests 4 nvidia\.com\/gpu, but .*Trn2: trn2\.48xlarge\) offer at most 0 per node/)]);
   });
 });
+
+describe('addWorkload: autoscaled pools (issue 24)', () => {
+  function scaledObject(chart: cdk8s.Chart, target: { kind: string; name: string }, max: number): void {
+    new cdk8s.ApiObject(chart, `${target.name}-scaler`, {
+      apiVersion: 'keda.sh/v1alpha1',
+      kind: 'ScaledObject',
+      metadata: { name: target.name },
+      spec: {
+        scaleTargetRef: { apiVersion: target.kind === 'Deployment' ? 'apps/v1' : 'leaderworkerset.x-k8s.io/v1', ...target },
+        minReplicaCount: 1,
+        maxReplicaCount: max,
+        triggers: [{ type: 'metrics-api', metadata: { url: 'http://r/scaling', valueLocation: 'pools.decode.pressure', targetValue: '0.8' } }],
+      },
+    });
+  }
+
+  test('a ScaledObject with KEDA off', () => {
+    // GIVEN
+    const c = newCluster({ keda: { enabled: false } });
+    const chart = newChart();
+    deployment(chart, 'decode', 1, { gpus: 4, ...P5EN });
+    scaledObject(chart, { kind: 'Deployment', name: 'decode' }, 2);
+    // THEN
+    expect(() => c.addWorkload(chart)).toThrow(/'addons.keda.enabled' is false, but the chart has ScaledObject 'decode'.*Autoscaler.HPA/);
+  });
+
+  test('KEDA is installed by default, pinned, in its own namespace, before the workloads', () => {
+    const c = newCluster();
+    const keda = c.node.findAll().find(n => n.node.id === 'Keda') as any;
+    expect(keda).toBeDefined();
+    const chart = newChart();
+    deployment(chart, 'decode', 1, { gpus: 4, ...P5EN });
+    scaledObject(chart, { kind: 'Deployment', name: 'decode' }, 1);
+    c.addAcceleratedNodeGroup('H200', { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, poolRole: 'llama' });
+    const manifest = c.addWorkload(chart);
+    expect(manifest.node.dependencies).toContain(keda);
+    expect(newCluster({ keda: { enabled: false } }).node.findAll().some(n => n.node.id === 'Keda')).toBe(false);
+  });
+
+  test('capacity is checked at the autoscaler\'s maximum, for Deployments and LeaderWorkerSet groups', () => {
+    // GIVEN 2 p5en nodes (16 GPUs): decode TP4 up to 3 replicas (12) and a 2-node prefill group up to 2 groups (32)
+    const c = newCluster();
+    c.addAcceleratedNodeGroup('H200', { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, desiredSize: 2, poolRole: 'llama' });
+    const chart = newChart();
+    deployment(chart, 'decode', 1, { gpus: 4, ...P5EN });
+    scaledObject(chart, { kind: 'Deployment', name: 'decode' }, 3);
+    leaderWorkerSet(chart, 'prefill', 1, 2, { gpus: 8, ...P5EN });
+    scaledObject(chart, { kind: 'LeaderWorkerSet', name: 'prefill' }, 2);
+    // WHEN
+    c.addWorkload(chart);
+    // THEN
+    expect(c.node.validate()).toEqual([expect.stringMatching(
+      /need 44 nvidia\.com\/gpu \(Deployment\/decode: up to 3 replicas \(autoscaling\) x 4, LeaderWorkerSet\/prefill \(leader\): up to 2 replicas \(autoscaling\) x 8, LeaderWorkerSet\/prefill \(workers\): up to 2 replicas \(autoscaling\) x 1 workers x 8\).*at most 16.*to 6/)]);
+  });
+});

@@ -91,6 +91,33 @@ function sizedInference(app: App): Chart {
   return chart;
 }
 
+function autoscaledInference(app: App): Chart {
+  // SNIPPET autoscaling
+  const chart = new Chart(app, 'llama-autoscaled', { namespace: 'inference' });
+  new DisaggregatedInference(chart, 'Llama', {
+    model: ModelArchitecture.LLAMA_3_3_70B,
+    image: 'registry.example.com/disagg/engine:0.1.0',
+    weightPrecision: Precision.FP8,
+    kvCachePrecision: Precision.FP8,
+    maxContext: 32768,
+    maxOutputTokens: 4096, // a leaving pod gets 4096 x 0.05 s x 1.5 to finish its streams
+    slo: { ttftSeconds: 2, tpotSeconds: 0.05 },
+    prefill: {
+      instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
+      tensorParallel: 4,
+      autoscaling: { maxReplicas: 4, scaleToZero: true },
+    },
+    decode: {
+      instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
+      tensorParallel: 4,
+      autoscaling: { minReplicas: 2, maxReplicas: 8, scaleDownStabilizationSeconds: 600 },
+    },
+    gateway: GatewayExposure.gateway(),
+  });
+  // END SNIPPET
+  return chart;
+}
+
 describe('README snippets', () => {
   test.each([
     ['DisaggregatedInference', disaggregatedInference, ['Deployment', 'ConfigMap', 'Gateway', 'HTTPRoute']],
@@ -98,6 +125,7 @@ describe('README snippets', () => {
     ['TieredKvCache', tieredKvCache, ['StatefulSet', 'Deployment']],
     // Needs the engine addon (the planner runs at synth time), as test/k8s/size-for.test.ts does.
     ['sizeFor', sizedInference, ['Deployment', 'ConfigMap']],
+    ['autoscaling', autoscaledInference, ['Deployment', 'ScaledObject', 'PodDisruptionBudget']],
   ])('%s synthesizes', (_name, snippet, kinds) => {
     // GIVEN the snippet WHEN synthesized
     const manifests = Testing.synth(snippet(Testing.app()));

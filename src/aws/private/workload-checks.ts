@@ -55,9 +55,38 @@ export function objectKinds(objects: any[]): Array<{ group: string; kind: string
   }));
 }
 
-/** Every pod a chart's workload objects run (DaemonSets excluded: they follow the nodes). */
+/**
+ * The most replicas an autoscaler (a KEDA ScaledObject or a HorizontalPodAutoscaler) gives each object
+ * it scales, by `Kind/name`: capacity must hold the pools at their maximum.
+ */
+function autoscaledMaximum(objects: any[]): Map<string, number> {
+  const max = new Map<string, number>();
+  for (const o of objects) {
+    const spec = o.spec ?? {};
+    const ref = spec.scaleTargetRef;
+    const most = o.kind === 'ScaledObject' ? spec.maxReplicaCount : o.kind === 'HorizontalPodAutoscaler' ? spec.maxReplicas : undefined;
+    if (ref?.name !== undefined && typeof most === 'number') {
+      max.set(`${ref.kind ?? 'Deployment'}/${ref.name}`, most);
+    }
+  }
+  return max;
+}
+
+/**
+ * Every pod a chart's workload objects run (DaemonSets excluded: they follow the nodes); an autoscaled
+ * workload at its autoscaler's maximum.
+ */
 export function podGroups(objects: any[]): PodGroup[] {
   const groups: PodGroup[] = [];
+  const autoscaled = autoscaledMaximum(objects);
+  const replicasOf = (name: string, spec: any): { replicas: number; text: string } => {
+    const most = autoscaled.get(name);
+    if (most !== undefined) {
+      return { replicas: most, text: `up to ${most} replicas (autoscaling)` };
+    }
+    const replicas = num(spec.replicas, 1);
+    return { replicas, text: `${replicas} replicas` };
+  };
   for (const o of objects) {
     const kind = String(o.kind ?? '');
     const name = `${kind}/${o.metadata?.name ?? '?'}`;
@@ -66,8 +95,8 @@ export function podGroups(objects: any[]): PodGroup[] {
       case 'Deployment':
       case 'StatefulSet':
       case 'ReplicaSet': {
-        const replicas = num(spec.replicas, 1);
-        groups.push(pod(name, replicas, `${replicas} replicas`, spec.template?.spec));
+        const { replicas, text } = replicasOf(name, spec);
+        groups.push(pod(name, replicas, text, spec.template?.spec));
         break;
       }
       case 'Job': {
@@ -81,13 +110,13 @@ export function podGroups(objects: any[]): PodGroup[] {
       case 'LeaderWorkerSet': {
         // Each replica is a group of `size` pods: one leader (leaderTemplate, or workerTemplate when
         // absent) and size - 1 workers.
-        const replicas = num(spec.replicas, 1);
+        const { replicas, text } = replicasOf(name, spec);
         const lwt = spec.leaderWorkerTemplate ?? {};
         const size = num(lwt.size, 1);
         const worker = lwt.workerTemplate?.spec;
-        groups.push(pod(`${name} (leader)`, replicas, `${replicas} replicas`, lwt.leaderTemplate?.spec ?? worker));
+        groups.push(pod(`${name} (leader)`, replicas, text, lwt.leaderTemplate?.spec ?? worker));
         if (size > 1) {
-          groups.push(pod(`${name} (workers)`, replicas * (size - 1), `${replicas} replicas x ${size - 1} workers`, worker));
+          groups.push(pod(`${name} (workers)`, replicas * (size - 1), `${text} x ${size - 1} workers`, worker));
         }
         break;
       }
