@@ -444,7 +444,9 @@ export class DisaggregatedInference extends Construct {
       name,
       namespace,
       routerService: this.routerServiceName,
-      decodeSelector: servingSelector(componentLabels(name, 'decode'), decode),
+      // An expert-parallel decode side serves from every pod per rank (leaders only with a single
+      // endpoint); a multi-node tensor-parallel replica from its leader.
+      decodeSelector: pools.decode instanceof ExpertParallelPool ? pools.decode._servingSelector : servingSelector(componentLabels(name, 'decode'), decode),
       labels: componentLabels(name, 'gateway'),
       targetPorts: pools.decode instanceof ExpertParallelPool ? pools.decode.httpPorts : undefined,
     });

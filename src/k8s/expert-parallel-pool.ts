@@ -5,6 +5,7 @@ import { AcceleratedInstanceType } from '../catalog';
 import { AllToAllBackend } from './all-to-all-backend';
 import { DataParallelEndpoints } from './data-parallel-endpoints';
 import { GatewayExposure, InferencePoolExposureOptions } from './gateway-exposure';
+import { KvLoadFailurePolicy } from './kv-load-failure-policy';
 import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
 import { PoolAutoscaling } from './pool-autoscaling';
@@ -136,6 +137,16 @@ export interface ExpertParallelPoolProps extends ModelDeploymentOptions, ExpertP
    * @default - a new ServiceAccount named after the pool
    */
   readonly serviceAccountName?: string;
+  /**
+   * With the decode role: what a rank does when it cannot pull a prompt's KV cache from the prefill
+   * pool (vLLM's `kv_load_failure_policy` in `--kv-transfer-config`), written explicitly because vLLM's
+   * default changed between releases. FAIL suits a router that retries a failed decode leg without
+   * the transfer parameters (the disagg router does; check yours), RECOMPUTE one that does not. Inside
+   * a DisaggregatedInference its own `kvLoadFailurePolicy` applies.
+   * @default - KvLoadFailurePolicy.FAIL with the decode role; not set for the other roles
+   * @see https://docs.vllm.ai/en/latest/api/vllm/config/kv_transfer/
+   */
+  readonly kvLoadFailurePolicy?: KvLoadFailurePolicy;
 }
 
 /**
@@ -147,8 +158,9 @@ export interface ExpertParallelPoolProps extends ModelDeploymentOptions, ExpertP
  * and an InferencePool with an HTTPRoute on request. vLLM's data-parallel flags are wired to the LWS
  * environment: `--data-parallel-address $(LWS_LEADER_ADDRESS)`, ranks starting at
  * `LWS_WORKER_INDEX x local ranks`. With per-rank endpoints each pod runs one `vllm serve` per local
- * rank (`--data-parallel-rank`, port 8000 + local rank); with a single endpoint the leader serves and
- * the other pods run `--headless`.
+ * rank (`--data-parallel-rank`, port 8000 + local rank, KV events on 5557 + local rank) and is ready
+ * when every rank answers /health; with a single endpoint the leader serves and the other pods run
+ * `--headless`.
  *
  * Validation (src/sizing): the model has routed experts; `routed + redundant` experts divide by the
  * expert-parallel size; dense weights, the expert shard and one `maxContext` sequence fit each
@@ -183,6 +195,11 @@ export class ExpertParallelPool extends Construct implements IServingPool {
   public readonly warnings: string[] = [];
   /** @internal The resolved plan (used by DisaggregatedInference for the router configuration). */
   public readonly _plan: PoolPlan;
+  /**
+   * @internal The labels of the pods that serve HTTP: every pod with per-rank endpoints, the group
+   * leaders with a single endpoint (used by DisaggregatedInference for its InferencePool).
+   */
+  public readonly _servingSelector: Record<string, string>;
   private readonly extras: PoolExtras;
 
   constructor(scope: Construct, id: string, props: ExpertParallelPoolProps) {
@@ -221,6 +238,10 @@ export class ExpertParallelPool extends Construct implements IServingPool {
       throw new Error(`${where}: '${field('redundantExperts')}' (${redundant}) must be an integer >= 0; use 0 without EPLB`);
     }
     const eplb = props.expertLoadBalancing ?? redundant > 0;
+    if (props.kvLoadFailurePolicy !== undefined && role !== PoolRole.DECODE && hidden[INSTANCE] === undefined) {
+      throw new Error(`${where}: 'kvLoadFailurePolicy' (${props.kvLoadFailurePolicy.value}) applies to a pool that pulls KV cache, the decode role, ` +
+        `not '${role.name}'; remove it or set role: PoolRole.DECODE`);
+    }
     if (redundant > 0 && !eplb) {
       throw new Error(`${where}: '${field('redundantExperts')}' (${redundant}) only applies with expert load balancing; set expertLoadBalancing: true or redundantExperts: 0`);
     }
@@ -384,7 +405,11 @@ export class ExpertParallelPool extends Construct implements IServingPool {
       eplb,
       redundant,
       backend: this.allToAllBackend,
-      nixl: this.usesNixl ? kvTransferConfig(transfer, role === PoolRole.DECODE ? hidden[KV_LOAD_FAILURE_POLICY] : undefined) : undefined,
+      // A decode pool says what a failed KV pull does: the deployment's policy inside a
+      // DisaggregatedInference, else its own (FAIL unless given).
+      nixl: this.usesNixl ? kvTransferConfig(transfer, role === PoolRole.DECODE
+        ? hidden[KV_LOAD_FAILURE_POLICY] ?? (props.kvLoadFailurePolicy ?? KvLoadFailurePolicy.FAIL).value
+        : undefined) : undefined,
       ports: this.httpPorts,
     };
     // One group of nodesPerGroup pods per replica: every rank of a group joins one collective.
@@ -403,6 +428,7 @@ export class ExpertParallelPool extends Construct implements IServingPool {
         claimTemplate, labels, this.nodesPerGroup > 1);
     }
     const selector = endpoints === DataParallelEndpoints.PER_RANK ? labels : { ...labels, [LWS_WORKER_INDEX]: '0' };
+    this._servingSelector = selector;
     new k8s.KubeService(this, 'Service', {
       metadata: meta(resolved.name, labels),
       spec: {
@@ -543,6 +569,34 @@ function epScript(s: EpShape, kind: 'leader' | 'worker'): string {
   ].join('\n');
 }
 
+/**
+ * The probes of a serving pod. With a single endpoint, the tensor-parallel worker's on port 8000. Per
+ * rank, the pod is ready only when every local rank's API server answers /health: a Ready pod is what
+ * the headless Service's DNS and an InferencePool's endpoint picker offer, with every target port, so
+ * a rank still loading must keep its pod out. Startup and liveness stay on rank 0 (a rank that exits
+ * ends the pod through epScript's `wait -n`).
+ */
+function epProbes(s: EpShape): Pick<k8s.Container, 'startupProbe' | 'readinessProbe' | 'livenessProbe'> {
+  const probes = workerProbes(s.ctx, portName(s.endpoints, 0));
+  if (s.endpoints === DataParallelEndpoints.SINGLE) {
+    return probes;
+  }
+  // bash's /dev/tcp: the image needs no HTTP client. Each rank answers within the probe's timeout.
+  const check = [
+    `for PORT in ${s.ports.join(' ')}; do`,
+    '  exec 3<>"/dev/tcp/127.0.0.1/$PORT" || exit 1',
+    '  printf \'GET /health HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n\' >&3',
+    '  read -r -t 2 VERSION CODE REST <&3',
+    '  exec 3<&-',
+    '  [ "$CODE" = 200 ] || { echo "rank on port $PORT not ready: ${CODE:-no answer}"; exit 1; }',
+    'done',
+  ].join('\n');
+  return {
+    ...probes,
+    readinessProbe: { exec: { command: ['/bin/bash', '-c', check] }, periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 5 },
+  };
+}
+
 /** The leader or worker pod template of an expert-parallel group. */
 function epPodTemplate(s: EpShape, kind: 'leader' | 'worker'): k8s.PodTemplateSpec {
   const serves = s.endpoints === DataParallelEndpoints.PER_RANK || kind === 'leader';
@@ -554,6 +608,10 @@ function epPodTemplate(s: EpShape, kind: 'leader' | 'worker'): k8s.PodTemplateSp
   const ports: k8s.ContainerPort[] = serves ? s.ports.map((port, r) => ({ name: portName(s.endpoints, r), containerPort: port, protocol: 'TCP' })) : [];
   if (s.endpoints === DataParallelEndpoints.SINGLE && kind === 'leader') {
     ports.push({ name: 'kv-events', containerPort: PORTS.kvEvents, protocol: 'TCP' });
+  }
+  if (s.endpoints === DataParallelEndpoints.PER_RANK) {
+    // Local rank j publishes KV events on 5557 + j (epScript), which the router subscribes to.
+    ports.push(...s.ports.map((_, r) => ({ name: `kv-events-${r}`, containerPort: PORTS.kvEvents + r, protocol: 'TCP' })));
   }
   const env = (vllm.env ?? []).filter(e => !['VLLM_NIXL_SIDE_CHANNEL_PORT', 'VLLM_HOST_IP'].includes(e.name));
   env.push(
@@ -568,7 +626,7 @@ function epPodTemplate(s: EpShape, kind: 'leader' | 'worker'): k8s.PodTemplateSp
     command: ['/bin/bash', '-c', epScript(s, kind), 'vllm'],
     args: epArgs(s),
     ports,
-    ...(serves ? workerProbes(s.ctx, portName(s.endpoints, 0)) : {}),
+    ...(serves ? epProbes(s) : {}),
     // Every rank's server of the pod drains (or, on a headless pod, the leader's).
     lifecycle: serves ? preStopHook(workerDrain(s.ctx, s.plan), s.ports)
       : preStopHook(workerDrain(s.ctx, s.plan), [PORTS.http], '$LWS_LEADER_ADDRESS'),

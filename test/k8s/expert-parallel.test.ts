@@ -1,5 +1,7 @@
-import { spawnSync } from 'child_process';
+import { execFile, spawnSync } from 'child_process';
 import * as fs from 'fs';
+import * as http from 'http';
+import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { container, find, flag, synthChart, wideEpProps, env, defaultProps, deepseekEpPdProps, routerConfigValidator } from './util';
@@ -41,13 +43,56 @@ describe('ExpertParallelPool', () => {
     expect(script).toContain('--data-parallel-rank "$RANK" --port "$PORT"');
     expect(script).toContain('CUDA_VISIBLE_DEVICES="$GPUS" vllm serve "$@"');
     expect(worker.args).not.toContain('--headless');
-    expect(worker.ports.map((p: any) => p.containerPort)).toEqual([8000, 8001, 8002, 8003, 8004, 8005, 8006, 8007]);
-    expect(worker.readinessProbe.httpGet.port).toBe('http-0');
+    // every rank's HTTP port, and its KV-events port (5557 + local rank, where the router subscribes)
+    expect(worker.ports.map((p: any) => p.containerPort)).toEqual([
+      8000, 8001, 8002, 8003, 8004, 8005, 8006, 8007, 5557, 5558, 5559, 5560, 5561, 5562, 5563, 5564,
+    ]);
+    expect(worker.ports.map((p: any) => p.name)).toContain('kv-events-7');
+    // ready only when every rank answers /health; startup and liveness on rank 0
+    expect(worker.readinessProbe.exec.command.slice(0, 2)).toEqual(['/bin/bash', '-c']);
+    expect(worker.readinessProbe.exec.command[2]).toContain('for PORT in 8000 8001 8002 8003 8004 8005 8006 8007; do');
+    expect(worker.startupProbe.httpGet.port).toBe('http-0');
+    expect(worker.livenessProbe.httpGet.port).toBe('http-0');
     const svc = find(manifests, 'Service');
     expect(svc.spec.clusterIP).toBe('None');
     expect(svc.spec.ports.map((p: any) => p.port)).toEqual([8000, 8001, 8002, 8003, 8004, 8005, 8006, 8007]);
     // every pod serves: no leader-only selector
     expect(svc.spec.selector['leaderworkerset.sigs.k8s.io/worker-index']).toBeUndefined();
+  });
+
+  test('the per-rank readiness probe passes only when every rank answers /health with 200 (run against real servers)', async () => {
+    // GIVEN the probe of a per-rank pod, pointed at three loopback servers instead of ports 8000-8007
+    const { manifests } = synthChart(c => new ExpertParallelPool(c, 'Ds', wideEpProps()));
+    const probe: string = container(find(manifests, 'LeaderWorkerSet'), 'workerTemplate').readinessProbe.exec.command[2];
+    const status = [200, 200, 200];
+    const servers = await Promise.all(status.map((_, i) => new Promise<http.Server>(resolve => {
+      const server = http.createServer((req, res) => {
+        res.writeHead(req.url === '/health' ? status[i] : 404);
+        res.end();
+      });
+      server.listen(0, '127.0.0.1', () => resolve(server));
+    })));
+    const ports = servers.map(s => (s.address() as net.AddressInfo).port);
+    const script = probe.replace('for PORT in 8000 8001 8002 8003 8004 8005 8006 8007; do', `for PORT in ${ports.join(' ')}; do`);
+    expect(script).not.toBe(probe);
+    const run = () => new Promise<{ code: number; out: string }>(resolve => {
+      execFile('/bin/bash', ['-c', script], { timeout: 10_000 }, (err, stdout) => resolve({ code: err ? Number((err as any).code ?? 1) : 0, out: stdout }));
+    });
+    try {
+      // WHEN every rank is healthy THEN the pod is ready
+      expect((await run()).code).toBe(0);
+      // WHEN one rank still loads (503) THEN it is not, naming the port
+      status[1] = 503;
+      const loading = await run();
+      expect(loading.code).not.toBe(0);
+      expect(loading.out).toContain(`rank on port ${ports[1]} not ready: 503`);
+      // WHEN one rank is gone THEN it is not
+      status[1] = 200;
+      await new Promise(resolve => servers[2].close(resolve));
+      expect((await run()).code).not.toBe(0);
+    } finally {
+      servers.forEach(s => s.close());
+    }
   });
 
   test('an InferencePool lists one target port per local rank', () => {
