@@ -51,6 +51,7 @@ describe('autoscaling: KEDA ScaledObjects', () => {
     });
     expect(decode.spec.triggers).toEqual([{
       type: 'metrics-api',
+      name: 'slo-pressure',
       metricType: 'Value',
       metadata: {
         url: `http://${inference.routerServiceName}.inference.svc.cluster.local:80/scaling`,
@@ -94,7 +95,18 @@ describe('autoscaling: KEDA ScaledObjects', () => {
     expect(inference.warnings.some(w => /^disagg:coldStart: a pool scaled to zero comes back in about \d+ s/.test(w))).toBe(true);
     const prefill = find(manifests, 'ScaledObject', '-prefill');
     expect(prefill.spec).toMatchObject({ idleReplicaCount: 0, minReplicaCount: 2, maxReplicaCount: 4, cooldownPeriod: 900 });
-    expect(find(manifests, 'ScaledObject', '-decode').spec).toMatchObject({ idleReplicaCount: 0, minReplicaCount: 1, cooldownPeriod: 600 });
+    const decode = find(manifests, 'ScaledObject', '-decode');
+    expect(decode.spec).toMatchObject({ idleReplicaCount: 0, minReplicaCount: 1, cooldownPeriod: 600 });
+    // AND it goes idle only without work: an idle pool's pressure stays above 0 (the next request's own
+    // step), so the pressure activates above 1 (held requests at zero: 1 + held) and work in flight keeps it active
+    const activation = (so: any) => so.spec.triggers.map((t: any) => [t.name, t.metadata.valueLocation, t.metadata.activationTargetValue]);
+    expect(activation(decode)).toEqual([
+      ['slo-pressure', 'pools.decode.pressure', '1'], ['work-in-flight', 'pools.decode.runningSequences', '0'],
+    ]);
+    expect(activation(prefill)).toEqual([
+      ['slo-pressure', 'pools.prefill.pressure', '1'], ['work-in-flight', 'pools.prefill.waitingPromptTokens', '0'],
+    ]);
+    expect(Number(prefill.spec.triggers[1].metadata.targetValue)).toBeGreaterThan(1e8);
     const result = validateManifests(manifests.filter(m => m.kind === 'ScaledObject'));
     reportSkipped(result);
     expect(result.errors).toEqual([]);

@@ -15,6 +15,10 @@ import { PoolPlan } from './pool-plan';
 
 /** KEDA's polling interval of the router's `/scaling`, seconds (KEDA's default is 30). */
 export const KEDA_POLLING_SECONDS = 15;
+/** The `/scaling` field that says a pool has work in flight (scale-to-zero activity). */
+const ACTIVITY_FIELD: Record<string, string> = { prefill: 'waitingPromptTokens', decode: 'runningSequences' };
+/** A target no pool reaches: the activity trigger never asks for replicas itself. */
+const UNREACHABLE_TARGET = '1000000000';
 /** The external metric an HPA scales on (served by a metrics adapter from the router's /metrics). */
 export const PRESSURE_METRIC = 'disagg_router_pool_slo_pressure';
 
@@ -214,6 +218,23 @@ export function addAutoscaler(scope: Construct, id: string, inputs: AutoscalerIn
     });
   }
   // https://keda.sh/docs/2.20/reference/scaledobject-spec/ and .../scalers/metrics-api/
+  const trigger = (name: string, field: string, targetValue: string, activationTargetValue: string) => ({
+    type: 'metrics-api',
+    name,
+    metricType: 'Value',
+    metadata: { url: inputs.scalingUrl, format: 'json', valueLocation: `pools.${inputs.pool}.${field}`, targetValue, activationTargetValue },
+  });
+  // KEDA keeps a ScaledObject active while any trigger's value exceeds its activation value. An idle
+  // pool with ready endpoints still has some pressure (the next request's own prefill or step), so to
+  // go to zero the pressure activates only above 1 (requests held for a pool at zero give 1 + held),
+  // and the pool's work in flight keeps it active: prompt tokens waiting or in prefill, or running
+  // sequences. That trigger's target is out of reach, so it never adds replicas itself.
+  const triggers = s.scaleToZero
+    ? [
+      trigger('slo-pressure', 'pressure', String(s.targetPressure), '1'),
+      trigger('work-in-flight', ACTIVITY_FIELD[inputs.pool] ?? 'runningSequences', UNREACHABLE_TARGET, '0'),
+    ]
+    : [trigger('slo-pressure', 'pressure', String(s.targetPressure), '0')];
   return new ApiObject(scope, id, {
     apiVersion: 'keda.sh/v1alpha1',
     kind: 'ScaledObject',
@@ -227,17 +248,7 @@ export function addAutoscaler(scope: Construct, id: string, inputs: AutoscalerIn
       // activation (pressure > 0) brings it back to minReplicaCount.
       ...(s.scaleToZero ? { idleReplicaCount: 0, cooldownPeriod: s.idleSecondsBeforeZero } : {}),
       advanced: { horizontalPodAutoscalerConfig: { behavior: behavior(s) } },
-      triggers: [{
-        type: 'metrics-api',
-        metricType: 'Value',
-        metadata: {
-          url: inputs.scalingUrl,
-          format: 'json',
-          valueLocation: `pools.${inputs.pool}.pressure`,
-          targetValue: String(s.targetPressure),
-          activationTargetValue: '0',
-        },
-      }],
+      triggers,
     },
   });
 }
