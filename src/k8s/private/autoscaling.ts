@@ -1,6 +1,7 @@
 import { ApiObject } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
+import { ScaledObject, ScaledObjectSpecTriggers } from '../../imports/keda.sh';
 import { Autoscaler } from '../autoscaler';
 import { PoolAutoscaling } from '../pool-autoscaling';
 import { ServingSlo } from '../pool-sizing';
@@ -218,7 +219,7 @@ export function addAutoscaler(scope: Construct, id: string, inputs: AutoscalerIn
     });
   }
   // https://keda.sh/docs/2.20/reference/scaledobject-spec/ and .../scalers/metrics-api/
-  const trigger = (name: string, field: string, targetValue: string, activationTargetValue: string) => ({
+  const trigger = (name: string, field: string, targetValue: string, activationTargetValue: string): ScaledObjectSpecTriggers => ({
     type: 'metrics-api',
     name,
     metricType: 'Value',
@@ -235,9 +236,7 @@ export function addAutoscaler(scope: Construct, id: string, inputs: AutoscalerIn
       trigger('work-in-flight', ACTIVITY_FIELD[inputs.pool] ?? 'runningSequences', UNREACHABLE_TARGET, '0'),
     ]
     : [trigger('slo-pressure', 'pressure', String(s.targetPressure), '0')];
-  return new ApiObject(scope, id, {
-    apiVersion: 'keda.sh/v1alpha1',
-    kind: 'ScaledObject',
+  return new ScaledObject(scope, id, {
     metadata: inputs.metadata,
     spec: {
       scaleTargetRef: inputs.target,
