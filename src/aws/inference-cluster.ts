@@ -610,6 +610,14 @@ export class InferenceCluster extends Construct {
         ],
       });
     }
+    const autoscalers = objectKinds(objects).filter((k) => k.kind === 'ScaledObject' || k.kind === 'HorizontalPodAutoscaler');
+    if (autoscalers.length > 0 && this.karpenterPools.length === 0) {
+      Annotations.of(this).addWarningV2('disagg:nodeAutoscaling',
+        `addWorkload('${chart.node.id}'): ${autoscalers.map((a) => `${a.kind} '${a.name}'`).join(', ')} scale pools, but managed node groups `
+        + 'do not grow or shrink by themselves: run a Cluster Autoscaler (not installed by InferenceCluster) between each accelerated group\'s '
+        + 'minSize and maxSize, with --max-graceful-termination-sec at least the workers\' terminationGracePeriodSeconds, or use '
+        + 'addKarpenterNodePool; otherwise added replicas stay Pending.');
+    }
     // Node groups may still be added after this call: check placement and capacity at synthesis.
     const groups = podGroups(objects);
     this.node.addValidation({

@@ -1,4 +1,5 @@
 import { App, Stack } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as cdk8s from 'cdk8s';
 import { InferenceCluster, InferenceClusterAddons, NodeLabels } from '../../src/aws';
 import { AcceleratedInstanceType } from '../../src/catalog';
@@ -245,6 +246,34 @@ describe('addWorkload: autoscaled pools (issue 24)', () => {
     scaledObject(chart, { kind: 'Deployment', name: 'decode' }, 2);
     // THEN
     expect(() => c.addWorkload(chart)).toThrow(/'addons.keda.enabled' is false, but the chart has ScaledObject 'decode'.*Autoscaler.HPA/);
+  });
+
+  test('autoscaled pools on managed node groups: a warning names the Cluster Autoscaler', () => {
+    // GIVEN a managed node group and an autoscaled decode pool
+    const c = newCluster();
+    c.addAcceleratedNodeGroup('H200', { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, maxSize: 2, poolRole: 'llama' });
+    const chart = newChart();
+    deployment(chart, 'decode', 1, { gpus: 4, ...P5EN });
+    scaledObject(chart, { kind: 'Deployment', name: 'decode' }, 2);
+    // WHEN
+    c.addWorkload(chart);
+    // THEN
+    const warnings = c.node.metadata.filter(m => m.type === 'aws:cdk:warning' && String(m.data).includes('disagg:nodeAutoscaling'));
+    expect(warnings).toHaveLength(1);
+    expect(String(warnings[0].data)).toMatch(/ScaledObject 'decode' scale pools.*Cluster Autoscaler.*max-graceful-termination-sec/);
+    // AND none with a Karpenter pool, which follows pending pods itself
+    const k = newCluster();
+    k.addKarpenterNodePool('H200', {
+      instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
+      poolRole: 'llama',
+      maxNodes: 2,
+      nodeRole: iam.Role.fromRoleName(Stack.of(k), 'NodeRole', 'KarpenterNodeRole-test'),
+    });
+    const chart2 = newChart('serving2');
+    deployment(chart2, 'decode', 1, { gpus: 4, ...P5EN });
+    scaledObject(chart2, { kind: 'Deployment', name: 'decode' }, 2);
+    k.addWorkload(chart2);
+    expect(k.node.metadata.filter(m => String(m.data).includes('disagg:nodeAutoscaling'))).toEqual([]);
   });
 
   test('KEDA is installed by default, pinned, in its own namespace, before the workloads', () => {
