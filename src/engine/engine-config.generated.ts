@@ -96,6 +96,22 @@ export interface DisaggEngineConfiguration {
      * MoE: routed experts each token selects (2 for Mixtral), 1 to experts. 0: dense.
      */
     expertsPerToken?: number;
+    /**
+     * MoE: layers with routed experts (58 of DeepSeek-V3's 61), at most layers; each has one all-to-all dispatch and combine under expert parallelism. 0: every layer when experts > 0.
+     */
+    moeLayers?: number;
+    /**
+     * MoE: the routed experts' part of activeParameters (expertsPerToken experts of every MoE layer), at most activeParameters. Under expert parallelism this part is split over the expert-parallel ranks (times efficiency.expertImbalance), the rest over the data-parallel ranks. 0: none.
+     */
+    routedActiveParameters?: number;
+    /**
+     * Bytes of one activation element in the expert-parallel dispatch (1: FP8, as DeepEP's kernels and vLLM's DeepEP backends send it).
+     */
+    dispatchBytesPerElement?: number;
+    /**
+     * Bytes of one activation element in the expert-parallel combine (2: BF16).
+     */
+    combineBytesPerElement?: number;
   };
   /**
    * One accelerator and the links it uses, as resolved from the instance type.
@@ -123,9 +139,17 @@ export interface DisaggEngineConfiguration {
      */
     fabricBytesPerSecond: number;
     /**
-     * Fixed latency of one KV transfer in seconds.
+     * Fixed latency of one KV transfer in seconds; also of one expert-parallel dispatch or combine that crosses nodes.
      */
     fabricLatencySeconds?: number;
+    /**
+     * Accelerators joined by the intra-node link (8 on p5en / p6-b200, 72 on a GB200 NVL72 UltraServer). Expert-parallel traffic inside it uses interconnectBytesPerSecond, beyond it scaleOutBytesPerSecond.
+     */
+    scaleUpDomain?: number;
+    /**
+     * One accelerator's share of the node's scale-out network (EFA total / accelerators per node; p5en: 3200 Gbit/s / 8 = 5e10 bytes/s). Required (> 0) when parallel.expertParallel > scaleUpDomain.
+     */
+    scaleOutBytesPerSecond?: number;
   };
   /**
    * How one replica is split.
@@ -136,6 +160,18 @@ export interface DisaggEngineConfiguration {
      * Ranks that split every layer.
      */
     tensorParallel?: number;
+    /**
+     * Data-parallel attention ranks of one replica (vLLM --data-parallel-size inside one expert-parallel group); the step's tokens are spread evenly over them. > 1 only with expertParallel = tensorParallel x dataParallel.
+     */
+    dataParallel?: number;
+    /**
+     * Ranks that share the routed experts (vLLM --enable-expert-parallel): 1, or tensorParallel x dataParallel, with model.experts + redundantExperts a multiple of it (whole experts per rank). Adds the all-to-all dispatch and combine per MoE layer (disagg/cost_model.h).
+     */
+    expertParallel?: number;
+    /**
+     * Extra physical expert replicas placed by EPLB (vLLM --num-redundant-experts); needs expertParallel > 1 and lowers the default expertImbalance.
+     */
+    redundantExperts?: number;
   };
   /**
    * Fractions of peak a real step reaches, and its fixed cost. Stated assumptions, not facts: calibrate them against measurements. Defaults match src/sizing/roofline.ts.
@@ -158,6 +194,18 @@ export interface DisaggEngineConfiguration {
      * Fraction of fabric bandwidth a KV transfer reaches.
      */
     fabric?: number;
+    /**
+     * Fraction of hardware.scaleOutBytesPerSecond the expert-parallel dispatch and combine reach (the on-node share uses efficiency.interconnect). Assumed: DeepEP reaches 0.8-0.95 of a CX7 InfiniBand NIC, but needs GPU-initiated RDMA, which EFA lacks.
+     */
+    allToAll?: number;
+    /**
+     * The busiest expert-parallel rank's routed-expert load over the mean (>= 1): its expert FLOPs and all-to-all bytes are the mean times this. 0: 1.4 without redundant experts, 1.1 with them (assumptions).
+     */
+    expertImbalance?: number;
+    /**
+     * Share of the all-to-all hidden behind compute (vLLM --enable-dbo, dual-batch overlap), at most the step's max(compute, memory). 0: not overlapped, vLLM's default.
+     */
+    allToAllOverlap?: number;
     /**
      * Fixed cost of every non-empty step (scheduling, kernel launches) in seconds.
      */

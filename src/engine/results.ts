@@ -24,7 +24,10 @@ export interface CostProbes {
 export interface StepTime {
   readonly computeSeconds: number;
   readonly memorySeconds: number;
+  /** All-reduces plus the charged expert-parallel all-to-all. */
   readonly communicationSeconds: number;
+  /** The charged expert-parallel all-to-all alone (part of communicationSeconds); 0 without expert parallelism. */
+  readonly allToAllSeconds: number;
   readonly overheadSeconds: number;
   readonly totalSeconds: number;
 }

@@ -14,10 +14,35 @@
 //                   k = expertsPerToken of E = experts, tokens routed independently (a batch of 1
 //                   reads 2 of Mixtral's 8 experts; one of 40 reads them all)
 //   communication = 2 all-reduces per layer of tokens * hiddenSize * activationBytes, ring algorithm
-//                   (2 (tp-1)/tp of the payload per rank), plus interconnectLatencySeconds each; 0 at tp 1
+//                   (2 (tp-1)/tp of the payload per rank), plus interconnectLatencySeconds each; 0 at tp 1;
+//                   plus the charged expert-parallel all-to-all (below)
 //   fixed         = efficiency.stepOverheadSeconds + layers * efficiency.layerOverheadSeconds
 //   total         = max(compute, memory) + communication + fixed
 // where attendedPairs counts (query token, key token) pairs under the causal mask.
+//
+// Expert parallelism (parallel.expertParallel = ep > 1, ep = tensorParallel x dataParallel): a replica
+// is the whole expert-parallel group (vLLM --data-parallel-size with --enable-expert-parallel); the
+// step's tokens are spread evenly over its dataParallel attention ranks, and the routed experts
+// (experts + redundantExperts physical ones, a whole number per rank) over its ep ranks. Per rank:
+//   compute       = (2 (activeParameters - routedActiveParameters) tokens / dp
+//                    + 4 layers attentionWidth attendedPairs / dp) / tp
+//                   + 2 routedActiveParameters tokens imbalance / ep, over the effective FLOP/s
+//   memory        = weights read (tokens = the whole group's) + KV of the rank's tokens (1/dp of them)
+//   all-to-all    = moeLayers x (dispatch + combine); each direction moves, from each rank,
+//                   bytes = tokens / ep * expertsPerToken * hiddenSize * bytesPerElement * imbalance
+//                   (dispatchBytesPerElement, 1 = FP8 as DeepEP's kernels send; combineBytesPerElement,
+//                   2 = BF16), destinations uniform over the ep ranks: the share (ep - s) / ep off the
+//                   node goes over scaleOutBytesPerSecond * efficiency.allToAll (EFA), the share
+//                   (s - 1) / ep over interconnectBytesPerSecond * efficiency.interconnect (NVLink), at
+//                   the same time, for s = min(ep, scaleUpDomain); plus fabricLatencySeconds per
+//                   direction when the group spans nodes, else interconnectLatencySeconds
+//   charged       = all-to-all - min(efficiency.allToAllOverlap * all-to-all, max(compute, memory))
+//   imbalance     = the busiest rank's routed-expert work over the mean (efficiency.expertImbalance;
+//                   0 = kDefaultExpertImbalance without redundant experts, kDefaultExpertImbalanceEplb
+//                   with them); every rank waits for the busiest at each MoE layer.
+// The all-to-all defaults to NOT overlapped with compute (allToAllOverlap 0): vLLM overlaps it only
+// with dual-batch overlap (--enable-dbo, DeepSeek's two-micro-batch scheme that DeepEP's receive
+// hooks enable), which is opt-in; set allToAllOverlap (e.g. 0.8) to model it.
 // A KV transfer over the fabric takes fabricLatencySeconds + bytes / (fabricBytesPerSecond * efficiency.fabric).
 // Defaults of the efficiency factors and latencies match src/sizing/roofline.ts (the closed-form
 // estimate of the construct library), so both sides start from the same stated assumptions.
@@ -60,6 +85,18 @@ struct CostModelParams {
   double experts = 0;
   /// [model.expertsPerToken] Routed experts each token selects (top-k); in [1, experts] when experts > 0.
   double experts_per_token = 0;
+  /// [model.moeLayers] Layers with routed experts (DeepSeek-V3: 58 of 61). 0 = every layer when
+  /// experts > 0. At most model.layers.
+  double moe_layers = 0;
+  /// [model.routedActiveParameters] The routed experts' part of activeParameters (expertsPerToken
+  /// experts of every MoE layer); this part is split over the expert-parallel ranks. 0 = none (all
+  /// active parameters are split like the dense ones). At most activeParameters.
+  double routed_active_parameters = 0;
+  /// [model.dispatchBytesPerElement] Bytes of one activation element in the all-to-all dispatch
+  /// (1: DeepEP and vLLM's DeepEP backends quantize dispatch to FP8 with block scales).
+  double dispatch_bytes_per_element = 1;
+  /// [model.combineBytesPerElement] Bytes of one activation element in the all-to-all combine (2: BF16).
+  double combine_bytes_per_element = 2;
 
   // --- hardware (one accelerator) ---
   /// [hardware.peakFlopsPerSecond] Dense peak FLOP/s at the compute precision.
@@ -75,10 +112,28 @@ struct CostModelParams {
   double fabric_bytes_per_second = 0;
   /// [hardware.fabricLatencySeconds] Fixed latency of one KV transfer over EFA.
   double fabric_latency_seconds = 3e-5;
+  /// [hardware.scaleUpDomain] Accelerators joined by the intra-node link (NVLink / NeuronLink): 8 on
+  /// p5en / p6-b200, 72 on a GB200 NVL72 UltraServer. Expert-parallel traffic between two of them
+  /// uses interconnectBytesPerSecond, otherwise scaleOutBytesPerSecond.
+  int scale_up_domain = 8;
+  /// [hardware.scaleOutBytesPerSecond] One accelerator's share of the node's scale-out network (EFA
+  /// total / accelerators per node; p5en: 3200 Gbit/s / 8 = 5e10 B/s). Required when
+  /// parallel.expertParallel > hardware.scaleUpDomain.
+  double scale_out_bytes_per_second = 0;
 
   // --- parallel ---
   /// [parallel.tensorParallel] Ranks that split every layer.
   int tensor_parallel = 1;
+  /// [parallel.dataParallel] Data-parallel attention ranks of one replica (vLLM --data-parallel-size
+  /// inside one expert-parallel group); > 1 only with expertParallel = tensorParallel x dataParallel.
+  int data_parallel = 1;
+  /// [parallel.expertParallel] Ranks that share the routed experts (vLLM --enable-expert-parallel):
+  /// 1 (experts split by tensor parallelism) or tensorParallel x dataParallel; > 1 needs model.experts
+  /// and (experts + redundantExperts) a multiple of it, so that each rank holds whole experts.
+  int expert_parallel = 1;
+  /// [parallel.redundantExperts] Extra physical expert replicas placed by EPLB (vLLM
+  /// --num-redundant-experts); needs expertParallel > 1.
+  double redundant_experts = 0;
 
   // --- efficiency (fractions of peak that a real step reaches) ---
   /// [efficiency.compute] Fraction of peak FLOP/s reached (model FLOPs utilization).
@@ -89,6 +144,18 @@ struct CostModelParams {
   double interconnect_efficiency = 0.7;
   /// [efficiency.fabric] Fraction of fabric bandwidth reached by KV transfers.
   double fabric_efficiency = 0.7;
+  /// [efficiency.allToAll] Fraction of scaleOutBytesPerSecond the expert-parallel dispatch and combine
+  /// reach. An assumption: DeepEP's low-latency kernels reach 39-48 GB/s of a 50 GB/s CX7 InfiniBand
+  /// NIC at EP 32-256 (0.8-0.95, DeepEP docs/legacy.md), but they need GPU-initiated RDMA, which EFA
+  /// lacks; the backends that run on EFA (pplx-kernels over NVSHMEM/libfabric, NCCL all-gather /
+  /// reduce-scatter) proxy through the host, so 0.5 is assumed.
+  double all_to_all_efficiency = 0.5;
+  /// [efficiency.expertImbalance] The busiest expert-parallel rank's routed-expert tokens over the
+  /// mean, >= 1; 0 = kDefaultExpertImbalance, or kDefaultExpertImbalanceEplb with redundant experts.
+  double expert_imbalance = 0;
+  /// [efficiency.allToAllOverlap] Fraction of the all-to-all hidden behind compute (dual-batch
+  /// overlap), in [0, 1]; 0 = not overlapped (vLLM's default without --enable-dbo).
+  double all_to_all_overlap = 0;
   /// [efficiency.stepOverheadSeconds] Fixed cost of every non-empty step (scheduling, launches).
   double step_overhead_seconds = 0;
   /// [efficiency.layerOverheadSeconds] Fixed cost of one layer of every non-empty step: the small
@@ -139,7 +206,10 @@ struct StepBatch {
 struct StepTime {
   double compute_seconds = 0;
   double memory_seconds = 0;
+  /// All-reduces plus the charged expert-parallel all-to-all.
   double communication_seconds = 0;
+  /// The charged all-to-all alone (part of communication_seconds); 0 without expert parallelism.
+  double all_to_all_seconds = 0;
   double overhead_seconds = 0;
   double total_seconds = 0;
 };
@@ -172,12 +242,22 @@ struct CostModelError {
   std::string message() const;
 };
 
+/// Busiest-rank over mean routed-expert load assumed without redundant experts. An assumption, not a
+/// measurement: vLLM's EPLB exists because "some EP ranks could stay idle, while others process large
+/// batches of tokens" (vLLM blog, 2025-12-17); DeepSeek places 32 redundant experts for prefill for the
+/// same reason (DeepSeek-V3 report, section 3.4).
+inline constexpr double kDefaultExpertImbalance = 1.4;
+/// The same with EPLB's redundant experts (parallel.redundantExperts > 0). An assumption.
+inline constexpr double kDefaultExpertImbalanceEplb = 1.1;
+
 /// Step-time calculator for one replica. Immutable and cheap to copy; every method is const,
 /// allocation-free and safe to call from several threads.
 class CostModel {
  public:
-  /// Validates `params` (every field of disagg/cost_model_config.h against its constraint, and
-  /// interconnectBytesPerSecond > 0 when tensorParallel > 1) and resolves derived defaults.
+  /// Validates `params` (every field of disagg/cost_model_config.h against its constraint,
+  /// interconnectBytesPerSecond > 0 when tensorParallel > 1 or expertParallel > 1, and the
+  /// expert-parallel rules stated on the fields) and resolves derived defaults (attention width, KV
+  /// per rank, moeLayers, expertImbalance).
   /// Fails with the first refused field.
   static Expected<CostModel, CostModelError> create(const CostModelParams& params);
 

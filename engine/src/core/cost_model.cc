@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 
 #include "disagg/cost_model_config.h"
 
@@ -90,6 +91,64 @@ bool violates(FieldConstraint c, double v, CostModelErrc* code) {
   return false;
 }
 
+// The expert-parallel rules (disagg/cost_model.h, CostModelParams::expert_parallel and neighbours).
+std::optional<CostModelError> check_expert_parallel(const CostModelParams& p) {
+  using E = CostModelError;
+  const auto err = [](const char* field, double v, std::string hint) {
+    return E{CostModelErrc::out_of_range, field, v, std::move(hint)};
+  };
+  if (p.moe_layers > p.layers) {
+    return err("model.moeLayers", p.moe_layers, "pass at most model.layers (" + format_number(p.layers) + "), or 0 for every layer");
+  }
+  if (p.routed_active_parameters > p.active_parameters) {
+    return err("model.routedActiveParameters", p.routed_active_parameters,
+               "pass the routed experts' part of model.activeParameters (" + format_number(p.active_parameters) + "), not more");
+  }
+  if (p.expert_imbalance != 0 && !(p.expert_imbalance >= 1)) {
+    return err("efficiency.expertImbalance", p.expert_imbalance,
+               "pass the busiest rank's expert load over the mean, which is >= 1 (e.g. 1.4), or 0 for the default");
+  }
+  if (!(p.all_to_all_overlap <= 1)) {
+    return err("efficiency.allToAllOverlap", p.all_to_all_overlap,
+               "pass a share between 0 (not overlapped) and 1 (fully hidden behind compute)");
+  }
+  const int ep = p.expert_parallel;
+  const long group = static_cast<long>(p.tensor_parallel) * p.data_parallel;
+  if (ep > 1 && ep != group) {
+    return err("parallel.expertParallel", ep,
+               "pass tensorParallel x dataParallel (" + std::to_string(group) + "): every rank of the replica holds a share of the experts");
+  }
+  if (p.data_parallel > 1 && ep != group) {
+    return err("parallel.dataParallel", p.data_parallel,
+               "pass 1 (one replica per rank), or set parallel.expertParallel to tensorParallel x dataParallel (" +
+                   std::to_string(group) + "): data-parallel ranks form one replica only with expert parallelism");
+  }
+  if (p.redundant_experts > 0 && ep == 1) {
+    return err("parallel.redundantExperts", p.redundant_experts, "pass 0: redundant experts need parallel.expertParallel > 1");
+  }
+  if (ep > 1) {
+    if (!(p.experts >= 1)) {
+      return err("parallel.expertParallel", ep, "pass 1 for a dense model, or set model.experts: expert parallelism needs routed experts");
+    }
+    const double physical = p.experts + p.redundant_experts;
+    if (std::fmod(physical, ep) != 0) {
+      return err("parallel.expertParallel", ep,
+                 "pass a divisor of model.experts + parallel.redundantExperts (" + format_number(physical) +
+                     "): each rank must hold a whole number of experts");
+    }
+    if (!(p.interconnect_bytes_per_second > 0)) {
+      return E{CostModelErrc::interconnect_required, "hardware.interconnectBytesPerSecond", p.interconnect_bytes_per_second,
+               "pass the per-accelerator NVLink/NeuronLink bandwidth in bytes/s; the all-to-all uses it inside a node"};
+    }
+    if (ep > p.scale_up_domain && !(p.scale_out_bytes_per_second > 0)) {
+      return err("hardware.scaleOutBytesPerSecond", p.scale_out_bytes_per_second,
+                 "pass one accelerator's share of the node's EFA in bytes/s (p5en: 5e10): an expert-parallel group of " +
+                     std::to_string(ep) + " spans scale-up domains of " + std::to_string(p.scale_up_domain));
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Expected<CostModel, CostModelError> CostModel::create(const CostModelParams& params) {
@@ -122,7 +181,13 @@ Expected<CostModel, CostModelError> CostModel::create(const CostModelParams& par
                                        "pass the routed experts' bytes per rank, > 0 and at most model.weightBytesPerRank"});
     }
   }
+  if (auto e = check_expert_parallel(params)) return unexpected(std::move(*e));
   CostModelParams resolved = params;
+  if (resolved.experts > 0 && resolved.moe_layers == 0) resolved.moe_layers = resolved.layers;
+  if (resolved.expert_imbalance == 0) {
+    resolved.expert_imbalance =
+        resolved.redundant_experts > 0 ? kDefaultExpertImbalanceEplb : kDefaultExpertImbalance;
+  }
   if (resolved.attention_width == 0) resolved.attention_width = resolved.hidden_size;
   if (resolved.kv_bytes_per_token_per_rank == 0) {
     resolved.kv_bytes_per_token_per_rank = resolved.kv_bytes_per_token / resolved.tensor_parallel;
@@ -136,13 +201,20 @@ StepTime CostModel::step_time(const StepBatch& b) const {
   if (tokens <= 0) return t;  // no step runs
   const CostModelParams& p = params_;
   const double tp = p.tensor_parallel;
+  const double dp = p.data_parallel;
+  const double n = static_cast<double>(tokens);
+  const bool ep = p.expert_parallel > 1;
 
-  // Decode tokens attend to their context plus themselves.
+  // Decode tokens attend to their context plus themselves. Attention and the dense weights work on
+  // one data-parallel rank's share of the tokens; the routed experts on the whole group's, split
+  // over the expert-parallel ranks and waiting for the busiest (imbalance).
   const double attended = static_cast<double>(b.prefill_attended_pairs) +
                           static_cast<double>(b.decode_context_tokens + b.decode_sequences);
-  const double flops = 2.0 * p.active_parameters * static_cast<double>(tokens) +
-                       4.0 * p.layers * p.attention_width * attended;
-  t.compute_seconds = flops / tp / (p.peak_flops_per_second * p.compute_efficiency);
+  const double routed = ep ? p.routed_active_parameters : 0.0;
+  const double dense_flops = 2.0 * (p.active_parameters - routed) * n / dp +
+                             4.0 * p.layers * p.attention_width * attended / dp;
+  const double expert_flops = ep ? 2.0 * routed * n * p.expert_imbalance / p.expert_parallel : 0.0;
+  t.compute_seconds = (dense_flops / tp + expert_flops) / (p.peak_flops_per_second * p.compute_efficiency);
 
   // Weights are streamed once per step; KV is read for prior context and written for new tokens.
   const double kv_tokens = static_cast<double>(b.prefill_prior_tokens + b.decode_context_tokens) +
@@ -150,21 +222,43 @@ StepTime CostModel::step_time(const StepBatch& b) const {
   double weights = p.weight_bytes_per_rank;
   if (p.experts > 0) {
     // Expected share of the experts that `tokens` independent top-k selections touch.
-    const double miss = std::pow(1.0 - p.experts_per_token / p.experts, static_cast<double>(tokens));
+    const double miss = std::pow(1.0 - p.experts_per_token / p.experts, n);
     weights -= p.expert_weight_bytes_per_rank * miss;
   }
-  const double bytes = weights + p.kv_bytes_per_token_per_rank * kv_tokens;
+  const double bytes = weights + p.kv_bytes_per_token_per_rank * kv_tokens / dp;
   t.memory_seconds = bytes / (p.hbm_bytes_per_second * p.memory_efficiency);
 
   if (p.tensor_parallel > 1) {
     // Two all-reduces per layer (attention output and MLP output); a ring all-reduce sends and
     // receives 2 (tp - 1) / tp of the payload per rank.
     const double all_reduces = 2.0 * p.layers;
-    const double payload = static_cast<double>(tokens) * p.hidden_size * p.activation_bytes;
+    const double payload = n / dp * p.hidden_size * p.activation_bytes;
     const double wire = 2.0 * (tp - 1.0) / tp * payload;
     t.communication_seconds =
         all_reduces * (wire / (p.interconnect_bytes_per_second * p.interconnect_efficiency) +
                        p.interconnect_latency_seconds);
+  }
+  if (ep) {
+    // Dispatch and combine per MoE layer: each rank sends its tokens' top-k activations to the
+    // experts' ranks, the off-node share over EFA and the on-node share over NVLink in parallel.
+    const double size = p.expert_parallel;
+    const double local = std::min(size, static_cast<double>(p.scale_up_domain));
+    const double off_node = (size - local) / size;
+    const double on_node = (local - 1.0) / size;
+    const double elements = n / size * p.experts_per_token * p.hidden_size * p.expert_imbalance;
+    const double latency = size > local ? p.fabric_latency_seconds : p.interconnect_latency_seconds;
+    const double nvlink = p.interconnect_bytes_per_second * p.interconnect_efficiency;
+    const double efa = p.scale_out_bytes_per_second * p.all_to_all_efficiency;
+    const auto direction = [&](double bytes_per_element) {
+      const double sent = elements * bytes_per_element;
+      const double over_efa = off_node > 0 ? sent * off_node / efa : 0.0;
+      return std::max(over_efa, sent * on_node / nvlink) + latency;
+    };
+    const double all_to_all =
+        p.moe_layers * (direction(p.dispatch_bytes_per_element) + direction(p.combine_bytes_per_element));
+    const double hidden = std::min(p.all_to_all_overlap * all_to_all, std::max(t.compute_seconds, t.memory_seconds));
+    t.all_to_all_seconds = all_to_all - hidden;
+    t.communication_seconds += t.all_to_all_seconds;
   }
   t.overhead_seconds = p.step_overhead_seconds + p.layers * p.layer_overhead_seconds;
   t.total_seconds = std::max(t.compute_seconds, t.memory_seconds) + t.communication_seconds +

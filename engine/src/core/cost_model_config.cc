@@ -31,6 +31,14 @@ namespace {
     "pass the routed experts per MoE layer (e.g. 8 for Mixtral), or 0 for a dense model")        \
   X("model", "expertsPerToken", experts_per_token, false, 0, whole_number,                        \
     "pass the routed experts each token selects (e.g. 2 for Mixtral), or 0 for a dense model")   \
+  X("model", "moeLayers", moe_layers, false, 0, whole_number,                                     \
+    "pass the layers that have routed experts (DeepSeek-V3: 58), or 0 for every layer")          \
+  X("model", "routedActiveParameters", routed_active_parameters, false, 0, non_negative,          \
+    "pass the routed experts' part of activeParameters (top-k experts of every MoE layer), or 0") \
+  X("model", "dispatchBytesPerElement", dispatch_bytes_per_element, false, 1, positive,           \
+    "pass the bytes of one element the all-to-all dispatch sends (1 for FP8, 2 for BF16)")       \
+  X("model", "combineBytesPerElement", combine_bytes_per_element, false, 2, positive,             \
+    "pass the bytes of one element the all-to-all combine sends (2 for BF16)")                   \
   X("hardware", "peakFlopsPerSecond", peak_flops_per_second, true, 0, positive,                   \
     "pass the accelerator's dense peak FLOP/s at the compute precision")                          \
   X("hardware", "hbmBytesPerSecond", hbm_bytes_per_second, true, 0, positive,                     \
@@ -43,8 +51,18 @@ namespace {
     "pass the EFA bandwidth one pod gets in bytes/s (e.g. 3200 Gb/s = 4e11)")                     \
   X("hardware", "fabricLatencySeconds", fabric_latency_seconds, false, 3e-5, non_negative,           \
     "pass the fixed latency of one KV transfer in seconds (e.g. 3e-5)")                                 \
+  X("hardware", "scaleUpDomain", scale_up_domain, false, 8, positive_integer,                     \
+    "pass the accelerators one NVLink/NeuronLink domain joins (8 for p5en, 72 for GB200 NVL72)")  \
+  X("hardware", "scaleOutBytesPerSecond", scale_out_bytes_per_second, false, 0, non_negative,     \
+    "pass one accelerator's share of the node's EFA in bytes/s (p5en: 3200 Gb/s / 8 = 5e10)")    \
   X("parallel", "tensorParallel", tensor_parallel, false, 1, positive_integer,                    \
     "pass the number of ranks that split every layer (1, 2, 4, 8, ...)")                          \
+  X("parallel", "dataParallel", data_parallel, false, 1, positive_integer,                        \
+    "pass the data-parallel attention ranks of one expert-parallel replica, or 1")                \
+  X("parallel", "expertParallel", expert_parallel, false, 1, positive_integer,                    \
+    "pass the ranks that share the routed experts (tensorParallel x dataParallel), or 1")         \
+  X("parallel", "redundantExperts", redundant_experts, false, 0, whole_number,                    \
+    "pass the extra expert replicas EPLB places (vLLM --num-redundant-experts), or 0")            \
   X("efficiency", "compute", compute_efficiency, false, 0.5, fraction,                            \
     "pass the fraction of peak FLOP/s a step reaches, e.g. 0.5")                                  \
   X("efficiency", "memory", memory_efficiency, false, 0.7, fraction,                              \
@@ -53,6 +71,12 @@ namespace {
     "pass the fraction of interconnect bandwidth an all-reduce reaches, e.g. 0.7")                \
   X("efficiency", "fabric", fabric_efficiency, false, 0.7, fraction,                              \
     "pass the fraction of fabric bandwidth a KV transfer reaches, e.g. 0.7")                      \
+  X("efficiency", "allToAll", all_to_all_efficiency, false, 0.5, fraction,                        \
+    "pass the fraction of scale-out bandwidth the expert all-to-all reaches, e.g. 0.5")          \
+  X("efficiency", "expertImbalance", expert_imbalance, false, 0, non_negative,                    \
+    "pass the busiest expert rank's load over the mean (>= 1, e.g. 1.4), or 0 for the default")   \
+  X("efficiency", "allToAllOverlap", all_to_all_overlap, false, 0, non_negative,                  \
+    "pass the share of the all-to-all hidden behind compute, 0 to 1 (e.g. 0.8 with --enable-dbo)") \
   X("efficiency", "stepOverheadSeconds", step_overhead_seconds, false, 0, non_negative,           \
     "pass the fixed cost of one step in seconds, or 0")                                           \
   X("efficiency", "layerOverheadSeconds", layer_overhead_seconds, false, 0, non_negative,         \

@@ -68,6 +68,9 @@ void write_time(JsonWriter& w, const StepTime& t) {
   w.key("communicationSeconds");
   w.number(t.communication_seconds);
   w.raw(",");
+  w.key("allToAllSeconds");
+  w.number(t.all_to_all_seconds);
+  w.raw(",");
   w.key("overheadSeconds");
   w.number(t.overhead_seconds);
   w.raw(",");

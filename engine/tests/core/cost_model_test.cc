@@ -123,6 +123,175 @@ TEST(CostModel, MoeStepsReadTheExpertsTheirTokensSelect) {
   EXPECT_NE(bad.error().message().find("must be a whole number >= 0"), std::string::npos) << bad.error().message();
 }
 
+// A wide expert-parallel MoE with round numbers: 64 experts (2 per token) in 10 MoE layers of width
+// 1000, half of the 1e9 active parameters routed, one attention rank per accelerator (dp = ep).
+CostModelParams expert_parallel_params(int ep) {
+  CostModelParams p = simple_params();
+  p.expert_weight_bytes_per_rank = 0.5e9;
+  p.experts = 64;
+  p.experts_per_token = 2;
+  p.moe_layers = 10;
+  p.routed_active_parameters = 0.5e9;
+  p.data_parallel = ep;
+  p.expert_parallel = ep;
+  p.interconnect_bytes_per_second = 1e11;  // 7e10 at efficiency.interconnect 0.7
+  p.scale_out_bytes_per_second = 1e10;     // 5e9 at efficiency.allToAll 0.5
+  p.fabric_latency_seconds = 1e-5;
+  p.interconnect_latency_seconds = 2e-6;
+  p.expert_imbalance = 1;
+  return p;
+}
+
+TEST(CostModel, ExpertParallelAllToAllByHand) {
+  // GIVEN EP 16 over two scale-up domains of 8, balanced experts
+  const CostModel m = make(expert_parallel_params(16));
+  // WHEN 160 sequences decode (10 per rank)
+  const StepTime t = m.decode_batch_time(160, 160 * 100);
+  // THEN each rank sends 10 x 2 x 1000 elements per direction: dispatch 2e4 B (FP8), combine 4e4 B
+  //      (BF16); half of the destinations are off the node (over 5e9 B/s), 7/16 on it (over 7e10 B/s)
+  //      dispatch = max(1e4 / 5e9, 8750 / 7e10) + 1e-5 = 1.2e-5; combine = 4e-6 + 1e-5 = 1.4e-5
+  //      all-to-all = 10 MoE layers x 2.6e-5 = 2.6e-4 s, not overlapped
+  expect_rel(t.all_to_all_seconds, 2.6e-4);
+  expect_rel(t.communication_seconds, 2.6e-4);
+  // AND compute splits the dense half over the 16 attention ranks and the routed half over the 16
+  //     expert ranks: 2 x 0.5e9 x 10 + 2 x 0.5e9 x 160 / 16 + 4 x 10 x 1000 x (160 x 101) / 16 FLOPs
+  expect_rel(t.compute_seconds, (1e10 + 1e10 + 4.0 * 10 * 1000 * 160 * 101 / 16) / 5e11);
+  // AND each rank reads the KV of its own 10 sequences only
+  const double weights = 1e9 - 0.5e9 * std::pow(1.0 - 2.0 / 64, 160);
+  expect_rel(t.memory_seconds, (weights + 1e5 * (160 * 100 + 160) / 16) / 5e10);
+  expect_rel(t.total_seconds, std::max(t.compute_seconds, t.memory_seconds) + 2.6e-4);
+}
+
+TEST(CostModel, AllToAllIsZeroWithoutExpertParallelism) {
+  // GIVEN a dense model, and the same MoE with its experts split by tensor parallelism (EP 1)
+  CostModelParams moe = expert_parallel_params(16);
+  moe.data_parallel = 1;
+  moe.expert_parallel = 1;
+  for (const CostModelParams& p : {simple_params(), moe}) {
+    // WHEN a batch decodes THEN no all-to-all is charged and no imbalance applies
+    const StepTime t = make(p).decode_batch_time(160, 16000);
+    EXPECT_EQ(t.all_to_all_seconds, 0);
+    EXPECT_EQ(t.communication_seconds, 0);
+    expect_rel(t.compute_seconds, (2e9 * 160 + 4.0 * 10 * 1000 * 160 * 101) / 5e11);
+  }
+}
+
+TEST(CostModel, AllToAllGrowsAsTheGroupSpansNodes) {
+  // GIVEN the same tokens per rank (32) at EP 8 (one node), 16 and 32 (2 and 4 nodes)
+  const auto a2a = [](int ep) {
+    return make(expert_parallel_params(ep)).decode_batch_time(32 * ep, 32 * ep * 100).all_to_all_seconds;
+  };
+  // THEN inside one node only NVLink carries it; across nodes the EFA share grows with the nodes
+  EXPECT_GT(a2a(8), 0);
+  EXPECT_GT(a2a(16), 5 * a2a(8));
+  EXPECT_GT(a2a(32), a2a(16));
+  // AND inside one node it is the NVLink share plus the small in-node latency, by hand:
+  //     32 x 2 x 1000 x (1 + 2) B x 7/8 / 7e10 + 2 x 2e-6, times 10 layers
+  expect_rel(a2a(8), 10 * (32.0 * 2 * 1000 * 3 * 7 / 8 / 7e10 + 2 * 2e-6));
+}
+
+TEST(CostModel, MoreScaleOutBandwidthShortensTheAllToAll) {
+  CostModelParams slow = expert_parallel_params(32);
+  CostModelParams fast = slow;
+  fast.scale_out_bytes_per_second = 4 * slow.scale_out_bytes_per_second;
+  const double t_slow = make(slow).decode_batch_time(2048, 2048 * 100).all_to_all_seconds;
+  const double t_fast = make(fast).decode_batch_time(2048, 2048 * 100).all_to_all_seconds;
+  EXPECT_LT(t_fast, t_slow);
+  // The bandwidth part shrinks 4x; the per-direction latency stays: 2 directions x 10 layers x 1e-5
+  expect_rel(t_fast - 2e-4, (t_slow - 2e-4) / 4);
+}
+
+TEST(CostModel, ExpertImbalanceChargesTheBusiestRank) {
+  // GIVEN the EP 16 model balanced and with the busiest rank at 1.5x the mean
+  CostModelParams balanced = expert_parallel_params(16);
+  balanced.routed_active_parameters = 1e9;  // all active parameters routed, so compute is expert work
+  CostModelParams skewed = balanced;
+  skewed.expert_imbalance = 1.5;
+  const StepTime b = make(balanced).prefill_chunk_time(1600, 0);
+  const StepTime s = make(skewed).prefill_chunk_time(1600, 0);
+  // THEN the expert FLOPs and the all-to-all bytes grow 1.5x; latency does not
+  const double attention = 4.0 * 10 * 1000 * (1600.0 * 1601 / 2) / 16 / 5e11;
+  expect_rel(s.compute_seconds - attention, 1.5 * (b.compute_seconds - attention));
+  const double latency = 10 * 2 * 1e-5;
+  expect_rel(s.all_to_all_seconds - latency, 1.5 * (b.all_to_all_seconds - latency));
+  // AND the default is 1.4, and 1.1 with EPLB's redundant experts, which makes the step shorter
+  CostModelParams dflt = expert_parallel_params(16);
+  dflt.expert_imbalance = 0;
+  const CostModel without = make(dflt);
+  EXPECT_EQ(without.params().expert_imbalance, kDefaultExpertImbalance);
+  dflt.redundant_experts = 16;  // 80 physical experts, 5 per rank
+  const CostModel eplb = make(dflt);
+  EXPECT_EQ(eplb.params().expert_imbalance, kDefaultExpertImbalanceEplb);
+  EXPECT_LT(eplb.prefill_chunk_time(1600, 0).total_seconds, without.prefill_chunk_time(1600, 0).total_seconds);
+}
+
+TEST(CostModel, OverlapHidesTheAllToAllUpToTheComputeTime) {
+  CostModelParams p = expert_parallel_params(16);
+  const StepTime plain = make(p).decode_batch_time(160, 16000);
+  p.all_to_all_overlap = 0.5;
+  const StepTime half = make(p).decode_batch_time(160, 16000);
+  expect_rel(half.all_to_all_seconds, 0.5 * plain.all_to_all_seconds);
+  // Fully overlapped, it cannot hide more than the step's max(compute, memory)
+  p.all_to_all_overlap = 1;
+  p.scale_out_bytes_per_second = 1e6;  // an all-to-all far longer than the step's math
+  const StepTime full = make(p).decode_batch_time(160, 16000);
+  const double roof = std::max(full.compute_seconds, full.memory_seconds);
+  CostModelParams none = p;
+  none.all_to_all_overlap = 0;
+  expect_rel(full.all_to_all_seconds, make(none).decode_batch_time(160, 16000).all_to_all_seconds - roof);
+}
+
+TEST(CostModel, RefusesInconsistentExpertParallelism) {
+  struct Case {
+    void (*mutate)(CostModelParams&);
+    CostModelErrc code;
+    const char* field;
+    const char* says;
+  };
+  const Case cases[] = {
+      {[](CostModelParams& p) { p.expert_parallel = 12; p.data_parallel = 12; }, CostModelErrc::out_of_range,
+       "parallel.expertParallel", "whole number of experts"},
+      {[](CostModelParams& p) { p.expert_parallel = 8; }, CostModelErrc::out_of_range, "parallel.expertParallel",
+       "tensorParallel x dataParallel (16)"},
+      {[](CostModelParams& p) { p.expert_parallel = 1; }, CostModelErrc::out_of_range, "parallel.dataParallel",
+       "only with expert parallelism"},
+      {[](CostModelParams& p) { p.scale_out_bytes_per_second = 0; }, CostModelErrc::out_of_range,
+       "hardware.scaleOutBytesPerSecond", "spans scale-up domains of 8"},
+      {[](CostModelParams& p) { p.interconnect_bytes_per_second = 0; }, CostModelErrc::interconnect_required,
+       "hardware.interconnectBytesPerSecond", "inside a node"},
+      {[](CostModelParams& p) { p.experts = 0; p.experts_per_token = 0; p.expert_weight_bytes_per_rank = 0; },
+       CostModelErrc::out_of_range, "parallel.expertParallel", "dense model"},
+      {[](CostModelParams& p) { p.expert_parallel = 1; p.data_parallel = 1; p.redundant_experts = 4; },
+       CostModelErrc::out_of_range, "parallel.redundantExperts", "expertParallel > 1"},
+      {[](CostModelParams& p) { p.expert_imbalance = 0.5; }, CostModelErrc::out_of_range,
+       "efficiency.expertImbalance", ">= 1"},
+      {[](CostModelParams& p) { p.all_to_all_overlap = 1.5; }, CostModelErrc::out_of_range,
+       "efficiency.allToAllOverlap", "between 0"},
+      {[](CostModelParams& p) { p.moe_layers = 11; }, CostModelErrc::out_of_range, "model.moeLayers", "at most"},
+      {[](CostModelParams& p) { p.routed_active_parameters = 2e9; }, CostModelErrc::out_of_range,
+       "model.routedActiveParameters", "not more"},
+      {[](CostModelParams& p) { p.all_to_all_efficiency = 0; }, CostModelErrc::not_a_fraction, "efficiency.allToAll",
+       "scale-out"},
+      {[](CostModelParams& p) { p.scale_up_domain = 0; }, CostModelErrc::not_an_integer, "hardware.scaleUpDomain",
+       "NVL72"},
+  };
+  for (const Case& c : cases) {
+    CostModelParams p = expert_parallel_params(16);
+    c.mutate(p);
+    auto m = CostModel::create(p);
+    ASSERT_FALSE(m.has_value()) << c.field;
+    EXPECT_EQ(m.error().code, c.code) << c.field << ": " << m.error().message();
+    EXPECT_EQ(m.error().field, c.field) << m.error().message();
+    const std::string msg = m.error().message();
+    EXPECT_NE(msg.find("; pass"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.says), std::string::npos) << msg;
+  }
+  // AND redundant experts can make an EP size valid: 64 + 8 = 72 physical experts, 6 per rank at EP 12
+  CostModelParams p = expert_parallel_params(12);
+  p.redundant_experts = 8;
+  EXPECT_TRUE(CostModel::create(p).has_value());
+}
+
 TEST(CostModel, TensorParallelSplitsWorkAndAddsAllReducesByHand) {
   // GIVEN tp 2 with half the weights per rank and a 1e11 B/s link at 0.5 with 10 us latency
   CostModelParams p = simple_params();
@@ -407,6 +576,7 @@ TEST(CostReport, JsonHoldsTheExactStepTimes) {
   mixed.add_prefill_chunk(64, 0).add_decodes(16, 16 * 500);
   EXPECT_EQ(doc["mixed"][1]["communicationSeconds"].get<double>(),
             m.step_time(mixed).communication_seconds);
+  EXPECT_EQ(doc["mixed"][1]["allToAllSeconds"].get<double>(), 0);
   EXPECT_EQ(doc["kvTransfer"][0]["bytes"].get<double>(), 1e8);
   EXPECT_EQ(doc["kvTransfer"][0]["seconds"].get<double>(), m.kv_transfer_seconds(1000));
 }
