@@ -2,6 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
 import { loadEngine, plan, PlanCandidate, PlanResult, plannerConfig, simulateSweep, simulationConfig, SIZING_SIMULATED_REQUESTS, SweepPoint } from '../engine';
+import { ParallelismRules } from '../sizing';
 import { CliIo, ExitCode, UsageError } from './command';
 import { EngineFlagValues, engineFlags, formatLatency, SchedulerFlags, wholeNumber } from './engine-flags';
 import { ProgressReporter } from './progress';
@@ -86,6 +87,9 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
       ...common,
       instanceType: inputs.instanceType,
       tensorParallelSizes: inputs.tensorParallel !== undefined ? [inputs.tensorParallel] : undefined,
+      // MoE: wide expert-parallel groups of whole nodes too, unless --tp fixes the layout.
+      ...(inputs.model.isMoe && inputs.tensorParallel === undefined
+        ? { expertParallelSizes: ParallelismRules.wideExpertParallelSizes(inputs.model, inputs.instanceType, maxAccelerators) } : {}),
       pricePerInstanceHour: inputs.pricePerHour,
       planner: {
         maxAccelerators,
@@ -124,7 +128,11 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
   const traced = flags.workload.kind === 'trace';
   if (best && !traced) {
     const pool = (role: string) => best.pools.find(p => p.role === role)!;
-    const shape = (role: string) => ({ replicas: pool(role).replicas, tensorParallel: pool(role).tensorParallel });
+    const shape = (role: string) => ({
+      replicas: pool(role).replicas,
+      tensorParallel: pool(role).tensorParallel,
+      ...(pool(role).acceleratorsPerReplica > pool(role).tensorParallel ? { expertParallel: pool(role).acceleratorsPerReplica } : {}),
+    });
     const simConfig = simulationConfig({
       ...common,
       // The same window as each planner probe, so the chart shows what the search measured.
@@ -194,7 +202,8 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
 
 function poolText(c: PlanCandidate, role: string): string {
   const p = c.pools.find(x => x.role === role)!;
-  return `${p.replicas} x TP${p.tensorParallel}`;
+  // An expert-parallel option spans more accelerators than its tensor-parallel size (its data-parallel ranks).
+  return p.acceleratorsPerReplica > p.tensorParallel ? `${p.replicas} x EP${p.acceleratorsPerReplica}` : `${p.replicas} x TP${p.tensorParallel}`;
 }
 
 function describe(c: PlanCandidate): string {

@@ -9,12 +9,12 @@
  */
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
 import { ParallelismRules, ServingPlan } from '../sizing';
-import { resolveKvBlockSize } from '../sizing/private/kv-block-size';
 import type {
   EngineCostConfig, EngineEfficiencyConfig, KvTierConfig, PlannerOptionConfig, PlannerSectionConfig, SimulationConfig,
   SimulationPolicyConfig, SimulationPoolConfig, SloConfig, WorkloadConfig,
 } from './engine-config';
 import { vllmEfficiency } from './vllm-step-model';
+import { resolveKvBlockSize } from '../sizing/private/kv-block-size';
 
 /**
  * vLLM's default `--max-num-seqs` for the OpenAI server (vllm/engine/arg_utils.py), the scheduler's
@@ -28,6 +28,9 @@ export const VLLM_DEFAULT_MAX_NUM_SEQS = 256;
  * default, so that the construct and the CLI size alike.
  */
 export const SIZING_SIMULATED_REQUESTS = 400;
+
+/** The engine's step token budget when none is given (`maxBatchedTokens`, engine-config.schema.json). */
+const ENGINE_DEFAULT_MAX_BATCHED_TOKENS = 8192;
 
 /**
  * What every pool of a deployment shares: the model, its precisions, the context length, and the
@@ -76,9 +79,19 @@ export interface EngineModelInputs {
   readonly asyncScheduling?: boolean;
 }
 
-/** The ServingPlan of one pool at one tensor-parallel size; throws with the sizing problems when it does not fit. */
-export function planFor(inputs: EngineModelInputs, instanceType: AcceleratedInstanceType, tensorParallel: number): ServingPlan {
+/**
+ * The ServingPlan of one pool at one tensor-parallel size; throws with the sizing problems when it does not fit.
+ * With `expertParallel` (> 1, a multiple of `tensorParallel`), the replica is one expert-parallel group of
+ * `expertParallel / tensorParallel` data-parallel attention ranks (vLLM --enable-expert-parallel).
+ */
+export function planFor(inputs: EngineModelInputs, instanceType: AcceleratedInstanceType, tensorParallel: number,
+  expertParallel?: number): ServingPlan {
+  const ep = expertParallel !== undefined && expertParallel > 1;
+  if (ep && expertParallel % tensorParallel !== 0) {
+    throw new Error(`'expertParallel' (${expertParallel}) must be a multiple of the tensor-parallel size ${tensorParallel}: the expert-parallel group is tensorParallel x dataParallel ranks`);
+  }
   return ServingPlan.assertFits({
+    ...(ep ? { expertParallel: true, dataParallel: expertParallel / tensorParallel } : {}),
     model: inputs.model,
     instanceType,
     maxContext: inputs.maxContext,
@@ -96,13 +109,17 @@ export function planFor(inputs: EngineModelInputs, instanceType: AcceleratedInst
  * The cost-model sections (`model`, `hardware`, `parallel`) of one replica as `plan` resolved it.
  * @param weightPrecision the weights' precision, which picks the accelerator's peak FLOP/s
  */
-export function costSections(plan: ServingPlan, weightPrecision?: Precision): Required<Pick<EngineCostConfig, 'model' | 'hardware' | 'parallel'>> {
+export function costSections(plan: ServingPlan, weightPrecision?: Precision): Required<Pick<EngineCostConfig, 'model' | 'hardware' | 'parallel'>> & Pick<EngineCostConfig, 'efficiency'> {
   const p = plan.parallelism;
   const type = plan.instanceType;
   const model = plan.model;
   const layout = ParallelismRules.layout(p, type);
   // A pod's share of the node's network (EFA, or TCP without it): accelerators per pod / per node.
   const nodeShare = layout.acceleratorsPerPod / type.acceleratorCount;
+  // Expert parallelism: the replica is the whole EP group (disagg/cost_model.h); the engine charges the
+  // dispatch and combine with the defaults src/sizing/roofline.ts states.
+  const ep = p.expertParallel && p.expertParallelSize > 1;
+  const r = plan.roofline;
   return {
     model: {
       weightBytesPerRank: Math.round(plan.weightBytesPerRank),
@@ -117,6 +134,8 @@ export function costSections(plan: ServingPlan, weightPrecision?: Precision): Re
         expertWeightBytesPerRank: Math.min(Math.round(plan.weights.expertBytesPerRank(p)), Math.round(plan.weightBytesPerRank)),
         experts: model.expertsTotal,
         expertsPerToken: model.expertsActive,
+        moeLayers: model.moeLayers,
+        routedActiveParameters: Math.max(0, model.parametersActive - model.denseParameters),
       } : {}),
     },
     hardware: {
@@ -125,8 +144,23 @@ export function costSections(plan: ServingPlan, weightPrecision?: Precision): Re
       interconnectBytesPerSecond: type.accelerator.interconnectGBps * 1e9,
       // Gbit/s -> bytes/s.
       fabricBytesPerSecond: (type.networkBandwidthGbps * nodeShare * 1e9) / 8,
+      ...(ep ? {
+        scaleUpDomain: ParallelismRules.maxTensorParallel(type),
+        // One accelerator's share of the node's EFA (Gbit/s -> bytes/s).
+        scaleOutBytesPerSecond: (type.networkBandwidthGbps * 1e9) / 8 / type.acceleratorCount,
+      } : {}),
     },
-    parallel: { tensorParallel: p.tensorParallel },
+    parallel: {
+      tensorParallel: p.tensorParallel,
+      ...(ep ? { dataParallel: p.dataParallel, expertParallel: p.expertParallelSize, redundantExperts: p.redundantExperts } : {}),
+    },
+    ...(ep ? {
+      efficiency: {
+        allToAll: r.allToAllEfficiency,
+        expertImbalance: r.expertImbalance,
+        allToAllOverlap: r.allToAllOverlap,
+      },
+    } : {}),
   };
 }
 
@@ -140,18 +174,23 @@ export type SchedulerLimits = Pick<EngineModelInputs, 'maxNumSeqs' | 'maxNumBatc
 export function poolTemplate(plan: ServingPlan, weightPrecision?: Precision, efficiency?: EngineEfficiencyConfig,
   limits?: SchedulerLimits): PlannerOptionConfig {
   const sections = costSections(plan, weightPrecision);
+  const p = plan.parallelism;
+  // vLLM's --max-num-seqs and --max-num-batched-tokens hold per data-parallel rank (each runs its own
+  // scheduler); an expert-parallel replica has dataParallel of them.
+  const dp = p.expertParallel ? p.dataParallel : 1;
+  const batched = limits?.maxNumBatchedTokens ?? (dp > 1 ? ENGINE_DEFAULT_MAX_BATCHED_TOKENS : undefined);
   return {
-    label: `${plan.instanceType.name} tp${plan.parallelism.tensorParallel}`,
+    label: `${plan.instanceType.name} ${p.expertParallel && p.expertParallelSize > 1 ? `ep${p.expertParallelSize}` : `tp${p.tensorParallel}`}`,
     tensorParallel: plan.parallelism.tensorParallel,
     acceleratorsPerReplica: plan.parallelism.acceleratorsPerReplica,
     weightBytesPerRank: sections.model.weightBytesPerRank,
     model: sections.model,
     hardware: sections.hardware,
     parallel: sections.parallel,
-    efficiency: vllmEfficiency(plan.instanceType.accelerator, efficiency),
+    efficiency: { ...vllmEfficiency(plan.instanceType.accelerator, efficiency), ...sections.efficiency },
     kvTokensPerReplica: plan.kvTokens,
-    maxConcurrencyPerReplica: limits?.maxNumSeqs ?? VLLM_DEFAULT_MAX_NUM_SEQS,
-    ...(limits?.maxNumBatchedTokens !== undefined ? { maxBatchedTokens: limits.maxNumBatchedTokens } : {}),
+    maxConcurrencyPerReplica: (limits?.maxNumSeqs ?? VLLM_DEFAULT_MAX_NUM_SEQS) * dp,
+    ...(batched !== undefined ? { maxBatchedTokens: batched * dp } : {}),
     ...(limits?.asyncScheduling === false ? { asyncScheduling: false } : {}),
   };
 }
@@ -160,6 +199,12 @@ export function poolTemplate(plan: ServingPlan, weightPrecision?: Precision, eff
 export interface PoolShape {
   readonly replicas: number;
   readonly tensorParallel: number;
+  /**
+   * Expert-parallel ranks of one replica (a multiple of tensorParallel; the rest are data-parallel
+   * attention ranks). MoE models only.
+   * @default - no expert parallelism
+   */
+  readonly expertParallel?: number;
   /** @default - the deployment's instance type */
   readonly instanceType?: AcceleratedInstanceType;
 }
@@ -344,7 +389,7 @@ export function simulationConfig(given: SimulationInputs): SimulationConfig {
   const pools: SimulationPoolConfig[] = [];
   let top: ReturnType<typeof costSections> | undefined;
   for (const [name, role, shape] of shapes) {
-    const plan = planFor(inputs, shape.instanceType ?? inputs.instanceType, shape.tensorParallel);
+    const plan = planFor(inputs, shape.instanceType ?? inputs.instanceType, shape.tensorParallel, shape.expertParallel);
     const full = poolTemplate(plan, inputs.weightPrecision, inputs.efficiency, inputs);
     const { label: _label, acceleratorsPerReplica: _acc, role: _role, pricePerAcceleratorHour: _price, ...template } = full;
     top = top ?? costSections(plan, inputs.weightPrecision);
@@ -372,6 +417,12 @@ export interface PlannerInputs extends EngineModelInputs {
   readonly decodeInstanceType?: AcceleratedInstanceType;
   /** Tensor-parallel sizes to consider. @default - every valid size that fits one node */
   readonly tensorParallelSizes?: number[];
+  /**
+   * Expert-parallel group sizes to consider as well (MoE models; TP 1 with one data-parallel attention
+   * rank per accelerator; `disagg plan --simulate` passes ParallelismRules.wideExpertParallelSizes).
+   * @default - none: tensor-parallel options only (what DisaggregatedInference.sizeFor deploys)
+   */
+  readonly expertParallelSizes?: number[];
   readonly workload: WorkloadConfig;
   readonly slo: SloConfig;
   readonly policy?: SimulationPolicyConfig;
@@ -408,12 +459,15 @@ export function plannerConfig(given: PlannerInputs): SimulationConfig {
   let top: ReturnType<typeof costSections> | undefined;
   for (const [type, role, price] of sides) {
     const sizes = inputs.tensorParallelSizes ?? ParallelismRules.validTensorParallelSizes(inputs.model, type.acceleratorCount);
-    for (const tp of sizes) {
+    const epSizes = inputs.expertParallelSizes ?? [];
+    const layouts: Array<[number, number | undefined]> = [...sizes.map((tp): [number, undefined] => [tp, undefined]),
+      ...epSizes.map((ep): [number, number] => [1, ep])];
+    for (const [tp, ep] of layouts) {
       let plan: ServingPlan;
       try {
-        plan = planFor(inputs, type, tp);
+        plan = planFor(inputs, type, tp, ep);
       } catch (e) {
-        problems.push(`tp${tp} on ${type.name}: ${(e as Error).message.split('\n').slice(1).join(' ')}`);
+        problems.push(`${ep !== undefined ? `ep${ep}` : `tp${tp}`} on ${type.name}: ${(e as Error).message.split('\n').slice(1).join(' ')}`);
         continue;
       }
       top = top ?? costSections(plan, inputs.weightPrecision);

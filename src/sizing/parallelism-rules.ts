@@ -99,6 +99,23 @@ export class ParallelismRules {
   }
 
   /**
+   * Expert-parallel sizes worth planning on `instanceType`: those of `validExpertParallelSizes` (each rank
+   * a whole number of experts) that fill whole nodes,
+   * at most `maxAccelerators`. Wide EP runs one rank per accelerator with data-parallel attention
+   * (vLLM `--data-parallel-size N --enable-expert-parallel`); a size that leaves part of a node idle
+   * wastes the node. Empty for a dense model.
+   *
+   * @param maxAccelerators the largest group to consider
+   * @param redundantExperts EPLB's extra expert replicas (count towards the experts per rank)
+   */
+  public static wideExpertParallelSizes(model: ModelArchitecture, instanceType: AcceleratedInstanceType,
+    maxAccelerators: number, redundantExperts?: number): number[] {
+    const perNode = instanceType.acceleratorCount;
+    return ParallelismRules.validExpertParallelSizes(model, redundantExperts)
+      .filter(ep => ep <= maxAccelerators && ep % perNode === 0);
+  }
+
+  /**
    * Checks expert parallelism: the model must have routed experts, redundant experts need expert
    * parallelism, and `TP x DP` must divide the experts (routed plus redundant).
    *

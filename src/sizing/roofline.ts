@@ -48,6 +48,25 @@ export interface RooflineEfficiency {
    * @default 30
    */
   readonly networkLatencyUs?: number;
+  /**
+   * Fraction of a device's share of the node's EFA bandwidth that the expert-parallel dispatch and
+   * combine reach (the NVLink share uses `interconnectEfficiency`). An assumption: DeepEP's low-latency
+   * kernels reach 0.8-0.95 of a CX7 InfiniBand NIC, but they need GPU-initiated RDMA, which EFA lacks.
+   * @default 0.5
+   */
+  readonly allToAllEfficiency?: number;
+  /**
+   * The busiest expert-parallel rank's routed-expert load over the mean (>= 1): its expert FLOPs and
+   * all-to-all bytes are the mean's times this, and every rank waits for it at each MoE layer.
+   * @default - 1.4, or 1.1 with redundant experts (EPLB); assumptions
+   */
+  readonly expertImbalance?: number;
+  /**
+   * Share of the expert-parallel all-to-all hidden behind compute, 0 to 1 (vLLM `--enable-dbo`,
+   * dual-batch overlap); it never hides more than the step's `max(compute, memory)`.
+   * @default 0 - not overlapped, vLLM's default
+   */
+  readonly allToAllOverlap?: number;
 }
 
 /**
@@ -89,6 +108,8 @@ export interface PrefillEstimate {
   readonly memorySeconds: number;
   /** Collective and pipeline transfer time, seconds (not overlapped with the rest). */
   readonly communicationSeconds: number;
+  /** The charged expert-parallel all-to-all, seconds (part of communicationSeconds; 0 without expert parallelism). */
+  readonly allToAllSeconds: number;
   /** The limiting roof. */
   readonly bound: RooflineBound;
 }
@@ -111,6 +132,8 @@ export interface DecodeEstimate {
   readonly memorySeconds: number;
   /** Collective and pipeline transfer time, seconds (not overlapped with the rest). */
   readonly communicationSeconds: number;
+  /** The charged expert-parallel all-to-all, seconds (part of communicationSeconds; 0 without expert parallelism). */
+  readonly allToAllSeconds: number;
   /** The limiting roof. */
   readonly bound: RooflineBound;
 }
@@ -126,11 +149,18 @@ export interface DecodeEstimate {
  * - memory: the weights of one rank (for MoE, only the experts the batch touches, assuming uniform
  *   routing: `1 - (1 - active/total)^T` of them) plus the KV cache read, over HBM bandwidth times
  *   `memoryBandwidthEfficiency`;
- * - communication: two all-reduces per layer under TP (ring: `2 (TP-1)/TP x T x hidden x 2 B`), two
- *   all-to-alls per MoE layer under expert parallelism, and point-to-point sends between pipeline stages,
- *   each with a fixed latency; over NVLink inside the scale-up domain, else over the node's EFA share.
+ * - communication: two all-reduces per layer under TP (ring: `2 (TP-1)/TP x T x hidden x 2 B`), and
+ *   point-to-point sends between pipeline stages, each with a fixed latency; over NVLink inside the
+ *   scale-up domain, else over the node's EFA share;
+ * - expert parallelism (EP ranks): per MoE layer a dispatch (FP8, 1 B per element, as DeepEP sends it) and
+ *   a combine (BF16) of `T / EP x top-k x hidden` elements per rank, times `expertImbalance`; destinations
+ *   are uniform over the ranks, so `(EP - s) / EP` of the bytes cross EFA (the device's share, times
+ *   `allToAllEfficiency`) while `(s - 1) / EP` use NVLink, at the same time (`s` = ranks in one scale-up
+ *   domain), plus a latency per direction; `allToAllOverlap` of it hides behind compute. The routed
+ *   experts' FLOPs are those of the busiest rank (mean times `expertImbalance`). The engine's cost model
+ *   (engine/include/disagg/cost_model.h) charges the same formula with the same defaults.
  *
- * Not modelled: overlap of communication with compute, scheduler and sampling overhead, speculative
+ * Not modelled: overlap of other communication with compute, scheduler and sampling overhead, speculative
  * decoding, prefix-cache hits, the throughput gain of overlapping pipeline micro-batches (pipeline stages
  * run in sequence for one token, so PP adds no latency benefit), and queueing. Treat the numbers as
  * lower bounds on latency and upper bounds on throughput.
@@ -152,6 +182,19 @@ export class Roofline {
   public static readonly DEFAULT_COLLECTIVE_LATENCY_US = 8;
   /** Default `networkLatencyUs`. */
   public static readonly DEFAULT_NETWORK_LATENCY_US = 30;
+  /** Default `allToAllEfficiency` (an assumption; see RooflineEfficiency). */
+  public static readonly DEFAULT_ALL_TO_ALL_EFFICIENCY = 0.5;
+  /**
+   * Default `expertImbalance` without redundant experts. An assumption, not a measurement: vLLM's EPLB
+   * exists because some EP ranks otherwise idle while others process large batches (vLLM blog, 2025-12-17).
+   */
+  public static readonly DEFAULT_EXPERT_IMBALANCE = 1.4;
+  /** Default `expertImbalance` with redundant experts placed by EPLB. An assumption. */
+  public static readonly DEFAULT_EXPERT_IMBALANCE_EPLB = 1.1;
+  /** Bytes per element of the expert-parallel dispatch: FP8, as DeepEP's kernels send it. */
+  public static readonly DISPATCH_BYTES_PER_ELEMENT = 1;
+  /** Bytes per element of the expert-parallel combine: BF16. */
+  public static readonly COMBINE_BYTES_PER_ELEMENT = 2;
 
   /**
    * Builds the estimator.
@@ -197,6 +240,12 @@ export class Roofline {
   public readonly collectiveLatencyUs: number;
   /** Fixed cost per cross-node transfer, microseconds. */
   public readonly networkLatencyUs: number;
+  /** Fraction of the EFA share the expert all-to-all reaches. */
+  public readonly allToAllEfficiency: number;
+  /** Busiest expert-parallel rank's load over the mean (1 without expert parallelism). */
+  public readonly expertImbalance: number;
+  /** Share of the all-to-all hidden behind compute. */
+  public readonly allToAllOverlap: number;
   /** Precision the dense (non-expert) matrix math runs in. */
   public readonly denseComputePrecision: Precision;
   /** Precision the routed-expert matrix math runs in. */
@@ -227,6 +276,18 @@ export class Roofline {
       if (!(Number.isFinite(value) && value >= 0)) {
         throw new Error(`'${field}' (${value}) must be a number >= 0 (microseconds); omit it for the default`);
       }
+    }
+    this.allToAllEfficiency = props.allToAllEfficiency ?? Roofline.DEFAULT_ALL_TO_ALL_EFFICIENCY;
+    requireFraction('allToAllEfficiency', this.allToAllEfficiency, `the default is ${Roofline.DEFAULT_ALL_TO_ALL_EFFICIENCY}`);
+    const ep = this.parallelism.expertParallel && this.parallelism.expertParallelSize > 1;
+    const imbalanceDefault = this.parallelism.redundantExperts > 0 ? Roofline.DEFAULT_EXPERT_IMBALANCE_EPLB : Roofline.DEFAULT_EXPERT_IMBALANCE;
+    this.expertImbalance = ep ? props.expertImbalance ?? imbalanceDefault : 1;
+    if (!(Number.isFinite(this.expertImbalance) && this.expertImbalance >= 1)) {
+      throw new Error(`'expertImbalance' (${props.expertImbalance}) must be >= 1 (the busiest expert rank's load over the mean); omit it for ${imbalanceDefault}`);
+    }
+    this.allToAllOverlap = props.allToAllOverlap ?? 0;
+    if (!(Number.isFinite(this.allToAllOverlap) && this.allToAllOverlap >= 0 && this.allToAllOverlap <= 1)) {
+      throw new Error(`'allToAllOverlap' (${this.allToAllOverlap}) must be between 0 (not overlapped) and 1 (hidden behind compute); omit it for 0`);
     }
     const accelerator = this.instanceType.accelerator;
     const native = (p: Precision) => (accelerator.supportsNativePrecision(p) ? p : Precision.BF16);
@@ -265,6 +326,45 @@ export class Roofline {
       computeSeconds: cost.compute,
       memorySeconds: cost.memory,
       communicationSeconds: cost.communication,
+      allToAllSeconds: cost.allToAll,
+      bound: cost.bound,
+    };
+  }
+
+  /**
+   * Estimates a prefill pool's throughput: `prompts` prompts of `promptTokens` tokens each, spread evenly
+   * over the replica's data-parallel ranks (each prefilling its share in chunks of `maxNumBatchedTokens`),
+   * all of them through the routed experts together. `tokensPerSecond` is the replica's prompt tokens per
+   * second; with one data-parallel rank and one prompt it equals `prefill(promptTokens)`.
+   *
+   * @param promptTokens prompt length, tokens
+   * @param prompts prompts prefilled together
+   */
+  public prefillBatch(promptTokens: number, prompts: number): PrefillEstimate {
+    requirePositive('promptTokens', promptTokens, true, 'pass the prompt length in tokens');
+    requirePositive('prompts', prompts, true, 'pass the number of prompts prefilled together');
+    const p = this.parallelism;
+    const perRank = Math.ceil(prompts / p.dataParallel);
+    const groupTokens = perRank * promptTokens;
+    const passes = Math.ceil(groupTokens / this.maxNumBatchedTokens);
+    const expertTokens = p.expertParallel ? prompts * promptTokens : groupTokens;
+    const kvBytes = perRank * this.kvCache.bytesPerSequence(promptTokens) * this.kvCache.rankShare(p.tensorParallel);
+    const cost = this.forward({
+      groupTokens,
+      expertTokens,
+      expertTokensPerPass: expertTokens / passes,
+      passes,
+      attentionFlops: perRank * this.prefillAttentionFlops(promptTokens),
+      kvBytesPerRank: kvBytes,
+    });
+    return {
+      promptTokens,
+      seconds: cost.seconds,
+      tokensPerSecond: (prompts * promptTokens) / cost.seconds,
+      computeSeconds: cost.compute,
+      memorySeconds: cost.memory,
+      communicationSeconds: cost.communication,
+      allToAllSeconds: cost.allToAll,
       bound: cost.bound,
     };
   }
@@ -298,6 +398,7 @@ export class Roofline {
       computeSeconds: cost.compute,
       memorySeconds: cost.memory,
       communicationSeconds: cost.communication,
+      allToAllSeconds: cost.allToAll,
       bound: cost.bound,
     };
   }
@@ -314,7 +415,7 @@ export class Roofline {
     return this.collectiveLatencyUs * 1e-6 + ((2 * (tp - 1)) / tp) * bytes / bandwidth;
   }
 
-  private forward(work: ForwardWork): { seconds: number; compute: number; memory: number; communication: number; bound: RooflineBound } {
+  private forward(work: ForwardWork): ForwardCost {
     const model = this.model;
     const p = this.parallelism;
     const accelerator = this.instanceType.accelerator;
@@ -325,7 +426,7 @@ export class Roofline {
     const expertShards = p.expertParallel ? p.expertParallelSize : p.tensorParallel;
     const compute =
       (2 * work.groupTokens * model.denseParameters) / p.tensorParallel / flopRate(this.denseComputePrecision) +
-      (2 * work.expertTokens * routedActive) / expertShards / flopRate(this.expertComputePrecision) +
+      (2 * work.expertTokens * routedActive * this.expertImbalance) / expertShards / flopRate(this.expertComputePrecision) +
       work.attentionFlops / p.tensorParallel / flopRate(Precision.BF16);
 
     // Memory: each pass reads the rank's dense weights and the experts its tokens touch.
@@ -333,9 +434,38 @@ export class Roofline {
     const bytes = work.passes * (this.denseBytesPerRank + this.expertBytesPerRank * touched) + work.kvBytesPerRank;
     const memory = bytes / (accelerator.hbmBandwidthGBps * 1e9 * this.memoryBandwidthEfficiency);
 
-    const communication = this.communicationSeconds(work);
+    const exchange = this.allToAllSeconds(work);
+    const allToAll = exchange - Math.min(this.allToAllOverlap * exchange, Math.max(compute, memory));
+    const communication = this.communicationSeconds(work) + allToAll;
     const seconds = Math.max(compute, memory) + communication;
-    return { seconds, compute, memory, communication, bound: compute > memory ? RooflineBound.COMPUTE : RooflineBound.MEMORY };
+    return { seconds, compute, memory, communication, allToAll, bound: compute > memory ? RooflineBound.COMPUTE : RooflineBound.MEMORY };
+  }
+
+  /**
+   * Dispatch and combine per MoE layer under expert parallelism, before any overlap, seconds; 0 without it.
+   * Each rank sends its tokens' top-k activations to the experts' ranks: the share on other nodes over
+   * its EFA share, the share on its own node over NVLink, at the same time.
+   */
+  private allToAllSeconds(work: ForwardWork): number {
+    const p = this.parallelism;
+    if (!p.expertParallel || p.expertParallelSize <= 1) {
+      return 0;
+    }
+    const model = this.model;
+    const ep = p.expertParallelSize;
+    const local = Math.min(ep, ParallelismRules.maxTensorParallel(this.instanceType));
+    const offNode = (ep - local) / ep;
+    const onNode = (local - 1) / ep;
+    const nvlink = this.instanceType.accelerator.interconnectGBps * 1e9 * this.interconnectEfficiency;
+    const efaShare = (this.instanceType.networkBandwidthGbps / 8 / this.instanceType.acceleratorCount) * 1e9;
+    const efa = efaShare * this.allToAllEfficiency;
+    const latency = (ep > local ? this.networkLatencyUs : this.collectiveLatencyUs) * 1e-6;
+    const elements = (work.expertTokens / ep) * model.expertsActive * model.hiddenSize * this.expertImbalance;
+    const direction = (bytesPerElement: number) => {
+      const bytes = elements * bytesPerElement;
+      return Math.max(offNode > 0 ? (bytes * offNode) / efa : 0, (bytes * onNode) / nvlink) + work.passes * latency;
+    };
+    return model.moeLayers * (direction(Roofline.DISPATCH_BYTES_PER_ELEMENT) + direction(Roofline.COMBINE_BYTES_PER_ELEMENT));
   }
 
   private communicationSeconds(work: ForwardWork): number {
@@ -351,17 +481,6 @@ export class Roofline {
     if (p.tensorParallel > 1) {
       const perPassTokens = work.groupTokens / work.passes;
       seconds += 2 * model.layers * work.passes * this.allReduceSeconds(perPassTokens * model.hiddenSize * activationBytes);
-    }
-
-    // Dispatch and combine all-to-all per MoE layer; each rank sends the share of its tokens' expert
-    // activations that lives on other ranks.
-    if (p.expertParallel && p.expertParallelSize > 1) {
-      const ep = p.expertParallelSize;
-      const inDomain = ep <= domain;
-      const bandwidth = inDomain ? nvlink : efaPerDevice;
-      const latency = (inDomain ? this.collectiveLatencyUs : this.networkLatencyUs) * 1e-6;
-      const bytesPerRank = (work.expertTokens / ep) * model.expertsActive * model.hiddenSize * activationBytes * ((ep - 1) / ep);
-      seconds += 2 * model.moeLayers * (work.passes * latency + bytesPerRank / bandwidth);
     }
 
     // Activations handed from one pipeline stage to the next.
@@ -403,6 +522,16 @@ export class Roofline {
     const windowContext = window === undefined ? context : Math.min(context, window);
     return perToken * (fullLayers * context + model.slidingWindowLayers * windowContext);
   }
+}
+
+/** The time of one forward step by term (internal). */
+interface ForwardCost {
+  readonly seconds: number;
+  readonly compute: number;
+  readonly memory: number;
+  readonly communication: number;
+  readonly allToAll: number;
+  readonly bound: RooflineBound;
 }
 
 /** The work of one forward step (internal). */

@@ -151,6 +151,62 @@ describe('disagg plan', () => {
     expect(json.estimates.decodeContextTokens).toBe(512);
   });
 
+  describe('wide expert parallelism for an MoE model', () => {
+    const deepseek = ['plan', '--model', 'deepseek-v3', '--instance', 'p5en.48xlarge', '--weights', 'fp8', '--kv', 'fp8', '--context', '8192'];
+
+    test('sizes EP over whole nodes, shows the all-to-all share, and picks decode, prefill and P:D', async () => {
+      const { code, out, err } = await disagg(...deepseek);
+      expect(err).toBe('');
+      expect(code).toBe(0);
+      expect(out).toMatch(/^Wide expert parallelism \(TP 1, one attention rank per accelerator; 1,024 prompt \+ 1,024 output tokens; at most 256 sequences per rank\)$/m);
+      expect(out).toMatch(/^ +EP +nodes +experts\/rank +KV seqs\/rank +batch\/rank +TPOT +output tok\/s\/acc +all-to-all +prefill tok\/s\/acc +all-to-all +fits$/m);
+      // EP 8, 16, 32, 64: whole p5en nodes, each rank 32, 16, 8, 4 of the 256 experts
+      for (const [ep, nodes, experts] of [[8, 1, 32], [16, 2, 16], [32, 4, 8], [64, 8, 4]]) {
+        expect(out).toMatch(new RegExp(`^ +${ep} +${nodes} +${experts} +[\\d,]+ +256 +[\\d.]+ ms +[\\d,]+ +\\d+% +[\\d,]+ +\\d+% +yes`, 'm'));
+      }
+      expect(out).toMatch(/^Decode: EP \d+ \(\d+ nodes?\), [\d,]+ output tok\/s per accelerator at \d+ sequences per rank, \d+% of each step in the all-to-all\.$/m);
+      expect(out).toMatch(/^Prefill: EP \d+, [\d,]+ prompt tok\/s per accelerator\. P:D = \d+ prefill groups? of EP \d+ per decode group of EP \d+ \([\d.]+ prefill accelerators per decode accelerator keep both busy\)\.$/m);
+      expect(out).toMatch(/Assumptions: all-to-all FP8 dispatch and BF16 combine at 50% of each accelerator's EFA share \(400 Gbit\/s\)/);
+    });
+
+    test('the all-to-all share grows as the group spans nodes, and the JSON has the same numbers', async () => {
+      const { code, out } = await disagg(...deepseek, '--json');
+      expect(code).toBe(0);
+      const sizing = JSON.parse(out).expertParallelSizing;
+      const share = (ep: number) => sizing.options.find((o: any) => o.expertParallel === ep).decodeAllToAllShare;
+      expect(share(8)).toBeGreaterThan(0);
+      expect(share(16)).toBeGreaterThan(share(8));
+      expect(share(64)).toBeGreaterThan(share(16));
+      expect(sizing.decode.decodeTokensPerSecondPerAccelerator).toBeGreaterThan(0);
+      expect(sizing.prefillGroupsPerDecodeGroup).toBeGreaterThanOrEqual(1);
+    });
+
+    test('--tpot limits the batch per rank, and the ISL/OSL flags apply without --simulate', async () => {
+      const loose = JSON.parse((await disagg(...deepseek, '--json')).out).expertParallelSizing;
+      const { code, out } = await disagg(...deepseek, '--json', '--tpot', '0.05', '--input-tokens', '2000', '--output-tokens', '500', '--max-accelerators', '32');
+      expect(code).toBe(0);
+      const tight = JSON.parse(out).expertParallelSizing;
+      expect(tight.inputs).toMatchObject({ inputTokens: 2000, outputTokens: 500, tpotSeconds: 0.05, maxAccelerators: 32 });
+      expect(tight.options.map((o: any) => o.expertParallel)).toEqual([8, 16, 32]);
+      for (const o of tight.options.filter((x: any) => x.fits)) {
+        expect(o.tpotSeconds).toBeLessThanOrEqual(0.05);
+      }
+      const batch = (s: any, ep: number) => s.options.find((o: any) => o.expertParallel === ep).decodeBatchPerRank;
+      expect(batch(tight, 16)).toBeLessThan(batch(loose, 16));
+    });
+
+    test('a dense model gets no EP table, and the EP flags still need --simulate there', async () => {
+      const { out } = await disagg('plan');
+      expect(out).not.toMatch(/Wide expert parallelism/);
+      const { code, err } = await disagg('plan', '--input-tokens', '1000');
+      expect(code).toBe(2);
+      expect(err).toMatch(/--input-tokens needs --simulate/);
+      const tooLong = await disagg(...deepseek, '--input-tokens', '8000', '--output-tokens', '1000');
+      expect(tooLong.code).toBe(2);
+      expect(tooLong.err).toMatch(/--input-tokens 8000 \+ --output-tokens 1000 exceed --context 8192/);
+    });
+  });
+
   test('plan --help and -h print the options', async () => {
     for (const flag of ['--help', '-h']) {
       const { code, out } = await disagg('plan', flag);

@@ -155,6 +155,30 @@ describe('disagg simulate', () => {
   });
 });
 
+describe('disagg simulate: wide expert parallelism', () => {
+  test('EP pools simulate one group per replica and charge the all-to-all; a dense model refuses --decode-ep', async () => {
+    const out = tmpdir();
+    // GIVEN DeepSeek-V3 FP8 with an EP 8 prefill group and an EP 16 decode group on p5en
+    const { code, out: stdout, err } = await disagg('simulate', '--model', 'deepseek-v3', '--weights', 'fp8', '--kv', 'fp8',
+      '--prefill-replicas', '1', '--prefill-ep', '8', '--decode-replicas', '1', '--decode-ep', '16', '--requests', '60', '--input-tokens', '1000', '--output-tokens', '100',
+      '--rate', '4', '--rates', '4', '--json', '--out', out);
+    // THEN it runs every request through both groups
+    expect(err).not.toMatch(/error/i);
+    expect(code).toBe(0);
+    const json = JSON.parse(stdout);
+    expect(json.pools).toBe('1 x prefill EP8 + 1 x decode EP16');
+    expect(json.result.completed).toBe(60);
+    const decode = json.config.pools.find((p: { role: string }) => p.role === 'decode');
+    expect(decode.parallel).toEqual({ tensorParallel: 1, dataParallel: 16, expertParallel: 16, redundantExperts: 0 });
+    expect(decode.hardware.scaleOutBytesPerSecond).toBe(5e10);
+    expect(decode.maxConcurrencyPerReplica).toBe(256 * 16);
+    // AND a dense model cannot take an EP size
+    const dense = await disagg('simulate', '--decode-ep', '8', '--out', out);
+    expect(dense.code).toBe(2);
+    expect(dense.err).toMatch(/--decode-ep 8: .* is a dense model; expert parallelism needs routed experts/);
+  });
+});
+
 describe('disagg simulate: KV block size', () => {
   test('an MLA model simulates at the block size vLLM runs (64 on H200), as the constructs configure it; 16 is refused', async () => {
     // GIVEN DeepSeek-V3 (MLA) on p5en (H200) WHEN its simulation configuration is built without --block-size

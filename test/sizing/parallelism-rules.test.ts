@@ -71,6 +71,12 @@ describe('ParallelismRules', () => {
     expect(ParallelismRules.expertParallelProblem(v3, Parallelism.of({ dataParallel: 8, expertParallel: true, redundantExperts: 30 }))?.message)
       .toMatch(/plus 30 redundant/);
     expect(ParallelismRules.validExpertParallelSizes(ModelArchitecture.LLAMA_3_3_70B)).toEqual([]);
+    // Wide EP: whole nodes of 8, each rank whole experts (256 routed; 288 with 32 redundant)
+    const p5en = AcceleratedInstanceType.P5EN_48XLARGE;
+    expect(ParallelismRules.wideExpertParallelSizes(ModelArchitecture.DEEPSEEK_V3, p5en, 64)).toEqual([8, 16, 32, 64]);
+    expect(ParallelismRules.wideExpertParallelSizes(ModelArchitecture.DEEPSEEK_V3, p5en, 256)).toEqual([8, 16, 32, 64, 128, 256]);
+    expect(ParallelismRules.wideExpertParallelSizes(ModelArchitecture.DEEPSEEK_V3, p5en, 96, 32)).toEqual([8, 16, 24, 32, 48, 72, 96]);
+    expect(ParallelismRules.wideExpertParallelSizes(ModelArchitecture.LLAMA_3_3_70B, p5en, 64)).toEqual([]);
   });
 
   test('a replica fills part of one node or whole nodes', () => {

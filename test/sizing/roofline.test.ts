@@ -108,6 +108,97 @@ describe('Roofline', () => {
     expect(step.communicationSeconds).toBeGreaterThan(0);
   });
 
+  describe('expert-parallel all-to-all', () => {
+    const P5EN = AcceleratedInstanceType.P5EN_48XLARGE;
+    const wideEp = (ep: number, extra: Partial<Parameters<typeof Roofline.of>[0]> = {}, instanceType = P5EN, redundantExperts = 0) => Roofline.of({
+      instanceType,
+      weights: WeightFootprint.of({ model: ModelArchitecture.DEEPSEEK_V3, weightPrecision: Precision.FP8 }),
+      kvCache: KvCacheFootprint.of({ model: ModelArchitecture.DEEPSEEK_V3, precision: Precision.FP8 }),
+      parallelism: Parallelism.of({ dataParallel: ep, expertParallel: true, redundantExperts }),
+      ...extra,
+    });
+
+    test('is charged by hand: FP8 dispatch and BF16 combine, the off-node share over EFA', () => {
+      // GIVEN DeepSeek-V3 (58 MoE layers, hidden 7168, top-8) at EP 16 on two p5en (8 x H200, 3200 Gbit/s EFA)
+      const r = wideEp(16, { expertImbalance: 1 });
+      // WHEN 64 sequences per rank decode
+      const step = r.decodeStep(64 * 16, 1024);
+      // THEN per rank and direction 64 x 8 x 7168 elements move; half the destinations are off the node, over
+      //      400 Gbit/s x 0.5 = 25 GB/s, 7/16 on it over 450 GB/s x 0.7; the EFA share is the slower: each
+      //      direction = bytes / 2 / 25e9 + 30 us, 58 layers
+      const elements = 64 * 8 * 7168;
+      const direction = (bytesPerElement: number) => (elements * bytesPerElement * 0.5) / 25e9 + 30e-6;
+      expect(step.allToAllSeconds).toBeCloseTo(58 * (direction(1) + direction(2)), 12);
+      expect(step.communicationSeconds).toBeCloseTo(step.allToAllSeconds, 12);
+      expect(step.stepSeconds).toBeCloseTo(Math.max(step.computeSeconds, step.memorySeconds) + step.allToAllSeconds, 12);
+    });
+
+    test('is zero for a dense model and for experts split by tensor parallelism', () => {
+      const dense = rooflineFor(ModelArchitecture.LLAMA_3_3_70B, Precision.FP8, Parallelism.of({ tensorParallel: 8 }), P5EN);
+      expect(dense.decodeStep(64, 1024).allToAllSeconds).toBe(0);
+      const tp8 = rooflineFor(ModelArchitecture.DEEPSEEK_V3, Precision.FP8, Parallelism.of({ tensorParallel: 8 }), P5EN);
+      expect(tp8.decodeStep(64, 1024).allToAllSeconds).toBe(0);
+      expect(tp8.expertImbalance).toBe(1);
+    });
+
+    test('grows as the group spans more nodes, at the same tokens per rank', () => {
+      const a2a = (ep: number) => wideEp(ep).decodeStep(64 * ep, 1024).allToAllSeconds;
+      // One node: NVLink only; two nodes: half the traffic over EFA; four: three quarters
+      expect(a2a(16)).toBeGreaterThan(5 * a2a(8));
+      expect(a2a(32)).toBeGreaterThan(a2a(16));
+      expect(a2a(64)).toBeGreaterThan(a2a(32));
+      // AND its share of the step grows with it
+      const share = (ep: number) => { const s = wideEp(ep).decodeStep(64 * ep, 1024); return s.allToAllSeconds / s.stepSeconds; };
+      expect(share(32)).toBeGreaterThan(share(8));
+    });
+
+    test('is shorter with more EFA bandwidth or a better all-to-all efficiency', () => {
+      const slow = wideEp(32).decodeStep(2048, 1024).allToAllSeconds;
+      const efficient = wideEp(32, { allToAllEfficiency: 0.9 }).decodeStep(2048, 1024).allToAllSeconds;
+      expect(efficient).toBeLessThan(slow);
+      // p5 has 3200 Gbit/s like p5en; p4d's 400 Gbit/s for 8 A100 is 8x less per accelerator
+      const p4d = wideEp(32, {}, AcceleratedInstanceType.P4D_24XLARGE).decodeStep(2048, 1024).allToAllSeconds;
+      expect(p4d).toBeGreaterThan(4 * slow);
+    });
+
+    test('waits for the busiest expert rank; redundant experts (EPLB) lower the default imbalance', () => {
+      expect(wideEp(32).expertImbalance).toBe(Roofline.DEFAULT_EXPERT_IMBALANCE);
+      expect(wideEp(32, {}, P5EN, 32).expertImbalance).toBe(Roofline.DEFAULT_EXPERT_IMBALANCE_EPLB);
+      const balanced = wideEp(32, { expertImbalance: 1 }).decodeStep(2048, 1024);
+      const skewed = wideEp(32, { expertImbalance: 1.5 }).decodeStep(2048, 1024);
+      const latency = 2 * 58 * 30e-6;
+      expect(skewed.allToAllSeconds - latency).toBeCloseTo(1.5 * (balanced.allToAllSeconds - latency), 12);
+      expect(skewed.computeSeconds).toBeGreaterThan(balanced.computeSeconds);
+      expect(wideEp(32, {}, P5EN, 32).decodeStep(2048, 1024).stepSeconds).toBeLessThan(wideEp(32).decodeStep(2048, 1024).stepSeconds);
+    });
+
+    test('dual-batch overlap hides it, up to the step\'s compute or memory time', () => {
+      const plain = wideEp(32).decodeStep(2048, 1024);
+      const roof = Math.max(plain.computeSeconds, plain.memorySeconds);
+      const part = wideEp(32, { allToAllOverlap: 0.2 }).decodeStep(2048, 1024);
+      expect(0.2 * plain.allToAllSeconds).toBeLessThan(roof);
+      expect(part.allToAllSeconds).toBeCloseTo(0.8 * plain.allToAllSeconds, 12);
+      const full = wideEp(32, { allToAllOverlap: 1 }).decodeStep(2048, 1024);
+      expect(plain.allToAllSeconds).toBeGreaterThan(roof);
+      expect(full.allToAllSeconds).toBeCloseTo(plain.allToAllSeconds - roof, 12);
+    });
+
+    test('refuses an impossible imbalance or overlap, naming the field and the fix', () => {
+      expect(() => wideEp(16, { expertImbalance: 0.8 })).toThrow(/'expertImbalance' \(0.8\) must be >= 1 .*omit it for 1.4/);
+      expect(() => wideEp(16, { allToAllOverlap: 2 })).toThrow(/'allToAllOverlap' \(2\) must be between 0/);
+      expect(() => wideEp(16, { allToAllEfficiency: 0 })).toThrow(/'allToAllEfficiency' \(0\)/);
+    });
+
+    test('prefillBatch spreads prompts over the data-parallel ranks; one prompt on one rank equals prefill()', () => {
+      const tp8 = rooflineFor(ModelArchitecture.DEEPSEEK_V3, Precision.FP8, Parallelism.of({ tensorParallel: 8 }), P5EN);
+      expect(tp8.prefillBatch(2048, 1).seconds).toBeCloseTo(tp8.prefill(2048).seconds, 12);
+      const ep = wideEp(16);
+      const batch = ep.prefillBatch(1024, 8 * 16);
+      expect(batch.tokensPerSecond).toBeGreaterThan(ep.prefill(1024).tokensPerSecond);
+      expect(batch.allToAllSeconds).toBeGreaterThan(0);
+    });
+  });
+
   test('cost per million tokens', () => {
     // $3.60 per hour at 1000 tokens/s = 3.6M tokens per hour -> $1 per million
     expect(Roofline.costPerMillionTokens(3.6, 1000)).toBeCloseTo(1, 9);

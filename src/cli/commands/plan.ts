@@ -1,10 +1,11 @@
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
-import { ServingPlan, ServingPlanProps } from '../../sizing';
+import { Roofline, ServingPlan, ServingPlanProps } from '../../sizing';
 import { resolveKvBlockSize } from '../../sizing/private/kv-block-size';
 import { formatGbAndGib, formatGib, formatInt, formatSeconds, GIB } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
 import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS, schedulerFlags } from '../engine-flags';
+import { ExpertParallelSizing, sizeExpertParallel } from '../expert-parallel-sizing';
 import { PLAN_SIMULATE_HELP, PLAN_SIMULATE_OPTIONS, runPlanSearch } from '../plan-simulate';
 import { renderTable } from '../table';
 
@@ -35,6 +36,16 @@ Options:
   --decode-context TOKENS      context per sequence in the TPOT estimates (default: --context)
   --json                       print machine-readable JSON only
   -h, --help                   show this help
+
+Wide expert parallelism (MoE models): the plan also sizes one replica per expert-parallel group of
+whole nodes (TP 1, one data-parallel attention rank per accelerator, each rank whole experts), charging
+the dispatch and combine all-to-all over EFA and NVLink and the expert load imbalance, and picks the
+decode and prefill EP sizes and the prefill : decode ratio:
+  --input-tokens N             prompt tokens per request (default 1024, at most half of --context)
+  --output-tokens N            output tokens per request (default 1024, at most what --context leaves)
+  --tpot SECONDS               time per output token each decode batch must meet (default: none, the
+                               largest batch the KV cache and --max-num-seqs allow)
+  --max-accelerators N         the largest expert-parallel group (default 64)
 
 ${SCHEDULER_FLAG_HELP}
   (the first four size the plan too; --cpu-offload-gib and --async-scheduling need --simulate)
@@ -123,7 +134,10 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
       json: values.json === true,
     }, io);
   }
+  // The expert-parallel sizing of an MoE model reads these without --simulate.
+  const epFlags = model.isMoe ? ['input-tokens', 'output-tokens', 'tpot', 'max-accelerators'] : [];
   const simulationOnly = [...Object.keys(PLAN_SIMULATE_OPTIONS), ...Object.keys(ENGINE_FLAG_OPTIONS), 'cpu-offload-gib', 'async-scheduling']
+    .filter(k => !epFlags.includes(k))
     .filter(k => (values as Record<string, unknown>)[k] !== undefined);
   if (simulationOnly.length > 0) {
     throw new UsageError(`--${simulationOnly[0]} needs --simulate (the simulation-based search)`);
@@ -136,12 +150,80 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
     // Malformed values the library rejects (e.g. a utilization above 1): a usage error.
     throw new UsageError((e as Error).message);
   }
+  const ep = model.isMoe ? expertParallelSizing(props, values, scheduler.maxNumSeqs, scheduler.maxNumBatchedTokens) : undefined;
   if (values.json) {
-    io.out(JSON.stringify(planToJson(plan), null, 2));
+    io.out(JSON.stringify({ ...planToJson(plan), ...(ep ? { expertParallelSizing: ep } : {}) }, null, 2));
   } else {
-    io.out(renderPlan(plan).join('\n'));
+    io.out([...renderPlan(plan), ...(ep ? ['', ...renderExpertParallel(ep, plan)] : [])].join('\n'));
   }
-  return plan.fits ? ExitCode.OK : ExitCode.NEGATIVE;
+  return plan.fits || (ep?.decode !== undefined) ? ExitCode.OK : ExitCode.NEGATIVE;
+}
+
+/** The wide-EP sizing of an MoE model, from the plan's inputs and the EP flags. */
+function expertParallelSizing(props: ServingPlanProps, values: Record<string, unknown>,
+  maxNumSeqs: number | undefined, maxNumBatchedTokens: number | undefined): ExpertParallelSizing {
+  const context = props.maxContext;
+  const inputTokens = integer('--input-tokens', values['input-tokens'] as string | undefined) ?? Math.min(1024, Math.floor(context / 2));
+  const outputTokens = integer('--output-tokens', values['output-tokens'] as string | undefined) ?? Math.min(1024, context - inputTokens);
+  if (inputTokens + outputTokens > context) {
+    throw new UsageError(`--input-tokens ${inputTokens} + --output-tokens ${outputTokens} exceed --context ${context}; raise --context or shorten them`);
+  }
+  const tpot = decimal('--tpot', values.tpot as string | undefined);
+  return sizeExpertParallel(props, {
+    maxAccelerators: integer('--max-accelerators', values['max-accelerators'] as string | undefined) ?? 64,
+    inputTokens,
+    outputTokens,
+    // vLLM's OpenAI server default (VLLM_DEFAULT_MAX_NUM_SEQS), per data-parallel rank.
+    maxNumSeqsPerRank: maxNumSeqs ?? 256,
+    maxNumBatchedTokens: maxNumBatchedTokens ?? 8192,
+    ...(tpot !== undefined ? { tpotSeconds: tpot } : {}),
+  });
+}
+
+/** The wide-EP table, the chosen sizes and the ratio. */
+function renderExpertParallel(ep: ExpertParallelSizing, plan: ServingPlan): string[] {
+  const lines: string[] = [];
+  const i = ep.inputs;
+  lines.push(`Wide expert parallelism (TP 1, one attention rank per accelerator; ${formatInt(i.inputTokens)} prompt + ${formatInt(i.outputTokens)} output tokens` +
+    `${i.tpotSeconds !== undefined ? `, TPOT <= ${formatSeconds(i.tpotSeconds)}` : ''}; at most ${i.maxNumSeqsPerRank} sequences per rank)`);
+  if (ep.options.length === 0) {
+    lines.push(`  no expert-parallel size of whole ${plan.instanceType.name} nodes up to ${i.maxAccelerators} accelerators divides the ${plan.model.expertsTotal} experts; raise --max-accelerators`);
+    return lines;
+  }
+  const pctText = (f: number) => `${(f * 100).toFixed(0)}%`;
+  const rows = ep.options.map(o => [
+    String(o.expertParallel),
+    String(o.nodes),
+    String(o.expertsPerRank),
+    formatInt(o.kvSequencesPerRank),
+    o.fits ? formatInt(o.decodeBatchPerRank) : '-',
+    o.fits ? formatSeconds(o.tpotSeconds) : '-',
+    o.fits ? formatInt(o.decodeTokensPerSecondPerAccelerator) : '-',
+    o.fits ? pctText(o.decodeAllToAllShare) : '-',
+    o.fits ? formatInt(o.prefillTokensPerSecondPerAccelerator) : '-',
+    o.fits ? pctText(o.prefillAllToAllShare) : '-',
+    (o.fits ? 'yes' : `no: ${o.problem}`) + (o === ep.decode ? '  <- decode' : '') + (o === ep.prefill ? '  <- prefill' : ''),
+  ]);
+  lines.push(...renderTable(
+    ['EP', 'nodes', 'experts/rank', 'KV seqs/rank', 'batch/rank', 'TPOT', 'output tok/s/acc', 'all-to-all', 'prefill tok/s/acc', 'all-to-all', 'fits'],
+    rows, [true, true, true, true, true, true, true, true, true, true, false]));
+  if (ep.decode && ep.prefill) {
+    const d = ep.decode;
+    const p = ep.prefill;
+    lines.push(`Decode: EP ${d.expertParallel} (${d.nodes} node${d.nodes === 1 ? '' : 's'}), ${formatInt(d.decodeTokensPerSecondPerAccelerator)} output tok/s per accelerator ` +
+      `at ${formatInt(d.decodeBatchPerRank)} sequences per rank, ${pctText(d.decodeAllToAllShare)} of each step in the all-to-all.`);
+    lines.push(`Prefill: EP ${p.expertParallel}, ${formatInt(p.prefillTokensPerSecondPerAccelerator)} prompt tok/s per accelerator. ` +
+      `P:D = ${ep.prefillGroupsPerDecodeGroup} prefill group${ep.prefillGroupsPerDecodeGroup === 1 ? '' : 's'} of EP ${p.expertParallel} per decode group of EP ${d.expertParallel} ` +
+      `(${ep.prefillPerDecodeAccelerator!.toFixed(2)} prefill accelerators per decode accelerator keep both busy).`);
+  } else {
+    lines.push('No expert-parallel size fits: raise --max-accelerators, shorten --input-tokens/--output-tokens, or loosen --tpot.');
+  }
+  const r = plan.roofline;
+  lines.push(`Assumptions: all-to-all FP8 dispatch and BF16 combine at ${pctText(r.allToAllEfficiency)} of each accelerator's EFA share ` +
+    `(${formatInt(plan.instanceType.networkBandwidthGbps / plan.instanceType.acceleratorCount)} Gbit/s) and ${pctText(r.interconnectEfficiency)} of NVLink, ` +
+    `not overlapped with compute (vLLM without --enable-dbo); busiest expert rank at ${plan.parallelism.redundantExperts > 0 ? Roofline.DEFAULT_EXPERT_IMBALANCE_EPLB : Roofline.DEFAULT_EXPERT_IMBALANCE} x the mean load ` +
+    `(${plan.parallelism.redundantExperts > 0 ? 'with' : 'without'} redundant experts); same formula as the engine's cost model.`);
+  return lines;
 }
 
 function lookupModel(name: string): ModelArchitecture {

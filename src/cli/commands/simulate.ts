@@ -2,6 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { KvTierSizes, loadEngine, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
+import { AUTOSCALE_FLAG_HELP, AUTOSCALE_FLAG_OPTIONS, runAutoscale } from '../autoscale-simulate';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
 import {
@@ -37,6 +38,11 @@ Deployment:
   --aggregated                 serve whole requests on one pool instead (with --replicas and --tp)
   --replicas N                 aggregated replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas})
   --tp N                       aggregated tensor-parallel size (default ${DEFAULT_DEPLOYMENT.tensorParallel})
+  --prefill-ep N, --decode-ep N, --ep N
+                               MoE models: one replica is an expert-parallel group of N ranks (TP x
+                               data-parallel attention ranks; TP defaults to 1), each rank whole experts;
+                               each step pays the dispatch and combine all-to-all over EFA and NVLink and
+                               waits for the busiest expert rank (see \`disagg plan\` for the sizes)
 
 KV tiers below HBM (on replicas that prefill; offloaded blocks are loaded back instead of recomputed):
   --host-kv GIB[@GB/s]         CPU memory per replica (default link: 50 GB/s per accelerator, PCIe Gen5)
@@ -44,6 +50,8 @@ KV tiers below HBM (on replicas that prefill; offloaded blocks are loaded back i
   --remote-kv GIB[@GB/s]       one store shared by all replicas (default link: 12.5 GB/s per replica)
 ${SCHEDULER_FLAG_HELP}
 ${ENGINE_FLAG_HELP}
+${AUTOSCALE_FLAG_HELP}
+
 Output:
   --rates LIST                 arrival rates of the chart (default: 0.25x to 2x --rate, then higher
                                until the deployment misses the SLO target, up to 32x --rate; not with
@@ -80,14 +88,18 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     'prefill-tp': { type: 'string' },
     'decode-replicas': { type: 'string' },
     'decode-tp': { type: 'string' },
+    'prefill-ep': { type: 'string' },
+    'decode-ep': { type: 'string' },
     'aggregated': { type: 'boolean' },
     'replicas': { type: 'string' },
     'tp': { type: 'string' },
+    'ep': { type: 'string' },
     'rates': { type: 'string' },
     'host-kv': { type: 'string' },
     'disk-kv': { type: 'string' },
     'remote-kv': { type: 'string' },
     ...SCHEDULER_FLAG_OPTIONS,
+    ...AUTOSCALE_FLAG_OPTIONS,
     'json': { type: 'boolean' },
     'help': { type: 'boolean', short: 'h' },
   });
@@ -102,12 +114,20 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   const weights = values.weights ?? DEFAULT_DEPLOYMENT.weights;
   const int = (flag: string, v: string | undefined, fallback: number) => wholeNumber(flag, v, 1) ?? fallback;
   const aggregated = values.aggregated === true;
-  for (const flag of aggregated ? ['prefill-replicas', 'prefill-tp', 'decode-replicas', 'decode-tp'] : ['replicas', 'tp']) {
+  for (const flag of aggregated ? ['prefill-replicas', 'prefill-tp', 'prefill-ep', 'decode-replicas', 'decode-tp', 'decode-ep'] : ['replicas', 'tp', 'ep']) {
     if ((values as Record<string, unknown>)[flag] !== undefined) {
       throw new UsageError(`--${flag} ${aggregated ? 'does not apply with --aggregated' : 'needs --aggregated'}; ` +
         (aggregated ? 'use --replicas and --tp' : 'use --prefill-replicas/--decode-replicas and --prefill-tp/--decode-tp'));
     }
   }
+  // Expert parallelism: one replica is a group of EP ranks (TP x data-parallel attention ranks).
+  const epOf = (flag: string) => {
+    const ep = wholeNumber(`--${flag}`, (values as Record<string, string | undefined>)[flag], 1);
+    if (ep !== undefined && !model.isMoe) {
+      throw new UsageError(`--${flag} ${ep}: ${model.name} is a dense model; expert parallelism needs routed experts`);
+    }
+    return ep !== undefined && ep > 1 ? { expertParallel: ep } : {};
+  };
   let config: SimulationConfig;
   try {
     config = simulationConfig({
@@ -122,10 +142,10 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       maxNumBatchedTokens: scheduler.maxNumBatchedTokens,
       asyncScheduling: scheduler.asyncScheduling,
       ...(aggregated
-        ? { aggregated: { replicas: int('--replicas', values.replicas, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas), tensorParallel: int('--tp', values.tp, DEFAULT_DEPLOYMENT.tensorParallel) } }
+        ? { aggregated: { replicas: int('--replicas', values.replicas, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas), tensorParallel: int('--tp', values.tp, values.ep !== undefined ? 1 : DEFAULT_DEPLOYMENT.tensorParallel), ...epOf('ep') } }
         : {
-          prefill: { replicas: int('--prefill-replicas', values['prefill-replicas'], DEFAULT_DEPLOYMENT.prefillReplicas), tensorParallel: int('--prefill-tp', values['prefill-tp'], DEFAULT_DEPLOYMENT.tensorParallel) },
-          decode: { replicas: int('--decode-replicas', values['decode-replicas'], DEFAULT_DEPLOYMENT.decodeReplicas), tensorParallel: int('--decode-tp', values['decode-tp'], DEFAULT_DEPLOYMENT.tensorParallel) },
+          prefill: { replicas: int('--prefill-replicas', values['prefill-replicas'], DEFAULT_DEPLOYMENT.prefillReplicas), tensorParallel: int('--prefill-tp', values['prefill-tp'], values['prefill-ep'] !== undefined ? 1 : DEFAULT_DEPLOYMENT.tensorParallel), ...epOf('prefill-ep') },
+          decode: { replicas: int('--decode-replicas', values['decode-replicas'], DEFAULT_DEPLOYMENT.decodeReplicas), tensorParallel: int('--decode-tp', values['decode-tp'], values['decode-ep'] !== undefined ? 1 : DEFAULT_DEPLOYMENT.tensorParallel), ...epOf('decode-ep') },
         }),
       workload: flags.workload,
       slo: flags.slo,
@@ -136,6 +156,23 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     });
   } catch (e) {
     throw new UsageError((e as Error).message);
+  }
+  if (values.autoscale === true || Object.keys(AUTOSCALE_FLAG_OPTIONS).some(f => (values as Record<string, unknown>)[f] !== undefined)) {
+    if (values.rates !== undefined) throw new UsageError('--rates does not apply with --autoscale (one run under a changing load); drop --rates');
+    return runAutoscale({
+      io,
+      values: values as Record<string, unknown>,
+      config,
+      model,
+      instanceType,
+      weights: weights.toLowerCase() === 'native' ? undefined : Precision.of(weights),
+      rate: flags.rate,
+      seed: flags.seed,
+      targetShare: flags.targetShare,
+      outDir: path.resolve(flags.outDir),
+      title: `${model.name} on ${instanceType.name}: ${describePools(config)}`,
+      json: values.json === true,
+    });
   }
   // A trace and stages fix their own arrivals: one run, no sweep.
   const single = config.workload.kind === 'trace' || flags.stages !== undefined;
@@ -259,7 +296,10 @@ function describeHits(s: SimulationResult): string {
 }
 
 function describePools(config: SimulationConfig): string {
-  return (config.pools ?? []).map(p => `${p.replicas} x ${p.role === 'both' ? 'aggregated' : p.role} TP${p.tensorParallel}`).join(' + ');
+  return (config.pools ?? []).map(p => {
+    const ep = p.parallel?.expertParallel;
+    return `${p.replicas} x ${p.role === 'both' ? 'aggregated' : p.role} ${typeof ep === 'number' && ep > 1 ? `EP${ep}` : `TP${p.tensorParallel}`}`;
+  }).join(' + ');
 }
 
 function describeWorkload(flags: EngineFlags): string {
