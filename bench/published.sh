@@ -6,8 +6,10 @@
 # `cmake --build engine/build` first. Analysis of the gaps: bench/RESULTS.md.
 #
 # Env: SIMULATE (command that takes `--config FILE` and prints the summary JSON; default
-# engine/build/disagg-engine simulate), PLAN (the same for *.plan.json placement searches; default
+# engine/build/disagg-engine simulate; SIMULATE="npx ts-node --transpile-only bench/published/simulate-addon.ts"
+# runs the addon instead), PLAN (the same for *.plan.json placement searches; default
 # engine/build/disagg-engine plan), OUT (directory for configs and summaries; default a temp dir).
+# The wide-EP rows (wideep-*.json) compare an absolute figure: llm-d's ~2.2k output tok/s per H200.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=engine/build/disagg-engine
