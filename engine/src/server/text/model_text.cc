@@ -396,6 +396,14 @@ Expected<ojson, std::string> dump_tools(const ojson& tools) {
 
 }  // namespace
 
+bool request_has_tools(const nlohmann::ordered_json& body) {
+  if (!body.is_object()) return false;
+  const auto tools = body.find("tools");
+  if (tools == body.end() || tools->is_null()) return false;
+  const auto choice = body.find("tool_choice");
+  return !(tools->is_array() && tools->empty() && choice != body.end() && *choice == "required");
+}
+
 bool developer_role_in_template(std::string_view source) {
   return source.find("\"developer\"") != std::string_view::npos || source.find("'developer'") != std::string_view::npos;
 }
@@ -438,9 +446,8 @@ Expected<nlohmann::ordered_json, std::string> chat_template_context(const nlohma
     for (const auto& [key, value] : kwargs->items()) context[key] = value;
   }
   context["messages"] = std::move(conversation);
-  const auto tools = body.find("tools");
-  if (tools != body.end() && !tools->is_null()) {
-    auto dumped = dump_tools(*tools);
+  if (request_has_tools(body)) {
+    auto dumped = dump_tools(body["tools"]);
     if (!dumped) return unexpected(dumped.error());
     context["tools"] = std::move(dumped).value();
   } else {
@@ -544,8 +551,7 @@ void ModelText::completion_tokens(std::string_view prompt, bool add_special_toke
 
 Expected<void, std::string> ModelText::chat_tokens(const nlohmann::ordered_json& body, EncodeScratch& scratch, std::string& prompt,
                                                    std::vector<TokenId>& out) const {
-  const bool tools = body.is_object() && body.contains("tools") && !body["tools"].is_null();
-  const bool use_tool_template = tools && tool_template_;
+  const bool use_tool_template = request_has_tools(body) && tool_template_;
   const ChatTemplate* chosen = use_tool_template ? &*tool_template_ : chat_template_ ? &*chat_template_ : nullptr;
   if (!chosen) {
     return unexpected(std::string(

@@ -68,6 +68,11 @@ Expected<nlohmann::ordered_json, std::string> chat_template_context(const nlohma
                                                                     const ChatTemplate& chosen,
                                                                     bool template_mentions_developer);
 
+/// Whether the request's tools reach the template (and pick a "tool_use" template): `tools` is
+/// not null, and not the empty list that vLLM drops when tool_choice is "required"
+/// (ChatCompletionRequest.check_tool_usage).
+bool request_has_tools(const nlohmann::ordered_json& body);
+
 /// vLLM's _detect_developer_role_support: the template text contains "developer" or 'developer'.
 bool developer_role_in_template(std::string_view source);
 

@@ -189,7 +189,8 @@ int run_render_chat_command(int argc, char** argv) {
         continue;
       }
       const auto tools = request.find("tools");
-      const bool has_tools = tools != request.end() && !tools->is_null();
+      // Template contexts carry tools as transformers gets them; OpenAI requests as vLLM reads them.
+      const bool has_tools = openai_requests ? request_has_tools(request) : tools != request.end() && !tools->is_null();
       const bool use_tool_template = has_tools && templates.tool_use;
       const ChatTemplate* t = use_tool_template            ? &*templates.tool_use
                               : templates.default_template ? &*templates.default_template
