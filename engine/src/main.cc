@@ -15,6 +15,7 @@
 #include "sim_worker_main.h"
 #endif
 #ifdef DISAGG_HAVE_ROUTER
+#include "drain_wait.h"
 #include "router_main.h"
 #endif
 #ifdef DISAGG_HAVE_TEXT
@@ -37,6 +38,9 @@ constexpr std::string_view kUsage =
     "  sim-worker   vLLM-compatible worker emulator (not built in this version)\n"
 #endif
     "  kvstore      shared KV-cache store speaking the Redis protocol\n"
+#ifdef DISAGG_HAVE_ROUTER
+    "  drain-wait   wait until a worker has no request in flight (preStop): drain-wait --metrics-url URL --timeout-s N\n"
+#endif
     "  cost         print the cost model's step times: cost --config FILE.json\n"
     "  simulate     simulate a deployment on a virtual clock: simulate --config FILE.json\n"
     "  plan         search replica counts and TP sizes for the best goodput per dollar: plan --config FILE.json\n"
@@ -102,6 +106,13 @@ int main(int argc, char** argv) {
   if (role == "router") {
 #ifdef DISAGG_HAVE_ROUTER
     return disagg::router::run(role_argc, role_argv);
+#else
+    return not_built(role);
+#endif
+  }
+  if (role == "drain-wait") {
+#ifdef DISAGG_HAVE_ROUTER
+    return disagg::router::run_drain_wait(role_argc, role_argv);
 #else
     return not_built(role);
 #endif

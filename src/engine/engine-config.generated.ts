@@ -423,6 +423,55 @@ export interface DisaggEngineConfiguration {
    * Planner (`disagg-engine plan`, addon plan()): searches replica counts and tensor-parallel sizes, aggregated and disaggregated, within maxAccelerators for the highest goodput per accelerator-dollar under slo, simulating workload at rates of a geometric grid (engine/include/disagg/planner.h). The TypeScript side resolves one pool template per tensor-parallel size (and instance type) into tensorParallelOptions, so the engine keeps no hardware table.
    */
   planner?: {
+  /**
+   * SLO autoscaling. The router reads slo, prefill and decode: the SLO and the capacity model its per-pool scaling signals (GET /scaling, disagg_router_pool_* on /metrics) are computed against (engine/src/server/router/README.md, Scaling signals). Given at all, the router also holds a request that finds no ready endpoint of its pool (up to router.queueTimeoutSeconds) so that a pool scaled to zero can come back. Absent: the signals use the defaults below. The simulator reads its own keys of this block.
+   */
+  autoscaling?: {
+    $comment?: string;
+    /**
+     * The objectives the pressure is measured against: 1.0 = the next request would just meet them.
+     */
+    slo?: {
+      $comment?: string;
+      /**
+       * Time to first token, seconds (prefill pressure).
+       */
+      ttftSeconds?: number;
+      /**
+       * Time per output token, seconds (decode pressure).
+       */
+      tpotSeconds?: number;
+    };
+    /**
+     * One prefill endpoint's capacity: predicted TTFT = (waiting prompt tokens + mean prompt) / (tokensPerSecond x ready endpoints) + fixedSeconds.
+     */
+    prefill?: {
+      $comment?: string;
+      /**
+       * Prompt tokens one endpoint prefills per second (from the cost model).
+       */
+      tokensPerSecond?: number;
+      /**
+       * Latency of a prefill on top of its tokens, seconds.
+       */
+      fixedSeconds?: number;
+    };
+    /**
+     * The decode step model: predicted TPOT = stepSecondsBase + stepSecondsPerSequence x (running sequences per endpoint + 1). Aggregated (non-P/D) deployments use this block alone.
+     */
+    decode?: {
+      $comment?: string;
+      /**
+       * Step time of the batch without its sequences, seconds.
+       */
+      stepSecondsBase?: number;
+      /**
+       * Step time each running sequence adds, seconds.
+       */
+      stepSecondsPerSequence?: number;
+    };
+    [k: string]: unknown | undefined;
+  };
     $comment?: string;
     /**
      * Accelerators a deployment may use in all.

@@ -7,10 +7,17 @@
 // for `eject_ms`; after that a passing health check restores it (and resets the count). Any
 // successful proxied request resets the count too.
 //
+// Draining: an endpoint that answers a request 503 (or a health check 503 that says "draining") is
+// leaving the pool (a worker scaled down answers 503 + Retry-After while it finishes what it has).
+// From then on it is not routable, and that is not a failure: no strike, no ejection (nor for its
+// health checks' 503s while it drains). A health check that starts after the mark and passes clears
+// it (a worker that was only overloaded, at its connection limit, comes back).
+//
 // All fields are atomics: proxies, the health loop and the metrics page update and read them
 // without the router's lock. `present`, `generation` and `spec` change only under that lock.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -41,6 +48,8 @@ struct EndpointSlot {
   std::atomic<std::int64_t> ejected_until_ms{0};
   std::atomic<std::uint64_t> ejections{0};
   std::atomic<bool> probing{false};
+  /// When the endpoint said it is draining (steady ms); 0 = not draining.
+  std::atomic<std::int64_t> draining_since_ms{0};
   std::atomic<bool> scraping{false};
 
   // Load: scraped from /metrics, and counted by the router.
@@ -70,6 +79,7 @@ struct EndpointSlot {
     kv_usage = 0;
     inflight_prefill_tokens = 0;
     reported_prefix_hits = -1;
+    draining_since_ms = 0;
     reported_prefix_queries = -1;
   }
 };
@@ -77,7 +87,16 @@ struct EndpointSlot {
 /// Whether the endpoint may receive requests at `now_ms`.
 inline bool routable(const EndpointSlot& e, std::int64_t now_ms) {
   return e.up.load(std::memory_order_acquire) &&
-         now_ms >= e.ejected_until_ms.load(std::memory_order_acquire);
+         now_ms >= e.ejected_until_ms.load(std::memory_order_acquire) &&
+         e.draining_since_ms.load(std::memory_order_acquire) == 0;
+}
+
+/// The endpoint answered a request 503 at `now_ms`: it is draining. Returns
+/// true when this is news (it was not marked yet).
+inline bool record_draining(EndpointSlot& e, std::int64_t now_ms) {
+  std::int64_t expected = 0;
+  return e.draining_since_ms.compare_exchange_strong(expected, std::max<std::int64_t>(now_ms, 1),
+                                                     std::memory_order_acq_rel);
 }
 
 /// A failure seen at `now_ms`. `definitive`: nothing listens (connection refused): down at once.
@@ -101,14 +120,23 @@ inline void record_success(EndpointSlot& e) {
   if (e.failures.load(std::memory_order_relaxed) != 0) e.failures.store(0, std::memory_order_release);
 }
 
-/// An active health check finished. Returns true when the endpoint became routable again.
-inline bool record_health(EndpointSlot& e, bool ok, std::int64_t now_ms, const HealthPolicy& policy) {
+/// An active health check that started at `started_ms` finished at `now_ms` (`ok`: it passed; a 503
+/// goes to record_draining instead). Returns true when the endpoint became routable again.
+inline bool record_health(EndpointSlot& e, bool ok, std::int64_t now_ms, const HealthPolicy& policy,
+                          std::int64_t started_ms = 0) {
   const bool was = routable(e, now_ms);
   e.checked.store(true, std::memory_order_release);
   if (!ok) {
     e.up.store(false, std::memory_order_release);
     record_failure(e, now_ms, policy, false);
     return false;
+  }
+  // Only a check sent after the drain began says the endpoint stopped draining.
+  if (ok) {
+    std::int64_t since = e.draining_since_ms.load(std::memory_order_acquire);
+    if (since != 0 && started_ms >= since) {
+      e.draining_since_ms.compare_exchange_strong(since, 0, std::memory_order_acq_rel);
+    }
   }
   e.up.store(true, std::memory_order_release);
   if (now_ms >= e.ejected_until_ms.load(std::memory_order_acquire)) {

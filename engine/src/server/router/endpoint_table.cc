@@ -403,14 +403,23 @@ void EndpointTable::present(std::vector<Present>& out) {
     e.generation = s.generation;
   }
 }
+void EndpointTable::upstream_draining(const Pick& p) {
+  EndpointSlot& s = slots_[static_cast<std::size_t>(p.slot)];
+  if (s.generation != p.generation) return;
+  if (record_draining(s, now_ms())) {
+    log_line("endpoint " + p.label + " is draining (answered 503): no new requests go there; those in flight finish");
+  }
+}
 
-void EndpointTable::health_checked(int id, std::uint32_t generation, bool ok, const std::string& failure) {
+
+void EndpointTable::health_checked(int id, std::uint32_t generation, bool ok, const std::string& failure,
+                                   std::int64_t started_ms, bool draining, bool says_draining) {
   EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
   std::lock_guard lock(mu_);
   if (!s.present || s.generation != generation) return;
   const bool was_checked = s.checked.load();
   const bool was_up = s.up.load();
-  if (record_health(s, ok, now_ms(), health_)) {
+  if (record_health(s, ok, now_ms(), health_, started_ms)) {
     log_line("endpoint " + s.label + (was_checked ? " healthy again" : " healthy"));
   } else if (!ok && (was_up || !was_checked)) {
     log_line("endpoint " + s.label + " failed its health check (" + failure + ")");
@@ -445,6 +454,17 @@ void EndpointTable::write_metrics(std::string& out) {
   out.append("# HELP disagg_router_kv_blocks_unkeyed_total Stored KV blocks not keyed by token ids, by reason "
              "(no_tokens: indexed under the publisher's hash).\n# TYPE disagg_router_kv_blocks_unkeyed_total counter\n");
   for (std::size_t r = 1; r < BlockKeyer::kSkipCount; ++r) {
+  // A draining endpoint's check answers 503 (the sim-worker's says "draining") and that is
+  // expected: no strike. A bare 503 from one not marked draining counts as a failure: vLLM's
+  // /health answers 503 when its engine died (EngineDeadError,
+  // vllm/entrypoints/serve/instrumentator/health.py).
+  if (says_draining && record_draining(s, now_ms())) {
+    log_line("endpoint " + s.label + " is draining (its health check says so): no new requests go there; those in flight finish");
+  }
+  if (draining && s.draining_since_ms.load(std::memory_order_acquire) != 0) {
+    s.checked.store(true, std::memory_order_release);
+    return;
+  }
     out.append("disagg_router_kv_blocks_unkeyed_total{reason=\"")
         .append(to_string(static_cast<BlockKeyer::Skip>(r)))
         .append("\"} ")
@@ -467,6 +487,32 @@ void EndpointTable::write_metrics(std::string& out) {
       {"disagg_router_endpoint_waiting", "gauge", "vllm:num_requests_waiting last scraped."},
       {"disagg_router_endpoint_kv_usage", "gauge", "vllm:kv_cache_usage_perc last scraped."},
       {"disagg_router_endpoint_kv_index_entries", "gauge", "KV block index entries of the endpoint."},
+// ---- scaling signals ------------------------------------------------------------------------------
+
+void EndpointTable::observe_pools(PoolObservation& prefill, PoolObservation& decode) {
+  prefill = PoolObservation{};
+  decode = PoolObservation{};
+  const std::int64_t now = now_ms();
+  std::lock_guard lock(mu_);
+  for (std::uint64_t ids = present_ids_; ids != 0; ids &= ids - 1) {
+    const EndpointSlot& s = slots_[static_cast<std::size_t>(std::countr_zero(ids))];
+    // In P/D mode aggregated endpoints get no requests (EndpointTable::create warns): no pool's.
+    if (pd_mode_ && s.spec.role == EndpointRole::aggregated) continue;
+    PoolObservation& o = s.spec.role == EndpointRole::prefill ? prefill : decode;
+    o.routed_prompt_tokens_total += static_cast<double>(s.routed_prompt_tokens.load());
+    o.routed_requests_total += static_cast<double>(s.requests.load());
+    if (s.draining_since_ms.load(std::memory_order_acquire) != 0) {
+      ++o.draining_endpoints;
+      continue;
+    }
+    if (!routable(s, now)) continue;
+    ++o.ready_endpoints;
+    o.waiting_prompt_tokens += static_cast<double>(std::max<std::int64_t>(0, s.inflight_prefill_tokens.load()));
+    o.running_sequences += s.running.load(std::memory_order_relaxed);
+    o.kv_utilization_sum += s.kv_usage.load(std::memory_order_relaxed);
+  }
+}
+
       {"disagg_router_endpoint_requests_total", "counter", "Requests (legs) routed to the endpoint."},
       {"disagg_router_endpoint_ejections_total", "counter", "Times the endpoint was ejected after consecutive failures."},
       // Predicted against reported prefix hits: rate(predicted) / rate(prompt) is the hit rate the

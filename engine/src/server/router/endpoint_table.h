@@ -31,6 +31,7 @@
 #include "router_config.h"
 #include "router_log.h"
 #include "router_metrics.h"
+#include "scaling_signals.h"
 #include "spin_then_block_mutex.h"
 
 namespace disagg::router {
@@ -97,6 +98,9 @@ class EndpointTable final : public KvEventSink {
   /// The leg's endpoint failed (definitive: nothing listens) or served it.
   void upstream_failed(const Pick& p, bool definitive, std::string_view what);
   void upstream_ok(const Pick& p);
+  /// The leg's endpoint answered 503: it is draining (endpoint_health.h record_draining): no new
+  /// requests go there, and that is not a failure. Legs in flight there run to their end.
+  void upstream_draining(const Pick& p);
 
   /// Requests go to decode endpoints (some endpoint or pool is decode).
   bool pd_mode() const { return pd_mode_; }
@@ -118,10 +122,19 @@ class EndpointTable final : public KvEventSink {
   void present(std::vector<Present>& out);
   /// Live state of slot `id` (atomics: no lock needed).
   EndpointSlot& slot(int id) { return slots_[static_cast<std::size_t>(id)]; }
-  /// A health check of endpoint `id` (if still that generation) passed or not; logs transitions.
-  void health_checked(int id, std::uint32_t generation, bool ok, const std::string& failure);
+  /// A health check of endpoint `id` (if still that generation), sent at `started_ms`, passed or
+  /// not; `draining`: it answered 503, which is no failure from an endpoint already marked
+  /// draining (upstream_draining); `says_draining`: the 503 said "draining", which marks it so.
+  /// Logs transitions.
+  void health_checked(int id, std::uint32_t generation, bool ok, const std::string& failure,
+                      std::int64_t started_ms = 0, bool draining = false, bool says_draining = false);
   /// A load report (vLLM's gauges) of endpoint `id`, if still that generation.
   void load_reported(int id, std::uint32_t generation, const ScrapedLoad& load);
+
+  // ---- scaling signals (scaling_signals.h) ------------------------------------------------------
+  /// The present endpoints' state by pool: prefill endpoints, and decode endpoints (aggregated ones
+  /// when not in P/D mode). Takes the lock once; queued_requests is left to the caller.
+  void observe_pools(PoolObservation& prefill, PoolObservation& decode);
 
   // ---- metrics -----------------------------------------------------------------------------------
   /// Appends the index gauges and the per-endpoint families (takes the lock).

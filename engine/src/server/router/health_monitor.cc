@@ -26,10 +26,16 @@ http::Task<Expected<http::ClientResponse, http::ClientError>> HealthMonitor::get
 }
 
 http::Task<void> HealthMonitor::probe(int id, std::uint32_t generation, std::string host, std::uint16_t port) {
+  const std::int64_t started = now_ms();
   auto res = co_await get(std::move(host), port, "/health", 64 << 10);
   const bool ok = res && res->status == 200;
+  // A 503 that says "draining" (the sim-worker's while it drains), or any 503 from an endpoint
+  // already marked draining: the endpoint is leaving, not failing (EndpointTable::health_checked).
+  const bool draining = res && res->status == 503;
+  const bool says_draining = draining && res->body.find("draining") != std::string::npos;
   table_.health_checked(id, generation, ok,
-                        ok ? std::string() : res ? "HTTP " + std::to_string(res->status) : res.error().message());
+                        ok ? std::string() : res ? "HTTP " + std::to_string(res->status) : res.error().message(),
+                        started, draining, says_draining);
   table_.slot(id).probing.store(false);
 }
 

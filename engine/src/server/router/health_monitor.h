@@ -2,6 +2,7 @@
 // running, waiting and KV-usage gauges) of every present endpoint, on the router's first
 // io_context. Results go to the EndpointTable (health transitions are logged there).
 //
+// A health check answered 503 by an endpoint marked draining is no failure (endpoint_health.h).
 // Each endpoint is probed every health_interval_ms and scraped every scrape_interval_ms, at most
 // one of each in flight per endpoint; a new endpoint is checked at once (wake()). Between rounds
 // the loop sleeps until the next probe or scrape is due (at least 20 ms).

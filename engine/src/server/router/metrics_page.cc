@@ -1,13 +1,27 @@
 // metrics_page.cc — the router's /metrics text (metrics_page.h).
 #include "metrics_page.h"
 
+#include <algorithm>
+
 namespace disagg::router {
 
+void compute_pool_signals(const RouterMetrics& metrics, EndpointTable& table, const AutoscalingSignalsConfig& config,
+                          MeanPromptTracker& prefill_mean, PoolSignals& prefill, PoolSignals& decode) {
+  PoolObservation p, d;
+  table.observe_pools(p, d);
+  p.queued_requests = static_cast<double>(std::max<std::int64_t>(0, metrics.waiting_for_prefill.load()));
+  d.queued_requests = static_cast<double>(std::max<std::int64_t>(0, metrics.waiting_for_endpoint.load()));
+  prefill = prefill_pool_signals(p, prefill_mean.update(p.routed_prompt_tokens_total, p.routed_requests_total), config);
+  decode = decode_pool_signals(d, config);
+}
+
 std::string render_metrics_page(const RouterMetrics& metrics, const Admission& admission,
-                                const UpstreamClients& clients, EndpointTable& table) {
+                                const UpstreamClients& clients, EndpointTable& table, const PoolSignals& prefill,
+                                const PoolSignals& decode) {
   std::string out;
   out.reserve(16 << 10);
   metrics.write(out);
+  write_pool_signals(out, prefill, decode);
   write_metric(out, "disagg_router_inflight_requests", "gauge", "Requests being proxied now.", "",
                admission.active());
   write_metric(out, "disagg_router_queued_requests", "gauge", "Requests waiting for an admission slot.", "",

@@ -132,6 +132,8 @@ struct Router::Impl {
   std::unique_ptr<KvEventSubscriber> subscriber;
   std::unique_ptr<DnsDiscovery> dns;
   std::atomic<bool> draining{false};
+  // The prefill pool's mean prompt between two reads of /metrics or /scaling (scaling_signals.h).
+  MeanPromptTracker prefill_mean;
   std::int64_t started_unix = 0;
   /// The served model's tokenizer and chat template (--tokenizer); empty: the made-up tokenizer.
   std::optional<text::ModelText> model_text;
@@ -346,7 +348,8 @@ struct Router::Impl {
       co_await tokenize(req, w, post, path == "/detokenize");
       co_return;
     }
-    const bool known = path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models";
+    const bool known = path == "/health" || path == "/ready" || path == "/metrics" || path == "/scaling" ||
+                       path == "/v1/models";
     if (known && !get) {
       std::array<Header, 1> allow = {Header{"Allow", "GET"}};
       metrics.error(ErrorCause::not_found);
@@ -361,7 +364,15 @@ struct Router::Impl {
       if (why.empty()) co_await w.send(200, "{\"ready\":true}");
       else co_await w.send_error(503, "not ready: " + why, "", "not_ready");
     } else if (path == "/metrics") {
-      co_await w.send(200, render_metrics_page(metrics, admission, *clients, *table), "text/plain; version=0.0.4; charset=utf-8");
+      PoolSignals prefill, decode;
+      compute_pool_signals(metrics, *table, config.autoscaling, prefill_mean, prefill, decode);
+      co_await w.send(200, render_metrics_page(metrics, admission, *clients, *table, prefill, decode),
+                      "text/plain; version=0.0.4; charset=utf-8");
+    } else if (path == "/scaling") {
+      // The scaling signals as JSON, for KEDA's metrics-api scaler (valueLocation pools.<pool>.pressure).
+      PoolSignals prefill, decode;
+      compute_pool_signals(metrics, *table, config.autoscaling, prefill_mean, prefill, decode);
+      co_await w.send(200, pool_signals_json(prefill, decode));
     } else if (path == "/v1/models") {
       json data = json::array();
       for (const std::string& m : config.served_models) {
@@ -373,7 +384,7 @@ struct Router::Impl {
       metrics.error(ErrorCause::not_found);
       co_await w.send_error(404, "no route for " + std::string(path) +
                                      "; the router serves /v1/completions, /v1/chat/completions, /v1/models, "
-                                     "/tokenize, /detokenize, /health, /ready and /metrics",
+                                     "/tokenize, /detokenize, /health, /ready, /metrics and /scaling",
                             "", "not_found");
     }
   }

@@ -63,6 +63,22 @@ struct RouterConfig {
   std::string host = "0.0.0.0";
   std::uint16_t port = 8000;
   /// Model names served; requests naming another get 404. The first one is /v1/models' first.
+/// The optional `autoscaling` block: the SLO and the capacity model the router's per-pool scaling
+/// signals are computed against (scaling_signals.h; docs in README.md "Scaling signals"). Absent, the
+/// signals are still exported, against these defaults.
+struct AutoscalingSignalsConfig {
+  /// The block was given. Then a request that finds no ready endpoint of its pool is also held (up
+  /// to queue_timeout_ms) instead of refused at once, so that a pool scaled to zero can come back.
+  bool configured = false;
+  double ttft_slo_seconds = 2.0;    ///< slo.ttftSeconds
+  double tpot_slo_seconds = 0.1;    ///< slo.tpotSeconds
+  /// prefill.tokensPerSecond: prompt tokens one prefill endpoint processes per second.
+  double prefill_tokens_per_second = 20'000;
+  double prefill_fixed_seconds = 0.02;            ///< prefill.fixedSeconds: latency on top (>= 0)
+  double decode_step_seconds_base = 0.012;        ///< decode.stepSecondsBase (>= 0)
+  double decode_step_seconds_per_sequence = 0.0002;  ///< decode.stepSecondsPerSequence
+};
+
   std::vector<std::string> served_models;
   std::int32_t block_size = 16;
   /// --tokenizer / router.tokenizer: a folder with the served model's tokenizer.json and
@@ -135,6 +151,7 @@ struct RouterConfig {
 /// Applies the JSON configuration `doc` onto `config`. Unknown top-level sections (the cost
 /// model's, the simulator's) are ignored. Error: a message naming the field, value and fix.
 Expected<void, std::string> apply_config_json(const nlohmann::json& doc, RouterConfig& config);
+  AutoscalingSignalsConfig autoscaling;
 
 /// Maps the ConfigMap's policy names onto the engine's ("kv-aware" -> "llm-d", "least-loaded" ->
 /// "least-load"); others pass unchanged.

@@ -1,7 +1,10 @@
 // router_config_json.cc — apply_config_json(): the JSON file the constructs write (the engine
 // schema's router, policy, pools and endpoints sections), with typed field readers whose errors name
 // the field, the value received and the fix.
+#include <array>
+#include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "router_config.h"
@@ -127,6 +130,91 @@ bool get_ports(const json& obj, const std::string& path, std::vector<std::uint16
 
 // "key=value,key=value" (values may not contain commas).
 
+// One number of the autoscaling block: absent or null keeps the default; otherwise a finite number
+// > 0 (or >= 0 when `zero_ok`). The error names the field, the value and the fix.
+bool get_scaling_number(const json& obj, const std::string& path, const char* key, bool zero_ok, const char* fix,
+                        double* out, std::string& err) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return true;
+  const bool ok = it->is_number() && std::isfinite(it->get<double>()) &&
+                  (zero_ok ? it->get<double>() >= 0 : it->get<double>() > 0);
+  if (!ok) {
+    err = "'" + path + key + "' (" + quoted(*it) + ") must be a number " + (zero_ok ? ">= 0" : "> 0") + "; " + fix;
+    return false;
+  }
+  *out = it->get<double>();
+  return true;
+}
+
+// The `autoscaling` block (router_config.h AutoscalingSignalsConfig). Other keys of the block are
+// left to the tools that read them (the scaling rule's replicas and windows): not errors here.
+Expected<void, std::string> apply_autoscaling(const json& a, AutoscalingSignalsConfig& out) {
+  std::string err;
+  if (!a.is_object()) {
+    return unexpected("'autoscaling' (" + quoted(a).substr(0, 60) +
+                      ") must be an object, e.g. {\"slo\": {\"ttftSeconds\": 2, \"tpotSeconds\": 0.05}}");
+  }
+  out.configured = true;
+  struct Section {
+    const char* name;
+    const char* example;
+  };
+  for (const Section& sec : {Section{"slo", "{\"ttftSeconds\": 2, \"tpotSeconds\": 0.05}"},
+                             Section{"prefill", "{\"tokensPerSecond\": 20000, \"fixedSeconds\": 0.02}"},
+                             Section{"decode", "{\"stepSecondsBase\": 0.012, \"stepSecondsPerSequence\": 0.0002}"}}) {
+    auto it = a.find(sec.name);
+    if (it == a.end() || it->is_null()) continue;
+    if (!it->is_object()) {
+      return unexpected("'autoscaling." + std::string(sec.name) + "' (" + quoted(*it).substr(0, 60) +
+                        ") must be an object, e.g. " + sec.example);
+    }
+  }
+  const json empty = json::object();
+  auto section = [&](const char* name) -> const json& {
+    auto it = a.find(name);
+    return it == a.end() || it->is_null() ? empty : *it;
+  };
+  const json& slo = section("slo");
+  const json& prefill = section("prefill");
+  const json& decode = section("decode");
+  const struct {
+    const json& obj;
+    const char* path;
+    const char* key;
+    bool zero_ok;
+    const char* fix;
+    double* out;
+  } fields[] = {
+      {slo, "autoscaling.slo.", "ttftSeconds", false, "the time-to-first-token objective in seconds, e.g. 2",
+       &out.ttft_slo_seconds},
+      {slo, "autoscaling.slo.", "tpotSeconds", false, "the time-per-output-token objective in seconds, e.g. 0.05",
+       &out.tpot_slo_seconds},
+      {prefill, "autoscaling.prefill.", "tokensPerSecond", false,
+       "prompt tokens one prefill endpoint processes per second (from the cost model), e.g. 20000",
+       &out.prefill_tokens_per_second},
+      {prefill, "autoscaling.prefill.", "fixedSeconds", true, "the fixed latency of a prefill in seconds, e.g. 0.02",
+       &out.prefill_fixed_seconds},
+      {decode, "autoscaling.decode.", "stepSecondsBase", true,
+       "the decode step time of a one-sequence batch in seconds, e.g. 0.012", &out.decode_step_seconds_base},
+      {decode, "autoscaling.decode.", "stepSecondsPerSequence", true,
+       "the step time each further sequence adds in seconds, e.g. 0.0002", &out.decode_step_seconds_per_sequence},
+  };
+  for (const auto& f : fields) {
+    if (!get_scaling_number(f.obj, f.path, f.key, f.zero_ok, f.fix, f.out, err)) return unexpected(err);
+  }
+  for (const auto& [obj, path, keys] :
+       {std::tuple{&slo, "autoscaling.slo.", std::array<const char*, 2>{"ttftSeconds", "tpotSeconds"}},
+        std::tuple{&prefill, "autoscaling.prefill.", std::array<const char*, 2>{"tokensPerSecond", "fixedSeconds"}},
+        std::tuple{&decode, "autoscaling.decode.", std::array<const char*, 2>{"stepSecondsBase", "stepSecondsPerSequence"}}}) {
+    for (auto it = obj->begin(); it != obj->end(); ++it) {
+      if (it.key() == "$comment" || it.key() == keys[0] || it.key() == keys[1]) continue;
+      return unexpected("'" + std::string(path) + it.key() + "' is not a field of this block; use " + keys[0] + " or " +
+                        keys[1]);
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) {
@@ -218,6 +306,10 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
       c.prefix_auto = source == "auto";
       c.precise_prefix = c.prefix_auto ? std::optional<bool>() : std::optional<bool>(source == "index");
     }
+  }
+  if (auto a = doc.find("autoscaling"); a != doc.end() && !a->is_null()) {
+    auto applied = apply_autoscaling(*a, c.autoscaling);
+    if (!applied) return applied;
   }
   // Pools: roles by name, DNS discovery.
   std::vector<std::pair<std::string, EndpointRole>> roles;

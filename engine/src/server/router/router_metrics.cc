@@ -132,6 +132,9 @@ void RouterMetrics::write(std::string& out) const {
   write_metric(out, "disagg_router_retries_total", "counter",
                "Upstream attempts repeated on another endpoint (connect failure or 5xx before the first byte).",
                "", load(retries));
+  write_metric(out, "disagg_router_drained_endpoint_retries_total", "counter",
+               "Upstream attempts answered 503 by a draining endpoint and sent to another one (not failures).",
+               "", load(drained_retries));
   out.append("# HELP disagg_router_pd_decisions_total Prefill/decode decisions by reason.\n"
              "# TYPE disagg_router_pd_decisions_total counter\n");
   constexpr std::array<std::string_view, 4> reasons = {"disaggregate", "below_threshold",
@@ -201,6 +204,7 @@ ScrapedLoad parse_vllm_load(std::string_view text) {
     else if (name == "vllm:kv_cache_usage_perc" || name == "vllm:gpu_cache_usage_perc") which = 2;
     else if (name == "vllm:prefix_cache_hits_total" || name == "vllm:gpu_prefix_cache_hits_total") which = 3;
     else if (name == "vllm:prefix_cache_queries_total" || name == "vllm:gpu_prefix_cache_queries_total") which = 4;
+    else if (name == "disagg:sim_worker_pending_kv_transfers") which = 5;
     else continue;
     // The value follows the labels (which may contain spaces inside quotes) and precedes an
     // optional timestamp.
@@ -222,6 +226,10 @@ ScrapedLoad parse_vllm_load(std::string_view text) {
     double v = 0;
     auto res = std::from_chars(line.data() + vstart, line.data() + vend, v);
     if (res.ec != std::errc() || !std::isfinite(v)) continue;
+    if (which == 5) {
+      out.pending_transfers += v;
+      continue;
+    }
     if (which >= 3) {
       out.prefix_found = true;
       (which == 3 ? out.prefix_hits : out.prefix_queries) += v;

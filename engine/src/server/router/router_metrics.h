@@ -6,6 +6,9 @@
 //                                               outcome ok|error|client_gone
 //   errors_total{cause}                         see ErrorCause
 //   retries_total                               upstream attempts repeated on another endpoint
+//   drained_endpoint_retries_total              requests sent again elsewhere because their endpoint
+//                                               answered 503 (draining); not failures, not in retries_total
+//   pool_* {pool}                               the scaling signals (scaling_signals.h)
 //   decision_seconds                            histogram: routing decision (policy + P/D decider)
 //   overhead_seconds                            histogram: request received -> upstream request sent
 //                                               (parse, tokenize, hash, admit, decide), excluding
@@ -116,6 +119,12 @@ struct RouterMetrics {
   std::array<std::array<Counter, 3>, 2> requests{};
   std::array<Counter, kErrorCauseCount> errors{};
   Counter retries;
+  /// Attempts answered 503 by a draining endpoint and sent elsewhere (not counted in `retries`).
+  Counter drained_retries;
+  /// Requests held now for lack of a ready decode (or aggregated) endpoint, and requests served
+  /// decode-only now because no prefill endpoint was ready: the pools' queued_requests signals.
+  std::atomic<std::int64_t> waiting_for_endpoint{0};
+  std::atomic<std::int64_t> waiting_for_prefill{0};
   /// Indexed by disagg::PdReason.
   std::array<Counter, 4> pd_decisions{};
   Counter prefill_fallbacks;
@@ -155,6 +164,9 @@ struct ScrapedLoad {
   double running = 0;   ///< sum of vllm:num_requests_running samples
   double waiting = 0;   ///< sum of vllm:num_requests_waiting samples
   double kv_usage = 0;  ///< max of vllm:kv_cache_usage_perc (or gpu_cache_usage_perc) samples
+  /// disagg:sim_worker_pending_kv_transfers: prefilled requests whose KV a decode worker has yet to
+  /// pull (the sim-worker's; vLLM has no such gauge). Not part of `found`.
+  double pending_transfers = 0;
   bool found = false;   ///< any of them was present
   /// Sums of vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total (tokens; also the
   /// older vllm:gpu_prefix_cache_* names), when prefix_found.

@@ -114,7 +114,7 @@ Task<StreamOpening> read_opening(http::ClientStream& up, std::string& head, http
 // `cancel` (the client-close watch's) aborts the leg when the client leaves: the prefill worker
 // then sees its connection close and aborts; that is not the endpoint's failure.
 http::Task<json> UpstreamLegs::run_prefill(net::any_io_executor ex, Pick& p, const RequestJson& body, std::string target,
-                       std::string request_id, Clock::time_point deadline, http::ClientCancel* cancel) {
+                       std::string request_id, Clock::time_point deadline, http::ClientCancel* cancel, bool* drained) {
   RequestJson pb = body;
   pb["max_tokens"] = 1;
   if (pb.contains("max_completion_tokens")) pb["max_completion_tokens"] = 1;
@@ -141,6 +141,10 @@ http::Task<json> UpstreamLegs::run_prefill(net::any_io_executor ex, Pick& p, con
   }
   if (!res) {
     table_.upstream_failed(p, res.error().code == http::ClientErrc::connect_failed, res.error().message());
+  } else if (res->status == 503) {
+    // Draining (scaled down): not a failure; the caller routes the request again.
+    table_.upstream_draining(p);
+    *drained = true;
   } else if (res->status >= 500) {
     table_.upstream_failed(p, false, "HTTP " + std::to_string(res->status));
   } else if (res->status == 200) {
@@ -173,6 +177,19 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
   http::ClientCancel client_left;
   w.watch_close(CancelOnClientClose(&client_left));
   const CloseWatchGuard watch_guard(w);
+  // Counted in the prefill pool's queued_requests while it is served decode-only for lack of a
+  // ready prefill endpoint (scaling_signals.h): what brings a prefill pool back from zero.
+  struct PrefillStarved {
+    std::atomic<std::int64_t>* gauge = nullptr;
+    void set(std::atomic<std::int64_t>& g) {
+      if (gauge == nullptr) (gauge = &g)->fetch_add(1, std::memory_order_relaxed);
+    }
+    ~PrefillStarved() {
+      if (gauge != nullptr) gauge->fetch_sub(1, std::memory_order_relaxed);
+    }
+  } prefill_starved;
+  bool held = false;  // waited once for a ready endpoint (autoscaling)
+  bool overhead_seen = false;
   for (int attempt = 0; attempt <= config_.max_retries; ++attempt) {
     const auto now = Clock::now();
     if (now >= deadline) {
@@ -187,9 +204,37 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       if (config_.log_decisions) log_line("decision " + request_id + " attempt " + std::to_string(attempt) + " " + plan_result.decision);
       if (explain_asked) decision = std::move(plan_result.decision);
     }
+    if (!plan_result.main.ok() && config_.autoscaling.configured && !held) {
+      // No ready endpoint of the pool: it may be scaled to zero, or every endpoint drains. Hold the
+      // request (up to queue_timeout_ms) while the autoscaler, which sees it in queued_requests,
+      // brings one up. Polled: the endpoint table has no waiters to wake.
+      held = true;
+      const auto hold_until = std::min(deadline, Clock::now() + std::chrono::milliseconds(config_.queue_timeout_ms));
+      metrics_.waiting_for_endpoint.fetch_add(1, std::memory_order_relaxed);
+      net::steady_timer timer(w.executor());
+      while (!plan_result.main.ok() && Clock::now() < hold_until && !client_left.cancelled()) {
+        timer.expires_after(std::chrono::milliseconds(50));
+        boost::system::error_code ec;
+        co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+        plan_result = table_.plan(rq, exclude, attempt == 0, Clock::now(), false);
+      }
+      metrics_.waiting_for_endpoint.fetch_sub(1, std::memory_order_relaxed);
+      if (client_left.cancelled()) {
+        if (plan_result.main.ok()) {
+          table_.finish(plan_result.prefill, rq.request_id);
+          table_.finish(plan_result.main, rq.request_id);
+        }
+        metrics_.error(ErrorCause::client_gone);
+        w.abort();
+        co_return ProxyOutcome::client_gone;
+      }
+    }
     Pick& pick = plan_result.main;
+    if (plan_result.pd_evaluated && plan_result.reason == PdReason::no_prefill_endpoint && table_.need_prefill()) {
+      prefill_starved.set(metrics_.waiting_for_prefill);
+    }
     if (!pick.ok()) {
-      if (attempt == 0) {
+      if (attempt == 0 && exclude == 0) {
         last_error = std::string("no healthy ") + (table_.pd_mode() ? "decode" : "aggregated") + " endpoint to serve the request";
         last_cause = ErrorCause::no_endpoint;
         last_status = 503;
@@ -197,7 +242,8 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       }
       break;
     }
-    if (attempt == 0) {
+    if (!overhead_seen) {
+      overhead_seen = true;
       // Router-added latency before the first upstream request: parse, tokenize, hash, admit,
       // decide (queueing excluded; the prefill leg is the workers' time).
       metrics_.overhead_seconds.observe(std::max(0.0, std::chrono::duration<double>(plan_result.decided - t0).count() - queued));
@@ -206,13 +252,26 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
     if (plan_result.prefill.ok()) {
       Pick& pf = plan_result.prefill;
       prefill_label = pf.label;
-      kv_params = co_await run_prefill(w.executor(), pf, body, std::string(target), request_id, deadline, &client_left);
+      bool prefill_drained = false;
+      kv_params = co_await run_prefill(w.executor(), pf, body, std::string(target), request_id, deadline, &client_left,
+                                       &prefill_drained);
+      const int prefill_slot = pf.slot;
       table_.finish(pf, rq.request_id);
       if (client_left.cancelled()) {  // the client left during the prefill: no decode leg
         table_.finish(pick, rq.request_id);
         metrics_.error(ErrorCause::client_gone);
         w.abort();
         co_return ProxyOutcome::client_gone;
+      }
+      if (prefill_drained) {
+        // The prefill endpoint drains: decide again without it (P/D still allowed; not a failure,
+        // so the retry budget is kept; each endpoint is excluded once, which bounds this).
+        exclude |= std::uint64_t{1} << prefill_slot;
+        table_.finish(pick, rq.request_id);
+        prefill_label.clear();
+        metrics_.drained_retries.fetch_add(1, std::memory_order_relaxed);
+        --attempt;
+        continue;
       }
       if (kv_params.is_null()) {
         metrics_.prefill_fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -280,6 +339,29 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
     }
     http::ClientStream& up = **opened;
     const unsigned status = up.status();
+    if (status == 503) {
+      // The endpoint drains (scaled down; it answers new requests 503 + Retry-After while its
+      // requests in flight finish): send the request elsewhere at once and route nothing more
+      // there. Not a failure: no health strike, and the retry budget (for failures) is kept; each
+      // endpoint is excluded once, which bounds this. The worker did not take the request, so KV
+      // transfer parameters stay valid for the next decode endpoint.
+      for (std::size_t drained_bytes = 0; drained_bytes < (64u << 10);) {  // read the answer: the connection stays usable
+        auto piece = co_await up.read_some();
+        if (!piece || piece->empty()) break;
+        drained_bytes += piece->size();
+      }
+      table_.upstream_draining(pick);
+      exclude |= std::uint64_t{1} << pick.slot;
+      table_.finish(pick, rq.request_id);
+      last_cause = ErrorCause::no_endpoint;
+      last_status = 503;
+      last_error = "every endpoint able to serve the request is draining (the last: " + pick.label + ")";
+      last_body.clear();
+      metrics_.drained_retries.fetch_add(1, std::memory_order_relaxed);
+      if (Clock::now() >= deadline) break;
+      --attempt;
+      continue;
+    }
     if (status >= 500) {
       // Nothing was relayed yet: read the error (bounded) and try another endpoint.
       std::string err_body;

@@ -5,6 +5,13 @@
 // leg in flight; a worker that breaks mid-stream ends the client's stream with an OpenAI error
 // event. Each leg is counted in the table from the decision to its end.
 //
+// A draining endpoint (answers 503: scaled down, finishing its requests in flight): the request is
+// sent to another endpoint at once (prefill legs too), the endpoint gets no new request, and none
+// of it counts as a failure or against max_retries (drained_endpoint_retries_total). Legs in flight
+// on an endpoint that drains or leaves the table (DNS) are never cancelled for it: they run to their
+// end. With the `autoscaling` block, a request that finds no ready endpoint waits for one up to
+// queue_timeout_ms (the pool's queued_requests signal), so that a pool scaled to zero comes back.
+//
 // A failed KV pull (vLLM's kv_load_failure_policy 'fail'): a decode leg that carried the prefill's
 // kv_transfer_params and failed before anything was relayed (5xx, a stream that opens with an error
 // event, a connection that broke after the request was sent) is retried decode-only, without the
@@ -47,7 +54,7 @@ class UpstreamLegs {
  private:
   http::Task<nlohmann::json> run_prefill(http::net::any_io_executor ex, Pick& p, const RequestJson& body,
                                          std::string target, std::string request_id, Clock::time_point deadline,
-                                         http::ClientCancel* cancel);
+                                         http::ClientCancel* cancel, bool* drained);
   http::Task<ProxyOutcome> relay(http::ResponseWriter& w, http::ClientStream& up, Pick& pick,
                                  const GenerateRequest& g, Clock::time_point t0, const std::string& prefill_label,
                                  const std::string& decision, std::string head = {});

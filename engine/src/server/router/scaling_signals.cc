@@ -1,0 +1,138 @@
+// scaling_signals.cc — the per-pool scaling signals (scaling_signals.h).
+#include "scaling_signals.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "router_metrics.h"
+
+namespace disagg::router {
+
+namespace {
+
+// KV utilization at which a decode pool counts as full (pressure 1): vLLM preempts near 100 %, and
+// the rule's 0.8 target then asks for a replica at 72 %.
+constexpr double kKvFull = 0.9;
+
+double finite_or_zero(double v) { return std::isfinite(v) ? v : 0; }
+
+// No ready endpoint: requests waiting for the pool force it up from zero (KEDA's activation);
+// nothing waiting leaves it at zero.
+double pressure_without_endpoints(const PoolObservation& o) {
+  return o.queued_requests > 0 ? 1 + o.queued_requests : 0;
+}
+
+PoolSignals common(const PoolObservation& o) {
+  PoolSignals s;
+  s.ready_endpoints = o.ready_endpoints;
+  s.draining_endpoints = o.draining_endpoints;
+  s.waiting_prompt_tokens = std::max(0.0, o.waiting_prompt_tokens);
+  s.running_sequences = std::max(0.0, o.running_sequences);
+  s.kv_utilization = o.ready_endpoints > 0 ? std::clamp(o.kv_utilization_sum / o.ready_endpoints, 0.0, 1.0) : 0;
+  s.queued_requests = std::max(0.0, o.queued_requests);
+  return s;
+}
+
+}  // namespace
+
+PoolSignals prefill_pool_signals(const PoolObservation& o, double mean_prompt_tokens, const AutoscalingSignalsConfig& c) {
+  PoolSignals s = common(o);
+  if (o.ready_endpoints <= 0) {
+    s.pressure = pressure_without_endpoints(o);
+    return s;
+  }
+  const double capacity = c.prefill_tokens_per_second * o.ready_endpoints;
+  s.predicted_ttft_seconds =
+      finite_or_zero((s.waiting_prompt_tokens + std::max(0.0, mean_prompt_tokens)) / capacity + c.prefill_fixed_seconds);
+  s.pressure = finite_or_zero(s.predicted_ttft_seconds / c.ttft_slo_seconds);
+  return s;
+}
+
+PoolSignals decode_pool_signals(const PoolObservation& o, const AutoscalingSignalsConfig& c) {
+  PoolSignals s = common(o);
+  if (o.ready_endpoints <= 0) {
+    s.pressure = pressure_without_endpoints(o);
+    return s;
+  }
+  const double per_endpoint = s.running_sequences / o.ready_endpoints;
+  s.predicted_tpot_seconds =
+      finite_or_zero(c.decode_step_seconds_base + c.decode_step_seconds_per_sequence * (per_endpoint + 1));
+  s.pressure = finite_or_zero(std::max(s.predicted_tpot_seconds / c.tpot_slo_seconds, s.kv_utilization / kKvFull));
+  return s;
+}
+
+void write_pool_signals(std::string& out, const PoolSignals& prefill, const PoolSignals& decode) {
+  struct Family {
+    const char* name;
+    const char* help;
+    double (*value)(const PoolSignals&);
+  };
+  static constexpr std::array<Family, 9> families = {{
+      {"disagg_router_pool_slo_pressure",
+       "Scaling signal: predicted latency of the next request / its SLO (prefill: TTFT; decode: max of TPOT and "
+       "KV utilization / 0.9); 1 + queued requests with no ready endpoint.",
+       [](const PoolSignals& s) { return s.pressure; }},
+      {"disagg_router_pool_ready_endpoints", "Endpoints of the pool that receive requests.",
+       [](const PoolSignals& s) { return static_cast<double>(s.ready_endpoints); }},
+      {"disagg_router_pool_draining_endpoints", "Endpoints of the pool that are draining (no new requests).",
+       [](const PoolSignals& s) { return static_cast<double>(s.draining_endpoints); }},
+      {"disagg_router_pool_waiting_prompt_tokens",
+       "Prompt tokens routed to the pool's ready endpoints and not yet prefilled (no first byte).",
+       [](const PoolSignals& s) { return s.waiting_prompt_tokens; }},
+      {"disagg_router_pool_predicted_ttft_seconds",
+       "Predicted TTFT of the next request on the prefill pool (0 with no ready endpoint).",
+       [](const PoolSignals& s) { return s.predicted_ttft_seconds; }},
+      {"disagg_router_pool_running_sequences", "vllm:num_requests_running summed over the pool's ready endpoints.",
+       [](const PoolSignals& s) { return s.running_sequences; }},
+      {"disagg_router_pool_kv_utilization", "vllm:kv_cache_usage_perc averaged over the pool's ready endpoints (0..1).",
+       [](const PoolSignals& s) { return s.kv_utilization; }},
+      {"disagg_router_pool_predicted_tpot_seconds",
+       "Predicted TPOT of the next request on the decode pool (0 with no ready endpoint).",
+       [](const PoolSignals& s) { return s.predicted_tpot_seconds; }},
+      {"disagg_router_pool_queued_requests", "Requests held for lack of a ready endpoint of the pool.",
+       [](const PoolSignals& s) { return s.queued_requests; }},
+  }};
+  for (const Family& f : families) {
+    out.append("# HELP ").append(f.name).append(" ").append(f.help).append("\n");
+    out.append("# TYPE ").append(f.name).append(" gauge\n");
+    write_sample(out, f.name, "pool=\"prefill\"", f.value(prefill));
+    write_sample(out, f.name, "pool=\"decode\"", f.value(decode));
+  }
+}
+
+std::string pool_signals_json(const PoolSignals& prefill, const PoolSignals& decode) {
+  auto one = [](const PoolSignals& s) {
+    return nlohmann::json{{"pressure", s.pressure},
+                          {"readyEndpoints", s.ready_endpoints},
+                          {"drainingEndpoints", s.draining_endpoints},
+                          {"waitingPromptTokens", s.waiting_prompt_tokens},
+                          {"predictedTtftSeconds", s.predicted_ttft_seconds},
+                          {"runningSequences", s.running_sequences},
+                          {"kvUtilization", s.kv_utilization},
+                          {"predictedTpotSeconds", s.predicted_tpot_seconds},
+                          {"queuedRequests", s.queued_requests}};
+  };
+  return nlohmann::json{{"pools", {{"prefill", one(prefill)}, {"decode", one(decode)}}}}.dump();
+}
+
+double MeanPromptTracker::update(double tokens_total, double requests_total) {
+  std::lock_guard lock(mu_);
+  const double dt = tokens_total - tokens_;
+  const double dr = requests_total - requests_;
+  if (dt < 0 || dr < 0) {  // an endpoint left with its counts: start over from here
+    tokens_ = tokens_total;
+    requests_ = requests_total;
+    return mean_;
+  }
+  if (dr > 0) {
+    mean_ = dt / dr;
+    tokens_ = tokens_total;
+    requests_ = requests_total;
+  }
+  return mean_;
+}
+
+}  // namespace disagg::router

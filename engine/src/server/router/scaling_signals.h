@@ -1,0 +1,88 @@
+// scaling_signals.h — the router's per-pool scaling signals (issue 24): what each pool's endpoints
+// hold now, the latency the next request would see, and the SLO pressure an autoscaler scales on.
+//
+// Two pools: "prefill" (prefill endpoints) and "decode" (decode endpoints, or the aggregated ones
+// of a deployment without P/D). The pressure is predicted latency / SLO (1.0: the next request
+// would just meet its SLO):
+//   prefill: predicted TTFT / slo.ttftSeconds, where predicted TTFT =
+//            (waiting prompt tokens + mean prompt) / (prefill.tokensPerSecond x ready endpoints)
+//            + prefill.fixedSeconds;
+//   decode:  max(predicted TPOT / slo.tpotSeconds, KV utilization / 0.9), where predicted TPOT =
+//            decode.stepSecondsBase + decode.stepSecondsPerSequence x (running / ready + 1);
+//   no ready endpoint: 1 + queued requests when some wait for the pool (scale from zero), else 0.
+// The scaling rule (desired = ceil(current x pressure / target), HPA tolerance and windows) is the
+// autoscaler's: KEDA reads GET /scaling (metrics-api scaler), an HPA the Prometheus gauges.
+//
+// Computed when /metrics or /scaling is read, never on the request path: the inputs are the
+// endpoint table's live state (scraped vLLM gauges, the router's own leg accounting) and two gauges
+// the request path keeps anyway.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "router_config.h"
+
+namespace disagg::router {
+
+/// What the router sees of one pool at one moment (EndpointTable::observe_pools fills it).
+struct PoolObservation {
+  /// Present endpoints that receive requests (health check passed, not ejected, not draining).
+  std::int32_t ready_endpoints = 0;
+  /// Present endpoints that said they are draining (a 503 answer or health check) and get no new work.
+  std::int32_t draining_endpoints = 0;
+  /// Prompt tokens of the legs in flight on the ready endpoints that have not had their first byte
+  /// (the router's own count: waiting for, or in, prefill).
+  double waiting_prompt_tokens = 0;
+  /// Sum over the ready endpoints of vllm:num_requests_running, and of vllm:kv_cache_usage_perc.
+  double running_sequences = 0;
+  double kv_utilization_sum = 0;
+  /// Requests held for lack of a ready endpoint of the pool (decode: waiting in the router; prefill:
+  /// served decode-only because no prefill endpoint was ready).
+  double queued_requests = 0;
+  /// Prompt tokens and requests ever routed to the pool's present endpoints (monotonic while the
+  /// endpoints stay): the mean prompt is taken over what was routed between two reads.
+  double routed_prompt_tokens_total = 0;
+  double routed_requests_total = 0;
+};
+
+/// One pool's signals, as exported.
+struct PoolSignals {
+  double pressure = 0;
+  std::int32_t ready_endpoints = 0;
+  std::int32_t draining_endpoints = 0;
+  double waiting_prompt_tokens = 0;
+  double predicted_ttft_seconds = 0;  ///< prefill pool only; 0 with no ready endpoint
+  double running_sequences = 0;
+  double kv_utilization = 0;          ///< mean over the ready endpoints, 0..1
+  double predicted_tpot_seconds = 0;  ///< decode pool only; 0 with no ready endpoint
+  double queued_requests = 0;
+};
+
+/// The prefill pool's signals; `mean_prompt_tokens` is the mean prompt of its recent requests.
+PoolSignals prefill_pool_signals(const PoolObservation& o, double mean_prompt_tokens,
+                                 const AutoscalingSignalsConfig& c);
+/// The decode pool's signals.
+PoolSignals decode_pool_signals(const PoolObservation& o, const AutoscalingSignalsConfig& c);
+
+/// The disagg_router_pool_* gauges of both pools (Prometheus text, HELP and TYPE once per family).
+void write_pool_signals(std::string& out, const PoolSignals& prefill, const PoolSignals& decode);
+/// GET /scaling's body: {"pools":{"prefill":{"pressure":...,...},"decode":{...}}}.
+std::string pool_signals_json(const PoolSignals& prefill, const PoolSignals& decode);
+
+/// The mean prompt of the requests routed between two reads, from monotonic totals. The first read
+/// takes everything since the start; a read with no new request keeps the last mean; totals that
+/// went back (an endpoint left) restart the count. Thread-safe (a mutex: never the request path).
+class MeanPromptTracker {
+ public:
+  double update(double tokens_total, double requests_total);
+
+ private:
+  std::mutex mu_;
+  double tokens_ = 0;
+  double requests_ = 0;
+  double mean_ = 0;
+};
+
+}  // namespace disagg::router

@@ -1,0 +1,262 @@
+// Scaling signals (issue 24): the autoscaling block of the router configuration and its refusals,
+// the per-pool pressure as the contract defines it, the JSON and Prometheus forms, the draining
+// state of an endpoint (no strike, no routing, cleared by a later passing check), and drain-wait.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "drain_wait.h"
+#include "endpoint_health.h"
+#include "router_config.h"
+#include "router_metrics.h"
+#include "scaling_signals.h"
+
+namespace disagg::router {
+namespace {
+
+using json = nlohmann::json;
+
+// ---- configuration -------------------------------------------------------------------------------
+
+TEST(AutoscalingConfig, AbsentKeepsTheDefaultsAndHoldsNothing) {
+  RouterConfig c;
+  ASSERT_TRUE(apply_config_json(json::parse(R"({"router": {"listenPort": 8000}})"), c));
+  EXPECT_FALSE(c.autoscaling.configured);
+  EXPECT_DOUBLE_EQ(c.autoscaling.ttft_slo_seconds, 2.0);
+  EXPECT_DOUBLE_EQ(c.autoscaling.tpot_slo_seconds, 0.1);
+}
+
+TEST(AutoscalingConfig, ReadsTheContractsBlock) {
+  RouterConfig c;
+  auto r = apply_config_json(json::parse(R"({"autoscaling": {
+      "slo": {"ttftSeconds": 1.5, "tpotSeconds": 0.05},
+      "prefill": {"tokensPerSecond": 12000, "fixedSeconds": 0},
+      "decode": {"stepSecondsBase": 0.01, "stepSecondsPerSequence": 0.0003},
+      "minReplicas": 1}})"), c);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_TRUE(c.autoscaling.configured);
+  EXPECT_DOUBLE_EQ(c.autoscaling.ttft_slo_seconds, 1.5);
+  EXPECT_DOUBLE_EQ(c.autoscaling.tpot_slo_seconds, 0.05);
+  EXPECT_DOUBLE_EQ(c.autoscaling.prefill_tokens_per_second, 12000);
+  EXPECT_DOUBLE_EQ(c.autoscaling.prefill_fixed_seconds, 0);
+  EXPECT_DOUBLE_EQ(c.autoscaling.decode_step_seconds_base, 0.01);
+  EXPECT_DOUBLE_EQ(c.autoscaling.decode_step_seconds_per_sequence, 0.0003);
+}
+
+TEST(AutoscalingConfig, RefusalsNameTheFieldTheValueAndTheFix) {
+  struct Case {
+    const char* doc;
+    std::vector<std::string> says;
+  };
+  const Case cases[] = {
+      {R"({"autoscaling": 3})", {"'autoscaling'", "(3)", "must be an object"}},
+      {R"({"autoscaling": {"slo": []}})", {"'autoscaling.slo'", "must be an object", "ttftSeconds"}},
+      {R"({"autoscaling": {"slo": {"ttftSeconds": 0}}})", {"'autoscaling.slo.ttftSeconds'", "(0)", "> 0", "e.g. 2"}},
+      {R"({"autoscaling": {"slo": {"tpotSeconds": "fast"}}})", {"'autoscaling.slo.tpotSeconds'", "\"fast\"", "> 0"}},
+      {R"({"autoscaling": {"prefill": {"tokensPerSecond": -5}}})", {"'autoscaling.prefill.tokensPerSecond'", "(-5)"}},
+      {R"({"autoscaling": {"prefill": {"fixedSeconds": -0.1}}})", {"'autoscaling.prefill.fixedSeconds'", ">= 0"}},
+      {R"({"autoscaling": {"decode": {"stepSecondsBase": -1}}})", {"'autoscaling.decode.stepSecondsBase'", ">= 0"}},
+      {R"({"autoscaling": {"decode": {"stepSecondsPerSequence": -1}}})", {"'autoscaling.decode.stepSecondsPerSequence'", ">= 0"}},
+      {R"({"autoscaling": {"slo": {"ttft": 2}}})", {"'autoscaling.slo.ttft'", "use ttftSeconds or tpotSeconds"}},
+  };
+  for (const Case& k : cases) {
+    RouterConfig c;
+    auto r = apply_config_json(json::parse(k.doc), c);
+    ASSERT_FALSE(r) << k.doc;
+    for (const std::string& s : k.says) EXPECT_NE(r.error().find(s), std::string::npos) << k.doc << " -> " << r.error();
+  }
+}
+
+// ---- the pressure ----------------------------------------------------------------------------------
+
+AutoscalingSignalsConfig contract_example() {
+  AutoscalingSignalsConfig c;
+  c.ttft_slo_seconds = 2.0;
+  c.tpot_slo_seconds = 0.05;
+  c.prefill_tokens_per_second = 20000;
+  c.prefill_fixed_seconds = 0.02;
+  c.decode_step_seconds_base = 0.012;
+  c.decode_step_seconds_per_sequence = 0.0002;
+  return c;
+}
+
+TEST(ScalingSignals, PrefillPressureIsPredictedTtftOverTheSlo) {
+  const auto c = contract_example();
+  PoolObservation o;
+  o.ready_endpoints = 2;
+  o.waiting_prompt_tokens = 38000;
+  // (38000 + 2000) / (20000 x 2) + 0.02 = 1.02 s; / 2 s
+  const PoolSignals s = prefill_pool_signals(o, 2000, c);
+  EXPECT_DOUBLE_EQ(s.predicted_ttft_seconds, 1.02);
+  EXPECT_DOUBLE_EQ(s.pressure, 0.51);
+  EXPECT_EQ(s.ready_endpoints, 2);
+  EXPECT_DOUBLE_EQ(s.predicted_tpot_seconds, 0);
+  // More waiting tokens: more pressure; another endpoint: less.
+  o.waiting_prompt_tokens = 78000;
+  EXPECT_GT(prefill_pool_signals(o, 2000, c).pressure, s.pressure);
+  o.ready_endpoints = 4;
+  EXPECT_LT(prefill_pool_signals(o, 2000, c).pressure, s.pressure * 2);
+}
+
+TEST(ScalingSignals, DecodePressureIsTheWorseOfTpotAndKv) {
+  const auto c = contract_example();
+  PoolObservation o;
+  o.ready_endpoints = 2;
+  o.running_sequences = 198;  // 99 per endpoint: 0.012 + 0.0002 x 100 = 0.032 s
+  o.kv_utilization_sum = 0.9;  // mean 0.45
+  PoolSignals s = decode_pool_signals(o, c);
+  EXPECT_NEAR(s.predicted_tpot_seconds, 0.032, 1e-12);
+  EXPECT_NEAR(s.pressure, 0.64, 1e-12);  // 0.032 / 0.05 > 0.45 / 0.9
+  EXPECT_DOUBLE_EQ(s.kv_utilization, 0.45);
+  EXPECT_DOUBLE_EQ(s.predicted_ttft_seconds, 0);
+  // KV nearly full dominates.
+  o.kv_utilization_sum = 1.8;
+  s = decode_pool_signals(o, c);
+  EXPECT_NEAR(s.pressure, 1.0, 1e-12);
+}
+
+TEST(ScalingSignals, WithoutReadyEndpointsQueuedRequestsForceScaleFromZero) {
+  const auto c = contract_example();
+  PoolObservation o;
+  o.draining_endpoints = 1;
+  EXPECT_DOUBLE_EQ(prefill_pool_signals(o, 1000, c).pressure, 0);
+  EXPECT_DOUBLE_EQ(decode_pool_signals(o, c).pressure, 0);
+  o.queued_requests = 3;
+  EXPECT_DOUBLE_EQ(prefill_pool_signals(o, 1000, c).pressure, 4);
+  const PoolSignals d = decode_pool_signals(o, c);
+  EXPECT_DOUBLE_EQ(d.pressure, 4);
+  EXPECT_EQ(d.draining_endpoints, 1);
+  EXPECT_DOUBLE_EQ(d.predicted_tpot_seconds, 0);
+}
+
+TEST(ScalingSignals, JsonAndPrometheusCarryTheContractsNames) {
+  const auto c = contract_example();
+  PoolObservation p;
+  p.ready_endpoints = 1;
+  p.waiting_prompt_tokens = 100;
+  PoolObservation d;
+  d.ready_endpoints = 3;
+  d.running_sequences = 30;
+  d.queued_requests = 0;
+  const PoolSignals ps = prefill_pool_signals(p, 50, c), ds = decode_pool_signals(d, c);
+  const json doc = json::parse(pool_signals_json(ps, ds));
+  for (const char* pool : {"prefill", "decode"}) {
+    const json& j = doc.at("pools").at(pool);
+    for (const char* key : {"pressure", "readyEndpoints", "drainingEndpoints", "waitingPromptTokens",
+                            "predictedTtftSeconds", "runningSequences", "kvUtilization", "predictedTpotSeconds",
+                            "queuedRequests"}) {
+      EXPECT_TRUE(j.contains(key)) << pool << "." << key;
+    }
+  }
+  EXPECT_DOUBLE_EQ(doc["pools"]["prefill"]["pressure"].get<double>(), ps.pressure);
+  EXPECT_EQ(doc["pools"]["decode"]["readyEndpoints"].get<int>(), 3);
+  std::string text;
+  write_pool_signals(text, ps, ds);
+  for (const char* name : {"disagg_router_pool_slo_pressure", "disagg_router_pool_ready_endpoints",
+                           "disagg_router_pool_draining_endpoints", "disagg_router_pool_waiting_prompt_tokens",
+                           "disagg_router_pool_predicted_ttft_seconds", "disagg_router_pool_running_sequences",
+                           "disagg_router_pool_kv_utilization", "disagg_router_pool_predicted_tpot_seconds",
+                           "disagg_router_pool_queued_requests"}) {
+    EXPECT_NE(text.find(std::string("# TYPE ") + name + " gauge"), std::string::npos) << name;
+    EXPECT_NE(text.find(std::string(name) + "{pool=\"prefill\"} "), std::string::npos) << name;
+    EXPECT_NE(text.find(std::string(name) + "{pool=\"decode\"} "), std::string::npos) << name;
+  }
+  EXPECT_NE(text.find("disagg_router_pool_ready_endpoints{pool=\"decode\"} 3\n"), std::string::npos);
+}
+
+TEST(ScalingSignals, MeanPromptIsTakenBetweenReads) {
+  MeanPromptTracker t;
+  EXPECT_DOUBLE_EQ(t.update(0, 0), 0);
+  EXPECT_DOUBLE_EQ(t.update(1000, 10), 100);      // everything so far
+  EXPECT_DOUBLE_EQ(t.update(1000, 10), 100);      // nothing new: the last mean
+  EXPECT_DOUBLE_EQ(t.update(21000, 20), 2000);    // only the ten new ones
+  EXPECT_DOUBLE_EQ(t.update(500, 5), 2000);       // an endpoint left: start over, keep the mean
+  EXPECT_DOUBLE_EQ(t.update(800, 8), 100);
+}
+
+// ---- draining endpoints ---------------------------------------------------------------------------
+
+TEST(EndpointDraining, A503StopsRoutingWithoutAStrikeAndALaterPassingCheckClearsIt) {
+  EndpointSlot s;
+  const HealthPolicy policy{3, 1000};
+  record_health(s, true, 0, policy, 0);
+  ASSERT_TRUE(routable(s, 1));
+  // WHEN it answers a request 503
+  EXPECT_TRUE(record_draining(s, 100));
+  EXPECT_FALSE(record_draining(s, 101));  // news once
+  // THEN it gets no request, and it was no failure
+  EXPECT_FALSE(routable(s, 102));
+  EXPECT_EQ(s.failures.load(), 0);
+  EXPECT_EQ(s.ejections.load(), 0u);
+  // AND a check sent before the drain began does not clear it
+  record_health(s, true, 150, policy, /*started_ms=*/90);
+  EXPECT_FALSE(routable(s, 151));
+  // AND a check sent after it that passes does (an overloaded worker that recovered)
+  EXPECT_TRUE(record_health(s, true, 250, policy, /*started_ms=*/200));
+  EXPECT_TRUE(routable(s, 251));
+}
+
+// ---- drain-wait -----------------------------------------------------------------------------------
+
+TEST(DrainWait, ParsesFlagsAndRefusesBadOnes) {
+  const char* good[] = {"drain-wait", "--metrics-url", "http://127.0.0.1:8001/metrics", "--timeout-s", "90", "--quiet-s", "1.5"};
+  bool help = false;
+  auto o = parse_drain_wait_args(7, const_cast<char**>(good), &help);
+  ASSERT_TRUE(o) << o.error();
+  EXPECT_EQ(o->host, "127.0.0.1");
+  EXPECT_EQ(o->port, 8001);
+  EXPECT_EQ(o->path, "/metrics");
+  EXPECT_DOUBLE_EQ(o->timeout_s, 90);
+  EXPECT_DOUBLE_EQ(o->quiet_s, 1.5);
+  const char* no_timeout[] = {"drain-wait", "--metrics-url", "http://h:1/metrics"};
+  auto e1 = parse_drain_wait_args(3, const_cast<char**>(no_timeout), &help);
+  ASSERT_FALSE(e1);
+  EXPECT_NE(e1.error().find("'--timeout-s' is required"), std::string::npos);
+  const char* bad_url[] = {"drain-wait", "--metrics-url", "https://h/metrics", "--timeout-s", "1"};
+  auto e2 = parse_drain_wait_args(5, const_cast<char**>(bad_url), &help);
+  ASSERT_FALSE(e2);
+  EXPECT_NE(e2.error().find("https://h/metrics"), std::string::npos);
+  const char* bad_quiet[] = {"drain-wait", "--metrics-url", "http://h:1/", "--timeout-s", "1", "--quiet-s", "-2"};
+  auto e3 = parse_drain_wait_args(7, const_cast<char**>(bad_quiet), &help);
+  ASSERT_FALSE(e3);
+  EXPECT_NE(e3.error().find("'--quiet-s' (-2)"), std::string::npos);
+}
+
+TEST(DrainWait, CountsRunningWaitingAndHeldTransfers) {
+  EXPECT_FALSE(busy_requests("# nothing here\nother_metric 3\n").has_value());
+  const std::string page =
+      "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 2\n"
+      "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 1\n"
+      "disagg:sim_worker_pending_kv_transfers{engine=\"0\",model_name=\"m\"} 4\n";
+  ASSERT_TRUE(busy_requests(page).has_value());
+  EXPECT_DOUBLE_EQ(*busy_requests(page), 7);
+  EXPECT_DOUBLE_EQ(parse_vllm_load(page).pending_transfers, 4);
+}
+
+TEST(DrainWait, EndsWhenQuietWhenGoneOrAtTheTimeout) {
+  DrainWaitOptions o;
+  o.quiet_s = 0.05;
+  o.poll_s = 0.01;
+  o.timeout_s = 30;
+  std::vector<std::string> said;
+  const auto say = [&](const std::string& line) { said.push_back(line); };
+  // Busy three times, then idle: quiet (not before it read 0).
+  int reads = 0;
+  EXPECT_EQ(drain_wait(o, [&] { return DrainReading{reads++ < 3 ? 2.0 : 0.0, false}; }, say), DrainWaitEnd::quiet);
+  EXPECT_GT(reads, 3);
+  // An unreadable page counts busy; a worker that stopped listening ends the wait.
+  reads = 0;
+  EXPECT_EQ(drain_wait(o, [&] { return reads++ < 2 ? DrainReading{std::nullopt, false} : DrainReading{std::nullopt, true}; }, say),
+            DrainWaitEnd::gone);
+  // Always busy: the timeout.
+  o.timeout_s = 0.05;
+  EXPECT_EQ(drain_wait(o, [] { return DrainReading{1.0, false}; }, say), DrainWaitEnd::timed_out);
+  ASSERT_FALSE(said.empty());
+  EXPECT_NE(said.back().find("timed out"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace disagg::router
