@@ -224,6 +224,8 @@ void SimEngine::run_timers(Clock::time_point now) {
     timers_.pop_back();
     if (t.release_held) {
       (void)sched_.release_held(t.handle);
+      // Recounted here too: an engine left with no work steps no more (a drain waits on this).
+      held_transfers_.fetch_sub(1, std::memory_order_acq_rel);
     } else {
       (void)sched_.remote_kv_ready(t.handle);
     }
@@ -393,6 +395,7 @@ void SimEngine::loop() {
               timers_.push_back({now + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(secs / speedup)),
                                  ev.handle, true});
+              held_transfers_.fetch_add(1, std::memory_order_acq_rel);  // before the answer: a drain waits on it
             }
             finish(ev.id, RequestState::finished, SchedErrc::invalid_request);
             break;
@@ -431,6 +434,9 @@ std::string SimEngine::metrics_text() const {
                     "Number of requests in model execution batches.", labels, running_gauge_);
   write_prom_metric(out, "vllm:num_requests_waiting", "gauge",
                     "Number of requests waiting to be processed.", labels, waiting_gauge_);
+  write_prom_metric(out, "disagg:sim_worker_pending_kv_transfers", "gauge",
+                    "Prefilled requests whose KV blocks are held for a decode worker's pull (P/D).", labels,
+                    held_transfers_.load(std::memory_order_acquire));
   write_prom_metric(out, "vllm:kv_cache_usage_perc", "gauge",
                     "KV-cache usage. 1 means 100 percent usage.", labels, kv_usage_);
   write_prom_metric(out, "vllm:prefix_cache_queries_total", "counter",

@@ -103,6 +103,8 @@ class SimEngine {
   std::string metrics_text() const;
 
   std::int32_t pending() const { return pending_.load(std::memory_order_acquire); }
+  /// Prefill-only requests whose KV blocks are still held for a decode worker's pull (P/D).
+  std::int32_t held_transfers() const { return held_transfers_.load(std::memory_order_acquire); }
   const SimEngineOptions& options() const { return options_; }
   const CostModel& cost_model() const { return cost_; }
 
@@ -134,6 +136,7 @@ class SimEngine {
   std::vector<std::shared_ptr<RequestState>> cancels_;
   bool stop_ = false;
   std::atomic<std::int32_t> pending_{0};
+  std::atomic<std::int32_t> held_transfers_{0};
 
   // Engine-thread state.
   std::uint64_t next_id_ = 1;

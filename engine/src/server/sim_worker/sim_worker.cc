@@ -197,6 +197,11 @@ struct SimWorker::Impl {
   std::atomic<std::uint64_t> request_counter{0};
   std::atomic<std::int64_t> tokens_sent{0};
   std::atomic<std::uint64_t> kv_load_failures{0};  // --kv-load-fail-rate draws that failed
+  // Drain (SIGTERM): new generations get 503 + Retry-After, /health and /ready 503; the server
+  // closes once no generation is in flight and no KV transfer is held (see SimWorker::drain()).
+  std::atomic<bool> draining{false};
+  std::atomic<std::int32_t> generating{0};  // generate() calls in flight
+  Task<void> drain_when_idle();
 
   /// The served model's tokenizer and chat template (--tokenizer); empty: the made-up tokenizer.
   std::optional<text::ModelText> model_text;
@@ -438,6 +443,18 @@ Task<void> SimWorker::Impl::tokenize(http::Request& req, ResponseWriter& w, bool
 }
 
 Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool chat) {
+  // Counted before the drain flag is read: drain_when_idle() then never misses a request that got in.
+  struct InFlight {
+    std::atomic<std::int32_t>& n;
+    explicit InFlight(std::atomic<std::int32_t>& c) : n(c) { n.fetch_add(1, std::memory_order_acq_rel); }
+    ~InFlight() { n.fetch_sub(1, std::memory_order_acq_rel); }
+  } in_flight(generating);
+  if (draining.load(std::memory_order_acquire)) {
+    const std::array<Header, 1> retry = {Header{"Retry-After", "1"}};
+    co_await w.send_error(503, "the worker is draining (shutting down); send the request to another worker", "",
+                          "draining", retry);
+    co_return;
+  }
   const std::uint64_t n = request_counter.fetch_add(1);
   if (config.fail_rate > 0) {
     const double u = static_cast<double>(splitmix64(config.seed ^ (n * 0x9e3779b97f4a7c15ULL)) >> 11) * 0x1.0p-53;
@@ -628,10 +645,10 @@ Task<void> SimWorker::Impl::handle(http::Request& req, ResponseWriter& w) {
   } else if (path == "/tokenize" || path == "/detokenize") {
     if (!co_await only(http::bhttp::verb::post, "POST")) co_return;
     co_await tokenize(req, w, path == "/detokenize");
-  } else if (path == "/health") {
+  } else if (path == "/health" || path == "/ready") {
     if (!co_await only(http::bhttp::verb::get, "GET")) co_return;
-    if (server->draining()) {
-      co_await w.send_error(503, "draining");
+    if (draining.load(std::memory_order_acquire) || server->draining()) {
+      co_await w.send_error(503, "draining", "", "draining");
     } else {
       co_await w.send(200, "", "text/plain");
     }
@@ -650,7 +667,7 @@ Task<void> SimWorker::Impl::handle(http::Request& req, ResponseWriter& w) {
   } else {
     co_await w.send_error(404, "no route for " + std::string(path) +
                                    "; sim-worker serves /v1/completions, /v1/chat/completions, "
-                                   "/tokenize, /detokenize, /v1/models, /health and /metrics",
+                                   "/tokenize, /detokenize, /v1/models, /health, /ready and /metrics",
                           "", "not_found");
   }
 }
@@ -731,7 +748,25 @@ Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerCon
 
 void SimWorker::drain() {
   Impl* im = impl_.get();
-  im->server->drain([im] { im->ioc.stop(); });
+  if (im->draining.exchange(true, std::memory_order_acq_rel)) return;
+  std::cout << "disagg-engine sim-worker: draining: new requests get 503, finishing " << im->generating.load()
+            << " in flight and " << im->engine->held_transfers() << " held KV transfers" << std::endl;
+  net::co_spawn(im->ioc, im->drain_when_idle(), net::detached);
+}
+
+// The listener stays open while requests finish, so that a client (the router) that sends a new
+// request hears 503 (go elsewhere) rather than a refused connection; then the server drains
+// (keep-alive connections close) and the process exits. Bounded by --drain-timeout-ms.
+Task<void> SimWorker::Impl::drain_when_idle() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config.drain_timeout_ms);
+  net::steady_timer timer(ioc);
+  while ((generating.load(std::memory_order_acquire) > 0 || engine->held_transfers() > 0) &&
+         std::chrono::steady_clock::now() < deadline) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    boost::system::error_code ec;
+    co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+  server->drain([this] { ioc.stop(); });
 }
 
 void SimWorker::run() {
