@@ -343,11 +343,16 @@ def prepare_openai_request(body, content_format, source):
     _tool_calls(conversation)
     if any(m["role"] == "developer" for m in conversation) and not ('"developer"' in source or "'developer'" in source):
         conversation = _developer_to_system(conversation)
+    # (a value that is not a boolean: pydantic coerces or refuses it; the engine and this take the default)
     add_generation_prompt = body.get("add_generation_prompt", True)
+    add_generation_prompt = add_generation_prompt if isinstance(add_generation_prompt, bool) else True
     continue_final = body.get("continue_final_message", False)
+    continue_final = continue_final if isinstance(continue_final, bool) else False
     if add_generation_prompt and continue_final:
         raise RequestError("continue_final_message and add_generation_prompt cannot both be true")
-    kwargs = dict(body.get("chat_template_kwargs") or {})
+    # (vLLM's pydantic model refuses a chat_template_kwargs that is not an object; the engine
+    # ignores it, and so does this)
+    kwargs = dict(body["chat_template_kwargs"]) if isinstance(body.get("chat_template_kwargs"), dict) else {}
     # the request's own fields override chat_template_kwargs unless null (merge_kwargs)
     for key in ("add_generation_prompt", "continue_final_message", "documents", "reasoning_effort"):
         if key in ("add_generation_prompt", "continue_final_message") or body.get(key) is not None:
@@ -457,7 +462,7 @@ def main(argv):
                     fmt = formats[name]
                     try:
                         body, continue_final = prepare_openai_request(context, fmt, sources[name])
-                    except (RequestError, TypeError, AttributeError, KeyError) as e:
+                    except Exception as e:  # a request vLLM refuses: an error answer, as in the engine
                         answer = {"error": f"{type(e).__name__}: {e}", "content_format": fmt}
                     else:
                         special = {}
