@@ -80,14 +80,15 @@ export function renderSweepChart(points: SweepPoint[], options: SweepChartOption
     const positive = values.filter(v => v > 0);
     const log = panel.allowLog && positive.length > 0 && Math.max(...positive) / Math.min(...positive) > 20;
     const yAxis = axis(values.length > 0 ? values : [0, 1], log, false);
-    out.push(...renderPanel(i * PANEL_W, 30, panel.title, panel.series, xAxis, yAxis, panel.slo, options));
+    out.push(...renderPanel(i * PANEL_W, 30, panel.title, panel.series, xAxis, yAxis, panel.slo, options, 'arrival rate (req/s)'));
   });
   out.push('</svg>');
   return out.join('\n') + '\n';
 }
 
 function renderPanel(
-  x0: number, y0: number, title: string, series: Series[], xa: Axis, ya: Axis, slo: number | undefined, options: SweepChartOptions,
+  x0: number, y0: number, title: string, series: Series[], xa: Axis, ya: Axis, slo: number | undefined,
+  options: Pick<SweepChartOptions, 'markRate' | 'markLabel'>, xLabel: string,
 ): string[] {
   const out: string[] = [];
   const plotW = PANEL_W - MARGIN.left - MARGIN.right;
@@ -109,7 +110,7 @@ function renderPanel(
     out.push(`<line x1="${left}" y1="${y}" x2="${left + plotW}" y2="${y}" stroke="#e5e5e5"/>`);
     out.push(`<text x="${left - 6}" y="${y}" text-anchor="end" dominant-baseline="middle">${esc(tickLabel(t))}</text>`);
   }
-  out.push(`<text x="${left + plotW / 2}" y="${top + plotH + 34}" text-anchor="middle">arrival rate (req/s)${ya.log ? ', log y' : ''}</text>`);
+  out.push(`<text x="${left + plotW / 2}" y="${top + plotH + 34}" text-anchor="middle">${esc(xLabel)}${ya.log ? ', log y' : ''}</text>`);
   if (slo !== undefined && slo >= ya.min && slo <= ya.max) {
     const y = fmt(sy(slo));
     out.push(`<line data-series="slo" x1="${left}" y1="${y}" x2="${left + plotW}" y2="${y}" stroke="${COLORS.slo}" stroke-dasharray="6 4" stroke-width="1.5"/>`);
@@ -136,6 +137,72 @@ function renderPanel(
   });
   out.push('</g>');
   return out;
+}
+
+/** What the autoscaling chart shows: windows of a run, as the engine's scaling report gives them. */
+export interface TimelineChartInput {
+  readonly title: string;
+  /** Start of each window, seconds. */
+  readonly startSeconds: number[];
+  readonly windowSeconds: number;
+  /** Requests that arrived in each window. */
+  readonly arrivals: number[];
+  /** Of those, the ones meeting both SLOs. */
+  readonly good: number[];
+  /** Per pool: its name and mean replicas billed (provisioning, serving, draining) and ready per window. */
+  readonly pools: ReadonlyArray<{ readonly name: string; readonly replicas: number[]; readonly ready: number[] }>;
+  /** The static deployment's SLO attainment per window, for comparison (optional). */
+  readonly staticGood?: number[];
+  /** The attainment to aim for (e.g. 0.99). */
+  readonly targetShare: number;
+}
+
+const POOL_COLORS = ['#0072B2', '#D55E00', '#009E73', '#CC79A7'];
+
+/**
+ * Three panels against time (hours): the load (arrivals/s per window), the replicas of each pool
+ * (billed solid, ready dashed) and the share of each window's requests meeting both SLOs (the
+ * autoscaled run, and the static one when given). Plain SVG 1.1, `<path data-series="...">` each.
+ */
+export function renderTimelineChart(input: TimelineChartInput): string {
+  const hours = input.startSeconds.map(s => (s + input.windowSeconds / 2) / 3600);
+  const at = (values: number[]): Array<[number, number]> => values.map((v, i) => [hours[i], v]);
+  const share = (good: number[]): number[] => good.map((g, i) => (input.arrivals[i] > 0 ? (100 * g) / input.arrivals[i] : NaN));
+  const panels: Array<{ title: string; series: Series[]; slo?: number }> = [
+    { title: 'Load (req/s)', series: [{ id: 'load', label: 'arrivals', color: COLORS.offered, points: at(input.arrivals.map(n => n / input.windowSeconds)) }] },
+    {
+      title: 'Replicas per pool',
+      series: input.pools.flatMap((p, i) => [
+        { id: `replicas-${p.name}`, label: `${p.name} (billed)`, color: POOL_COLORS[i % POOL_COLORS.length], points: at(p.replicas) },
+        { id: `ready-${p.name}`, label: `${p.name} (ready)`, color: POOL_COLORS[i % POOL_COLORS.length], dashed: true, points: at(p.ready) },
+      ]),
+    },
+    {
+      title: 'Requests meeting the SLO (%)',
+      series: [
+        { id: 'slo-autoscaled', label: 'autoscaled', color: COLORS.good, points: at(share(input.good)) },
+        ...(input.staticGood ? [{ id: 'slo-static', label: 'static', color: COLORS.offered, dashed: true, points: at(share(input.staticGood)) }] : []),
+      ],
+      slo: input.targetShare * 100,
+    },
+  ];
+  const width = PANEL_W * panels.length;
+  const height = PANEL_H + 30;
+  const out: string[] = [];
+  out.push('<?xml version="1.0" encoding="UTF-8"?>');
+  out.push(`<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="11">`);
+  out.push(`<title>${esc(input.title)}</title>`);
+  out.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
+  out.push(`<text x="${width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">${esc(input.title)}</text>`);
+  const xAxis = axis(hours.length > 0 ? hours : [0, 1], false, true);
+  panels.forEach((panel, i) => {
+    const values = panel.series.flatMap(s => s.points.map(pt => pt[1])).filter(v => Number.isFinite(v))
+      .concat(panel.slo !== undefined ? [panel.slo] : []);
+    const yAxis = axis(values.length > 0 ? values : [0, 1], false, true);
+    out.push(...renderPanel(i * PANEL_W, 30, panel.title, panel.series, xAxis, yAxis, panel.slo, {}, 'time (h)'));
+  });
+  out.push('</svg>');
+  return out.join('\n') + '\n';
 }
 
 /** An axis over `values` with "nice" ticks; log axes tick at 1-2-5 steps of each decade. */
