@@ -212,6 +212,10 @@ struct Simulator::Impl {
     double last_request = -1e300;
     double prompt_mean = 0, output_mean = 0;  // EWMA over arrivals (the "one mean prompt")
     bool seen = false;
+    // Prompt tokens arriving per second: those of the last interval, smoothed over about a minute.
+    std::int64_t tokens_since_tick = 0;
+    double token_rate = 0;
+    bool rate_seen = false;
     std::int32_t ready = 0, provisioning = 0, draining = 0;
     std::int32_t billed() const { return ready + provisioning + draining; }
     PoolScaleReport report;
@@ -355,6 +359,7 @@ struct Simulator::Impl {
       pr.prompt_mean = pr.seen ? pr.prompt_mean + kAlpha * (prompt - pr.prompt_mean) : prompt;
       pr.output_mean = pr.seen ? pr.output_mean + kAlpha * (output - pr.output_mean) : output;
       pr.seen = true;
+      pr.tokens_since_tick += static_cast<std::int64_t>(r.prompt.size());
     }
   }
 
@@ -374,30 +379,44 @@ struct Simulator::Impl {
         per_second += w.prefill_tokens_per_second;
       }
       const double ttft = tokens / per_second + cm.params().request_overhead_seconds;
-      return ttft / config.slo.ttft_seconds;
+      // An addition to the contract's signal: the prompt tokens arriving per second over the
+      // replicas' prefill rate (utilization). The predicted TTFT alone is flat until the queue
+      // builds (a replica at 10% and one at 90% predict about the same), so the HPA formula,
+      // desired = ready x pressure / target, would shrink a busy pool to one replica and flap.
+      return std::max(ttft / config.slo.ttft_seconds, pr.token_rate / per_second);
     }
     // Decode (and aggregated) pools: the decode step of (running per replica + 1) sequences at the
-    // mean context, against the TPOT SLO; or KV use against 90%.
-    std::int64_t running = 0;
+    // mean context, against the TPOT SLO; or the replicas' capacity in use against 90%: KV blocks,
+    // and (an addition to the contract's signal) sequence slots, (running + waiting) / max_num_seqs.
+    // Without the slots a pool whose replicas are full of sequences queues new ones while its TPOT
+    // and KV look fine (a 70B model at 256 sequences steps in ~23 ms), and never scales.
+    std::int64_t running = 0, queued = 0;
     double kv = 0;
     for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
       const Worker& w = workers[static_cast<std::size_t>(i)];
       if (w.state != SlotState::ready) continue;
       running += w.sched.num_running();
+      queued += w.sched.num_waiting();
       const KvBlockPool& kp = w.sched.pool();
       kv += static_cast<double>(kp.used_blocks()) / static_cast<double>(kp.total_blocks());
     }
     const std::int64_t n = (running + pr.ready - 1) / pr.ready + 1;
     const double context = pr.prompt_mean + pr.output_mean / 2;
     const double tpot = cm.decode_batch_time(n, static_cast<std::int64_t>(static_cast<double>(n) * context)).total_seconds;
-    return std::max(tpot / config.slo.tpot_seconds, kv / pr.ready / 0.9);
+    const double slots = static_cast<double>(running + queued) / (static_cast<double>(pr.ready) * pr.sched.max_num_seqs);
+    return std::max({tpot / config.slo.tpot_seconds, kv / pr.ready / 0.9, slots / 0.9});
   }
 
   void on_tick(double now) {
     account(now);
+    const double interval = config.autoscale.evaluation_interval_seconds;
     for (std::size_t p = 0; p < pools.size(); ++p) {
       PoolRun& pr = pools[p];
       if (!pr.scaler) continue;
+      const double rate = static_cast<double>(pr.tokens_since_tick) / interval;
+      pr.token_rate = pr.rate_seen ? pr.token_rate + std::min(1.0, interval / 60.0) * (rate - pr.token_rate) : rate;
+      pr.rate_seen = true;
+      pr.tokens_since_tick = 0;
       const std::int32_t requested = pr.ready + pr.provisioning;
       const std::int32_t desired = pr.scaler->evaluate(now, pr.ready, requested, pressure(pr), pr.last_request);
       for (std::int32_t k = requested; k < desired; ++k) {
@@ -1236,7 +1255,8 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload, const Si
   const double first_arrival = have_pending ? pending.arrival_seconds : 0;
   if (have_pending) s.push(pending.arrival_seconds, EvKind::arrival, -1);
   s.arrivals_pending = have_pending;
-  if (s.autoscaled) s.push(0, EvKind::autoscale_tick, -1);
+  // The first evaluation after one interval of measurement (as an HPA's first metrics arrive).
+  if (s.autoscaled) s.push(s.config.autoscale.evaluation_interval_seconds, EvKind::autoscale_tick, -1);
   // Closed loop: requests appear as others end, so the stream is polled after every event.
   const bool closed = workload.closed_loop();
   if (closed) s.workload = &workload;

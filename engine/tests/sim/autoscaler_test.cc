@@ -132,15 +132,15 @@ TEST(SimulatorAutoscaling, ProvisioningTakesNodeImageAndWeightLoadTime) {
   w.max_requests = 1;
   w.input = {LengthDist::Kind::fixed, 500, 0, 1, 1 << 20};
   w.output = {LengthDist::Kind::fixed, 10, 0, 1, 1 << 20};
-  // WHEN one request arrives at t=0
+  // WHEN one request arrives at t=0 (the rule first runs after one 15 s interval)
   const SimulationResult r = test::run(c, w);
-  // THEN it waited for a replica: its TTFT is the provisioning time plus its own prefill
+  // THEN it waited for a replica: its TTFT is the first evaluation plus the provisioning time plus its own prefill
   ASSERT_TRUE(r.has_scaling);
   const PoolScaleReport& pr = r.scaling.pools.at(0);
   EXPECT_DOUBLE_EQ(pr.provision_seconds, 165);
   EXPECT_EQ(r.summary.completed, 1);
-  EXPECT_GE(r.summary.ttft.max, 165);
-  EXPECT_LT(r.summary.ttft.max, 166);
+  EXPECT_GE(r.summary.ttft.max, 15 + 165);
+  EXPECT_LT(r.summary.ttft.max, 15 + 166);
   // pressure 1 + 1 held request over target 0.8: ceil(2.5) = 3 replicas, billed from the decision
   EXPECT_EQ(pr.scale_ups, 3);
   EXPECT_GE(pr.gpu_seconds, 3 * 165 * pr.gpus_per_replica);
