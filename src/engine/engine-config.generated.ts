@@ -420,10 +420,6 @@ export interface DisaggEngineConfiguration {
     kvEventsReplayEndpoint?: string;
   }[];
   /**
-   * Planner (`disagg-engine plan`, addon plan()): searches replica counts and tensor-parallel sizes, aggregated and disaggregated, within maxAccelerators for the highest goodput per accelerator-dollar under slo, simulating workload at rates of a geometric grid (engine/include/disagg/planner.h). The TypeScript side resolves one pool template per tensor-parallel size (and instance type) into tensorParallelOptions, so the engine keeps no hardware table.
-   */
-  planner?: {
-  /**
    * SLO autoscaling. The router reads slo, prefill and decode: the SLO and the capacity model its per-pool scaling signals (GET /scaling, disagg_router_pool_* on /metrics) are computed against (engine/src/server/router/README.md, Scaling signals). Given at all, the router also holds a request that finds no ready endpoint of its pool (up to router.queueTimeoutSeconds) so that a pool scaled to zero can come back. Absent: the signals use the defaults below. The simulator reads its own keys of this block.
    */
   autoscaling?: {
@@ -472,6 +468,10 @@ export interface DisaggEngineConfiguration {
     };
     [k: string]: unknown | undefined;
   };
+  /**
+   * Planner (`disagg-engine plan`, addon plan()): searches replica counts and tensor-parallel sizes, aggregated and disaggregated, within maxAccelerators for the highest goodput per accelerator-dollar under slo, simulating workload at rates of a geometric grid (engine/include/disagg/planner.h). The TypeScript side resolves one pool template per tensor-parallel size (and instance type) into tensorParallelOptions, so the engine keeps no hardware table.
+   */
+  planner?: {
     $comment?: string;
     /**
      * Accelerators a deployment may use in all.

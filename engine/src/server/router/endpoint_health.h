@@ -74,12 +74,12 @@ struct EndpointSlot {
     checked = false;
     failures = 0;
     ejected_until_ms = 0;
+    draining_since_ms = 0;
     running = 0;
     waiting = 0;
     kv_usage = 0;
     inflight_prefill_tokens = 0;
     reported_prefix_hits = -1;
-    draining_since_ms = 0;
     reported_prefix_queries = -1;
   }
 };
@@ -126,17 +126,17 @@ inline bool record_health(EndpointSlot& e, bool ok, std::int64_t now_ms, const H
                           std::int64_t started_ms = 0) {
   const bool was = routable(e, now_ms);
   e.checked.store(true, std::memory_order_release);
-  if (!ok) {
-    e.up.store(false, std::memory_order_release);
-    record_failure(e, now_ms, policy, false);
-    return false;
-  }
   // Only a check sent after the drain began says the endpoint stopped draining.
   if (ok) {
     std::int64_t since = e.draining_since_ms.load(std::memory_order_acquire);
     if (since != 0 && started_ms >= since) {
       e.draining_since_ms.compare_exchange_strong(since, 0, std::memory_order_acq_rel);
     }
+  }
+  if (!ok) {
+    e.up.store(false, std::memory_order_release);
+    record_failure(e, now_ms, policy, false);
+    return false;
   }
   e.up.store(true, std::memory_order_release);
   if (now_ms >= e.ejected_until_ms.load(std::memory_order_acquire)) {

@@ -366,6 +366,14 @@ void EndpointTable::upstream_failed(const Pick& p, bool definitive, std::string_
   }
 }
 
+void EndpointTable::upstream_draining(const Pick& p) {
+  EndpointSlot& s = slots_[static_cast<std::size_t>(p.slot)];
+  if (s.generation != p.generation) return;
+  if (record_draining(s, now_ms())) {
+    log_line("endpoint " + p.label + " is draining (answered 503): no new requests go there; those in flight finish");
+  }
+}
+
 void EndpointTable::upstream_ok(const Pick& p) {
   EndpointSlot& s = slots_[static_cast<std::size_t>(p.slot)];
   if (s.generation == p.generation) record_success(s);
@@ -403,20 +411,23 @@ void EndpointTable::present(std::vector<Present>& out) {
     e.generation = s.generation;
   }
 }
-void EndpointTable::upstream_draining(const Pick& p) {
-  EndpointSlot& s = slots_[static_cast<std::size_t>(p.slot)];
-  if (s.generation != p.generation) return;
-  if (record_draining(s, now_ms())) {
-    log_line("endpoint " + p.label + " is draining (answered 503): no new requests go there; those in flight finish");
-  }
-}
-
 
 void EndpointTable::health_checked(int id, std::uint32_t generation, bool ok, const std::string& failure,
                                    std::int64_t started_ms, bool draining, bool says_draining) {
   EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
   std::lock_guard lock(mu_);
   if (!s.present || s.generation != generation) return;
+  // A draining endpoint's check answers 503 (the sim-worker's says "draining") and that is
+  // expected: no strike. A bare 503 from one not marked draining counts as a failure: vLLM's
+  // /health answers 503 when its engine died (EngineDeadError,
+  // vllm/entrypoints/serve/instrumentator/health.py).
+  if (says_draining && record_draining(s, now_ms())) {
+    log_line("endpoint " + s.label + " is draining (its health check says so): no new requests go there; those in flight finish");
+  }
+  if (draining && s.draining_since_ms.load(std::memory_order_acquire) != 0) {
+    s.checked.store(true, std::memory_order_release);
+    return;
+  }
   const bool was_checked = s.checked.load();
   const bool was_up = s.up.load();
   if (record_health(s, ok, now_ms(), health_, started_ms)) {
@@ -439,54 +450,6 @@ void EndpointTable::load_reported(int id, std::uint32_t generation, const Scrape
   s.kv_usage.store(load.kv_usage, std::memory_order_relaxed);
 }
 
-// ---- metrics --------------------------------------------------------------------------------------
-
-void EndpointTable::write_metrics(std::string& out) {
-  std::lock_guard lock(mu_);
-  write_metric(out, "disagg_router_kv_index_entries", "gauge", "Entries (block x endpoint x tier) in the KV block index.",
-               "", index_ ? static_cast<double>(index_->size()) : 0);
-  write_metric(out, "disagg_router_kv_index_evictions_total", "counter", "Index entries evicted by its bounds.", "",
-               index_ ? static_cast<double>(index_->evictions()) : 0);
-  // How complete the index is: publisher blocks keyed by the router's own hash of their token ids,
-  // and those that could not be (by reason).
-  write_metric(out, "disagg_router_kv_blocks_keyed_total", "counter",
-               "Stored KV blocks indexed under the router's own hash of their token ids.", "", static_cast<double>(keyed_blocks_));
-  out.append("# HELP disagg_router_kv_blocks_unkeyed_total Stored KV blocks not keyed by token ids, by reason "
-             "(no_tokens: indexed under the publisher's hash).\n# TYPE disagg_router_kv_blocks_unkeyed_total counter\n");
-  for (std::size_t r = 1; r < BlockKeyer::kSkipCount; ++r) {
-  // A draining endpoint's check answers 503 (the sim-worker's says "draining") and that is
-  // expected: no strike. A bare 503 from one not marked draining counts as a failure: vLLM's
-  // /health answers 503 when its engine died (EngineDeadError,
-  // vllm/entrypoints/serve/instrumentator/health.py).
-  if (says_draining && record_draining(s, now_ms())) {
-    log_line("endpoint " + s.label + " is draining (its health check says so): no new requests go there; those in flight finish");
-  }
-  if (draining && s.draining_since_ms.load(std::memory_order_acquire) != 0) {
-    s.checked.store(true, std::memory_order_release);
-    return;
-  }
-    out.append("disagg_router_kv_blocks_unkeyed_total{reason=\"")
-        .append(to_string(static_cast<BlockKeyer::Skip>(r)))
-        .append("\"} ")
-        .append(std::to_string(unkeyed_blocks_[r]))
-        .append("\n");
-  }
-  std::size_t remembered = 0;
-  for (const auto& k : keyers_) remembered += k ? k->size() : 0;
-  write_metric(out, "disagg_router_kv_key_map_entries", "gauge",
-               "Publisher block hashes the router remembers to translate removals and children.", "", static_cast<double>(remembered));
-  struct Family {
-    const char* name;
-    const char* type;
-    const char* help;
-  };
-  constexpr std::array<Family, 12> families = {{
-      {"disagg_router_endpoint_healthy", "gauge", "1 when the endpoint receives requests (health check passed, not ejected)."},
-      {"disagg_router_endpoint_inflight", "gauge", "Requests the router has in flight on the endpoint."},
-      {"disagg_router_endpoint_running", "gauge", "vllm:num_requests_running last scraped."},
-      {"disagg_router_endpoint_waiting", "gauge", "vllm:num_requests_waiting last scraped."},
-      {"disagg_router_endpoint_kv_usage", "gauge", "vllm:kv_cache_usage_perc last scraped."},
-      {"disagg_router_endpoint_kv_index_entries", "gauge", "KV block index entries of the endpoint."},
 // ---- scaling signals ------------------------------------------------------------------------------
 
 void EndpointTable::observe_pools(PoolObservation& prefill, PoolObservation& decode) {
@@ -513,6 +476,43 @@ void EndpointTable::observe_pools(PoolObservation& prefill, PoolObservation& dec
   }
 }
 
+// ---- metrics --------------------------------------------------------------------------------------
+
+void EndpointTable::write_metrics(std::string& out) {
+  std::lock_guard lock(mu_);
+  write_metric(out, "disagg_router_kv_index_entries", "gauge", "Entries (block x endpoint x tier) in the KV block index.",
+               "", index_ ? static_cast<double>(index_->size()) : 0);
+  write_metric(out, "disagg_router_kv_index_evictions_total", "counter", "Index entries evicted by its bounds.", "",
+               index_ ? static_cast<double>(index_->evictions()) : 0);
+  // How complete the index is: publisher blocks keyed by the router's own hash of their token ids,
+  // and those that could not be (by reason).
+  write_metric(out, "disagg_router_kv_blocks_keyed_total", "counter",
+               "Stored KV blocks indexed under the router's own hash of their token ids.", "", static_cast<double>(keyed_blocks_));
+  out.append("# HELP disagg_router_kv_blocks_unkeyed_total Stored KV blocks not keyed by token ids, by reason "
+             "(no_tokens: indexed under the publisher's hash).\n# TYPE disagg_router_kv_blocks_unkeyed_total counter\n");
+  for (std::size_t r = 1; r < BlockKeyer::kSkipCount; ++r) {
+    out.append("disagg_router_kv_blocks_unkeyed_total{reason=\"")
+        .append(to_string(static_cast<BlockKeyer::Skip>(r)))
+        .append("\"} ")
+        .append(std::to_string(unkeyed_blocks_[r]))
+        .append("\n");
+  }
+  std::size_t remembered = 0;
+  for (const auto& k : keyers_) remembered += k ? k->size() : 0;
+  write_metric(out, "disagg_router_kv_key_map_entries", "gauge",
+               "Publisher block hashes the router remembers to translate removals and children.", "", static_cast<double>(remembered));
+  struct Family {
+    const char* name;
+    const char* type;
+    const char* help;
+  };
+  constexpr std::array<Family, 12> families = {{
+      {"disagg_router_endpoint_healthy", "gauge", "1 when the endpoint receives requests (health check passed, not ejected)."},
+      {"disagg_router_endpoint_inflight", "gauge", "Requests the router has in flight on the endpoint."},
+      {"disagg_router_endpoint_running", "gauge", "vllm:num_requests_running last scraped."},
+      {"disagg_router_endpoint_waiting", "gauge", "vllm:num_requests_waiting last scraped."},
+      {"disagg_router_endpoint_kv_usage", "gauge", "vllm:kv_cache_usage_perc last scraped."},
+      {"disagg_router_endpoint_kv_index_entries", "gauge", "KV block index entries of the endpoint."},
       {"disagg_router_endpoint_requests_total", "counter", "Requests (legs) routed to the endpoint."},
       {"disagg_router_endpoint_ejections_total", "counter", "Times the endpoint was ejected after consecutive failures."},
       // Predicted against reported prefix hits: rate(predicted) / rate(prompt) is the hit rate the

@@ -58,11 +58,6 @@ struct DnsPoolSpec {
 /// (apply_config_json checks).
 std::uint16_t dns_kv_events_port(const DnsPoolSpec& pool, std::size_t port_index);
 
-struct RouterConfig {
-  std::string config_path;
-  std::string host = "0.0.0.0";
-  std::uint16_t port = 8000;
-  /// Model names served; requests naming another get 404. The first one is /v1/models' first.
 /// The optional `autoscaling` block: the SLO and the capacity model the router's per-pool scaling
 /// signals are computed against (scaling_signals.h; docs in README.md "Scaling signals"). Absent, the
 /// signals are still exported, against these defaults.
@@ -79,6 +74,11 @@ struct AutoscalingSignalsConfig {
   double decode_step_seconds_per_sequence = 0.0002;  ///< decode.stepSecondsPerSequence
 };
 
+struct RouterConfig {
+  std::string config_path;
+  std::string host = "0.0.0.0";
+  std::uint16_t port = 8000;
+  /// Model names served; requests naming another get 404. The first one is /v1/models' first.
   std::vector<std::string> served_models;
   std::int32_t block_size = 16;
   /// --tokenizer / router.tokenizer: a folder with the served model's tokenizer.json and
@@ -146,12 +146,12 @@ struct AutoscalingSignalsConfig {
   std::int64_t index_entries_per_endpoint = 0;
   std::int64_t replay_timeout_ms = 1'000;
   std::int64_t drain_timeout_ms = 30'000;
+  AutoscalingSignalsConfig autoscaling;
 };
 
 /// Applies the JSON configuration `doc` onto `config`. Unknown top-level sections (the cost
 /// model's, the simulator's) are ignored. Error: a message naming the field, value and fix.
 Expected<void, std::string> apply_config_json(const nlohmann::json& doc, RouterConfig& config);
-  AutoscalingSignalsConfig autoscaling;
 
 /// Maps the ConfigMap's policy names onto the engine's ("kv-aware" -> "llm-d", "least-loaded" ->
 /// "least-load"); others pass unchanged.
