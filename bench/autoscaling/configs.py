@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Configurations of bench/autoscaling.sh in DIR (argv[1]) from DIR/base.json (base-config.ts):
+peak-P-D.json (static P prefill + D decode replicas at the peak, 40 req/s for 30 min), day-static.json
+(4 + 2 static over the diurnal day), day-auto.json (autoscaled 1-8 per pool, starting at 4 + 2),
+surge.jsonl + surge.json (a long-prompt surge, autoscaled from 2 + 2)."""
+import copy, json, math, sys
+
+base = json.load(open(sys.argv[1] + '/base.json'))
+DAY = 86400
+
+def diurnal(peak, trough_share=0.2, step=600, hours=24):
+    """Poisson stages of `step` s: trough at 04:00, peak at 16:00 (raised cosine)."""
+    out = []
+    for k in range(int(hours * 3600 / step)):
+        h = (k + 0.5) * step / 3600
+        x = (1 - math.cos(2 * math.pi * (h - 4) / 24)) / 2
+        out.append({'ratePerSecond': round(peak * (trough_share + (1 - trough_share) * x), 4), 'durationSeconds': step})
+    return out
+
+def provisioning(ckpt_bytes):
+    # p5.48xlarge: S3 download at most 100 Gb/s per instance, half reached -> 6.25 GB/s;
+    # 8 local NVMe drives at 2 GB/s read each -> 16 GB/s.
+    return {'checkpointBytes': ckpt_bytes, 'networkBytesPerSecond': 6.25e9, 'nvmeBytesPerSecond': 16e9}
+
+def config(P, D, stages, scaled=False, horizon=DAY, window=900, maxr=8, down=300, workload=None):
+    c = copy.deepcopy(base)
+    c['workload'] = copy.deepcopy(workload or base['workload'])
+    c['workload'].pop('requests', None)
+    c['workload']['arrival'] = {'process': 'poisson', 'stages': stages}
+    c['autoscaling'] = {'horizonSeconds': horizon, 'windowSeconds': window, 'evaluationIntervalSeconds': 15}
+    for p, n in zip(c['pools'], (P, D)):
+        p['replicas'] = n
+        if scaled:
+            ckpt = p['weightBytesPerRank'] * p['tensorParallel']
+            p['autoscaling'] = {'minReplicas': 1, 'maxReplicas': maxr, 'scaleDownStabilizationSeconds': down,
+                                'provisioning': provisioning(ckpt)}
+    return c
+
+def surge_trace(path, rate=20, normal_in=2000, long_in=8000, out=300, seed=7):
+    """Poisson arrivals at `rate`/s for 3 h; prompts ~normal_in tokens, except 01:00-02:00 when they
+    are ~long_in (a long-prompt surge: same request rate, 4x the prompt tokens)."""
+    import random
+    rng = random.Random(seed)
+    t = 0.0
+    with open(path, 'w') as f:
+        while True:
+            t += rng.expovariate(rate)
+            if t >= 3 * 3600: break
+            mean = long_in if 3600 <= t < 7200 else normal_in
+            inp = max(64, min(16000, int(rng.lognormvariate(math.log(mean) - 0.5 * math.log(1.25), math.sqrt(math.log(1.25))))))
+            o = max(8, min(2000, int(rng.lognormvariate(math.log(out) - 0.5 * math.log(1.44), math.sqrt(math.log(1.44))))))
+            f.write('{"timestamp_ms": %d, "input_length": %d, "output_length": %d}\n' % (round(t * 1000), inp, o))
+
+def surge_config(path, trace):
+    c = config(2, 2, [{'ratePerSecond': 1, 'durationSeconds': 1}], scaled=True, horizon=3 * 3600, window=300)
+    c['workload'] = {'kind': 'trace', 'trace': {'path': trace}}
+    json.dump(c, open(path, 'w'), indent=1)
+
+
+if __name__ == '__main__':
+    d = sys.argv[1]
+    for P, D in [(3, 1), (4, 1), (2, 2), (3, 2), (4, 2)]:
+        json.dump(config(P, D, [{'ratePerSecond': 40, 'durationSeconds': 1800}], horizon=0), open(f'{d}/peak-{P}-{D}.json', 'w'))
+    json.dump(config(4, 2, diurnal(40)), open(f'{d}/day-static.json', 'w'))
+    json.dump(config(4, 2, diurnal(40), scaled=True), open(f'{d}/day-auto.json', 'w'))
+    surge_trace(f'{d}/surge.jsonl')
+    surge_config(f'{d}/surge.json', f'{d}/surge.jsonl')
