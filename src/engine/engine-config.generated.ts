@@ -487,6 +487,10 @@ export interface DisaggEngineConfiguration {
      */
     targetShare?: number;
     /**
+     * Global data-parallel rank of the engine behind the endpoint (vLLM --data-parallel-rank). Its KV-event batches name it (data_parallel_rank); batches naming another rank are dropped. Absent: learned from its first batch.
+     */
+    dataParallelRank?: number;
+    /**
      * Lowest arrival rate of the grid.
      */
     minRatePerSecond?: number;

@@ -45,6 +45,30 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** Whether `port` can be bound on 127.0.0.1 now. */
+async function portFree(port: number): Promise<boolean> {
+  return new Promise(resolve => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+/**
+ * The first of `n` consecutive loopback ports that are all free now (a pod's per-rank ports, as its
+ * pool's router configuration lists them), from random bases in 20000-59999; the caller binds them next.
+ * @throws after 100 tries
+ */
+export async function consecutiveFreePorts(n: number): Promise<number> {
+  for (let tries = 0; tries < 100; tries++) {
+    const base = 20_000 + Math.floor(Math.random() * (40_000 - n));
+    let ok = true;
+    for (let i = 0; i < n && ok; i++) ok = await portFree(base + i);
+    if (ok) return base;
+  }
+  throw new Error(`found no ${n} consecutive free loopback ports in 100 tries`);
+}
+
 /** One started engine process. */
 export interface EngineProcess {
   /** 'router', 'prefill-0', 'decode-1', 'worker-2', ... */

@@ -67,6 +67,11 @@ struct EndpointSlot {
   /// until a scrape finds them.
   std::atomic<double> reported_prefix_hits{-1};
   std::atomic<double> reported_prefix_queries{-1};
+  /// The engine's data-parallel rank: the spec's, else the first `data_parallel_rank` its KV events
+  /// carried; -1 while unknown (router lock; read for metrics under it).
+  std::int32_t data_parallel_rank = -1;
+  /// Whether a batch naming another rank was logged (once per endpoint; router lock).
+  bool rank_mismatch_logged = false;
 
   /// Resets the live state for a new endpoint in this slot (router lock held).
   void reset_live() {

@@ -96,6 +96,8 @@ int EndpointTable::add(const EndpointSpec& spec, bool from_dns, const std::strin
     ++s.generation;
     s.spec = spec;
     s.from_dns = from_dns;
+    s.data_parallel_rank = spec.data_parallel_rank;
+    s.rank_mismatch_logged = false;
     s.label = (spec.host.find(':') != std::string::npos ? "[" + spec.host + "]" : spec.host) + ":" +
               std::to_string(spec.port);
     s.reset_live();
@@ -168,6 +170,7 @@ void EndpointTable::on_kv_batch(EndpointId id, std::uint32_t generation, const K
   std::lock_guard lock(mu_);
   const EndpointSlot& s = slots_[id];
   if (!index_ || !s.present || s.generation != generation) return;
+  if (!rank_matches(id, batch.data_parallel_rank)) return;
   thread_local std::vector<BlockHash> keys;  // the subscriber's thread
   BlockKeyer& k = keyer(id);
   for (const KvEventRecord& e : batch.events) {
@@ -202,6 +205,40 @@ void EndpointTable::on_kv_batch(EndpointId id, std::uint32_t generation, const K
       case KvEventType::all_blocks_cleared: index_->clear(id, KvTier::gpu); break;
     }
   }
+}
+
+// vLLM's publisher of data-parallel rank r binds the configured port + r and stamps every batch
+// with r (vllm/distributed/kv_events.py: offset_endpoint_port, KVEventBatch.data_parallel_rank), so
+// one socket carries one rank's cache. A batch without the field (older vLLM, no data parallelism)
+// is taken as the endpoint's. A batch naming another rank than the one configured for the endpoint
+// describes another engine's cache (ports crossed): it is dropped, counted and logged once. On a
+// DNS endpoint the rank is learned from its first batch; a later change means another engine now
+// publishes there (a rank restarted elsewhere), so the old rank's entries are cleared first.
+bool EndpointTable::rank_matches(EndpointId id, std::int32_t rank) {
+  EndpointSlot& s = slots_[id];
+  if (rank < 0 || rank == s.data_parallel_rank) return true;
+  if (s.data_parallel_rank < 0) {
+    s.data_parallel_rank = rank;
+    return true;
+  }
+  ++rank_mismatch_batches_;
+  if (s.spec.data_parallel_rank >= 0) {
+    if (!s.rank_mismatch_logged) {
+      s.rank_mismatch_logged = true;
+      log_line("KV events of " + s.label + " name data-parallel rank " + std::to_string(rank) + ", not its rank " +
+               std::to_string(s.spec.data_parallel_rank) +
+               ": dropped (another rank's cache; check its kvEventsEndpoint = the rank's KV-event port + rank)");
+    }
+    return false;
+  }
+  const std::int64_t dropped = index_->clear(id);
+  keyers_[id].reset();
+  publisher_keyed_ids_ &= ~(std::uint64_t{1} << id);
+  log_line("KV events of " + s.label + " now name data-parallel rank " + std::to_string(rank) + " (was " +
+           std::to_string(s.data_parallel_rank) + "): another engine publishes there; its entries cleared: " +
+           std::to_string(dropped));
+  s.data_parallel_rank = rank;
+  return true;
 }
 
 void EndpointTable::on_kv_clear(EndpointId id, std::uint32_t generation, std::string_view why) {
@@ -497,6 +534,10 @@ void EndpointTable::write_metrics(std::string& out) {
         .append(std::to_string(unkeyed_blocks_[r]))
         .append("\n");
   }
+  write_metric(out, "disagg_router_kv_batches_rank_mismatch_total", "counter",
+               "KV-event batches naming another data-parallel rank than their endpoint's (dropped when the "
+               "endpoint's rank is configured; a new rank on a DNS endpoint clears its entries).",
+               "", static_cast<double>(rank_mismatch_batches_));
   std::size_t remembered = 0;
   for (const auto& k : keyers_) remembered += k ? k->size() : 0;
   write_metric(out, "disagg_router_kv_key_map_entries", "gauge",
@@ -506,7 +547,7 @@ void EndpointTable::write_metrics(std::string& out) {
     const char* type;
     const char* help;
   };
-  constexpr std::array<Family, 12> families = {{
+  constexpr std::array<Family, 13> families = {{
       {"disagg_router_endpoint_healthy", "gauge", "1 when the endpoint receives requests (health check passed, not ejected)."},
       {"disagg_router_endpoint_inflight", "gauge", "Requests the router has in flight on the endpoint."},
       {"disagg_router_endpoint_running", "gauge", "vllm:num_requests_running last scraped."},
@@ -524,6 +565,8 @@ void EndpointTable::write_metrics(std::string& out) {
        "vllm:prefix_cache_queries_total last scraped from the endpoint (tokens; absent until scraped)."},
       {"disagg_router_endpoint_worker_prefix_cache_hits_total", "counter",
        "vllm:prefix_cache_hits_total last scraped from the endpoint (tokens; absent until scraped)."},
+      {"disagg_router_endpoint_data_parallel_rank", "gauge",
+       "The data-parallel rank of the engine behind the endpoint (configured, else from its KV events; absent until known)."},
   }};
   const std::int64_t now = now_ms();
   for (std::size_t f = 0; f < families.size(); ++f) {
@@ -547,7 +590,8 @@ void EndpointTable::write_metrics(std::string& out) {
         case 8: v = static_cast<double>(s.routed_prompt_tokens.load()); break;
         case 9: v = static_cast<double>(s.predicted_hit_tokens.load()); break;
         case 10: v = s.reported_prefix_queries.load(); break;
-        default: v = s.reported_prefix_hits.load(); break;
+        case 11: v = s.reported_prefix_hits.load(); break;
+        default: v = s.data_parallel_rank; break;
       }
       if (v < 0) continue;  // the worker's counters, not scraped yet
       write_sample(out, families[f].name, labels, v);

@@ -152,6 +152,9 @@ class EndpointTable final : public KvEventSink {
  private:
   EndpointTable(RouterMetrics& metrics, HealthPolicy health) : metrics_(metrics), health_(health) {}
   void remove(int id);  // lock held
+  // Whether a batch of `rank` (-1: absent) belongs to endpoint `id`; learns or changes a DNS
+  // endpoint's rank (lock held). See endpoint_table.cc.
+  bool rank_matches(EndpointId id, std::int32_t rank);
   void fill_pick(Pick& out, int id, std::int32_t cached_blocks) const;
   // Plan::decision for `rp` over `st` (lock held, before apply_route).
   void explain(const RouteRequest& rq, std::span<const EndpointState> st, const RoutePlan& rp, std::string& out) const;
@@ -181,6 +184,8 @@ class EndpointTable final : public KvEventSink {
   std::int32_t block_size_ = 16;
   std::uint64_t keyed_blocks_ = 0;
   std::array<std::uint64_t, BlockKeyer::kSkipCount> unkeyed_blocks_{};
+  // KV-event batches whose data_parallel_rank differs from the endpoint's (on_kv_batch).
+  std::uint64_t rank_mismatch_batches_ = 0;
 };
 
 }  // namespace disagg::router

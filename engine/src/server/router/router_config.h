@@ -26,6 +26,11 @@ struct EndpointSpec {
   std::string kv_events;
   /// ZMQ ROUTER endpoint for replays; empty = none (gaps then clear the endpoint's entries).
   std::string kv_replay;
+  /// Global data-parallel rank of the engine behind it (config `endpoints[].dataParallelRank`),
+  /// -1 when not known in advance (DNS endpoints: learned from the `data_parallel_rank` of its KV
+  /// event batches). With a rank given, batches naming another rank describe another engine's cache
+  /// and are dropped (EndpointTable::on_kv_batch).
+  std::int32_t data_parallel_rank = -1;
 };
 
 /// Most HTTP ports of one DNS pool: one per local data-parallel rank of a pod, and every

@@ -398,6 +398,14 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
           return unexpected("'" + at + "kvEventsEndpoint' (\"" + *z + "\") must look like tcp://HOST:PORT");
         }
       }
+      if (auto r = e.find("dataParallelRank"); r != e.end() && !r->is_null()) {
+        if (!r->is_number_integer() || r->get<std::int64_t>() < 0 || r->get<std::int64_t>() > 65535) {
+          return unexpected("'" + at + "dataParallelRank' (" + r->dump() +
+                            ") must be a whole number in 0..65535: the engine's data-parallel rank "
+                            "(vLLM --data-parallel-rank)");
+        }
+        s.data_parallel_rank = r->get<std::int32_t>();
+      }
       c.endpoints.push_back(std::move(s));
     }
   }

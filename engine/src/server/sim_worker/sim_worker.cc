@@ -713,10 +713,12 @@ Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerCon
 
   if (c.kv_events_port != 0) {
     KvEventPublisherOptions po;
-    po.endpoint = "tcp://" + c.host + ":" + std::to_string(c.kv_events_port);
+    // The rank offsets both sockets, as vLLM's offset_endpoint_port (range checked by the flags).
+    po.endpoint = "tcp://" + c.host + ":" + std::to_string(kv_events_bound_port(c));
     if (c.kv_events_replay_port != 0) {
-      po.replay_endpoint = "tcp://" + c.host + ":" + std::to_string(c.kv_events_replay_port);
+      po.replay_endpoint = "tcp://" + c.host + ":" + std::to_string(c.kv_events_replay_port + c.data_parallel_rank);
     }
+    po.data_parallel_rank = c.data_parallel_rank;
     po.topic = c.kv_events_topic.empty()
                    ? "kv@" + c.advertise_host + ":" + std::to_string(port) + "@" + c.model_name
                    : c.kv_events_topic;
@@ -809,7 +811,10 @@ int run(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   std::cout << "disagg-engine sim-worker: listening on http://" << c.host << ":" << (*worker)->port()
             << " role=" << to_string(c.role) << " model=" << c.model_name << " speedup=" << c.speedup;
-  if (c.kv_events_port != 0) std::cout << " kv-events=tcp://" << c.host << ":" << c.kv_events_port;
+  if (c.kv_events_port != 0) {
+    std::cout << " kv-events=tcp://" << c.host << ":" << kv_events_bound_port(c)
+              << " data-parallel-rank=" << c.data_parallel_rank;
+  }
   std::cout << std::endl;
   (*worker)->run();
   std::cout << "disagg-engine sim-worker: drained, exiting" << std::endl;

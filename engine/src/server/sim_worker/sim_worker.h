@@ -48,6 +48,11 @@ struct SimWorkerConfig {
   double speedup = 1.0;               ///< --speedup: model time / wall time
   std::uint16_t kv_events_port = 0;   ///< --kv-events-port (0 = no KV events)
   std::uint16_t kv_events_replay_port = 0;  ///< --kv-events-replay-port (0 = no replay socket)
+  /// --data-parallel-rank N: the global data-parallel rank this worker stands in for (vLLM
+  /// `--data-parallel-rank`). Its KV-event batches carry it as `data_parallel_rank`, and, as vLLM's
+  /// ZmqEventPublisher does (vllm/distributed/kv_events.py, offset_endpoint_port), the publisher
+  /// and replay sockets bind kv_events_port + N and kv_events_replay_port + N.
+  std::int32_t data_parallel_rank = 0;
   std::string kv_events_topic;        ///< --kv-events-topic (default kv@<host>:<port>@<model>)
   KvEventEncoding kv_events_encoding = KvEventEncoding::array_like;  ///< --kv-events-encoding array|map
   std::uint64_t kv_events_hash_salt = 0;  ///< --kv-events-hash-salt N: published hashes XOR N (vLLM's own hashing)
@@ -77,6 +82,12 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
 
 /// The usage text.
 const char* sim_worker_usage();
+
+/// The port the KV-event publisher binds: kv_events_port + data_parallel_rank (vLLM's
+/// offset_endpoint_port); 0 when KV events are off. parse_sim_worker_args keeps it <= 65535.
+inline std::uint16_t kv_events_bound_port(const SimWorkerConfig& c) {
+  return c.kv_events_port == 0 ? 0 : static_cast<std::uint16_t>(c.kv_events_port + c.data_parallel_rank);
+}
 
 /// Reads the cost model from config.config_path and fills the model name default.
 Expected<CostModel, std::string> load_cost_model(SimWorkerConfig& config);

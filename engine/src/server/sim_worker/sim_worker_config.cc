@@ -36,6 +36,8 @@ constexpr const char* kUsage =
     "  --speedup X                  model seconds per wall second (1)\n"
     "  --kv-events-port N           ZMQ PUB port for vLLM KV events (0 = off)\n"
     "  --kv-events-replay-port N    ZMQ ROUTER port for replay requests (0 = off)\n"
+    "  --data-parallel-rank N       the data-parallel rank it stands in for, as vLLM's: KV-event batches\n"
+    "                               carry it, and the KV-event (and replay) ports are offset by it (0)\n"
     "  --kv-events-topic T          topic (kv@<host>:<port>@<model>)\n"
     "  --kv-events-encoding E       array (vLLM array_like structs) | map (array)\n"
     "  --kv-events-hash-salt N      publish block hashes XOR N, as vLLM hashes with its own function\n"
@@ -131,6 +133,10 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
       if (!parse_num(v, &c.kv_events_port)) return bad(flag, v, "must be a port number (0 = off)");
     } else if (flag == "--kv-events-replay-port") {
       if (!parse_num(v, &c.kv_events_replay_port)) return bad(flag, v, "must be a port number (0 = off)");
+    } else if (flag == "--data-parallel-rank") {
+      if (!parse_num(v, &c.data_parallel_rank) || c.data_parallel_rank < 0 || c.data_parallel_rank > 65535) {
+        return bad(flag, v, "must be a whole number in 0..65535");
+      }
     } else if (flag == "--kv-events-topic") {
       c.kv_events_topic = v;
     } else if (flag == "--kv-events-hash-salt") {
@@ -194,6 +200,15 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
     return unexpected("'--max-model-len' (" + std::to_string(c.max_model_len) +
                       ") exceeds the KV capacity of " + std::to_string(capacity) +
                       " tokens (--kv-blocks x --block-size); lower it or add blocks");
+  }
+  // vLLM binds its KV-event sockets at the configured port plus the data-parallel rank.
+  for (const auto& [flag, port] : {std::pair{"--kv-events-port", c.kv_events_port},
+                                   std::pair{"--kv-events-replay-port", c.kv_events_replay_port}}) {
+    if (port != 0 && port + c.data_parallel_rank > 65535) {
+      return unexpected("'" + std::string(flag) + "' (" + std::to_string(port) + ") plus '--data-parallel-rank' (" +
+                        std::to_string(c.data_parallel_rank) + ") exceeds 65535; use a port <= " +
+                        std::to_string(65535 - c.data_parallel_rank));
+    }
   }
   if (c.advertise_host.empty()) c.advertise_host = c.host;
   return c;
