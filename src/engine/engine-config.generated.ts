@@ -374,6 +374,74 @@ export interface DisaggEngineConfiguration {
     asyncScheduling?: boolean;
     kvTiers?: KvTiers;
     /**
+     * Simulation: scale this pool with the issue 24 rule (HPA on the pool's SLO pressure) during the run; replicas are then the ready ones at time 0, clamped to the bounds (engine/README.md, Autoscaling). Not with kvTiers.
+     */
+    autoscaling?: {
+      $comment?: string;
+      /**
+       * Fewest replicas (0 only with scaleToZero; otherwise at least 1 stays).
+       */
+      minReplicas?: number;
+      /**
+       * Most replicas; the pool holds 2 x maxReplicas worker slots (replicas draining beside new ones), 64 endpoints in all.
+       */
+      maxReplicas: number;
+      /**
+       * Pressure to hold: desired = ceil(ready x pressure / target).
+       */
+      target?: number;
+      /**
+       * No change while |pressure / target - 1| <= tolerance (HPA's).
+       */
+      tolerance?: number;
+      /**
+       * A scale-up goes to the lowest recommendation of this window.
+       */
+      scaleUpStabilizationSeconds?: number;
+      /**
+       * A scale-down goes to the highest recommendation of this window.
+       */
+      scaleDownStabilizationSeconds?: number;
+      /**
+       * Allow 0 replicas after idleSecondsBeforeZero without requests; requests then wait for a replica.
+       */
+      scaleToZero?: boolean;
+      /**
+       * KEDA's cooldownPeriod.
+       */
+      idleSecondsBeforeZero?: number;
+      /**
+       * Time from the decision to a serving replica: nodeStartSeconds + imagePullSeconds + checkpointBytes / networkBytesPerSecond + checkpointBytes / nvmeBytesPerSecond + engineStartSeconds (a bandwidth of 0 skips its leg).
+       */
+      provisioning?: {
+        $comment?: string;
+        /**
+         * A new GPU node through Karpenter and the EKS bootstrap (estimate).
+         */
+        nodeStartSeconds?: number;
+        /**
+         * The serving image (10-20 GB for vLLM; estimate).
+         */
+        imagePullSeconds?: number;
+        /**
+         * The model's weights, bytes.
+         */
+        checkpointBytes?: number;
+        /**
+         * Download of the checkpoint to the node (0: not downloaded).
+         */
+        networkBytesPerSecond?: number;
+        /**
+         * Read of the checkpoint from local NVMe into GPU memory (0: not read).
+         */
+        nvmeBytesPerSecond?: number;
+        /**
+         * Engine start: profiling, torch.compile, CUDA graph capture (estimate).
+         */
+        engineStartSeconds?: number;
+      };
+    };
+    /**
      * Simulation: per-pool override of top-level model fields (key by key).
      */
     model?: {
@@ -466,6 +534,18 @@ export interface DisaggEngineConfiguration {
        */
       stepSecondsPerSequence?: number;
     };
+    /**
+     * Simulation: the autoscaled pools' rule runs every this many seconds (HPA's sync period).
+     */
+    evaluationIntervalSeconds?: number;
+    /**
+     * Simulation: width of the scaling report's windows (SLO attainment and mean replicas over time).
+     */
+    windowSeconds?: number;
+    /**
+     * Simulation: GPU-hours count from 0 to max(this, the run's end), static and autoscaled pools alike; the rule runs until then (0: the run's end).
+     */
+    horizonSeconds?: number;
     [k: string]: unknown | undefined;
   };
   /**
