@@ -3,8 +3,11 @@ import * as os from 'os';
 import * as path from 'path';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT } from '../defaults';
-import { LocalDeployment, localDeployment, LocalPrefixSource, routerConfigFor, workerConfig } from '../local/deployment';
-import { EngineProcess, freePort, ProcessGroup, resolveEngineBinary, waitFor200 } from '../local/processes';
+import {
+  EXPERT_PARALLEL_DEPLOYMENT, expertParallelRanksProblem, LocalDeployment, localDeployment, localExpertParallelDeployment, LocalPool,
+  LocalPrefixSource, RankEndpoint, rankEndpoints, routerConfigFor, workerConfig,
+} from '../local/deployment';
+import { consecutiveFreePorts, EngineProcess, freePort, ProcessGroup, resolveEngineBinary, waitFor200 } from '../local/processes';
 import { buildJobs, Job, percentile, RequestApi, runJobs, TEXT_CHARS_PER_TOKEN, WorkloadSpec } from '../local/workload';
 import { ProgressReporter } from '../progress';
 import { renderTable } from '../table';
@@ -25,6 +28,16 @@ Deployment:
   --workers N              aggregated sim-workers (default ${DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas})
   --prefill N              run P/D instead: N prefill sim-workers (with --decode)
   --decode M               M decode sim-workers (with --prefill)
+  --expert-parallel        run the wide expert-parallel P/D shape instead: ${EXPERT_PARALLEL_DEPLOYMENT.model.name} ${EXPERT_PARALLEL_DEPLOYMENT.weights.name.toUpperCase()} on
+                           ${EXPERT_PARALLEL_DEPLOYMENT.instanceType.name} as DisaggregatedInference with ExpertParallelPool sides and
+                           per-rank endpoints: one sim-worker per data-parallel rank, grouped into pods
+                           (a block of consecutive ports each, KV events on the pod's base + local rank,
+                           ranks as vLLM numbers them), routed per rank; prints each rank's load.
+                           --prefill / --decode then count groups (LeaderWorkerSet replicas; default 1)
+  --prefill-ranks N        data-parallel ranks of a prefill group (ExpertParallelPool dataParallel;
+                           default 2): up to ${EXPERT_PARALLEL_DEPLOYMENT.instanceType.acceleratorCount} share one node (tensor parallel ${EXPERT_PARALLEL_DEPLOYMENT.instanceType.acceleratorCount} / N), beyond
+                           whole nodes, one pod each
+  --decode-ranks N         data-parallel ranks of a decode group (default 4)
   --policy NAME            policy under test (default: the deployment's, kv-aware = llm-d); also
                            least-load, llm-d, sglang, dynamo, disagg
   --baseline NAME          policy to compare with (default round-robin; none = skip)
@@ -150,7 +163,88 @@ interface RunSummary {
   readonly prefillEndpoints: Record<string, number>;
   /** Mean router overhead before the upstream request (disagg_router_overhead_seconds). */
   readonly routerOverheadSeconds: number;
+  /** Each data-parallel rank's load (--expert-parallel). */
+  readonly ranks?: RankLoad[];
+  /** Ranks that served no request (--expert-parallel). */
+  readonly idleRanks?: string[];
   readonly firstError?: string;
+}
+
+/** A router endpoint of the static list (a sim-worker, or a rank of one). */
+type StaticEndpointOf = Parameters<typeof routerConfigFor>[1][number];
+
+/** The sim-worker of one data-parallel rank. */
+interface RankWorker {
+  readonly pool: LocalPool;
+  readonly group: number;
+  readonly pod: number;
+  readonly endpoint: RankEndpoint;
+  readonly worker: EngineProcess;
+}
+
+/** What one data-parallel rank served in a run, from its sim-worker's counters and the router's. */
+interface RankLoad {
+  /** e.g. 'decode-g0-pod0-rank3'. */
+  readonly name: string;
+  readonly pool: string;
+  readonly group: number;
+  readonly pod: number;
+  readonly rank: number;
+  /** host:port, the router's label. */
+  readonly endpoint: string;
+  /** Requests it finished: whole requests, prefill legs or decode legs (vllm:request_success_total). */
+  readonly requests: number;
+  /** Prompt tokens it was given (vllm:prompt_tokens_total). */
+  readonly promptTokens: number;
+  /** Of them, tokens found in its prefix cache (vllm:prefix_cache_hits_total). */
+  readonly cachedTokens: number;
+  /**
+   * KV transfers: on a decode rank the prefills it pulled (disagg:sim_worker_kv_pulls_total), on a
+   * prefill rank the prefill legs it served for a decode rank to pull.
+   */
+  readonly kvTransfers: number;
+  /** Legs the router sent to it (disagg_router_endpoint_requests_total). */
+  readonly routedLegs: number;
+  /** The rank the router reports for it (configured, else from its KV events); -1 when absent. */
+  readonly routerRank: number;
+}
+
+/** Samples of `metric` by the value of their `label` label. */
+function samplesBy(page: string, metric: string, label: string): Map<string, number> {
+  const out = new Map<string, number>();
+  const re = new RegExp(`^${metric}\\{([^}]*)\\}\\s+(\\S+)`, 'gm');
+  for (const m of page.matchAll(re)) {
+    const key = new RegExp(`\\b${label}="([^"]*)"`).exec(m[1])?.[1];
+    if (key !== undefined) out.set(key, (out.get(key) ?? 0) + Number(m[2]));
+  }
+  return out;
+}
+
+/** Each rank's load after a run (fresh processes: their counters are this run's). */
+async function rankLoad(ranks: RankWorker[], routerPage: string): Promise<RankLoad[]> {
+  const legs = samplesBy(routerPage, 'disagg_router_endpoint_requests_total', 'endpoint');
+  const routerRanks = samplesBy(routerPage, 'disagg_router_endpoint_data_parallel_rank', 'endpoint');
+  const out: RankLoad[] = [];
+  for (const r of ranks) {
+    const m = await scrape(r.worker.url);
+    const endpoint = `127.0.0.1:${r.endpoint.port}`;
+    const requests = m.get('vllm:request_success_total') ?? 0;
+    out.push({
+      name: r.worker.name,
+      pool: r.pool.name,
+      group: r.group,
+      pod: r.pod,
+      rank: r.endpoint.dataParallelRank,
+      endpoint,
+      requests,
+      promptTokens: m.get('vllm:prompt_tokens_total') ?? 0,
+      cachedTokens: m.get('vllm:prefix_cache_hits_total') ?? 0,
+      kvTransfers: r.pool.role === 'decode' ? m.get('disagg:sim_worker_kv_pulls_total') ?? 0 : requests,
+      routedLegs: legs.get(endpoint) ?? 0,
+      routerRank: routerRanks.get(endpoint) ?? -1,
+    });
+  }
+  return out;
 }
 
 /** Sums every sample of each metric family in a Prometheus text page (labels ignored). */
@@ -213,24 +307,50 @@ async function runPolicy(group: ProcessGroup, plan: RunPlan, o: RunOptions, io: 
   const d = o.deployment;
   try {
     const workers: EngineProcess[] = [];
-    const endpoints = [];
+    const endpoints: StaticEndpointOf[] = [];
+    const ranks: RankWorker[] = [];
     let index = 0;
     for (const pool of d.pools) {
       const file = path.join(o.tmp, `worker-${pool.name}.json`);
       fs.writeFileSync(file, JSON.stringify(workerConfig(pool), undefined, 2));
-      for (let r = 0; r < pool.replicas; r++, index++) {
-        const kvPort = await freePort();
-        const args = ['sim-worker', '--config', file, '--host', '127.0.0.1', '--port', '0',
+      // An expert-parallel group's KV cache and sequences are split over its ranks.
+      const perWorker = pool.ranks ? pool.ranks.ranksPerGroup : 1;
+      const workerArgs = (seed: number) => {
+        const args = ['sim-worker', '--config', file, '--host', '127.0.0.1',
           '--role', pool.role === 'both' ? 'aggregated' : pool.role,
           '--model-name', d.servedModelName,
           '--block-size', String(d.kvBlockSize),
-          '--kv-blocks', String(Math.max(1, Math.floor((o.kvTokens ?? pool.kvTokensPerReplica) / d.kvBlockSize))),
+          '--kv-blocks', String(Math.max(1, Math.floor((o.kvTokens ?? pool.kvTokensPerReplica / perWorker) / d.kvBlockSize))),
           '--speedup', String(o.speedup),
-          '--kv-events-port', String(kvPort),
-          '--seed', String(index + 1)];
-        if (pool.maxConcurrencyPerReplica > 0) args.push('--max-num-seqs', String(pool.maxConcurrencyPerReplica));
+          '--seed', String(seed)];
+        const seqs = Math.floor(pool.maxConcurrencyPerReplica / perWorker);
+        if (seqs > 0) args.push('--max-num-seqs', String(seqs));
         if (o.tokenizer) args.push('--tokenizer', o.tokenizer);
-        const w = await group.start(`${pool.name}-${r}`, args);
+        return args;
+      };
+      if (pool.ranks) {
+        // One sim-worker per rank, pod by pod: the pod's per-rank ports as a block, as the router's
+        // configuration lists them (rankEndpoints).
+        const r = pool.ranks;
+        for (let g = 0; g < r.groups; g++) {
+          for (let pod = 0; pod < r.podsPerGroup; pod++) {
+            const span = r.httpPorts[r.httpPorts.length - 1] - r.httpPorts[0] + 1;
+            const eps = rankEndpoints(pool, await consecutiveFreePorts(span), await consecutiveFreePorts(r.ranksPerPod), pod);
+            for (const e of eps) {
+              const name = `${pool.name}-g${g}-pod${pod}-rank${e.dataParallelRank}`;
+              const w = await group.start(name, [...workerArgs(++index), '--port', String(e.port),
+                '--kv-events-port', String(e.kvEventsConfiguredPort), '--data-parallel-rank', String(e.dataParallelRank)]);
+              workers.push(w);
+              endpoints.push(e);
+              ranks.push({ pool, group: g, pod, endpoint: e, worker: w });
+            }
+          }
+        }
+        continue;
+      }
+      for (let r = 0; r < pool.replicas; r++) {
+        const kvPort = await freePort();
+        const w = await group.start(`${pool.name}-${r}`, [...workerArgs(++index), '--port', '0', '--kv-events-port', String(kvPort)]);
         workers.push(w);
         endpoints.push({ pool: pool.name, url: w.url, kvEventsEndpoint: `tcp://127.0.0.1:${kvPort}` });
       }
@@ -277,6 +397,7 @@ async function runPolicy(group: ProcessGroup, plan: RunPlan, o: RunOptions, io: 
       endpointCounts[s.endpoint] = (endpointCounts[s.endpoint] ?? 0) + 1;
       if (s.prefillEndpoint) prefillCounts[s.prefillEndpoint] = (prefillCounts[s.prefillEndpoint] ?? 0) + 1;
     }
+    const rankLoads = ranks.length > 0 ? await rankLoad(ranks, routerPage) : undefined;
     const outputTokens = ok.reduce((n, s) => n + s.outputTokens, 0);
     const overheadCount = rm.get('disagg_router_overhead_seconds_count') ?? 0;
     const firstError = result.samples.find(s => !s.ok)?.error;
@@ -297,6 +418,7 @@ async function runPolicy(group: ProcessGroup, plan: RunPlan, o: RunOptions, io: 
       endpoints: endpointCounts,
       prefillEndpoints: prefillCounts,
       routerOverheadSeconds: overheadCount > 0 ? (rm.get('disagg_router_overhead_seconds_sum') ?? 0) / overheadCount : NaN,
+      ...(rankLoads ? { ranks: rankLoads, idleRanks: rankLoads.filter(r => r.requests === 0).map(r => r.name) } : {}),
       ...(firstError ? { firstError } : {}),
     };
   } finally {
@@ -319,6 +441,9 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     'workers': { type: 'string' },
     'prefill': { type: 'string' },
     'decode': { type: 'string' },
+    'expert-parallel': { type: 'boolean' },
+    'prefill-ranks': { type: 'string' },
+    'decode-ranks': { type: 'string' },
     'policy': { type: 'string' },
     'baseline': { type: 'string' },
     'speedup': { type: 'string' },
@@ -344,18 +469,34 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     io.out(HELP);
     return ExitCode.OK;
   }
-  if ((values.prefill === undefined) !== (values.decode === undefined)) {
+  const expertParallel = values['expert-parallel'] === true;
+  if (!expertParallel && (values.prefill === undefined) !== (values.decode === undefined)) {
     throw new UsageError('--prefill and --decode go together, e.g. --prefill 2 --decode 2');
   }
-  if (values.workers !== undefined && values.prefill !== undefined) {
-    throw new UsageError('--workers is for an aggregated run; with --prefill/--decode leave it out');
+  if (values.workers !== undefined && (values.prefill !== undefined || expertParallel)) {
+    throw new UsageError(`--workers is for an aggregated run; with ${expertParallel ? '--expert-parallel' : '--prefill/--decode'} leave it out`);
   }
-  const pd = values.prefill !== undefined
+  if (!expertParallel && (values['prefill-ranks'] !== undefined || values['decode-ranks'] !== undefined)) {
+    throw new UsageError('--prefill-ranks and --decode-ranks size the groups of --expert-parallel; add --expert-parallel');
+  }
+  const pd = values.prefill !== undefined || expertParallel
     ? { prefill: whole('--prefill', values.prefill, 1, 1), decode: whole('--decode', values.decode, 1, 1) }
     : undefined;
+  const ep = expertParallel ? {
+    prefillRanks: whole('--prefill-ranks', values['prefill-ranks'], 1, 2),
+    decodeRanks: whole('--decode-ranks', values['decode-ranks'], 1, 4),
+    prefillGroups: pd!.prefill,
+    decodeGroups: pd!.decode,
+  } : undefined;
+  for (const [flag, ranks] of ep ? [['--prefill-ranks', ep.prefillRanks], ['--decode-ranks', ep.decodeRanks]] as const : []) {
+    const problem = expertParallelRanksProblem(ranks);
+    if (problem) throw new UsageError(`${flag} ${ranks}: ${problem}`);
+  }
   const workers = whole('--workers', values.workers, 1, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas);
-  if ((pd ? pd.prefill + pd.decode : workers) > 32) {
-    throw new UsageError(`at most 32 sim-workers run locally; got ${pd ? pd.prefill + pd.decode : workers}`);
+  const processes = ep ? ep.prefillRanks * ep.prefillGroups + ep.decodeRanks * ep.decodeGroups : pd ? pd.prefill + pd.decode : workers;
+  if (processes > 32) {
+    throw new UsageError(`at most 32 sim-workers run locally; got ${processes}` +
+      (ep ? ` (${ep.prefillGroups} x ${ep.prefillRanks} prefill + ${ep.decodeGroups} x ${ep.decodeRanks} decode ranks)` : ''));
   }
   const kind = values.workload ?? 'mixed';
   if (kind !== 'mixed' && kind !== 'shared-prefix' && kind !== 'chat') {
@@ -397,7 +538,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     io.err(`disagg local: ${(e as Error).message}`);
     return ExitCode.INTERNAL;
   }
-  const deployment = localDeployment(pd, workers);
+  const deployment = ep ? localExpertParallelDeployment(ep) : localDeployment(pd, workers);
   const policy = policyFlag('--policy', values.policy ?? deployment.policy);
   const named = values['prefix-source'] !== undefined;
   const plans: RunPlan[] = sources.map(s => ({ policy, prefixSource: s, label: named ? `${policy} (${s})` : policy }));
@@ -421,7 +562,9 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
   process.once('SIGTERM', onSignal);
   process.once('exit', onExit);
 
-  const shape = (pd ? `${pd.prefill} prefill + ${pd.decode} decode sim-workers` : `${workers} aggregated sim-workers`) +
+  const rankShape = (p: LocalPool) => `${p.ranks!.groups} ${p.name} group(s) x ${p.ranks!.podsPerGroup} pod(s) x ${p.ranks!.ranksPerPod} ranks`;
+  const shape = (ep ? `${deployment.pools.map(rankShape).join(' + ')}, one sim-worker per rank`
+    : pd ? `${pd.prefill} prefill + ${pd.decode} decode sim-workers` : `${workers} aggregated sim-workers`) +
     (kvTokens !== undefined ? ` of ${kvTokens} KV tokens` : '');
   const workloadText = `${workload.requests} requests (${kind}: ${workload.tenants} tenants x ${workload.systemTokens}-token system prompts` +
     `${kind !== 'shared-prefix' ? `, ${workload.turns}-turn chats` : ''}), ${workload.maxTokens} output tokens, concurrency ${concurrency}, ${api} API` +
@@ -453,9 +596,15 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
       deployment: {
         model: deployment.servedModelName,
         description: deployment.description,
-        mode: pd ? 'prefill-decode' : 'aggregated',
+        mode: ep ? 'expert-parallel' : pd ? 'prefill-decode' : 'aggregated',
         pools: deployment.pools.map(p => ({
-          name: p.name, role: p.role, replicas: p.replicas, tensorParallel: p.tensorParallel, kvTokens: kvTokens ?? p.kvTokensPerReplica,
+          name: p.name,
+          role: p.role,
+          replicas: p.replicas,
+          tensorParallel: p.tensorParallel,
+          // per sim-worker: an expert-parallel group's KV cache is split over its ranks
+          kvTokens: kvTokens ?? Math.floor(p.kvTokensPerReplica / (p.ranks?.ranksPerGroup ?? 1)),
+          ...(p.ranks ? { ranks: p.ranks } : {}),
         })),
         speedup,
       },
@@ -492,7 +641,23 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     io.out(`  ${r.label}: requests per ${pd ? 'decode' : 'worker'} endpoint ${spread(r.endpoints)}` +
       (pd ? `; prefill legs per prefill endpoint ${spread(r.prefillEndpoints) || 'none'}` : ''));
   }
+  // Each rank's load (--expert-parallel): where the router sent each leg, and what the rank did.
+  for (const r of ep ? runs : []) {
+    io.out('');
+    io.out(`  ${r.label}: load per data-parallel rank`);
+    const rows2 = (r.ranks ?? []).map(k => [
+      k.pool, String(k.group), String(k.pod), String(k.rank), k.endpoint, String(k.routedLegs), String(k.requests),
+      String(k.promptTokens), String(k.cachedTokens), k.promptTokens > 0 ? `${((k.cachedTokens / k.promptTokens) * 100).toFixed(1)}%` : '-',
+      String(k.kvTransfers), k.routerRank >= 0 ? String(k.routerRank) : '-',
+    ]);
+    io.out(renderTable(['pool', 'group', 'pod', 'rank', 'endpoint', 'routed', 'requests', 'prompt tok', 'cached tok', 'hit', 'KV transfers', 'router rank'],
+      rows2, [false, true, true, true, false, true, true, true, true, true, true, true]).map(l => `  ${l}`).join('\n'));
+  }
   for (const r of runs) {
+    if (r.idleRanks && r.idleRanks.length > 0) {
+      io.err(`disagg local: ${r.label}: ${r.idleRanks.length} rank(s) got no work: ${r.idleRanks.join(', ')}; ` +
+        'send more requests (--requests) or more clients (--concurrency)');
+    }
     if (r.timedOut) io.err(`disagg local: the ${r.label} run hit --timeout; raise it or lower --requests`);
     if (r.firstError) io.err(`disagg local: ${r.failed} ${r.label} request(s) failed; first: ${r.firstError}`);
   }

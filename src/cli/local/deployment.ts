@@ -1,6 +1,7 @@
 import * as cdk8s from 'cdk8s';
+import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import type { EngineCostConfig } from '../../engine/engine-config';
-import { DisaggregatedInference } from '../../k8s';
+import { DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, ModelSource, RouterPolicy } from '../../k8s';
 import { RoutedPool, RouterConfigFile, StaticRouterEndpoint, withStaticEndpoints } from '../../k8s/private/router-config';
 import { ServingPlan } from '../../sizing';
 import { defaultDeploymentSpec, workloadProps } from '../default-deployment';
@@ -14,8 +15,39 @@ import { defaultDeploymentSpec, workloadProps } from '../default-deployment';
  * what the catalog and sizing resolved for their pool, which the router's file does not carry.
  */
 
-/** One pool of sim-workers: a pool the construct's router routes to, one sim-worker per replica. */
-export type LocalPool = RoutedPool;
+/**
+ * How `disagg local --expert-parallel` lays out one side, as its `ExpertParallelPool` does: groups
+ * (LeaderWorkerSet replicas) of pods (nodes), each pod serving one API server per local
+ * data-parallel rank on `httpPorts`, the rank on httpPorts[j] publishing KV events on
+ * kvEventsPort + j.
+ */
+export interface LocalRankLayout {
+  /** Groups (the pool's `replicas`), each a full copy of the model. */
+  readonly groups: number;
+  /** Pods (nodes) per group (`nodesPerGroup`). */
+  readonly podsPerGroup: number;
+  /** Data-parallel ranks per pod (`dataParallelLocal`). */
+  readonly ranksPerPod: number;
+  /** Data-parallel ranks per group (`dataParallel`, vLLM --data-parallel-size). */
+  readonly ranksPerGroup: number;
+  readonly tensorParallel: number;
+  /** dataParallel x tensorParallel. */
+  readonly expertParallel: number;
+  /** The pool's HTTP ports in the construct's router configuration (`discovery.ports`). */
+  readonly httpPorts: number[];
+  /** The pool's KV-events base port in the construct's router configuration (`kvEvents.port`). */
+  readonly kvEventsPort: number;
+}
+
+/**
+ * One pool of sim-workers: a pool the construct's router routes to, one sim-worker per replica, or
+ * with `ranks` one per data-parallel rank (`kvTokensPerReplica` and `maxConcurrencyPerReplica` are
+ * then a whole group's).
+ */
+export interface LocalPool extends RoutedPool {
+  /** The expert-parallel layout. @default - none: one sim-worker per replica */
+  readonly ranks?: LocalRankLayout;
+}
 
 /** The resolved deployment. */
 export interface LocalDeployment {
@@ -59,6 +91,132 @@ export function localDeployment(pd: { prefill: number; decode: number } | undefi
     policy: config.policy.name,
     description: `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${tp} on ${spec.instanceType.name}`,
   };
+}
+
+/** The expert-parallel shape `disagg local --expert-parallel` runs: data-parallel ranks and groups per side. */
+export interface ExpertParallelShape {
+  readonly prefillRanks: number;
+  readonly decodeRanks: number;
+  readonly prefillGroups: number;
+  readonly decodeGroups: number;
+}
+
+/** The expert-parallel deployment: the wide-EP P/D shape of the issue, on the instance's whole nodes. */
+export const EXPERT_PARALLEL_DEPLOYMENT = {
+  model: ModelArchitecture.DEEPSEEK_V3,
+  instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
+  weights: Precision.FP8,
+  kv: Precision.FP8,
+  context: 8192,
+} as const;
+
+/**
+ * Why `ranks` data-parallel ranks cannot make a group on `perNode` accelerators, or undefined: up to
+ * a node, the ranks split its accelerators (tensor parallel perNode / ranks each); beyond, whole
+ * nodes of one rank per accelerator.
+ */
+export function expertParallelRanksProblem(ranks: number,
+  perNode: number = EXPERT_PARALLEL_DEPLOYMENT.instanceType.acceleratorCount): string | undefined {
+  if (ranks <= perNode ? perNode % ranks === 0 : ranks % perNode === 0) return undefined;
+  const divisors = Array.from({ length: perNode }, (_, i) => i + 1).filter(d => perNode % d === 0);
+  return `${ranks} ranks do not fill whole ${EXPERT_PARALLEL_DEPLOYMENT.instanceType.name} nodes of ${perNode} accelerators; ` +
+    `use ${divisors.join(', ')} (one node) or a multiple of ${perNode}`;
+}
+
+/**
+ * The expert-parallel deployment's router configuration, from a `DisaggregatedInference` with
+ * `ExpertParallelPool` sides and per-rank endpoints: the router file lists each pod's per-rank ports,
+ * which `disagg local` maps onto the sim-workers of each pod (see rankEndpoints).
+ * @throws when a rank count does not fill whole nodes (expertParallelRanksProblem)
+ */
+export function localExpertParallelDeployment(shape: ExpertParallelShape): LocalDeployment {
+  const e = EXPERT_PARALLEL_DEPLOYMENT;
+  const perNode = e.instanceType.acceleratorCount;
+  const side = (ranks: number, groups: number) => {
+    const problem = expertParallelRanksProblem(ranks, perNode);
+    if (problem) throw new Error(problem);
+    return {
+      instanceType: e.instanceType,
+      nodesPerGroup: Math.max(1, ranks / perNode),
+      tensorParallel: Math.max(1, perNode / ranks),
+      replicas: groups,
+      endpoints: DataParallelEndpoints.PER_RANK,
+    };
+  };
+  const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: 'inference' });
+  const inference = new DisaggregatedInference(chart, 'Inference', {
+    model: e.model,
+    modelSource: ModelSource.huggingFace(e.model.huggingFaceId),
+    image: 'disagg-local',
+    weightPrecision: e.weights,
+    kvCachePrecision: e.kv,
+    maxContext: e.context,
+    prefillExpertParallel: side(shape.prefillRanks, shape.prefillGroups),
+    decodeExpertParallel: side(shape.decodeRanks, shape.decodeGroups),
+    routerPolicy: RouterPolicy.KV_AWARE,
+  });
+  const { config, pools } = inference._router;
+  const layouts: LocalPool[] = pools.map(p => {
+    const ep = (p.role === 'prefill' ? inference.prefill : inference.decode) as ExpertParallelPool;
+    const entry = config.pools.find(c => c.name === p.name)!;
+    const discovery = entry.discovery as { ports?: number[]; port?: number };
+    return {
+      ...p,
+      ranks: {
+        groups: p.replicas,
+        podsPerGroup: ep.nodesPerGroup,
+        ranksPerPod: ep.dataParallelLocal,
+        ranksPerGroup: ep.dataParallel,
+        tensorParallel: p.tensorParallel,
+        expertParallel: ep.expertParallelSize,
+        httpPorts: discovery.ports ?? [discovery.port!],
+        kvEventsPort: entry.kvEvents!.port!,
+      },
+    };
+  });
+  const shapeOf = (p: LocalPool) => `${p.name} EP${p.ranks!.expertParallel} (DP${p.ranks!.ranksPerGroup} x TP${p.ranks!.tensorParallel})`;
+  return {
+    config,
+    pools: layouts,
+    servedModelName: config.router.servedModelName,
+    kvBlockSize: config.router.kvBlockSize ?? ServingPlan.DEFAULT_KV_BLOCK_SIZE,
+    policy: config.policy.name,
+    description: `${e.model.name} ${e.weights.name.toUpperCase()} ${layouts.map(shapeOf).join(', ')} on ${e.instanceType.name}`,
+  };
+}
+
+/** One rank of a pod: where its sim-worker listens and publishes, as the router finds it. */
+export interface RankEndpoint extends StaticRouterEndpoint {
+  /** Its HTTP port. */
+  readonly port: number;
+  /** The port its sim-worker is told (vLLM's configured KV-events port): it binds this + its rank. */
+  readonly kvEventsConfiguredPort: number;
+  readonly dataParallelRank: number;
+  /** The local rank (index into the pod's ports). */
+  readonly localRank: number;
+}
+
+/**
+ * The endpoints of one pod of an expert-parallel pool, as the router derives them from the pool's
+ * `discovery.ports` and `kvEvents.port` (engine/src/server/router/router_config.h,
+ * dns_kv_events_port): the rank on ports[j] is an endpoint, publishing KV events on
+ * kvEvents.port + j. Locally each pod's ports are moved as a block to `httpBase` (ports[j] - ports[0]
+ * above it) and its KV-event ports to `kvBase`. As the pool's pod script does, the rank is
+ * firstRank + j and its sim-worker is configured with kvBase - firstRank, so that vLLM's rank offset
+ * lands it on kvBase + j.
+ */
+export function rankEndpoints(pool: LocalPool, httpBase: number, kvBase: number, podInGroup: number): RankEndpoint[] {
+  const r = pool.ranks!;
+  const firstRank = podInGroup * r.ranksPerPod;
+  return r.httpPorts.map((p, j) => ({
+    pool: pool.name,
+    port: httpBase + (p - r.httpPorts[0]),
+    url: `http://127.0.0.1:${httpBase + (p - r.httpPorts[0])}`,
+    kvEventsEndpoint: `tcp://127.0.0.1:${kvBase + j}`,
+    kvEventsConfiguredPort: kvBase - firstRank,
+    dataParallelRank: firstRank + j,
+    localRank: j,
+  }));
 }
 
 /**

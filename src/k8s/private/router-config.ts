@@ -187,6 +187,11 @@ export interface StaticRouterEndpoint {
   readonly url: string;
   /** ZMQ endpoint of its KV events, e.g. `tcp://127.0.0.1:5601`. @default - none */
   readonly kvEventsEndpoint?: string;
+  /**
+   * The data-parallel rank of the engine behind it (vLLM --data-parallel-rank): KV-event batches
+   * naming another rank are dropped. @default - none: learned from its KV events
+   */
+  readonly dataParallelRank?: number;
 }
 
 /**
@@ -206,6 +211,11 @@ export function withStaticEndpoints(config: RouterConfigFile, endpoints: StaticR
   return {
     ...config,
     pools,
-    endpoints: endpoints.map(e => ({ pool: e.pool, url: e.url, ...(e.kvEventsEndpoint ? { kvEventsEndpoint: e.kvEventsEndpoint } : {}) })),
+    endpoints: endpoints.map(e => ({
+      pool: e.pool,
+      url: e.url,
+      ...(e.kvEventsEndpoint ? { kvEventsEndpoint: e.kvEventsEndpoint } : {}),
+      ...(e.dataParallelRank !== undefined ? { dataParallelRank: e.dataParallelRank } : {}),
+    })),
   };
 }
