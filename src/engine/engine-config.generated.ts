@@ -486,6 +486,10 @@ export interface DisaggEngineConfiguration {
      * ZMQ ROUTER endpoint of its KV event replay (vLLM's optional replay socket); without it, a sequence gap clears the endpoint's index entries.
      */
     kvEventsReplayEndpoint?: string;
+    /**
+     * Global data-parallel rank of the engine behind the endpoint (vLLM --data-parallel-rank). Its KV-event batches name it (data_parallel_rank); batches naming another rank are dropped. Absent: learned from its first batch.
+     */
+    dataParallelRank?: number;
   }[];
   /**
    * SLO autoscaling. The router reads slo, prefill and decode: the SLO and the capacity model its per-pool scaling signals (GET /scaling, disagg_router_pool_* on /metrics) are computed against (engine/src/server/router/README.md, Scaling signals). Given at all, the router also holds a request that finds no ready endpoint of its pool (up to router.queueTimeoutSeconds) so that a pool scaled to zero can come back. Absent: the signals use the defaults below. The simulator reads its own keys of this block.
@@ -566,10 +570,6 @@ export interface DisaggEngineConfiguration {
      * Share of requests that must meet both SLOs at the goodput rate.
      */
     targetShare?: number;
-    /**
-     * Global data-parallel rank of the engine behind the endpoint (vLLM --data-parallel-rank). Its KV-event batches name it (data_parallel_rank); batches naming another rank are dropped. Absent: learned from its first batch.
-     */
-    dataParallelRank?: number;
     /**
      * Lowest arrival rate of the grid.
      */
