@@ -250,7 +250,7 @@ describeIfBuilt('sim-worker faults and limits', () => {
     await Promise.all(results.filter((r) => !r.bodyUsed).map((r) => r.text()));
   });
 
-  test('--fail-rate 1 answers every generation with 500; SIGTERM drains in-flight streams', async () => {
+  test('--fail-rate 1 answers every generation with 500; SIGTERM drains: new requests 503, in-flight streams finish', async () => {
     // GIVEN a worker failing every request THEN a generation is a 500 in OpenAI shape
     const failing = await startWorker(['--fail-rate', '1']);
     const [status, body] = curl(['-X', 'POST', '-d', JSON.stringify({ model: MODEL, prompt: 'x' }), `${failing.url}/v1/completions`]);
@@ -265,8 +265,15 @@ describeIfBuilt('sim-worker faults and limits', () => {
       if (received === 0) {
         w.proc.kill('SIGTERM');
         await new Promise((r) => setTimeout(r, 20));
-        // THEN the worker stops accepting connections at once
-        await expect(fetch(`${w.url}/health`)).rejects.toThrow();
+        // THEN the worker drains (issue 24): /health fails, and a new generation is refused with
+        // 503 + Retry-After (go elsewhere) rather than a refused connection
+        expect((await fetch(`${w.url}/health`)).status).toBe(503);
+        const late = await fetch(`${w.url}/v1/completions`, {
+          method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, prompt: 'late', max_tokens: 2 }),
+        });
+        expect(late.status).toBe(503);
+        expect(late.headers.get('retry-after')).toBe('1');
+        expect(((await late.json()) as any).error.code).toBe('draining');
       }
       received += chunk.choices.length;
     }
