@@ -525,7 +525,7 @@ export interface DisaggEngineConfiguration {
       fixedSeconds?: number;
     };
     /**
-     * The decode step model: predicted TPOT = stepSecondsBase + stepSecondsPerSequence x (running sequences per endpoint + 1). Aggregated (non-P/D) deployments use this block alone.
+     * The decode step model: predicted TPOT = stepSecondsBase + stepSecondsPerSequence x (running sequences per endpoint + 1), and the sequence slots of an endpoint. Aggregated (non-P/D) deployments use this block alone.
      */
     decode?: {
       $comment?: string;
@@ -537,6 +537,10 @@ export interface DisaggEngineConfiguration {
        * Step time each running sequence adds, seconds.
        */
       stepSecondsPerSequence?: number;
+      /**
+       * Sequences one decode endpoint holds at once (its KV capacity at the planned context); the pressure then also counts (running + waiting) / (maxSequences x ready endpoints) / 0.9. 0: unknown, no such term.
+       */
+      maxSequences?: number;
     };
     /**
      * Simulation: the autoscaled pools' rule runs every this many seconds (HPA's sync period).

@@ -198,6 +198,9 @@ describe('autoscaling: the router\'s capacity model', () => {
     expect(decode.stepSecondsBase).toBeLessThan(SLO.tpotSeconds);
     expect(decode.stepSecondsPerSequence).toBeGreaterThan(0);
     expect(decode.stepSecondsPerSequence).toBeLessThan(decode.stepSecondsBase);
+    // AND the sequences a decode endpoint holds: the plan's concurrency (what the simulator counts too)
+    expect(decode.maxSequences).toBe(inference._router.pools.find(p => p.role === 'decode')!.maxConcurrencyPerReplica);
+    expect(decode.maxSequences).toBeGreaterThan(1);
     expect(JSON.parse(inference.routerConfig).autoscaling).toEqual(file.autoscaling);
     // AND it is what the engine schema accepts, once the schema has the block (the signals side adds it)
     const schema = JSON.parse(fs.readFileSync(ENGINE_SCHEMA, 'utf8'));

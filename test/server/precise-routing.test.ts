@@ -245,6 +245,45 @@ describeIfBuilt('two routers in front of the same sim-workers (active-active)', 
   });
 });
 
+describeIfBuilt('a leg that fails before its worker answers is not remembered as cached there', () => {
+  test('a worker that fails every request is never believed to hold the prompts the router tried on it', async () => {
+    // GIVEN a worker that answers every generation 500 and a healthy one, behind a precise router
+    // whose pending routes (2 s) count a routed prompt as cached on its worker before any KV event
+    const kv = [await freePort(), await freePort()];
+    const failing = await start(['sim-worker', '--config', CONFIG, '--port', '0', '--speedup', '200', '--model-name', MODEL,
+      '--tokenizer', QWEN3, '--kv-events-port', String(kv[0]), '--fail-rate', '1']);
+    const healthy = await start(['sim-worker', '--config', CONFIG, '--port', '0', '--speedup', '200', '--model-name', MODEL,
+      '--tokenizer', QWEN3, '--kv-events-port', String(kv[1])]);
+    const router = await start(['router', '--host', '127.0.0.1', '--port', '0', '--model-name', MODEL, '--tokenizer', QWEN3,
+      '--policy', 'kv-aware', '--health-interval-ms', '200', '--scrape-interval-ms', '200',
+      '--endpoint', `role=both,url=${failing.url},kv=tcp://127.0.0.1:${kv[0]}`,
+      '--endpoint', `role=both,url=${healthy.url},kv=tcp://127.0.0.1:${kv[1]}`]);
+    await waitFor(async () => (await fetch(`${router.url}/ready`)).status === 200, 15_000, 'router ready');
+    const failingLabel = failing.url.replace('http://', '');
+    // WHEN conversations arrive one by one (ties between the two idle workers send some to the
+    // failing one first; the router retries those on the healthy one)
+    for (let i = 0; i < 8; i++) {
+      const messages = [{ role: 'user', content: turn(`retry-${i}`, 0) }];
+      const r = await post(`${router.url}/v1/chat/completions`, { model: MODEL, max_tokens: 4, messages });
+      expect(r.status).toBe(200);
+      expect(r.headers.get('x-disagg-endpoint')).toBe(healthy.url.replace('http://', ''));
+      // THEN asked at once (within the pending routes' 2 s), the router believes the healthy worker
+      // holds the prompt and the failing one none of it
+      const again = await fetch(`${router.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-disagg-explain': '1' },
+        body: JSON.stringify({ model: MODEL, max_tokens: 4, messages }),
+      });
+      expect(again.status).toBe(200);
+      const d = JSON.parse(again.headers.get('x-disagg-decision')!);
+      expect(d.candidates.find((c: any) => c.endpoint === failingLabel).cachedBlocks).toBe(0);
+      expect(d.candidates.find((c: any) => c.endpoint !== failingLabel).cachedBlocks).toBeGreaterThan(0);
+    }
+    // AND some conversations were indeed tried on the failing worker first
+    expect(total(await metrics(router), 'disagg_router_retries_total')).toBeGreaterThan(0);
+  });
+});
+
 describeIfBuilt('prefixSource auto: precise with a tokenizer, approximate without one, and it says which', () => {
   test('a tokenizer that loads: index; a missing one: history, logged, and the router serves', async () => {
     const worker = await start(['sim-worker', '--config', CONFIG, '--port', '0', '--speedup', '200', '--model-name', MODEL, '--tokenizer', QWEN3]);

@@ -3,6 +3,8 @@
 // state of an endpoint (no strike, no routing, cleared by a later passing check), and drain-wait.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <string>
 #include <vector>
 
@@ -34,7 +36,7 @@ TEST(AutoscalingConfig, ReadsTheContractsBlock) {
   auto r = apply_config_json(json::parse(R"({"autoscaling": {
       "slo": {"ttftSeconds": 1.5, "tpotSeconds": 0.05},
       "prefill": {"tokensPerSecond": 12000, "fixedSeconds": 0},
-      "decode": {"stepSecondsBase": 0.01, "stepSecondsPerSequence": 0.0003},
+      "decode": {"stepSecondsBase": 0.01, "stepSecondsPerSequence": 0.0003, "maxSequences": 128},
       "minReplicas": 1}})"), c);
   ASSERT_TRUE(r) << r.error();
   EXPECT_TRUE(c.autoscaling.configured);
@@ -44,6 +46,7 @@ TEST(AutoscalingConfig, ReadsTheContractsBlock) {
   EXPECT_DOUBLE_EQ(c.autoscaling.prefill_fixed_seconds, 0);
   EXPECT_DOUBLE_EQ(c.autoscaling.decode_step_seconds_base, 0.01);
   EXPECT_DOUBLE_EQ(c.autoscaling.decode_step_seconds_per_sequence, 0.0003);
+  EXPECT_DOUBLE_EQ(c.autoscaling.decode_max_sequences, 128);
 }
 
 TEST(AutoscalingConfig, RefusalsNameTheFieldTheValueAndTheFix) {
@@ -60,7 +63,9 @@ TEST(AutoscalingConfig, RefusalsNameTheFieldTheValueAndTheFix) {
       {R"({"autoscaling": {"prefill": {"fixedSeconds": -0.1}}})", {"'autoscaling.prefill.fixedSeconds'", ">= 0"}},
       {R"({"autoscaling": {"decode": {"stepSecondsBase": -1}}})", {"'autoscaling.decode.stepSecondsBase'", ">= 0"}},
       {R"({"autoscaling": {"decode": {"stepSecondsPerSequence": -1}}})", {"'autoscaling.decode.stepSecondsPerSequence'", ">= 0"}},
-      {R"({"autoscaling": {"slo": {"ttft": 2}}})", {"'autoscaling.slo.ttft'", "use ttftSeconds or tpotSeconds"}},
+      {R"({"autoscaling": {"decode": {"maxSequences": -2}}})", {"'autoscaling.decode.maxSequences'", "(-2)", ">= 0", "e.g. 256"}},
+      {R"({"autoscaling": {"slo": {"ttft": 2}}})", {"'autoscaling.slo.ttft'", "use ttftSeconds, tpotSeconds"}},
+      {R"({"autoscaling": {"decode": {"slots": 2}}})", {"'autoscaling.decode.slots'", "maxSequences"}},
   };
   for (const Case& k : cases) {
     RouterConfig c;
@@ -89,16 +94,16 @@ TEST(ScalingSignals, PrefillPressureIsPredictedTtftOverTheSlo) {
   o.ready_endpoints = 2;
   o.waiting_prompt_tokens = 38000;
   // (38000 + 2000) / (20000 x 2) + 0.02 = 1.02 s; / 2 s
-  const PoolSignals s = prefill_pool_signals(o, 2000, c);
+  const PoolSignals s = prefill_pool_signals(o, 2000, 0, c);
   EXPECT_DOUBLE_EQ(s.predicted_ttft_seconds, 1.02);
   EXPECT_DOUBLE_EQ(s.pressure, 0.51);
   EXPECT_EQ(s.ready_endpoints, 2);
   EXPECT_DOUBLE_EQ(s.predicted_tpot_seconds, 0);
   // More waiting tokens: more pressure; another endpoint: less.
   o.waiting_prompt_tokens = 78000;
-  EXPECT_GT(prefill_pool_signals(o, 2000, c).pressure, s.pressure);
+  EXPECT_GT(prefill_pool_signals(o, 2000, 0, c).pressure, s.pressure);
   o.ready_endpoints = 4;
-  EXPECT_LT(prefill_pool_signals(o, 2000, c).pressure, s.pressure * 2);
+  EXPECT_LT(prefill_pool_signals(o, 2000, 0, c).pressure, s.pressure * 2);
 }
 
 TEST(ScalingSignals, DecodePressureIsTheWorseOfTpotAndKv) {
@@ -122,10 +127,10 @@ TEST(ScalingSignals, WithoutReadyEndpointsQueuedRequestsForceScaleFromZero) {
   const auto c = contract_example();
   PoolObservation o;
   o.draining_endpoints = 1;
-  EXPECT_DOUBLE_EQ(prefill_pool_signals(o, 1000, c).pressure, 0);
+  EXPECT_DOUBLE_EQ(prefill_pool_signals(o, 1000, 0, c).pressure, 0);
   EXPECT_DOUBLE_EQ(decode_pool_signals(o, c).pressure, 0);
   o.queued_requests = 3;
-  EXPECT_DOUBLE_EQ(prefill_pool_signals(o, 1000, c).pressure, 4);
+  EXPECT_DOUBLE_EQ(prefill_pool_signals(o, 1000, 0, c).pressure, 4);
   const PoolSignals d = decode_pool_signals(o, c);
   EXPECT_DOUBLE_EQ(d.pressure, 4);
   EXPECT_EQ(d.draining_endpoints, 1);
@@ -141,13 +146,13 @@ TEST(ScalingSignals, JsonAndPrometheusCarryTheContractsNames) {
   d.ready_endpoints = 3;
   d.running_sequences = 30;
   d.queued_requests = 0;
-  const PoolSignals ps = prefill_pool_signals(p, 50, c), ds = decode_pool_signals(d, c);
+  const PoolSignals ps = prefill_pool_signals(p, 50, 0, c), ds = decode_pool_signals(d, c);
   const json doc = json::parse(pool_signals_json(ps, ds));
   for (const char* pool : {"prefill", "decode"}) {
     const json& j = doc.at("pools").at(pool);
     for (const char* key : {"pressure", "readyEndpoints", "drainingEndpoints", "waitingPromptTokens",
                             "predictedTtftSeconds", "runningSequences", "kvUtilization", "predictedTpotSeconds",
-                            "queuedRequests"}) {
+                            "queuedRequests", "promptTokensPerSecond", "waitingSequences"}) {
       EXPECT_TRUE(j.contains(key)) << pool << "." << key;
     }
   }
@@ -159,7 +164,8 @@ TEST(ScalingSignals, JsonAndPrometheusCarryTheContractsNames) {
                            "disagg_router_pool_draining_endpoints", "disagg_router_pool_waiting_prompt_tokens",
                            "disagg_router_pool_predicted_ttft_seconds", "disagg_router_pool_running_sequences",
                            "disagg_router_pool_kv_utilization", "disagg_router_pool_predicted_tpot_seconds",
-                           "disagg_router_pool_queued_requests"}) {
+                           "disagg_router_pool_queued_requests", "disagg_router_pool_prompt_tokens_per_second",
+                           "disagg_router_pool_waiting_sequences"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + name + " gauge"), std::string::npos) << name;
     EXPECT_NE(text.find(std::string(name) + "{pool=\"prefill\"} "), std::string::npos) << name;
     EXPECT_NE(text.find(std::string(name) + "{pool=\"decode\"} "), std::string::npos) << name;
@@ -169,12 +175,54 @@ TEST(ScalingSignals, JsonAndPrometheusCarryTheContractsNames) {
 
 TEST(ScalingSignals, MeanPromptIsTakenBetweenReads) {
   MeanPromptTracker t;
-  EXPECT_DOUBLE_EQ(t.update(0, 0), 0);
-  EXPECT_DOUBLE_EQ(t.update(1000, 10), 100);      // everything so far
-  EXPECT_DOUBLE_EQ(t.update(1000, 10), 100);      // nothing new: the last mean
-  EXPECT_DOUBLE_EQ(t.update(21000, 20), 2000);    // only the ten new ones
-  EXPECT_DOUBLE_EQ(t.update(500, 5), 2000);       // an endpoint left: start over, keep the mean
-  EXPECT_DOUBLE_EQ(t.update(800, 8), 100);
+  const auto mean = [&t](double tokens, double requests) { return t.update(tokens, requests, 0).mean_prompt_tokens; };
+  EXPECT_DOUBLE_EQ(mean(0, 0), 0);
+  EXPECT_DOUBLE_EQ(mean(1000, 10), 100);      // everything so far
+  EXPECT_DOUBLE_EQ(mean(1000, 10), 100);      // nothing new: the last mean
+  EXPECT_DOUBLE_EQ(mean(21000, 20), 2000);    // only the ten new ones
+  EXPECT_DOUBLE_EQ(mean(500, 5), 2000);       // an endpoint left: start over, keep the mean
+  EXPECT_DOUBLE_EQ(mean(800, 8), 100);
+}
+
+TEST(ScalingSignals, PromptRateIsSmoothedOverAboutAMinuteWhateverTheReadInterval) {
+  // GIVEN prompt tokens arriving at 1,000/s, read every 15 s (KEDA) or every 1 s (a scraper)
+  for (const double every : {15.0, 1.0}) {
+    MeanPromptTracker t;
+    double rate = 0;
+    for (double now = 0; now <= 600; now += every) rate = t.update(1000 * now, now, now).prompt_tokens_per_second;
+    // THEN after ten minutes the rate is the arrival rate
+    EXPECT_NEAR(rate, 1000, 1) << every;
+    // AND a minute after the arrivals stop it has fallen by about e (the time constant)
+    for (double now = 600 + every; now <= 660 + 1e-9; now += every) rate = t.update(600'000, 600, now).prompt_tokens_per_second;
+    EXPECT_NEAR(rate, 1000 / std::exp(1.0), 5) << every;
+  }
+}
+
+TEST(ScalingSignals, ABusyPoolIsUnderPressureBeforeAnyQueueBuilds) {
+  const auto c = contract_example();
+  // GIVEN a prefill pool of 2 x 20,000 tokens/s with nothing waiting (TTFT at its floor)
+  PoolObservation o;
+  o.ready_endpoints = 2;
+  // WHEN 32,000 prompt tokens arrive per second THEN its pressure is the utilization, 0.8
+  const PoolSignals p = prefill_pool_signals(o, 2000, 32000, c);
+  EXPECT_NEAR(p.pressure, 0.8, 1e-12);
+  EXPECT_DOUBLE_EQ(p.prompt_tokens_per_second, 32000);
+  EXPECT_LT(p.predicted_ttft_seconds / c.ttft_slo_seconds, 0.1);
+  // GIVEN a decode pool of 2 endpoints holding 256 sequences each, whose steps stay fast
+  auto d = c;
+  d.decode_step_seconds_per_sequence = 0.00005;  // 200 a step: 0.012 + 0.00005 x 201 = 22 ms, 0.44 of the SLO
+  d.decode_max_sequences = 256;
+  o = PoolObservation{};
+  o.ready_endpoints = 2;
+  o.running_sequences = 400;
+  o.waiting_sequences = 60;  // 460 of 512 slots: 0.898 / 0.9
+  o.kv_utilization_sum = 0.6;
+  const PoolSignals s = decode_pool_signals(o, d);
+  EXPECT_NEAR(s.pressure, 460.0 / 512 / 0.9, 1e-12);
+  EXPECT_DOUBLE_EQ(s.waiting_sequences, 60);
+  // AND without maxSequences the slot term is off: the TPOT's 0.44 and KV's 0.3 / 0.9 remain
+  d.decode_max_sequences = 0;
+  EXPECT_NEAR(decode_pool_signals(o, d).pressure, (0.012 + 0.00005 * 201) / 0.05, 1e-12);
 }
 
 // ---- draining endpoints ---------------------------------------------------------------------------

@@ -98,10 +98,15 @@ export interface PrefillCapacity {
   readonly fixedSeconds: number;
 }
 
-/** The router's step model of a decode pool: TPOT = base + perSequence x (running per endpoint + 1). */
+/**
+ * The router's step model of a decode pool: TPOT = base + perSequence x (running per endpoint + 1),
+ * and the sequences one endpoint holds (its share of the replica's concurrency at the planned context:
+ * the router's pressure counts (running + waiting) against it, as the simulator does).
+ */
 export interface DecodeCapacity {
   readonly stepSecondsBase: number;
   readonly stepSecondsPerSequence: number;
+  readonly maxSequences: number;
 }
 
 /** The router configuration's `autoscaling` block (issue 24 contract, section 2). */
@@ -133,14 +138,19 @@ export function prefillCapacity(pool: PoolPlan, maxContext: number, endpointsPer
 
 /**
  * A decode pool's step time as a line in the sequences an endpoint runs, fitted through the roofline's
- * steps at 1 and at the endpoint's concurrency (at most 64) at the plan's decode context.
+ * steps at 1 and at the endpoint's concurrency (at most 64) at the plan's decode context, and the
+ * endpoint's concurrency itself.
  */
 export function decodeCapacity(pool: PoolPlan, endpointsPerReplica = 1): DecodeCapacity {
   const plan = pool.plan;
   const step = (perEndpoint: number) => plan.roofline.decodeStep(perEndpoint * endpointsPerReplica, plan.decodeContextTokens).stepSeconds;
   const n = Math.max(2, Math.min(64, Math.floor(plan.maxConcurrency / endpointsPerReplica)));
   const perSequence = Math.max(0, (step(n) - step(1)) / (n - 1));
-  return { stepSecondsBase: sig(Math.max(0, step(1) - perSequence)), stepSecondsPerSequence: sig(perSequence) };
+  return {
+    stepSecondsBase: sig(Math.max(0, step(1) - perSequence)),
+    stepSecondsPerSequence: sig(perSequence),
+    maxSequences: Math.max(1, Math.floor(plan.maxConcurrency / endpointsPerReplica)),
+  };
 }
 
 /**

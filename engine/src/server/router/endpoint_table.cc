@@ -391,6 +391,13 @@ void EndpointTable::finish(Pick& p, std::uint64_t request_id) {
   p.slot = -1;
 }
 
+void EndpointTable::route_failed(const RouteRequest& rq, const Pick& p, bool prefill_leg) {
+  if (!p.ok()) return;
+  std::lock_guard lock(mu_);
+  const EndpointSlot& s = slots_[static_cast<std::size_t>(p.slot)];
+  if (s.present && s.generation == p.generation) planner_->on_failed(rq, prefill_leg, static_cast<EndpointId>(p.slot));
+}
+
 void EndpointTable::upstream_failed(const Pick& p, bool definitive, std::string_view what) {
   EndpointSlot& s = slots_[static_cast<std::size_t>(p.slot)];
   if (s.generation != p.generation) return;
@@ -509,6 +516,7 @@ void EndpointTable::observe_pools(PoolObservation& prefill, PoolObservation& dec
     ++o.ready_endpoints;
     o.waiting_prompt_tokens += static_cast<double>(std::max<std::int64_t>(0, s.inflight_prefill_tokens.load()));
     o.running_sequences += s.running.load(std::memory_order_relaxed);
+    o.waiting_sequences += s.waiting.load(std::memory_order_relaxed);
     o.kv_utilization_sum += s.kv_usage.load(std::memory_order_relaxed);
   }
 }

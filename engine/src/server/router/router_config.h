@@ -77,6 +77,9 @@ struct AutoscalingSignalsConfig {
   double prefill_fixed_seconds = 0.02;            ///< prefill.fixedSeconds: latency on top (>= 0)
   double decode_step_seconds_base = 0.012;        ///< decode.stepSecondsBase (>= 0)
   double decode_step_seconds_per_sequence = 0.0002;  ///< decode.stepSecondsPerSequence
+  /// decode.maxSequences: sequences one decode endpoint holds at once (its KV capacity at the
+  /// planned context, or vLLM's --max-num-seqs if lower); 0 = unknown, no sequence-slot term.
+  double decode_max_sequences = 0;
 };
 
 struct RouterConfig {

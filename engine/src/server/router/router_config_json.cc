@@ -161,7 +161,7 @@ Expected<void, std::string> apply_autoscaling(const json& a, AutoscalingSignalsC
   };
   for (const Section& sec : {Section{"slo", "{\"ttftSeconds\": 2, \"tpotSeconds\": 0.05}"},
                              Section{"prefill", "{\"tokensPerSecond\": 20000, \"fixedSeconds\": 0.02}"},
-                             Section{"decode", "{\"stepSecondsBase\": 0.012, \"stepSecondsPerSequence\": 0.0002}"}}) {
+                             Section{"decode", "{\"stepSecondsBase\": 0.012, \"stepSecondsPerSequence\": 0.0002, \"maxSequences\": 256}"}}) {
     auto it = a.find(sec.name);
     if (it == a.end() || it->is_null()) continue;
     if (!it->is_object()) {
@@ -198,18 +198,22 @@ Expected<void, std::string> apply_autoscaling(const json& a, AutoscalingSignalsC
        "the decode step time of a one-sequence batch in seconds, e.g. 0.012", &out.decode_step_seconds_base},
       {decode, "autoscaling.decode.", "stepSecondsPerSequence", true,
        "the step time each further sequence adds in seconds, e.g. 0.0002", &out.decode_step_seconds_per_sequence},
+      {decode, "autoscaling.decode.", "maxSequences", true,
+       "the sequences one decode endpoint holds at once (0: unknown), e.g. 256", &out.decode_max_sequences},
   };
   for (const auto& f : fields) {
     if (!get_scaling_number(f.obj, f.path, f.key, f.zero_ok, f.fix, f.out, err)) return unexpected(err);
   }
   for (const auto& [obj, path, keys] :
-       {std::tuple{&slo, "autoscaling.slo.", std::array<const char*, 2>{"ttftSeconds", "tpotSeconds"}},
-        std::tuple{&prefill, "autoscaling.prefill.", std::array<const char*, 2>{"tokensPerSecond", "fixedSeconds"}},
-        std::tuple{&decode, "autoscaling.decode.", std::array<const char*, 2>{"stepSecondsBase", "stepSecondsPerSequence"}}}) {
+       {std::tuple{&slo, "autoscaling.slo.", std::string_view("ttftSeconds, tpotSeconds")},
+        std::tuple{&prefill, "autoscaling.prefill.", std::string_view("tokensPerSecond, fixedSeconds")},
+        std::tuple{&decode, "autoscaling.decode.", std::string_view("stepSecondsBase, stepSecondsPerSequence, maxSequences")}}) {
     for (auto it = obj->begin(); it != obj->end(); ++it) {
-      if (it.key() == "$comment" || it.key() == keys[0] || it.key() == keys[1]) continue;
-      return unexpected("'" + std::string(path) + it.key() + "' is not a field of this block; use " + keys[0] + " or " +
-                        keys[1]);
+      if (it.key() == "$comment") continue;
+      bool known = false;
+      for (const auto& f : fields) known |= &f.obj == obj && it.key() == f.key;
+      if (known) continue;
+      return unexpected("'" + std::string(path) + it.key() + "' is not a field of this block; use " + std::string(keys));
     }
   }
   return {};

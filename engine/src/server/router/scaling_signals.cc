@@ -33,13 +33,16 @@ PoolSignals common(const PoolObservation& o) {
   s.running_sequences = std::max(0.0, o.running_sequences);
   s.kv_utilization = o.ready_endpoints > 0 ? std::clamp(o.kv_utilization_sum / o.ready_endpoints, 0.0, 1.0) : 0;
   s.queued_requests = std::max(0.0, o.queued_requests);
+  s.waiting_sequences = std::max(0.0, o.waiting_sequences);
   return s;
 }
 
 }  // namespace
 
-PoolSignals prefill_pool_signals(const PoolObservation& o, double mean_prompt_tokens, const AutoscalingSignalsConfig& c) {
+PoolSignals prefill_pool_signals(const PoolObservation& o, double mean_prompt_tokens, double prompt_tokens_per_second,
+                                 const AutoscalingSignalsConfig& c) {
   PoolSignals s = common(o);
+  s.prompt_tokens_per_second = std::max(0.0, finite_or_zero(prompt_tokens_per_second));
   if (o.ready_endpoints <= 0) {
     s.pressure = pressure_without_endpoints(o);
     return s;
@@ -47,7 +50,7 @@ PoolSignals prefill_pool_signals(const PoolObservation& o, double mean_prompt_to
   const double capacity = c.prefill_tokens_per_second * o.ready_endpoints;
   s.predicted_ttft_seconds =
       finite_or_zero((s.waiting_prompt_tokens + std::max(0.0, mean_prompt_tokens)) / capacity + c.prefill_fixed_seconds);
-  s.pressure = finite_or_zero(s.predicted_ttft_seconds / c.ttft_slo_seconds);
+  s.pressure = finite_or_zero(std::max(s.predicted_ttft_seconds / c.ttft_slo_seconds, s.prompt_tokens_per_second / capacity));
   return s;
 }
 
@@ -60,7 +63,11 @@ PoolSignals decode_pool_signals(const PoolObservation& o, const AutoscalingSigna
   const double per_endpoint = s.running_sequences / o.ready_endpoints;
   s.predicted_tpot_seconds =
       finite_or_zero(c.decode_step_seconds_base + c.decode_step_seconds_per_sequence * (per_endpoint + 1));
-  s.pressure = finite_or_zero(std::max(s.predicted_tpot_seconds / c.tpot_slo_seconds, s.kv_utilization / kKvFull));
+  const double slots = c.decode_max_sequences > 0
+                          ? (s.running_sequences + s.waiting_sequences) / (c.decode_max_sequences * o.ready_endpoints)
+                          : 0;
+  s.pressure = finite_or_zero(
+      std::max({s.predicted_tpot_seconds / c.tpot_slo_seconds, s.kv_utilization / kKvFull, slots / kKvFull}));
   return s;
 }
 
@@ -70,10 +77,11 @@ void write_pool_signals(std::string& out, const PoolSignals& prefill, const Pool
     const char* help;
     double (*value)(const PoolSignals&);
   };
-  static constexpr std::array<Family, 9> families = {{
+  static constexpr std::array<Family, 11> families = {{
       {"disagg_router_pool_slo_pressure",
-       "Scaling signal: predicted latency of the next request / its SLO (prefill: TTFT; decode: max of TPOT and "
-       "KV utilization / 0.9); 1 + queued requests with no ready endpoint.",
+       "Scaling signal: predicted latency of the next request / its SLO, or the capacity in use (prefill: max of "
+       "TTFT / SLO and arriving prompt tokens / throughput; decode: max of TPOT / SLO, KV utilization / 0.9 and "
+       "sequences / (maxSequences x 0.9)); 1 + queued requests with no ready endpoint.",
        [](const PoolSignals& s) { return s.pressure; }},
       {"disagg_router_pool_ready_endpoints", "Endpoints of the pool that receive requests.",
        [](const PoolSignals& s) { return static_cast<double>(s.ready_endpoints); }},
@@ -94,6 +102,11 @@ void write_pool_signals(std::string& out, const PoolSignals& prefill, const Pool
        [](const PoolSignals& s) { return s.predicted_tpot_seconds; }},
       {"disagg_router_pool_queued_requests", "Requests held for lack of a ready endpoint of the pool.",
        [](const PoolSignals& s) { return s.queued_requests; }},
+      {"disagg_router_pool_prompt_tokens_per_second",
+       "Prompt tokens routed to the pool per second, smoothed over about a minute.",
+       [](const PoolSignals& s) { return s.prompt_tokens_per_second; }},
+      {"disagg_router_pool_waiting_sequences", "vllm:num_requests_waiting summed over the pool's ready endpoints.",
+       [](const PoolSignals& s) { return s.waiting_sequences; }},
   }};
   for (const Family& f : families) {
     out.append("# HELP ").append(f.name).append(" ").append(f.help).append("\n");
@@ -113,26 +126,38 @@ std::string pool_signals_json(const PoolSignals& prefill, const PoolSignals& dec
                           {"runningSequences", s.running_sequences},
                           {"kvUtilization", s.kv_utilization},
                           {"predictedTpotSeconds", s.predicted_tpot_seconds},
-                          {"queuedRequests", s.queued_requests}};
+                          {"queuedRequests", s.queued_requests},
+                          {"promptTokensPerSecond", s.prompt_tokens_per_second},
+                          {"waitingSequences", s.waiting_sequences}};
   };
   return nlohmann::json{{"pools", {{"prefill", one(prefill)}, {"decode", one(decode)}}}}.dump();
 }
 
-double MeanPromptTracker::update(double tokens_total, double requests_total) {
+MeanPromptTracker::Reading MeanPromptTracker::update(double tokens_total, double requests_total, double now_seconds) {
   std::lock_guard lock(mu_);
+  // The rate: tokens since the last read over the time since, weighed in by that time.
+  if (rate_time_ < 0 || tokens_total < rate_tokens_) {  // first read, or an endpoint left with its counts
+    rate_time_ = now_seconds;
+    rate_tokens_ = tokens_total;
+  } else if (const double elapsed = now_seconds - rate_time_; elapsed > 0) {
+    const double weight = 1 - std::exp(-elapsed / kRateSeconds);
+    rate_ += weight * ((tokens_total - rate_tokens_) / elapsed - rate_);
+    rate_time_ = now_seconds;
+    rate_tokens_ = tokens_total;
+  }
   const double dt = tokens_total - tokens_;
   const double dr = requests_total - requests_;
   if (dt < 0 || dr < 0) {  // an endpoint left with its counts: start over from here
     tokens_ = tokens_total;
     requests_ = requests_total;
-    return mean_;
+    return {mean_, rate_};
   }
   if (dr > 0) {
     mean_ = dt / dr;
     tokens_ = tokens_total;
     requests_ = requests_total;
   }
-  return mean_;
+  return {mean_, rate_};
 }
 
 }  // namespace disagg::router

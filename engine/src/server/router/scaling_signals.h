@@ -4,11 +4,17 @@
 // Two pools: "prefill" (prefill endpoints) and "decode" (decode endpoints, or the aggregated ones
 // of a deployment without P/D). The pressure is predicted latency / SLO (1.0: the next request
 // would just meet its SLO):
-//   prefill: predicted TTFT / slo.ttftSeconds, where predicted TTFT =
+//   prefill: max(predicted TTFT / slo.ttftSeconds, utilization), where predicted TTFT =
 //            (waiting prompt tokens + mean prompt) / (prefill.tokensPerSecond x ready endpoints)
-//            + prefill.fixedSeconds;
-//   decode:  max(predicted TPOT / slo.tpotSeconds, KV utilization / 0.9), where predicted TPOT =
-//            decode.stepSecondsBase + decode.stepSecondsPerSequence x (running / ready + 1);
+//            + prefill.fixedSeconds, and utilization = prompt tokens arriving per second (routed
+//            to the pool, smoothed over about a minute) / (prefill.tokensPerSecond x ready);
+//   decode:  max(predicted TPOT / slo.tpotSeconds, KV utilization / 0.9, slots / 0.9), where
+//            predicted TPOT = decode.stepSecondsBase + decode.stepSecondsPerSequence x
+//            (running / ready + 1) and slots = (running + waiting sequences) /
+//            (decode.maxSequences x ready) (when maxSequences is given);
+// The utilization and slot terms are what the simulator scales on too (engine/src/sim/simulator.cc,
+// the same rule): the latency predictions alone stay flat until a queue builds, so the rule
+// (desired = ready x pressure / target) would shrink a busy pool to one replica and flap.
 //   no ready endpoint: 1 + queued requests when some wait for the pool (scale from zero), else 0.
 // The scaling rule (desired = ceil(current x pressure / target), HPA tolerance and windows) is the
 // autoscaler's: KEDA reads GET /scaling (metrics-api scaler), an HPA the Prometheus gauges.
@@ -35,8 +41,10 @@ struct PoolObservation {
   /// Prompt tokens of the legs in flight on the ready endpoints that have not had their first byte
   /// (the router's own count: waiting for, or in, prefill).
   double waiting_prompt_tokens = 0;
-  /// Sum over the ready endpoints of vllm:num_requests_running, and of vllm:kv_cache_usage_perc.
+  /// Sum over the ready endpoints of vllm:num_requests_running, vllm:num_requests_waiting and
+  /// vllm:kv_cache_usage_perc.
   double running_sequences = 0;
+  double waiting_sequences = 0;
   double kv_utilization_sum = 0;
   /// Requests held for lack of a ready endpoint of the pool (decode: waiting in the router; prefill:
   /// served decode-only because no prefill endpoint was ready).
@@ -58,10 +66,13 @@ struct PoolSignals {
   double kv_utilization = 0;          ///< mean over the ready endpoints, 0..1
   double predicted_tpot_seconds = 0;  ///< decode pool only; 0 with no ready endpoint
   double queued_requests = 0;
+  double prompt_tokens_per_second = 0;  ///< prompt tokens routed to the pool per second (smoothed)
+  double waiting_sequences = 0;         ///< vllm:num_requests_waiting over the ready endpoints
 };
 
-/// The prefill pool's signals; `mean_prompt_tokens` is the mean prompt of its recent requests.
-PoolSignals prefill_pool_signals(const PoolObservation& o, double mean_prompt_tokens,
+/// The prefill pool's signals; `mean_prompt_tokens` is the mean prompt of its recent requests,
+/// `prompt_tokens_per_second` the rate of prompt tokens routed to it.
+PoolSignals prefill_pool_signals(const PoolObservation& o, double mean_prompt_tokens, double prompt_tokens_per_second,
                                  const AutoscalingSignalsConfig& c);
 /// The decode pool's signals.
 PoolSignals decode_pool_signals(const PoolObservation& o, const AutoscalingSignalsConfig& c);
@@ -74,15 +85,29 @@ std::string pool_signals_json(const PoolSignals& prefill, const PoolSignals& dec
 /// The mean prompt of the requests routed between two reads, from monotonic totals. The first read
 /// takes everything since the start; a read with no new request keeps the last mean; totals that
 /// went back (an endpoint left) restart the count. Thread-safe (a mutex: never the request path).
+///
+/// It also keeps the rate of prompt tokens, smoothed exponentially with a time constant of
+/// kRateSeconds over the reads (each read weighs in by the time since the previous one, so the
+/// result does not depend on how often /metrics and /scaling are read).
 class MeanPromptTracker {
  public:
-  double update(double tokens_total, double requests_total);
+  static constexpr double kRateSeconds = 60;
+
+  struct Reading {
+    double mean_prompt_tokens = 0;
+    double prompt_tokens_per_second = 0;
+  };
+  /// `now_seconds`: a steady clock.
+  Reading update(double tokens_total, double requests_total, double now_seconds);
 
  private:
   std::mutex mu_;
   double tokens_ = 0;
   double requests_ = 0;
   double mean_ = 0;
+  double rate_tokens_ = 0;  // the totals at the last rate update
+  double rate_time_ = -1;   // < 0: no read yet
+  double rate_ = 0;
 };
 
 }  // namespace disagg::router

@@ -256,6 +256,8 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       kv_params = co_await run_prefill(w.executor(), pf, body, std::string(target), request_id, deadline, &client_left,
                                        &prefill_drained);
       const int prefill_slot = pf.slot;
+      // A prefill that failed or drained computed nothing there.
+      if (kv_params.is_null() && !client_left.cancelled()) table_.route_failed(rq, pf, /*prefill_leg=*/true);
       table_.finish(pf, rq.request_id);
       if (client_left.cancelled()) {  // the client left during the prefill: no decode leg
         table_.finish(pick, rq.request_id);
@@ -317,6 +319,7 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       metrics_.error(last_cause);
       table_.upstream_failed(pick, e.code == http::ClientErrc::connect_failed, e.message());
       exclude |= std::uint64_t{1} << pick.slot;
+      table_.route_failed(rq, pick, /*prefill_leg=*/false);
       table_.finish(pick, rq.request_id);
       const AttemptResult result = e.code == http::ClientErrc::connect_failed ||
                                            e.code == http::ClientErrc::connect_timeout ||
@@ -352,6 +355,7 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       }
       table_.upstream_draining(pick);
       exclude |= std::uint64_t{1} << pick.slot;
+      table_.route_failed(rq, pick, /*prefill_leg=*/false);
       table_.finish(pick, rq.request_id);
       last_cause = ErrorCause::no_endpoint;
       last_status = 503;
@@ -389,6 +393,7 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
         table_.upstream_failed(pick, false, last_error);
         exclude |= std::uint64_t{1} << pick.slot;
       }
+      table_.route_failed(rq, pick, /*prefill_leg=*/false);
       table_.finish(pick, rq.request_id);
       if (!should_retry(AttemptResult::status_5xx, attempt, config_.max_retries, Clock::now() >= deadline)) break;
       metrics_.retries.fetch_add(1, std::memory_order_relaxed);
@@ -428,6 +433,7 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
         metrics_.kv_transfer_fallbacks.fetch_add(1, std::memory_order_relaxed);
         log_line("decode stream on " + pick.label + " for " + request_id +
                  " with KV transfer parameters opened with an error (a failed KV pull?); retrying decode-only");
+        table_.route_failed(rq, pick, /*prefill_leg=*/false);
         table_.finish(pick, rq.request_id);
         metrics_.retries.fetch_add(1, std::memory_order_relaxed);
         continue;
