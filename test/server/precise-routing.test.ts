@@ -185,7 +185,9 @@ describeIfBuilt('two routers in front of the same sim-workers (active-active)', 
     // GIVEN 40 conversations with nothing in common, sent at once, half through each router
     const sent = Array.from({ length: 40 }, (_, i) => post(`${routers[i % 2].url}/v1/chat/completions`, {
       model: MODEL,
-      max_tokens: 256,
+      // Long enough that the whole burst is in flight at once even on a loaded machine (short
+      // answers end while the rest is still being sent, and the freed workers take more).
+      max_tokens: 2048,
       messages: [{ role: 'user', content: turn(`burst-${i}`, 0) }],
     }));
     const results = await Promise.all(sent);
