@@ -126,3 +126,49 @@ export function planSync(config: SimulationConfig): PlanResult {
   return JSON.parse(native().planSync(JSON.stringify(config))) as PlanResult;
 }
 
+
+/**
+ * One pool's scaling limits and windows, in the simulator's `pools[i].autoscaling` names
+ * (engine/include/disagg/autoscaler.h, AutoscalePolicy); absent fields take the engine's defaults.
+ */
+export interface AutoscalePolicyInput {
+  readonly minReplicas: number;
+  readonly maxReplicas: number;
+  readonly target?: number;
+  readonly tolerance?: number;
+  readonly scaleUpStabilizationSeconds?: number;
+  readonly scaleDownStabilizationSeconds?: number;
+  readonly scaleToZero?: boolean;
+  readonly idleSecondsBeforeZero?: number;
+}
+
+/** The engine's scaling rule for one pool (disagg::PoolAutoscaler), live in this process. */
+export interface PoolAutoscalerRule {
+  /**
+   * The replica count the pool should have now (PoolAutoscaler::evaluate): `now` in seconds,
+   * non-decreasing; `ready` the replicas the pressure was measured over; `requested` the replicas
+   * asked for (ready + starting, draining ones excluded); `lastRequest` when the pool last got a
+   * request (-Infinity: never).
+   */
+  evaluate(now: number, ready: number, requested: number, pressure: number, lastRequest: number): number;
+  /** The raw recommendation of the last evaluate(), before the stabilization windows. */
+  lastRecommendation(): number;
+}
+
+interface NativeAutoscaler {
+  PoolAutoscaler: new (policy: AutoscalePolicyInput, intervalSeconds: number, field: string) => PoolAutoscalerRule;
+}
+
+/**
+ * The scaling rule the simulator and the cluster's KEDA/HPA apply (engine/src/addon/autoscaler_binding.cc),
+ * evaluated every `intervalSeconds`.
+ * @throws Error when the addon is missing or lacks the rule (rebuild it), or the policy is invalid
+ * (the message names `field` + the key, the value and the fix)
+ */
+export function poolAutoscaler(policy: AutoscalePolicyInput, intervalSeconds: number, field: string): PoolAutoscalerRule {
+  const engine = loadEngine() as unknown as Partial<NativeAutoscaler>;
+  if (typeof engine.PoolAutoscaler !== 'function') {
+    throw new Error(`The disagg engine addon at ${engineAddonPath()} predates the scaling rule binding; rebuild it with \`npx projen engine\``);
+  }
+  return new engine.PoolAutoscaler(policy, intervalSeconds, field);
+}

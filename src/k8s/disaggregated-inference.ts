@@ -163,6 +163,11 @@ export class DisaggregatedInference extends Construct {
    * instead of parsing `routerConfig`).
    */
   public readonly _router: RouterPlan;
+  /**
+   * @internal Each autoscaled pool's scaling rule with its defaults applied (what its ScaledObject or
+   * HPA carries; `disagg local --autoscale` applies the same rule to sim-workers).
+   */
+  public readonly _autoscaling: Partial<Record<'prefill' | 'decode', ResolvedAutoscaling>>;
   /** The NIXL backend in use: 'LIBFABRIC' or 'UCX'. */
   public readonly nixlBackend: string;
   /** Whether the prefill pool is a LeaderWorkerSet (a replica spans nodes). */
@@ -214,6 +219,7 @@ export class DisaggregatedInference extends Construct {
     const sides = { prefill: sideOf('prefill'), decode: sideOf('decode') };
     const namespaceForScaling = props.namespace ?? Chart.of(this).namespace;
     const scaling = resolvePoolScaling(where, props, sides, namespaceForScaling);
+    this._autoscaling = scaling;
     checkVendors(where, {
       prefill: { type: (sides.prefill.options ?? sides.prefill.ep!).instanceType, field: sides.prefill.options ? 'prefill' : 'prefillExpertParallel' },
       decode: { type: (sides.decode.options ?? sides.decode.ep!).instanceType, field: sides.decode.options ? 'decode' : 'decodeExpertParallel' },

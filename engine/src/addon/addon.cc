@@ -5,6 +5,7 @@
 //   costModel(config: object, probes?: object): Promise<string>   report JSON (disagg/cost_report.h)
 //   costModelFields(): Array<{section, key, required, defaultValue, constraint}>
 //   simulate, simulateSweep, plan, planSync: see simulation_binding.cc
+//   PoolAutoscaler (the scaling rule): see autoscaler_binding.cc
 //
 // Built with NAPI_DISABLE_CPP_EXCEPTIONS: no C++ exception crosses into JavaScript. Arguments are
 // read on the JavaScript thread (Node-API values cannot be touched elsewhere); the report is
@@ -23,6 +24,8 @@
 namespace disagg_addon {
 // simulation_binding.cc: simulate, simulateSweep, plan, planSync.
 void register_simulation(Napi::Env env, Napi::Object exports);
+// autoscaler_binding.cc: PoolAutoscaler.
+void register_autoscaler(Napi::Env env, Napi::Object exports);
 }  // namespace disagg_addon
 
 namespace {
@@ -222,6 +225,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("costModel", Napi::Function::New(env, CostModel, "costModel"));
   exports.Set("costModelFields", Napi::Function::New(env, CostModelFields, "costModelFields"));
   disagg_addon::register_simulation(env, exports);
+  disagg_addon::register_autoscaler(env, exports);
   return exports;
 }
 

@@ -1,13 +1,13 @@
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT } from '../defaults';
+import { runAutoscale } from '../local/autoscale-cli';
 import {
   EXPERT_PARALLEL_DEPLOYMENT, expertParallelRanksProblem, LocalDeployment, localDeployment, localExpertParallelDeployment, LocalPool,
   LocalPrefixSource, RankEndpoint, rankEndpoints, routerConfigFor, workerConfig,
 } from '../local/deployment';
-import { consecutiveFreePorts, EngineProcess, freePort, ProcessGroup, resolveEngineBinary, waitFor200 } from '../local/processes';
+import { consecutiveFreePorts, EngineProcess, freePort, ProcessGroup, resolveEngineBinary, waitFor200, withProcessGroup } from '../local/processes';
 import { buildJobs, Job, percentile, RequestApi, runJobs, TEXT_CHARS_PER_TOKEN, WorkloadSpec } from '../local/workload';
 import { ProgressReporter } from '../progress';
 import { renderTable } from '../table';
@@ -48,6 +48,32 @@ Deployment:
   --speedup X              model seconds per wall second of the sim-workers (default 1)
   --kv-tokens N            KV cache tokens per sim-worker (default: what sizing leaves a replica of its
                            pool, millions); fewer make a short run fill the caches and evict
+Autoscaling (--autoscale: the issue 24 rule on loopback, P/D, under a load that rises and falls):
+  --autoscale              scale the prefill and decode pools on the router's SLO pressure (GET
+                           /scaling) with the engine's rule and the construct's bounds and windows, as
+                           KEDA does: a scale-up starts a sim-worker in a free slot of the pool's
+                           port block (the router discovers it), a scale-down SIGTERMs the newest,
+                           which drains (new requests go elsewhere, those in flight finish); prints
+                           each step, each drain and the requests that failed (the goal: none).
+                           --prefill / --decode: replicas at the start (default --min-replicas)
+  --min-replicas N         fewest replicas per pool (default 1)
+  --max-replicas N         most replicas per pool (default 4)
+  --duration SECONDS       length of the load (default 90): from 0.1x --rate up to --rate at the
+                           middle and back down (open-loop arrivals)
+  --rate R                 requests per second at the peak (default 6)
+  --interval SECONDS       between two evaluations of the rule (default 1; KEDA polls every 15)
+  --scale-down-window S    scale-down stabilization, whole seconds (default 10; the cluster's 300)
+  --provision-seconds S    a new replica's wait before its process starts (default 2; a node start
+                           and a model load take minutes in the cluster: \`disagg simulate --autoscale\`)
+  --max-num-seqs N         running sequences per decode sim-worker, which the router's decode
+                           pressure counts against (default 8: a small batch, so that a load this
+                           machine can send fills it)
+  --ttft-slo SECONDS       the deployment's slo.ttftSeconds (default 2)
+  --tpot-slo SECONDS       the deployment's slo.tpotSeconds (default 0.05)
+  The defaults differ here: --speedup 0.25 (slower sim-workers fill at a request rate one client
+  process sends), --workload shared-prefix --tenants 400 --system-tokens 1500 (mostly distinct long
+  prompts, so that the prefill pool has work to scale on too)
+
 Workload:
   --workload KIND          mixed | shared-prefix | chat (default mixed)
   --requests N             requests per run (default 200)
@@ -73,8 +99,8 @@ Output:
   --json                   print machine-readable JSON only
   -h, --help               show this help
 
-Exit codes: 0 every request succeeded, 1 some failed, 2 usage error, 3 engine binary missing or a
-process failed to start.`;
+Exit codes: 0 every request succeeded (with --autoscale: and every drained sim-worker exited 0), 1
+some failed, 2 usage error, 3 engine binary or addon missing or a process failed to start.`;
 
 /** `disagg local`: the default deployment on loopback with sim-workers, policy vs round robin. */
 export const command: Command = {
@@ -464,11 +490,27 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     'tokenizer': { type: 'string' },
     'json': { type: 'boolean' },
     'help': { type: 'boolean', short: 'h' },
+    'autoscale': { type: 'boolean' },
+    'min-replicas': { type: 'string' },
+    'max-replicas': { type: 'string' },
+    'duration': { type: 'string' },
+    'rate': { type: 'string' },
+    'interval': { type: 'string' },
+    'scale-down-window': { type: 'string' },
+    'provision-seconds': { type: 'string' },
+    'max-num-seqs': { type: 'string' },
+    'ttft-slo': { type: 'string' },
+    'tpot-slo': { type: 'string' },
   });
   if (values.help) {
     io.out(HELP);
     return ExitCode.OK;
   }
+  const autoscaleOnly = ['min-replicas', 'max-replicas', 'duration', 'rate', 'interval', 'scale-down-window', 'provision-seconds',
+    'max-num-seqs', 'ttft-slo', 'tpot-slo'] as const;
+  if (values.autoscale === true) return runAutoscale(values, io, readText);
+  const stray = autoscaleOnly.find(f => values[f] !== undefined);
+  if (stray) throw new UsageError(`--${stray} is a flag of an autoscaled run; add --autoscale`);
   const expertParallel = values['expert-parallel'] === true;
   if (!expertParallel && (values.prefill === undefined) !== (values.decode === undefined)) {
     throw new UsageError('--prefill and --decode go together, e.g. --prefill 2 --decode 2');
@@ -544,24 +586,6 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
   const plans: RunPlan[] = sources.map(s => ({ policy, prefixSource: s, label: named ? `${policy} (${s})` : policy }));
   if (baseline && baseline !== policy) plans.push({ policy: baseline, prefixSource: sources[0], label: baseline });
   const jobs = buildJobs(workload);
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-local-'));
-  const group = new ProcessGroup(binary);
-
-  // Ctrl-C / kill: stop the children (they drain), then leave. 'exit': SIGKILL leftovers.
-  const interrupted = { value: false };
-  const onSignal = (signal: NodeJS.Signals) => {
-    interrupted.value = true;
-    io.err(`\ndisagg local: ${signal}: stopping the router and sim-workers`);
-    void group.stopAll(2_000).finally(() => {
-      fs.rmSync(tmp, { recursive: true, force: true });
-      process.exit(signal === 'SIGINT' ? 130 : 143);
-    });
-  };
-  const onExit = () => group.killAllNow();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  process.once('exit', onExit);
-
   const rankShape = (p: LocalPool) => `${p.ranks!.groups} ${p.name} group(s) x ${p.ranks!.podsPerGroup} pod(s) x ${p.ranks!.ranksPerPod} ranks`;
   const shape = (ep ? `${deployment.pools.map(rankShape).join(' + ')}, one sim-worker per rank`
     : pd ? `${pd.prefill} prefill + ${pd.decode} decode sim-workers` : `${workers} aggregated sim-workers`) +
@@ -574,20 +598,18 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     io.err(`  workload: ${workloadText}`);
   }
   const runs: RunSummary[] = [];
+  let pids: Array<{ name: string; pid: number }> = [];
   try {
-    for (const plan of plans) {
-      const options: RunOptions = { deployment, kvTokens, speedup, jobs, workload, concurrency, api, timeoutMs, tmp, tokenizer, interrupted };
-      runs.push(await runPolicy(group, plan, options, io, json));
-    }
+    await withProcessGroup(binary, io, async ({ group, tmp, interrupted }) => {
+      pids = group.pids;
+      for (const plan of plans) {
+        const options: RunOptions = { deployment, kvTokens, speedup, jobs, workload, concurrency, api, timeoutMs, tmp, tokenizer, interrupted };
+        runs.push(await runPolicy(group, plan, options, io, json));
+      }
+    });
   } catch (e) {
     io.err(`disagg local: ${(e as Error).message}`);
     return ExitCode.INTERNAL;
-  } finally {
-    await group.stopAll();
-    process.removeListener('SIGINT', onSignal);
-    process.removeListener('SIGTERM', onSignal);
-    process.removeListener('exit', onExit);
-    fs.rmSync(tmp, { recursive: true, force: true });
   }
 
   const failed = runs.some(r => r.failed > 0 || r.succeeded === 0);
@@ -610,7 +632,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
       },
       workload: { ...workload, text: values.text, concurrency, api },
       runs,
-      processes: group.pids,
+      processes: pids,
     }, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 2));
     return failed ? ExitCode.NEGATIVE : ExitCode.OK;
   }

@@ -1,7 +1,8 @@
 import * as cdk8s from 'cdk8s';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import type { EngineCostConfig } from '../../engine/engine-config';
-import { DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, ModelSource, RouterPolicy } from '../../k8s';
+import { Autoscaler, DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, ModelSource, RouterPolicy } from '../../k8s';
+import type { ResolvedAutoscaling, RouterAutoscaling } from '../../k8s/private/autoscaling';
 import { RoutedPool, RouterConfigFile, StaticRouterEndpoint, withStaticEndpoints } from '../../k8s/private/router-config';
 import { ServingPlan } from '../../sizing';
 import { defaultDeploymentSpec, workloadProps } from '../default-deployment';
@@ -90,6 +91,63 @@ export function localDeployment(pd: { prefill: number; decode: number } | undefi
     kvBlockSize: config.router.kvBlockSize ?? ServingPlan.DEFAULT_KV_BLOCK_SIZE,
     policy: config.policy.name,
     description: `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${tp} on ${spec.instanceType.name}`,
+  };
+}
+
+/** How `disagg local --autoscale` scales the default deployment's pools (each pool the same). */
+export interface LocalAutoscaleSpec {
+  readonly minReplicas: number;
+  readonly maxReplicas: number;
+  /** Scale-down stabilization, whole seconds (the construct's limit: 0 to 3600). */
+  readonly scaleDownWindowSeconds: number;
+  /** The deployment's `slo`, in model seconds. */
+  readonly ttftSeconds: number;
+  readonly tpotSeconds: number;
+}
+
+/** The default deployment with both pools autoscaled, as the construct resolves it. */
+export interface LocalAutoscaleDeployment extends LocalDeployment {
+  /** Each pool's rule with the construct's defaults applied (what its ScaledObject carries). */
+  readonly rules: Record<'prefill' | 'decode', ResolvedAutoscaling>;
+  /** The router configuration's `autoscaling` block (SLO and the pools' capacity, model seconds). */
+  readonly autoscaling: RouterAutoscaling;
+}
+
+/**
+ * The default deployment with `slo` and `autoscaling` on both pools (KEDA): the router configuration
+ * and the rules its ScaledObjects carry, for `disagg local --autoscale`.
+ * @throws the construct's error when the SLO cannot be met or a bound is invalid
+ */
+export function localAutoscaleDeployment(a: LocalAutoscaleSpec): LocalAutoscaleDeployment {
+  const spec = defaultDeploymentSpec();
+  const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: 'inference' });
+  const autoscaling = {
+    minReplicas: a.minReplicas,
+    maxReplicas: a.maxReplicas,
+    scaleDownStabilizationSeconds: a.scaleDownWindowSeconds,
+  };
+  const pool = { instanceType: spec.instanceType, tensorParallel: spec.tensorParallel, autoscaling };
+  const inference = new DisaggregatedInference(chart, 'Inference', {
+    ...workloadProps(spec, 'disagg-local'),
+    prefill: pool,
+    decode: pool,
+    slo: { ttftSeconds: a.ttftSeconds, tpotSeconds: a.tpotSeconds },
+    autoscaler: Autoscaler.KEDA,
+  });
+  const { config, pools } = inference._router;
+  const rules = inference._autoscaling;
+  if (!rules.prefill || !rules.decode || !config.autoscaling) {
+    throw new Error('the construct resolved no autoscaling for the local deployment');
+  }
+  return {
+    config,
+    pools,
+    servedModelName: config.router.servedModelName,
+    kvBlockSize: config.router.kvBlockSize ?? ServingPlan.DEFAULT_KV_BLOCK_SIZE,
+    policy: config.policy.name,
+    description: `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${inference.decodeTensorParallel} on ${spec.instanceType.name}`,
+    rules: { prefill: rules.prefill, decode: rules.decode },
+    autoscaling: config.autoscaling,
   };
 }
 

@@ -1,7 +1,9 @@
 import { ChildProcess, spawn, spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as net from 'net';
+import * as os from 'os';
 import * as path from 'path';
+import type { CliIo } from '../command';
 
 /**
  * `disagg-engine` processes started by `disagg local`, and their cleanup: every process started
@@ -147,6 +149,24 @@ export class ProcessGroup {
     this.tracked.splice(0, this.tracked.length, ...this.tracked.filter(t => !t.done));
   }
 
+  /**
+   * Stops one process as a pod is stopped: SIGTERM (a sim-worker drains: new requests get 503, those
+   * in flight finish), SIGKILL after `graceMs`. Resolves with its exit code, or the signal that ended it.
+   */
+  public async stop(p: EngineProcess, graceMs: number): Promise<number | string> {
+    const t = this.tracked.find(x => x.proc.pid === p.pid);
+    if (!t) throw new Error(`${p.name} (pid ${p.pid}) is not a process of this group`);
+    const ended = new Promise<number | string>(resolve => {
+      if (t.done) resolve(t.proc.exitCode ?? t.proc.signalCode ?? 'exited');
+      else t.proc.once('exit', (code, signal) => resolve(code ?? signal ?? 'exited'));
+    });
+    if (!t.done) t.proc.kill('SIGTERM');
+    const timer = setTimeout(() => { if (!t.done) t.proc.kill('SIGKILL'); }, graceMs);
+    const result = await ended;
+    clearTimeout(timer);
+    return result;
+  }
+
   /** Last resort (process 'exit' handler, synchronous): SIGKILL whatever still runs. */
   public killAllNow(): void {
     for (const t of this.tracked) if (!t.done) t.proc.kill('SIGKILL');
@@ -169,4 +189,45 @@ export async function waitFor200(url: string, timeoutMs: number): Promise<void> 
     await new Promise(r => setTimeout(r, 50));
   }
   throw new Error(`${url} did not answer 200 within ${timeoutMs} ms (last: ${last})`);
+}
+
+/** What a `disagg local` run gets from withProcessGroup. */
+export interface LocalSession {
+  readonly group: ProcessGroup;
+  /** A private temporary folder (configuration files), removed at the end. */
+  readonly tmp: string;
+  /** Set on Ctrl-C or SIGTERM: the processes are being stopped, so requests now fail. */
+  readonly interrupted: { value: boolean };
+}
+
+/**
+ * Runs `body` with a fresh process group and temporary folder, and cleans up whatever happens:
+ * every process it started is stopped (SIGTERM, they drain) and the folder removed, on success, on an
+ * error and on Ctrl-C / SIGTERM (then the command exits 130 / 143); a process 'exit' SIGKILLs leftovers.
+ */
+export async function withProcessGroup<T>(binary: string, io: CliIo, body: (s: LocalSession) => Promise<T>): Promise<T> {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-local-'));
+  const group = new ProcessGroup(binary);
+  const interrupted = { value: false };
+  const onSignal = (signal: NodeJS.Signals) => {
+    interrupted.value = true;
+    io.err(`\ndisagg local: ${signal}: stopping the router and sim-workers`);
+    void group.stopAll(2_000).finally(() => {
+      fs.rmSync(tmp, { recursive: true, force: true });
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    });
+  };
+  const onExit = () => group.killAllNow();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  process.once('exit', onExit);
+  try {
+    return await body({ group, tmp, interrupted });
+  } finally {
+    await group.stopAll();
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    process.removeListener('exit', onExit);
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
 }
