@@ -298,7 +298,11 @@ describe('drain: scale-down that loses nothing', () => {
     const pod = find(manifests, 'Deployment', '-prefill').spec.template.spec;
     expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(DRAIN_DNS_SECONDS + NIXL_KV_HOLD_SECONDS + DRAIN_MARGIN_SECONDS);
     expect(pod.terminationGracePeriodSeconds).toBeLessThan(DRAIN_DNS_SECONDS + NIXL_KV_HOLD_SECONDS + DRAIN_MARGIN_SECONDS + 60);
-    expect(preStop(pod.containers[0])).toContain('--quiet-s 5');
+    // AND it waits until the decode pods have read every finished prompt's KV blocks (vLLM's KV use
+    // stays above 0 while it holds them), which decode pods do not wait for
+    expect(preStop(pod.containers[0])).toContain('--quiet-s 5 --held-kv');
+    const decode = find(manifests, 'Deployment', '-decode').spec.template.spec;
+    expect(preStop(decode.containers[0])).not.toContain('--held-kv');
   });
 
   test('a LeaderWorkerSet worker pod waits on its leader\'s server; the leader on its own', () => {

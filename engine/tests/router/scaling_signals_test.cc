@@ -284,6 +284,50 @@ TEST(DrainWait, CountsRunningWaitingAndHeldTransfers) {
   EXPECT_DOUBLE_EQ(parse_vllm_load(page).pending_transfers, 4);
 }
 
+TEST(DrainWait, HeldKvCountsBlocksInUseWithNoRequestAsBusy) {
+  // vLLM's prefill pod after its last prompt: no request, but the prompt's blocks held for the
+  // decode pod's NIXL read (vLLM exports no transfer gauge; the blocks are not free in its usage)
+  const std::string held =
+      "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 0\n"
+      "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 0\n"
+      "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.031\n";
+  bool only = true;
+  EXPECT_DOUBLE_EQ(*busy_requests(held, false, &only), 0);  // without --held-kv: idle
+  EXPECT_FALSE(only);
+  EXPECT_DOUBLE_EQ(*busy_requests(held, true, &only), 1);   // with it: busy, and says why
+  EXPECT_TRUE(only);
+  // the blocks read and freed (cached blocks count as free): idle
+  const std::string freed =
+      "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 0\n"
+      "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0\n";
+  EXPECT_DOUBLE_EQ(*busy_requests(freed, true, &only), 0);
+  EXPECT_FALSE(only);
+  // requests running: counted as requests, not as held blocks
+  const std::string running =
+      "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\n"
+      "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.5\n";
+  EXPECT_DOUBLE_EQ(*busy_requests(running, true, &only), 3);
+  EXPECT_FALSE(only);
+  // the flag parses, takes no value, and the wait ends only once the blocks are free
+  const char* argv[] = {"drain-wait", "--held-kv", "--metrics-url", "http://127.0.0.1:8000/metrics", "--timeout-s", "30"};
+  bool help = false;
+  auto o = parse_drain_wait_args(6, const_cast<char**>(argv), &help);
+  ASSERT_TRUE(o) << o.error();
+  EXPECT_TRUE(o->held_kv);
+  o->quiet_s = 0.02;
+  o->poll_s = 0.01;
+  int reads = 0;
+  std::vector<std::string> said;
+  EXPECT_EQ(drain_wait(*o, [&] {
+    DrainReading r;
+    r.busy = busy_requests(reads++ < 3 ? held : freed, true, &r.held_kv_only);
+    return r;
+  }, [&](const std::string& line) { said.push_back(line); }), DrainWaitEnd::quiet);
+  EXPECT_GT(reads, 3);
+  ASSERT_FALSE(said.empty());
+  EXPECT_NE(said.front().find("KV blocks held for a transfer"), std::string::npos);
+}
+
 TEST(DrainWait, EndsWhenQuietWhenGoneOrAtTheTimeout) {
   DrainWaitOptions o;
   o.quiet_s = 0.05;

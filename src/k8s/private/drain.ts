@@ -7,8 +7,10 @@ import { PoolPlan } from './pool-plan';
  * router's DNS discovery drops it (CoreDNS answers a headless Service with a 5 s TTL, and the router
  * re-resolves every `refresh_seconds`, 5 s: engine/src/server/router/router_config.h), then runs
  * `disagg-engine drain-wait`, which polls the worker's Prometheus page until
- * `vllm:num_requests_running + vllm:num_requests_waiting` has been 0 for `--quiet-s` seconds. Only then
- * does the kubelet send SIGTERM to vLLM. The grace period bounds the whole hook.
+ * `vllm:num_requests_running + vllm:num_requests_waiting` has been 0 for `--quiet-s` seconds; on a
+ * prefill pod (`--held-kv`) also until `vllm:kv_cache_usage_perc` is 0, i.e. the decode pods have read
+ * every finished prompt's KV blocks (vLLM holds them for that, and has no gauge of the transfers).
+ * Only then does the kubelet send SIGTERM to vLLM. The grace period bounds the whole hook.
  */
 
 /** Seconds the hook waits for the router's DNS refresh to drop the pod: CoreDNS TTL 5 s + router refresh 5 s. */
@@ -37,6 +39,8 @@ export interface DrainPlan {
   readonly timeoutSeconds: number;
   /** `drain-wait --quiet-s`. */
   readonly quietSeconds: number;
+  /** `drain-wait --held-kv`: wait for KV blocks held for transfers (prefill pools). */
+  readonly heldKv: boolean;
 }
 
 /** What sizes a drain (internal). */
@@ -67,6 +71,7 @@ export function drainPlan(pool: PoolPlan, inputs: DrainInputs): DrainPlan {
     dnsSeconds: DRAIN_DNS_SECONDS,
     timeoutSeconds: graceSeconds - DRAIN_DNS_SECONDS - DRAIN_MARGIN_SECONDS,
     quietSeconds: pool.role === 'prefill' ? 5 : 2,
+    heldKv: pool.role === 'prefill',
   };
 }
 
@@ -78,7 +83,8 @@ export function drainPlan(pool: PoolPlan, inputs: DrainInputs): DrainPlan {
  * `disagg-engine` (an image other than the project's) leaves only the DNS wait, and says so.
  */
 export function preStopHook(drain: DrainPlan, ports: number[], host = '127.0.0.1'): k8s.Lifecycle {
-  const waits = ports.map(p => `${ENGINE_BINARY} drain-wait --metrics-url "http://${host}:${p}/metrics" --timeout-s ${drain.timeoutSeconds} --quiet-s ${drain.quietSeconds}`);
+  const waits = ports.map(p => `${ENGINE_BINARY} drain-wait --metrics-url "http://${host}:${p}/metrics" --timeout-s ${drain.timeoutSeconds} ` +
+    `--quiet-s ${drain.quietSeconds}${drain.heldKv ? ' --held-kv' : ''}`);
   const script = [
     `sleep ${drain.dnsSeconds}`,
     `if ! command -v ${ENGINE_BINARY} >/dev/null 2>&1; then echo "preStop: ${ENGINE_BINARY} is not in the image; not waiting for in-flight requests" >&2; exit 0; fi`,

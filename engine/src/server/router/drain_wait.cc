@@ -23,9 +23,12 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: disagg-engine drain-wait --metrics-url http://HOST:PORT/metrics --timeout-s N [--quiet-s 2] [--poll-s 0.5]\n"
+    "                                [--held-kv]\n"
     "Waits until the worker has no request in flight, for a Kubernetes preStop hook: returns once\n"
     "vllm:num_requests_running + vllm:num_requests_waiting (+ disagg:sim_worker_pending_kv_transfers)\n"
     "read 0 for --quiet-s seconds, once the worker no longer listens, or after --timeout-s; says which.\n"
+    "--held-kv (prefill pods): also wait while vllm:kv_cache_usage_perc > 0 with no request running or\n"
+    "waiting (a finished prompt's KV blocks held until the decode pod has read them).\n"
     "Exit status 0 in all three, 2 for bad flags.\n";
 
 bool parse_seconds(const std::string& v, double lo, double* out) {
@@ -53,6 +56,10 @@ Expected<DrainWaitOptions, std::string> parse_drain_wait_args(int argc, char** a
       *help = true;
       return o;
     }
+    if (flag == "--held-kv") {
+      o.held_kv = true;
+      continue;
+    }
     if (i + 1 >= argc) return unexpected("'" + flag + "' needs a value; see --help");
     const std::string v = argv[++i];
     if (flag == "--metrics-url") {
@@ -74,7 +81,7 @@ Expected<DrainWaitOptions, std::string> parse_drain_wait_args(int argc, char** a
     } else if (flag == "--poll-s") {
       if (!parse_seconds(v, 0.01, &o.poll_s)) return unexpected("'--poll-s' (" + v + ") must be a number of seconds >= 0.01, e.g. 0.5");
     } else {
-      return unexpected("unknown flag '" + flag + "'; drain-wait takes --metrics-url, --timeout-s, --quiet-s and --poll-s");
+      return unexpected("unknown flag '" + flag + "'; drain-wait takes --metrics-url, --timeout-s, --quiet-s, --poll-s and --held-kv");
     }
   }
   if (!have_url) return unexpected(std::string("'--metrics-url' is required, e.g. --metrics-url http://127.0.0.1:8000/metrics"));
@@ -82,10 +89,16 @@ Expected<DrainWaitOptions, std::string> parse_drain_wait_args(int argc, char** a
   return o;
 }
 
-std::optional<double> busy_requests(std::string_view text) {
+std::optional<double> busy_requests(std::string_view text, bool held_kv, bool* held_kv_only) {
   const ScrapedLoad load = parse_vllm_load(text);
+  if (held_kv_only != nullptr) *held_kv_only = false;
   if (!load.found) return std::nullopt;
-  return load.running + load.waiting + load.pending_transfers;
+  const double requests = load.running + load.waiting + load.pending_transfers;
+  if (held_kv && requests == 0 && load.kv_usage > 0) {
+    if (held_kv_only != nullptr) *held_kv_only = true;
+    return 1;
+  }
+  return requests;
 }
 
 DrainReading read_worker(const DrainWaitOptions& o) {
@@ -150,7 +163,7 @@ DrainReading read_worker(const DrainWaitOptions& o) {
   if (!ok || body_at == std::string::npos || response.compare(0, 5, "HTTP/") != 0) return r;
   const auto sp = response.find(' ');
   if (sp == std::string::npos || response.compare(sp + 1, 3, "200") != 0) return r;
-  r.busy = busy_requests(std::string_view(response).substr(body_at + 4));
+  r.busy = busy_requests(std::string_view(response).substr(body_at + 4), o.held_kv, &r.held_kv_only);
   return r;
 }
 
@@ -163,6 +176,7 @@ DrainWaitEnd drain_wait(const DrainWaitOptions& o, const std::function<DrainRead
   bool quiet = false;
   Clock::time_point quiet_since{};
   std::optional<double> last_busy;
+  bool last_held_kv_only = false;
   bool said_unreadable = false;
   while (true) {
     const DrainReading r = read();
@@ -178,8 +192,13 @@ DrainWaitEnd drain_wait(const DrainWaitOptions& o, const std::function<DrainRead
       said_unreadable = true;
     } else {
       said_unreadable = false;
-      if (!last_busy || *last_busy != *r.busy) say(format_seconds(elapsed) + " s: " + std::to_string(static_cast<long long>(*r.busy)) + " requests in flight");
+      if (!last_busy || *last_busy != *r.busy || last_held_kv_only != r.held_kv_only) {
+        say(format_seconds(elapsed) + " s: " +
+            (r.held_kv_only ? std::string("no request, KV blocks held for a transfer")
+                            : std::to_string(static_cast<long long>(*r.busy)) + " requests in flight"));
+      }
       last_busy = r.busy;
+      last_held_kv_only = r.held_kv_only;
       if (*r.busy > 0) {
         quiet = false;
       } else if (!quiet) {
