@@ -7,7 +7,9 @@ import { AcceleratedInstanceType, AcceleratorVendor, CpuArchitecture, EksAmiType
 import { EfaSecurityGroup } from './efa-security-group';
 import { NodeCapacity, NodePlacement } from './node-capacity';
 import { NodeLabels } from './node-labels';
-import { acceleratedNodeLabels, acceleratedNodeTaints, checkRootVolume, DEFAULT_ROOT_VOLUME } from './private/accelerated-nodes';
+import {
+  acceleratedNodeLabels, acceleratedNodeTaints, checkRootVolume, CLUSTER_AUTOSCALER_GPU_LABEL, clusterAutoscalerResourceTags, DEFAULT_ROOT_VOLUME,
+} from './private/accelerated-nodes';
 import { acknowledgeLaunchTemplateControls, acknowledgeNodeRole } from './private/compliance';
 import { nodeadmUserData } from './private/node-user-data';
 
@@ -65,9 +67,8 @@ export interface AcceleratedNodeGroupOptions {
   /**
    * Maximum number of nodes. For pools with `autoscaling` it must hold every pool at its
    * `maxReplicas` (`InferenceCluster.addWorkload` checks it). A managed node group does not grow by
-   * itself: run a Cluster Autoscaler (not installed by this library) between `minSize` and `maxSize`,
-   * with `--max-graceful-termination-sec` at least the workers' grace period so that a drained node
-   * never cuts a stream short; or use `addKarpenterNodePool`.
+   * itself: `InferenceCluster` installs a Cluster Autoscaler (`addons.clusterAutoscaler`) that moves it
+   * between `minSize` and `maxSize` once a workload is autoscaled; or use `addKarpenterNodePool`.
    *
    * @default - desiredSize, and at least 1 (room to scale an empty group up without a redeploy)
    */
@@ -372,7 +373,11 @@ export class AcceleratedNodeGroup extends Construct {
       },
     });
 
-    this.labels = acceleratedNodeLabels(type, props.poolRole, props.labels);
+    // GPU groups also carry Cluster Autoscaler's GPU label (user labels still win).
+    this.labels = {
+      ...(type.accelerator.vendor === AcceleratorVendor.NVIDIA ? { [CLUSTER_AUTOSCALER_GPU_LABEL]: `nvidia-${type.accelerator.name.toLowerCase()}` } : {}),
+      ...acceleratedNodeLabels(type, props.poolRole, props.labels),
+    };
     this.taints = acceleratedNodeTaints(type, props.taints);
 
     this.nodegroup = new eks.Nodegroup(this, 'Nodegroup', {
@@ -393,6 +398,9 @@ export class AcceleratedNodeGroup extends Construct {
       labels: this.labels,
       taints: this.taints,
       nodeRole: props.nodeRole,
+      // What a node offers, for a Cluster Autoscaler scaling the group up from zero nodes (it reads the
+      // node group's tags, labels and taints through eks:DescribeNodegroup).
+      tags: clusterAutoscalerResourceTags(type),
     });
     const cfnNodegroup = this.nodegroup.node.defaultChild as eks.CfnNodegroup;
     // aws-eks-v2's Nodegroup has no update strategy; its maxUnavailable props would check against the

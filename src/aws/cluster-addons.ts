@@ -44,6 +44,22 @@ export interface IstioOptions extends AddonOptions {
 }
 
 /**
+ * Options of the Cluster Autoscaler add-on. `version` is the Helm chart version of `cluster-autoscaler`
+ * (https://kubernetes.github.io/autoscaler).
+ */
+export interface ClusterAutoscalerOptions extends AddonOptions {
+  /**
+   * Tag of the Cluster Autoscaler image (`registry.k8s.io/autoscaling/cluster-autoscaler`), e.g.
+   * `v1.35.2`. Its minor must be the cluster's Kubernetes minor (an error otherwise). Needed, with
+   * `version`, for a Kubernetes version this library has no pin for.
+   *
+   * @default - the pin for the cluster's Kubernetes minor (1.35: AddonVersions.CLUSTER_AUTOSCALER_IMAGE)
+   * @see https://github.com/kubernetes/autoscaler/tree/master/cluster-autoscaler#releases
+   */
+  readonly imageTag?: string;
+}
+
+/**
  * The add-ons of an {@link InferenceCluster}. Each is pinned (see {@link AddonVersions}) and can be
  * switched off or moved to another version.
  */
@@ -167,6 +183,35 @@ export interface InferenceClusterAddons {
    * @see https://keda.sh/docs/2.20/deploy/#helm
    */
   readonly keda?: AddonOptions;
+
+  /**
+   * Kubernetes Cluster Autoscaler (Helm chart `cluster-autoscaler` from https://kubernetes.github.io/autoscaler,
+   * namespace `kube-system`, on the system nodes), which grows the accelerated managed node groups when
+   * an autoscaled pool's new replicas are Pending and removes their nodes once empty, between each
+   * group's `minSize` and `maxSize`. It finds the groups by the tags EKS puts on their Auto Scaling
+   * groups, scales a group up from zero nodes from the group's labels, taints and node-template resource
+   * tags (`eks:DescribeNodegroup`), and gets its role through EKS Pod Identity (Auto Scaling writes only
+   * on groups tagged with this cluster's `eks:cluster-name`). Its minor follows the cluster's Kubernetes
+   * minor (pins for 1.32 to 1.36; another version needs `version` and `imageTag`). Flags:
+   * `--expander=least-waste`, `--balance-similar-node-groups`, `--skip-nodes-with-local-storage=true`
+   * (it removes empty nodes and never evicts a serving worker to pack nodes), and
+   * `--max-graceful-termination-sec` at least the longest `terminationGracePeriodSeconds` of the
+   * workloads (and at least its default, 600). Non-root, read-only root filesystem, requests set.
+   *
+   * Unset, it is installed once the cluster has both an accelerated managed node group and a workload
+   * with a KEDA ScaledObject or HorizontalPodAutoscaler (in either order), unless the cluster has
+   * Karpenter NodePools (Karpenter then scales the nodes). `enabled: true` installs it on any cluster;
+   * `enabled: false` never (`addWorkload` then warns `disagg:nodeAutoscaling` for autoscaled workloads).
+   *
+   * Every managed node group of the cluster is discovered, the system group included (within its own
+   * min and max). EKS leaves a node group's desired size to the Cluster Autoscaler; a stack update that
+   * changes `desiredSize` resets it.
+   *
+   * @default - installed with the first autoscaled workload on managed node groups; chart and image pinned per Kubernetes minor
+   * @see https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/cloudprovider/aws/README.md
+   * @see https://docs.aws.amazon.com/eks/latest/best-practices/cas.html
+   */
+  readonly clusterAutoscaler?: ClusterAutoscalerOptions;
 
   /**
    * Gateway API standard-channel CRDs (version = Envoy Gateway's `gateway-crds-helm` chart version
@@ -295,6 +340,22 @@ export class AddonVersions {
    * chart version follows the KEDA release. The chart's own Chart.yaml for 2.20.2 was not readable here.
    */
   public static readonly KEDA = '2.20.2';
+
+  /**
+   * Helm chart `cluster-autoscaler` 9.59.0 from https://kubernetes.github.io/autoscaler, for Kubernetes
+   * 1.35 (and 1.36, with the 1.36 image); other minors have their own pins (src/aws/private/cluster-autoscaler.ts).
+   * Source: kubernetes/autoscaler tag cluster-autoscaler-chart-9.59.0 (2026-07-21),
+   * cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml: version 9.59.0, appVersion 1.35.0; listed in
+   * the repository's gh-pages index.yaml (2026-07-26). The newest chart as of 2026-08-22 (master's Chart.yaml).
+   */
+  public static readonly CLUSTER_AUTOSCALER_CHART = '9.59.0';
+
+  /**
+   * Cluster Autoscaler image tag for Kubernetes 1.35 (`registry.k8s.io/autoscaling/cluster-autoscaler`).
+   * Source: kubernetes/autoscaler tag cluster-autoscaler-1.35.2 (2026-07-22), the newest 1.35 patch; the
+   * 9.59.0 chart defaults to v1.35.0.
+   */
+  public static readonly CLUSTER_AUTOSCALER_IMAGE = 'v1.35.2';
 
   /**
    * Helm chart `oci://docker.io/envoyproxy/gateway-crds-helm` v1.9.0; only its Gateway API part

@@ -8,12 +8,13 @@ import * as cdk8s from 'cdk8s';
 import { Construct, IDependable } from 'constructs';
 import { AcceleratedInstanceType } from '../catalog';
 import { AcceleratedNodeGroup, AcceleratedNodeGroupOptions } from './accelerated-node-group';
-import { AddonOptions, AddonVersions, InferenceClusterAddons, LoadBalancerScheme } from './cluster-addons';
+import { AddonOptions, AddonVersions, ClusterAutoscalerOptions, InferenceClusterAddons, LoadBalancerScheme } from './cluster-addons';
 import { EfaSecurityGroup } from './efa-security-group';
 import { KarpenterNodePool, KarpenterNodePoolOptions } from './karpenter-node-pool';
 import { LoadBalancerAnnotations } from './load-balancer-annotations';
 import { NodeLabels } from './node-labels';
 import { acceleratorsPerNode } from './private/accelerated-nodes';
+import { ClusterAutoscaler, resolveClusterAutoscalerVersions } from './private/cluster-autoscaler';
 import { acknowledgeClusterFindings, acknowledgeNodeRole, encryptedLogGroup } from './private/compliance';
 import {
   checkDraAddons, efaDraChart, gpuFeatureDiscoveryChart, needsComputeDomain, neuronDraChart, nvidiaDraChart, optedIn,
@@ -25,7 +26,8 @@ import {
 import { checkKubectlSkew, DEFAULT_KUBECTL_MINOR } from './private/kubernetes-version';
 import { LoadBalancerController } from './private/load-balancer-controller';
 import {
-  EFA_RESOURCE, GPU_RESOURCE, NEURON_CORE_RESOURCE, NEURON_RESOURCE, NodeGroupShape, objectKinds, placementFindings, podGroups,
+  EFA_RESOURCE, GPU_RESOURCE, longestGracePeriod, NEURON_CORE_RESOURCE, NEURON_RESOURCE, NodeGroupShape, objectKinds, placementFindings,
+  podGroups,
 } from './private/workload-checks';
 
 /** The system node group that runs controllers, the router and other CPU pods. */
@@ -173,6 +175,14 @@ export class InferenceCluster extends Construct {
    */
   public readonly nodeMonitoringAgent?: eks.CfnAddon;
 
+  /**
+   * The Cluster Autoscaler's Helm release, once installed (see `addons.clusterAutoscaler`: by default
+   * with the first autoscaled workload on accelerated managed node groups).
+   */
+  public get clusterAutoscalerChart(): eks.HelmChart | undefined {
+    return this.clusterAutoscaler?.chart;
+  }
+
   private readonly addons: InferenceClusterAddons;
   private readonly nodeGroups: AcceleratedNodeGroup[] = [];
   private readonly karpenterPools: KarpenterNodePool[] = [];
@@ -184,6 +194,13 @@ export class InferenceCluster extends Construct {
   private nvidiaDraChart?: eks.HelmChart;
   /** The manifests of the workloads added so far (a DRA driver installed later must precede them). */
   private readonly workloadManifests: eks.KubernetesManifest[] = [];
+  private readonly podIdentityAgent?: eks.Addon;
+  /** The Cluster Autoscaler, once installed. */
+  private clusterAutoscaler?: ClusterAutoscaler;
+  /** Workloads added with a ScaledObject or HorizontalPodAutoscaler. */
+  private autoscaledWorkloads = 0;
+  /** The longest terminationGracePeriodSeconds of the workloads' pods so far. */
+  private longestGraceSeconds = 0;
 
   constructor(scope: Construct, id: string, props: InferenceClusterProps = {}) {
     super(scope, id);
@@ -272,6 +289,7 @@ export class InferenceCluster extends Construct {
     const podIdentity = enabled(this.addons.podIdentityAgent)
       ? this.eksAddon('PodIdentityAgent', 'eks-pod-identity-agent', this.addons.podIdentityAgent, AddonVersions.POD_IDENTITY_AGENT)
       : undefined;
+    this.podIdentityAgent = podIdentity;
     if (enabled(this.addons.nodeMonitoringAgent)) {
       this.nodeMonitoringAgent = this.nodeMonitoringAgentAddon(this.addons.nodeMonitoringAgent);
     }
@@ -482,6 +500,10 @@ export class InferenceCluster extends Construct {
         }
       }
     }
+
+    if (this.addons.clusterAutoscaler?.enabled === true) {
+      this.installClusterAutoscaler();
+    }
   }
 
   /** The accelerated node groups added so far. */
@@ -509,6 +531,7 @@ export class InferenceCluster extends Construct {
     }
     this.installAcceleratorDrivers(group.instanceType);
     this.nodeGroups.push(group);
+    this.maybeInstallClusterAutoscaler();
     return group;
   }
 
@@ -533,6 +556,43 @@ export class InferenceCluster extends Construct {
     this.installAcceleratorDrivers(pool.instanceType);
     this.karpenterPools.push(pool);
     return pool;
+  }
+
+  /**
+   * Installs the Cluster Autoscaler when `addons.clusterAutoscaler` is unset and the cluster has both
+   * an accelerated managed node group and an autoscaled workload, and no Karpenter NodePool.
+   */
+  private maybeInstallClusterAutoscaler(): void {
+    if (this.clusterAutoscaler || this.addons.clusterAutoscaler?.enabled === false) {
+      return;
+    }
+    if (this.nodeGroups.length > 0 && this.autoscaledWorkloads > 0 && this.karpenterPools.length === 0) {
+      this.installClusterAutoscaler();
+    }
+  }
+
+  /** The Cluster Autoscaler with its Pod Identity role; once per cluster. */
+  private installClusterAutoscaler(): void {
+    if (this.clusterAutoscaler) {
+      return;
+    }
+    const options: ClusterAutoscalerOptions = this.addons.clusterAutoscaler ?? {};
+    const versions = resolveClusterAutoscalerVersions(this.kubernetesVersion.version, options.version, options.imageTag);
+    if (!this.podIdentityAgent) {
+      Annotations.of(this).addWarningV2('disagg:clusterAutoscalerWithoutPodIdentity',
+        'the Cluster Autoscaler gets its IAM role through EKS Pod Identity, but addons.podIdentityAgent is off; '
+        + 'install the agent yourself or the autoscaler cannot call AWS APIs and no node group grows.');
+    }
+    this.clusterAutoscaler = new ClusterAutoscaler(this, 'ClusterAutoscaler', {
+      cluster: this.cluster,
+      chartVersion: versions.chart,
+      imageTag: versions.image,
+      longestGraceSeconds: () => this.longestGraceSeconds,
+    });
+    this.clusterAutoscaler.chart.node.addDependency(this.systemNodegroup);
+    if (this.podIdentityAgent) {
+      this.clusterAutoscaler.chart.node.addDependency(this.podIdentityAgent);
+    }
   }
 
   /** The Neuron device plugin with the first Trainium nodes, the NVIDIA DRA driver with the first p6e-gb200 nodes. */
@@ -610,13 +670,21 @@ export class InferenceCluster extends Construct {
         ],
       });
     }
+    // The Cluster Autoscaler (installed now or later) waits at least as long as any worker's grace period.
+    this.longestGraceSeconds = Math.max(this.longestGraceSeconds, longestGracePeriod(objects));
     const autoscalers = objectKinds(objects).filter((k) => k.kind === 'ScaledObject' || k.kind === 'HorizontalPodAutoscaler');
-    if (autoscalers.length > 0 && this.karpenterPools.length === 0) {
+    if (autoscalers.length > 0) {
+      this.autoscaledWorkloads++;
+      this.maybeInstallClusterAutoscaler();
+    }
+    // Nothing scales the nodes: no Karpenter pool, and the Cluster Autoscaler switched off.
+    if (autoscalers.length > 0 && this.karpenterPools.length === 0 && this.addons.clusterAutoscaler?.enabled === false) {
       Annotations.of(this).addWarningV2('disagg:nodeAutoscaling',
         `addWorkload('${chart.node.id}'): ${autoscalers.map((a) => `${a.kind} '${a.name}'`).join(', ')} scale pools, but managed node groups `
-        + 'do not grow or shrink by themselves: run a Cluster Autoscaler (not installed by InferenceCluster) between each accelerated group\'s '
-        + 'minSize and maxSize, with --max-graceful-termination-sec at least the workers\' terminationGracePeriodSeconds, or use '
-        + 'addKarpenterNodePool; otherwise added replicas stay Pending.');
+        + 'do not grow or shrink by themselves and \'addons.clusterAutoscaler.enabled\' is false: run a Cluster Autoscaler yourself between each '
+        + 'accelerated group\'s minSize and maxSize, with --max-graceful-termination-sec at least the workers\' terminationGracePeriodSeconds '
+        + `(${this.longestGraceSeconds} s here), remove \`clusterAutoscaler: { enabled: false }\` from the addons, or use addKarpenterNodePool; `
+        + 'otherwise added replicas stay Pending.');
     }
     // Node groups may still be added after this call: check placement and capacity at synthesis.
     const groups = podGroups(objects);

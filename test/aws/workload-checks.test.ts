@@ -248,9 +248,9 @@ describe('addWorkload: autoscaled pools (issue 24)', () => {
     expect(() => c.addWorkload(chart)).toThrow(/'addons.keda.enabled' is false, but the chart has ScaledObject 'decode'.*Autoscaler.HPA/);
   });
 
-  test('autoscaled pools on managed node groups: a warning names the Cluster Autoscaler', () => {
-    // GIVEN a managed node group and an autoscaled decode pool
-    const c = newCluster();
+  test('autoscaled pools on managed node groups with the Cluster Autoscaler off: a warning names it', () => {
+    // GIVEN a managed node group, the Cluster Autoscaler switched off, and an autoscaled decode pool
+    const c = newCluster({ clusterAutoscaler: { enabled: false } });
     c.addAcceleratedNodeGroup('H200', { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, maxSize: 2, poolRole: 'llama' });
     const chart = newChart();
     deployment(chart, 'decode', 1, { gpus: 4, ...P5EN });
@@ -260,7 +260,18 @@ describe('addWorkload: autoscaled pools (issue 24)', () => {
     // THEN
     const warnings = c.node.metadata.filter(m => m.type === 'aws:cdk:warning' && String(m.data).includes('disagg:nodeAutoscaling'));
     expect(warnings).toHaveLength(1);
-    expect(String(warnings[0].data)).toMatch(/ScaledObject 'decode' scale pools.*Cluster Autoscaler.*max-graceful-termination-sec/);
+    expect(String(warnings[0].data)).toMatch(
+      /ScaledObject 'decode' scale pools.*'addons\.clusterAutoscaler\.enabled' is false.*max-graceful-termination-sec.*remove `clusterAutoscaler: \{ enabled: false \}`/);
+    expect(c.clusterAutoscalerChart).toBeUndefined();
+    // AND none by default: the cluster installs its Cluster Autoscaler
+    const d = newCluster();
+    d.addAcceleratedNodeGroup('H200', { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, maxSize: 2, poolRole: 'llama' });
+    const chart3 = newChart('serving3');
+    deployment(chart3, 'decode', 1, { gpus: 4, ...P5EN });
+    scaledObject(chart3, { kind: 'Deployment', name: 'decode' }, 2);
+    d.addWorkload(chart3);
+    expect(d.node.metadata.filter(m => String(m.data).includes('disagg:nodeAutoscaling'))).toEqual([]);
+    expect(d.clusterAutoscalerChart).toBeDefined();
     // AND none with a Karpenter pool, which follows pending pods itself
     const k = newCluster();
     k.addKarpenterNodePool('H200', {
@@ -274,6 +285,7 @@ describe('addWorkload: autoscaled pools (issue 24)', () => {
     scaledObject(chart2, { kind: 'Deployment', name: 'decode' }, 2);
     k.addWorkload(chart2);
     expect(k.node.metadata.filter(m => String(m.data).includes('disagg:nodeAutoscaling'))).toEqual([]);
+    expect(k.clusterAutoscalerChart).toBeUndefined();
   });
 
   test('KEDA is installed by default, pinned, in its own namespace, before the workloads', () => {

@@ -2,7 +2,7 @@
 // accelerated node alike: the device-plugin labels, the accelerators a node offers, the root volume.
 import { Size } from 'aws-cdk-lib';
 import * as eks from 'aws-cdk-lib/aws-eks-v2';
-import { AcceleratedInstanceType, AcceleratorVendor } from '../../catalog';
+import { AcceleratedInstanceType, AcceleratorVendor, NetworkInterfaceType } from '../../catalog';
 import { NodeLabels } from '../node-labels';
 
 /** The root volume unless a prop says otherwise: room for several engine images next to the OS. */
@@ -93,4 +93,36 @@ export function acceleratorsPerNode(type: AcceleratedInstanceType): Record<strin
     perNode['aws.amazon.com/neuroncore'] = type.acceleratorCount * type.neuronCoresPerDevice;
   }
   return perNode;
+}
+
+/**
+ * The label Cluster Autoscaler's AWS provider takes for a GPU node (`GPULabel`,
+ * cluster-autoscaler/cloudprovider/aws/aws_cloud_provider.go): a node with it that does not yet offer
+ * `nvidia.com/gpu` (the device plugin has not registered) counts as not ready, so Cluster Autoscaler
+ * does not launch another node for the same pods meanwhile (its AWS README, "Special note on GPU
+ * instances"). The value names the GPU.
+ */
+export const CLUSTER_AUTOSCALER_GPU_LABEL = 'k8s.amazonaws.com/accelerator';
+
+/** Prefix of the node group tags that tell Cluster Autoscaler what a node of the group offers. */
+export const NODE_TEMPLATE_RESOURCES = 'k8s.io/cluster-autoscaler/node-template/resources/';
+
+/**
+ * Node group tags `k8s.io/cluster-autoscaler/node-template/resources/<resource>`: the extended
+ * resources one node offers (GPUs or Neuron devices and cores, EFA interfaces), which Cluster
+ * Autoscaler reads through `eks:DescribeNodegroup` to scale a managed node group up from zero nodes
+ * (it knows CPU, memory and GPUs of an instance type, not Neuron or EFA).
+ * @see https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/cloudprovider/aws/README.md
+ */
+export function clusterAutoscalerResourceTags(type: AcceleratedInstanceType): Record<string, string> {
+  const tags: Record<string, string> = {};
+  for (const [resource, count] of Object.entries(acceleratorsPerNode(type))) {
+    tags[`${NODE_TEMPLATE_RESOURCES}${resource}`] = String(count);
+  }
+  if (type.supportsEfa) {
+    // One EFA device per efa / efa-only interface of the launch template (the EFA device plugin's count).
+    const efa = type.networkInterfaceLayout().filter((slot) => slot.interfaceType !== NetworkInterfaceType.INTERFACE).length;
+    tags[`${NODE_TEMPLATE_RESOURCES}${type.efaResourceName}`] = String(efa);
+  }
+  return tags;
 }

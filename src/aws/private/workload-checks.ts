@@ -127,6 +127,42 @@ export function podGroups(objects: any[]): PodGroup[] {
   return groups;
 }
 
+/**
+ * The longest `terminationGracePeriodSeconds` of the pods a chart's workload objects run (0 when none
+ * sets one): a node autoscaler that drains a node must wait at least this long.
+ */
+export function longestGracePeriod(objects: any[]): number {
+  let longest = 0;
+  const take = (spec: any) => {
+    const grace = spec?.terminationGracePeriodSeconds;
+    if (typeof grace === 'number' && Number.isFinite(grace)) {
+      longest = Math.max(longest, grace);
+    }
+  };
+  for (const o of objects) {
+    const spec = o.spec ?? {};
+    switch (String(o.kind ?? '')) {
+      case 'Deployment':
+      case 'StatefulSet':
+      case 'ReplicaSet':
+      case 'DaemonSet':
+      case 'Job':
+        take(spec.template?.spec);
+        break;
+      case 'Pod':
+        take(spec);
+        break;
+      case 'LeaderWorkerSet':
+        take(spec.leaderWorkerTemplate?.leaderTemplate?.spec);
+        take(spec.leaderWorkerTemplate?.workerTemplate?.spec);
+        break;
+      default:
+        break;
+    }
+  }
+  return longest;
+}
+
 function pod(owner: string, count: number, countText: string, spec: any): PodGroup {
   return { owner, count, countText, nodeLabels: requiredLabels(spec ?? {}), resources: podResources(spec ?? {}) };
 }
