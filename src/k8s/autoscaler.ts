@@ -16,11 +16,19 @@ export class Autoscaler {
 
   /**
    * A plain `autoscaling/v2` HorizontalPodAutoscaler per pool on the external metric
-   * `disagg_router_pool_slo_pressure` with selector `pool=<prefill|decode>`, for clusters without KEDA.
-   * Needs an external-metrics adapter that serves the router's Prometheus metrics (e.g.
-   * prometheus-adapter, not installed by this library). Cannot scale to zero (the HPAScaleToZero
-   * feature gate is alpha and off on EKS).
+   * `disagg_router_pool_slo_pressure` with selector `pool=<prefill|decode>, service=<router Service>`,
+   * for clusters without KEDA. Needs the router's `/metrics` scraped through its Service (e.g. a
+   * prometheus-operator ServiceMonitor, which labels the series with `namespace` and `service`) and an
+   * external-metrics adapter that serves them (e.g. prometheus-adapter, not installed by this library)
+   * with a namespaced external rule that keeps `service` and `pool` and one series per router Service:
+   * `seriesQuery: 'disagg_router_pool_slo_pressure{namespace!="",service!="",pool!=""}'`,
+   * `resources: { overrides: { namespace: { resource: namespace } } }`,
+   * `metricsQuery: 'max(<<.Series>>{<<.LabelMatchers>>}) by (namespace, service, pool)'` (an HPA sums
+   * the series it gets, so several router replicas must be reduced to one). The `service` label keeps
+   * two deployments in one namespace apart; the namespace keeps those of different namespaces apart.
+   * Cannot scale to zero (the HPAScaleToZero feature gate is alpha and off on EKS).
    * @see https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#scaling-on-metrics-not-related-to-kubernetes-objects
+   * @see https://github.com/kubernetes-sigs/prometheus-adapter/blob/master/docs/externalmetrics.md
    */
   public static readonly HPA = new Autoscaler('hpa');
 

@@ -441,6 +441,7 @@ export class DisaggregatedInference extends Construct {
         pool: role,
         // KEDA's operator polls from its own namespace: the router's full DNS name.
         scalingUrl: `http://${dns(this.routerServiceName)}:${ROUTER_SERVICE_PORT}/scaling`,
+        routerService: this.routerServiceName,
         metadata: meta(objectName, componentLabels(name, role)),
       });
     }

@@ -168,7 +168,7 @@ describe('autoscaling: plain HPAs', () => {
       metrics: [{
         type: 'External',
         external: {
-          metric: { name: 'disagg_router_pool_slo_pressure', selector: { matchLabels: { pool: 'decode' } } },
+          metric: { name: 'disagg_router_pool_slo_pressure', selector: { matchLabels: { pool: 'decode', service: inference.routerServiceName } } },
           target: { type: 'Value', value: '0.8' },
         },
       }],
@@ -180,6 +180,30 @@ describe('autoscaling: plain HPAs', () => {
     const broken = JSON.parse(JSON.stringify(hpa));
     broken.spec.maxReplicas = 'six';
     expect(validateManifests([broken]).errors).toHaveLength(1);
+  });
+  test('two deployments in one namespace read their own router\'s pressure, not each other\'s', () => {
+    // GIVEN two autoscaled deployments of the same model in one chart (one namespace)
+    const { manifests, result } = synthChart((chart) => ['llama-a', 'llama-b'].map((name) =>
+      new DisaggregatedInference(chart, name, scaled({ maxReplicas: 4 }, { maxReplicas: 6 }, { name, autoscaler: Autoscaler.HPA }))));
+    const hpas = manifests.filter(m => m.kind === 'HorizontalPodAutoscaler');
+    expect(hpas).toHaveLength(4);
+    // THEN each HPA selects its pool of its own router's series (the router labels gauges only with `pool`;
+    // the Service scrape adds `service`), and no two HPAs share a selector
+    for (const inference of result) {
+      for (const pool of ['prefill', 'decode']) {
+        const name = pool === 'prefill' ? inference.prefillServiceName : inference.decodeServiceName;
+        const hpa = hpas.find(h => h.metadata.name === name);
+        expect(hpa.spec.metrics[0].external.metric.selector).toEqual({ matchLabels: { pool, service: inference.routerServiceName } });
+      }
+    }
+    const selectors = hpas.map(h => JSON.stringify(h.spec.metrics[0].external.metric.selector));
+    expect(new Set(selectors).size).toBe(4);
+    // AND the router Services the selectors name exist
+    const services = manifests.filter(m => m.kind === 'Service').map(m => m.metadata.name);
+    for (const inference of result) {
+      expect(services).toContain(inference.routerServiceName);
+    }
+    expect(validateManifests(hpas).errors).toEqual([]);
   });
 });
 

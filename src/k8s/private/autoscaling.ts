@@ -193,7 +193,23 @@ export interface AutoscalerInputs {
   readonly pool: string;
   /** The router's `/scaling` URL, reachable from KEDA's namespace. */
   readonly scalingUrl: string;
+  /** The router's Service, whose scrape target labels the HPA's metric selector names. */
+  readonly routerService: string;
   readonly metadata: k8s.ObjectMeta;
+}
+
+/**
+ * The labels an HPA selects this deployment's pressure of one pool with. The router labels its gauges
+ * only with `pool` (engine/src/server/router/scaling_signals.cc, write_pool_signals), so every router
+ * in the cluster exports `disagg_router_pool_slo_pressure{pool="decode"}`; the scrape adds the target's
+ * labels, and a Service scrape (a prometheus-operator ServiceMonitor, or a scrape config relabelling
+ * `__meta_kubernetes_service_name`) gives `service`, the router's Service name, unique in its namespace.
+ * prometheus-adapter passes the selector's labels into its query (`<<.LabelMatchers>>`) and, for a
+ * namespaced external rule (its default), adds the HPA's namespace, the router's
+ * (https://github.com/kubernetes-sigs/prometheus-adapter/blob/master/docs/externalmetrics.md).
+ */
+export function pressureSelector(pool: string, routerService: string): Record<string, string> {
+  return { pool, service: routerService };
 }
 
 /** The HPA behavior: the pool's stabilization windows (HPA's default policies otherwise). */
@@ -220,7 +236,7 @@ export function addAutoscaler(scope: Construct, id: string, inputs: AutoscalerIn
         metrics: [{
           type: 'External',
           external: {
-            metric: { name: PRESSURE_METRIC, selector: { matchLabels: { pool: inputs.pool } } },
+            metric: { name: PRESSURE_METRIC, selector: { matchLabels: pressureSelector(inputs.pool, inputs.routerService) } },
             target: { type: 'Value', value: k8s.Quantity.fromString(String(s.targetPressure)) },
           },
         }],
