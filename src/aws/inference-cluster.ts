@@ -525,6 +525,14 @@ export class InferenceCluster extends Construct {
       cluster: this.cluster,
     });
     this.checkVpcCni(group);
+    const valueless = (options.taints ?? []).filter((t) => t.value === undefined || t.value === '');
+    if (valueless.length > 0 && this.addons.clusterAutoscaler?.enabled !== false) {
+      // Cluster Autoscaler reads a managed group's taints through DescribeNodegroup and keeps only those
+      // with a value (cloudprovider/aws/aws_wrapper.go, getManagedNodegroupInfo).
+      Annotations.of(this).addWarningV2('disagg:taintWithoutValue',
+        `node group '${id}' has taints without a value (${valueless.map((t) => t.key).join(', ')}): the Cluster Autoscaler ignores them when it `
+        + 'scales the group up from zero nodes, so it may launch nodes for pods that do not tolerate them; give each taint a value, e.g. \'true\'.');
+    }
     if (this.vpcCni) {
       // Nodes with efa-only interfaces must come up with a CNI that understands them.
       group.nodegroup.node.addDependency(this.vpcCni);

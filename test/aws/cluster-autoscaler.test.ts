@@ -305,6 +305,19 @@ describe('when the Cluster Autoscaler is installed', () => {
     expect(flag()).toBe(2500);
   });
 
+  test('a node group taint without a value is a warning: the autoscaler would not see it at zero nodes', () => {
+    // GIVEN
+    const { cluster } = newCluster();
+    cluster.addAcceleratedNodeGroup('H200', {
+      instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
+      taints: [{ key: 'dedicated', effect: eks.TaintEffect.NO_SCHEDULE }, { key: 'team', value: 'llm', effect: eks.TaintEffect.NO_SCHEDULE }],
+    });
+    // THEN the valueless one is named, the other is not
+    const warnings = cluster.node.metadata.filter(m => m.type === 'aws:cdk:warning').map(m => String(m.data))
+      .filter(w => w.includes('disagg:taintWithoutValue'));
+    expect(warnings).toEqual([expect.stringMatching(/node group 'H200' has taints without a value \(dedicated\): the Cluster Autoscaler ignores them.*give each taint a value/)]);
+  });
+
   test('a pod identity agent switched off is a warning', () => {
     // GIVEN
     const { cluster } = newCluster({ addons: { podIdentityAgent: { enabled: false }, clusterAutoscaler: { enabled: true } } });
