@@ -141,7 +141,10 @@ export interface ClusterAutoscalerProps {
  * Cluster Autoscaler (Helm chart `cluster-autoscaler`, AWS provider, ASG auto-discovery) with an IAM
  * role assumed through EKS Pod Identity: the read calls its AWS README lists, DescribeNodegroup on this
  * cluster's node groups, and SetDesiredCapacity / TerminateInstanceInAutoScalingGroup only on Auto
- * Scaling groups tagged `eks:cluster-name=<this cluster>`.
+ * Scaling groups tagged `eks:cluster-name=<this cluster>`. Every pinned release reads the credentials
+ * the Pod Identity agent serves (AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE): 1.32 to 1.34 vendor
+ * aws-sdk-go 1.48.7 (cloudprovider/aws/aws-sdk-go, whose endpointcreds provider reads it), 1.35 and
+ * later use aws-sdk-go-v2.
  *
  * @see https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/cloudprovider/aws/README.md
  * @see https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/FAQ.md
