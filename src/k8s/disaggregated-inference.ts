@@ -19,6 +19,7 @@ import { PoolSizing, ServingSlo } from './pool-sizing';
 import {
   ResolvedAutoscaling, RouterAutoscaling, addAutoscaler, checkSlo, checkSloReachable, decodeCapacity, prefillCapacity, resolveAutoscaling,
 } from './private/autoscaling';
+import { DEFAULT_DRAIN_TPOT_SECONDS, DRAIN_DNS_SECONDS, DRAIN_MARGIN_SECONDS } from './private/drain';
 import { addGatewayObjects } from './private/gateway-objects';
 import { DRAIN_TPOT, FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_POLICY, NIXL_BACKEND } from './private/hidden-props';
 import { APP_PART_OF, componentLabels } from './private/labels';
@@ -244,6 +245,17 @@ export class DisaggregatedInference extends Construct {
       throw new Error(`${where}: 'maxOutputTokens' (${maxOutputTokens}) must be a whole number from 1 to maxContext (${maxContext})`);
     }
 
+    if (scaling.decode && maxOutputTokens === undefined) {
+      // Scale-downs are routine here: a grace sized for a maxContext-long answer keeps a leaving pod's
+      // node (and, under a Cluster Autoscaler, its scale-down) waiting that long for a stream that may exist.
+      const tpot = props.slo?.tpotSeconds ?? DEFAULT_DRAIN_TPOT_SECONDS;
+      const grace = Math.ceil(DRAIN_DNS_SECONDS + 1.5 * maxContext * tpot + DRAIN_MARGIN_SECONDS);
+      if (grace > 3600) {
+        this.warn('disagg:longDrain', `a leaving decode pod may take up to ${grace} s to finish its streams (terminationGracePeriodSeconds: ` +
+          `a ${maxContext}-token answer, maxContext, at 1.5 x ${tpot} s per token), and each scale-down holds its node that long in the worst case; ` +
+          "set 'maxOutputTokens' to the longest output your clients ask for (vLLM's max_tokens)");
+      }
+    }
     const inputs = { where, model, maxContext, weightPrecision, kvCachePrecision, kvBlockSize, prequantizedCheckpoint: resolved.prequantized };
     const planned = {
       prefill: sides.prefill.options ? planPool('prefill', sides.prefill.options, inputs) : undefined,

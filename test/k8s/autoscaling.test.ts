@@ -311,6 +311,19 @@ describe('drain: scale-down that loses nothing', () => {
     expect(hook).toContain('command -v disagg-engine');
   });
 
+  test('an autoscaled decode pool without maxOutputTokens warns that its drains may take over an hour', () => {
+    // GIVEN decode autoscaled, a 32k context and a 100 ms TPOT SLO: a maxContext-long answer at 1.5 x the SLO takes 4,915 s
+    const { inference } = synthInference(scaled(undefined, { maxReplicas: 4 }, { slo: { ttftSeconds: 2, tpotSeconds: 0.1 } }));
+    // THEN the warning names the grace, why, and the fix
+    expect(inference.warnings.filter(w => w.startsWith('disagg:longDrain'))).toEqual([
+      expect.stringMatching(/^disagg:longDrain: a leaving decode pod may take up to 4941 s to finish its streams .* set 'maxOutputTokens'/),
+    ]);
+    // AND with maxOutputTokens, or under an hour (the 50 ms SLO: 2,483 s), it does not
+    expect(synthInference(scaled(undefined, { maxReplicas: 4 }, { maxOutputTokens: 4096 })).inference.warnings
+      .filter(w => w.startsWith('disagg:longDrain'))).toEqual([]);
+    expect(synthInference(scaled(undefined, { maxReplicas: 4 })).inference.warnings.filter(w => w.startsWith('disagg:longDrain'))).toEqual([]);
+  });
+
   test('without an SLO the grace assumes 0.1 s per token over maxContext', () => {
     const { manifests } = synthInference(defaultProps());
     const pod = find(manifests, 'Deployment', '-decode').spec.template.spec;
