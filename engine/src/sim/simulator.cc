@@ -402,8 +402,20 @@ struct Simulator::Impl {
     }
     const std::int64_t n = (running + pr.ready - 1) / pr.ready + 1;
     const double context = pr.prompt_mean + pr.output_mean / 2;
-    const double tpot = cm.decode_batch_time(n, static_cast<std::int64_t>(static_cast<double>(n) * context)).total_seconds;
-    const double slots = static_cast<double>(running + queued) / (static_cast<double>(pr.ready) * pr.sched.max_num_seqs);
+    auto step = [&](std::int64_t b) {
+      return cm.decode_batch_time(b, static_cast<std::int64_t>(static_cast<double>(b) * context)).total_seconds;
+    };
+    const double tpot = step(n);
+    // The slot term as a rate (Little's law): the sequences stepping at the batch the replicas run now
+    // produce (running + waiting) / step(batch) tokens per second, the pool's capacity is ready x
+    // max_num_seqs / step(max_num_seqs). Counting sequences alone is not proportional to the load: one
+    // replica steps slower than two (larger batch), so the same requests stay longer and count more
+    // there, and a pool that would shrink from 2 to 1 measures itself full again at 1 and grows (it
+    // flapped 22 times a day; bench/notes/autoscaling.md).
+    const std::int64_t batch = std::max<std::int64_t>(1, running / pr.ready);
+    const std::int64_t full = std::max<std::int64_t>(1, pr.sched.max_num_seqs);
+    const double slots = static_cast<double>(running + queued) / (static_cast<double>(pr.ready) * static_cast<double>(full)) *
+                         step(full) / step(std::min(batch, full));
     return std::max({tpot / config.slo.tpot_seconds, kv / pr.ready / 0.9, slots / 0.9});
   }
 

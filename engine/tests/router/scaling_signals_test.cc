@@ -215,14 +215,41 @@ TEST(ScalingSignals, ABusyPoolIsUnderPressureBeforeAnyQueueBuilds) {
   o = PoolObservation{};
   o.ready_endpoints = 2;
   o.running_sequences = 400;
-  o.waiting_sequences = 60;  // 460 of 512 slots: 0.898 / 0.9
+  o.waiting_sequences = 60;  // 460 of 512 slots, stepping at 200 a step where 256 would take 24.8 ms
   o.kv_utilization_sum = 0.6;
   const PoolSignals s = decode_pool_signals(o, d);
-  EXPECT_NEAR(s.pressure, 460.0 / 512 / 0.9, 1e-12);
+  EXPECT_NEAR(s.pressure, 460.0 / 512 * (0.012 + 0.00005 * 256) / (0.012 + 0.00005 * 200) / 0.9, 1e-12);
   EXPECT_DOUBLE_EQ(s.waiting_sequences, 60);
   // AND without maxSequences the slot term is off: the TPOT's 0.44 and KV's 0.3 / 0.9 remain
   d.decode_max_sequences = 0;
   EXPECT_NEAR(decode_pool_signals(o, d).pressure, (0.012 + 0.00005 * 201) / 0.05, 1e-12);
+}
+
+TEST(ScalingSignals, TheDecodeSlotTermIsProportionalToTheLoadWhateverTheReplicas) {
+  // GIVEN requests asking for 5,000 output tokens per second of a decode pool whose step is
+  // 12 ms + 0.05 ms a sequence, 256 sequences at most per endpoint (a full endpoint: 24.8 ms a step)
+  auto d = contract_example();
+  d.decode_step_seconds_per_sequence = 0.00005;
+  d.decode_max_sequences = 256;
+  const double full_step = 0.012 + 0.00005 * 256;
+  // Little's law: an endpoint stepping b sequences makes b / step(b) tokens/s, so 2 endpoints hold
+  // b = 2,500 x step(b), i.e. 240 / 7 each, and 1 endpoint b = 5,000 x step(b) = 80
+  PoolObservation two;
+  two.ready_endpoints = 2;
+  two.running_sequences = 2 * 240.0 / 7;
+  PoolObservation one;
+  one.ready_endpoints = 1;
+  one.running_sequences = 80;
+  // WHEN the pool measures itself on 2 endpoints and on 1
+  const double p1 = decode_pool_signals(one, d).pressure;
+  const double slots2 = two.running_sequences / 512 * full_step / (0.012 + 0.00005 * 240.0 / 7) / 0.9;
+  // THEN the slot term is the same load over each pool's capacity: twice as high on one endpoint
+  // (5,000 tokens/s of 256 / 24.8 ms = 10,323 per endpoint, / 0.9), as the HPA formula assumes; a
+  // count of sequences (80 / 256 against 68.6 / 512) would say 2.33 times, and shrinking to one
+  // endpoint would then look fuller than the formula promised
+  EXPECT_NEAR(p1, 5000 / (256 / full_step) / 0.9, 1e-9);
+  EXPECT_NEAR(slots2 * 2, p1, 1e-9);
+  EXPECT_GT(p1, (0.012 + 0.00005 * 81) / 0.05);  // the slot term is the one measured at 1 endpoint
 }
 
 // ---- draining endpoints ---------------------------------------------------------------------------

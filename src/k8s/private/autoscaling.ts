@@ -100,8 +100,10 @@ export interface PrefillCapacity {
 
 /**
  * The router's step model of a decode pool: TPOT = base + perSequence x (running per endpoint + 1),
- * and the sequences one endpoint holds (its share of the replica's concurrency at the planned context:
- * the router's pressure counts (running + waiting) against it, as the simulator does).
+ * and the sequences one endpoint holds (its share of the replica's concurrency at the planned context).
+ * The router's pressure counts the output tokens per second its sequences ask for, (running + waiting)
+ * / step(running per endpoint), against what full endpoints make, maxSequences / step(maxSequences),
+ * as the simulator does: both from this step model.
  */
 export interface DecodeCapacity {
   readonly stepSecondsBase: number;
