@@ -4,14 +4,16 @@
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src/catalog';
 import { simulationConfig } from '../../src/engine';
 
+// The replicas' tensor parallelism: argv[2], 4 by default (2 fits Llama 70B FP8 on an H100 too).
+const tp = Number(process.argv[2] ?? 4);
 const config = simulationConfig({
   model: ModelArchitecture.fromName('llama-3.3-70b'),
   instanceType: AcceleratedInstanceType.fromName('p5.48xlarge'),
   weightPrecision: Precision.of('fp8'),
   kvPrecision: Precision.of('fp8'),
   maxContext: 16384,
-  prefill: { replicas: 4, tensorParallel: 4 },
-  decode: { replicas: 2, tensorParallel: 4 },
+  prefill: { replicas: 4, tensorParallel: tp },
+  decode: { replicas: 2, tensorParallel: tp },
   workload: {
     kind: 'single', requests: 1000, arrival: { process: 'poisson', ratePerSecond: 10 },
     inputTokens: { distribution: 'lognormal', mean: 2000, stddev: 1000, min: 64, max: 12000 },

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Configurations of bench/autoscaling.sh in DIR (argv[1]) from DIR/base.json (base-config.ts):
-peak-P-D.json (static P prefill + D decode replicas at the peak, 40 req/s for 30 min), day-static.json
-(4 + 2 static over the diurnal day), day-auto.json (autoscaled 1-8 per pool, starting at 4 + 2),
-surge.jsonl + surge.json (a long-prompt surge, autoscaled from 2 + 2)."""
-import copy, json, math, sys
+peak-P-D.json (static P prefill + D decode replicas at the peak, 40 req/s for 30 min: the peer search),
+day-static.json (the peer, static over the diurnal day), day-auto.json (autoscaled 1-8 per pool,
+starting at the peer), surge.jsonl + surge.json (a long-prompt surge, autoscaled)."""
+import copy, json, math, os, sys
 
 base = json.load(open(sys.argv[1] + '/base.json'))
 DAY = 86400
@@ -34,6 +34,8 @@ def config(P, D, stages, scaled=False, horizon=DAY, window=900, maxr=8, down=300
             ckpt = p['weightBytesPerRank'] * p['tensorParallel']
             p['autoscaling'] = {'minReplicas': 1, 'maxReplicas': maxr, 'scaleDownStabilizationSeconds': down,
                                 'provisioning': provisioning(ckpt)}
+            if os.environ.get('TARGET'):  # the rule's target pressure (0.8, the default, when unset)
+                p['autoscaling']['target'] = float(os.environ['TARGET'])
     return c
 
 def surge_trace(path, rate=20, normal_in=2000, long_in=8000, out=300, seed=7):
@@ -51,17 +53,25 @@ def surge_trace(path, rate=20, normal_in=2000, long_in=8000, out=300, seed=7):
             o = max(8, min(2000, int(rng.lognormvariate(math.log(out) - 0.5 * math.log(1.44), math.sqrt(math.log(1.44))))))
             f.write('{"timestamp_ms": %d, "input_length": %d, "output_length": %d}\n' % (round(t * 1000), inp, o))
 
-def surge_config(path, trace):
-    c = config(2, 2, [{'ratePerSecond': 1, 'durationSeconds': 1}], scaled=True, horizon=3 * 3600, window=300)
+def surge_config(path, trace, P=2, D=2, maxr=8):
+    c = config(P, D, [{'ratePerSecond': 1, 'durationSeconds': 1}], scaled=True, horizon=3 * 3600, window=300, maxr=maxr)
     c['workload'] = {'kind': 'trace', 'trace': {'path': trace}}
     json.dump(c, open(path, 'w'), indent=1)
 
 
 if __name__ == '__main__':
-    d = sys.argv[1]
-    for P, D in [(3, 1), (4, 1), (2, 2), (3, 2), (4, 2)]:
-        json.dump(config(P, D, [{'ratePerSecond': 40, 'durationSeconds': 1800}], horizon=0), open(f'{d}/peak-{P}-{D}.json', 'w'))
-    json.dump(config(4, 2, diurnal(40)), open(f'{d}/day-static.json', 'w'))
-    json.dump(config(4, 2, diurnal(40), scaled=True), open(f'{d}/day-auto.json', 'w'))
-    surge_trace(f'{d}/surge.jsonl')
-    surge_config(f'{d}/surge.json', f'{d}/surge.jsonl')
+    # configs.py DIR peaks P-D,...: the peer search's candidates at the peak (40 req/s, 30 min)
+    # configs.py DIR day P-D [MAXR]: the day, static at the peer P + D and autoscaled from it (1..MAXR per
+    # pool, 8 by default), and the long-prompt surge (autoscaled from half the peer)
+    d, what, arg = sys.argv[1], sys.argv[2], sys.argv[3]
+    if what == 'peaks':
+        for pd in arg.split(','):
+            P, D = map(int, pd.split('-'))
+            json.dump(config(P, D, [{'ratePerSecond': 40, 'durationSeconds': 1800}], horizon=0), open(f'{d}/peak-{P}-{D}.json', 'w'))
+    else:
+        P, D = map(int, arg.split('-'))
+        maxr = int(sys.argv[4]) if len(sys.argv) > 4 else 8
+        json.dump(config(P, D, diurnal(40)), open(f'{d}/day-static.json', 'w'))
+        json.dump(config(P, D, diurnal(40), scaled=True, maxr=maxr), open(f'{d}/day-auto.json', 'w'))
+        surge_trace(f'{d}/surge.jsonl')
+        surge_config(f'{d}/surge.json', f'{d}/surge.jsonl', max(1, P // 2), max(1, D // 2) if D > 2 else D, maxr)
