@@ -1,9 +1,9 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
-import { loadEngine, simulate, SimulationConfig, SimulationResult } from '../engine';
+import { simulate, SimulationConfig, SimulationResult } from '../engine';
 import { CliIo, ExitCode, UsageError } from './command';
-import { formatLatency, positive, wholeNumber } from './engine-flags';
+import { engineLoaded, formatLatency, positive, wholeNumber } from './engine-flags';
 import { ProgressReporter } from './progress';
 import { renderTimelineChart } from './svg-chart';
 import { renderTable } from './table';
@@ -310,12 +310,7 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
   const provisioning = provisioningFor(run.model, run.weights, run.instanceType);
   const staticConfig = withAutoscaling(base, flags, false, provisioning);
   const scaledConfig = withAutoscaling(base, flags, true, provisioning);
-  try {
-    loadEngine();
-  } catch (e) {
-    io.err(`disagg simulate: ${(e as Error).message}`);
-    return ExitCode.INTERNAL;
-  }
+  if (!engineLoaded(io, 'disagg simulate')) return ExitCode.INTERNAL;
   const progress = new ProgressReporter(io, 'simulating');
   let stat: ScaledResult;
   let auto: ScaledResult;

@@ -1,5 +1,5 @@
-import type { LengthDistributionConfig, SimulationPolicyConfig, SloConfig, WorkloadConfig } from '../engine';
-import { UsageError } from './command';
+import { LengthDistributionConfig, loadEngine, SimulationPolicyConfig, SloConfig, WorkloadConfig } from '../engine';
+import { CliIo, UsageError } from './command';
 import { VLLM_STEP_MODEL } from '../engine/vllm-step-model';
 
 /** parseArgs option specs of the workload, SLO and policy flags shared by `simulate` and `plan --simulate`. */
@@ -361,4 +361,19 @@ export function formatLatency(seconds: number): string {
   if (!Number.isFinite(seconds)) return '-';
   if (seconds < 1) return `${(seconds * 1000).toPrecision(3)} ms`;
   return `${seconds.toPrecision(3)} s`;
+}
+
+/**
+ * Loads the engine addon before a command that needs it. When it cannot (not built, or built for
+ * another Node.js), prints `<command>: <why and how to fix it>` to `io.err` and returns false: the
+ * caller then exits with ExitCode.INTERNAL.
+ */
+export function engineLoaded(io: CliIo, command: string): boolean {
+  try {
+    loadEngine();
+    return true;
+  } catch (e) {
+    io.err(`${command}: ${(e as Error).message}`);
+    return false;
+  }
 }

@@ -1,10 +1,10 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
-import { loadEngine, plan, PlanCandidate, PlanResult, plannerConfig, simulateSweep, simulationConfig, SIZING_SIMULATED_REQUESTS, SweepPoint } from '../engine';
+import { plan, PlanCandidate, PlanResult, plannerConfig, simulateSweep, simulationConfig, SIZING_SIMULATED_REQUESTS, SweepPoint } from '../engine';
 import { ParallelismRules } from '../sizing';
 import { CliIo, ExitCode, UsageError } from './command';
-import { EngineFlagValues, engineFlags, formatLatency, SchedulerFlags, wholeNumber } from './engine-flags';
+import { engineLoaded, EngineFlagValues, engineFlags, formatLatency, SchedulerFlags, wholeNumber } from './engine-flags';
 import { ProgressReporter } from './progress';
 import { renderSweepChart } from './svg-chart';
 import { renderTable } from './table';
@@ -101,12 +101,7 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
-  try {
-    loadEngine();
-  } catch (e) {
-    io.err(`disagg plan: ${(e as Error).message}`);
-    return ExitCode.INTERNAL;
-  }
+  if (!engineLoaded(io, 'disagg plan')) return ExitCode.INTERNAL;
   const started = Date.now();
   const progress = new ProgressReporter(io, 'planning');
   let result: PlanResult;

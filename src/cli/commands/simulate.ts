@@ -1,12 +1,12 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
-import { KvTierSizes, loadEngine, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
+import { KvTierSizes, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
 import { AUTOSCALE_FLAG_HELP, AUTOSCALE_FLAG_OPTIONS, runAutoscale } from '../autoscale-simulate';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
 import {
-  ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, EngineFlags, engineFlags, formatLatency, positive, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS,
+  ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, EngineFlags, engineFlags, engineLoaded, formatLatency, positive, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS,
   schedulerFlags, sweepRates, wholeNumber,
 } from '../engine-flags';
 import { ProgressReporter } from '../progress';
@@ -183,12 +183,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   if (!rates.includes(flags.rate) && !single) rates.push(flags.rate);
   rates.sort((a, b) => a - b);
 
-  try {
-    loadEngine();
-  } catch (e) {
-    io.err(`disagg simulate: ${(e as Error).message}`);
-    return ExitCode.INTERNAL;
-  }
+  if (!engineLoaded(io, 'disagg simulate')) return ExitCode.INTERNAL;
   const progress = new ProgressReporter(io, 'simulating');
   let points: SweepPoint[];
   try {
