@@ -311,7 +311,7 @@ export class Roofline {
     const chunkTokens = Math.min(promptTokens, this.maxNumBatchedTokens);
     const attentionFlops = this.prefillAttentionFlops(promptTokens);
     const kvBytes = this.kvCache.bytesPerSequence(promptTokens) * this.kvCache.rankShare(this.parallelism.tensorParallel);
-    const cost = this.forward({
+    return this.prefillEstimate(promptTokens, promptTokens, {
       groupTokens: promptTokens,
       expertTokens: promptTokens,
       expertTokensPerPass: chunkTokens,
@@ -319,16 +319,6 @@ export class Roofline {
       attentionFlops,
       kvBytesPerRank: kvBytes,
     });
-    return {
-      promptTokens,
-      seconds: cost.seconds,
-      tokensPerSecond: promptTokens / cost.seconds,
-      computeSeconds: cost.compute,
-      memorySeconds: cost.memory,
-      communicationSeconds: cost.communication,
-      allToAllSeconds: cost.allToAll,
-      bound: cost.bound,
-    };
   }
 
   /**
@@ -349,7 +339,7 @@ export class Roofline {
     const passes = Math.ceil(groupTokens / this.maxNumBatchedTokens);
     const expertTokens = p.expertParallel ? prompts * promptTokens : groupTokens;
     const kvBytes = perRank * this.kvCache.bytesPerSequence(promptTokens) * this.kvCache.rankShare(p.tensorParallel);
-    const cost = this.forward({
+    return this.prefillEstimate(promptTokens, prompts * promptTokens, {
       groupTokens,
       expertTokens,
       expertTokensPerPass: expertTokens / passes,
@@ -357,16 +347,6 @@ export class Roofline {
       attentionFlops: perRank * this.prefillAttentionFlops(promptTokens),
       kvBytesPerRank: kvBytes,
     });
-    return {
-      promptTokens,
-      seconds: cost.seconds,
-      tokensPerSecond: (prompts * promptTokens) / cost.seconds,
-      computeSeconds: cost.compute,
-      memorySeconds: cost.memory,
-      communicationSeconds: cost.communication,
-      allToAllSeconds: cost.allToAll,
-      bound: cost.bound,
-    };
   }
 
   /**
@@ -395,11 +375,7 @@ export class Roofline {
       contextTokens,
       stepSeconds: cost.seconds,
       tokensPerSecond: batchSize / cost.seconds,
-      computeSeconds: cost.compute,
-      memorySeconds: cost.memory,
-      communicationSeconds: cost.communication,
-      allToAllSeconds: cost.allToAll,
-      bound: cost.bound,
+      ...breakdown(cost),
     };
   }
 
@@ -413,6 +389,17 @@ export class Roofline {
     }
     const bandwidth = this.instanceType.accelerator.interconnectGBps * 1e9 * this.interconnectEfficiency;
     return this.collectiveLatencyUs * 1e-6 + ((2 * (tp - 1)) / tp) * bytes / bandwidth;
+  }
+
+  /** One prefill forward pass of `work` as an estimate: `prefilledTokens` prompt tokens (all prompts) in its time. */
+  private prefillEstimate(promptTokens: number, prefilledTokens: number, work: ForwardWork): PrefillEstimate {
+    const cost = this.forward(work);
+    return {
+      promptTokens,
+      seconds: cost.seconds,
+      tokensPerSecond: prefilledTokens / cost.seconds,
+      ...breakdown(cost),
+    };
   }
 
   private forward(work: ForwardWork): ForwardCost {
@@ -532,6 +519,17 @@ interface ForwardCost {
   readonly communication: number;
   readonly allToAll: number;
   readonly bound: RooflineBound;
+}
+
+/** The terms of a forward step as the estimates report them (internal). */
+function breakdown(cost: ForwardCost): Pick<PrefillEstimate, 'computeSeconds' | 'memorySeconds' | 'communicationSeconds' | 'allToAllSeconds' | 'bound'> {
+  return {
+    computeSeconds: cost.compute,
+    memorySeconds: cost.memory,
+    communicationSeconds: cost.communication,
+    allToAllSeconds: cost.allToAll,
+    bound: cost.bound,
+  };
 }
 
 /** The work of one forward step (internal). */
