@@ -66,24 +66,49 @@ export function renderSweepChart(points: SweepPoint[], options: SweepChartOption
       allowLog: false,
     },
   ];
+  return renderChart(options.title, panels, rates, 'arrival rate (req/s)', options, panel => {
+    const values = yValues(panel, false);
+    const positive = values.filter(v => v > 0);
+    const log = panel.allowLog && positive.length > 0 && Math.max(...positive) / Math.min(...positive) > 20;
+    return axis(values.length > 0 ? values : [0, 1], log, false);
+  });
+}
+
+/** One panel of a chart: its title, its series and an optional SLO line. */
+interface Panel {
+  readonly title: string;
+  readonly series: Series[];
+  readonly slo?: number;
+}
+
+/**
+ * The SVG document of a chart: its title over the panels side by side, all on one x axis over
+ * `xValues` (from 0), each with the y axis `yAxis` gives it.
+ */
+function renderChart<P extends Panel>(
+  title: string, panels: P[], xValues: number[], xLabel: string,
+  options: Pick<SweepChartOptions, 'markRate' | 'markLabel'>, yAxis: (panel: P) => Axis,
+): string {
   const width = PANEL_W * panels.length;
   const height = PANEL_H + 30;
   const out: string[] = [];
   out.push('<?xml version="1.0" encoding="UTF-8"?>');
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="11">`);
-  out.push(`<title>${esc(options.title)}</title>`);
+  out.push(`<title>${esc(title)}</title>`);
   out.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
-  out.push(`<text x="${width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">${esc(options.title)}</text>`);
-  const xAxis = axis(rates.length > 0 ? rates : [0, 1], false, true);
+  out.push(`<text x="${width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">${esc(title)}</text>`);
+  const xAxis = axis(xValues.length > 0 ? xValues : [0, 1], false, true);
   panels.forEach((panel, i) => {
-    const values = panel.series.flatMap(s => s.points.map(pt => pt[1])).concat(panel.slo !== undefined ? [panel.slo] : []);
-    const positive = values.filter(v => v > 0);
-    const log = panel.allowLog && positive.length > 0 && Math.max(...positive) / Math.min(...positive) > 20;
-    const yAxis = axis(values.length > 0 ? values : [0, 1], log, false);
-    out.push(...renderPanel(i * PANEL_W, 30, panel.title, panel.series, xAxis, yAxis, panel.slo, options, 'arrival rate (req/s)'));
+    out.push(...renderPanel(i * PANEL_W, 30, panel.title, panel.series, xAxis, yAxis(panel), panel.slo, options, xLabel));
   });
   out.push('</svg>');
   return out.join('\n') + '\n';
+}
+
+/** The values a panel's y axis spans: its series' points (the finite ones with `finiteOnly`) and its SLO. */
+function yValues(panel: Panel, finiteOnly: boolean): number[] {
+  const values = panel.series.flatMap(s => s.points.map(pt => pt[1]));
+  return (finiteOnly ? values.filter(v => Number.isFinite(v)) : values).concat(panel.slo !== undefined ? [panel.slo] : []);
 }
 
 function renderPanel(
@@ -168,7 +193,7 @@ export function renderTimelineChart(input: TimelineChartInput): string {
   const hours = input.startSeconds.map(s => (s + input.windowSeconds / 2) / 3600);
   const at = (values: number[]): Array<[number, number]> => values.map((v, i) => [hours[i], v]);
   const share = (good: number[]): number[] => good.map((g, i) => (input.arrivals[i] > 0 ? (100 * g) / input.arrivals[i] : NaN));
-  const panels: Array<{ title: string; series: Series[]; slo?: number }> = [
+  const panels: Panel[] = [
     { title: 'Load (req/s)', series: [{ id: 'load', label: 'arrivals', color: COLORS.offered, points: at(input.arrivals.map(n => n / input.windowSeconds)) }] },
     {
       title: 'Replicas per pool',
@@ -186,23 +211,10 @@ export function renderTimelineChart(input: TimelineChartInput): string {
       slo: input.targetShare * 100,
     },
   ];
-  const width = PANEL_W * panels.length;
-  const height = PANEL_H + 30;
-  const out: string[] = [];
-  out.push('<?xml version="1.0" encoding="UTF-8"?>');
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="11">`);
-  out.push(`<title>${esc(input.title)}</title>`);
-  out.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
-  out.push(`<text x="${width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">${esc(input.title)}</text>`);
-  const xAxis = axis(hours.length > 0 ? hours : [0, 1], false, true);
-  panels.forEach((panel, i) => {
-    const values = panel.series.flatMap(s => s.points.map(pt => pt[1])).filter(v => Number.isFinite(v))
-      .concat(panel.slo !== undefined ? [panel.slo] : []);
-    const yAxis = axis(values.length > 0 ? values : [0, 1], false, true);
-    out.push(...renderPanel(i * PANEL_W, 30, panel.title, panel.series, xAxis, yAxis, panel.slo, {}, 'time (h)'));
+  return renderChart(input.title, panels, hours, 'time (h)', {}, panel => {
+    const values = yValues(panel, true);
+    return axis(values.length > 0 ? values : [0, 1], false, true);
   });
-  out.push('</svg>');
-  return out.join('\n') + '\n';
 }
 
 /** An axis over `values` with "nice" ticks; log axes tick at 1-2-5 steps of each decade. */
