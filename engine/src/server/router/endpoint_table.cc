@@ -391,11 +391,16 @@ void EndpointTable::finish(Pick& p, std::uint64_t request_id) {
   p.slot = -1;
 }
 
-void EndpointTable::route_failed(const RouteRequest& rq, const Pick& p, bool prefill_leg) {
+void EndpointTable::finish_failed(const RouteRequest& rq, Pick& p, bool prefill_leg) {
   if (!p.ok()) return;
-  std::lock_guard lock(mu_);
-  const EndpointSlot& s = slots_[static_cast<std::size_t>(p.slot)];
-  if (s.present && s.generation == p.generation) planner_->on_failed(rq, prefill_leg, static_cast<EndpointId>(p.slot));
+  {
+    std::lock_guard lock(mu_);
+    const EndpointSlot& s = slots_[static_cast<std::size_t>(p.slot)];
+    if (s.present && s.generation == p.generation) {
+      planner_->on_failed(rq, prefill_leg, static_cast<EndpointId>(p.slot));
+    }
+  }
+  finish(p, rq.request_id);
 }
 
 void EndpointTable::upstream_failed(const Pick& p, bool definitive, std::string_view what) {

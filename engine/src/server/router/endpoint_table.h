@@ -95,11 +95,12 @@ class EndpointTable final : public KvEventSink {
   void first_byte(Pick& p);
   /// The leg ended (any outcome); `p` is no longer a leg after this.
   void finish(Pick& p, std::uint64_t request_id);
-  /// The leg `p` of `rq` (as given to plan()) failed before its worker answered (or the worker
-  /// drains): the policy forgets that the worker holds the prompt (RoutePlanner::on_failed), so
-  /// that a precise policy's pending route does not draw the prompt's next requests there. Call
-  /// before finish(p). No-op when `p` is not ok or its endpoint changed hands.
-  void route_failed(const RouteRequest& rq, const Pick& p, bool prefill_leg);
+  /// The leg `p` of `rq` (as given to plan()) failed before its worker answered, or the worker
+  /// drains: first the policy forgets that the worker holds the prompt (RoutePlanner::on_failed
+  /// with `prefill_leg`, unless the endpoint changed hands), so that a precise policy's pending
+  /// route does not draw the prompt's next requests there; then the leg ends as finish(p,
+  /// rq.request_id) ends it. `p` is no longer a leg after this. No-op when `p` is not ok.
+  void finish_failed(const RouteRequest& rq, Pick& p, bool prefill_leg);
   /// The leg's endpoint failed (definitive: nothing listens) or served it.
   void upstream_failed(const Pick& p, bool definitive, std::string_view what);
   void upstream_ok(const Pick& p);

@@ -257,8 +257,11 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
                                        &prefill_drained);
       const int prefill_slot = pf.slot;
       // A prefill that failed or drained computed nothing there.
-      if (kv_params.is_null() && !client_left.cancelled()) table_.route_failed(rq, pf, /*prefill_leg=*/true);
-      table_.finish(pf, rq.request_id);
+      if (kv_params.is_null() && !client_left.cancelled()) {
+        table_.finish_failed(rq, pf, /*prefill_leg=*/true);
+      } else {
+        table_.finish(pf, rq.request_id);
+      }
       if (client_left.cancelled()) {  // the client left during the prefill: no decode leg
         table_.finish(pick, rq.request_id);
         metrics_.error(ErrorCause::client_gone);
@@ -319,8 +322,7 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       metrics_.error(last_cause);
       table_.upstream_failed(pick, e.code == http::ClientErrc::connect_failed, e.message());
       exclude |= std::uint64_t{1} << pick.slot;
-      table_.route_failed(rq, pick, /*prefill_leg=*/false);
-      table_.finish(pick, rq.request_id);
+      table_.finish_failed(rq, pick, /*prefill_leg=*/false);
       const AttemptResult result = e.code == http::ClientErrc::connect_failed ||
                                            e.code == http::ClientErrc::connect_timeout ||
                                            e.code == http::ClientErrc::resolve_failed ||
@@ -355,8 +357,7 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       }
       table_.upstream_draining(pick);
       exclude |= std::uint64_t{1} << pick.slot;
-      table_.route_failed(rq, pick, /*prefill_leg=*/false);
-      table_.finish(pick, rq.request_id);
+      table_.finish_failed(rq, pick, /*prefill_leg=*/false);
       last_cause = ErrorCause::no_endpoint;
       last_status = 503;
       last_error = "every endpoint able to serve the request is draining (the last: " + pick.label + ")";
@@ -393,8 +394,7 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
         table_.upstream_failed(pick, false, last_error);
         exclude |= std::uint64_t{1} << pick.slot;
       }
-      table_.route_failed(rq, pick, /*prefill_leg=*/false);
-      table_.finish(pick, rq.request_id);
+      table_.finish_failed(rq, pick, /*prefill_leg=*/false);
       if (!should_retry(AttemptResult::status_5xx, attempt, config_.max_retries, Clock::now() >= deadline)) break;
       metrics_.retries.fetch_add(1, std::memory_order_relaxed);
       continue;
@@ -433,8 +433,7 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
         metrics_.kv_transfer_fallbacks.fetch_add(1, std::memory_order_relaxed);
         log_line("decode stream on " + pick.label + " for " + request_id +
                  " with KV transfer parameters opened with an error (a failed KV pull?); retrying decode-only");
-        table_.route_failed(rq, pick, /*prefill_leg=*/false);
-        table_.finish(pick, rq.request_id);
+        table_.finish_failed(rq, pick, /*prefill_leg=*/false);
         metrics_.retries.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
