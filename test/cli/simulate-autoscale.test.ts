@@ -1,41 +1,15 @@
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
-import { disagg } from './util';
+import { disagg, tmpdir, wellFormedXml } from './util';
 import { loadStages } from '../../src/cli/autoscale-simulate';
 
 // Requires the engine addon (`npx projen engine`). Small loads: a simulated half hour at a few
 // requests/s, so each run takes about a second.
 
-function tmpdir(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-cli-autoscale-'));
-}
-
-/** The element names of `svg` if it is well-formed (every tag closed in order, one root). */
-function elements(svg: string): string[] {
-  const body = svg.replace(/^<\?xml[^?]*\?>\s*/, '');
-  const names: string[] = [];
-  const stack: string[] = [];
-  const tag = /<(\/?)([A-Za-z][\w:-]*)((?:\s+[\w:-]+="[^"<]*")*)\s*(\/?)>/g;
-  let roots = 0;
-  for (let m = tag.exec(body); m; m = tag.exec(body)) {
-    const [, closing, name, , selfClosing] = m;
-    if (closing) {
-      if (stack.pop() !== name) throw new Error(`</${name}> closes the wrong element`);
-    } else {
-      if (stack.length === 0) roots += 1;
-      names.push(name);
-      if (!selfClosing) stack.push(name);
-    }
-  }
-  if (stack.length !== 0 || roots !== 1) throw new Error(`unclosed ${stack.join(',')} or ${roots} roots`);
-  return names;
-}
-
 describe('disagg simulate --autoscale', () => {
   test('compares the static deployment with the autoscaled one: table, GPU-hours, no lost request, chart', async () => {
     // GIVEN an output folder
-    const out = tmpdir();
+    const out = tmpdir('autoscale');
     // WHEN the default deployment (2 prefill + 2 decode TP4) runs a half-hour day shape, autoscaled 1-3 per pool
     const { code, out: stdout, err } = await disagg('simulate', '--autoscale', '--load-shape', 'diurnal', '--duration', '1800',
       '--rate', '3', '--output-tokens', '64', '--max-replicas', '3', '--scale-down-window', '60', '--out', out);
@@ -67,14 +41,14 @@ describe('disagg simulate --autoscale', () => {
     expect(a.scaling.windows.arrivals.reduce((x: number, y: number) => x + y)).toBe(a.submitted);
     // AND the chart is well-formed SVG with the load, each pool's replicas and the SLO attainment
     const svg = fs.readFileSync(path.join(out, 'simulate-autoscale.svg'), 'utf8');
-    expect(elements(svg)[0]).toBe('svg');
+    expect(wellFormedXml(svg)[0]).toBe('svg');
     for (const series of ['load', 'replicas-prefill', 'ready-prefill', 'replicas-decode', 'ready-decode', 'slo-autoscaled', 'slo-static']) {
       expect(svg).toContain(`data-series="${series}"`);
     }
   }, 120_000);
 
   test('a long-prompt surge is replayed from a trace it writes', async () => {
-    const out = tmpdir();
+    const out = tmpdir('autoscale');
     const { code, out: stdout } = await disagg('simulate', '--autoscale', '--load-shape', 'long-prompt-surge', '--duration', '600',
       '--rate', '2', '--output-tokens', '32', '--out', out);
     expect(code).toBe(0);

@@ -1,7 +1,4 @@
-import * as fs from 'fs';
-import * as os from 'os';
-import * as path from 'path';
-import { disagg } from './util';
+import { disagg, tmpdir } from './util';
 import { engineFlags, schedulerFlags, stageList } from '../../src/cli/engine-flags';
 
 // Reproducing a vLLM deployment (issue 21): constant arrivals in stages, shared prompts with users,
@@ -9,10 +6,6 @@ import { engineFlags, schedulerFlags, stageList } from '../../src/cli/engine-fla
 // Requires the engine addon (`npx projen engine`).
 
 jest.setTimeout(60_000);
-
-function tmpdir(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-cli-vllm-'));
-}
 
 /** One H100 replica of Llama-3.1-8B, TP1, as in ../shared/validation. */
 const REPLICA = ['--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge', '--weights', 'bf16', '--kv', 'bf16', '--context', '4096',
@@ -58,7 +51,7 @@ describe('flag parsing', () => {
 describe('disagg simulate reproduces a vLLM run', () => {
   test('a staged shared-prefix run: the config holds every setting, the summary covers every stage', async () => {
     // GIVEN the shape of validation run 16 (stages shortened to 20 s each)
-    const out = tmpdir();
+    const out = tmpdir('vllm');
     const { code, out: stdout } = await disagg('simulate', ...REPLICA, '--max-num-seqs', '128', '--max-num-batched-tokens', '2048',
       '--gpu-memory-utilization', '0.9', '--block-size', '16', '--arrival', 'constant', '--stages', '8x20,20x20',
       '--shared-prompts', '9', '--popularity', 'equal', '--users-per-prompt', '5', '--system-prompt-tokens', '100',
@@ -87,7 +80,7 @@ describe('disagg simulate reproduces a vLLM run', () => {
     const base = [...REPLICA, '--requests', '300', '--rate', '20', '--rates', '20', '--input-tokens', '1500', '--output-tokens', '100',
       '--shared-prompts', '4', '--system-prompt-tokens', '120'];
     const result = async (...extra: string[]) => {
-      const r = await disagg('simulate', ...base, ...extra, '--json', '--out', tmpdir());
+      const r = await disagg('simulate', ...base, ...extra, '--json', '--out', tmpdir('vllm'));
       expect(r.err).not.toMatch(/disagg simulate: /);
       expect(r.code).toBe(0);
       return JSON.parse(r.out).result;
@@ -114,7 +107,7 @@ describe('disagg simulate reproduces a vLLM run', () => {
     // AND so do the number of shared prompts and the stages, while one Poisson stage at --rate is --rate
     expect(await result('--shared-prompts', '8')).not.toEqual(reference);
     const staged = async (stages: string) => JSON.parse((await disagg('simulate', ...REPLICA, '--requests', '300', '--stages', stages,
-      '--input-tokens', '1500', '--output-tokens', '100', '--shared-prompts', '4', '--system-prompt-tokens', '120', '--json', '--out', tmpdir())).out).result;
+      '--input-tokens', '1500', '--output-tokens', '100', '--shared-prompts', '4', '--system-prompt-tokens', '120', '--json', '--out', tmpdir('vllm'))).out).result;
     expect(await staged('20x15')).toEqual(reference);
     expect(await staged('10x10,40x10')).not.toEqual(reference);
     // AND without async scheduling a request joins the next step, so TTFT drops at equal load
@@ -125,7 +118,7 @@ describe('disagg simulate reproduces a vLLM run', () => {
 
   test('the host tier of --cpu-offload-gib is N GiB per replica on the assumed PCIe link', async () => {
     const { code, out } = await disagg('simulate', '--aggregated', '--replicas', '2', '--tp', '2', '--requests', '20', '--rates', '4', '--rate', '4',
-      '--cpu-offload-gib', '8', '--json', '--out', tmpdir());
+      '--cpu-offload-gib', '8', '--json', '--out', tmpdir('vllm'));
     expect(code).toBe(0);
     expect(JSON.parse(out).config.pools[0].kvTiers).toEqual([
       { tier: 'host', capacityBytes: 8 * 1024 ** 3, readBytesPerSecond: 100e9, writeBytesPerSecond: 100e9, latencySeconds: 10e-6 },
@@ -154,7 +147,7 @@ describe('disagg simulate reproduces a vLLM run', () => {
     [['--async-scheduling', 'yes'], /--async-scheduling 'yes' must be on or off/],
     [['--cpu-offload-gib', '8', '--host-kv', '16'], /--cpu-offload-gib \(8\) and --host-kv \(16\) both size the host KV tier; give one/],
   ])('bad flags %p are usage errors naming the flag, the value and the fix', async (args, pattern) => {
-    const r = await disagg('simulate', ...args, '--out', tmpdir());
+    const r = await disagg('simulate', ...args, '--out', tmpdir('vllm'));
     expect(r.code).toBe(2);
     expect(r.err).toMatch(pattern);
   });
@@ -164,7 +157,7 @@ describe('disagg plan with vLLM engine arguments', () => {
   test('--simulate passes them to every option; a smaller --max-num-seqs lowers the goodput; stages are refused', async () => {
     const args = ['plan', '--simulate', '--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge', '--weights', 'bf16', '--kv', 'bf16',
       '--context', '4096', '--tp', '1', '--max-accelerators', '1', '--modes', 'aggregated', '--requests', '100',
-      '--input-tokens', '512', '--output-tokens', '256', '--json', '--out', tmpdir()];
+      '--input-tokens', '512', '--output-tokens', '256', '--json', '--out', tmpdir('vllm')];
     const goodput = async (...extra: string[]) => {
       const r = await disagg(...args, ...extra);
       expect(r.code).toBe(0);

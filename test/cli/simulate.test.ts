@@ -1,53 +1,15 @@
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
-import { disagg } from './util';
+import { disagg, tmpdir, wellFormedXml } from './util';
 import { AcceleratedInstanceType, ModelArchitecture } from '../../src/catalog';
 import { simulationConfig } from '../../src/engine/engine-config-builder';
 
 // Requires the engine addon (`npx projen engine`).
 
-function tmpdir(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-cli-sim-'));
-}
-
-/**
- * Checks that `text` is well-formed XML as SVG writers produce it: one root, every tag closed in
- * order, quoted attributes, no stray '<' or '&'. Returns the element names in document order.
- */
-function wellFormedXml(text: string): string[] {
-  const body = text.replace(/^<\?xml[^?]*\?>\s*/, '');
-  const names: string[] = [];
-  const stack: string[] = [];
-  const tag = /<(\/?)([A-Za-z][\w:-]*)((?:\s+[\w:-]+="[^"<]*")*)\s*(\/?)>/y;
-  let i = 0;
-  let roots = 0;
-  while (i < body.length) {
-    const lt = body.indexOf('<', i);
-    const chunk = body.slice(i, lt < 0 ? body.length : lt);
-    if (/&(?!(amp|lt|gt|quot|apos|#\d+);)/.test(chunk)) throw new Error(`unescaped '&' near ${i}`);
-    if (lt < 0) break;
-    tag.lastIndex = lt;
-    const m = tag.exec(body);
-    if (!m) throw new Error(`malformed tag at ${lt}: ${body.slice(lt, lt + 60)}`);
-    const [, closing, name, , selfClosing] = m;
-    if (closing) {
-      if (stack.pop() !== name) throw new Error(`</${name}> closes the wrong element`);
-    } else {
-      if (stack.length === 0) roots += 1;
-      names.push(name);
-      if (!selfClosing) stack.push(name);
-    }
-    i = tag.lastIndex;
-  }
-  if (stack.length !== 0 || roots !== 1) throw new Error(`unclosed ${stack.join(',')} or ${roots} roots`);
-  return names;
-}
-
 describe('disagg simulate', () => {
   test('prints a table per rate and writes a well-formed SVG chart with every series', async () => {
     // GIVEN an output folder
-    const out = tmpdir();
+    const out = tmpdir('sim');
     // WHEN the default deployment is simulated at three rates
     const { code, out: stdout, err } = await disagg('simulate', '--requests', '150', '--rate', '6', '--rates', '2,6,12', '--out', out);
     // THEN it exits 0 with a row per rate, the --rate row marked
@@ -76,7 +38,7 @@ describe('disagg simulate', () => {
   });
 
   test('--json prints the result at --rate and the sweep', async () => {
-    const out = tmpdir();
+    const out = tmpdir('sim');
     const { code, out: stdout } = await disagg('simulate', '--aggregated', '--replicas', '2', '--tp', '2', '--requests', '120',
       '--input-tokens', 'uniform:200:800', '--output-tokens', 'lognormal:100:40', '--rate', '3', '--rates', '1,3', '--json', '--out', out);
     expect(code).toBe(0);
@@ -92,7 +54,7 @@ describe('disagg simulate', () => {
 
   test('without --rates the sweep climbs until the deployment misses the SLO target', async () => {
     // GIVEN one small aggregated replica at a rate it serves easily
-    const out = tmpdir();
+    const out = tmpdir('sim');
     const { code, out: stdout } = await disagg('simulate', '--aggregated', '--replicas', '1', '--tp', '2', '--requests', '120',
       '--input-tokens', '2000', '--output-tokens', '200', '--rate', '0.5', '--json', '--out', out);
     expect(code).toBe(0);
@@ -108,7 +70,7 @@ describe('disagg simulate', () => {
 
   test('lower KV tiers: links sized from the replica\'s share of the instance, traffic in the result', async () => {
     // GIVEN two TP2 replicas on p5en.48xlarge (8 GPUs, 8 NVMe drives) with host, disk and remote tiers
-    const out = tmpdir();
+    const out = tmpdir('sim');
     const { code, out: stdout } = await disagg('simulate', '--aggregated', '--replicas', '2', '--tp', '2', '--requests', '200',
       '--turns', '4', '--tenants', '4', '--rate', '1', '--rates', '1', '--host-kv', '64', '--disk-kv', '1000@3', '--remote-kv', '4000',
       '--json', '--out', out);
@@ -133,7 +95,7 @@ describe('disagg simulate', () => {
 
   test('a larger seed changes the numbers, the same seed repeats them', async () => {
     const run = async (seed: string) => JSON.parse((await disagg('simulate', '--requests', '80', '--rates', '5', '--rate', '5',
-      '--input-tokens', 'lognormal:1000:500', '--seed', seed, '--json', '--out', tmpdir())).out).result;
+      '--input-tokens', 'lognormal:1000:500', '--seed', seed, '--json', '--out', tmpdir('sim'))).out).result;
     const a = await run('1');
     expect(await run('1')).toEqual(a);
     expect((await run('2')).ttftSeconds).not.toEqual(a.ttftSeconds);
@@ -157,7 +119,7 @@ describe('disagg simulate', () => {
 
 describe('disagg simulate: wide expert parallelism', () => {
   test('EP pools simulate one group per replica and charge the all-to-all; a dense model refuses --decode-ep', async () => {
-    const out = tmpdir();
+    const out = tmpdir('sim');
     // GIVEN DeepSeek-V3 FP8 with an EP 8 prefill group and an EP 16 decode group on p5en
     const { code, out: stdout, err } = await disagg('simulate', '--model', 'deepseek-v3', '--weights', 'fp8', '--kv', 'fp8',
       '--prefill-replicas', '1', '--prefill-ep', '8', '--decode-replicas', '1', '--decode-ep', '16', '--requests', '60', '--input-tokens', '1000', '--output-tokens', '100',
@@ -202,7 +164,7 @@ describe('disagg simulate: KV block size', () => {
 
 describe('disagg plan --simulate', () => {
   test('ranks candidates, names the best and writes its chart', async () => {
-    const out = tmpdir();
+    const out = tmpdir('sim');
     const { code, out: stdout, err } = await disagg('plan', '--simulate', '--max-accelerators', '4', '--requests', '100',
       '--tpot', '0.05', '--price-per-hour', '80', '--out', out);
     expect(code).toBe(0);
@@ -222,7 +184,7 @@ describe('disagg plan --simulate', () => {
 
   test('--trace plans for the trace: its rate is measured and required of every candidate', async () => {
     // GIVEN a trace of 300 requests at 4 req/s sharing a 512-token prefix
-    const out = tmpdir();
+    const out = tmpdir('sim');
     const trace = path.join(out, 'trace.jsonl');
     fs.writeFileSync(trace, Array.from({ length: 300 }, (_, i) =>
       JSON.stringify({ timestamp_ms: i * 250, input_length: 1024, output_length: 64, hash_ids: [1, 2, 3, 4, 1000 + i] })).join('\n') + '\n');
@@ -240,7 +202,7 @@ describe('disagg plan --simulate', () => {
 
   test('each probe simulates the 400 requests sizeFor does unless --requests says otherwise', async () => {
     const run = async (...extra: string[]) => JSON.parse((await disagg('plan', '--simulate', '--max-accelerators', '2', '--tpot', '0.05',
-      '--json', '--out', tmpdir(), ...extra)).out).result.candidates;
+      '--json', '--out', tmpdir('sim'), ...extra)).out).result.candidates;
     const byDefault = await run();
     expect(byDefault).toEqual(await run('--requests', '400'));
     expect(byDefault).not.toEqual(await run('--requests', '1000'));
