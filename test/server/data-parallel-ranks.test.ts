@@ -8,7 +8,7 @@ import * as fs from 'fs';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
-import { CONFIG, describeIfRoles, EngineProcess, metrics, startEngine, total, waitFor } from './util';
+import { CONFIG, describeIfRoles, EngineProcess, engineProcesses, metrics, ofEndpoint, prompt, startEngine, total, waitFor } from './util';
 import { consecutiveFreePorts } from '../../src/cli/local/processes';
 
 const describeIfBuilt = describeIfRoles('data-parallel rank tests', 'router', 'sim-worker');
@@ -16,17 +16,7 @@ const MODEL = 'sim-model';
 
 jest.setTimeout(120_000);
 
-const started: EngineProcess[] = [];
-afterAll(async () => {
-  for (const p of started) if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill('SIGKILL');
-  await Promise.all(started.map((p) => p.exited));
-});
-
-async function start(args: string[]): Promise<EngineProcess> {
-  const p = await startEngine(args, 30_000);
-  started.push(p);
-  return p;
-}
+const start = engineProcesses(30_000);
 
 /**
  * One pod of `ranks` ranks of `role`: HTTP ports http..http+ranks-1, KV events configured as
@@ -48,11 +38,6 @@ async function bindable(port: number): Promise<boolean> {
   });
 }
 
-/** A prompt of `n` distinct words (a few tokens each in the sim-worker's tokenizer). */
-function prompt(tag: string, n: number): string {
-  return Array.from({ length: n }, (_, i) => `${tag}${i.toString(36)}`).join(' ');
-}
-
 async function complete(router: EngineProcess, text: string): Promise<{ decode: string; prefill: string | null; cached: number }> {
   const r = await fetch(`${router.url}/v1/completions`, {
     method: 'POST',
@@ -66,11 +51,6 @@ async function complete(router: EngineProcess, text: string): Promise<{ decode: 
     prefill: r.headers.get('x-disagg-prefill-endpoint'),
     cached: Number(r.headers.get('x-disagg-cached-blocks') ?? 0),
   };
-}
-
-/** The value of `family` for endpoint `host:port` (undefined when absent). */
-function ofEndpoint(m: Map<string, number>, family: string, endpoint: string): number | undefined {
-  return [...m].find(([k]) => k.startsWith(`${family}{`) && k.includes(`endpoint="${endpoint}"`))?.[1];
 }
 
 describeIfBuilt('router with per-rank endpoints of expert-parallel pods', () => {
@@ -106,7 +86,7 @@ describeIfBuilt('router with per-rank endpoints of expert-parallel pods', () => 
         const r = await fetch(`${w.url}/v1/completions`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ model: MODEL, prompt: prompt(`warm${warm++}w`, 32), max_tokens: 1 }),
+          body: JSON.stringify({ model: MODEL, prompt: prompt(`warm${warm++}w`, 32, 36), max_tokens: 1 }),
         });
         expect(r.status).toBe(200);
         await r.json();
@@ -117,7 +97,7 @@ describeIfBuilt('router with per-rank endpoints of expert-parallel pods', () => 
     const baseSuccess = await Promise.all(prefill.map(async (w) => total(await metrics(w), 'vllm:request_success_total')));
 
     // WHEN 12 distinct long prompts go through the router at once, each once
-    const texts = Array.from({ length: 12 }, (_, i) => prompt(`topic${i}w`, 256));
+    const texts = Array.from({ length: 12 }, (_, i) => prompt(`topic${i}w`, 256, 36));
     const first = new Map<string, { decode: string; prefill: string | null }>();
     (await Promise.all(texts.map((t) => complete(router, t)))).forEach((r, i) => first.set(texts[i], r));
     // (the ranks' KV events reach the router)
@@ -176,7 +156,7 @@ describeIfBuilt('router with per-rank endpoints of expert-parallel pods', () => 
     const router = await start(['router', '--config', file, '--host', '127.0.0.1', '--port', '0', '--health-interval-ms', '200']);
     await waitFor(async () => (await fetch(`${router.url}/ready`)).status === 200, 15_000, 'router ready');
     // WHEN both ranks store blocks
-    for (let i = 0; i < 4; i++) await complete(router, prompt(`crossed${i}w`, 128));
+    for (let i = 0; i < 4; i++) await complete(router, prompt(`crossed${i}w`, 128, 36));
     // THEN every batch names the other rank: none reaches the index, each is counted, and the log says why
     await waitFor(async () => total(await metrics(router), 'disagg_router_kv_batches_rank_mismatch_total') >= 4, 5_000, 'mismatched batches');
     const m = await metrics(router);

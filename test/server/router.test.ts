@@ -7,7 +7,7 @@
 import * as http from 'http';
 import * as net from 'net';
 import OpenAI from 'openai';
-import { CONFIG, curl, describeIfRoles, EngineProcess, freePort, metrics, startEngine, total, waitFor } from './util';
+import { CONFIG, curl, describeIfRoles, EngineProcess, freePort, metrics, prompt, startEngine, total, waitFor } from './util';
 
 const describeIfBuilt = describeIfRoles('router end-to-end tests', 'router', 'sim-worker');
 const MODEL = 'llama-3.3-70b';
@@ -78,10 +78,6 @@ async function withUpstream(onPost: http.RequestListener, body: (port: number) =
 }
 
 /** A prompt of `words` distinct words sharing `prefix`. */
-function prompt(prefix: string, words: number): string {
-  return Array.from({ length: words }, (_, i) => `${prefix}${i}`).join(' ');
-}
-
 describeIfBuilt('router, aggregated pool, with the openai SDK', () => {
   let workers: Proc[];
   let router: Proc;

@@ -9,7 +9,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import OpenAI from 'openai';
-import { BINARY, CONFIG, describeIfRoles, EngineProcess, metrics, startEngine, total, waitFor } from './util';
+import { BINARY, CONFIG, describeIfRoles, EngineProcess, metrics, prompt, startEngine, total, waitFor } from './util';
 
 const describeIfBuilt = describeIfRoles('scale-down and scaling-signal tests', 'router', 'sim-worker', 'drain-wait');
 const MODEL = 'llama-3.3-70b';
@@ -69,10 +69,6 @@ function sdk(p: EngineProcess): OpenAI {
 }
 
 /** A prompt of `words` distinct words. */
-function prompt(prefix: string, words: number): string {
-  return Array.from({ length: words }, (_, i) => `${prefix}${i}`).join(' ');
-}
-
 /** One request of the load, as the client saw it. */
 interface Outcome {
   readonly stream: boolean;

@@ -98,3 +98,34 @@ export function total(m: Map<string, number>, family: string): number {
   for (const [k, v] of m) if (k === family || k.startsWith(`${family}{`)) sum += v;
   return sum;
 }
+
+/**
+ * A start function for one test file's engine processes: each call is startEngine(args, timeoutMs)
+ * and remembers the process; after the file's last test every one still running is killed
+ * (SIGKILL) and awaited. Registers that afterAll, so call it at the file's top level.
+ */
+export function engineProcesses(timeoutMs?: number): (args: string[]) => Promise<EngineProcess> {
+  const started: EngineProcess[] = [];
+  afterAll(async () => {
+    for (const p of started) if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill('SIGKILL');
+    await Promise.all(started.map((p) => p.exited));
+  });
+  return async (args) => {
+    const p = await startEngine(args, timeoutMs);
+    started.push(p);
+    return p;
+  };
+}
+
+/** The value of `family` for endpoint `host:port` (undefined when absent). */
+export function ofEndpoint(m: Map<string, number>, family: string, endpoint: string): number | undefined {
+  return [...m].find(([k]) => k.startsWith(`${family}{`) && k.includes(`endpoint="${endpoint}"`))?.[1];
+}
+
+/**
+ * A prompt of `words` distinct words, `prefix` then the word's index written in `radix` (a few
+ * tokens each in the sim-worker's tokenizer).
+ */
+export function prompt(prefix: string, words: number, radix = 10): string {
+  return Array.from({ length: words }, (_, i) => `${prefix}${i.toString(radix)}`).join(' ');
+}
