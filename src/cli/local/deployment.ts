@@ -83,14 +83,18 @@ export function localDeployment(pd: { prefill: number; decode: number } | undefi
     pools = [{ ...decode, name: 'aggregated', role: 'both', replicas: workers }];
     config = { ...config, pools: [{ ...entry, name: 'aggregated', role: 'both' }] };
   }
-  const tp = inference.decodeTensorParallel;
+  return localDeploymentOf(config, pools, `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${inference.decodeTensorParallel} on ${spec.instanceType.name}`);
+}
+
+/** A LocalDeployment of a router configuration and its pools: the names and numbers the configuration carries. */
+function localDeploymentOf(config: RouterConfigFile, pools: LocalPool[], description: string): LocalDeployment {
   return {
     config,
     pools,
     servedModelName: config.router.servedModelName,
     kvBlockSize: config.router.kvBlockSize ?? ServingPlan.DEFAULT_KV_BLOCK_SIZE,
     policy: config.policy.name,
-    description: `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${tp} on ${spec.instanceType.name}`,
+    description,
   };
 }
 
@@ -140,12 +144,8 @@ export function localAutoscaleDeployment(a: LocalAutoscaleSpec): LocalAutoscaleD
     throw new Error('the construct resolved no autoscaling for the local deployment');
   }
   return {
-    config,
-    pools,
-    servedModelName: config.router.servedModelName,
-    kvBlockSize: config.router.kvBlockSize ?? ServingPlan.DEFAULT_KV_BLOCK_SIZE,
-    policy: config.policy.name,
-    description: `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${inference.decodeTensorParallel} on ${spec.instanceType.name}`,
+    ...localDeploymentOf(config, pools,
+      `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${inference.decodeTensorParallel} on ${spec.instanceType.name}`),
     rules: { prefill: rules.prefill, decode: rules.decode },
     autoscaling: config.autoscaling,
   };
@@ -233,14 +233,7 @@ export function localExpertParallelDeployment(shape: ExpertParallelShape): Local
     };
   });
   const shapeOf = (p: LocalPool) => `${p.name} EP${p.ranks!.expertParallel} (DP${p.ranks!.ranksPerGroup} x TP${p.ranks!.tensorParallel})`;
-  return {
-    config,
-    pools: layouts,
-    servedModelName: config.router.servedModelName,
-    kvBlockSize: config.router.kvBlockSize ?? ServingPlan.DEFAULT_KV_BLOCK_SIZE,
-    policy: config.policy.name,
-    description: `${e.model.name} ${e.weights.name.toUpperCase()} ${layouts.map(shapeOf).join(', ')} on ${e.instanceType.name}`,
-  };
+  return localDeploymentOf(config, layouts, `${e.model.name} ${e.weights.name.toUpperCase()} ${layouts.map(shapeOf).join(', ')} on ${e.instanceType.name}`);
 }
 
 /** One rank of a pod: where its sim-worker listens and publishes, as the router finds it. */
