@@ -23,6 +23,7 @@ import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 import { acknowledgeWildcardResources } from './compliance';
+import { podIdentityAssociation, podIdentityRole } from './pod-identity';
 import { AddonVersions } from '../cluster-addons';
 import { kubernetesMinor } from './kubernetes-version';
 
@@ -160,15 +161,7 @@ export class ClusterAutoscaler extends Construct {
     const stack = Stack.of(this);
     const partition = Aws.PARTITION;
 
-    this.role = new iam.Role(this, 'Role', {
-      description: 'Kubernetes Cluster Autoscaler (EKS Pod Identity)',
-      assumedBy: new iam.ServicePrincipal('pods.eks.amazonaws.com'),
-    });
-    // Pod Identity needs TagSession in addition to AssumeRole.
-    this.role.assumeRolePolicy?.addStatements(new iam.PolicyStatement({
-      actions: ['sts:TagSession'],
-      principals: [new iam.ServicePrincipal('pods.eks.amazonaws.com')],
-    }));
+    this.role = podIdentityRole(this, 'Kubernetes Cluster Autoscaler (EKS Pod Identity)');
 
     this.policy = new iam.Policy(this, 'Policy', {
       statements: [
@@ -205,12 +198,7 @@ export class ClusterAutoscaler extends Construct {
     this.policy.attachToRole(this.role);
     acknowledgeWildcardResources(this.policy, (resource) => WILDCARD_REASONS.find(([pattern]) => pattern.test(resource))?.[1]);
 
-    const association = new eks.CfnPodIdentityAssociation(this, 'PodIdentity', {
-      clusterName: cluster.clusterName,
-      namespace: CA_NAMESPACE,
-      serviceAccount: CA_SERVICE_ACCOUNT,
-      roleArn: this.role.roleArn,
-    });
+    const association = podIdentityAssociation(this, cluster, CA_NAMESPACE, CA_SERVICE_ACCOUNT, this.role);
 
     this.chart = new eks.HelmChart(this, 'Chart', {
       cluster,

@@ -3,6 +3,7 @@ import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 import { acknowledgeWildcardResources } from './compliance';
+import { podIdentityAssociation, podIdentityRole } from './pod-identity';
 
 /** Namespace and service account of the controller (the chart creates the account). */
 export const LBC_NAMESPACE = 'kube-system';
@@ -61,15 +62,7 @@ export class LoadBalancerController extends Construct {
     const region = Stack.of(this).region;
     const account = Stack.of(this).account;
 
-    this.role = new iam.Role(this, 'Role', {
-      description: 'AWS Load Balancer Controller (EKS Pod Identity)',
-      assumedBy: new iam.ServicePrincipal('pods.eks.amazonaws.com'),
-    });
-    // Pod Identity needs TagSession in addition to AssumeRole.
-    this.role.assumeRolePolicy?.addStatements(new iam.PolicyStatement({
-      actions: ['sts:TagSession'],
-      principals: [new iam.ServicePrincipal('pods.eks.amazonaws.com')],
-    }));
+    this.role = podIdentityRole(this, 'AWS Load Balancer Controller (EKS Pod Identity)');
 
     const sg = `arn:${partition}:ec2:${region}:${account}:security-group/*`;
     const elb = (resource: string) => `arn:${partition}:elasticloadbalancing:${region}:${account}:${resource}`;
@@ -181,12 +174,7 @@ export class LoadBalancerController extends Construct {
     policy.attachToRole(this.role);
     acknowledgeWildcardResources(policy, (resource) => WILDCARD_REASONS.find(([pattern]) => pattern.test(resource))?.[1]);
 
-    const association = new eks.CfnPodIdentityAssociation(this, 'PodIdentity', {
-      clusterName: cluster.clusterName,
-      namespace: LBC_NAMESPACE,
-      serviceAccount: LBC_SERVICE_ACCOUNT,
-      roleArn: this.role.roleArn,
-    });
+    const association = podIdentityAssociation(this, cluster, LBC_NAMESPACE, LBC_SERVICE_ACCOUNT, this.role);
 
     this.chart = new eks.HelmChart(this, 'Chart', {
       cluster,
