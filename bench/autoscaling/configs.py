@@ -2,7 +2,7 @@
 """Configurations of bench/autoscaling.sh in DIR (argv[1]) from DIR/base.json (base-config.ts):
 peak-P-D.json (static P prefill + D decode replicas at the peak, 40 req/s for 30 min: the peer search),
 day-static.json (the peer, static over the diurnal day), day-auto.json (autoscaled 1-8 per pool,
-starting at the peer), surge.jsonl + surge.json (a long-prompt surge, autoscaled)."""
+starting at the peer), surge.jsonl + surge.json (a long-prompt surge, autoscaled up to 2 x MAXR per pool)."""
 import copy, json, math, os, sys
 
 base = json.load(open(sys.argv[1] + '/base.json'))
@@ -74,4 +74,6 @@ if __name__ == '__main__':
         json.dump(config(P, D, diurnal(40)), open(f'{d}/day-static.json', 'w'))
         json.dump(config(P, D, diurnal(40), scaled=True, maxr=maxr), open(f'{d}/day-auto.json', 'w'))
         surge_trace(f'{d}/surge.jsonl')
-        surge_config(f'{d}/surge.json', f'{d}/surge.jsonl', max(1, P // 2), max(1, D // 2) if D > 2 else D, maxr)
+        # The surge's 4x prompt tokens need ~9 TP4 prefill replicas at the target: room to 2 x MAXR, so
+        # the pool's maximum is not what stops it.
+        surge_config(f'{d}/surge.json', f'{d}/surge.jsonl', max(1, P // 2), max(1, D // 2) if D > 2 else D, 2 * maxr)

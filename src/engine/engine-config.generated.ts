@@ -538,7 +538,7 @@ export interface DisaggEngineConfiguration {
        */
       stepSecondsPerSequence?: number;
       /**
-       * Sequences one decode endpoint holds at once (its KV capacity at the planned context); the pressure then also counts (running + waiting) / (maxSequences x ready endpoints) x step(maxSequences) / step(running per endpoint) / 0.9 (output tokens per second asked over those full endpoints make). 0: unknown, no such term.
+       * Sequences one decode endpoint holds at once (its KV capacity at the planned context); the pressure then also counts running sequences / (maxSequences x ready endpoints) x step(maxSequences) / step(running per endpoint) / 0.9 (output tokens per second asked over those full endpoints make). 0: unknown, no such term.
        */
       maxSequences?: number;
     };

@@ -387,16 +387,19 @@ struct Simulator::Impl {
     }
     // Decode (and aggregated) pools: the decode step of (running per replica + 1) sequences at the
     // mean context, against the TPOT SLO; or the replicas' capacity in use against 90%: KV blocks,
-    // and (an addition to the contract's signal) sequence slots, (running + waiting) / max_num_seqs.
+    // and (an addition to the contract's signal) sequence slots, running / max_num_seqs.
     // Without the slots a pool whose replicas are full of sequences queues new ones while its TPOT
-    // and KV look fine (a 70B model at 256 sequences steps in ~23 ms), and never scales.
-    std::int64_t running = 0, queued = 0;
+    // and KV look fine (a 70B model at 256 sequences steps in ~23 ms), and never scales. Waiting
+    // sequences are left out: a queue is a backlog, not a rate. A pool that is full reads >= 1 / 0.9
+    // from its slots or its KV already; counting the queue as well took decode from 1 to 8 (16 with
+    // room) replicas while a prefill pool scaled up for a long-prompt surge flushed its backlog into
+    // it, where its KV needed 2 (bench/notes/autoscaling.md).
+    std::int64_t running = 0;
     double kv = 0;
     for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
       const Worker& w = workers[static_cast<std::size_t>(i)];
       if (w.state != SlotState::ready) continue;
       running += w.sched.num_running();
-      queued += w.sched.num_waiting();
       const KvBlockPool& kp = w.sched.pool();
       kv += static_cast<double>(kp.used_blocks()) / static_cast<double>(kp.total_blocks());
     }
@@ -407,14 +410,14 @@ struct Simulator::Impl {
     };
     const double tpot = step(n);
     // The slot term as a rate (Little's law): the sequences stepping at the batch the replicas run now
-    // produce (running + waiting) / step(batch) tokens per second, the pool's capacity is ready x
+    // produce running / step(batch) tokens per second, the pool's capacity is ready x
     // max_num_seqs / step(max_num_seqs). Counting sequences alone is not proportional to the load: one
     // replica steps slower than two (larger batch), so the same requests stay longer and count more
     // there, and a pool that would shrink from 2 to 1 measures itself full again at 1 and grows (it
     // flapped 22 times a day; bench/notes/autoscaling.md).
     const std::int64_t batch = std::max<std::int64_t>(1, running / pr.ready);
     const std::int64_t full = std::max<std::int64_t>(1, pr.sched.max_num_seqs);
-    const double slots = static_cast<double>(running + queued) / (static_cast<double>(pr.ready) * static_cast<double>(full)) *
+    const double slots = static_cast<double>(running) / (static_cast<double>(pr.ready) * static_cast<double>(full)) *
                          step(full) / step(std::min(batch, full));
     return std::max({tpot / config.slo.tpot_seconds, kv / pr.ready / 0.9, slots / 0.9});
   }

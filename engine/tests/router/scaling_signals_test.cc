@@ -210,19 +210,23 @@ TEST(ScalingSignals, ABusyPoolIsUnderPressureBeforeAnyQueueBuilds) {
   EXPECT_LT(p.predicted_ttft_seconds / c.ttft_slo_seconds, 0.1);
   // GIVEN a decode pool of 2 endpoints holding 256 sequences each, whose steps stay fast
   auto d = c;
-  d.decode_step_seconds_per_sequence = 0.00005;  // 200 a step: 0.012 + 0.00005 x 201 = 22 ms, 0.44 of the SLO
+  d.decode_step_seconds_per_sequence = 0.00005;  // 230 a step: 0.012 + 0.00005 x 231 = 23.6 ms, 0.47 of the SLO
   d.decode_max_sequences = 256;
   o = PoolObservation{};
   o.ready_endpoints = 2;
-  o.running_sequences = 400;
-  o.waiting_sequences = 60;  // 460 of 512 slots, stepping at 200 a step where 256 would take 24.8 ms
+  o.running_sequences = 460;  // 460 of 512 slots, stepping at 230 a step where 256 would take 24.8 ms
   o.kv_utilization_sum = 0.6;
   const PoolSignals s = decode_pool_signals(o, d);
-  EXPECT_NEAR(s.pressure, 460.0 / 512 * (0.012 + 0.00005 * 256) / (0.012 + 0.00005 * 200) / 0.9, 1e-12);
-  EXPECT_DOUBLE_EQ(s.waiting_sequences, 60);
-  // AND without maxSequences the slot term is off: the TPOT's 0.44 and KV's 0.3 / 0.9 remain
+  EXPECT_NEAR(s.pressure, 460.0 / 512 * (0.012 + 0.00005 * 256) / (0.012 + 0.00005 * 230) / 0.9, 1e-12);
+  // AND sequences waiting behind them are a backlog, not a rate: reported, but the pressure is the
+  // same (counting them sent decode to its maximum while prefill flushed a surge's backlog into it)
+  o.waiting_sequences = 600;
+  const PoolSignals q = decode_pool_signals(o, d);
+  EXPECT_DOUBLE_EQ(q.pressure, s.pressure);
+  EXPECT_DOUBLE_EQ(q.waiting_sequences, 600);
+  // AND without maxSequences the slot term is off: the TPOT's 0.47 and KV's 0.3 / 0.9 remain
   d.decode_max_sequences = 0;
-  EXPECT_NEAR(decode_pool_signals(o, d).pressure, (0.012 + 0.00005 * 201) / 0.05, 1e-12);
+  EXPECT_NEAR(decode_pool_signals(o, d).pressure, (0.012 + 0.00005 * 231) / 0.05, 1e-12);
 }
 
 TEST(ScalingSignals, TheDecodeSlotTermIsProportionalToTheLoadWhateverTheReplicas) {

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
 #include <string>
 
 #include "disagg/json_value.h"
@@ -209,13 +212,10 @@ TEST(SimulatorAutoscaling, GpuHoursOfAStaticDeploymentAreReplicasTimesGpusTimesH
   EXPECT_EQ(r.scaling.pools.at(0).scale_ups, 0);
 }
 
-TEST(SimulatorAutoscaling, ADecodePoolAtASteadyLoadDoesNotFlapBetweenOneAndTwoReplicas) {
-  // GIVEN Llama 70B FP8 on TP4 H100 replicas (bench/autoscaling's deployment): 4 prefill, and decode
-  // autoscaled from 2 (1..4, target 0.8, scale-down window 300 s), at a steady 32 requests/s of
-  // ~2,000-token prompts and ~300-token answers: 2 decode replicas serve it at under half their
-  // output tokens per second, 1 would be beyond the target (one replica's 256 sequences at 22 ms a
-  // step make ~11,500 tokens/s; 32 x 300 = 9,600 is 0.84 of that, 0.93 against 0.9)
-  auto doc = parse_json(R"({
+// bench/autoscaling's deployment: Llama 70B FP8 on TP4 H100 replicas, kv-aware routing, SLO TTFT 2 s
+// and TPOT 50 ms, with the given pools, workload and autoscaling blocks.
+std::string llama70b_tp4(const std::string& pools, const std::string& workload, const std::string& autoscaling) {
+  return R"({
     "model": {"weightBytesPerRank": 17650000000, "kvBytesPerToken": 163840, "activeParameters": 70600000000,
               "layers": 80, "hiddenSize": 8192, "attentionWidth": 8192},
     "hardware": {"peakFlopsPerSecond": 1979000000000000, "hbmBytesPerSecond": 3350000000000,
@@ -224,15 +224,33 @@ TEST(SimulatorAutoscaling, ADecodePoolAtASteadyLoadDoesNotFlapBetweenOneAndTwoRe
     "efficiency": {"compute": 0.6, "memory": 0.85, "layerOverheadSeconds": 4e-05, "stepOverheadSeconds": 0.0005,
                    "requestOverheadSeconds": 0.008},
     "policy": {"name": "kv-aware"},
-    "pools": [{"name": "prefill", "role": "prefill", "replicas": 4, "tensorParallel": 4, "weightBytesPerRank": 17650000000, "kvTokensPerReplica": 1389226, "maxConcurrencyPerReplica": 256},
-              {"name": "decode", "role": "decode", "replicas": 2, "tensorParallel": 4, "weightBytesPerRank": 17650000000, "kvTokensPerReplica": 1389226, "maxConcurrencyPerReplica": 256, "autoscaling": {"minReplicas": 1, "maxReplicas": 4}}],
-    "workload": {"kind": "single", "arrival": {"process": "poisson", "stages": [{"ratePerSecond": 32, "durationSeconds": 1200}]},
-                 "inputTokens": {"distribution": "lognormal", "mean": 2000, "stddev": 1000, "min": 64, "max": 12000},
-                 "outputTokens": {"distribution": "lognormal", "mean": 300, "stddev": 200, "min": 8, "max": 2000}},
+    "pools": )" + pools + R"(,
+    "workload": )" + workload + R"(,
     "slo": {"ttftSeconds": 2, "tpotSeconds": 0.05},
-    "autoscaling": {"horizonSeconds": 1200, "windowSeconds": 600, "evaluationIntervalSeconds": 15},
+    "autoscaling": )" + autoscaling + R"(,
     "seed": 7
-  })");
+  })";
+}
+
+// One TP4 pool of that deployment (KV for 1.39 M tokens, 256 sequences a replica).
+std::string tp4_pool(const std::string& role, int replicas, const std::string& autoscaling = "") {
+  return R"({"name": ")" + role + R"(", "role": ")" + role + R"(", "replicas": )" + std::to_string(replicas) +
+         R"(, "tensorParallel": 4, "weightBytesPerRank": 17650000000, "kvTokensPerReplica": 1389226, "maxConcurrencyPerReplica": 256)" +
+         (autoscaling.empty() ? "" : R"(, "autoscaling": )" + autoscaling) + "}";
+}
+
+TEST(SimulatorAutoscaling, ADecodePoolAtASteadyLoadDoesNotFlapBetweenOneAndTwoReplicas) {
+  // GIVEN Llama 70B FP8 on TP4 H100 replicas (bench/autoscaling's deployment): 4 prefill, and decode
+  // autoscaled from 2 (1..4, target 0.8, scale-down window 300 s), at a steady 32 requests/s of
+  // ~2,000-token prompts and ~300-token answers: 2 decode replicas serve it at under half their
+  // output tokens per second, 1 would be beyond the target (one replica's 256 sequences at 22 ms a
+  // step make ~11,500 tokens/s; 32 x 300 = 9,600 is 0.84 of that, 0.93 against 0.9)
+  auto doc = parse_json(llama70b_tp4(
+      "[" + tp4_pool("prefill", 4) + ", " + tp4_pool("decode", 2, R"({"minReplicas": 1, "maxReplicas": 4})") + "]",
+      R"({"kind": "single", "arrival": {"process": "poisson", "stages": [{"ratePerSecond": 32, "durationSeconds": 1200}]},
+          "inputTokens": {"distribution": "lognormal", "mean": 2000, "stddev": 1000, "min": 64, "max": 12000},
+          "outputTokens": {"distribution": "lognormal", "mean": 300, "stddev": 200, "min": 8, "max": 2000}})",
+      R"({"horizonSeconds": 1200, "windowSeconds": 600, "evaluationIntervalSeconds": 15})"));
   ASSERT_TRUE(doc.has_value());
   auto setup = read_simulation(*doc);
   ASSERT_TRUE(setup.has_value()) << (setup ? "" : setup.error());
@@ -247,6 +265,52 @@ TEST(SimulatorAutoscaling, ADecodePoolAtASteadyLoadDoesNotFlapBetweenOneAndTwoRe
   EXPECT_EQ(decode.scale_ups, 0);
   EXPECT_GT(r.summary.submitted, 30000);
   EXPECT_GT(r.summary.good, r.summary.completed * 99 / 100);
+}
+
+TEST(SimulatorAutoscaling, ALongPromptSurgeGrowsPrefillAndLeavesDecodeAtItsKvNeed) {
+  // GIVEN the 70B deployment autoscaled from 3 prefill + 1 decode replicas (1..16 each, 7.3 minutes
+  // to provision), at 20 requests/s whose prompts go from ~2,000 to ~8,000 tokens at 10 minutes: 4x
+  // the prefill work (160 k tokens/s, 7.2 replicas' worth), the same answers (~300 tokens), and 4x
+  // the KV per decode sequence (about 2 decode replicas' KV)
+  std::string trace;
+  std::mt19937_64 rng(7);
+  std::exponential_distribution<double> gap(20);
+  const double sigma_in = std::sqrt(std::log(1.25)), sigma_out = std::sqrt(std::log(1.44));
+  for (double t = gap(rng); t < 2400; t += gap(rng)) {
+    const double mean = t < 600 ? 2000 : 8000;
+    std::lognormal_distribution<double> in(std::log(mean) - sigma_in * sigma_in / 2, sigma_in);
+    std::lognormal_distribution<double> answer(std::log(300.0) - sigma_out * sigma_out / 2, sigma_out);
+    trace += R"({"timestamp_ms": )" + std::to_string(std::llround(t * 1000)) + R"(, "input_length": )" +
+             std::to_string(std::clamp<long long>(std::llround(in(rng)), 64, 16000)) + R"(, "output_length": )" +
+             std::to_string(std::clamp<long long>(std::llround(answer(rng)), 8, 2000)) + "}\n";
+  }
+  const std::string scaled = R"({"minReplicas": 1, "maxReplicas": 16, "provisioning": {"checkpointBytes": 70600000000,
+      "networkBytesPerSecond": 6250000000, "nvmeBytesPerSecond": 16000000000}})";
+  auto doc = parse_json(llama70b_tp4("[" + tp4_pool("prefill", 3, scaled) + ", " + tp4_pool("decode", 1, scaled) + "]",
+                                     R"({"kind": "trace", "trace": {"path": "surge.jsonl", "maxRecords": 100000}})",
+                                     R"({"horizonSeconds": 2400, "windowSeconds": 300, "evaluationIntervalSeconds": 15})"));
+  ASSERT_TRUE(doc.has_value());
+  auto setup = read_simulation(*doc);
+  ASSERT_TRUE(setup.has_value()) << (setup ? "" : setup.error());
+  // WHEN it runs; while prefill provisions, a backlog of long prompts builds, which the new replicas
+  // then flush into decode faster than the load arrives
+  auto sim = Simulator::create(setup->config);
+  ASSERT_TRUE(sim.has_value()) << (sim ? "" : sim.error().message);
+  auto workload = Workload::from_trace(trace, setup->trace);
+  ASSERT_TRUE(workload.has_value()) << (workload ? "" : workload.error().message);
+  auto run = sim->run(*workload);
+  ASSERT_TRUE(run.has_value()) << (run ? "" : run.error().message);
+  const SimulationResult& r = *run;
+  // THEN prefill grows past the 8 replicas the surge needs at the target, and decode grows only to
+  // the KV its 4x longer contexts need: the sequences waiting on it during the flush are a backlog,
+  // not a rate, and do not count (counting them took decode to 16, its maximum)
+  ASSERT_TRUE(r.has_scaling);
+  const PoolScaleReport& prefill = r.scaling.pools.at(0);
+  const PoolScaleReport& decode = r.scaling.pools.at(1);
+  EXPECT_GE(prefill.peak_replicas, 8);
+  EXPECT_LE(decode.peak_replicas, 3);
+  EXPECT_EQ(decode.lost_on_scale_down, 0);
+  EXPECT_GT(r.summary.submitted, 45000);
 }
 
 }  // namespace

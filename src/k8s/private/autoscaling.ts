@@ -101,9 +101,9 @@ export interface PrefillCapacity {
 /**
  * The router's step model of a decode pool: TPOT = base + perSequence x (running per endpoint + 1),
  * and the sequences one endpoint holds (its share of the replica's concurrency at the planned context).
- * The router's pressure counts the output tokens per second its sequences ask for, (running + waiting)
- * / step(running per endpoint), against what full endpoints make, maxSequences / step(maxSequences),
- * as the simulator does: both from this step model.
+ * The router's pressure counts the output tokens per second its running sequences ask for, running /
+ * step(running per endpoint), against what full endpoints make, maxSequences / step(maxSequences), as
+ * the simulator does: both from this step model. Waiting sequences are a backlog and stay out.
  */
 export interface DecodeCapacity {
   readonly stepSecondsBase: number;

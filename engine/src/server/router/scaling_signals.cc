@@ -64,10 +64,13 @@ PoolSignals decode_pool_signals(const PoolObservation& o, const AutoscalingSigna
   s.predicted_tpot_seconds =
       finite_or_zero(c.decode_step_seconds_base + c.decode_step_seconds_per_sequence * (per_endpoint + 1));
   // The slot term as a rate (Little's law): the sequences stepping at the batch an endpoint runs now
-  // produce (running + waiting) / step(batch) tokens per second, the pool's capacity is ready x
-  // maxSequences / step(maxSequences). A count of sequences alone is not proportional to the load (one
-  // endpoint steps slower than two, so the same requests stay longer there), and a pool shrinking from
-  // 2 to 1 would measure itself full at 1 and grow again (the simulator's day flapped 22 times).
+  // produce running / step(batch) tokens per second, the pool's capacity is ready x maxSequences /
+  // step(maxSequences). A count of sequences alone is not proportional to the load (one endpoint
+  // steps slower than two, so the same requests stay longer there), and a pool shrinking from 2 to 1
+  // would measure itself full at 1 and grow again (the simulator's day flapped 22 times). Waiting
+  // sequences are a backlog, not a rate, and stay out: a full pool reads >= 1 / 0.9 from its slots or
+  // its KV already, and counting the queue sent decode to its maximum while a prefill pool flushed a
+  // long-prompt surge's backlog into it (bench/notes/autoscaling.md).
   double slots = 0;
   if (c.decode_max_sequences > 0) {
     const double full = c.decode_max_sequences;
@@ -75,7 +78,7 @@ PoolSignals decode_pool_signals(const PoolObservation& o, const AutoscalingSigna
     const double step_now = c.decode_step_seconds_base + c.decode_step_seconds_per_sequence * batch;
     const double step_full = c.decode_step_seconds_base + c.decode_step_seconds_per_sequence * full;
     const double ratio = step_now > 0 && step_full > 0 ? step_full / step_now : 1;
-    slots = (s.running_sequences + s.waiting_sequences) / (full * o.ready_endpoints) * ratio;
+    slots = s.running_sequences / (full * o.ready_endpoints) * ratio;
   }
   s.pressure = finite_or_zero(
       std::max({s.predicted_tpot_seconds / c.tpot_slo_seconds, s.kv_utilization / kKvFull, slots / kKvFull}));
@@ -92,7 +95,8 @@ void write_pool_signals(std::string& out, const PoolSignals& prefill, const Pool
       {"disagg_router_pool_slo_pressure",
        "Scaling signal: predicted latency of the next request / its SLO, or the capacity in use (prefill: max of "
        "TTFT / SLO and arriving prompt tokens / throughput; decode: max of TPOT / SLO, KV utilization / 0.9 and "
-       "sequences / (maxSequences x 0.9) as a rate: x step(maxSequences) / step(running per endpoint)); 1 + queued "
+       "running sequences / (maxSequences x 0.9) as a rate: x step(maxSequences) / step(running per endpoint)); 1 + "
+       "queued "
        "requests with no ready endpoint.",
        [](const PoolSignals& s) { return s.pressure; }},
       {"disagg_router_pool_ready_endpoints", "Endpoints of the pool that receive requests.",

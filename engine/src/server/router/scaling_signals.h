@@ -10,13 +10,14 @@
 //            to the pool, smoothed over about a minute) / (prefill.tokensPerSecond x ready);
 //   decode:  max(predicted TPOT / slo.tpotSeconds, KV utilization / 0.9, slots / 0.9), where
 //            predicted TPOT = decode.stepSecondsBase + decode.stepSecondsPerSequence x
-//            (running / ready + 1) and slots = (running + waiting sequences) /
+//            (running / ready + 1) and slots = running sequences /
 //            (decode.maxSequences x ready) x step(maxSequences) / step(batch), step(b) = stepSecondsBase
 //            + stepSecondsPerSequence x b, batch = running / ready clamped to [1, maxSequences]: the
 //            tokens per second the pool's sequences ask for over those its full replicas produce
 //            (Little's law), proportional to the load whatever the replica count (a plain count is
 //            not: fewer replicas step slower and hold the same requests longer, and the pool flaps);
-//            when maxSequences is given;
+//            when maxSequences is given. Waiting sequences are a backlog, not a rate, and stay out
+//            (a full pool reads >= 1 / 0.9 from running or KV; the queue only overshoots);
 // The utilization and slot terms are what the simulator scales on too (engine/src/sim/simulator.cc,
 // the same rule): the latency predictions alone stay flat until a queue builds, so the rule
 // (desired = ready x pressure / target) would shrink a busy pool to one replica and flap.
