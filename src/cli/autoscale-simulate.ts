@@ -7,6 +7,7 @@ import { engineLoaded, formatLatency, positive, wholeNumber } from './engine-fla
 import { ProgressReporter } from './progress';
 import { renderTimelineChart } from './svg-chart';
 import { renderTable } from './table';
+import { DEFAULT_TARGET_PRESSURE } from '../k8s/private/autoscaling';
 
 /**
  * `disagg simulate --autoscale`: the issue 24 scaling rule on the engine's virtual clock
@@ -182,6 +183,7 @@ export function withAutoscaling(base: SimulationConfig, flags: AutoscaleFlags, s
         autoscaling: {
           minReplicas: flags.minReplicas,
           maxReplicas: flags.maxReplicas,
+          target: DEFAULT_TARGET_PRESSURE,
           scaleDownStabilizationSeconds: flags.scaleDownWindowSeconds,
           scaleToZero: flags.scaleToZero,
           provisioning,
@@ -355,7 +357,7 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
   }
   io.out(`disagg simulate --autoscale: ${run.title}`);
   io.out(`  load      ${load}`);
-  io.out(`  rule      per pool: SLO pressure, target 0.8, tolerance 0.1, replicas ${flags.minReplicas}-${flags.maxReplicas}, scale-down window ${flags.scaleDownWindowSeconds} s${flags.scaleToZero ? ', to zero after 600 s idle' : ''}; evaluated every 15 s`);
+  io.out(`  rule      per pool: SLO pressure, target ${DEFAULT_TARGET_PRESSURE}, tolerance 0.1, replicas ${flags.minReplicas}-${flags.maxReplicas}, scale-down window ${flags.scaleDownWindowSeconds} s${flags.scaleToZero ? ', to zero after 600 s idle' : ''}; evaluated every 15 s`);
   io.out(`  provision ${formatLatency(auto.scaling.pools[0]?.provisionSeconds ?? 0)} per replica (node 240 s, image 120 s, ${(provisioning.checkpointBytes / 1e9).toFixed(1)} GB of weights at ${(provisioning.networkBytesPerSecond / 1e9).toFixed(2)} GB/s download and ${(provisioning.nvmeBytesPerSecond / 1e9).toFixed(0)} GB/s NVMe, engine 60 s)`);
   io.out('');
   io.out(renderAutoscaleTable(stat, auto).join('\n'));

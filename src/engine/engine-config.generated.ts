@@ -387,7 +387,7 @@ export interface DisaggEngineConfiguration {
        */
       maxReplicas: number;
       /**
-       * Pressure to hold: desired = ceil(ready x pressure / target).
+       * Pressure to hold: desired = ceil(ready x pressure / target); 1 is the SLO (the prefill pressure is its utilization over what the pool sustains within the TTFT SLO for 99% of requests).
        */
       target?: number;
       /**

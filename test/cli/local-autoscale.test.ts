@@ -41,7 +41,7 @@ describe('disagg local --autoscale', () => {
       expect(d.rules[pool]).toEqual({
         minReplicas: 1,
         maxReplicas: 3,
-        targetPressure: 0.8,
+        targetPressure: 0.95,
         scaleUpStabilizationSeconds: 0,
         scaleDownStabilizationSeconds: 10,
         scaleToZero: false,

@@ -63,7 +63,7 @@ describe('autoscaling: KEDA ScaledObjects', () => {
     }]);
     const prefill = find(manifests, 'ScaledObject', '-prefill');
     expect(prefill.spec).toMatchObject({ minReplicaCount: 1, maxReplicaCount: 4 });
-    expect(prefill.spec.triggers[0].metadata).toMatchObject({ valueLocation: 'pools.prefill.pressure', targetValue: '0.8' });
+    expect(prefill.spec.triggers[0].metadata).toMatchObject({ valueLocation: 'pools.prefill.pressure', targetValue: '0.95' });
     // AND the Deployments leave the count to the autoscaler
     expect(find(manifests, 'Deployment', '-decode').spec.replicas).toBeUndefined();
     expect(find(manifests, 'Deployment', '-prefill').spec.replicas).toBeUndefined();
@@ -169,7 +169,7 @@ describe('autoscaling: plain HPAs', () => {
         type: 'External',
         external: {
           metric: { name: 'disagg_router_pool_slo_pressure', selector: { matchLabels: { pool: 'decode', service: inference.routerServiceName } } },
-          target: { type: 'Value', value: '0.8' },
+          target: { type: 'Value', value: '0.95' },
         },
       }],
       behavior: { scaleUp: { stabilizationWindowSeconds: 30 }, scaleDown: { stabilizationWindowSeconds: 300 } },

@@ -8,6 +8,40 @@
 
 namespace disagg {
 
+namespace {
+
+// Erlang C: the chance an arrival waits in M/M/c at offered load a = c x utilization (< c).
+double erlang_c(std::int32_t c, double a) {
+  double b = 1;  // Erlang B by its recursion, stable for any c
+  for (std::int32_t k = 1; k <= c; ++k) b = a * b / (k + a * b);
+  const double rho = a / c;
+  return b / (1 - rho * (1 - b));
+}
+
+}  // namespace
+
+double prefill_sustainable_utilization(std::int32_t replicas, double service_seconds, double service_cv2,
+                                       double fixed_seconds, double slo_seconds, double quantile) {
+  constexpr double kFloor = 0.05;
+  const std::int32_t c = std::max<std::int32_t>(1, replicas);
+  const double budget = slo_seconds - service_seconds - fixed_seconds;  // the wait the SLO leaves
+  if (!(service_seconds > 0) || !(budget > 0) || !std::isfinite(budget)) return service_seconds > 0 ? kFloor : 1.0 - 1e-9;
+  const double stretch = (1 + std::max(0.0, std::isfinite(service_cv2) ? service_cv2 : 0.0)) / 2;
+  const double miss = 1 - std::clamp(quantile, 0.5, 0.999999);
+  // P(wait > budget) = C(c, a) x exp(-(c - a) x budget / (service x stretch)), increasing in the
+  // utilization: bisect for where it reaches `miss`.
+  auto misses = [&](double rho) {
+    const double a = c * rho;
+    return erlang_c(c, a) * std::exp(-(c - a) * budget / (service_seconds * stretch)) > miss;
+  };
+  double lo = 0, hi = 1;
+  for (int i = 0; i < 40; ++i) {
+    const double mid = (lo + hi) / 2;
+    (misses(mid) ? hi : lo) = mid;
+  }
+  return std::clamp(lo, kFloor, 1.0 - 1e-9);
+}
+
 std::int64_t autoscale_history_entries(double seconds, double interval) {
   return static_cast<std::int64_t>(std::ceil(seconds / interval)) + 1;
 }
@@ -25,7 +59,7 @@ Expected<PoolAutoscaler, std::string> PoolAutoscaler::create(const AutoscalePoli
   if (p.max_replicas < std::max(p.min_replicas, 1)) {
     return bad("maxReplicas", p.max_replicas, "must be >= max(minReplicas, 1) (minReplicas is " + std::to_string(p.min_replicas) + ")");
   }
-  if (!(p.target > 0) || !std::isfinite(p.target)) return bad("target", p.target, "must be > 0; 0.8 leaves 20% headroom");
+  if (!(p.target > 0) || !std::isfinite(p.target)) return bad("target", p.target, "must be > 0; 1 is the SLO, 0.95 (the default) leaves 5% headroom");
   if (!(p.tolerance >= 0) || !std::isfinite(p.tolerance)) return bad("tolerance", p.tolerance, "must be >= 0; HPA's is 0.1");
   for (const auto& [key, v] : {std::pair<const char*, double>{"scaleUpStabilizationSeconds", p.scale_up_stabilization_seconds},
                                {"scaleDownStabilizationSeconds", p.scale_down_stabilization_seconds}}) {

@@ -211,6 +211,7 @@ struct Simulator::Impl {
     std::optional<CostModel> cost;
     double last_request = -1e300;
     double prompt_mean = 0, output_mean = 0;  // EWMA over arrivals (the "one mean prompt")
+    double prompt_square_mean = 0;             // EWMA of prompt² (the prompts' spread, for the queueing bound)
     bool seen = false;
     // Prompt tokens arriving per second: those of the last interval, smoothed over about a minute.
     std::int64_t tokens_since_tick = 0;
@@ -357,6 +358,7 @@ struct Simulator::Impl {
       const double prompt = static_cast<double>(r.prompt.size());
       const double output = static_cast<double>(r.output_tokens);
       pr.prompt_mean = pr.seen ? pr.prompt_mean + kAlpha * (prompt - pr.prompt_mean) : prompt;
+      pr.prompt_square_mean = pr.seen ? pr.prompt_square_mean + kAlpha * (prompt * prompt - pr.prompt_square_mean) : prompt * prompt;
       pr.output_mean = pr.seen ? pr.output_mean + kAlpha * (output - pr.output_mean) : output;
       pr.seen = true;
       pr.tokens_since_tick += static_cast<std::int64_t>(r.prompt.size());
@@ -383,7 +385,14 @@ struct Simulator::Impl {
       // replicas' prefill rate (utilization). The predicted TTFT alone is flat until the queue
       // builds (a replica at 10% and one at 90% predict about the same), so the HPA formula,
       // desired = ready x pressure / target, would shrink a busy pool to one replica and flap.
-      return std::max(ttft / config.slo.ttft_seconds, pr.token_rate / per_second);
+      // The utilization is taken against what the pool sustains within the TTFT SLO's tail at its
+      // size (prefill_sustainable_utilization: 0.87 of one replica, 0.97 of four, for the day's
+      // prompts), so 1 means the SLO for a small pool as for a large one; the router does the same.
+      const double fixed = cm.params().request_overhead_seconds;
+      const double service = pr.prompt_mean / (per_second / pr.ready);
+      const double cv2 = pr.prompt_mean > 0 ? pr.prompt_square_mean / (pr.prompt_mean * pr.prompt_mean) - 1 : 0;
+      const double bound = prefill_sustainable_utilization(pr.ready, service, cv2, fixed, config.slo.ttft_seconds);
+      return std::max(ttft / config.slo.ttft_seconds, pr.token_rate / per_second / bound);
     }
     // Decode (and aggregated) pools: the decode step of (running per replica + 1) sequences at the
     // mean context, against the TPOT SLO; or the replicas' capacity in use against 90%: KV blocks,

@@ -14,6 +14,7 @@
 #include "endpoint_health.h"
 #include "router_config.h"
 #include "router_metrics.h"
+#include "disagg/autoscaler.h"
 #include "scaling_signals.h"
 
 namespace disagg::router {
@@ -152,7 +153,7 @@ TEST(ScalingSignals, JsonAndPrometheusCarryTheContractsNames) {
     const json& j = doc.at("pools").at(pool);
     for (const char* key : {"pressure", "readyEndpoints", "drainingEndpoints", "waitingPromptTokens",
                             "predictedTtftSeconds", "runningSequences", "kvUtilization", "predictedTpotSeconds",
-                            "queuedRequests", "promptTokensPerSecond", "waitingSequences"}) {
+                            "queuedRequests", "promptTokensPerSecond", "waitingSequences", "sustainableUtilization"}) {
       EXPECT_TRUE(j.contains(key)) << pool << "." << key;
     }
   }
@@ -165,7 +166,7 @@ TEST(ScalingSignals, JsonAndPrometheusCarryTheContractsNames) {
                            "disagg_router_pool_predicted_ttft_seconds", "disagg_router_pool_running_sequences",
                            "disagg_router_pool_kv_utilization", "disagg_router_pool_predicted_tpot_seconds",
                            "disagg_router_pool_queued_requests", "disagg_router_pool_prompt_tokens_per_second",
-                           "disagg_router_pool_waiting_sequences"}) {
+                           "disagg_router_pool_waiting_sequences", "disagg_router_pool_sustainable_utilization"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + name + " gauge"), std::string::npos) << name;
     EXPECT_NE(text.find(std::string(name) + "{pool=\"prefill\"} "), std::string::npos) << name;
     EXPECT_NE(text.find(std::string(name) + "{pool=\"decode\"} "), std::string::npos) << name;
@@ -182,6 +183,30 @@ TEST(ScalingSignals, MeanPromptIsTakenBetweenReads) {
   EXPECT_DOUBLE_EQ(mean(21000, 20), 2000);    // only the ten new ones
   EXPECT_DOUBLE_EQ(mean(500, 5), 2000);       // an endpoint left: start over, keep the mean
   EXPECT_DOUBLE_EQ(mean(800, 8), 100);
+}
+
+TEST(ScalingSignals, PromptSpreadIsTakenBetweenReadsAndSetsWhatAPoolSustains) {
+  // GIVEN no squares counted: the exponential's spread
+  EXPECT_DOUBLE_EQ(MeanPromptTracker{}.update(1000, 10, 0).prompt_cv2, 1);
+  // WHEN ten prompts of 100 tokens, then ten of 1,000 and ten of 3,000 (mean 2,000, sd 1,000: cv² 0.25)
+  MeanPromptTracker t;
+  EXPECT_NEAR(t.update(1000, 10, 0, 10 * 100.0 * 100).prompt_cv2, 0, 1e-12);
+  const double squares = 10 * 1000.0 * 1000 + 10 * 3000.0 * 3000;
+  const MeanPromptTracker::Reading r = t.update(1000 + 40000, 10 + 20, 1, 10 * 100.0 * 100 + squares);
+  EXPECT_DOUBLE_EQ(r.mean_prompt_tokens, 2000);
+  EXPECT_NEAR(r.prompt_cv2, 0.25, 1e-12);
+  // AND then twenty prompts of 2,000 exactly: cv² 0
+  EXPECT_NEAR(t.update(41000 + 40000, 50, 2, 10 * 100.0 * 100 + squares + 20 * 2000.0 * 2000).prompt_cv2, 0, 1e-12);
+  // THEN steadier prompts let the same endpoints carry more within the SLO, so the same load reads
+  // a lower pressure; a single endpoint sustains less than two
+  const auto c = contract_example();
+  PoolObservation o;
+  o.ready_endpoints = 1;
+  const PoolSignals spread = prefill_pool_signals(o, 2000, 16000, c, 1), steady = prefill_pool_signals(o, 2000, 16000, c, 0);
+  EXPECT_GT(steady.sustainable_utilization, spread.sustainable_utilization);
+  EXPECT_LT(steady.pressure, spread.pressure);
+  o.ready_endpoints = 2;
+  EXPECT_GT(prefill_pool_signals(o, 2000, 16000, c, 1).sustainable_utilization, spread.sustainable_utilization);
 }
 
 TEST(ScalingSignals, PromptRateIsSmoothedOverAboutAMinuteWhateverTheReadInterval) {
@@ -203,9 +228,14 @@ TEST(ScalingSignals, ABusyPoolIsUnderPressureBeforeAnyQueueBuilds) {
   // GIVEN a prefill pool of 2 x 20,000 tokens/s with nothing waiting (TTFT at its floor)
   PoolObservation o;
   o.ready_endpoints = 2;
-  // WHEN 32,000 prompt tokens arrive per second THEN its pressure is the utilization, 0.8
+  // WHEN 32,000 prompt tokens arrive per second THEN its pressure is the utilization, 0.8, over what
+  // 2 endpoints sustain within the SLO's tail (prompts as spread as an exponential's: cv² 1)
   const PoolSignals p = prefill_pool_signals(o, 2000, 32000, c);
-  EXPECT_NEAR(p.pressure, 0.8, 1e-12);
+  const double sustained = prefill_sustainable_utilization(2, 0.1, 1, 0.02, 2);
+  EXPECT_DOUBLE_EQ(p.sustainable_utilization, sustained);
+  EXPECT_GT(sustained, 0.85);
+  EXPECT_LT(sustained, 0.95);
+  EXPECT_NEAR(p.pressure, 0.8 / sustained, 1e-12);
   EXPECT_DOUBLE_EQ(p.prompt_tokens_per_second, 32000);
   EXPECT_LT(p.predicted_ttft_seconds / c.ttft_slo_seconds, 0.1);
   // GIVEN a decode pool of 2 endpoints holding 256 sequences each, whose steps stay fast

@@ -25,8 +25,10 @@ PoolAutoscaler scaler(const AutoscalePolicy& p, double interval = 15) {
   return *s;
 }
 
+// The rule's arithmetic at target 0.8 (the default is 0.95; these numbers read easier at 0.8).
 AutoscalePolicy policy(int min, int max, double down_window = 0) {
   AutoscalePolicy p;
+  p.target = 0.8;
   p.min_replicas = min;
   p.max_replicas = max;
   p.scale_down_stabilization_seconds = down_window;
@@ -105,6 +107,32 @@ TEST(Autoscaler, RefusesBadPoliciesNamingTheField) {
   auto c = PoolAutoscaler::create(policy(1, 2), 0, "x");
   ASSERT_FALSE(c.has_value());
   EXPECT_NE(c.error().find("evaluationIntervalSeconds"), std::string::npos);
+}
+
+TEST(Autoscaler, SustainableUtilizationIsWhereTheTtftTailMeetsTheSlo) {
+  // GIVEN M/M/2 (cv² 1) at utilization 0.5: an arrival waits with probability Erlang C = 1/3, and
+  // longer than t with 1/3 x exp(-(2 - 1) t / service); with a 1 s service that is 1% at t = ln(100/3)
+  const double t = std::log(100.0 / 3);
+  // WHEN the SLO leaves exactly that wait (SLO = wait + service + fixed)
+  // THEN 0.5 is the highest utilization that keeps 99% within it
+  EXPECT_NEAR(prefill_sustainable_utilization(2, 1.0, 1.0, 0.25, t + 1.25), 0.5, 1e-6);
+  // AND one replica: waits with probability rho, tail rate (1 - rho) / service
+  const double one = prefill_sustainable_utilization(1, 0.09, 0.25, 0.008, 2);
+  EXPECT_NEAR(one * std::exp(-(1 - one) * (2 - 0.098) / (0.09 * 0.625)), 0.01, 1e-6);
+  // AND more replicas sustain more of their capacity, prompts of steadier length more, and a loose
+  // SLO more than a tight one
+  double last = 0;
+  for (int c : {1, 2, 4, 8, 16}) {
+    const double u = prefill_sustainable_utilization(c, 0.09, 0.25, 0.008, 2);
+    EXPECT_GT(u, last) << c;
+    EXPECT_LT(u, 1) << c;
+    last = u;
+  }
+  EXPECT_NEAR(one, 0.87, 0.01);
+  EXPECT_GT(one, prefill_sustainable_utilization(1, 0.09, 1.0, 0.008, 2));
+  EXPECT_GT(one, prefill_sustainable_utilization(1, 0.09, 0.25, 0.008, 1));
+  // AND an SLO that even an idle pool misses gives the floor, not 0 (the pressure stays finite)
+  EXPECT_DOUBLE_EQ(prefill_sustainable_utilization(4, 1.0, 0.25, 0.5, 1.2), 0.05);
 }
 
 // --- the simulator applying the rule ---

@@ -35,6 +35,12 @@ export interface ResolvedAutoscaling {
 }
 
 /**
+ * The pools' default `targetPressure` (PoolAutoscaling): 1 is the SLO, so 0.95 keeps 5% headroom;
+ * the engine's rule (AutoscalePolicy::target) and `disagg simulate --autoscale` use the same.
+ */
+export const DEFAULT_TARGET_PRESSURE = 0.95;
+
+/**
  * Checks a pool's `autoscaling` and applies the defaults; every error names the field (`field` is the
  * prop path, e.g. 'decode.autoscaling'), the value and a fix.
  */
@@ -55,9 +61,9 @@ export function resolveAutoscaling(where: string, field: string, a: PoolAutoscal
   if (min > a.maxReplicas) {
     fail(`'${field}.minReplicas' (${min}) exceeds 'maxReplicas' (${a.maxReplicas}); lower minReplicas or raise maxReplicas`);
   }
-  const target = a.targetPressure ?? 0.8;
+  const target = a.targetPressure ?? DEFAULT_TARGET_PRESSURE;
   if (!(Number.isFinite(target) && target > 0 && target <= 1)) {
-    fail(`'${field}.targetPressure' (${target}) must be in (0, 1]: 1 is the SLO itself, 0.8 (the default) keeps 20% headroom`);
+    fail(`'${field}.targetPressure' (${target}) must be in (0, 1]: 1 is the SLO itself, 0.95 (the default) keeps 5% headroom`);
   }
   const windows = {
     scaleUpStabilizationSeconds: a.scaleUpStabilizationSeconds ?? 0,

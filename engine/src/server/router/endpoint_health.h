@@ -62,6 +62,9 @@ struct EndpointSlot {
   Counter requests;
   /// Prompt tokens routed here, and of them the tokens the router found cached here (metrics).
   Counter routed_prompt_tokens;
+  /// The squares of those prompts, / 16 (their spread, for the prefill pool's queueing bound;
+  /// / 16 keeps a billion 128k-token prompts within 64 bits).
+  Counter routed_prompt_squares;
   Counter predicted_hit_tokens;
   /// The worker's own prefix-cache counters (vllm:prefix_cache_hits/queries), last scraped; -1
   /// until a scrape finds them.

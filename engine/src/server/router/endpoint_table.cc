@@ -321,6 +321,8 @@ Plan EndpointTable::plan(const RouteRequest& request, std::uint64_t exclude, boo
     // What the router expects the endpoint's prefix cache to hit, to set against what it reports.
     const std::int64_t prompt = std::max<std::int64_t>(0, rq.prompt_tokens);
     s.routed_prompt_tokens.fetch_add(static_cast<std::uint64_t>(prompt), std::memory_order_relaxed);
+    s.routed_prompt_squares.fetch_add(static_cast<std::uint64_t>(prompt) * static_cast<std::uint64_t>(prompt) / 16,
+                                      std::memory_order_relaxed);
     s.predicted_hit_tokens.fetch_add(
         static_cast<std::uint64_t>(std::min(prompt, std::int64_t{std::max(0, p->cached_blocks)} * rq.block_size)),
         std::memory_order_relaxed);
@@ -513,6 +515,7 @@ void EndpointTable::observe_pools(PoolObservation& prefill, PoolObservation& dec
     PoolObservation& o = s.spec.role == EndpointRole::prefill ? prefill : decode;
     o.routed_prompt_tokens_total += static_cast<double>(s.routed_prompt_tokens.load());
     o.routed_requests_total += static_cast<double>(s.requests.load());
+    o.routed_prompt_squares_total += 16.0 * static_cast<double>(s.routed_prompt_squares.load());
     if (s.draining_since_ms.load(std::memory_order_acquire) != 0) {
       ++o.draining_endpoints;
       continue;

@@ -13,8 +13,9 @@ void compute_pool_signals(const RouterMetrics& metrics, EndpointTable& table, co
   p.queued_requests = static_cast<double>(std::max<std::int64_t>(0, metrics.waiting_for_prefill.load()));
   d.queued_requests = static_cast<double>(std::max<std::int64_t>(0, metrics.waiting_for_endpoint.load()));
   const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  const MeanPromptTracker::Reading flow = prefill_mean.update(p.routed_prompt_tokens_total, p.routed_requests_total, now);
-  prefill = prefill_pool_signals(p, flow.mean_prompt_tokens, flow.prompt_tokens_per_second, config);
+  const MeanPromptTracker::Reading flow =
+      prefill_mean.update(p.routed_prompt_tokens_total, p.routed_requests_total, now, p.routed_prompt_squares_total);
+  prefill = prefill_pool_signals(p, flow.mean_prompt_tokens, flow.prompt_tokens_per_second, config, flow.prompt_cv2);
   decode = decode_pool_signals(d, config);
 }
 

@@ -7,7 +7,10 @@
 //   prefill: max(predicted TTFT / slo.ttftSeconds, utilization), where predicted TTFT =
 //            (waiting prompt tokens + mean prompt) / (prefill.tokensPerSecond x ready endpoints)
 //            + prefill.fixedSeconds, and utilization = prompt tokens arriving per second (routed
-//            to the pool, smoothed over about a minute) / (prefill.tokensPerSecond x ready);
+//            to the pool, smoothed over about a minute) / (prefill.tokensPerSecond x ready) /
+//            the utilization the ready endpoints sustain with 99% of TTFTs within the SLO
+//            (prefill_sustainable_utilization, disagg/autoscaler.h: M/G/c at the mean prompt and
+//            the prompts' spread between reads; one endpoint sustains less of its rate than four);
 //   decode:  max(predicted TPOT / slo.tpotSeconds, KV utilization / 0.9, slots / 0.9), where
 //            predicted TPOT = decode.stepSecondsBase + decode.stepSecondsPerSequence x
 //            (running / ready + 1) and slots = running sequences /
@@ -59,6 +62,8 @@ struct PoolObservation {
   /// endpoints stay): the mean prompt is taken over what was routed between two reads.
   double routed_prompt_tokens_total = 0;
   double routed_requests_total = 0;
+  /// The sum of those prompts' squares (their spread: the prefill pool's queueing bound needs it).
+  double routed_prompt_squares_total = 0;
 };
 
 /// One pool's signals, as exported.
@@ -74,12 +79,16 @@ struct PoolSignals {
   double queued_requests = 0;
   double prompt_tokens_per_second = 0;  ///< prompt tokens routed to the pool per second (smoothed)
   double waiting_sequences = 0;         ///< vllm:num_requests_waiting over the ready endpoints
+  /// Prefill pool only: the utilization its ready endpoints sustain within the TTFT SLO for 99% of
+  /// requests (disagg/autoscaler.h, prefill_sustainable_utilization); 0 with no ready endpoint.
+  double sustainable_utilization = 0;
 };
 
 /// The prefill pool's signals; `mean_prompt_tokens` is the mean prompt of its recent requests,
-/// `prompt_tokens_per_second` the rate of prompt tokens routed to it.
+/// `prompt_tokens_per_second` the rate of prompt tokens routed to it, `prompt_cv2` the squared
+/// coefficient of variation of their lengths (1, the exponential's, when unknown).
 PoolSignals prefill_pool_signals(const PoolObservation& o, double mean_prompt_tokens, double prompt_tokens_per_second,
-                                 const AutoscalingSignalsConfig& c);
+                                 const AutoscalingSignalsConfig& c, double prompt_cv2 = 1);
 /// The decode pool's signals.
 PoolSignals decode_pool_signals(const PoolObservation& o, const AutoscalingSignalsConfig& c);
 
@@ -102,15 +111,21 @@ class MeanPromptTracker {
   struct Reading {
     double mean_prompt_tokens = 0;
     double prompt_tokens_per_second = 0;
+    /// The squared coefficient of variation of the prompts between the reads (variance / mean²),
+    /// from `squares_total`; 1 (the exponential's) until known.
+    double prompt_cv2 = 1;
   };
-  /// `now_seconds`: a steady clock.
-  Reading update(double tokens_total, double requests_total, double now_seconds);
+  /// `now_seconds`: a steady clock. `squares_total`: the routed prompts' squares summed (< 0: not
+  /// counted, cv² stays 1).
+  Reading update(double tokens_total, double requests_total, double now_seconds, double squares_total = -1);
 
  private:
   std::mutex mu_;
   double tokens_ = 0;
   double requests_ = 0;
+  double squares_ = 0;
   double mean_ = 0;
+  double cv2_ = 1;
   double rate_tokens_ = 0;  // the totals at the last rate update
   double rate_time_ = -1;   // < 0: no read yet
   double rate_ = 0;
