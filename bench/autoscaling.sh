@@ -25,7 +25,7 @@ print(f"{sys.argv[1]}: good {s['goodRequests']}/{s['submitted']} ({s['goodputSha
 PY
 }
 # The peer: the fewest GPUs among the candidates whose peak run keeps >= 99% of requests within the SLO
-# (TARGET=0.9: the autoscaled pools' target pressure; 0.8, the rule's default, when unset).
+# (TARGET=0.9: the autoscaled pools' target pressure; 0.95, the rule's default, when unset).
 if [[ $tp == 4 ]]; then peaks=3-1,4-1,2-2,3-2,4-2; maxr=8; else peaks=${PEAKS:-6-2,7-2,8-2,6-3,7-3,8-3,6-4,7-4,8-4}; maxr=16; fi
 python3 bench/autoscaling/configs.py "$out" peaks "$peaks"
 echo "## smallest static deployment meeting the SLO at the peak (40 req/s, 30 min; TP$tp replicas)"

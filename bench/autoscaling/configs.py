@@ -34,7 +34,7 @@ def config(P, D, stages, scaled=False, horizon=DAY, window=900, maxr=8, down=300
             ckpt = p['weightBytesPerRank'] * p['tensorParallel']
             p['autoscaling'] = {'minReplicas': 1, 'maxReplicas': maxr, 'scaleDownStabilizationSeconds': down,
                                 'provisioning': provisioning(ckpt)}
-            if os.environ.get('TARGET'):  # the rule's target pressure (0.8, the default, when unset)
+            if os.environ.get('TARGET'):  # the rule's target pressure (0.95, the default, when unset)
                 p['autoscaling']['target'] = float(os.environ['TARGET'])
     return c
 
@@ -75,5 +75,6 @@ if __name__ == '__main__':
         json.dump(config(P, D, diurnal(40), scaled=True, maxr=maxr), open(f'{d}/day-auto.json', 'w'))
         surge_trace(f'{d}/surge.jsonl')
         # The surge's 4x prompt tokens need ~9 TP4 prefill replicas at the target: room to 2 x MAXR, so
-        # the pool's maximum is not what stops it.
-        surge_config(f'{d}/surge.json', f'{d}/surge.jsonl', max(1, P // 2), max(1, D // 2) if D > 2 else D, 2 * maxr)
+        # the pool's maximum is not what stops it (at most 16: two pools of 2 x 16 slots fill the
+        # router's 64 endpoints).
+        surge_config(f'{d}/surge.json', f'{d}/surge.jsonl', max(1, P // 2), max(1, D // 2) if D > 2 else D, min(16, 2 * maxr))

@@ -141,6 +141,7 @@ PoolSpec scaled_pool(WorkerRole role, int replicas, int min, int max) {
   PoolSpec p = test::sim_pool(role, replicas, 3000);
   p.name = role == WorkerRole::prefill ? "prefill" : role == WorkerRole::decode ? "decode" : "workers";
   p.autoscaling.enabled = true;
+  p.autoscaling.policy.target = 0.8;  // as the rule's own tests (the default is 0.95)
   p.autoscaling.policy.min_replicas = min;
   p.autoscaling.policy.max_replicas = max;
   return p;
@@ -274,7 +275,7 @@ TEST(SimulatorAutoscaling, ADecodePoolAtASteadyLoadDoesNotFlapBetweenOneAndTwoRe
   // output tokens per second, 1 would be beyond the target (one replica's 256 sequences at 22 ms a
   // step make ~11,500 tokens/s; 32 x 300 = 9,600 is 0.84 of that, 0.93 against 0.9)
   auto doc = parse_json(llama70b_tp4(
-      "[" + tp4_pool("prefill", 4) + ", " + tp4_pool("decode", 2, R"({"minReplicas": 1, "maxReplicas": 4})") + "]",
+      "[" + tp4_pool("prefill", 4) + ", " + tp4_pool("decode", 2, R"({"minReplicas": 1, "maxReplicas": 4, "target": 0.8})") + "]",
       R"({"kind": "single", "arrival": {"process": "poisson", "stages": [{"ratePerSecond": 32, "durationSeconds": 1200}]},
           "inputTokens": {"distribution": "lognormal", "mean": 2000, "stddev": 1000, "min": 64, "max": 12000},
           "outputTokens": {"distribution": "lognormal", "mean": 300, "stddev": 200, "min": 8, "max": 2000}})",
