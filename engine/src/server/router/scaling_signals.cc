@@ -102,10 +102,9 @@ void write_pool_signals(std::string& out, const PoolSignals& prefill, const Pool
   static constexpr std::array<Family, 12> families = {{
       {"disagg_router_pool_slo_pressure",
        "Scaling signal: predicted latency of the next request / its SLO, or the capacity in use (prefill: max of "
-       "TTFT / SLO and arriving prompt tokens / throughput / sustainable utilization; decode: max of TPOT / SLO, KV utilization / 0.9 and "
-       "running sequences / (maxSequences x 0.9) as a rate: x step(maxSequences) / step(running per endpoint)); 1 + "
-       "queued "
-       "requests with no ready endpoint.",
+       "TTFT / SLO and arriving prompt tokens / throughput / sustainable utilization; decode: max of TPOT / SLO, "
+       "KV utilization / 0.9 and running sequences / (maxSequences x 0.9) as a rate: x step(maxSequences) / "
+       "step(running per endpoint)); 1 + queued requests with no ready endpoint.",
        [](const PoolSignals& s) { return s.pressure; }},
       {"disagg_router_pool_ready_endpoints", "Endpoints of the pool that receive requests.",
        [](const PoolSignals& s) { return static_cast<double>(s.ready_endpoints); }},
