@@ -238,12 +238,18 @@ describe('addWorkload: autoscaled pools (issue 24)', () => {
     });
   }
 
+  /** A chart with one decode Deployment (1 replica, 4 GPUs on p5en) that a ScaledObject scales to `max`. */
+  function scaledDecodeChart(id?: string, max = 2): cdk8s.Chart {
+    const chart = newChart(id);
+    deployment(chart, 'decode', 1, { gpus: 4, ...P5EN });
+    scaledObject(chart, { kind: 'Deployment', name: 'decode' }, max);
+    return chart;
+  }
+
   test('a ScaledObject with KEDA off', () => {
     // GIVEN
     const c = newCluster({ keda: { enabled: false } });
-    const chart = newChart();
-    deployment(chart, 'decode', 1, { gpus: 4, ...P5EN });
-    scaledObject(chart, { kind: 'Deployment', name: 'decode' }, 2);
+    const chart = scaledDecodeChart();
     // THEN
     expect(() => c.addWorkload(chart)).toThrow(/'addons.keda.enabled' is false, but the chart has ScaledObject 'decode'.*Autoscaler.HPA/);
   });
@@ -252,9 +258,7 @@ describe('addWorkload: autoscaled pools (issue 24)', () => {
     // GIVEN a managed node group, the Cluster Autoscaler switched off, and an autoscaled decode pool
     const c = newCluster({ clusterAutoscaler: { enabled: false } });
     c.addAcceleratedNodeGroup('H200', { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, maxSize: 2, poolRole: 'llama' });
-    const chart = newChart();
-    deployment(chart, 'decode', 1, { gpus: 4, ...P5EN });
-    scaledObject(chart, { kind: 'Deployment', name: 'decode' }, 2);
+    const chart = scaledDecodeChart();
     // WHEN
     c.addWorkload(chart);
     // THEN
@@ -266,9 +270,7 @@ describe('addWorkload: autoscaled pools (issue 24)', () => {
     // AND none by default: the cluster installs its Cluster Autoscaler
     const d = newCluster();
     d.addAcceleratedNodeGroup('H200', { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, maxSize: 2, poolRole: 'llama' });
-    const chart3 = newChart('serving3');
-    deployment(chart3, 'decode', 1, { gpus: 4, ...P5EN });
-    scaledObject(chart3, { kind: 'Deployment', name: 'decode' }, 2);
+    const chart3 = scaledDecodeChart('serving3');
     d.addWorkload(chart3);
     expect(d.node.metadata.filter(m => String(m.data).includes('disagg:nodeAutoscaling'))).toEqual([]);
     expect(d.clusterAutoscalerChart).toBeDefined();
@@ -280,9 +282,7 @@ describe('addWorkload: autoscaled pools (issue 24)', () => {
       maxNodes: 2,
       nodeRole: iam.Role.fromRoleName(Stack.of(k), 'NodeRole', 'KarpenterNodeRole-test'),
     });
-    const chart2 = newChart('serving2');
-    deployment(chart2, 'decode', 1, { gpus: 4, ...P5EN });
-    scaledObject(chart2, { kind: 'Deployment', name: 'decode' }, 2);
+    const chart2 = scaledDecodeChart('serving2');
     k.addWorkload(chart2);
     expect(k.node.metadata.filter(m => String(m.data).includes('disagg:nodeAutoscaling'))).toEqual([]);
     expect(k.clusterAutoscalerChart).toBeUndefined();
@@ -292,9 +292,7 @@ describe('addWorkload: autoscaled pools (issue 24)', () => {
     const c = newCluster();
     const keda = c.node.findAll().find(n => n.node.id === 'Keda') as any;
     expect(keda).toBeDefined();
-    const chart = newChart();
-    deployment(chart, 'decode', 1, { gpus: 4, ...P5EN });
-    scaledObject(chart, { kind: 'Deployment', name: 'decode' }, 1);
+    const chart = scaledDecodeChart(undefined, 1);
     c.addAcceleratedNodeGroup('H200', { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, poolRole: 'llama' });
     const manifest = c.addWorkload(chart);
     expect(manifest.node.dependencies).toContain(keda);
@@ -305,9 +303,7 @@ describe('addWorkload: autoscaled pools (issue 24)', () => {
     // GIVEN 2 p5en nodes (16 GPUs): decode TP4 up to 3 replicas (12) and a 2-node prefill group up to 2 groups (32)
     const c = newCluster();
     c.addAcceleratedNodeGroup('H200', { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, desiredSize: 2, poolRole: 'llama' });
-    const chart = newChart();
-    deployment(chart, 'decode', 1, { gpus: 4, ...P5EN });
-    scaledObject(chart, { kind: 'Deployment', name: 'decode' }, 3);
+    const chart = scaledDecodeChart(undefined, 3);
     leaderWorkerSet(chart, 'prefill', 1, 2, { gpus: 8, ...P5EN });
     scaledObject(chart, { kind: 'LeaderWorkerSet', name: 'prefill' }, 2);
     // WHEN
