@@ -346,8 +346,11 @@ export class AcceleratedNodeGroup extends Construct {
         metadataOptions: {
           httpEndpoint: 'enabled',
           httpTokens: 'required',
-          // 2 hops so that pods (one hop behind the node) can still reach IMDSv2.
-          httpPutResponseHopLimit: 2,
+          // 1 hop: only the node's own processes (and host-network pods such as the VPC CNI) reach IMDSv2, so
+          // a worker pod cannot borrow the node role. Pods that call AWS get their own role through EKS Pod
+          // Identity (the Load Balancer Controller, the Cluster Autoscaler, S3 model sources).
+          // https://docs.aws.amazon.com/eks/latest/best-practices/identity-and-access-management.html#_restrict_access_to_the_instance_profile_assigned_to_the_worker_node
+          httpPutResponseHopLimit: 1,
         },
         blockDeviceMappings: [{
           deviceName: '/dev/xvda', // AL2023 root device

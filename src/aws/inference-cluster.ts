@@ -1,5 +1,5 @@
 import { KubectlV35Layer } from '@aws-cdk/lambda-layer-kubectl-v35';
-import { Annotations, Duration, Token, Validations } from 'aws-cdk-lib';
+import { Annotations, Aws, CfnOutput, DefaultStackSynthesizer, Duration, Fn, Lazy, Size, Stack, Token, Validations } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import * as kms from 'aws-cdk-lib/aws-kms';
@@ -15,7 +15,7 @@ import { LoadBalancerAnnotations } from './load-balancer-annotations';
 import { NodeLabels } from './node-labels';
 import { acceleratorsPerNode } from './private/accelerated-nodes';
 import { ClusterAutoscaler, resolveClusterAutoscalerVersions } from './private/cluster-autoscaler';
-import { acknowledgeClusterFindings, acknowledgeNodeRole, encryptedLogGroup } from './private/compliance';
+import { acknowledgeAwsSolutions, acknowledgeClusterFindings, acknowledgeNodeRole, encryptedLogGroup } from './private/compliance';
 import {
   checkDraAddons, efaDraChart, gpuFeatureDiscoveryChart, needsComputeDomain, neuronDraChart, nvidiaDraChart, optedIn,
 } from './private/dra-drivers';
@@ -29,6 +29,7 @@ import {
   EFA_RESOURCE, GPU_RESOURCE, longestGracePeriod, NEURON_CORE_RESOURCE, NEURON_RESOURCE, NodeGroupShape, objectKinds, placementFindings,
   podGroups,
 } from './private/workload-checks';
+import { BUILT_IN_NAMESPACES, CLUSTER_SCOPED_KINDS, podSecurityLabels } from '../k8s/private/pod-security';
 
 /** The system node group that runs controllers, the router and other CPU pods. */
 export interface SystemNodeGroupOptions {
@@ -45,6 +46,16 @@ export interface SystemNodeGroupOptions {
    * @default 2
    */
   readonly desiredSize?: number;
+
+  /**
+   * Root volume of each system node. The system nodes pull the images of every add-on (Istio, KEDA, the
+   * Load Balancer Controller, the Cluster Autoscaler, CoreDNS) and of the router and kvstore pods; EKS's
+   * default of 20 GiB leaves a few GiB after the AMI, and the kubelet evicts pods at 85% disk use.
+   *
+   * @default Size.gibibytes(50)
+   * @see https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateNodegroup.html
+   */
+  readonly diskSize?: Size;
 }
 
 /** Properties of an {@link InferenceCluster}. */
@@ -62,6 +73,17 @@ export interface InferenceClusterProps {
    * @default 2
    */
   readonly maxAzs?: number;
+
+  /**
+   * The Availability Zones of the new VPC, by name (ignored with `vpc`; replaces `maxAzs`). Name them when
+   * the accelerated instances exist only in some zones of the Region (`disagg preflight` lists them), so
+   * that node groups can select their zone's subnet with `subnets: { availabilityZones: ['us-east-2b'] }`
+   * in a stack that knows no zones at synthesis. EKS needs at least two.
+   *
+   * @default - the first `maxAzs` zones of the Region, chosen at deploy time
+   * @see https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-regions.html
+   */
+  readonly availabilityZones?: string[];
 
   /**
    * Name of the EKS cluster.
@@ -104,9 +126,35 @@ export interface InferenceClusterProps {
   /**
    * IAM role (or user) ARNs that get cluster-admin through EKS access entries.
    *
-   * @default - none besides the identity that deploys the stack
+   * @default - none besides the CDK deploy role (see `deployRoleAccess`)
    */
   readonly adminRoleArns?: string[];
+
+  /**
+   * Give the CDK bootstrap's deploy role (`cdk-<qualifier>-deploy-role-<account>-<region>`, the role
+   * `cdk deploy` assumes) cluster-admin through an EKS access entry. The cluster is created by
+   * CloudFormation's execution role, so without an entry nobody who deploys the stack can reach the
+   * Kubernetes API afterwards (to create the `hf-token` Secret, or scale a pool). Whoever can assume the
+   * deploy role can already change the stack, so this grants nothing new; run
+   * `aws eks update-kubeconfig --name <cluster> --role-arn <deploy role ARN>` from inside the VPC (the API
+   * endpoint is private unless `publicEndpointCidrs` is set), e.g. from AWS CloudShell in a VPC environment
+   * on a private subnet. Ignored when the stack does not use the default synthesizer.
+   *
+   * @default true
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/access-entries.html
+   * @see https://docs.aws.amazon.com/cloudshell/latest/userguide/creating-vpc-environment.html
+   */
+  readonly deployRoleAccess?: boolean;
+
+  /**
+   * VPC endpoints in the new VPC (ignored with `vpc`): an S3 gateway endpoint, and interface endpoints for
+   * ECR (API and Docker registry), STS, EKS Auth (Pod Identity) and CloudWatch Logs, so that image layers,
+   * model weights and credentials do not cross the NAT gateway, which bills each GB it carries.
+   *
+   * @default true
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/private-clusters.html
+   */
+  readonly vpcEndpoints?: boolean;
 
   /**
    * KMS key for envelope encryption of Kubernetes secrets.
@@ -201,6 +249,8 @@ export class InferenceCluster extends Construct {
   private autoscaledWorkloads = 0;
   /** The longest terminationGracePeriodSeconds of the workloads' pods so far. */
   private longestGraceSeconds = 0;
+  /** The namespaces created for workloads, with the objects that live in each (for their Pod Security labels). */
+  private readonly namespaces = new Map<string, { manifest: eks.KubernetesManifest; objects: any[] }>();
 
   constructor(scope: Construct, id: string, props: InferenceClusterProps = {}) {
     super(scope, id);
@@ -212,7 +262,7 @@ export class InferenceCluster extends Construct {
     checkCidrs(props.publicEndpointCidrs);
     checkDraAddons(this.addons, this.kubernetesVersion.version);
 
-    this.vpc = props.vpc ?? this.newVpc(props.maxAzs ?? 2);
+    this.vpc = props.vpc ?? this.newVpc(props.maxAzs ?? 2, props.availabilityZones, props.vpcEndpoints ?? true);
 
     const endpointAccess = props.publicEndpointCidrs
       ? eks.EndpointAccess.PUBLIC_AND_PRIVATE.onlyFrom(...props.publicEndpointCidrs)
@@ -264,6 +314,17 @@ export class InferenceCluster extends Construct {
     acknowledgeClusterFindings(this.cluster, props.secretsEncryptionKey ? undefined : this.node.findChild('SecretsKey'));
 
     (props.adminRoleArns ?? []).forEach((arn, i) => this.cluster.grantClusterAdmin(`Admin${i}`, arn));
+    const deployRole = (props.deployRoleAccess ?? true) ? this.grantDeployRole() : undefined;
+    new CfnOutput(this, 'ClusterName', {
+      description: 'EKS cluster name (aws eks update-kubeconfig --name <this>)',
+      value: this.cluster.clusterName,
+    });
+    new CfnOutput(this, 'KubeconfigCommand', {
+      description: 'Writes a kubeconfig for this cluster (run it inside the VPC unless publicEndpointCidrs is set)',
+      value: Fn.join('', [
+        'aws eks update-kubeconfig --region ', Aws.REGION, ' --name ', this.cluster.clusterName, ...(deployRole ? [' --role-arn ', deployRole] : []),
+      ]),
+    });
 
     const system = props.systemNodes ?? {};
     const systemSize = system.desiredSize ?? 2;
@@ -275,6 +336,7 @@ export class InferenceCluster extends Construct {
       maxSize: Math.max(systemSize, 4),
       labels: { [NodeLabels.POOL_ROLE]: 'system' },
       subnets: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },
+      diskSize: systemDiskGib(system.diskSize),
     });
     acknowledgeNodeRole(this.systemNodegroup.role);
 
@@ -540,6 +602,17 @@ export class InferenceCluster extends Construct {
     this.installAcceleratorDrivers(group.instanceType);
     this.nodeGroups.push(group);
     this.maybeInstallClusterAutoscaler();
+    const cfnGroup = group.nodegroup.node.defaultChild as eks.CfnNodegroup;
+    const scaling = cfnGroup.scalingConfig as eks.CfnNodegroup.ScalingConfigProperty;
+    new CfnOutput(this, `${id}ScaleUp`, {
+      description: `Scales node group '${id}' (${group.instanceType.name}) to its maxSize once capacity is there (npx disagg preflight checks it)`,
+      value: Fn.join('', [
+        'aws eks update-nodegroup-config --region ', Aws.REGION, ' --cluster-name ', this.cluster.clusterName,
+        // The NodegroupName attribute: Ref of a node group is '<cluster>/<nodegroup>'.
+        ' --nodegroup-name ', cfnGroup.attrNodegroupName,
+        ` --scaling-config minSize=${scaling.minSize},maxSize=${scaling.maxSize},desiredSize=${scaling.maxSize}`,
+      ]),
+    });
     return group;
   }
 
@@ -666,6 +739,10 @@ export class InferenceCluster extends Construct {
     this.checkWorkloadAddons(chart.node.id, objects);
     const manifest = this.cluster.addCdk8sChart(`Workload-${chart.node.id}`, chart);
     manifest.node.addDependency(...this.workloadPrerequisites);
+    // kubectl creates nothing in a namespace that does not exist: create each one first.
+    for (const namespace of namespacesToCreate(objects)) {
+      manifest.node.addDependency(this.workloadNamespace(namespace, objects));
+    }
     this.workloadManifests.push(manifest);
     const domain = objectKinds(objects).find((k) => k.kind === 'ComputeDomain');
     if (domain) {
@@ -700,6 +777,46 @@ export class InferenceCluster extends Construct {
       validate: () => placementFindings(chart.node.id, groups, this.nodeGroupShapes()),
     });
     return manifest;
+  }
+
+  /**
+   * The manifest that creates a workload namespace (once per cluster), with Pod Security labels that admit
+   * the pods of every chart added to it.
+   */
+  private workloadNamespace(name: string, objects: any[]): eks.KubernetesManifest {
+    let entry = this.namespaces.get(name);
+    if (!entry) {
+      const pods: any[] = [];
+      const manifest = this.cluster.addManifest(`Namespace-${name}`, {
+        apiVersion: 'v1',
+        kind: 'Namespace',
+        metadata: {
+          name,
+          // Each value is read at synthesis, once every chart in the namespace is known. (A lazy value per label:
+          // the manifest adds its prune label to this object, which a lazy object would not survive.)
+          labels: Object.fromEntries([APP_MANAGED_BY, ...Object.keys(podSecurityLabels([]))].map((key) =>
+            [key, Lazy.string({ produce: () => ({ [APP_MANAGED_BY]: 'disagg', ...podSecurityLabels(pods) } as Record<string, string>)[key] })])),
+        },
+      });
+      entry = { manifest, objects: pods };
+      this.namespaces.set(name, entry);
+    }
+    entry.objects.push(...objects.filter((o) => o?.metadata?.namespace === name));
+    return entry.manifest;
+  }
+
+  /**
+   * An access entry (cluster-admin) for the CDK deploy role, so whoever deployed the stack can reach the
+   * API. Its ARN is the synthesizer's, with the account and region filled in by CloudFormation.
+   */
+  private grantDeployRole(): string | undefined {
+    const synthesizer = Stack.of(this).synthesizer;
+    if (!(synthesizer instanceof DefaultStackSynthesizer)) {
+      return undefined;
+    }
+    const arn = Fn.sub(synthesizer.deployRoleArn);
+    this.cluster.grantClusterAdmin('DeployRole', arn);
+    return arn;
   }
 
   /** Add-on switches a chart's objects depend on: each missing one is an error naming the switch. */
@@ -824,12 +941,22 @@ export class InferenceCluster extends Construct {
     return addon;
   }
 
-  private newVpc(maxAzs: number): ec2.Vpc {
-    if (maxAzs < 2) {
+  private newVpc(maxAzs: number, zones: string[] | undefined, endpoints: boolean): ec2.Vpc {
+    if (zones !== undefined) {
+      if (zones.length < 2 || new Set(zones).size !== zones.length) {
+        throw new Error(`'availabilityZones' (${JSON.stringify(zones)}) must name at least two different zones: EKS requires subnets in two `
+          + "Availability Zones; e.g. ['us-east-2b', 'us-east-2a']");
+      }
+      const region = zones[0].replace(/[a-z]$/, '');
+      const bad = zones.find((z) => !/^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$/.test(z) || z.replace(/[a-z]$/, '') !== region);
+      if (bad !== undefined) {
+        throw new Error(`'availabilityZones' entry (${bad}) is not a zone of ${region}: give zone names of one Region, like 'us-east-2b'`);
+      }
+    } else if (maxAzs < 2) {
       throw new Error(`'maxAzs' (${maxAzs}) must be at least 2: EKS requires subnets in two Availability Zones`);
     }
     const vpc = new ec2.Vpc(this, 'Vpc', {
-      maxAzs,
+      ...(zones ? { availabilityZones: zones } : { maxAzs }),
       subnetConfiguration: [
         // Public subnets hold the NAT gateways (Elastic IPs) and internet-facing load balancers only:
         // nothing there needs a public address on launch (Control Tower CT.EC2.PR.11).
@@ -839,6 +966,25 @@ export class InferenceCluster extends Construct {
       ],
     });
     vpc.addFlowLog('FlowLog', { destination: ec2.FlowLogDestination.toCloudWatchLogs(encryptedLogGroup(this, 'FlowLogs')) });
+    if (endpoints) {
+      // Image layers (ECR keeps them in S3), model weights in S3 and credentials stay off the NAT gateway.
+      vpc.addGatewayEndpoint('S3Endpoint', { service: ec2.GatewayVpcEndpointAwsService.S3 });
+      const privateSubnets = { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS };
+      const services: Array<[string, ec2.InterfaceVpcEndpointAwsService]> = [
+        ['EcrApiEndpoint', ec2.InterfaceVpcEndpointAwsService.ECR],
+        ['EcrDockerEndpoint', ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER],
+        ['StsEndpoint', ec2.InterfaceVpcEndpointAwsService.STS],
+        ['EksAuthEndpoint', ec2.InterfaceVpcEndpointAwsService.EKS_AUTH],
+        ['LogsEndpoint', ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS],
+      ];
+      for (const [id, service] of services) {
+        // Private DNS: the usual service host names resolve to the endpoint inside the VPC. The endpoint's
+        // security group admits HTTPS from the VPC's CIDR (open: true).
+        const endpoint = vpc.addInterfaceEndpoint(id, { service, subnets: privateSubnets, privateDnsEnabled: true, open: true });
+        acknowledgeAwsSolutions(endpoint, 'EC23', 'The endpoint\'s security group admits HTTPS from the VPC\'s own CIDR block (open: true), '
+          + 'which cdk-nag cannot read because the new VPC\'s CIDR is a CloudFormation attribute; nothing outside the VPC reaches it.');
+      }
+    }
     return vpc;
   }
 
@@ -875,6 +1021,31 @@ export class InferenceCluster extends Construct {
       throw new Error(`'addons.vpcCni.version' (${v}) is older than 1.18.5, the first VPC CNI that supports the efa-only interfaces of ${group.instanceType.name}; use ${AddonVersions.VPC_CNI} or later`);
     }
   }
+}
+
+/** Label that marks objects this library creates outside a chart. */
+const APP_MANAGED_BY = 'app.kubernetes.io/managed-by';
+
+/** Namespaces a chart's objects live in that neither Kubernetes nor the chart itself creates. */
+function namespacesToCreate(objects: any[]): string[] {
+  const created = new Set(objects.filter((o) => o?.kind === 'Namespace').map((o) => String(o.metadata?.name)));
+  const wanted = new Set<string>();
+  for (const o of objects) {
+    const ns = o?.metadata?.namespace;
+    if (typeof ns === 'string' && ns !== '' && !CLUSTER_SCOPED_KINDS.has(String(o.kind)) && !BUILT_IN_NAMESPACES.has(ns) && !created.has(ns)) {
+      wanted.add(ns);
+    }
+  }
+  return [...wanted];
+}
+
+/** The system nodes' disk in whole GiB (EKS: at least the AMI's 20 GiB). */
+function systemDiskGib(size: Size | undefined): number {
+  const gib = (size ?? Size.gibibytes(50)).toGibibytes();
+  if (!(Number.isInteger(gib) && gib >= 20 && gib <= 16_384)) {
+    throw new Error(`'systemNodes.diskSize' (${gib} GiB) must be a whole number of GiB from 20 (the EKS AMI's root snapshot) to 16,384; use e.g. Size.gibibytes(50)`);
+  }
+  return gib;
 }
 
 function maxSizeOf(cfn: eks.CfnNodegroup): number | undefined {

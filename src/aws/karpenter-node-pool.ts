@@ -232,7 +232,7 @@ export class KarpenterNodePool extends Construct {
         ...(type.supportsEfa ? { networkInterfaces: karpenterInterfaces(type) } : {}),
         ...(props.placementGroup ? { placementGroupSelector: { name: props.placementGroup.placementGroupName } } : {}),
         ...(type.localNvmeCount > 0 ? { instanceStorePolicy: 'RAID0' } : {}),
-        metadataOptions: { httpEndpoint: 'enabled', httpTokens: 'required', httpPutResponseHopLimit: 2 },
+        metadataOptions: { httpEndpoint: 'enabled', httpTokens: 'required', httpPutResponseHopLimit: 1 },
         blockDeviceMappings: [{
           deviceName: '/dev/xvda',
           rootVolume: true,

@@ -55,6 +55,8 @@ export const ExitCode = {
   USAGE: 2,
   /** An unexpected internal error. */
   INTERNAL: 3,
+  /** The checks could not run (for `preflight`: no aws CLI or no working credentials); what to run by hand is printed. */
+  UNCHECKED: 4,
 } as const;
 
 /** The values `parseOptions` returns for `options`: one typed field per flag. */

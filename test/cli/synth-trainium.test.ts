@@ -44,7 +44,8 @@ describe('disagg synth on Trainium', () => {
     expect(nodegroups.filter((n) => n.Properties.AmiType === 'AL2023_x86_64_NEURON')).toHaveLength(2);
     const assets = JSON.parse(fs.readFileSync(path.join(outdir, 'cdk', 'DisaggDefault.assets.json'), 'utf8'));
     const images = Object.values<any>(assets.dockerImages ?? {});
-    expect(images.map((i) => i.source.dockerFile)).toEqual(['images/engine-neuron/Dockerfile']);
+    // AND the router's slim image (system nodes run no model)
+    expect(images.map((i) => i.source.dockerFile).sort()).toEqual(['images/engine-neuron/Dockerfile', 'images/engine-slim/Dockerfile']);
   });
 
   test.each([

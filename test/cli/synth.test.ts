@@ -67,6 +67,52 @@ describe('disagg synth', () => {
     expect(text).toMatch(/^cdk-nag AwsSolutions: no findings \(\d+ acknowledged by disagg on their resources, with reasons in .*validation-report\.json\)$/m);
   });
 
+  test('ends with the steps around the deploy: preflight, deploy, access and the token Secret, scaling up', () => {
+    // THEN each step is an exact command, in order
+    const steps = text.slice(text.indexOf('Next steps'));
+    expect(steps).toMatch(/created empty: no accelerated instance launches with the stack/);
+    expect(steps).toContain('npx disagg preflight --instance p5en.48xlarge --nodes 2 --region <region>');
+    expect(steps).toMatch(/npx cdk deploy --app \S+ --no-notices/);
+    expect(steps).toMatch(/KubeconfigCommand.*kubectl -n inference create secret generic hf-token --from-literal=token=/s);
+    expect(steps).toMatch(/contains\(OutputKey, 'ScaleUp'\).* \| sh/);
+    expect(json.nextSteps).toHaveLength(4);
+    // AND the stack has the outputs the steps read: the cluster, kubectl, one scale-up command per pool
+    const template = JSON.parse(fs.readFileSync(json.cloudFormation.templateFile, 'utf8'));
+    const outputs = Object.entries<any>(template.Outputs);
+    expect(outputs.filter(([k]) => /ScaleUp/.test(k)).map(([, o]) => JSON.stringify(o.Value)))
+      .toEqual([expect.stringMatching(/update-nodegroup-config.*minSize=0,maxSize=1,desiredSize=1/), expect.stringMatching(/maxSize=1,desiredSize=1/)]);
+    expect(JSON.stringify(outputs.find(([k]) => /KubeconfigCommand/.test(k)))).toMatch(/update-kubeconfig.*--role-arn.*deploy-role/);
+  });
+
+  test('--azs, --capacity-block and --admin-role-arn reach the stack; bad values name the flag', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-synth-azs-'));
+    try {
+      // GIVEN the node groups' zone first and a Capacity Block there
+      const run = await disagg('synth', '--out', dir, '--json', '--azs', 'us-east-2b,us-east-2a', '--capacity-block', 'cr-0123456789abcdef0',
+        '--admin-role-arn', 'arn:aws:iam::111122223333:role/PlatformAdmin');
+      const out = JSON.parse(run.out);
+      const template = JSON.parse(fs.readFileSync(out.cloudFormation.templateFile, 'utf8'));
+      const resources = Object.values<any>(template.Resources);
+      // THEN the VPC has those zones, the block is targeted, the admin has an access entry, and preflight is told
+      const subnets = resources.filter((r) => r.Type === 'AWS::EC2::Subnet').map((r) => r.Properties.AvailabilityZone);
+      expect(new Set(subnets)).toEqual(new Set(['us-east-2b', 'us-east-2a']));
+      const lts = resources.filter((r) => r.Type === 'AWS::EC2::LaunchTemplate').map((r) => r.Properties.LaunchTemplateData);
+      expect(lts.map((d) => d.InstanceMarketOptions)).toEqual([{ MarketType: 'capacity-block' }, { MarketType: 'capacity-block' }]);
+      expect(resources.some((r) => r.Type === 'AWS::EKS::AccessEntry' && r.Properties.PrincipalArn === 'arn:aws:iam::111122223333:role/PlatformAdmin')).toBe(true);
+      expect(out.nextSteps[0]).toBe('npx disagg preflight --instance p5en.48xlarge --nodes 2 --region <region> --az us-east-2b --capacity-block cr-0123456789abcdef0');
+      // AND bad values are usage errors that name the flag and show the form
+      const oneZone = await disagg('synth', '--out', dir, '--azs', 'us-east-2b');
+      expect(oneZone.code).toBe(2);
+      expect(oneZone.err).toMatch(/--azs \(us-east-2b\) must list at least two different zones.*--azs us-east-2b,us-east-2a/);
+      const both = await disagg('synth', '--out', dir, '--capacity-block', 'cr-0123456789abcdef0', '--capacity-reservation', 'cr-0123456789abcdef1');
+      expect(both.err).toMatch(/exclude each other/);
+      const badId = await disagg('synth', '--out', dir, '--capacity-block', 'block-1');
+      expect(badId.err).toMatch(/--capacity-block \(block-1\) must be a Capacity Reservation id like cr-0123456789abcdef0/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('a configuration that cannot run is a usage error naming the field and the fix', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-synth-bad-'));
     try {

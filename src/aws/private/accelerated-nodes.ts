@@ -3,6 +3,7 @@
 import { Size } from 'aws-cdk-lib';
 import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import { AcceleratedInstanceType, AcceleratorVendor, NetworkInterfaceType } from '../../catalog';
+import { EFA_HUGEPAGES_MIB_PER_NODE } from '../../catalog/private/efa';
 import { NodeLabels } from '../node-labels';
 
 /** The root volume unless a prop says otherwise: room for several engine images next to the OS. */
@@ -109,7 +110,7 @@ export const NODE_TEMPLATE_RESOURCES = 'k8s.io/cluster-autoscaler/node-template/
 
 /**
  * Node group tags `k8s.io/cluster-autoscaler/node-template/resources/<resource>`: the extended
- * resources one node offers (GPUs or Neuron devices and cores, EFA interfaces), which Cluster
+ * resources one node offers (GPUs or Neuron devices and cores, EFA interfaces, hugepages), which Cluster
  * Autoscaler reads through `eks:DescribeNodegroup` to scale a managed node group up from zero nodes
  * (it knows CPU, memory and GPUs of an instance type, not Neuron or EFA).
  * @see https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/cloudprovider/aws/README.md
@@ -123,6 +124,9 @@ export function clusterAutoscalerResourceTags(type: AcceleratedInstanceType): Re
     // One EFA device per efa / efa-only interface of the launch template (the EFA device plugin's count).
     const efa = type.networkInterfaceLayout().filter((slot) => slot.interfaceType !== NetworkInterfaceType.INTERFACE).length;
     tags[`${NODE_TEMPLATE_RESOURCES}${type.efaResourceName}`] = String(efa);
+    // The hugepages EFA pods request: without this tag Cluster Autoscaler's template node offers none, so
+    // a group at zero nodes is never scaled up for them.
+    tags[`${NODE_TEMPLATE_RESOURCES}hugepages-2Mi`] = `${EFA_HUGEPAGES_MIB_PER_NODE}Mi`;
   }
   return tags;
 }

@@ -161,9 +161,6 @@ export function acknowledgeNodeRole(role: iam.IRole): void {
  * @param multipleInterfaces whether the template lists network interfaces (EFA types)
  */
 export function acknowledgeLaunchTemplateControls(launchTemplate: IConstruct, multipleInterfaces: boolean): void {
-  acknowledgeControlTower(launchTemplate, 'ec2_launch_template_token_hop_limit_check',
-    'IMDSv2 tokens are required; the hop limit is 2 so that pods, one hop behind the node, can read the Region from IMDS '
-    + '(an S3 model source without `region`).');
   acknowledgeControlTower(launchTemplate, 'ec2_launch_template_nitro_instance_type_check',
     'Every accelerated instance type is built on the AWS Nitro System (https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-nitro-instances.html); '
     + 'the control\'s list of Nitro types stops before p5en, p6 and trn2.');

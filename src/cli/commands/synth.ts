@@ -3,7 +3,9 @@ import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../cat
 import { ServingPlan } from '../../sizing';
 import { formatGib, formatInt, formatSeconds } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
-import { defaultDeploymentSpec, DeploymentSpec, synthesizeDeployment } from '../default-deployment';
+import {
+  defaultDeploymentSpec, DeploymentSpec, HF_TOKEN_SECRET, STACK_NAME, synthesizeDeployment, SynthResult, WORKLOAD_NAMESPACE,
+} from '../default-deployment';
 import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
 import { NagSummary } from '../nag-report';
 import { renderTable } from '../table';
@@ -36,9 +38,19 @@ Options:
                            on Trainium vLLM gets N x the logical NeuronCores of a device
   --prefill-replicas N     prefill replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas})
   --decode-replicas N      decode replicas (default ${DEFAULT_DEPLOYMENT.decodeReplicas})
+  --azs ZONE,ZONE[,...]    Availability Zones of the new VPC; both node groups go into the first, which
+                           must offer the instance type (\`disagg preflight\` lists the zones that do)
+                           (default: two zones CloudFormation picks, the groups in the first)
+  --capacity-reservation ID  launch both pools into this On-Demand Capacity Reservation (cr-...)
+  --capacity-block ID      launch both pools into this Capacity Block for ML (cr-...)
+  --admin-role-arn ARN     an IAM role that gets cluster-admin (repeatable; the CDK deploy role always does)
   --out DIR                output folder (default ${DEFAULT_OUT})
   --json                   print a machine-readable summary only
   -h, --help               show this help
+
+The accelerated node groups are created empty, so nothing scarce launches while the stack is created;
+the summary ends with the steps: preflight, deploy, the Hugging Face token Secret, and the stack outputs
+that scale each group up once capacity is there.
 
 Exit codes: 0 synthesized with no cdk-nag findings, 1 synthesized (everything is written) but cdk-nag
 reported findings (listed with resource, rule and what the rule asks), 2 usage error or a configuration
@@ -83,6 +95,7 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
         decode: poolJson(plans.decode, spec.decodeReplicas, result.nodesPerPool.decode),
       },
       warnings: result.inference.warnings,
+      nextSteps: nextSteps(spec, result, outdir).map((step) => step.command),
       nag: { pack: result.nag.pack, findings: result.nag.findings, acknowledged: result.nag.acknowledged, reportFile: result.nag.reportFile },
     }, undefined, 2));
     return nagExitCode(result.nag);
@@ -127,8 +140,47 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
   io.out('');
   printNag(result.nag, rel, io);
   io.out('');
-  io.out(`Next: \`npx cdk deploy --app ${rel(path.join(outdir, 'cdk'))}\` (needs an AWS account), or \`kubectl apply -f ${rel(result.manifestFile)}\` on an existing cluster.`);
+  io.out('Next steps (the node groups are created empty: no accelerated instance launches with the stack)');
+  nextSteps(spec, result, outdir).forEach((step, i) => {
+    io.out(`  ${i + 1}. ${step.what}`);
+    io.out(`       ${step.command}`);
+  });
+  io.out(`Or, on an existing cluster: \`kubectl apply -f ${rel(result.manifestFile)}\` (the namespace comes first in the file), then step 3.`);
   return nagExitCode(result.nag);
+}
+
+/** What a user does after synth, in order, with the exact commands. */
+function nextSteps(spec: DeploymentSpec, result: SynthResult, outdir: string): Array<{ what: string; command: string }> {
+  const rel = path.relative(process.cwd(), path.join(outdir, 'cdk')) || '.';
+  const total = result.nodesPerPool.prefill + result.nodesPerPool.decode;
+  const reservation = spec.reservation ? ` --${spec.reservation.kind} ${spec.reservation.id}` : '';
+  const az = spec.availabilityZones ? ` --az ${spec.availabilityZones[0]}` : '';
+  return [
+    {
+      what: `Check that a zone offers ${spec.instanceType.name} and that the vCPU quota allows ${total} of them (prints the AWS CLI calls without credentials)`,
+      command: `npx disagg preflight --instance ${spec.instanceType.name} --nodes ${total} --region <region>${az}${reservation}`,
+    },
+    {
+      what: 'Deploy (about 30-40 minutes; needs `cdk bootstrap` once per account and Region)',
+      command: `CDK_DISABLE_CLI_TELEMETRY=true npx cdk deploy --app ${rel} --no-notices`,
+    },
+    {
+      what: 'From inside the VPC (the API endpoint is private), e.g. AWS CloudShell in a VPC environment on a private subnet: '
+        + 'kubectl as the CDK deploy role (the stack output KubeconfigCommand), then the Hugging Face token Secret the workers mount',
+      command: `eval "$(${stackOutput('KubeconfigCommand')})" && kubectl -n ${WORKLOAD_NAMESPACE} create secret generic ${HF_TOKEN_SECRET} `
+        + '--from-literal=token=<your Hugging Face token>',
+    },
+    {
+      what: `Scale the node groups up once capacity is there (${result.nodesPerPool.prefill} prefill + ${result.nodesPerPool.decode} decode nodes): `
+        + 'the stack outputs <Pool>ScaleUp hold one command each',
+      command: `${stackOutput('ScaleUp')} | tr '\\t' '\\n' | sh`,
+    },
+  ];
+}
+
+/** The AWS CLI call that prints the values of the stack outputs whose key contains `key`. */
+function stackOutput(key: string): string {
+  return `aws cloudformation describe-stacks --stack-name ${STACK_NAME} --query "Stacks[0].Outputs[?contains(OutputKey, '${key}')].OutputValue" --output text`;
 }
 
 /** Findings that nothing acknowledged make the answer negative: the files are written, but review them first. */
@@ -158,6 +210,10 @@ interface SynthValues {
   'tp'?: string;
   'prefill-replicas'?: string;
   'decode-replicas'?: string;
+  'azs'?: string;
+  'capacity-reservation'?: string;
+  'capacity-block'?: string;
+  'admin-role-arn'?: string[];
   'out'?: string;
   'json'?: boolean;
 }
@@ -168,6 +224,10 @@ function parseSynthOptions(argv: string[]): SynthValues {
     'tp': { type: 'string' },
     'prefill-replicas': { type: 'string' },
     'decode-replicas': { type: 'string' },
+    'azs': { type: 'string' },
+    'capacity-reservation': { type: 'string' },
+    'capacity-block': { type: 'string' },
+    'admin-role-arn': { type: 'string', multiple: true },
     'out': { type: 'string' },
     'json': { type: 'boolean' },
   });
@@ -199,7 +259,46 @@ function specFrom(values: SynthValues): DeploymentSpec {
     tensorParallel: positiveInt('tp', values.tp, base.tensorParallel!),
     prefillReplicas: positiveInt('prefill-replicas', values['prefill-replicas'], base.prefillReplicas),
     decodeReplicas: positiveInt('decode-replicas', values['decode-replicas'], base.decodeReplicas),
+    availabilityZones: zonesFrom(values.azs),
+    reservation: reservationFrom(values),
+    adminRoleArns: rolesFrom(values['admin-role-arn']),
   };
+}
+
+function zonesFrom(value: string | undefined): string[] | undefined {
+  if (value === undefined) return undefined;
+  const zones = value.split(',').map((z) => z.trim()).filter((z) => z !== '');
+  const region = zones[0]?.replace(/[a-z]$/, '');
+  const bad = zones.find((z) => !/^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$/.test(z) || z.replace(/[a-z]$/, '') !== region);
+  if (zones.length < 2 || bad !== undefined || new Set(zones).size !== zones.length) {
+    throw new UsageError(`--azs (${value}) must list at least two different zones of one Region, the node groups' zone first, `
+      + 'e.g. --azs us-east-2b,us-east-2a (EKS needs two zones; `disagg preflight` lists the zones that offer the instance type)');
+  }
+  return zones;
+}
+
+function reservationFrom(values: SynthValues): DeploymentSpec['reservation'] {
+  const odcr = values['capacity-reservation'];
+  const block = values['capacity-block'];
+  if (odcr !== undefined && block !== undefined) {
+    throw new UsageError(`--capacity-reservation (${odcr}) and --capacity-block (${block}) exclude each other; keep the one you bought`);
+  }
+  const id = odcr ?? block;
+  if (id === undefined) return undefined;
+  const flag = odcr !== undefined ? 'capacity-reservation' : 'capacity-block';
+  if (!/^cr-[0-9a-f]{8,17}$/.test(id)) {
+    throw new UsageError(`--${flag} (${id}) must be a Capacity Reservation id like cr-0123456789abcdef0 (aws ec2 describe-capacity-reservations lists yours)`);
+  }
+  return { kind: flag, id };
+}
+
+function rolesFrom(values: string[] | undefined): string[] | undefined {
+  for (const arn of values ?? []) {
+    if (!/^arn:aws[a-z-]*:iam::\d{12}:(role|user)\/.+$/.test(arn)) {
+      throw new UsageError(`--admin-role-arn (${arn}) must be an IAM role or user ARN, e.g. arn:aws:iam::111122223333:role/PlatformAdmin`);
+    }
+  }
+  return values;
 }
 
 function positiveInt(flag: string, value: string | undefined, fallback: number): number {

@@ -74,7 +74,7 @@ export function localDeployment(pd: { prefill: number; decode: number } | undefi
     ...spec,
     prefillReplicas: pd?.prefill ?? spec.prefillReplicas,
     decodeReplicas: pd?.decode ?? spec.decodeReplicas,
-  }, 'disagg-local'));
+  }, 'disagg-local', 'disagg-local'));
   let { config, pools } = inference._router;
   if (!pd) {
     // Aggregated: whole requests on one pool of the decode pool's shape.
@@ -132,7 +132,7 @@ export function localAutoscaleDeployment(a: LocalAutoscaleSpec): LocalAutoscaleD
   };
   const pool = { instanceType: spec.instanceType, tensorParallel: spec.tensorParallel, autoscaling };
   const inference = new DisaggregatedInference(chart, 'Inference', {
-    ...workloadProps(spec, 'disagg-local'),
+    ...workloadProps(spec, 'disagg-local', 'disagg-local'),
     prefill: pool,
     decode: pool,
     slo: { ttftSeconds: a.ttftSeconds, tpotSeconds: a.tpotSeconds },

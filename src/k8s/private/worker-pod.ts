@@ -7,6 +7,7 @@ import { APP_COMPONENT, APP_INSTANCE, HOSTNAME, LWS_WORKER_INDEX, NODE_INSTANCE_
 import { neuronKvTransferConfig } from './neuron';
 import { PoolExtras } from './pool-extras';
 import { PoolPlan } from './pool-plan';
+import { EFA_HUGEPAGES_MIB_PER_NODE } from '../../catalog/private/efa';
 
 /** What every worker pod of one deployment shares (internal). */
 export interface WorkerContext {
@@ -242,9 +243,7 @@ export function hostShare(type: AcceleratedInstanceType, nodeShare: number): { m
 
 /** MiB of 2 MiB hugepages a pod with EFA requests: its share of what the EFA driver allocates per node. */
 export function hugepagesMib(nodeShare: number): number {
-  // The EFA driver pre-allocates 5128 x 2 MiB hugepages per node (EKS EFA docs).
-  const nodeMib = 5128 * 2;
-  return Math.floor((nodeMib * nodeShare) / 2) * 2;
+  return Math.floor((EFA_HUGEPAGES_MIB_PER_NODE * nodeShare) / 2) * 2;
 }
 
 /** /dev/shm size, GiB: 8 GiB per accelerator (NCCL and vLLM's shared-memory broadcast), at most a quarter of the pod's memory. */
