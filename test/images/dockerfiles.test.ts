@@ -5,6 +5,7 @@ import { DockerIgnoreStrategy } from 'aws-cdk-lib';
 import {
   ancestry, Dockerfile, effectiveEntrypoint, effectiveLabels, effectiveUser, expandArgs, parseDockerfile, Stage,
 } from './dockerfile';
+import { builderPackages, PROVIDERS, readPackageList } from './engine-packages';
 import { EngineImageVariant } from '../../src/aws/engine-image';
 
 // Static checks of images/*/Dockerfile: Docker cannot run here, so these read the files.
@@ -211,25 +212,31 @@ describe.each(VARIANTS.map((v) => [v.name, v] as const))('images/%s/Dockerfile',
 
   test('installs the libraries the engine\'s servers build and run with', () => {
     // GIVEN the libraries engine/ requires (the images label router and sim-worker roles, which need them)
-    const cmake = ['src/server/http/CMakeLists.txt', 'src/server/router/CMakeLists.txt']
+    const cmake = ['src/server/http/CMakeLists.txt', 'src/server/router/CMakeLists.txt', 'src/server/sim_worker/CMakeLists.txt']
       .map((f) => fs.readFileSync(path.join(REPO, 'engine', f), 'utf8')).join('\n');
     expect(cmake).toMatch(/find_package\(Boost [^)]*REQUIRED\)/);
     expect(cmake).toMatch(/pkg_check_modules\([A-Z_]+ REQUIRED IMPORTED_TARGET libzmq\)/);
     expect(cmake).toMatch(/find_path\([A-Z_]+ zmq\.hpp REQUIRED\)/);
-    // WHEN the builder's and the runtime's package lists are read
-    const builder = file.stages.find((s) => s.name === 'builder')!;
-    const buildPackages = argValues(file, builder, 'amd64').ENGINE_BUILD_PACKAGES ?? '';
+    expect(cmake).toMatch(/find_path\([A-Z_]+ msgpack\.hpp REQUIRED\)/);
+    // WHEN the builder's package list (images/common/engine-build-packages.<distro>.txt, the one
+    // scripts/setup.sh installs) and the runtime's apt lines are read
+    const used = builderPackages(file.stages.find((s) => s.name === 'builder')!);
+    expect(used.distro).toBeDefined();
+    const buildPackages = readPackageList(used.distro!);
     const runtimeApt = text.split('\n').filter((l) => /apt-get install|ENGINE_RUNTIME_PACKAGES=/.test(l)).join('\n');
-    // THEN the builder has Boost, libzmq and cppzmq (the configure step fails without them), and
-    // gperftools' static tcmalloc; the runtime has libzmq's shared library
+    // THEN the builder has Boost, libzmq, cppzmq and msgpack-cxx (the configure step fails without
+    // them), and gperftools' static tcmalloc; the runtime has libzmq's shared library
     // AND PCRE2 and utf8proc (the router's tokenizer, engine/src/server/text), linked statically by
     // the build script, so no runtime package (their names differ between the bases) is needed
     const textCmake = fs.readFileSync(path.join(REPO, 'engine', 'src', 'server', 'text', 'CMakeLists.txt'), 'utf8');
     expect(textCmake).toMatch(/pkg_check_modules\(DISAGG_PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8\)/);
     expect(textCmake).toMatch(/pkg_check_modules\(DISAGG_UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc\)/);
     expect(fs.readFileSync(path.join(REPO, 'images', 'common', 'build-engine.sh'), 'utf8')).toMatch(/-DDISAGG_STATIC_TEXT_LIBS=ON/);
-    for (const p of ['libboost-dev', 'libzmq3-dev', 'cppzmq-dev', 'libgoogle-perftools-dev', 'nlohmann-json3-dev', 'libpcre2-dev', 'libutf8proc-dev']) {
-      expect({ package: p, in: buildPackages.split(/\s+/).includes(p) }).toEqual({ package: p, in: true });
+    // (package names per distribution: the PROVIDERS table, test/images/engine-packages.ts)
+    for (const lookup of ['find_package(Boost)', 'pkg_check_modules(libzmq)', 'find_path(zmq.hpp)', 'find_path(msgpack.hpp)',
+      'find_library(libtcmalloc_minimal.a)', 'find_package(nlohmann_json)', 'pkg_check_modules(libpcre2-8)', 'pkg_check_modules(libutf8proc)']) {
+      const p = PROVIDERS.find((x) => x.lookup === lookup)!.packages[used.distro!];
+      expect({ lookup, package: p, in: buildPackages.includes(p) }).toEqual({ lookup, package: p, in: true });
     }
     expect(runtimeApt).toMatch(/\blibzmq5\b/);
   });
