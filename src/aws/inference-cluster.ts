@@ -29,6 +29,7 @@ import {
   EFA_RESOURCE, GPU_RESOURCE, longestGracePeriod, NEURON_CORE_RESOURCE, NEURON_RESOURCE, NodeGroupShape, objectKinds, placementFindings,
   podGroups,
 } from './private/workload-checks';
+import { zoneListProblem } from './private/zones';
 import { BUILT_IN_NAMESPACES, CLUSTER_SCOPED_KINDS, podSecurityLabels } from '../k8s/private/pod-security';
 
 /** The system node group that runs controllers, the router and other CPU pods. */
@@ -787,6 +788,9 @@ export class InferenceCluster extends Construct {
     let entry = this.namespaces.get(name);
     if (!entry) {
       const pods: any[] = [];
+      // Computed once, at synthesis, for every label.
+      let computed: Record<string, string> | undefined;
+      const labels = () => (computed ??= { [APP_MANAGED_BY]: 'disagg', ...podSecurityLabels(pods) });
       const manifest = this.cluster.addManifest(`Namespace-${name}`, {
         apiVersion: 'v1',
         kind: 'Namespace',
@@ -795,7 +799,7 @@ export class InferenceCluster extends Construct {
           // Each value is read at synthesis, once every chart in the namespace is known. (A lazy value per label:
           // the manifest adds its prune label to this object, which a lazy object would not survive.)
           labels: Object.fromEntries([APP_MANAGED_BY, ...Object.keys(podSecurityLabels([]))].map((key) =>
-            [key, Lazy.string({ produce: () => ({ [APP_MANAGED_BY]: 'disagg', ...podSecurityLabels(pods) } as Record<string, string>)[key] })])),
+            [key, Lazy.string({ produce: () => labels()[key] })])),
         },
       });
       entry = { manifest, objects: pods };
@@ -943,14 +947,9 @@ export class InferenceCluster extends Construct {
 
   private newVpc(maxAzs: number, zones: string[] | undefined, endpoints: boolean): ec2.Vpc {
     if (zones !== undefined) {
-      if (zones.length < 2 || new Set(zones).size !== zones.length) {
-        throw new Error(`'availabilityZones' (${JSON.stringify(zones)}) must name at least two different zones: EKS requires subnets in two `
-          + "Availability Zones; e.g. ['us-east-2b', 'us-east-2a']");
-      }
-      const region = zones[0].replace(/[a-z]$/, '');
-      const bad = zones.find((z) => !/^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$/.test(z) || z.replace(/[a-z]$/, '') !== region);
-      if (bad !== undefined) {
-        throw new Error(`'availabilityZones' entry (${bad}) is not a zone of ${region}: give zone names of one Region, like 'us-east-2b'`);
+      const problem = zoneListProblem(zones);
+      if (problem !== undefined) {
+        throw new Error(`'availabilityZones' (${JSON.stringify(zones)}): ${problem}; name at least two zones of one Region, e.g. ['us-east-2b', 'us-east-2a']`);
       }
     } else if (maxAzs < 2) {
       throw new Error(`'maxAzs' (${maxAzs}) must be at least 2: EKS requires subnets in two Availability Zones`);

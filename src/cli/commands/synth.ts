@@ -1,4 +1,5 @@
 import * as path from 'path';
+import { zoneListProblem } from '../../aws/private/zones';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { ServingPlan } from '../../sizing';
 import { formatGib, formatInt, formatSeconds } from '../../sizing/private/units';
@@ -268,11 +269,10 @@ function specFrom(values: SynthValues): DeploymentSpec {
 function zonesFrom(value: string | undefined): string[] | undefined {
   if (value === undefined) return undefined;
   const zones = value.split(',').map((z) => z.trim()).filter((z) => z !== '');
-  const region = zones[0]?.replace(/[a-z]$/, '');
-  const bad = zones.find((z) => !/^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$/.test(z) || z.replace(/[a-z]$/, '') !== region);
-  if (zones.length < 2 || bad !== undefined || new Set(zones).size !== zones.length) {
-    throw new UsageError(`--azs (${value}) must list at least two different zones of one Region, the node groups' zone first, `
-      + 'e.g. --azs us-east-2b,us-east-2a (EKS needs two zones; `disagg preflight` lists the zones that offer the instance type)');
+  const problem = zoneListProblem(zones);
+  if (problem !== undefined) {
+    throw new UsageError(`--azs (${value}) must list at least two different zones of one Region, the node groups' zone first (${problem}), `
+      + 'e.g. --azs us-east-2b,us-east-2a (`disagg preflight` lists the zones that offer the instance type)');
   }
   return zones;
 }
