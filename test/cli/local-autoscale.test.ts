@@ -102,6 +102,8 @@ describe('disagg local --autoscale', () => {
     // mostly distinct 1,500-token prompts, on sim-workers at a quarter of the model's speed whose
     // decode side runs 8 sequences each (so the peak needs several of each pool), 1-4 replicas per pool
     const { code, out, err } = await disagg('local', '--autoscale', '--json', '--engine', BINARY);
+    // A run that ends before its summary says why on stderr: show it rather than a JSON parse error.
+    if (out.trim() === '') throw new Error(`disagg local --autoscale printed no summary (exit ${code}): ${err.slice(-2000)}`);
     const r = JSON.parse(out);
     // THEN not one request failed or was shed, and the run exits 0
     expect({ code, failed: r.requests.failed, shed: r.requests.shed, firstError: r.requests.firstError })
