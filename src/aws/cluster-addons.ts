@@ -73,6 +73,25 @@ export interface InferenceClusterAddons {
   readonly vpcCni?: AddonOptions;
 
   /**
+   * CoreDNS as an EKS add-on, taking over the copy EKS installs at cluster creation, so that it is
+   * updated with the cluster and its version is in the template. `version` is an EKS add-on version
+   * (`aws eks describe-addon-versions --addon-name coredns`).
+   *
+   * @default - enabled, the add-on's default version for the cluster's Kubernetes version
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html
+   */
+  readonly coreDns?: AddonOptions;
+
+  /**
+   * kube-proxy as an EKS add-on, taking over the copy EKS installs at cluster creation. `version` is an
+   * EKS add-on version (`aws eks describe-addon-versions --addon-name kube-proxy`).
+   *
+   * @default - enabled, the add-on's default version for the cluster's Kubernetes version
+   * @see https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html
+   */
+  readonly kubeProxy?: AddonOptions;
+
+  /**
    * EKS Pod Identity agent as an EKS add-on (the Load Balancer Controller gets its role through it).
    *
    * @default - enabled, AddonVersions.POD_IDENTITY_AGENT

@@ -110,10 +110,11 @@ export interface KarpenterNodePoolOptions {
 
   /**
    * The EKS-optimized AL2023 AMI release (`amiSelectorTerms` alias `al2023@<version>`); Karpenter picks the
-   * NVIDIA or Neuron variant for the instance type. Pin a release such as `v20261120` in production:
-   * `latest` rolls every node (drift) when AWS publishes a new AMI.
+   * NVIDIA or Neuron variant for the instance type. Pinned by default: with `latest` Karpenter replaces
+   * every node (drift) whenever AWS publishes a new AMI, which for GPU nodes means reloading every model,
+   * on AWS's schedule. Move the pin deliberately, a pool at a time.
    *
-   * @default 'latest'
+   * @default KarpenterNodePool.DEFAULT_AMI_VERSION
    * @see https://karpenter.sh/docs/concepts/nodeclasses/#specamiselectorterms
    */
   readonly amiVersion?: string;
@@ -152,6 +153,14 @@ export interface KarpenterNodePoolProps extends KarpenterNodePoolOptions {
  * @see https://docs.aws.amazon.com/eks/latest/userguide/device-management-nvidia-dra-device-plugin.html
  */
 export class KarpenterNodePool extends Construct {
+  /**
+   * The EKS AL2023 AMI release NodePools use unless told otherwise. Source: awslabs/amazon-eks-ami
+   * release v20260903, which public Terraform pins name as the AL2023 release for Kubernetes 1.35
+   * (`1.35.7-20260903`, the cluster's default version). A cluster on another Kubernetes version needs a
+   * release built for it: check `aws ssm get-parameters-by-path --path /aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/`.
+   */
+  public static readonly DEFAULT_AMI_VERSION = 'v20260903';
+
   /** Name of the NodePool (and of the EC2NodeClass). */
   public readonly nodePoolName: string;
 
@@ -192,7 +201,7 @@ export class KarpenterNodePool extends Construct {
     }
     this.maxNodes = maxNodes ?? this.replicas;
     const rootGib = checkRootVolume(props.rootVolumeSize ?? DEFAULT_ROOT_VOLUME);
-    const amiVersion = props.amiVersion ?? 'latest';
+    const amiVersion = props.amiVersion ?? KarpenterNodePool.DEFAULT_AMI_VERSION;
     if (!/^(latest|v\d{8}(\.\d+)?)$/.test(amiVersion)) {
       throw new Error(`'amiVersion' (${amiVersion}) must be 'latest' or an EKS AMI release such as 'v20261120'`);
     }

@@ -28,6 +28,7 @@ import { NEURON_DEVICES_PER_POD, NEURON_DOCS, neuronDisaggregationProblem } from
 import { planPool } from './private/pool-plan';
 import { Router } from './private/router';
 import { planRouter, RouterPlan } from './private/router-config';
+import { workloadServiceAccount } from './private/service-account';
 import { WorkerContext, servingSelector } from './private/worker-pod';
 import { WorkerPool } from './private/worker-pool';
 import { RouterPolicy } from './router-policy';
@@ -302,15 +303,9 @@ export class DisaggregatedInference extends Construct {
       name: objectName, namespace, labels: { ...labels, [APP_PART_OF]: 'disagg' }, ...extra,
     });
 
-    // ServiceAccount shared by workers and router; neither talks to the Kubernetes API.
-    new k8s.KubeServiceAccount(this, 'ServiceAccount', {
-      metadata: {
-        name,
-        ...(namespace ? { namespace } : {}),
-        labels: { ...componentLabels(name, 'serving'), [APP_PART_OF]: 'disagg' },
-        ...(props.serviceAccountAnnotations ? { annotations: props.serviceAccountAnnotations } : {}),
-      },
-      automountServiceAccountToken: false,
+    // The workers' ServiceAccount; the router has its own (private/router.ts).
+    workloadServiceAccount(this, 'ServiceAccount', {
+      name, namespace, labels: componentLabels(name, 'serving'), annotations: props.serviceAccountAnnotations, reads: resolved.source,
     });
 
     const kvLoadFailurePolicy = (props.kvLoadFailurePolicy ?? KvLoadFailurePolicy.FAIL).value;
@@ -331,6 +326,7 @@ export class DisaggregatedInference extends Construct {
       kvLoadFailurePolicy,
       modelCache,
       runAsNonRoot: props.runWorkersAsNonRoot ?? false,
+      efaHugePages: props.efaHugePages ?? true,
       // vLLM Neuron compiles the model on first start (~15-20 min for a 70B model: Llama 3.3 70B tutorial,
       // https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/tutorials/tutorial-llama3-70b.html).
       startupSeconds: resolved.startupSeconds + (neuron && props.startupOverheadSeconds === undefined ? NEURON_COMPILE_SECONDS : 0),
@@ -429,7 +425,7 @@ export class DisaggregatedInference extends Construct {
       labels: componentLabels(name, 'router'),
       image: props.routerImage ?? props.image,
       imagePullPolicy: props.imagePullPolicy,
-      serviceAccountName: name,
+      serviceAccountAnnotations: props.serviceAccountAnnotations,
       replicas: routerReplicas,
       config: this._router.config,
       tokenizer: { from: routerTokenizer, modelSource: resolved.source },

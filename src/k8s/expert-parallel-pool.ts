@@ -19,6 +19,7 @@ import { addLeaderWorkerSet } from './private/leader-worker-set';
 import { ResolvedModel, resolveModel, strip } from './private/model-inputs';
 import { PoolExtras } from './private/pool-extras';
 import { PoolPlan, PoolPlanInputs, planPool } from './private/pool-plan';
+import { workloadServiceAccount } from './private/service-account';
 import { WorkerContext, kvEventsConfig, kvTransferConfig, modelArgs, workerDrain, workerPodTemplate, workerProbes } from './private/worker-pod';
 import { podCapacity } from './private/worker-pool';
 import { IServingPool, KvCacheAttachment } from './serving-pool';
@@ -369,6 +370,7 @@ export class ExpertParallelPool extends Construct implements IServingPool {
       nixlBackend: transfer,
       modelCache: resolved.modelCache,
       runAsNonRoot: props.runWorkersAsNonRoot ?? false,
+      efaHugePages: props.efaHugePages ?? true,
       startupSeconds: resolved.startupSeconds,
       zone: props.zone,
       drainTpotSeconds: hidden[DRAIN_TPOT],
@@ -386,9 +388,8 @@ export class ExpertParallelPool extends Construct implements IServingPool {
     });
     const labels = componentLabels(ctx.instance, role === PoolRole.SERVE ? 'serve' : role.name);
     if (props.serviceAccountName === undefined) {
-      new k8s.KubeServiceAccount(this, 'ServiceAccount', {
-        metadata: meta(resolved.name, labels, props.serviceAccountAnnotations ? { annotations: props.serviceAccountAnnotations } : undefined),
-        automountServiceAccountToken: false,
+      workloadServiceAccount(this, 'ServiceAccount', {
+        name: resolved.name, namespace, labels, annotations: props.serviceAccountAnnotations, reads: resolved.source,
       });
     }
     const shape: EpShape = {

@@ -96,10 +96,21 @@ export interface ModelDeploymentOptions {
   readonly zone?: string;
   /**
    * Annotations of the workers' ServiceAccount (e.g. `eks.amazonaws.com/role-arn` for IRSA access to an
-   * S3 model source).
+   * S3 model source), and of the router's when it downloads its tokenizer from an S3 model source. On an
+   * InferenceCluster no annotation is needed: `addWorkload` grants the S3 prefix through Pod Identity.
    * @default - none
    */
   readonly serviceAccountAnnotations?: { [key: string]: string };
+  /**
+   * Whether workers with EFA request 2 MiB hugepages (`hugepages-2Mi`, their share of what the EFA
+   * driver reserves on the node), which libfabric's EFA provider uses for its buffers. Turn it off for
+   * pools on Karpenter: Karpenter cannot know that a new node will offer hugepages, so pods that request
+   * them never get a node. Off, the pods set `FI_EFA_USE_HUGE_PAGE=0` and libfabric uses regular pages
+   * (a small cost on small messages; KV blocks are large).
+   * @default true
+   * @see https://ofiwg.github.io/libfabric/main/man/fi_efa.7.html
+   */
+  readonly efaHugePages?: boolean;
   /**
    * Run worker containers as UID/GID 1000 with `runAsNonRoot`. vLLM images run as root and hostPath
    * model caches are created root-owned, so enable it only with an image whose user owns its home and

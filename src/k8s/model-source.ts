@@ -35,7 +35,8 @@ export interface HuggingFaceSourceOptions {
 export interface S3SourceOptions {
   /**
    * AWS Region of the bucket, exported as `AWS_REGION`.
-   * @default - the SDK's default resolution (the node's Region on EKS)
+   * @default - on an InferenceCluster, the stack's Region; elsewhere the SDK's default resolution (the
+   * node's instance metadata, which pods cannot reach when IMDS answers one hop only)
    */
   readonly region?: string;
 }
@@ -64,8 +65,10 @@ export class ModelSource {
 
   /**
    * Safetensors files under an S3 prefix, streamed straight into GPU memory by vLLM's Run:ai model
-   * streamer (`--load-format runai_streamer`). The pods' service account needs read access to the prefix
-   * (EKS Pod Identity, or IRSA through `serviceAccountAnnotations`).
+   * streamer (`--load-format runai_streamer`). The pods' ServiceAccount needs read access to the prefix:
+   * `InferenceCluster.addWorkload` grants it through EKS Pod Identity; on another cluster, bind a role to
+   * the ServiceAccounts annotated `disagg.dev/s3-read` (Pod Identity, or IRSA through
+   * `serviceAccountAnnotations`).
    *
    * @param uri 's3://bucket/prefix'
    * @throws when the URI is not 's3://bucket/...'

@@ -40,6 +40,15 @@ describe('cluster', () => {
       Logging: Match.objectLike({ ClusterLogging: { EnabledTypes: Match.arrayWith([{ Type: 'api' }, { Type: 'audit' }]) } }),
     });
     template.hasResourceProperties('AWS::KMS::Key', { EnableKeyRotation: true });
+    // AND the support policy is a decision in the template; the control plane's logs do not stay forever
+    template.hasResourceProperties('AWS::EKS::Cluster', { UpgradePolicy: { SupportType: 'EXTENDED' } });
+    const [clusterId, cluster] = Object.entries<any>(template.findResources('AWS::EKS::Cluster'))[0];
+    const [logsId] = Object.entries<any>(template.findResources('AWS::Logs::LogGroup', {
+      Properties: { LogGroupName: `/aws/eks/${cluster.Properties.Name}/cluster`, RetentionInDays: 365, KmsKeyId: Match.anyValue() },
+      DeletionPolicy: 'Delete',
+    }))[0];
+    expect(cluster.DependsOn).toContain(logsId);
+    expect(clusterId).toBeDefined();
     // system group + p5en + trn2
     template.resourceCountIs('AWS::EKS::Nodegroup', 3);
     template.hasResourceProperties('AWS::EKS::Nodegroup', { InstanceTypes: ['m7i.xlarge'], AmiType: 'AL2023_x86_64_STANDARD' });
@@ -72,6 +81,18 @@ describe('add-ons', () => {
     // THEN
     template.hasResourceProperties('AWS::EKS::Addon', { AddonName: 'vpc-cni', AddonVersion: Match.stringLikeRegexp('^v1\\.(19|[2-9]\\d)\\.') });
     template.hasResourceProperties('AWS::EKS::Addon', { AddonName: 'eks-pod-identity-agent', AddonVersion: Match.anyValue() });
+  });
+
+  test('CoreDNS and kube-proxy are EKS add-ons that take over the copies EKS installs; CoreDNS waits for the system nodes', () => {
+    // THEN
+    const addons = template.findResources('AWS::EKS::Addon');
+    const byName = (name: string) => Object.entries<any>(addons).find(([, r]) => r.Properties.AddonName === name)!;
+    for (const name of ['coredns', 'kube-proxy']) {
+      const [, addon] = byName(name);
+      expect(addon.Properties.ResolveConflicts).toBe('OVERWRITE');
+      expect(addon.Properties.AddonVersion).toBeUndefined();
+      expect(addon.DependsOn.some((d: string) => /SystemNodes/.test(d))).toBe(true);
+    }
   });
 
   test('NVIDIA device plugin has MOFED disabled', () => {

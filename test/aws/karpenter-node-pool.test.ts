@@ -3,9 +3,12 @@ import { Template } from 'aws-cdk-lib/assertions';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as cdk8s from 'cdk8s';
 import { FIXTURE_AZS } from './util';
 import { InferenceCluster, KarpenterNodePool, KarpenterNodePoolOptions, NodeCapacity, NodeLabels } from '../../src/aws';
-import { AcceleratedInstanceType } from '../../src/catalog';
+import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src/catalog';
+import { DisaggregatedInference } from '../../src/k8s';
+import { RULES, walkDeploy } from '../deploy/walk';
 import { reportSkipped, validateManifests } from '../k8s/util';
 
 // KarpenterNodePool: a NodePool and an EC2NodeClass (karpenter.sh/v1, karpenter.k8s.aws/v1) with the
@@ -86,7 +89,8 @@ describe('KarpenterNodePool', () => {
     expect(ifaces.slice(1).every((i: any) => i.interfaceType === 'efa-only')).toBe(true);
     expect(ifaces).toHaveLength(AcceleratedInstanceType.P5EN_48XLARGE.networkInterfaceLayout().length);
     expect(nodeClass.spec.role).toBe('KarpenterNodeRole-test');
-    expect(nodeClass.spec.amiSelectorTerms).toEqual([{ alias: 'al2023@latest' }]);
+    // a pinned AMI release: 'latest' would replace every GPU node whenever AWS publishes an AMI
+    expect(nodeClass.spec.amiSelectorTerms).toEqual([{ alias: 'al2023@v20260903' }]);
     expect(nodeClass.spec.metadataOptions.httpTokens).toBe('required');
     expect(nodeClass.spec.instanceStorePolicy).toBe('RAID0');
     expect(nodeClass.spec.subnetSelectorTerms).toHaveLength(1);
@@ -141,5 +145,57 @@ describe('InferenceCluster.addKarpenterNodePool', () => {
     expect(cluster.karpenterNodePools).toEqual([pool]);
     expect(cluster.node.tryFindChild('NvidiaDraDriver')).toBeDefined();
     expect(pool.node.metadata.map((m) => String(m.data)).join('\n')).toMatch(/static capacity \('replicas'\).*disagg:karpenterDynamicDra/);
+  });
+});
+
+describe('EFA workers on a Karpenter pool', () => {
+  /** A p5en Karpenter pool and a DisaggregatedInference on it; the cluster's synth-time findings. */
+  function onKarpenter(efaHugePages?: boolean): { findings: string[]; chart: cdk8s.Chart; template: () => any } {
+    const app = new App();
+    const stack = new Stack(app, 'Test');
+    const cluster = new InferenceCluster(stack, 'Inference');
+    const p5en = AcceleratedInstanceType.P5EN_48XLARGE;
+    cluster.addKarpenterNodePool('Pool', {
+      instanceType: p5en, poolRole: 'pd', maxNodes: 2, nodeRole: iam.Role.fromRoleName(stack, 'NodeRole', 'KarpenterNodeRole-test'),
+    });
+    const chart = new cdk8s.Chart(new cdk8s.App(), 'llama', { namespace: 'inference' });
+    const pool = { instanceType: p5en, tensorParallel: 4, nodePoolRole: 'pd', replicas: 1 };
+    new DisaggregatedInference(chart, 'Llama', {
+      model: ModelArchitecture.LLAMA_3_3_70B,
+      image: 'public.ecr.aws/example/vllm:0.19.1',
+      routerImage: 'public.ecr.aws/example/disagg-engine-slim:0.1.0',
+      weightPrecision: Precision.FP8,
+      kvCachePrecision: Precision.FP8,
+      maxContext: 8192,
+      efaHugePages,
+      prefill: pool,
+      decode: pool,
+    });
+    cluster.addWorkload(chart);
+    return { findings: cluster.node.validate(), chart, template: () => app.synth().getStackByName(stack.stackName).template };
+  }
+
+  test('pods that request hugepages are an error: Karpenter would never launch a node for them', () => {
+    // WHEN
+    const { findings } = onKarpenter();
+    // THEN both pools are named, with the fix
+    expect(findings).toEqual([
+      expect.stringMatching(/Deployment\/llama-3-3-70b-prefill requests hugepages and can only run on Karpenter NodePools \(Pool: p5en.48xlarge\).*Set 'efaHugePages: false'/),
+      expect.stringMatching(/Deployment\/llama-3-3-70b-decode requests hugepages/),
+    ]);
+  });
+
+  test('with efaHugePages off the pods ask for none, tell libfabric so, and the walk finds a node for them', () => {
+    // WHEN
+    const { findings, chart, template } = onKarpenter(false);
+    // THEN
+    expect(findings).toEqual([]);
+    for (const d of chart.toJson().filter((o: any) => o.kind === 'Deployment' && /prefill|decode/.test(o.metadata.name))) {
+      const vllm = d.spec.template.spec.containers[0];
+      expect(Object.keys(vllm.resources.requests).filter((k) => k.startsWith('hugepages'))).toEqual([]);
+      expect(vllm.resources.requests['vpc.amazonaws.com/efa']).toBeGreaterThan(0);
+      expect(vllm.env).toContainEqual({ name: 'FI_EFA_USE_HUGE_PAGE', value: '0' });
+    }
+    expect(walkDeploy(template(), { userSecrets: ['inference/hf-token'] }).filter((f) => f.rule === RULES.scaleFromZero && f.blocker)).toEqual([]);
   });
 });

@@ -64,6 +64,7 @@ export const RULES = {
   disk: 'images-fit-node-disk',
   scaleFromZero: 'scale-from-zero-sees-resources',
   access: 'operator-access',
+  modelAccess: 'pods-can-read-their-model',
   imds: 'imds-hop-limit',
   endpoints: 'vpc-endpoints',
   manifest: 'manifest-readable',
@@ -167,6 +168,7 @@ class Walk {
     this.checkPodSecurity();
     this.checkPlacement();
     this.checkAccess();
+    this.checkModelAccess();
     this.checkNetwork();
     return [...this.findings].sort((a, b) => Number(b.blocker) - Number(a.blocker));
   }
@@ -502,7 +504,7 @@ class Walk {
               `the pods' node group ${b.g.id} (${b.g.instanceType}) starts with no nodes, and ${b.g.karpenter ? 'Karpenter' : 'the Cluster Autoscaler'} cannot `
               + `see that a new node would offer ${b.missing.join(', ')} (${b.g.karpenter ? 'Karpenter does not model hugepages'
                 : 'no k8s.io/cluster-autoscaler/node-template/resources/ tag announces it'}), so it never launches one and the pods stay Pending. `
-              + `Fix: ${b.g.karpenter ? 'drop the hugepages request on Karpenter pools' : 'tag the node group with the resources one node offers'}.`);
+              + `Fix: ${b.g.karpenter ? "set 'efaHugePages: false' on the deployment (no hugepages request)" : 'tag the node group with the resources one node offers'}.`);
           } else if (!autoscaler && !fitting.some((g) => g.karpenter)) {
             this.add(where, RULES.scaleFromZero, false,
               `the pods' node group${fitting.length > 1 ? 's' : ''} ${fitting.map((g) => g.id).join(', ')} start${fitting.length > 1 ? '' : 's'} empty and nothing `
@@ -546,6 +548,58 @@ class Walk {
     }
   }
 
+  /**
+   * Pods that read their model from S3 (their ServiceAccount says which prefix, `disagg.dev/s3-read`) need
+   * credentials when they start: a Pod Identity association for that account, created before the
+   * manifest, whose role may get objects under the prefix; and the Region, which IMDS at one hop will
+   * not tell them.
+   */
+  private checkModelAccess(): void {
+    const associations = Object.entries<any>(this.resources).filter(([, r]) => r.Type === 'AWS::EKS::PodIdentityAssociation');
+    for (const o of this.objects) {
+      const uri = o.object.kind === 'ServiceAccount' ? o.object.metadata?.annotations?.['disagg.dev/s3-read'] : undefined;
+      if (typeof uri !== 'string') continue;
+      const ns = o.object.metadata?.namespace ?? 'default';
+      const sa = o.object.metadata?.name;
+      const where = `${o.resource} ServiceAccount/${sa}`;
+      const bound = associations.filter(([, r]) => r.Properties?.Namespace === ns && r.Properties?.ServiceAccount === sa);
+      if (bound.length === 0) {
+        this.add(where, RULES.modelAccess, true, `pods of ServiceAccount '${ns}/${sa}' read the model at ${uri}, but no Pod Identity association gives `
+          + 'that account a role: vLLM\'s streamer gets AccessDenied (or no credentials) and the workers crash-loop. Fix: a role that may read the prefix, '
+          + 'associated with the account (InferenceCluster.addWorkload makes both).');
+        continue;
+      }
+      const [assocId, assoc] = bound[0];
+      if (!this.ancestors(o.resource).has(assocId)) {
+        this.add(where, RULES.modelAccess, true, `the association ${assocId} for '${ns}/${sa}' is not created before the manifest: pods created first get no `
+          + 'credentials until they are recreated. Fix: make the manifest depend on the association.');
+      }
+      const roleId = assoc.Properties?.RoleArn?.['Fn::GetAtt']?.[0];
+      const { bucket, prefix } = splitS3(uri);
+      const grants = Object.values<any>(this.resources).filter((r) => r.Type === 'AWS::IAM::Policy'
+        && JSON.stringify(r.Properties?.Roles ?? []).includes(`"${roleId}"`))
+        .flatMap((r) => r.Properties?.PolicyDocument?.Statement ?? [])
+        .filter((st: any) => st.Effect === 'Allow' && [st.Action].flat().some((a: string) => a === 's3:GetObject' || a === 's3:*'))
+        .flatMap((st: any) => [st.Resource].flat().map(String));
+      const object = `arn:aws:s3:::${bucket}/${prefix === '' ? '' : `${prefix}/`}config.json`;
+      if (!grants.some((g) => globMatches(g, object))) {
+        this.add(where, RULES.modelAccess, true, `the role ${roleId} bound to '${ns}/${sa}' may not get ${object}: the model does not load. `
+          + 'Fix: allow s3:GetObject on the prefix.');
+      }
+      for (const p of this.objects.filter((x) => (x.object.metadata?.namespace ?? 'default') === ns)) {
+        for (const { owner, spec } of podSpecsOf([p.object])) {
+          if (spec.serviceAccountName !== sa) continue;
+          const blind = [...(spec.initContainers ?? []), ...(spec.containers ?? [])]
+            .filter((c: any) => !(c.env ?? []).some((e: any) => e.name === 'AWS_REGION' || e.name === 'AWS_DEFAULT_REGION'));
+          if (blind.length > 0) {
+            this.add(`${p.resource} ${owner}`, RULES.modelAccess, true, `containers ${blind.map((c: any) => c.name).join(', ')} read ${uri} with no AWS_REGION, `
+              + 'and IMDS (one hop) cannot tell a pod its Region: the SDK refuses to sign. Fix: set AWS_REGION (InferenceCluster.addWorkload does).');
+          }
+        }
+      }
+    }
+  }
+
   private checkNetwork(): void {
     const vpcs = Object.entries<any>(this.resources).filter(([, r]) => r.Type === 'AWS::EC2::VPC');
     const s3 = Object.values<any>(this.resources).some((r) => r.Type === 'AWS::EC2::VPCEndpoint' && /s3/.test(JSON.stringify(r.Properties?.ServiceName)));
@@ -559,6 +613,18 @@ class Walk {
 }
 
 // --- helpers ----------------------------------------------------------------------------------------
+
+/** Whether an IAM resource pattern ('*' any run of characters) matches an ARN. */
+function globMatches(pattern: string, arn: string): boolean {
+  const escaped = pattern.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'));
+  return new RegExp(`^${escaped.join('.*')}$`).test(arn);
+}
+
+/** 's3://bucket/a/b/' -> { bucket, prefix: 'a/b' }. */
+function splitS3(uri: string): { bucket: string; prefix: string } {
+  const [bucket, ...rest] = uri.replace(/^s3:\/\//, '').split('/');
+  return { bucket, prefix: rest.join('/').replace(/\/+$/, '') };
+}
 
 /** A manifest property as text, its CloudFormation tokens rendered as `${...}` placeholders. */
 function renderTokens(v: any): string {

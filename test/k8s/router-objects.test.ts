@@ -16,18 +16,18 @@ const LABELS = { 'app.kubernetes.io/name': 'disagg', 'app.kubernetes.io/instance
 function synthRouter(overrides: Partial<RouterInputs> = {}, namespace = 'ns'): { manifests: any[]; router: Router } {
   const chart = new Chart(Testing.app(), 'test', namespace ? { namespace } : {});
   const router = new Router(chart, 'Router', {
-    name: 'x', labels: LABELS, image: 'img:1', serviceAccountName: 'sa', replicas: 2, config: CONFIG, ...overrides,
+    name: 'x', labels: LABELS, image: 'img:1', replicas: 2, config: CONFIG, ...overrides,
   });
   return { manifests: Testing.synth(chart), router };
 }
 
 describe('router objects', () => {
-  test('a ConfigMap holding the file, a Deployment reading it, a Service and a budget, in the chart namespace', () => {
+  test('its ServiceAccount, a ConfigMap holding the file, a Deployment reading it, a Service and a budget, in the chart namespace', () => {
     // GIVEN WHEN
     const { manifests, router } = synthRouter();
-    // THEN four objects, named after the instance
+    // THEN five objects, named after the instance
     expect(manifests.map(m => `${m.apiVersion}/${m.kind}/${m.metadata.name}/${m.metadata.namespace}`)).toEqual([
-      'v1/ConfigMap/x-router-config/ns', 'apps/v1/Deployment/x-router/ns', 'v1/Service/x-router/ns', 'policy/v1/PodDisruptionBudget/x-router/ns',
+      'v1/ServiceAccount/x-router/ns', 'v1/ConfigMap/x-router-config/ns', 'apps/v1/Deployment/x-router/ns', 'v1/Service/x-router/ns', 'policy/v1/PodDisruptionBudget/x-router/ns',
     ]);
     for (const m of manifests) expect(m.metadata.labels).toEqual({ ...LABELS, 'app.kubernetes.io/part-of': 'disagg' });
     // AND the ConfigMap holds the file as given, which the Deployment mounts and passes to the router
@@ -45,7 +45,10 @@ describe('router objects', () => {
       livenessProbe: { httpGet: { path: '/health', port: 'http' }, periodSeconds: 15, failureThreshold: 4, timeoutSeconds: 5 },
     });
     expect(pod.containers[0].imagePullPolicy).toBeUndefined();
-    expect(pod).toMatchObject({ serviceAccountName: 'sa', automountServiceAccountToken: false });
+    expect(pod).toMatchObject({ serviceAccountName: 'x-router', automountServiceAccountToken: false });
+    // AND the router's own account mounts no token and carries no grant (it downloads nothing from S3 here)
+    expect(find(manifests, 'ServiceAccount')).toMatchObject({ automountServiceAccountToken: false });
+    expect(find(manifests, 'ServiceAccount').metadata.annotations).toBeUndefined();
     expect(deployment.spec).toMatchObject({ replicas: 2, selector: { matchLabels: LABELS } });
     expect(find(manifests, 'Service').spec).toEqual({
       type: 'ClusterIP', selector: LABELS, ports: [{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }],

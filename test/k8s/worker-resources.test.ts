@@ -53,6 +53,35 @@ describe('worker resources and placement', () => {
     expect(spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey).toBe('topology.kubernetes.io/zone');
   });
 
+  test('replicas that could share a node prefer different nodes, so one drain never takes a whole pool', () => {
+    // GIVEN TP4 on 8-GPU nodes (two pods fit one node) and TP8 (one pod per node) WHEN synthesized
+    const half = find(synthInference(defaultProps()).manifests, 'Deployment', '-decode');
+    const whole = find(synthInference(defaultProps({ decode: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, tensorParallel: 8 } })).manifests,
+      'Deployment', '-decode');
+    // THEN the half-node pods spread by host, softly (a pod is never held back for it)
+    expect(half.spec.template.spec.topologySpreadConstraints).toEqual([{
+      maxSkew: 1,
+      topologyKey: 'kubernetes.io/hostname',
+      whenUnsatisfiable: 'ScheduleAnyway',
+      labelSelector: { matchLabels: half.spec.selector.matchLabels },
+    }]);
+    // AND a pod that fills its node needs no constraint
+    expect(whole.spec.template.spec.topologySpreadConstraints).toBeUndefined();
+  });
+
+  test('efaHugePages: false drops the hugepages request and turns them off in libfabric', () => {
+    // GIVEN WHEN
+    const c = container(find(synthInference(defaultProps({ efaHugePages: false })).manifests, 'Deployment', '-decode'));
+    // THEN
+    expect(c.resources.requests['hugepages-2Mi']).toBeUndefined();
+    expect(c.resources.limits['hugepages-2Mi']).toBeUndefined();
+    expect(c.resources.limits['vpc.amazonaws.com/efa']).toBe(8);
+    expect(c.env).toContainEqual({ name: 'FI_EFA_USE_HUGE_PAGE', value: '0' });
+    // AND by default they are requested and libfabric is left to use them
+    const d = container(find(synthInference(defaultProps()).manifests, 'Deployment', '-decode'));
+    expect(d.env.map((e: any) => e.name)).not.toContain('FI_EFA_USE_HUGE_PAGE');
+  });
+
   test('the model cache is a hostPath on the NVMe RAID0 mount by default, or a sized emptyDir', () => {
     // GIVEN default and pod-local caches WHEN synthesized
     const host = synthInference(defaultProps()).manifests;

@@ -177,7 +177,7 @@ export function acknowledgeLaunchTemplateControls(launchTemplate: IConstruct, mu
  *
  * @see https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html
  */
-export function encryptedLogGroup(scope: Construct, id: string): logs.LogGroup {
+export function encryptedLogGroup(scope: Construct, id: string, props: Omit<logs.LogGroupProps, 'encryptionKey'> = {}): logs.LogGroup {
   const key = new kms.Key(scope, `${id}Key`, {
     description: 'Encryption at rest of CloudWatch log groups',
     enableKeyRotation: true,
@@ -189,7 +189,7 @@ export function encryptedLogGroup(scope: Construct, id: string): logs.LogGroup {
     conditions: { ArnLike: { 'kms:EncryptionContext:aws:logs:arn': `arn:${Aws.PARTITION}:logs:${Aws.REGION}:${Aws.ACCOUNT_ID}:log-group:*` } },
   }));
   denyGrantsExceptForAwsServices(key);
-  return new logs.LogGroup(scope, id, { encryptionKey: key });
+  return new logs.LogGroup(scope, id, { ...props, encryptionKey: key });
 }
 
 /**

@@ -4,6 +4,7 @@
  * ask for more accelerators than their node groups can ever hold. Each finding is a sentence that
  * names the prop, the value and the fix.
  */
+import { podSpecsOf } from '../../k8s/private/pod-security';
 
 /** Resource names the checks count. */
 export const GPU_RESOURCE = 'nvidia.com/gpu';
@@ -29,6 +30,8 @@ export interface PodGroup {
   readonly nodeLabels: Record<string, string[]>;
   /** Extended resources one pod requests (accelerators, EFA), by name. */
   readonly resources: Record<string, number>;
+  /** Whether a container requests hugepages (any size). */
+  readonly hugePages: boolean;
 }
 
 /** A node group as the checks see it. */
@@ -43,6 +46,8 @@ export interface NodeGroupShape {
   readonly perNode: Record<string, number>;
   /** Maximum number of nodes (undefined when it is a token). */
   readonly maxSize?: number;
+  /** A Karpenter NodePool: it launches nodes for pending pods from what it knows of the instance type. */
+  readonly karpenter?: boolean;
 }
 
 /** The kinds of API objects a chart holds, by `group/Kind`. */
@@ -133,38 +138,19 @@ export function podGroups(objects: any[]): PodGroup[] {
  */
 export function longestGracePeriod(objects: any[]): number {
   let longest = 0;
-  const take = (spec: any) => {
-    const grace = spec?.terminationGracePeriodSeconds;
+  for (const { spec } of podSpecsOf(objects)) {
+    const grace = spec.terminationGracePeriodSeconds;
     if (typeof grace === 'number' && Number.isFinite(grace)) {
       longest = Math.max(longest, grace);
-    }
-  };
-  for (const o of objects) {
-    const spec = o.spec ?? {};
-    switch (String(o.kind ?? '')) {
-      case 'Deployment':
-      case 'StatefulSet':
-      case 'ReplicaSet':
-      case 'DaemonSet':
-      case 'Job':
-        take(spec.template?.spec);
-        break;
-      case 'Pod':
-        take(spec);
-        break;
-      case 'LeaderWorkerSet':
-        take(spec.leaderWorkerTemplate?.leaderTemplate?.spec);
-        take(spec.leaderWorkerTemplate?.workerTemplate?.spec);
-        break;
-      default:
-        break;
     }
   }
   return longest;
 }
 
 function pod(owner: string, count: number, countText: string, spec: any): PodGroup {
-  return { owner, count, countText, nodeLabels: requiredLabels(spec ?? {}), resources: podResources(spec ?? {}) };
+  const hugePages = [...(spec?.containers ?? []), ...(spec?.initContainers ?? [])]
+    .some((c: any) => Object.keys({ ...c.resources?.requests, ...c.resources?.limits }).some((k) => k.startsWith('hugepages-')));
+  return { owner, count, countText, nodeLabels: requiredLabels(spec ?? {}), resources: podResources(spec ?? {}), hugePages };
 }
 
 function num(value: unknown, fallback: number): number {
@@ -267,6 +253,14 @@ export function placementFindings(chartId: string, groups: PodGroup[], nodeGroup
           + `(${candidates.map((n) => `${n.id}: ${n.instanceType}`).join(', ')}) offer at most ${largest} per node; lower the pod's `
           + `parallelism (tensorParallel x pipelineParallel) to ${largest || 'a size the nodes have'} or select an instance type with more.`);
       }
+    }
+    if (g.hugePages && candidates.every((n) => n.karpenter)) {
+      // Karpenter simulates a new node from the instance type (CPU, memory, accelerators, EFA), never
+      // hugepages, so it launches nothing for these pods and they stay Pending.
+      findings.push(`addWorkload('${chartId}'): ${g.owner} requests hugepages and can only run on Karpenter NodePools `
+        + `(${candidates.map((n) => `${n.id}: ${n.instanceType}`).join(', ')}), which cannot know that a new node offers hugepages: `
+        + 'Karpenter never launches a node for them. Set \'efaHugePages: false\' on the deployment (libfabric then uses regular pages), '
+        + 'or run the pool on a managed node group (addAcceleratedNodeGroup), whose Cluster Autoscaler tags announce them.');
     }
     if (accelerators.length > 0) {
       const key = candidates.map((n) => n.id).join(',');

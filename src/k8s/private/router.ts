@@ -5,10 +5,11 @@ import { ModelSource } from '../model-source';
 import { RouterTokenizer } from '../router-tokenizer';
 import { APP_PART_OF, PORTS } from './labels';
 import { ROUTER_TOKENIZER_DIR, RouterConfigFile } from './router-config';
+import { workloadServiceAccount } from './service-account';
 
 /** Inputs of a {@link Router} (internal). */
 export interface RouterInputs {
-  /** Base name: the objects are `<name>-router` and `<name>-router-config`. */
+  /** Base name: the objects (ServiceAccount included) are `<name>-router` and `<name>-router-config`. */
   readonly name: string;
   /** @default - the chart's namespace */
   readonly namespace?: string;
@@ -17,7 +18,12 @@ export interface RouterInputs {
   readonly image: string;
   /** @default - Kubernetes' default */
   readonly imagePullPolicy?: string;
-  readonly serviceAccountName: string;
+  /**
+   * Annotations of the router's ServiceAccount when it downloads its tokenizer from the model source
+   * itself (IRSA for an S3 source).
+   * @default - none
+   */
+  readonly serviceAccountAnnotations?: { [key: string]: string };
   readonly replicas: number;
   /** The file `disagg-engine router --config` reads. */
   readonly config: RouterConfigFile;
@@ -34,8 +40,8 @@ const CONFIG_DIR = '/etc/disagg';
 
 /**
  * The KV-aware router of a DisaggregatedInference (internal): its configuration as a ConfigMap, a
- * Deployment of `disagg-engine router` that reads it, a ClusterIP Service on port 80 and a
- * PodDisruptionBudget.
+ * Deployment of `disagg-engine router` that reads it, a ClusterIP Service on port 80, a
+ * PodDisruptionBudget, and its own ServiceAccount (the workers' may be granted what the router must not).
  */
 export class Router extends Construct {
   /** The router Service's name. */
@@ -60,6 +66,16 @@ export class Router extends Construct {
       periodSeconds,
       failureThreshold,
       ...(timeoutSeconds !== undefined ? { timeoutSeconds } : {}),
+    });
+
+    // Only a tokenizer downloaded from an S3 model source needs AWS access; then the account says which prefix.
+    const downloads = inputs.tokenizer?.from.kind === 'model-source' ? inputs.tokenizer.modelSource : undefined;
+    workloadServiceAccount(this, 'ServiceAccount', {
+      name: objectName,
+      namespace: inputs.namespace,
+      labels,
+      annotations: downloads?.kind === 's3' ? inputs.serviceAccountAnnotations : undefined,
+      reads: downloads,
     });
 
     new k8s.KubeConfigMap(this, 'Config', {
@@ -106,7 +122,7 @@ export class Router extends Construct {
             annotations: { 'disagg.dev/config-sha256': createHash('sha256').update(this.configJson).digest('hex') },
           },
           spec: {
-            serviceAccountName: inputs.serviceAccountName,
+            serviceAccountName: objectName,
             automountServiceAccountToken: false,
             securityContext: { seccompProfile: { type: 'RuntimeDefault' } },
             affinity: {

@@ -29,6 +29,8 @@ export interface WorkerContext {
   readonly kvLoadFailurePolicy?: string;
   readonly modelCache: ModelCache;
   readonly runAsNonRoot: boolean;
+  /** Whether EFA pods request the 2 MiB hugepages libfabric's EFA provider uses (ModelDeploymentOptions.efaHugePages). */
+  readonly efaHugePages: boolean;
   /** Seconds a model load may take before the startup probe gives up. */
   readonly startupSeconds: number;
   readonly zone?: string;
@@ -183,6 +185,10 @@ export function workerEnv(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind):
       env.push({ name: 'FI_EFA_USE_DEVICE_RDMA', value: '1' });
     }
   }
+  if (pool.efaInterfacesPerPod > 0 && !ctx.efaHugePages) {
+    // Without a hugepages request the pod's hugetlb limit is 0: libfabric must not try them.
+    env.push({ name: 'FI_EFA_USE_HUGE_PAGE', value: '0' });
+  }
   if (pool.role === 'prefill') {
     // The router holds the prefill connection while it forwards to decode; keep it open (vLLM's P/D docs).
     env.push({ name: 'VLLM_HTTP_TIMEOUT_KEEP_ALIVE', value: '120' });
@@ -252,8 +258,8 @@ export function shmGib(acceleratorsPerPod: number, podMemoryGib: number): number
 }
 
 /** The container resources of a worker (with a KV cache's host memory, if attached). */
-export function workerResources(pool: PoolPlan, extras?: PoolExtras): k8s.ResourceRequirements {
-  const base = baseResources(pool);
+export function workerResources(pool: PoolPlan, extras?: PoolExtras, hugePages = true): k8s.ResourceRequirements {
+  const base = baseResources(pool, hugePages);
   const cacheGib = extras?.kvCache?.hostMemoryGib ?? 0;
   if (extras === undefined || cacheGib === 0) {
     return base;
@@ -263,7 +269,7 @@ export function workerResources(pool: PoolPlan, extras?: PoolExtras): k8s.Resour
   return extras.applyResources(base, host.memoryGib, Math.ceil(needed));
 }
 
-function baseResources(pool: PoolPlan): k8s.ResourceRequirements {
+function baseResources(pool: PoolPlan, hugePages: boolean): k8s.ResourceRequirements {
   const type = pool.options.instanceType;
   const host = hostShare(type, pool.nodeShare);
   const memory = k8s.Quantity.fromString(`${host.memoryGib}Gi`);
@@ -281,6 +287,8 @@ function baseResources(pool: PoolPlan): k8s.ResourceRequirements {
     const efa = k8s.Quantity.fromNumber(pool.efaInterfacesPerPod);
     requests[type.efaResourceName] = efa;
     limits[type.efaResourceName] = efa;
+  }
+  if (pool.efaInterfacesPerPod > 0 && hugePages) {
     const huge = k8s.Quantity.fromString(`${hugepagesMib(pool.nodeShare)}Mi`);
     requests['hugepages-2Mi'] = huge;
     limits['hugepages-2Mi'] = huge;
@@ -320,7 +328,7 @@ export function workerPodTemplate(
       { name: 'kv-events', containerPort: PORTS.kvEvents, protocol: 'TCP' },
       { name: 'nixl', containerPort: PORTS.nixlSideChannel, protocol: 'TCP' },
     ] : [{ name: 'ray', containerPort: PORTS.ray, protocol: 'TCP' }],
-    resources: workerResources(pool, extras),
+    resources: workerResources(pool, extras, ctx.efaHugePages),
     volumeMounts: [
       { name: 'dshm', mountPath: '/dev/shm' },
       { name: 'model-cache', mountPath: CACHE_MOUNT },
@@ -377,6 +385,12 @@ export function workerPodTemplate(
         }],
       },
     },
+    // Replicas that share a node leave together when it is drained (a node group update, a scale-down):
+    // the budget lets one go, the other waits for a new node and a model load, past EKS's drain timeout.
+    // Prefer spreading them over the nodes there are; never hold a pod back for it.
+    ...(pool.nodeShare < 1 && kind !== 'worker' ? {
+      topologySpreadConstraints: [{ maxSkew: 1, topologyKey: HOSTNAME, whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: labels } }],
+    } : {}),
     containers: [container],
     volumes: [
       { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: k8s.Quantity.fromString(`${shmGib(pool.layout.acceleratorsPerPod, host.memoryGib)}Gi`) } },
