@@ -261,6 +261,14 @@ export interface DisaggEngineConfiguration {
      */
     tokenizer?: string;
     /**
+     * The workers' --max-model-len: what /tokenize answers as max_model_len (vLLM's TokenizeResponse requires an integer). Unset: the tokenizer's model_max_length when it is a real length, else null (--max-model-len).
+     */
+    maxModelLen?: number;
+    /**
+     * LoRA adapter names the workers serve (vLLM --lora-modules): a request whose model is one of them is accepted, and its blocks are keyed apart from the base model's, as vLLM's are (--lora-adapter).
+     */
+    loraAdapters?: string[];
+    /**
      * Log every routing decision: each endpoint's cached prefix blocks, cost and load, and the pick (--log-decisions). A request gets the same in its response by sending X-Disagg-Explain: 1.
      */
     logDecisions?: boolean;

@@ -399,6 +399,7 @@ export class DisaggregatedInference extends Construct {
       servedModelName,
       weightPrecision,
       kvBlockSize,
+      maxModelLen: maxContext,
       policy: props.routerPolicy ?? RouterPolicy.KV_AWARE,
       disaggregationThresholdTokens: threshold,
       prefill,

@@ -62,4 +62,19 @@ std::size_t hash_blocks(std::span<const TokenId> tokens, std::size_t block_size,
   return n;
 }
 
+std::uint64_t extra_key_digest(std::string_view key) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : key) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h == 0 ? 1 : h;
+}
+
+BlockHash chain_root(std::uint64_t lora, std::uint64_t cache_salt) noexcept {
+  if (lora == 0 && cache_salt == 0) return kRootBlockHash;
+  // Distinct odd constants per role, then the avalanche mix: (lora a, salt 0) != (lora 0, salt a).
+  return mix(mix(kRootBlockHash ^ mix(lora ^ 0x243f6a8885a308d3ULL)) ^ mix(cache_salt ^ 0x13198a2e03707345ULL));
+}
+
 }  // namespace disagg

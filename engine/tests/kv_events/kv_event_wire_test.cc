@@ -12,6 +12,7 @@
 #include "kv_event_decoder.h"
 #include "msgpack_writer.h"
 #include "server/kv_events/kv_event_wire.h"
+#include "server/kv_events/vllm_release.h"
 
 namespace disagg::kv_wire {
 namespace {
@@ -131,7 +132,8 @@ std::string write_batch(Encoding enc, bool with_rank) {
             case StoredField::lora_id:
             case StoredField::lora_name:
             case StoredField::extra_keys:
-            case StoredField::kv_cache_spec_sliding_window: w.nil(); break;
+            case StoredField::kv_cache_spec_sliding_window:
+            case StoredField::locality: w.nil(); break;
             case StoredField::group_idx: w.u64(0); break;
             case StoredField::kv_cache_spec_kind: w.str("FullAttentionSpec"); break;
           }
@@ -144,6 +146,7 @@ std::string write_batch(Encoding enc, bool with_rank) {
             case RemovedField::block_hashes: w.array(1).u64(11); break;
             case RemovedField::medium: w.str("DISK"); break;
             case RemovedField::group_idx: w.u64(0); break;
+            case RemovedField::locality: w.nil(); break;
           }
         }
         begin(1);
@@ -186,6 +189,66 @@ TEST(KvEventWire, TheDecoderReadsBothEncodingsWrittenByTheModule) {
       EXPECT_EQ(out.events[2].type, EventTag::all_blocks_cleared);
       EXPECT_EQ(out.events[2].hash_count, 0u);
     }
+  }
+}
+
+// Frames as a DEALER receives them (views, as the subscriber holds them).
+using Frames = std::vector<std::string_view>;
+
+TEST(KvEventWire, ReplayAnswersOfBothFramingsAreToldApartByFrameCount) {
+  const std::string s7 = encode_seq(7), end = encode_seq(kReplayEndSeq);
+  // GIVEN an answer and the end marker as vLLM before 0.26 sends them: ["", seq, payload]
+  auto old = parse_replay_reply(Frames{"", s7, "payload"});
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->framing, ReplayFraming::seq_payload);
+  EXPECT_EQ(old->seq, 7);
+  EXPECT_EQ(old->payload, "payload");
+  EXPECT_TRUE(old->topic.empty());
+  ASSERT_TRUE(parse_replay_reply(Frames{"", end, ""}).has_value());
+  EXPECT_TRUE(parse_replay_reply(Frames{"", end, ""})->end());
+  // AND as vLLM 0.26 (PR #45177) sends them: ["", topic, seq, payload], the end ["", "", -1, ""]
+  auto now = parse_replay_reply(Frames{"", "kv@10.0.0.1@m", s7, "payload"});
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->framing, ReplayFraming::topic_seq_payload);
+  EXPECT_EQ(now->seq, 7);
+  EXPECT_EQ(now->topic, "kv@10.0.0.1@m");
+  EXPECT_EQ(now->payload, "payload");
+  ASSERT_TRUE(parse_replay_reply(Frames{"", "", end, ""}).has_value());
+  EXPECT_TRUE(parse_replay_reply(Frames{"", "", end, ""})->end());
+  // THEN nothing else is taken for an answer: other frame counts, a non-empty delimiter, a short
+  // or negative sequence, an end marker with a payload or a topic
+  for (const Frames& bad : {Frames{}, Frames{"", s7}, Frames{"", "t", s7, "p", "x"}, Frames{"x", s7, "p"},
+                            Frames{"x", "t", s7, "p"}, Frames{"", "1234", "p"}, Frames{"", "t", "123456789", "p"},
+                            Frames{"", encode_seq(-2), "p"}, Frames{"", end, "p"}, Frames{"", "t", end, ""}}) {
+    EXPECT_FALSE(parse_replay_reply(bad).has_value()) << bad.size() << " frames";
+  }
+  // AND the 4-frame reading of an old answer never succeeds by accident: its seq is frame 1
+  EXPECT_FALSE(parse_replay_reply(Frames{"", s7, "payload", "more"}).has_value());
+}
+
+TEST(KvEventWire, VllmReleasesMapToTheirFormats) {
+  // GIVEN the releases the table names, written as users write them
+  const auto pinned = vllm_release("0.19.1");
+  const auto maps = vllm_release("v0.24.0");
+  const auto topic = vllm_release("0.26");
+  const auto later = vllm_release("1.2.0rc1");
+  ASSERT_TRUE(pinned && maps && topic && later);
+  // THEN 0.19 writes array-like structs and the old replay framing (vLLM's array_like structs)
+  EXPECT_EQ(pinned->events, Encoding::array_like);
+  EXPECT_EQ(pinned->replay, ReplayFraming::seq_payload);
+  // AND 0.24 map-like events in a positional batch (PR #42892), still the old replay framing
+  EXPECT_EQ(maps->batch, Encoding::array_like);
+  EXPECT_EQ(maps->events, Encoding::map_like);
+  EXPECT_EQ(maps->replay, ReplayFraming::seq_payload);
+  EXPECT_EQ(vllm_release("0.25.2")->replay, ReplayFraming::seq_payload);
+  // AND 0.26 on the topic in replay answers (PR #45177); later releases the newest row
+  EXPECT_EQ(topic->replay, ReplayFraming::topic_seq_payload);
+  EXPECT_EQ(topic->events, Encoding::map_like);
+  EXPECT_EQ(later->minor, kNewestVllmRelease.minor);
+  EXPECT_EQ(kNewestVllmRelease.replay, ReplayFraming::topic_seq_payload);
+  // AND older releases and other spellings are refused
+  for (std::string_view bad : {"0.18.2", "0", "0.", "x.1", "0.26x", "", "latest"}) {
+    EXPECT_FALSE(vllm_release(bad).has_value()) << bad;
   }
 }
 

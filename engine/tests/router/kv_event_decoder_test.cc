@@ -129,12 +129,16 @@ TEST(KvEventDecoder, CurrentVllmFieldsTokensGroupsAndKeysBeyondTokens) {
   EXPECT_FALSE(stored.keyed_beyond_tokens);  // extra_keys all nil
   EXPECT_EQ(out.events[1].type, KvEventType::block_removed);
   EXPECT_EQ(out.events[1].group, 1);
-  // AND uint64 hashes above 2^63 stay whole; a LoRA or extra keys mark the blocks as keyed beyond tokens
+  // AND uint64 hashes above 2^63 stay whole; a LoRA name and a first block's cache_salt are kept
+  // as digests (a request names them), not as keys beyond tokens
   EXPECT_EQ(out.hashes_of(out.events[2])[0], ~0ULL);
   EXPECT_EQ(out.events[2].kind, KvCacheKind::full_attention);
   EXPECT_EQ(out.events[2].group, 0);
-  EXPECT_TRUE(out.events[2].keyed_beyond_tokens);
-  EXPECT_TRUE(out.events[3].keyed_beyond_tokens);
+  EXPECT_EQ(out.events[2].lora, extra_key_digest("adapter-a"));
+  EXPECT_FALSE(out.events[2].keyed_beyond_tokens);
+  EXPECT_EQ(out.events[3].cache_salt, extra_key_digest("salt"));
+  EXPECT_EQ(out.events[3].lora, 0u);
+  EXPECT_FALSE(out.events[3].keyed_beyond_tokens);
   EXPECT_EQ(out.events[3].token_count, 0u);
   EXPECT_EQ(cache_kind_from_name("MLAAttentionSpec"), KvCacheKind::full_attention);
   EXPECT_EQ(cache_kind_from_name("MambaSpec"), KvCacheKind::other);
@@ -166,6 +170,60 @@ TEST(KvEventDecoder, MediaMapToTiers) {
   EXPECT_EQ(tier_from_medium("CPU"), KvTier::cpu);
   EXPECT_EQ(tier_from_medium("local_disk"), KvTier::disk);
   EXPECT_EQ(tier_from_medium("lmcache-redis"), KvTier::remote);
+}
+
+TEST(KvEventDecoder, StorageTiersFollowTheirLocalityInEitherKeyOrder) {
+  // GIVEN vLLM 0.26 map-like events of its storage tiers with a locality (PR #48281), the key
+  // before or after the medium, and without one
+  Writer w;
+  w.array(3).f64(1).array(5);
+  w.map(4).str("type").str("BlockStored").str("block_hashes").array(1).u64(1).str("medium").str("STORAGE")
+      .str("locality").str("LOCAL");
+  w.map(4).str("type").str("BlockStored").str("locality").str("LOCAL").str("block_hashes").array(1).u64(2)
+      .str("medium").str("FS");
+  w.map(4).str("type").str("BlockRemoved").str("block_hashes").array(1).u64(3).str("medium").str("STORAGE")
+      .str("locality").str("REMOTE");
+  w.map(3).str("type").str("BlockStored").str("block_hashes").array(1).u64(4).str("medium").str("STORAGE");
+  w.map(4).str("type").str("BlockStored").str("block_hashes").array(1).u64(5).str("medium").str("GPU")
+      .str("locality").str("REMOTE");
+  w.u64(0);
+  KvEventBatch out;
+  ASSERT_TRUE(decode_kv_event_batch(bytes_of(w.bytes()), out));
+  ASSERT_EQ(out.events.size(), 5u);
+  // THEN LOCAL storage is the disk tier, REMOTE or unspecified the remote one; other media ignore it
+  EXPECT_EQ(out.events[0].tier, KvTier::disk);
+  EXPECT_EQ(out.events[1].tier, KvTier::disk);
+  EXPECT_EQ(out.events[2].tier, KvTier::remote);
+  EXPECT_EQ(out.events[3].tier, KvTier::remote);
+  EXPECT_EQ(out.events[4].tier, KvTier::gpu);
+}
+
+TEST(KvEventDecoder, ExtraKeysARequestCannotNameAreKeptApart) {
+  // GIVEN stores whose extra keys hold (1) a multimodal pair, (2) prompt-embedding bytes, (3) a LoRA
+  // known by lora_id only, (4) a salt-like string on a block with a parent, (5) a LoRA whose later
+  // blocks name another adapter, and (6) a LoRA with a salted first block, as vLLM writes it
+  Writer w;
+  w.array(3).f64(1).array(6);
+  w.map(3).str("type").str("BlockStored").str("block_hashes").array(1).u64(1).str("extra_keys").array(1).array(1)
+      .array(2).str("mm-hash").u64(0);
+  w.map(3).str("type").str("BlockStored").str("block_hashes").array(1).u64(2).str("extra_keys").array(1).array(1)
+      .bin(std::string(32, 'e'));
+  w.map(3).str("type").str("BlockStored").str("block_hashes").array(1).u64(3).str("lora_id").u64(7);
+  w.map(4).str("type").str("BlockStored").str("block_hashes").array(1).u64(4).str("parent_block_hash").u64(3)
+      .str("extra_keys").array(1).array(1).str("salt");
+  w.map(4).str("type").str("BlockStored").str("block_hashes").array(2).u64(5).u64(6).str("lora_name").str("a")
+      .str("extra_keys").array(2).array(1).str("a").array(1).str("b");
+  w.map(5).str("type").str("BlockStored").str("extra_keys").array(2).array(2).str("a").str("s").array(1).str("a")
+      .str("block_hashes").array(2).u64(7).u64(8).str("lora_id").u64(1).str("lora_name").str("a");
+  w.u64(0);
+  KvEventBatch out;
+  ASSERT_TRUE(decode_kv_event_batch(bytes_of(w.bytes()), out));
+  ASSERT_EQ(out.events.size(), 6u);
+  // THEN the first five are keyed beyond tokens; the sixth names its LoRA and salt (keys in any order)
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(out.events[static_cast<std::size_t>(i)].keyed_beyond_tokens) << i;
+  EXPECT_FALSE(out.events[5].keyed_beyond_tokens);
+  EXPECT_EQ(out.events[5].lora, extra_key_digest("a"));
+  EXPECT_EQ(out.events[5].cache_salt, extra_key_digest("s"));
 }
 
 TEST(KvEventDecoder, RefusesEveryTruncationAndNonBatches) {

@@ -84,24 +84,29 @@ class Publisher {
     pub_.send(zmq::buffer(s), zmq::send_flags::sndmore);
     pub_.send(zmq::buffer(b), zmq::send_flags::none);
   }
-  // Answers one replay request with batches [from, to] (or nothing when from > to), then the end.
-  void serve_replay(std::int64_t from, std::int64_t to) {
+  // Answers one replay request with batches [from, to] (or nothing when from > to), then the end,
+  // framed as vLLM before 0.26 (["", seq, payload], end ["", -1, ""]) or, `with_topic`, as vLLM
+  // 0.26 frames them (PR #45177: ["", topic, seq, payload], end ["", "", -1, ""]). `junk`: answers
+  // of neither form sent first (each a list of frames after the identity).
+  void serve_replay(std::int64_t from, std::int64_t to, bool with_topic = false,
+                    const std::vector<std::vector<std::string>>& junk = {}) {
     zmq::message_t id, empty, start;
     ASSERT_TRUE(replay_->recv(id));
     ASSERT_TRUE(replay_->recv(empty));
     ASSERT_TRUE(replay_->recv(start));
-    for (std::int64_t s = from; s <= to; ++s) {
-      const std::string sb = seq8(s), b = batch_for(s);
+    auto send = [&](const std::vector<std::string>& frames) {
       replay_->send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore);
-      replay_->send(zmq::message_t(), zmq::send_flags::sndmore);
-      replay_->send(zmq::buffer(sb), zmq::send_flags::sndmore);
-      replay_->send(zmq::buffer(b), zmq::send_flags::none);
+      for (std::size_t i = 0; i < frames.size(); ++i) {
+        replay_->send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
+    };
+    for (const auto& frames : junk) send(frames);
+    for (std::int64_t s = from; s <= to; ++s) {
+      if (with_topic) send({"", "kv@test", seq8(s), batch_for(s)});
+      else send({"", seq8(s), batch_for(s)});
     }
-    const std::string end = seq8(-1);
-    replay_->send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore);
-    replay_->send(zmq::message_t(), zmq::send_flags::sndmore);
-    replay_->send(zmq::buffer(end), zmq::send_flags::sndmore);
-    replay_->send(zmq::message_t(), zmq::send_flags::none);
+    if (with_topic) send({"", "", seq8(-1), ""});
+    else send({"", seq8(-1), ""});
   }
   const std::string& endpoint() const { return endpoint_; }
   const std::string& replay_endpoint() const { return replay_endpoint_; }
@@ -170,6 +175,48 @@ TEST(KvEventSubscriber, GapIsFilledByReplay) {
   for (const auto& e : log) EXPECT_EQ(e.rfind("clear:", 0), std::string::npos);
   EXPECT_EQ(metrics.kv_gaps.load(), 1u);
   EXPECT_EQ(metrics.kv_replays.load(), 1u);
+  sub.stop();
+}
+
+TEST(KvEventSubscriber, GapIsFilledByAReplayFramedAsVllm026AndMalformedAnswersAreSkipped) {
+  RecordingSink sink;
+  RouterMetrics metrics;
+  Publisher pub(/*with_replay=*/true);
+  KvSubscriberOptions options;
+  options.replay_timeout_ms = 3'000;
+  KvEventSubscriber sub(sink, metrics, options);
+  sub.start();
+  sub.add(2, 1, pub.endpoint(), pub.replay_endpoint(), "kv@");
+  const std::int64_t l = send_until_seen(pub, sink, 0);
+  wait_last(sink, s_(l));
+  // WHEN L + 4 arrives (L + 1 .. L + 3 lost) and the publisher answers as vLLM 0.26 does, after
+  // answers of neither framing (2 and 5 frames, a non-empty delimiter, a 4-byte sequence)
+  pub.send(l + 4);
+  std::thread replayer([&] {
+    pub.serve_replay(l + 1, l + 4, /*with_topic=*/true,
+                     {{"", seq8(l + 1)}, {"", "kv@test", seq8(l + 1), batch_for(l + 1), "x"},
+                      {"x", "kv@test", seq8(l + 1), batch_for(l + 1)}, {"", "kv@test", "1234", batch_for(l + 1)}});
+  });
+  replayer.join();
+  pub.send(l + 5);
+  // THEN L + 1 .. L + 5 arrive once each, in order, nothing is cleared, and the four malformed
+  // answers were counted and skipped
+  const auto log = wait_last(sink, s_(l + 5));
+  ASSERT_GE(log.size(), 6u);
+  const std::vector<std::string> tail(log.end() - 6, log.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{s_(l), s_(l + 1), s_(l + 2), s_(l + 3), s_(l + 4), s_(l + 5)}))
+      << ::testing::PrintToString(log);
+  for (const auto& e : log) EXPECT_EQ(e.rfind("clear:", 0), std::string::npos) << e;
+  EXPECT_EQ(metrics.kv_replays.load(), 1u);
+  EXPECT_EQ(metrics.kv_replay_malformed.load(), 4u);
+  // AND a later gap answered in the older framing by the same publisher is filled as well
+  pub.send(l + 7);
+  std::thread again([&] { pub.serve_replay(l + 6, l + 7); });
+  again.join();
+  const auto log2 = wait_last(sink, s_(l + 7));
+  ASSERT_GE(log2.size(), 2u);
+  EXPECT_EQ(log2[log2.size() - 2], s_(l + 6)) << ::testing::PrintToString(log2);
+  EXPECT_EQ(metrics.kv_replays.load(), 2u);
   sub.stop();
 }
 

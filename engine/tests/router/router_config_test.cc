@@ -79,6 +79,24 @@ TEST(RouterConfig, AdmissionBoundFromTheFileAsTheSimulatorReadsIt) {
   EXPECT_NE(r.error().find("router.maxInflight"), std::string::npos) << r.error();
 }
 
+TEST(RouterConfig, MaxModelLenAndLoraAdaptersFromTheFile) {
+  // GIVEN the deployment's context length and its LoRA adapters in the router section
+  json doc = json::parse(R"({"router": {"maxModelLen": 32768, "loraAdapters": ["sql-lora", "chat-lora"]}})");
+  RouterConfig c;
+  // WHEN read THEN they are /tokenize's max_model_len and the adapter names requests may use
+  ASSERT_TRUE(apply_config_json(doc, c));
+  EXPECT_EQ(c.max_model_len, 32768);
+  EXPECT_EQ(c.lora_adapters, (std::vector<std::string>{"sql-lora", "chat-lora"}));
+  // AND wrong values are refused by name
+  for (const char* bad : {R"({"router": {"maxModelLen": 0}})", R"({"router": {"loraAdapters": "sql-lora"}})",
+                          R"({"router": {"loraAdapters": [""]}})"}) {
+    RouterConfig d;
+    auto r = apply_config_json(json::parse(bad), d);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().find("router."), std::string::npos) << r.error();
+  }
+}
+
 TEST(RouterConfig, StaticEndpointsTakeTheirPoolsRole) {
   json doc = json::parse(R"({
     "router": {"servedModelName": "m"},

@@ -297,8 +297,10 @@ nlohmann::json post(std::uint16_t port, const std::string& path, const nlohmann:
 }
 
 TEST(SimWorkerKvEvents, SubscriberSeesStoredBlocksOfThePromptAndReplayWorks) {
-  // GIVEN a worker publishing KV events (block size 4) with a replay socket, and a subscriber
+  // GIVEN a worker imitating vLLM 0.19 (array-like structs, replay answers without the topic)
+  // publishing KV events (block size 4) with a replay socket, and a subscriber
   SimWorkerConfig c;
+  c.vllm_release = *kv_wire::vllm_release("0.19.1");
   c.port = 0;
   c.model_name = "m";
   c.block_size = 4;
@@ -394,6 +396,117 @@ TEST(SimWorkerKvEvents, SubscriberSeesStoredBlocksOfThePromptAndReplayWorks) {
   // Every batch published so far (at least those the subscriber saw), gapless from 0.
   EXPECT_GE(seqs.size() - 1, static_cast<std::size_t>(expected_seq));
   for (std::size_t i = 0; i + 1 < seqs.size(); ++i) EXPECT_EQ(seqs[i], encode_seq(static_cast<std::int64_t>(i)));
+}
+
+using Fields = std::map<std::string, msgpack::object>;
+
+// Receives BlockStored maps from `sub` (map-like events in a positional batch) until `want` blocks.
+std::vector<Fields> stored_maps(zmq::socket_t& sub, std::size_t want, std::vector<msgpack::object_handle>& keep) {
+  std::vector<Fields> out;
+  std::size_t blocks = 0;
+  while (blocks < want) {
+    std::vector<zmq::message_t> frames;
+    if (!zmq::recv_multipart(sub, std::back_inserter(frames)).has_value() || frames.size() != 3) break;
+    keep.push_back(msgpack::unpack(static_cast<const char*>(frames[2].data()), frames[2].size()));
+    const msgpack::object& batch = keep.back().get();
+    EXPECT_EQ(batch.type, msgpack::type::ARRAY) << "vLLM 0.26 keeps the batch positional";
+    if (batch.type != msgpack::type::ARRAY) break;
+    for (const auto& e : batch.via.array.ptr[1].as<std::vector<msgpack::object>>()) {
+      EXPECT_EQ(e.type, msgpack::type::MAP) << "vLLM 0.26 writes events as maps";
+      if (e.type != msgpack::type::MAP) continue;
+      Fields f = e.as<Fields>();
+      if (f.at("type").as<std::string>() != "BlockStored") continue;
+      blocks += f.at("block_hashes").via.array.size;
+      out.push_back(std::move(f));
+    }
+  }
+  return out;
+}
+
+TEST(SimWorkerKvEvents, ImitatesVllm026MapEventsLoraAndSaltExtraKeysAndReplayWithTopic) {
+  // GIVEN a worker at the default release (0.26) serving a LoRA adapter, with a replay socket
+  SimWorkerConfig c;
+  c.port = 0;
+  c.model_name = "m";
+  c.lora_adapters = {"sql-lora"};
+  c.block_size = 4;
+  c.kv_blocks = 256;
+  c.max_model_len = 1024;
+  c.speedup = 10;
+  c.kv_events_port = free_port();
+  c.kv_events_replay_port = free_port();
+  c.kv_events_topic = "kv@test@m";
+  ASSERT_EQ(c.vllm_release.replay, kv_wire::ReplayFraming::topic_seq_payload);
+  auto w = SimWorker::create(c, small_model());
+  ASSERT_TRUE(w.has_value()) << w.error();
+  WorkerRun run;
+  run.worker = std::move(*w);
+  run.thread = std::thread([&run] { run.worker->run(); });
+  const std::uint16_t port = run.worker->port();
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "kv@");
+  sub.set(zmq::sockopt::rcvtimeo, 3000);
+  sub.connect("tcp://127.0.0.1:" + std::to_string(c.kv_events_port));
+  std::this_thread::sleep_for(200ms);
+
+  // WHEN the LoRA adapter completes a salted 9-token prompt
+  const std::string prompt = "ab cd ef gh ij kl mn op qr";
+  unsigned status = 0;
+  const auto res = post(port, "/v1/completions",
+                        {{"model", "sql-lora"}, {"prompt", prompt}, {"max_tokens", 3}, {"cache_salt", "tenant-a"}}, &status);
+  ASSERT_EQ(status, 200u) << res.dump();
+
+  // THEN its BlockStored maps carry lora_name, lora_id and extra_keys as vLLM's: (lora, salt) for
+  // the sequence's first block, (lora) for later ones; the hashes chain from chain_root
+  std::vector<msgpack::object_handle> keep;
+  const auto stored = stored_maps(sub, 2, keep);
+  ASSERT_FALSE(stored.empty());
+  const Fields& first = stored[0];
+  EXPECT_TRUE(first.at("parent_block_hash").is_nil());
+  EXPECT_EQ(first.at("lora_name").as<std::string>(), "sql-lora");
+  EXPECT_EQ(first.at("lora_id").as<int>(), 1);
+  const auto extra = first.at("extra_keys").as<std::vector<msgpack::object>>();
+  ASSERT_GE(extra.size(), 1u);
+  EXPECT_EQ(extra[0].as<std::vector<std::string>>(), (std::vector<std::string>{"sql-lora", "tenant-a"}));
+  if (extra.size() > 1) {
+    EXPECT_EQ(extra[1].as<std::vector<std::string>>(), (std::vector<std::string>{"sql-lora"}));
+  }
+  std::vector<TokenId> tokens;
+  fake_tokenize(prompt, tokens);
+  BlockHash expected[2];
+  ASSERT_EQ(hash_blocks(tokens, 4, chain_root(extra_key_digest("sql-lora"), extra_key_digest("tenant-a")), expected), 2u);
+  EXPECT_EQ(first.at("block_hashes").via.array.ptr[0].as<std::uint64_t>(), expected[0]);
+  // AND an invalid cache_salt is refused as vLLM refuses it
+  status = 0;
+  post(port, "/v1/completions", {{"model", "m"}, {"prompt", prompt}, {"cache_salt", ""}}, &status);
+  EXPECT_EQ(status, 400u);
+
+  // WHEN a replay from seq 0 is requested THEN answers are ["", topic, seq, payload] and the end
+  // marker ["", "", -1, ""] (vLLM PR #45177)
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::rcvtimeo, 3000);
+  dealer.connect("tcp://127.0.0.1:" + std::to_string(c.kv_events_replay_port));
+  dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(encode_seq(0)), zmq::send_flags::none);
+  std::size_t answers = 0;
+  while (true) {
+    std::vector<zmq::message_t> frames;
+    ASSERT_TRUE(zmq::recv_multipart(dealer, std::back_inserter(frames)).has_value());
+    ASSERT_EQ(frames.size(), 4u);
+    std::vector<std::string_view> views;
+    for (const auto& f : frames) views.push_back(f.to_string_view());
+    const auto reply = kv_wire::parse_replay_reply(views);
+    ASSERT_TRUE(reply.has_value());
+    if (reply->end()) {
+      EXPECT_TRUE(reply->topic.empty());
+      break;
+    }
+    EXPECT_EQ(reply->topic, "kv@test@m");
+    EXPECT_EQ(reply->seq, static_cast<std::int64_t>(answers));
+    ++answers;
+  }
+  EXPECT_GE(answers, 1u);
 }
 
 // ---- client disconnect aborts the request ---------------------------------------------------

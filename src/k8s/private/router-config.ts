@@ -10,7 +10,8 @@ import { PoolPlan } from './pool-plan';
  * The `router` keys `disagg-engine router` reads (engine/src/server/router/router_config.cc,
  * apply_config_json): the schema's `kvTransfer` is informational and stays out.
  */
-export type RouterSection = Pick<EngineRouterSection, 'listenPort' | 'servedModelName' | 'kvBlockSize' | 'requestTimeoutSeconds' | 'queueTimeoutSeconds' | 'tokenizer'>;
+export type RouterSection = Pick<EngineRouterSection, 'listenPort' | 'servedModelName' | 'kvBlockSize' | 'maxModelLen' | 'requestTimeoutSeconds' | 'queueTimeoutSeconds'
+  | 'tokenizer'>;
 
 /** Where the router's pod mounts the served model's tokenizer files (RouterTokenizer). */
 export const ROUTER_TOKENIZER_DIR = '/var/lib/disagg/tokenizer';
@@ -71,6 +72,8 @@ export interface RouterConfigInputs {
   readonly servedModelName: string;
   readonly weightPrecision: Precision;
   readonly kvBlockSize: number;
+  /** The workers' --max-model-len (what the router's /tokenize reports). */
+  readonly maxModelLen: number;
   readonly policy: RouterPolicy;
   readonly disaggregationThresholdTokens: number;
   readonly prefill: PoolPlan;
@@ -113,6 +116,7 @@ export function planRouter(inputs: RouterConfigInputs): RouterPlan {
       listenPort: PORTS.router,
       servedModelName: inputs.servedModelName,
       kvBlockSize: inputs.kvBlockSize,
+      maxModelLen: inputs.maxModelLen,
       ...(inputs.tokenizer ? { tokenizer: ROUTER_TOKENIZER_DIR } : {}),
       ...(inputs.queueTimeoutSeconds !== undefined ? { queueTimeoutSeconds: inputs.queueTimeoutSeconds } : {}),
     },

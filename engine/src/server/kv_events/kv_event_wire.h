@@ -6,9 +6,15 @@
 // Frames (REFERENCE.md section 5; vllm/distributed/kv_events.py, ZmqEventPublisher):
 //   publish  PUB multipart [topic, seq, payload]; seq numbers a publisher's batches 0, 1, 2, ...
 //   replay   optional ROUTER socket: the request [identity, "", start seq] (a DEALER sends
-//            ["", start seq]) is answered by [identity, "", seq, payload] for every buffered batch
-//            with seq >= start, then the end marker [identity, "", seq -1, ""] (a DEALER receives
-//            the same frames without the identity).
+//            ["", start seq]) is answered, for every buffered batch with seq >= start, by
+//              before v0.26   [identity, "", seq, payload], end marker [identity, "", seq -1, ""]
+//              since v0.26    [identity, "", topic, seq, payload], end marker
+//                             [identity, "", "", seq -1, ""]
+//            (vLLM PR #45177, "include topic frame in KV events replay response", merged
+//            2026-06-10, first released in v0.26.0; before it ZmqEventPublisher._service_replay sent
+//            (client_id, b"", seq, buf), e.g. vllm/distributed/kv_events.py at 0181ea3). A DEALER
+//            receives the same frames without the identity; parse_replay_reply() tells the two
+//            framings apart by their frame count.
 //   seq      exactly 8 bytes, big-endian two's complement.
 // Payload: one msgpack EventBatch. Each struct is a msgspec tagged struct, written either
 //   array_like  [fields in declaration order]; an event's tag comes first: ["BlockStored", ...]
@@ -53,11 +59,17 @@ struct PublishFrame {
 struct ReplayRequestFrame {
   static constexpr std::size_t identity = 0, empty = 1, start = 2, count = 3;
 };
-/// Frame positions of a replay answer (and of the end marker) as a DEALER receives it:
-/// ["", seq, payload]. The ROUTER sends [identity] before these.
+/// Frame positions of a replay answer (and of the end marker) as a DEALER receives it from vLLM
+/// before v0.26: ["", seq, payload]. The ROUTER sends [identity] before these.
 struct ReplayReplyFrame {
   static constexpr std::size_t empty = 0, seq = 1, payload = 2, count = 3;
 };
+/// The same since vLLM v0.26 (PR #45177): ["", topic, seq, payload]; the end marker's topic is empty.
+struct ReplayReplyTopicFrame {
+  static constexpr std::size_t empty = 0, topic = 1, seq = 2, payload = 3, count = 4;
+};
+/// Which of the two a publisher writes.
+enum class ReplayFraming : std::uint8_t { seq_payload, topic_seq_payload };
 
 /// The 8-byte big-endian frame of `seq` (two's complement: -1 is eight 0xff bytes).
 inline std::string encode_seq(std::int64_t seq) {
@@ -80,6 +92,43 @@ constexpr std::optional<std::int64_t> decode_seq(std::span<const std::uint8_t> b
 inline std::optional<std::int64_t> decode_seq(std::string_view bytes) {
   return decode_seq(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()),
                                                   bytes.size()));
+}
+
+/// One replay answer, viewing the frames it was parsed from.
+struct ReplayReply {
+  ReplayFraming framing = ReplayFraming::seq_payload;
+  std::int64_t seq = 0;
+  std::string_view topic;  ///< empty in the older framing
+  std::string_view payload;
+  bool end() const { return seq == kReplayEndSeq; }
+};
+
+/// Parses a replay answer as a DEALER receives it (the frames after the identity), in either
+/// framing, told apart by the frame count (3: before v0.26, 4: since). nullopt for anything else:
+/// another frame count, a non-empty delimiter, a sequence frame that is not 8 bytes, a sequence
+/// below -1, or an end marker with a payload (the caller counts and skips it). Pure, no allocation.
+template <class Frames>
+constexpr std::optional<ReplayReply> parse_replay_reply(const Frames& frames) {
+  ReplayReply r;
+  std::string_view seq;
+  if (frames.size() == ReplayReplyFrame::count) {
+    if (!std::string_view(frames[ReplayReplyFrame::empty]).empty()) return std::nullopt;
+    seq = frames[ReplayReplyFrame::seq];
+    r.payload = frames[ReplayReplyFrame::payload];
+  } else if (frames.size() == ReplayReplyTopicFrame::count) {
+    if (!std::string_view(frames[ReplayReplyTopicFrame::empty]).empty()) return std::nullopt;
+    r.framing = ReplayFraming::topic_seq_payload;
+    r.topic = frames[ReplayReplyTopicFrame::topic];
+    seq = frames[ReplayReplyTopicFrame::seq];
+    r.payload = frames[ReplayReplyTopicFrame::payload];
+  } else {
+    return std::nullopt;
+  }
+  const auto n = decode_seq(seq);
+  if (!n || *n < kReplayEndSeq) return std::nullopt;
+  r.seq = *n;
+  if (r.end() && (!r.payload.empty() || !r.topic.empty())) return std::nullopt;
+  return r;
 }
 
 // ---- payload -----------------------------------------------------------------------------------
@@ -132,6 +181,9 @@ enum class StoredField : std::uint8_t {
   group_idx,
   kv_cache_spec_kind,
   kv_cache_spec_sliding_window,
+  // vLLM PR #48281 (v0.26.0): "LOCAL" | "REMOTE" for the STORAGE/FS/OBJ tiers, absent = unspecified.
+  // v0.26 writes map-like events, so its array position (last) is not relied on.
+  locality,
 };
 /// The fields every publisher writes (the sim-worker's encoder writes exactly these).
 inline constexpr std::array<StoredField, 7> kStoredFields = {
@@ -139,18 +191,18 @@ inline constexpr std::array<StoredField, 7> kStoredFields = {
     StoredField::block_size,   StoredField::lora_id,           StoredField::medium,
     StoredField::lora_name};
 /// Every field a reader accepts, in declaration order (array_like positions).
-inline constexpr std::array<StoredField, 11> kStoredFieldsAll = {
+inline constexpr std::array<StoredField, 12> kStoredFieldsAll = {
     StoredField::block_hashes, StoredField::parent_block_hash, StoredField::token_ids,
     StoredField::block_size,   StoredField::lora_id,           StoredField::medium,
     StoredField::lora_name,    StoredField::extra_keys,        StoredField::group_idx,
-    StoredField::kv_cache_spec_kind, StoredField::kv_cache_spec_sliding_window};
+    StoredField::kv_cache_spec_kind, StoredField::kv_cache_spec_sliding_window, StoredField::locality};
 
-/// BlockRemoved fields after the tag, in declaration order (group_idx defaulted).
-enum class RemovedField : std::uint8_t { block_hashes, medium, group_idx };
+/// BlockRemoved fields after the tag, in declaration order (group_idx and locality defaulted).
+enum class RemovedField : std::uint8_t { block_hashes, medium, group_idx, locality };
 inline constexpr std::array<RemovedField, 2> kRemovedFields = {RemovedField::block_hashes,
                                                                RemovedField::medium};
-inline constexpr std::array<RemovedField, 3> kRemovedFieldsAll = {RemovedField::block_hashes,
-                                                                  RemovedField::medium, RemovedField::group_idx};
+inline constexpr std::array<RemovedField, 4> kRemovedFieldsAll = {
+    RemovedField::block_hashes, RemovedField::medium, RemovedField::group_idx, RemovedField::locality};
 
 /// Field names (the keys of the map_like encoding).
 constexpr std::string_view field_name(BatchField f) {
@@ -174,6 +226,7 @@ constexpr std::string_view field_name(StoredField f) {
     case StoredField::group_idx: return "group_idx";
     case StoredField::kv_cache_spec_kind: return "kv_cache_spec_kind";
     case StoredField::kv_cache_spec_sliding_window: return "kv_cache_spec_sliding_window";
+    case StoredField::locality: return "locality";
   }
   return "";
 }
@@ -182,6 +235,7 @@ constexpr std::string_view field_name(RemovedField f) {
     case RemovedField::block_hashes: return "block_hashes";
     case RemovedField::medium: return "medium";
     case RemovedField::group_idx: return "group_idx";
+    case RemovedField::locality: return "locality";
   }
   return "";
 }
@@ -204,5 +258,10 @@ constexpr std::optional<Field> field_named(const std::array<Field, N>& fields, s
 
 /// The medium the sim-worker reports (vLLM's GPU cache). Readers map media to tiers themselves.
 inline constexpr std::string_view kMediumGpu = "GPU";
+
+// extra_keys (BlockStored, since vLLM PR #33304) hold one entry per block: nil, or a tuple (msgpack
+// array) of the LoRA name (every block of a LoRA request), multimodal (identifier, offset) pairs,
+// the cache_salt (the first block of a sequence only) and prompt-embedding digests (bytes), in that
+// order (vllm/v1/core/kv_cache_utils.py, generate_block_hash_extra_keys).
 
 }  // namespace disagg::kv_wire

@@ -12,7 +12,7 @@ std::string_view to_string(BlockKeyer::Skip skip) {
     case BlockKeyer::Skip::no_tokens: return "no_tokens";
     case BlockKeyer::Skip::unknown_parent: return "unknown_parent";
     case BlockKeyer::Skip::block_size: return "block_size";
-    case BlockKeyer::Skip::beyond_tokens: return "lora_or_extra_keys";
+    case BlockKeyer::Skip::beyond_tokens: return "extra_keys";
     case BlockKeyer::Skip::other_group: return "other_group";
   }
   return "unknown";
@@ -101,7 +101,8 @@ BlockKeyer::Block& BlockKeyer::append(BlockHash publisher, std::size_t count) {
 }
 
 BlockKeyer::Skip BlockKeyer::stored(const KvEventRecord& e, std::span<const BlockHash> hashes,
-                                    std::span<const TokenId> tokens, std::vector<BlockHash>& keys) {
+                                    std::span<const TokenId> tokens, std::vector<BlockHash>& keys,
+                                    const BlockKeyer* fallback) {
   if (tokens.empty() || hashes.empty()) return Skip::no_tokens;
   if (!routing_group(e)) return Skip::other_group;
   if (e.keyed_beyond_tokens) return Skip::beyond_tokens;
@@ -111,12 +112,16 @@ BlockKeyer::Skip BlockKeyer::stored(const KvEventRecord& e, std::span<const Bloc
       per_block % b_r != 0 || per_block / b_r > static_cast<std::size_t>(kMaxKeysPerBlock)) {
     return Skip::block_size;
   }
-  BlockHash parent = kRootBlockHash;
+  BlockHash parent = chain_root(e.lora, e.cache_salt);
   if (e.has_parent) {
-    const std::size_t slot = find(e.parent);
+    const BlockKeyer* where = this;
+    std::size_t slot = find(e.parent);
+    if (slot == static_cast<std::size_t>(-1) && fallback != nullptr) {
+      where = fallback;
+      slot = fallback->find(e.parent);
+    }
     if (slot == static_cast<std::size_t>(-1)) return Skip::unknown_parent;
-    const Block& p = blocks_[table_[slot] - 1];
-    parent = keys_[(p.key_begin + p.count - 1U) % key_cap_];
+    parent = where->last_key(slot);
   }
   const std::size_t first = keys.size();
   const std::size_t count = per_block / b_r;
@@ -129,6 +134,23 @@ BlockKeyer::Skip BlockKeyer::stored(const KvEventRecord& e, std::span<const Bloc
     for (std::size_t k = 0; k < count; ++k) keys_[(b.key_begin + k) % key_cap_] = out[j * count + k];
   }
   return Skip::none;
+}
+
+void BlockKeyer::copy_from(const BlockKeyer& other, std::span<const BlockHash> hashes, std::vector<BlockHash>& keys,
+                           std::vector<BlockHash>& unknown) {
+  for (const BlockHash h : hashes) {
+    const std::size_t theirs = other.find(h);
+    if (theirs == static_cast<std::size_t>(-1)) {
+      unknown.push_back(h);
+      continue;
+    }
+    const Block& src = other.blocks_[other.table_[theirs] - 1];
+    const std::size_t first = keys.size();
+    for (std::size_t k = 0; k < src.count; ++k) keys.push_back(other.keys_[(src.key_begin + k) % other.key_cap_]);
+    if (const std::size_t mine = find(h); mine != static_cast<std::size_t>(-1)) unlink(mine);
+    const Block& b = append(h, src.count);
+    for (std::size_t k = 0; k < src.count; ++k) keys_[(b.key_begin + k) % key_cap_] = keys[first + k];
+  }
 }
 
 void BlockKeyer::removed(std::span<const BlockHash> hashes, std::int32_t group, std::vector<BlockHash>& keys) {

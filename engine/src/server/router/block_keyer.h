@@ -8,12 +8,26 @@
 // rebuilds the same keys). A publisher block of B_v tokens gives B_v / B_r router keys (B_r, the
 // router's block size, must divide B_v; at most kMaxKeysPerBlock of them).
 //
+// A sequence's first block chains from chain_root(lora, cache_salt) (disagg/block_hash.h), the
+// digests of the LoRA name and cache_salt the event carries (lora_name, extra_keys), as the router
+// starts a request's chain from the adapter its `model` names and its `cache_salt`: a salted or LoRA
+// request matches exactly the blocks vLLM would reuse for it. Later blocks chain from their parent's
+// key, which carries the same root.
+//
+// One keyer holds one tier of one endpoint (the caller keeps one per endpoint and medium): vLLM's
+// offloading connectors publish a CPU or storage copy under the GPU block's hash, so a shared table
+// would lose the GPU translation when the copy is evicted. A lower tier's event may lean on the GPU
+// keyer: its parent is looked up there when this keyer does not know it (stored()'s `fallback`),
+// and a copy published without token ids (OffloadingConnector's default placeholder) takes the GPU
+// translation of the same hash (copy_from()). The GPU keyer is only read.
+//
 // What is not keyed, and why (Skip): blocks without token ids (the caller may index the publisher's
 // hashes as they are, as before), a parent block the keyer never saw (its chain is unknown: after a
 // lost event or a replay that did not reach back), a block size the router's does not divide,
-// blocks hashed with a LoRA or extra keys (multimodal inputs, cache_salt: token ids alone do not
-// identify them), and KV cache groups other than the one prefix routing matches (models with
-// sliding-window or Mamba groups next to full attention: the first full-attention group seen).
+// blocks hashed with extra keys a request cannot name (multimodal inputs, prompt embeddings, a LoRA
+// given only by lora_id: token ids alone do not identify them), and KV cache groups other than the
+// one prefix routing matches (models with sliding-window or Mamba groups next to full attention: the
+// first full-attention group seen).
 //
 // Bounded: at most `capacity` router keys are remembered (so at most `capacity` publisher hashes:
 // as many as the endpoint's share of index entries); beyond it the oldest blocks are forgotten
@@ -49,8 +63,17 @@ class BlockKeyer {
 
   /// A BlockStored `e` with its publisher `hashes` and `tokens`: appends the router keys of every
   /// block to `keys` and returns Skip::none, or returns why nothing was keyed (`keys` unchanged).
+  /// `fallback` (may be null; not this keyer): where to look the parent up when this keyer does not
+  /// know it (the GPU keyer, for a lower tier's copy of a GPU chain).
   Skip stored(const KvEventRecord& e, std::span<const BlockHash> hashes, std::span<const TokenId> tokens,
-              std::vector<BlockHash>& keys);
+              std::vector<BlockHash>& keys, const BlockKeyer* fallback = nullptr);
+
+  /// A BlockStored without token ids whose publisher `hashes` name blocks `other` keyed (a lower
+  /// tier's copy of GPU blocks): for each hash `other` knows, appends its router keys to `keys` and
+  /// remembers them here, so that this tier's removal of it finds them. Hashes `other` does not
+  /// know are appended to `unknown`. `other` is only read. Precondition: &other != this.
+  void copy_from(const BlockKeyer& other, std::span<const BlockHash> hashes, std::vector<BlockHash>& keys,
+                 std::vector<BlockHash>& unknown);
 
   /// A BlockRemoved: appends the router keys of the publisher `hashes` it knows, and forgets them.
   /// `group`: the event's group_idx (-1 absent); removals of other groups are ignored.
@@ -87,6 +110,11 @@ class BlockKeyer {
   void unlink(std::size_t slot);
   // Appends a block of `count` keys (forgetting the oldest blocks as the bound needs); returns it.
   Block& append(BlockHash publisher, std::size_t count);
+  // The last router key of the block in table slot `slot` (what its children chain from).
+  BlockHash last_key(std::size_t slot) const {
+    const Block& b = blocks_[table_[slot] - 1];
+    return keys_[(b.key_begin + b.count - 1U) % key_cap_];
+  }
 
   std::int32_t router_block_size_;
   std::int32_t group_ = -1;  // the routing group, once learned

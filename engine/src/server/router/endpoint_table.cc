@@ -102,7 +102,7 @@ int EndpointTable::add(const EndpointSpec& spec, bool from_dns, const std::strin
               std::to_string(spec.port);
     s.reset_live();
     if (index_) index_->clear(static_cast<EndpointId>(id));
-    keyers_[static_cast<std::size_t>(id)].reset();
+    reset_keyers(static_cast<EndpointId>(id));
     publisher_keyed_ids_ &= ~(std::uint64_t{1} << id);
     if (hooks_.added) hooks_.added(static_cast<EndpointId>(id), s, topic);
     log_line("endpoint " + s.label + " added (pool " + spec.pool + ", role " + std::string(to_string(spec.role)) +
@@ -120,7 +120,7 @@ void EndpointTable::remove(int id) {
   s.present = false;
   present_ids_ &= ~(std::uint64_t{1} << id);
   if (index_) index_->clear(static_cast<EndpointId>(id));
-  keyers_[static_cast<std::size_t>(id)].reset();
+  reset_keyers(static_cast<EndpointId>(id));
   publisher_keyed_ids_ &= ~(std::uint64_t{1} << id);
   if (hooks_.removed) hooks_.removed(static_cast<EndpointId>(id), s);
   log_line("endpoint " + s.label + " removed (no longer in DNS)");
@@ -160,8 +160,8 @@ void EndpointTable::sync_dns_pool(const DnsPoolSpec& pool, const std::set<std::s
 
 // ---- KV events --------------------------------------------------------------------------------
 
-BlockKeyer& EndpointTable::keyer(EndpointId id) {
-  auto& k = keyers_[static_cast<std::size_t>(id)];
+BlockKeyer& EndpointTable::keyer(EndpointId id, KvTier tier) {
+  auto& k = keyers_[id][static_cast<std::size_t>(tier)];
   if (!k) k = std::make_unique<BlockKeyer>(block_size_, keyer_capacity_);
   return *k;
 }
@@ -171,30 +171,41 @@ void EndpointTable::on_kv_batch(EndpointId id, std::uint32_t generation, const K
   const EndpointSlot& s = slots_[id];
   if (!index_ || !s.present || s.generation != generation) return;
   if (!rank_matches(id, batch.data_parallel_rank)) return;
-  thread_local std::vector<BlockHash> keys;  // the subscriber's thread
-  BlockKeyer& k = keyer(id);
+  thread_local std::vector<BlockHash> keys, unknown;  // the subscriber's thread
   for (const KvEventRecord& e : batch.events) {
     switch (e.type) {
       case KvEventType::block_stored: {
         keys.clear();
-        const BlockKeyer::Skip skip = k.stored(e, batch.hashes_of(e), batch.tokens_of(e), keys);
+        BlockKeyer& k = keyer(id, e.tier);
+        // A lower tier's copy leans on the GPU translations (block_keyer.h); the GPU table is only read.
+        const BlockKeyer* gpu = e.tier == KvTier::gpu ? nullptr : find_keyer(id, KvTier::gpu);
+        const BlockKeyer::Skip skip = k.stored(e, batch.hashes_of(e), batch.tokens_of(e), keys, gpu);
         if (skip == BlockKeyer::Skip::none) {
           keyed_blocks_ += e.hash_count;
           (void)index_->apply_stored(id, e.tier, keys);
-        } else {
-          unkeyed_blocks_[static_cast<std::size_t>(skip)] += e.hash_count;
-          // Without token ids the publisher's own hashes are the keys (they match the router's
-          // only where the publisher hashes as the router does).
-          if (skip == BlockKeyer::Skip::no_tokens) {
-            (void)index_->apply_stored(id, e.tier, batch.hashes_of(e));
-            publisher_keyed_ids_ |= std::uint64_t{1} << id;
-          }
+          break;
+        }
+        std::span<const BlockHash> publisher = batch.hashes_of(e);
+        if (skip == BlockKeyer::Skip::no_tokens && gpu != nullptr && !e.keyed_beyond_tokens) {
+          // vLLM's OffloadingConnector by default: the GPU block's hash, no token ids.
+          unknown.clear();
+          k.copy_from(*gpu, publisher, keys, unknown);
+          keyed_blocks_ += publisher.size() - unknown.size();
+          if (!keys.empty()) (void)index_->apply_stored(id, e.tier, keys);
+          publisher = unknown;
+        }
+        unkeyed_blocks_[static_cast<std::size_t>(skip)] += publisher.size();
+        // Without token ids the publisher's own hashes are the keys (they match the router's
+        // only where the publisher hashes as the router does).
+        if (skip == BlockKeyer::Skip::no_tokens && !publisher.empty()) {
+          (void)index_->apply_stored(id, e.tier, publisher);
+          publisher_keyed_ids_ |= std::uint64_t{1} << id;
         }
         break;
       }
       case KvEventType::block_removed:
         keys.clear();
-        k.removed(batch.hashes_of(e), e.group, keys);
+        if (BlockKeyer* k = keyers_[id][static_cast<std::size_t>(e.tier)].get()) k->removed(batch.hashes_of(e), e.group, keys);
         if (!keys.empty()) (void)index_->apply_removed(id, e.tier, keys);
         // Entries stored as the publisher's hashes, if this endpoint ever stored any.
         if ((publisher_keyed_ids_ >> id) & 1U) (void)index_->apply_removed(id, e.tier, batch.hashes_of(e));
@@ -232,7 +243,7 @@ bool EndpointTable::rank_matches(EndpointId id, std::int32_t rank) {
     return false;
   }
   const std::int64_t dropped = index_->clear(id);
-  keyers_[id].reset();
+  reset_keyers(id);
   publisher_keyed_ids_ &= ~(std::uint64_t{1} << id);
   log_line("KV events of " + s.label + " now name data-parallel rank " + std::to_string(rank) + " (was " +
            std::to_string(s.data_parallel_rank) + "): another engine publishes there; its entries cleared: " +
@@ -246,7 +257,7 @@ void EndpointTable::on_kv_clear(EndpointId id, std::uint32_t generation, std::st
   const EndpointSlot& s = slots_[id];
   if (!index_ || !s.present || s.generation != generation) return;
   const std::int64_t dropped = index_->clear(id);
-  keyers_[id].reset();
+  reset_keyers(id);
   publisher_keyed_ids_ &= ~(std::uint64_t{1} << id);
   log_line("KV index entries of " + s.label + " cleared (" + std::string(why) + "): " + std::to_string(dropped));
 }
@@ -555,7 +566,9 @@ void EndpointTable::write_metrics(std::string& out) {
                "endpoint's rank is configured; a new rank on a DNS endpoint clears its entries).",
                "", static_cast<double>(rank_mismatch_batches_));
   std::size_t remembered = 0;
-  for (const auto& k : keyers_) remembered += k ? k->size() : 0;
+  for (const auto& tiers : keyers_) {
+    for (const auto& k : tiers) remembered += k ? k->size() : 0;
+  }
   write_metric(out, "disagg_router_kv_key_map_entries", "gauge",
                "Publisher block hashes the router remembers to translate removals and children.", "", static_cast<double>(remembered));
   struct Family {

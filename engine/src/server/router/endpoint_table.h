@@ -180,9 +180,17 @@ class EndpointTable final : public KvEventSink {
   std::uint64_t present_ids_ = 0;
   std::optional<KvBlockIndex> index_;
   std::optional<RoutePlanner> planner_;
-  // KV events -> the router's own block keys, one keyer per endpoint (made at its first store).
-  BlockKeyer& keyer(EndpointId id);
-  std::array<std::unique_ptr<BlockKeyer>, kMaxRoutingEndpoints> keyers_;
+  // KV events -> the router's own block keys, one keyer per endpoint and tier (made at the first
+  // store of that tier: a GPU-only deployment never allocates the others). Per tier because vLLM's
+  // offloading connectors publish a copy under the GPU block's hash (block_keyer.h).
+  BlockKeyer& keyer(EndpointId id, KvTier tier);
+  const BlockKeyer* find_keyer(EndpointId id, KvTier tier) const {
+    return keyers_[id][static_cast<std::size_t>(tier)].get();
+  }
+  void reset_keyers(EndpointId id) {
+    for (auto& k : keyers_[id]) k.reset();
+  }
+  std::array<std::array<std::unique_ptr<BlockKeyer>, kKvTierCount>, kMaxRoutingEndpoints> keyers_;
   std::size_t keyer_capacity_ = 1 << 16;
   // Bit i set once endpoint i stored blocks under the publisher's own hashes (events without token
   // ids); until then a removal need not probe the index for them (a cache miss per block).

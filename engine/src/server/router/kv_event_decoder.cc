@@ -350,12 +350,21 @@ class Decoder {
     return true;
   }
 
-  bool medium(KvEventRecord& e) {
+  bool medium() {
     Head h;
     if (!r_.head(h)) return false;
     if (h.kind == Kind::nil) return true;
     if (h.kind != Kind::str) return fail(KvDecodeErrc::malformed);
-    e.tier = tier_from_medium(h.bytes);
+    medium_ = h.bytes;
+    return true;
+  }
+
+  bool locality() {
+    Head h;
+    if (!r_.head(h)) return false;
+    if (h.kind == Kind::nil) return true;
+    if (h.kind != Kind::str) return fail(KvDecodeErrc::malformed);
+    locality_ = h.bytes;
     return true;
   }
 
@@ -394,24 +403,92 @@ class Decoder {
     return true;
   }
 
-  // lora_id, lora_name: any non-nil value. extra_keys: a list with any non-nil entry.
-  bool beyond_tokens(KvEventRecord& e, bool list) {
+  // lora_id: whether it is set (a LoRA the router can key only by its name).
+  bool lora_id() {
+    Head h;
+    if (!r_.head(h)) return false;
+    if (h.kind != Kind::nil) extras_.lora_id = true;
+    return r_.skip_rest(h);
+  }
+  // lora_name: its digest.
+  bool lora_name(KvEventRecord& e) {
     Head h;
     if (!r_.head(h)) return false;
     if (h.kind == Kind::nil) return true;
-    if (!list || h.kind != Kind::array) {
+    if (h.kind != Kind::str) {
       e.keyed_beyond_tokens = true;
       return r_.skip_rest(h);
     }
-    for (std::uint64_t k = 0; k < h.u; ++k) {
+    e.lora = extra_key_digest(h.bytes);
+    return true;
+  }
+  // extra_keys: one entry per block, nil or a tuple (kv_event_wire.h). Its strings are kept as
+  // digests (the LoRA name and the first block's cache_salt, sorted out in finish_extras()); any
+  // other element (a multimodal pair, prompt-embedding bytes) is beyond what a request names.
+  bool extra_keys(KvEventRecord& e) {
+    Head h;
+    if (!r_.head(h)) return false;
+    if (h.kind == Kind::nil) return true;
+    if (h.kind != Kind::array) {
+      e.keyed_beyond_tokens = true;
+      return r_.skip_rest(h);
+    }
+    for (std::uint64_t j = 0; j < h.u; ++j) {
       Head v;
       if (!r_.head(v)) return false;
-      if (v.kind != Kind::nil) {
+      if (v.kind == Kind::nil) continue;
+      if (v.kind != Kind::array) {
         e.keyed_beyond_tokens = true;
         if (!r_.skip_rest(v)) return false;
+        continue;
       }
+      std::uint32_t strings = 0;
+      for (std::uint64_t k = 0; k < v.u; ++k) {
+        Head x;
+        if (!r_.head(x)) return false;
+        if (x.kind != Kind::str) {
+          e.keyed_beyond_tokens = true;
+          if (!r_.skip_rest(x)) return false;
+          continue;
+        }
+        const std::uint64_t d = extra_key_digest(x.bytes);
+        if (j == 0) {
+          if (strings < 2) extras_.first[strings] = d;
+        } else if (strings == 0 && (extras_.rest == 0 || extras_.rest == d)) {
+          extras_.rest = d;
+        } else {
+          extras_.rest_mismatch = true;  // later blocks carry only the LoRA name
+        }
+        ++strings;
+      }
+      if (j == 0) extras_.first_count = strings;
     }
     return true;
+  }
+
+  // After a BlockStored's fields (map-like events may list them in any order): the LoRA name
+  // starts every block's extra keys, the cache_salt follows it in a sequence's first block only;
+  // anything else the strings say is not reproducible from a request.
+  void finish_extras(KvEventRecord& e) {
+    if (extras_.lora_id && e.lora == 0) e.keyed_beyond_tokens = true;  // a LoRA known by id only
+    if (extras_.rest_mismatch || (extras_.rest != 0 && extras_.rest != e.lora)) e.keyed_beyond_tokens = true;
+    std::uint32_t k = 0;
+    if (e.lora != 0 && extras_.first_count > 0) {
+      if (extras_.first[0] != e.lora) e.keyed_beyond_tokens = true;
+      k = 1;
+    }
+    const std::uint32_t left = extras_.first_count > k ? extras_.first_count - k : 0;
+    if (left == 1 && !e.has_parent && k < 2) {
+      e.cache_salt = extras_.first[k];
+    } else if (left > 0) {
+      e.keyed_beyond_tokens = true;
+    }
+  }
+
+  // The tier of the medium and, for the storage tiers, the locality (vLLM PR #48281): "LOCAL" ->
+  // disk, "REMOTE" or unspecified -> remote (vLLM never infers it; the lower credit is the safe side).
+  void finish_tier(KvEventRecord& e) {
+    e.tier = tier_from_medium(medium_, locality_);
   }
 
   // One field's value; the fields the router does not use are skipped.
@@ -420,22 +497,24 @@ class Decoder {
       case kv_wire::StoredField::block_hashes: return hashes(e);
       case kv_wire::StoredField::parent_block_hash: return parent(e);
       case kv_wire::StoredField::block_size: return block_size(e);
-      case kv_wire::StoredField::medium: return medium(e);
+      case kv_wire::StoredField::medium: return medium();
       case kv_wire::StoredField::token_ids: return tokens(e);
-      case kv_wire::StoredField::lora_id:
-      case kv_wire::StoredField::lora_name: return beyond_tokens(e, false);
-      case kv_wire::StoredField::extra_keys: return beyond_tokens(e, true);
+      case kv_wire::StoredField::lora_id: return lora_id();
+      case kv_wire::StoredField::lora_name: return lora_name(e);
+      case kv_wire::StoredField::extra_keys: return extra_keys(e);
       case kv_wire::StoredField::group_idx: return group(e);
       case kv_wire::StoredField::kv_cache_spec_kind: return kind(e);
       case kv_wire::StoredField::kv_cache_spec_sliding_window: return r_.skip(1);
+      case kv_wire::StoredField::locality: return locality();
     }
     return r_.skip(1);
   }
   bool removed_field(kv_wire::RemovedField f, KvEventRecord& e) {
     switch (f) {
       case kv_wire::RemovedField::block_hashes: return hashes(e);
-      case kv_wire::RemovedField::medium: return medium(e);
+      case kv_wire::RemovedField::medium: return medium();
       case kv_wire::RemovedField::group_idx: return group(e);
+      case kv_wire::RemovedField::locality: return locality();
     }
     return r_.skip(1);
   }
@@ -444,6 +523,8 @@ class Decoder {
     Head h;
     if (!r_.head(h)) return false;
     KvEventRecord e;
+    medium_ = locality_ = {};
+    extras_ = {};
     const std::size_t hashes_start = out_.hashes.size();
     const std::size_t tokens_start = out_.tokens.size();
     if (h.kind == Kind::array) {
@@ -471,7 +552,7 @@ class Decoder {
           const auto f = kv_wire::field_at(kv_wire::kRemovedFieldsAll, pos);
           ok = f ? removed_field(*f, e) : r_.skip(1);
         } else {
-          ok = pos == 0 ? medium(e) : r_.skip(1);  // newer versions may tag a medium
+          ok = pos == 0 ? medium() : r_.skip(1);  // newer versions may tag a medium
         }
         if (!ok) return false;
       }
@@ -511,10 +592,27 @@ class Decoder {
       return fail(KvDecodeErrc::malformed);
     }
     if (e.type == KvEventType::all_blocks_cleared) e.hash_count = 0;
+    if (e.type == KvEventType::block_stored) {
+      finish_extras(e);
+    } else {
+      e.lora = e.cache_salt = 0;  // a map-like removal read through BlockStored's field table
+      e.keyed_beyond_tokens = false;
+    }
+    finish_tier(e);
     out_.events.push_back(e);
     return true;
   }
 
+  // The current event's medium, locality and extra-key digests (see finish_extras()).
+  struct Extras {
+    bool lora_id = false;
+    std::uint64_t first[2] = {0, 0};  // the first block's strings, in order
+    std::uint32_t first_count = 0;
+    std::uint64_t rest = 0;           // the one string later blocks carry
+    bool rest_mismatch = false;
+  };
+  std::string_view medium_, locality_;
+  Extras extras_;
   Reader r_;
   KvEventBatch& out_;
   const KvDecodeLimits& limits_;
@@ -548,13 +646,18 @@ KvCacheKind cache_kind_from_name(std::string_view name) {
   return KvCacheKind::other;
 }
 
-KvTier tier_from_medium(std::string_view medium) {
+KvTier tier_from_medium(std::string_view medium, std::string_view locality) {
   if (medium.empty() || iequals(medium, "GPU") || iequals(medium, "cuda") || iequals(medium, "hbm")) {
     return KvTier::gpu;
   }
   if (iequals(medium, "CPU") || iequals(medium, "host")) return KvTier::cpu;
   if (iequals(medium, "DISK") || iequals(medium, "SSD") || iequals(medium, "NVME") ||
       iequals(medium, "LOCAL_DISK")) {
+    return KvTier::disk;
+  }
+  // vLLM's storage tiers (STORAGE since PR #48123; FS and OBJ before it, PR #47923) say where
+  // they are in `locality` (PR #48281).
+  if ((iequals(medium, "STORAGE") || iequals(medium, "FS") || iequals(medium, "OBJ")) && iequals(locality, "LOCAL")) {
     return KvTier::disk;
   }
   return KvTier::remote;

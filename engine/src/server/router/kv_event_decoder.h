@@ -8,10 +8,13 @@
 // Block hashes: msgpack integers (unsigned 64-bit, or signed reinterpreted as unsigned) or, as in
 // vLLM versions that hash blocks with SHA-256, byte strings: 8 bytes are read big-endian, any other
 // length is folded to 64 bits with FNV-1a (stable, so stores and removals still pair up).
-// Token ids (BlockStored.token_ids) are kept, with group_idx and kv_cache_spec_kind, and whether a
-// LoRA or extra keys (lora_id, lora_name, extra_keys) entered the hashes.
+// Token ids (BlockStored.token_ids) are kept, with group_idx and kv_cache_spec_kind, and the extra
+// keys that entered vLLM's hashes: the LoRA name and a sequence's cache_salt as digests (the ones
+// a request names, disagg/block_hash.h chain_root), and whether any other did (multimodal inputs,
+// prompt embeddings, a LoRA known only by lora_id).
 // medium: "GPU"/"cuda" (or nil / absent) -> gpu, "CPU" -> cpu, "DISK"/"SSD"/"NVME"/"LOCAL_DISK"
-// -> disk, anything else -> remote (case-insensitive).
+// -> disk, "STORAGE"/"FS"/"OBJ" -> disk when `locality` is "LOCAL", else remote; anything else ->
+// remote (case-insensitive).
 // Unknown event types are skipped (counted in KvEventBatch::skipped_events), unknown map keys and
 // extra array fields are ignored: newer publishers stay readable.
 //
@@ -63,8 +66,14 @@ struct KvEventRecord {
   std::int32_t group = -1;
   /// block_stored: the group's kind as vLLM names it (kv_cache_spec_kind).
   KvCacheKind kind = KvCacheKind::unspecified;
-  /// block_stored: a LoRA adapter (lora_id or lora_name) or extra keys (multimodal inputs,
-  /// cache_salt, ...) entered the block hashes: the token ids alone do not identify the blocks.
+  /// block_stored: extra_key_digest of the LoRA adapter's name (lora_name); 0 without one.
+  std::uint64_t lora = 0;
+  /// block_stored: extra_key_digest of the cache_salt in the first block's extra keys (only for an
+  /// event without a parent: vLLM salts a sequence's first block); 0 without one.
+  std::uint64_t cache_salt = 0;
+  /// block_stored: extra keys a request cannot name entered the block hashes (multimodal inputs,
+  /// prompt embeddings, a LoRA given only by lora_id, extra keys of an unknown shape): the token
+  /// ids, LoRA name and cache_salt do not identify the blocks.
   bool keyed_beyond_tokens = false;
 };
 
@@ -131,7 +140,7 @@ Expected<void, KvDecodeError> decode_kv_event_batch(std::span<const std::uint8_t
                                                     KvEventBatch& out,
                                                     const KvDecodeLimits& limits = {});
 
-/// The tier of a vLLM `medium` string (see the file comment).
-KvTier tier_from_medium(std::string_view medium);
+/// The tier of a vLLM `medium` string and its `locality` (empty: unspecified; see the file comment).
+KvTier tier_from_medium(std::string_view medium, std::string_view locality = {});
 
 }  // namespace disagg::router

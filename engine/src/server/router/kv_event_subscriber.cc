@@ -57,6 +57,7 @@ struct KvEventSubscriber::Sub {
   std::optional<zmq::socket_t> socket;
   std::optional<zmq::socket_t> dealer;
   SequenceTracker seq;
+  bool malformed_logged = false;  // one log line per subscription; the counter counts them all
 };
 
 KvEventSubscriber::KvEventSubscriber(KvEventSink& sink, RouterMetrics& metrics, KvSubscriberOptions options)
@@ -121,16 +122,26 @@ bool KvEventSubscriber::replay(Sub& s, std::int64_t start, std::int64_t* last_ap
       zmq::pollitem_t item{s.dealer->handle(), 0, ZMQ_POLLIN, 0};
       if (zmq::poll(&item, 1, left) <= 0) continue;
       while (recv_multipart(*s.dealer, frames)) {
-        // DEALER strips the identity: ["", seq, payload].
-        using Reply = kv_wire::ReplayReplyFrame;
-        if (frames.size() < Reply::count) continue;
-        const auto seq = kv_wire::decode_seq(frames[Reply::seq]);
-        if (!seq) continue;
-        if (*seq == kv_wire::kReplayEndSeq) {
+        // DEALER strips the identity: ["", seq, payload] before vLLM 0.26, ["", topic, seq, payload]
+        // since (kv_event_wire.h); told apart per answer, so a publisher upgraded mid-run is read too.
+        const auto reply = kv_wire::parse_replay_reply(frames);
+        if (!reply) {
+          metrics_.kv_replay_malformed.fetch_add(1, std::memory_order_relaxed);
+          if (!s.malformed_logged) {
+            s.malformed_logged = true;
+            std::fprintf(stderr,
+                         "disagg-engine router: a replay answer from %s is neither [\"\", seq, payload] nor "
+                         "[\"\", topic, seq, payload] (%zu frames): skipped (counted in "
+                         "disagg_router_kv_events_replay_malformed_total)\n",
+                         s.replay.c_str(), frames.size());
+          }
+          continue;
+        }
+        if (reply->end()) {
           ended = true;
           break;
         }
-        if (*seq >= start && got.size() < 1'000'000) got.emplace_back(*seq, std::move(frames[Reply::payload]));
+        if (reply->seq >= start && got.size() < 1'000'000) got.emplace_back(reply->seq, std::string(reply->payload));
       }
     }
     if (!ended) {

@@ -3,10 +3,13 @@
 // batches to a sink (the router, which feeds its KvBlockIndex under its lock).
 //
 // On a gap: when the endpoint has a replay socket (vLLM's optional ROUTER endpoint), request the
-// missing batches (a DEALER sends ["", 8-byte start]; replies are ["", seq, payload] until seq
-// -1; frames as in server/kv_events/kv_event_wire.h) and apply them in order; when the replay is missing or does not reach back to the gap, the
-// endpoint's entries are cleared first. Without replay: clear and go on. A sequence that goes back
-// means the publisher restarted: clear. A message that cannot be decoded is dropped and counted.
+// missing batches (a DEALER sends ["", 8-byte start]; replies are ["", seq, payload] from vLLM
+// before 0.26 and ["", topic, seq, payload] since, until seq -1; told apart per reply by frame count,
+// kv_event_wire.h parse_replay_reply) and apply them in order; when the replay is missing or does
+// not reach back to the gap, the endpoint's entries are cleared first. A reply of neither form is
+// skipped, counted (kv_replay_malformed) and logged once per subscription. Without replay: clear
+// and go on. A sequence that goes back means the publisher restarted: clear. A message that cannot
+// be decoded is dropped and counted.
 #pragma once
 
 #include <atomic>

@@ -71,6 +71,14 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
     if (!s->is_boolean()) return bad("'stream' must be a boolean", "stream");
     out.stream = s->get<bool>();
   }
+  // vLLM's check_cache_salt_support: a non-empty string when given.
+  out.cache_salt = 0;
+  if (auto cs = body.find("cache_salt"); cs != body.end() && !cs->is_null()) {
+    if (!cs->is_string() || cs->get_ref<const std::string&>().empty()) {
+      return bad("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
+    }
+    out.cache_salt = extra_key_digest(cs->get_ref<const std::string&>());
+  }
   out.max_tokens = 0;
   for (const char* key : {"max_completion_tokens", "max_tokens"}) {
     auto it = body.find(key);

@@ -55,6 +55,9 @@ struct GenerateRequest {
   bool stream = false;
   /// max_completion_tokens or max_tokens; 0 when absent.
   std::int64_t max_tokens = 0;
+  /// extra_key_digest of the request's cache_salt (vLLM's field); 0 without one. With the LoRA
+  /// adapter `model` may name, it starts the request's block chain (disagg/block_hash.h chain_root).
+  std::uint64_t cache_salt = 0;
 };
 
 /// The router's document of a request body. Ordered (object members in the client's order) because a
@@ -72,8 +75,11 @@ Expected<RequestJson, ApiError> parse_request_json(std::string_view body);
 /// request, fills `out`, and appends its prompt tokens to `tokens` (`scratch` is reused for the
 /// rendered chat text). `models`: the served model names; an unknown model is a 404.
 /// `tokenizer`: the served model's (null: the made-up tokenizer).
+/// A chat request's own `chat_template` is rendered instead of the model's (real tokenizer only;
+/// text::ModelText::chat_tokens), so its tokens are the ones vLLM caches.
 /// Failure modes: 400 (not an object, missing or mistyped model / prompt / messages / stream /
-/// max_tokens, empty prompt, a chat template error, token ids outside the vocabulary), 404
+/// max_tokens, a cache_salt that is not a non-empty string (as vLLM), empty prompt, a chat template
+/// error, token ids outside the vocabulary), 404
 /// (unknown model; code "model_not_found").
 Expected<void, ApiError> parse_generate_request(const RequestJson& body, bool chat,
                                                 std::span<const std::string> models,

@@ -432,6 +432,7 @@ bool scan(std::string_view body, bool chat, std::span<const std::string> models,
         if (key.raw == "prompt") return take(prompt, has_prompt, val);
         if (key.raw == "messages") return take(messages, has_messages, val);
         if (real && key.raw == "add_special_tokens") return false;  // the slow path reads it
+        if (key.raw == "cache_salt") return false;                   // and keys the request by it
         return true;
       },
       0);
@@ -440,6 +441,7 @@ bool scan(std::string_view body, bool chat, std::span<const std::string> models,
   if (!has_model || model.kind != Kind::string || model.escaped || model.raw.empty()) return false;
   if (std::find(models.begin(), models.end(), model.raw) == models.end()) return false;
   out.model.assign(model.raw);
+  out.cache_salt = 0;
 
   out.stream = false;
   if (has_stream && stream.kind != Kind::null) {

@@ -137,6 +137,21 @@ struct Router::Impl {
   std::int64_t started_unix = 0;
   /// The served model's tokenizer and chat template (--tokenizer); empty: the made-up tokenizer.
   std::optional<text::ModelText> model_text;
+  /// The names a request may use: the served models, then the LoRA adapters (set by create()).
+  std::vector<std::string> request_models;
+  /// /tokenize's max_model_len (router.maxModelLen, else the tokenizer's); 0: unknown (null).
+  std::int64_t max_model_len = 0;
+
+  // The parent of a request's first block: its LoRA adapter (when `model` names one) and its
+  // cache_salt enter it as vLLM's extra keys enter its block hashes (disagg/block_hash.h).
+  BlockHash chain_root_of(const GenerateRequest& g) const {
+    std::uint64_t lora = 0;
+    if (!config.lora_adapters.empty() &&
+        std::find(config.served_models.begin(), config.served_models.end(), g.model) == config.served_models.end()) {
+      lora = extra_key_digest(g.model);
+    }
+    return chain_root(lora, g.cache_salt);
+  }
   // The next block of request ids (see take_request_id()).
   std::atomic<std::uint64_t> next_request_id{1};
   // Tells this router's blocks from another's in a thread's cache (tests run several routers).
@@ -216,7 +231,7 @@ struct Router::Impl {
     RequestJson body;
     const PromptTokenizer tokenizer{model_text ? &*model_text : nullptr, &encode_scratch()};
     if (table->pd_mode() ||
-        !scan_generate_request(req.body(), chat, config.served_models, g, sc->tokens, sc->text, &tokenizer)) {
+        !scan_generate_request(req.body(), chat, request_models, g, sc->tokens, sc->text, &tokenizer)) {
       auto doc = parse_request_json(req.body());  // the nesting-depth check, then json::parse
       if (!doc) {
         ApiError e = std::move(doc.error());
@@ -226,7 +241,7 @@ struct Router::Impl {
         co_return;
       }
       body = std::move(*doc);
-      auto parsed = parse_generate_request(body, chat, config.served_models, g, sc->tokens, sc->text, &tokenizer);
+      auto parsed = parse_generate_request(body, chat, request_models, g, sc->tokens, sc->text, &tokenizer);
       if (!parsed) {
         ApiError e = parsed.error();
         scratch.release(std::move(sc));
@@ -236,7 +251,7 @@ struct Router::Impl {
       }
     }
     sc->hashes.resize(sc->tokens.size() / static_cast<std::size_t>(config.block_size));
-    sc->hashes.resize(hash_blocks(sc->tokens, static_cast<std::size_t>(config.block_size), kRootBlockHash, sc->hashes));
+    sc->hashes.resize(hash_blocks(sc->tokens, static_cast<std::size_t>(config.block_size), chain_root_of(g), sc->hashes));
 
     RouteRequest rq;
     rq.request_id = take_request_id();
@@ -312,15 +327,15 @@ struct Router::Impl {
       co_return;
     }
     if (auto m = doc->find("model"); m != doc->end() && !m->is_null() &&
-        (!m->is_string() || std::find(config.served_models.begin(), config.served_models.end(), m->get<std::string>()) ==
-                                config.served_models.end())) {
+        (!m->is_string() || std::find(request_models.begin(), request_models.end(), m->get<std::string>()) ==
+                                request_models.end())) {
       metrics.error(ErrorCause::unknown_model);
       co_await w.send_error(404, "The model `" + (m->is_string() ? m->get<std::string>() : m->dump()) + "` does not exist",
                             "model", "model_not_found");
       co_return;
     }
     std::unique_ptr<Scratch> sc = scratch.acquire();
-    auto answer = model_text->serve_tokenize(*doc, detokenize, 0, encode_scratch());
+    auto answer = model_text->serve_tokenize(*doc, detokenize, max_model_len, encode_scratch());
     scratch.release(std::move(sc));
     if (!answer) {
       metrics.error(ErrorCause::bad_request);
@@ -419,6 +434,13 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
     } else {
       return unexpected("'--tokenizer' (" + c.tokenizer_dir + "): " + loaded.error());
     }
+  }
+  im.request_models = c.served_models;
+  im.request_models.insert(im.request_models.end(), c.lora_adapters.begin(), c.lora_adapters.end());
+  im.max_model_len = c.max_model_len > 0 ? c.max_model_len : im.model_text ? im.model_text->model_max_length() : 0;
+  if (im.model_text && im.max_model_len == 0) {
+    log_line("warning: the deployment's context length is unknown (no router.maxModelLen / --max-model-len, and "
+             "the tokenizer's model_max_length is not a length): /tokenize answers max_model_len null");
   }
   // prefixSource auto: precise exactly when the tokenizer loaded (im.config is what `c` reads).
   if (c.prefix_auto) im.config.precise_prefix = im.model_text.has_value();

@@ -20,7 +20,8 @@ constexpr const char* kUsage =
     "usage: disagg-engine router [--config FILE.json] [flags]\n"
     "KV-aware OpenAI-compatible router in front of vLLM (or sim-worker) endpoints.\n"
     "Config keys (engine/schema/engine-config.schema.json): router.{listenPort, servedModelName,\n"
-    "kvBlockSize, requestTimeoutSeconds, maxInflight, maxQueue, queueTimeoutSeconds, tokenizer, logDecisions},\n"
+    "kvBlockSize, requestTimeoutSeconds, maxInflight, maxQueue, queueTimeoutSeconds, tokenizer, logDecisions,\n"
+    "maxModelLen, loraAdapters},\n"
     "policy.{name, weights, options, prefixSource,\n"
     "disaggregation.minUncachedPromptTokens}, pools[].{name, role, discovery{type dns, host, port or\n"
     "ports (one per local data-parallel rank; KV events of ports[j] on kvEvents.port + j),\n"
@@ -54,6 +55,10 @@ constexpr const char* kUsage =
     "  --session-header NAME         header whose value pins a session to an endpoint (none)\n"
     "  --tokenizer DIR               the served model's tokenizer.json + tokenizer_config.json: real token\n"
     "                                ids and chat template for precise prefix routing (router.tokenizer)\n"
+    "  --max-model-len N             the deployment's context length, /tokenize's max_model_len\n"
+    "                                (router.maxModelLen; default the tokenizer's model_max_length)\n"
+    "  --lora-adapter NAME           a LoRA adapter the workers serve (router.loraAdapters; repeatable):\n"
+    "                                its requests are accepted and keyed apart, as vLLM keys them\n"
     "  --request-timeout-ms N        whole request limit (router.requestTimeoutSeconds, 600000)\n"
     "  --connect-timeout-ms N        upstream connect limit (2000)\n"
     "  --idle-timeout-ms N           upstream silence limit while streaming (60000)\n"
@@ -276,7 +281,7 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
     auto applied = apply_config_json(doc, c);
     if (!applied) return unexpected(c.config_path + ": " + applied.error());
   }
-  std::vector<std::string> flag_models;
+  std::vector<std::string> flag_models, flag_adapters;
   bool flag_endpoints = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -303,6 +308,11 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
       flag_models.push_back(v);
     } else if (flag == "--tokenizer") {
       c.tokenizer_dir = v;
+    } else if (flag == "--max-model-len") {
+      if (!integer(&c.max_model_len, 1, (1LL << 31) - 1)) return bad("must be a whole number >= 1, e.g. 32768");
+    } else if (flag == "--lora-adapter") {
+      if (v.empty()) return bad("must name the adapter, e.g. sql-lora");
+      flag_adapters.push_back(v);
     } else if (flag == "--policy") {
       const std::string engine = engine_policy_name(v);
       bool known = false;
@@ -398,6 +408,7 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
     }
   }
   if (!flag_models.empty()) c.served_models = flag_models;
+  if (!flag_adapters.empty()) c.lora_adapters = flag_adapters;
   if (c.served_models.empty()) {
     return unexpected(std::string("no served model name: set router.servedModelName in the config or pass --model-name NAME"));
   }

@@ -89,6 +89,14 @@ struct RouterConfig {
   /// Model names served; requests naming another get 404. The first one is /v1/models' first.
   std::vector<std::string> served_models;
   std::int32_t block_size = 16;
+  /// --lora-adapter / router.loraAdapters: LoRA adapters the workers serve besides the model (vLLM's
+  /// --lora-modules names). A request naming one is accepted and its blocks are keyed under that
+  /// adapter (disagg/block_hash.h chain_root), as vLLM keys them; requests naming another get 404.
+  std::vector<std::string> lora_adapters;
+  /// --max-model-len / router.maxModelLen: the deployment's context length (vLLM --max-model-len),
+  /// answered as /tokenize's max_model_len. 0: the tokenizer's model_max_length (tokenizer_config.json,
+  /// when it is a real length), else null there (and a warning at start).
+  std::int64_t max_model_len = 0;
   /// --tokenizer / router.tokenizer: a folder with the served model's tokenizer.json and
   /// tokenizer_config.json. Prompts then get the real token ids and chat template vLLM uses
   /// (precise prefix routing), and the router serves /tokenize and /detokenize. Empty: the

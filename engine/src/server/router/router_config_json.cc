@@ -243,8 +243,21 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
         !get_number(*router, "router.", "queueTimeoutSeconds", 0, &queue_timeout, err) ||
         !get_string(*router, "router.", "servedModelName", &model, err) ||
         !get_string(*router, "router.", "tokenizer", &c.tokenizer_dir, err) ||
-        !get_bool(*router, "router.", "logDecisions", &c.log_decisions, err)) {
+        !get_bool(*router, "router.", "logDecisions", &c.log_decisions, err) ||
+        !get_int(*router, "router.", "maxModelLen", 1, (1LL << 31) - 1, &c.max_model_len, err)) {
       return unexpected(err);
+    }
+    if (auto l = router->find("loraAdapters"); l != router->end() && !l->is_null()) {
+      if (!l->is_array()) return unexpected(std::string("'router.loraAdapters' must be an array of adapter names, e.g. [\"sql-lora\"]"));
+      c.lora_adapters.clear();
+      for (std::size_t i = 0; i < l->size(); ++i) {
+        const json& name = (*l)[i];
+        if (!name.is_string() || name.get_ref<const std::string&>().empty()) {
+          return unexpected("'router.loraAdapters[" + std::to_string(i) + "]' (" + quoted(name) +
+                            ") must be a non-empty string: the adapter's name in vLLM's --lora-modules");
+        }
+        c.lora_adapters.push_back(name.get<std::string>());
+      }
     }
     c.max_inflight = static_cast<std::int32_t>(max_inflight);
     c.max_queue = static_cast<std::int32_t>(max_queue);

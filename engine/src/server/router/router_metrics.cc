@@ -176,6 +176,8 @@ void RouterMetrics::write(std::string& out) const {
                "Publisher restarts detected (sequence went back).", "", load(kv_restarts));
   write_metric(out, "disagg_router_kv_events_decode_errors_total", "counter",
                "KV event messages that could not be decoded (dropped).", "", load(kv_decode_errors));
+  write_metric(out, "disagg_router_kv_events_replay_malformed_total", "counter",
+               "Replay answers of neither vLLM framing (skipped).", "", load(kv_replay_malformed));
   decision_seconds.write(out, "disagg_router_decision_seconds",
                          "Routing decision time: policy choice and P/D decision.");
   overhead_seconds.write(out, "disagg_router_overhead_seconds",

@@ -23,7 +23,8 @@
 //   prefix_source_info{source, tokenizer}       1: index|history, tokenizer loaded|failed|none
 //   inflight_requests, queued_requests          now
 //   kv_events_batches_total, kv_events_total{type}, kv_events_gaps_total, kv_events_replays_total,
-//   kv_events_restarts_total, kv_events_decode_errors_total, kv_index_entries, kv_index_evictions_total
+//   kv_events_restarts_total, kv_events_decode_errors_total, kv_events_replay_malformed_total,
+//   kv_index_entries, kv_index_evictions_total
 //   endpoint_healthy / endpoint_inflight / endpoint_running / endpoint_waiting /
 //   endpoint_kv_usage{endpoint, pool, role}, endpoint_ejections_total{...}
 #pragma once
@@ -141,6 +142,8 @@ struct RouterMetrics {
   std::atomic<std::uint64_t> kv_replays{0};
   std::atomic<std::uint64_t> kv_restarts{0};
   std::atomic<std::uint64_t> kv_decode_errors{0};
+  /// Replay answers of neither framing (kv_event_wire.h parse_replay_reply), skipped.
+  std::atomic<std::uint64_t> kv_replay_malformed{0};
 
   /// Where prefix scorers read prefixes ("index" or "history") and the tokenizer's state ("loaded",
   /// "failed", "none"): set once before the router serves, exported as disagg_router_prefix_source_info.

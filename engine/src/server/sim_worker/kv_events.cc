@@ -38,13 +38,33 @@ void pack_tag(Packer& pk, KvEventEncoding enc, KvEventKind kind) {
 }
 
 // Every event is written with the fields the wire module declares for its tag, in its order.
+// extra_keys of a LoRA or salted store: per block (lora_name) and, on the first block of a
+// sequence, (lora_name, cache_salt) or (cache_salt), as generate_block_hash_extra_keys orders them.
+void pack_extra_keys(Packer& pk, const KvEvent& e) {
+  pk.pack_array(static_cast<std::uint32_t>(e.block_hashes.size()));
+  for (std::size_t j = 0; j < e.block_hashes.size(); ++j) {
+    const bool salt = j == 0 && !e.cache_salt.empty();
+    const std::size_t n = (e.lora_name.empty() ? 0 : 1) + (salt ? 1 : 0);
+    if (n == 0) {
+      pk.pack_nil();
+      continue;
+    }
+    pk.pack_array(static_cast<std::uint32_t>(n));
+    if (!e.lora_name.empty()) pack_str(pk, e.lora_name);
+    if (salt) pack_str(pk, e.cache_salt);
+  }
+}
+
 void pack_event(Packer& pk, const KvEvent& e, KvEventEncoding enc) {
   using kv_wire::RemovedField;
   using kv_wire::StoredField;
   switch (e.kind) {
-    case KvEventKind::block_stored:
-      pack_struct(pk, enc, 1 + kv_wire::kStoredFields.size());
+    case KvEventKind::block_stored: {
+      // extra_keys is a defaulted field: written (after the declared ones) only when a block has some.
+      const bool extras = !e.lora_name.empty() || !e.cache_salt.empty();
+      pack_struct(pk, enc, 1 + kv_wire::kStoredFields.size() + (extras ? 1 : 0));
       pack_tag(pk, enc, e.kind);
+      static_assert(kv_wire::kStoredFieldsAll[kv_wire::kStoredFields.size()] == StoredField::extra_keys);
       for (StoredField f : kv_wire::kStoredFields) {
         pack_key(pk, enc, kv_wire::field_name(f));
         switch (f) {
@@ -59,14 +79,24 @@ void pack_event(Packer& pk, const KvEvent& e, KvEventEncoding enc) {
           case StoredField::block_size: pk.pack_int32(e.block_size); break;
           case StoredField::medium: pack_str(pk, kv_wire::kMediumGpu); break;
           case StoredField::lora_id:
+            if (e.lora_name.empty()) pk.pack_nil(); else pk.pack_int32(e.lora_id);
+            break;
           case StoredField::lora_name:
+            if (e.lora_name.empty()) pk.pack_nil(); else pack_str(pk, e.lora_name);
+            break;
           case StoredField::extra_keys:
           case StoredField::group_idx:
           case StoredField::kv_cache_spec_kind:
-          case StoredField::kv_cache_spec_sliding_window: pk.pack_nil(); break;
+          case StoredField::kv_cache_spec_sliding_window:
+          case StoredField::locality: pk.pack_nil(); break;
         }
       }
+      if (extras) {
+        pack_key(pk, enc, kv_wire::field_name(StoredField::extra_keys));
+        pack_extra_keys(pk, e);
+      }
       break;
+    }
     case KvEventKind::block_removed:
       pack_struct(pk, enc, 1 + kv_wire::kRemovedFields.size());
       pack_tag(pk, enc, e.kind);
@@ -75,7 +105,8 @@ void pack_event(Packer& pk, const KvEvent& e, KvEventEncoding enc) {
         switch (f) {
           case RemovedField::block_hashes: pack_hashes(pk, e.block_hashes); break;
           case RemovedField::medium: pack_str(pk, kv_wire::kMediumGpu); break;
-          case RemovedField::group_idx: pk.pack_nil(); break;
+          case RemovedField::group_idx:
+          case RemovedField::locality: pk.pack_nil(); break;
         }
       }
       break;
@@ -88,19 +119,19 @@ void pack_event(Packer& pk, const KvEvent& e, KvEventEncoding enc) {
 
 }  // namespace
 
-std::string encode_event_batch(double ts, std::span<const KvEvent> events,
-                               std::int32_t data_parallel_rank, KvEventEncoding encoding) {
+std::string encode_event_batch(double ts, std::span<const KvEvent> events, std::int32_t data_parallel_rank,
+                               KvEventEncoding batch, KvEventEncoding events_encoding) {
   using kv_wire::BatchField;
   msgpack::sbuffer buf;
   Packer pk(buf);
-  pack_struct(pk, encoding, kv_wire::kBatchFields.size());
+  pack_struct(pk, batch, kv_wire::kBatchFields.size());
   for (BatchField f : kv_wire::kBatchFields) {
-    pack_key(pk, encoding, kv_wire::field_name(f));
+    pack_key(pk, batch, kv_wire::field_name(f));
     switch (f) {
       case BatchField::ts: pk.pack_double(ts); break;
       case BatchField::events:
         pk.pack_array(static_cast<std::uint32_t>(events.size()));
-        for (const KvEvent& e : events) pack_event(pk, e, encoding);
+        for (const KvEvent& e : events) pack_event(pk, e, events_encoding);
         break;
       case BatchField::data_parallel_rank: pk.pack_int32(data_parallel_rank); break;
     }
@@ -188,18 +219,20 @@ void KvEventPublisher::run() {
         const auto start = kv_wire::decode_seq(frames[Request::start].to_string_view());
         if (!start) continue;
         const std::string identity = frames[Request::identity].to_string();
-        // Each answer: [identity] + ReplayReplyFrame's ["", seq, payload]; then the end marker.
-        for (const auto& [seq, payload] : im.buffer) {
-          if (seq < *start) continue;
+        // Each answer: [identity] + ReplayReplyFrame's ["", seq, payload] (ReplayReplyTopicFrame's
+        // ["", topic, seq, payload] since vLLM 0.26); then the end marker (its topic empty).
+        const bool with_topic = options_.release.replay == kv_wire::ReplayFraming::topic_seq_payload;
+        auto answer = [&](std::string_view topic, std::int64_t seq, std::string_view payload) {
           im.replay->send(zmq::buffer(identity), zmq::send_flags::sndmore);
           im.replay->send(zmq::message_t(), zmq::send_flags::sndmore);
+          if (with_topic) im.replay->send(zmq::buffer(topic), zmq::send_flags::sndmore);
           im.replay->send(zmq::buffer(encode_seq(seq)), zmq::send_flags::sndmore);
           im.replay->send(zmq::buffer(payload), zmq::send_flags::none);
+        };
+        for (const auto& [seq, payload] : im.buffer) {
+          if (seq >= *start) answer(options_.topic, seq, payload);
         }
-        im.replay->send(zmq::buffer(identity), zmq::send_flags::sndmore);
-        im.replay->send(zmq::message_t(), zmq::send_flags::sndmore);
-        im.replay->send(zmq::buffer(encode_seq(kv_wire::kReplayEndSeq)), zmq::send_flags::sndmore);
-        im.replay->send(zmq::message_t(), zmq::send_flags::none);
+        answer("", kv_wire::kReplayEndSeq, "");
       }
     }
     bool stop_now = false;
@@ -211,8 +244,7 @@ void KvEventPublisher::run() {
       stop_now = stopping_;
     }
     for (auto& [ts, events] : batch) {
-      std::string payload = encode_event_batch(ts, events, options_.data_parallel_rank,
-                                               options_.encoding);
+      std::string payload = encode_event_batch(ts, events, options_.data_parallel_rank, options_.release);
       const std::int64_t seq = im.next_seq++;
       try {  // kv_wire::PublishFrame: [topic, seq, payload]
         im.pub.send(zmq::buffer(options_.topic), zmq::send_flags::sndmore);

@@ -2,12 +2,13 @@
 //
 // The wire format (frames, sequence numbers, replay and its end marker, event tags, field order)
 // is described once, in server/kv_events/kv_event_wire.h; this encoder writes by it and the
-// router's decoder reads by it. What the sim-worker writes: array-like structs by default (vLLM
-// releases that declare them array_like), or map-like ({"type": "BlockStored", ...}; newer vLLM);
-// defaulted fields (extra_keys, group_idx, ...) are omitted, as msgspec's omit_defaults does; block
-// hashes are unsigned 64-bit integers (the engine's chained hashes, disagg/block_hash.h); lora_id
-// and lora_name are nil; medium is "GPU". The optional replay socket answers a request for a
-// start sequence with every buffered batch from it, then the end marker.
+// router's decoder reads by it. What the sim-worker writes imitates one vLLM release
+// (server/kv_events/vllm_release.h: the batch and event encodings, the replay framing); defaulted
+// fields (group_idx, ...) are omitted, as msgspec's omit_defaults does, and extra_keys is written
+// only for blocks of a LoRA or salted request; block hashes are unsigned 64-bit integers (the
+// engine's chained hashes, disagg/block_hash.h); lora_id and lora_name are nil unless the request
+// named a LoRA adapter; medium is "GPU". The optional replay socket answers a request for a start
+// sequence with every buffered batch from it, then the end marker, framed as the release frames them.
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,7 @@
 #include "disagg/block_hash.h"
 #include "disagg/expected.h"
 #include "server/kv_events/kv_event_wire.h"
+#include "server/kv_events/vllm_release.h"
 
 namespace disagg::sim_worker {
 
@@ -38,14 +40,32 @@ struct KvEvent {
   /// block_stored: the tokens of all the blocks, block after block.
   std::vector<TokenId> token_ids;
   std::int32_t block_size = 0;
+  /// block_stored: the LoRA adapter of the request (vLLM's lora_name, in every block's extra_keys)
+  /// and its lora_id; empty / 0 without one.
+  std::string lora_name;
+  std::int32_t lora_id = 0;
+  /// block_stored: the request's cache_salt, in the first block's extra_keys; only on an event
+  /// whose first block starts a sequence (no parent), as vLLM salts only that block.
+  std::string cache_salt;
 };
 
 /// array_like or map_like (see kv_event_wire.h).
 using KvEventEncoding = kv_wire::Encoding;
 
-/// msgpack bytes of EventBatch(ts, events, data_parallel_rank).
-std::string encode_event_batch(double ts, std::span<const KvEvent> events,
-                               std::int32_t data_parallel_rank, KvEventEncoding encoding);
+/// msgpack bytes of EventBatch(ts, events, data_parallel_rank), the batch written `batch`, its
+/// events written `events`.
+std::string encode_event_batch(double ts, std::span<const KvEvent> events, std::int32_t data_parallel_rank,
+                               KvEventEncoding batch, KvEventEncoding events_encoding);
+/// The same with one encoding for the batch and its events.
+inline std::string encode_event_batch(double ts, std::span<const KvEvent> events, std::int32_t data_parallel_rank,
+                                      KvEventEncoding encoding) {
+  return encode_event_batch(ts, events, data_parallel_rank, encoding, encoding);
+}
+/// The same as vLLM `release` writes it.
+inline std::string encode_event_batch(double ts, std::span<const KvEvent> events, std::int32_t data_parallel_rank,
+                                      const kv_wire::VllmRelease& release) {
+  return encode_event_batch(ts, events, data_parallel_rank, release.batch, release.events);
+}
 
 /// The 8-byte sequence frame (the wire module's; -1 = the replay end marker).
 using kv_wire::encode_seq;
@@ -56,7 +76,8 @@ struct KvEventPublisherOptions {
   /// ROUTER endpoint for replay; empty = none.
   std::string replay_endpoint;
   std::string topic;
-  KvEventEncoding encoding = KvEventEncoding::array_like;
+  /// The vLLM release imitated: encodings and replay framing.
+  kv_wire::VllmRelease release = kv_wire::kNewestVllmRelease;
   std::int32_t data_parallel_rank = 0;
   /// Batches kept for replay (vLLM's buffer_steps default is 10,000).
   std::size_t buffer_steps = 10'000;

@@ -153,13 +153,18 @@ void SimEngine::admit_inbox(std::vector<EngineRequest>& inbox) {
     a->state->engine_id = id;
     if (options_.scheduler.enable_prefix_caching) {
       a->hashes.resize(a->tokens.size() / bs);
-      a->hashes.resize(hash_blocks(a->tokens, bs, kRootBlockHash, a->hashes));
+      const BlockHash root = chain_root(r.lora_name.empty() ? 0 : extra_key_digest(r.lora_name),
+                                        r.cache_salt.empty() ? 0 : extra_key_digest(r.cache_salt));
+      a->hashes.resize(hash_blocks(a->tokens, bs, root, a->hashes));
       for (std::size_t i = 0; i < a->hashes.size(); ++i) {
         BlockInfo& info = block_info_[a->hashes[i]];
         if (info.refs++ == 0) {
           info.parent = i == 0 ? std::nullopt : std::optional<BlockHash>(a->hashes[i - 1]);
           info.tokens.assign(a->tokens.begin() + static_cast<std::ptrdiff_t>(i * bs),
                              a->tokens.begin() + static_cast<std::ptrdiff_t>((i + 1) * bs));
+          info.lora_name = r.lora_name;
+          info.lora_id = r.lora_id;
+          if (i == 0) info.cache_salt = r.cache_salt;
         }
       }
     }
@@ -242,7 +247,8 @@ void SimEngine::on_stored(BlockHash block) {
   if (!events_.empty()) {
     KvEvent& last = events_.back();
     // Extend a run of consecutive blocks of one chain, as vLLM does per request.
-    if (last.kind == KvEventKind::block_stored && parent && last.block_hashes.back() == *parent) {
+    if (last.kind == KvEventKind::block_stored && parent && last.block_hashes.back() == *parent &&
+        (info ? std::string_view(info->lora_name) : std::string_view()) == last.lora_name) {
       last.block_hashes.push_back(hash);
       if (info) last.token_ids.insert(last.token_ids.end(), info->tokens.begin(), info->tokens.end());
       return;
@@ -252,7 +258,12 @@ void SimEngine::on_stored(BlockHash block) {
   e.kind = KvEventKind::block_stored;
   e.block_hashes.push_back(hash);
   e.parent_block_hash = parent;
-  if (info) e.token_ids = info->tokens;
+  if (info) {
+    e.token_ids = info->tokens;
+    e.lora_name = info->lora_name;
+    e.lora_id = info->lora_id;
+    if (!parent) e.cache_salt = info->cache_salt;
+  }
   e.block_size = options_.scheduler.block_size;
   events_.push_back(std::move(e));
 }

@@ -77,6 +77,12 @@ struct EngineRequest {
   std::vector<TokenId> tokens;
   std::int32_t prompt_tokens = 0;
   std::int32_t output_tokens = 1;
+  /// The LoRA adapter the request names (empty: the base model) and its vLLM lora_id, and its
+  /// cache_salt (empty: none). They start its block chain (chain_root, disagg/block_hash.h), as
+  /// vLLM's extra keys enter its block hashes, and its KV events carry them.
+  std::string lora_name;
+  std::int32_t lora_id = 0;
+  std::string cache_salt;
   /// Set by submit().
   std::chrono::steady_clock::time_point arrival{};
 };
@@ -151,6 +157,9 @@ class SimEngine {
   struct BlockInfo {
     std::optional<BlockHash> parent;
     std::vector<TokenId> tokens;
+    std::string lora_name;
+    std::int32_t lora_id = 0;
+    std::string cache_salt;  // the first block of a salted sequence only
     std::int32_t refs = 0;
   };
   std::unordered_map<BlockHash, BlockInfo> block_info_;

@@ -1,5 +1,6 @@
 #include "sim_worker.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <csignal>
@@ -65,6 +66,9 @@ struct Generation {
   std::int32_t max_tokens = 16;
   std::vector<TokenId> prompt;
   RequestKind kind = RequestKind::full;
+  std::string lora_name;  // the adapter the request names; empty: the base model
+  std::int32_t lora_id = 0;
+  std::string cache_salt;
 };
 
 // What a response needs to know about its request (the JSON is built outside coroutines:
@@ -278,12 +282,23 @@ Expected<Generation, ApiError> SimWorker::Impl::parse(const Body& body, bool cha
   if (!body.is_object()) return unexpected(ApiError{400, "the request body must be a JSON object", "", ""});
   if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
     if (!m->is_string()) return unexpected(ApiError{400, "'model' must be a string", "model", ""});
-    if (m->get<std::string>() != config.model_name) {
+    const auto adapter = std::find(config.lora_adapters.begin(), config.lora_adapters.end(), m->get<std::string>());
+    if (adapter != config.lora_adapters.end()) {
+      g.lora_name = *adapter;
+      g.lora_id = static_cast<std::int32_t>(adapter - config.lora_adapters.begin()) + 1;
+    } else if (m->get<std::string>() != config.model_name) {
       return unexpected(ApiError{404,
                                  "The model `" + m->get<std::string>() +
                                      "` does not exist; this worker serves `" + config.model_name + "`",
                                  "model", "model_not_found"});
     }
+  }
+  // vLLM's check_cache_salt_support: a non-empty string when given.
+  if (auto cs = body.find("cache_salt"); cs != body.end() && !cs->is_null()) {
+    if (!cs->is_string() || cs->get_ref<const std::string&>().empty()) {
+      return unexpected(ApiError{400, "Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt", ""});
+    }
+    g.cache_salt = cs->get<std::string>();
   }
   if (auto n = body.find("n"); n != body.end() && !n->is_null() && !(n->is_number_integer() && *n == 1)) {
     return unexpected(ApiError{400, "'n' must be 1: sim-worker generates one choice", "n", ""});
@@ -521,6 +536,9 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
   er.prompt_tokens = prompt_len;
   er.output_tokens = out_len;
   er.tokens = std::move(g.prompt);
+  er.lora_name = std::move(g.lora_name);
+  er.lora_id = g.lora_id;
+  er.cache_salt = std::move(g.cache_salt);
   for (std::int32_t k = 0; k < out_len; ++k) er.tokens.push_back(filler_token(seed, k));
   if (!engine->submit(std::move(er))) {
     const std::array<Header, 1> retry = {Header{"Retry-After", "1"}};
@@ -722,7 +740,7 @@ Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerCon
     po.topic = c.kv_events_topic.empty()
                    ? "kv@" + c.advertise_host + ":" + std::to_string(port) + "@" + c.model_name
                    : c.kv_events_topic;
-    po.encoding = c.kv_events_encoding;
+    po.release = c.vllm_release;
     auto pub = KvEventPublisher::create(po);
     if (!pub) return unexpected(pub.error());
     impl->publisher = std::move(*pub);

@@ -54,7 +54,12 @@ struct SimWorkerConfig {
   /// and replay sockets bind kv_events_port + N and kv_events_replay_port + N.
   std::int32_t data_parallel_rank = 0;
   std::string kv_events_topic;        ///< --kv-events-topic (default kv@<host>:<port>@<model>)
-  KvEventEncoding kv_events_encoding = KvEventEncoding::array_like;  ///< --kv-events-encoding array|map
+  /// --vllm-version V: the vLLM release whose KV-event encoding and replay framing it imitates
+  /// (server/kv_events/vllm_release.h); default the newest row there.
+  kv_wire::VllmRelease vllm_release = kv_wire::kNewestVllmRelease;
+  /// --lora-adapter NAME (repeatable): LoRA adapters served besides the base model, as vLLM's
+  /// --lora-modules; a request naming one is a LoRA request (lora_id = its position + 1).
+  std::vector<std::string> lora_adapters;
   std::uint64_t kv_events_hash_salt = 0;  ///< --kv-events-hash-salt N: published hashes XOR N (vLLM's own hashing)
   double fail_rate = 0;               ///< --fail-rate: share of requests answered 500 at once
   /// --kv-load-fail-rate: share of remote-prefill (do_remote_prefill) requests whose KV pull fails,

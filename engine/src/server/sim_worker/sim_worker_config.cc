@@ -39,7 +39,11 @@ constexpr const char* kUsage =
     "  --data-parallel-rank N       the data-parallel rank it stands in for, as vLLM's: KV-event batches\n"
     "                               carry it, and the KV-event (and replay) ports are offset by it (0)\n"
     "  --kv-events-topic T          topic (kv@<host>:<port>@<model>)\n"
-    "  --kv-events-encoding E       array (vLLM array_like structs) | map (array)\n"
+    "  --vllm-version V             the vLLM release whose KV-event encoding and replay framing it\n"
+    "                               imitates: 0.19 (array-like), 0.24 (map-like events), 0.26 (replay\n"
+    "                               answers carry the topic); a later release takes the newest (0.26)\n"
+    "  --lora-adapter NAME          a LoRA adapter served besides the model (repeatable), as vLLM's\n"
+    "                               --lora-modules: its requests' blocks are keyed apart (none)\n"
     "  --kv-events-hash-salt N      publish block hashes XOR N, as vLLM hashes with its own function\n"
     "                               and seed (the router keys blocks by token ids) (0)\n"
     "  --fail-rate P                answer this share of requests with 500 at once (0)\n"
@@ -141,10 +145,15 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
       c.kv_events_topic = v;
     } else if (flag == "--kv-events-hash-salt") {
       if (!parse_num(v, &c.kv_events_hash_salt)) return bad(flag, v, "must be a whole number >= 0");
-    } else if (flag == "--kv-events-encoding") {
-      if (v == "array") c.kv_events_encoding = KvEventEncoding::array_like;
-      else if (v == "map") c.kv_events_encoding = KvEventEncoding::map_like;
-      else return bad(flag, v, "must be array or map");
+    } else if (flag == "--vllm-version") {
+      const auto release = kv_wire::vllm_release(v);
+      if (!release) {
+        return bad(flag, v, "must be a vLLM release MAJOR.MINOR[.PATCH] from 0.19 on, e.g. 0.19.1 or 0.26");
+      }
+      c.vllm_release = *release;
+    } else if (flag == "--lora-adapter") {
+      if (v.empty()) return bad(flag, v, "must name the adapter, e.g. sql-lora");
+      c.lora_adapters.emplace_back(v);
     } else if (flag == "--fail-rate") {
       if (!parse_num(v, &c.fail_rate) || c.fail_rate < 0 || c.fail_rate > 1) {
         return bad(flag, v, "must be in [0, 1], e.g. 0.1");

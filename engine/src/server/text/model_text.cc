@@ -495,6 +495,7 @@ Expected<ModelText, std::string> ModelText::load(const std::string& dir) {
   std::optional<ChatTemplate> chat_template;
   ojson specials = ojson::object();
   std::vector<std::pair<std::string, std::string>> sources;  // (name, template text)
+  std::int64_t model_max_length = 0;
   if (std::ifstream in(dir + "/tokenizer_config.json", std::ios::binary); in) {
     std::ostringstream text;
     text << in.rdbuf();
@@ -507,6 +508,12 @@ Expected<ModelText, std::string> ModelText::load(const std::string& dir) {
       ojson list = ojson::array();
       for (const auto& t : config["additional_special_tokens"]) list.push_back(token_text(t));
       specials["additional_special_tokens"] = std::move(list);
+    }
+    // transformers writes int(1e30) (VERY_LARGE_INTEGER) when the length is unknown: only a
+    // length a model could have counts.
+    if (const auto m = config.find("model_max_length");
+        m != config.end() && m->is_number_integer() && m->get<std::int64_t>() >= 1 && m->get<std::int64_t>() <= (1LL << 31) - 1) {
+      model_max_length = m->get<std::int64_t>();
     }
     if (const auto t = config.find("chat_template"); t != config.end()) {
       if (t->is_string()) {
@@ -540,8 +547,10 @@ Expected<ModelText, std::string> ModelText::load(const std::string& dir) {
     (name == "default" ? chat_template : tool_template) = std::move(compiled).value();
     (name == "default" ? chat_developer : tool_developer) = developer_role_in_template(source);
   }
-  return ModelText(std::move(tokenizer).value(), std::move(chat_template), std::move(tool_template), std::move(specials),
+  ModelText loaded(std::move(tokenizer).value(), std::move(chat_template), std::move(tool_template), std::move(specials),
                    chat_developer, tool_developer);
+  loaded.model_max_length_ = model_max_length;
+  return loaded;
 }
 
 void ModelText::completion_tokens(std::string_view prompt, bool add_special_tokens, EncodeScratch& scratch,
@@ -553,12 +562,24 @@ Expected<void, std::string> ModelText::chat_tokens(const nlohmann::ordered_json&
                                                    std::vector<TokenId>& out) const {
   const bool use_tool_template = request_has_tools(body) && tool_template_;
   const ChatTemplate* chosen = use_tool_template ? &*tool_template_ : chat_template_ ? &*chat_template_ : nullptr;
+  bool developer = use_tool_template ? tool_developer_ : chat_developer_;
+  // A request's own chat_template replaces the model's (vLLM passes it to apply_chat_template,
+  // which then ignores the tool_use template): its prompt, so its blocks, are what that renders.
+  std::optional<ChatTemplate> own;
+  if (const auto t = body.find("chat_template"); t != body.end() && !t->is_null()) {
+    if (!t->is_string()) return unexpected(std::string("'chat_template' must be a string"));
+    auto compiled = ChatTemplate::compile(t->get_ref<const std::string&>());
+    if (!compiled) return unexpected("the request's chat_template does not compile: " + compiled.error().message);
+    own.emplace(std::move(compiled).value());
+    chosen = &*own;
+    developer = developer_role_in_template(t->get_ref<const std::string&>());
+  }
   if (!chosen) {
     return unexpected(std::string(
         "this model has no chat template (tokenizer_config.json has no chat_template), so chat requests cannot be "
         "rendered; use /v1/completions"));
   }
-  auto built = chat_template_context(body, *chosen, use_tool_template ? tool_developer_ : chat_developer_);
+  auto built = chat_template_context(body, *chosen, developer);
   if (!built) return unexpected(built.error());
   ojson context = specials_;
   for (auto& [key, value] : built.value().items()) context[key] = std::move(value);

@@ -91,6 +91,9 @@ class ModelText {
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   bool has_chat_template() const { return chat_template_.has_value() || tool_template_.has_value(); }
+  /// tokenizer_config.json's model_max_length when it is a length a model could have (1 .. 2^31 - 1;
+  /// transformers writes 1e30 for "unknown"); 0 otherwise.
+  std::int64_t model_max_length() const { return model_max_length_; }
 
   /// Appends the ids of a completions prompt string (with special tokens, as vLLM's default).
   void completion_tokens(std::string_view prompt, bool add_special_tokens, EncodeScratch& scratch,
@@ -111,7 +114,9 @@ class ModelText {
 
   /// Renders a chat request (`body` holds `messages` and the optional fields above) into `prompt`
   /// and appends its ids to `out`. `add_special_tokens` is vLLM's request field (default false).
-  /// `body` is an ordered_json because key order shows in a render (tojson of tool schemas,
+  /// A `chat_template` string in the request is compiled and rendered instead of the model's
+  /// (error: it does not compile, or is not a string), so a router keys such a request by the
+  /// tokens vLLM will cache for it. `body` is an ordered_json because key order shows in a render (tojson of tool schemas,
   /// items()): parse the request with nlohmann::ordered_json::parse.
   Expected<void, std::string> chat_tokens(const nlohmann::ordered_json& body, EncodeScratch& scratch, std::string& prompt,
                                           std::vector<TokenId>& out) const;
@@ -132,6 +137,7 @@ class ModelText {
   nlohmann::ordered_json specials_;  // bos_token, eos_token, unk_token, pad_token: the template's variables
   bool chat_developer_ = false;      // developer_role_in_template() of each template's source
   bool tool_developer_ = false;
+  std::int64_t model_max_length_ = 0;
 };
 
 }  // namespace disagg::text
