@@ -41,7 +41,10 @@ describe('router', () => {
     expect(config).toEqual(inference._router.config);
     expect(Object.keys(config)).toEqual(['router', 'policy', 'pools']);
     expect(config.router).toEqual({
-      listenPort: 8000, servedModelName: 'meta-llama/Llama-3.3-70B-Instruct', kvBlockSize: 16, tokenizer: '/var/lib/disagg/tokenizer',
+      listenPort: 8000,
+      servedModelName: 'meta-llama/Llama-3.3-70B-Instruct',
+      kvBlockSize: 16,
+      tokenizer: '/var/lib/disagg/tokenizer',
       // what /tokenize answers: the workers' --max-model-len
       maxModelLen: 32768,
     });
