@@ -13,15 +13,14 @@ export class DataParallelEndpoints {
    * InferencePool list every port (`targetPorts`, at most 8 per pod). Each rank keeps its own KV cache,
    * so a KV-aware endpoint picker sees and routes to each rank's cache. Behind a
    * `DisaggregatedInference` the router discovers every rank's port of every pod, and subscribes local
-   * rank j to KV events on port 5557 + j.
+   * rank j to KV events on port 5557 + j. The default, standalone or inside a `DisaggregatedInference`.
    */
   public static readonly PER_RANK = new DataParallelEndpoints('per-rank');
 
   /**
    * One vLLM API server on the leader pod (port 8000) that spreads requests over every rank by queue
    * length; the other pods run `--headless`. One endpoint per group, so a KV-aware router sees one
-   * endpoint (and only the rank-0 KV events, on 5557) for all the group's caches. The default inside a
-   * `DisaggregatedInference`.
+   * endpoint (and only the rank-0 KV events, on 5557) for all the group's caches.
    */
   public static readonly SINGLE = new DataParallelEndpoints('single');
 

@@ -23,7 +23,7 @@ import { DEFAULT_DRAIN_TPOT_SECONDS, DRAIN_DNS_SECONDS, DRAIN_MARGIN_SECONDS } f
 import { addGatewayObjects } from './private/gateway-objects';
 import { DRAIN_TPOT, FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_POLICY, NIXL_BACKEND } from './private/hidden-props';
 import { APP_PART_OF, componentLabels } from './private/labels';
-import { resolveModel, strip } from './private/model-inputs';
+import { resolveModel, resolveVllmVersion, strip } from './private/model-inputs';
 import { NEURON_DEVICES_PER_POD, NEURON_DOCS, neuronDisaggregationProblem } from './private/neuron';
 import { planPool } from './private/pool-plan';
 import { Router } from './private/router';
@@ -62,9 +62,10 @@ export interface DisaggregatedInferenceProps extends ModelDeploymentOptions {
   readonly prefillExpertParallel?: ExpertParallelPoolOptions;
   /**
    * An expert-parallel decode pool (MoE models) instead of `decode`. Its endpoints default to
-   * `DataParallelEndpoints.SINGLE` (one API server per group); with `DataParallelEndpoints.PER_RANK`
-   * the router discovers every rank's port of every pod (8000, 8001, ...) and routes to each rank's
-   * KV cache.
+   * `DataParallelEndpoints.PER_RANK`, as a standalone pool's: the router discovers every rank's port of
+   * every pod (8000, 8001, ...), subscribes to each rank's KV events and routes to each rank's KV cache.
+   * `DataParallelEndpoints.SINGLE` gives one API server per group, which balances over its ranks by
+   * queue length, and the router sees only rank 0's cache.
    * @default - none; then `decode` is required
    */
   readonly decodeExpertParallel?: ExpertParallelPoolOptions;
@@ -327,6 +328,7 @@ export class DisaggregatedInference extends Construct {
       modelCache,
       runAsNonRoot: props.runWorkersAsNonRoot ?? false,
       efaHugePages: props.efaHugePages ?? true,
+      vllmVersion: resolveVllmVersion(props),
       // vLLM Neuron compiles the model on first start (~15-20 min for a 70B model: Llama 3.3 70B tutorial,
       // https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/tutorials/tutorial-llama3-70b.html).
       startupSeconds: resolved.startupSeconds + (neuron && props.startupOverheadSeconds === undefined ? NEURON_COMPILE_SECONDS : 0),
@@ -358,7 +360,8 @@ export class DisaggregatedInference extends Construct {
         name: objectName,
         namespace,
         serviceAccountName: name,
-        endpoints: ep.endpoints ?? DataParallelEndpoints.SINGLE,
+        // Per rank by default, as a standalone pool: the router then sees, and routes to, every rank's cache.
+        endpoints: ep.endpoints ?? DataParallelEndpoints.PER_RANK,
         [FIELD_PREFIX]: `${role}ExpertParallel`,
         [NIXL_BACKEND]: this.nixlBackend,
         [KV_LOAD_FAILURE_POLICY]: kvLoadFailurePolicy,

@@ -16,7 +16,7 @@ import { addGatewayObjects } from './private/gateway-objects';
 import { DRAIN_TPOT, FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_POLICY, NIXL_BACKEND } from './private/hidden-props';
 import { APP_INSTANCE, APP_PART_OF, LWS_WORKER_INDEX, PORTS, componentLabels } from './private/labels';
 import { addLeaderWorkerSet } from './private/leader-worker-set';
-import { ResolvedModel, resolveModel, strip } from './private/model-inputs';
+import { ResolvedModel, resolveModel, resolveVllmVersion, strip } from './private/model-inputs';
 import { PoolExtras } from './private/pool-extras';
 import { PoolPlan, PoolPlanInputs, planPool } from './private/pool-plan';
 import { workloadServiceAccount } from './private/service-account';
@@ -371,6 +371,7 @@ export class ExpertParallelPool extends Construct implements IServingPool {
       modelCache: resolved.modelCache,
       runAsNonRoot: props.runWorkersAsNonRoot ?? false,
       efaHugePages: props.efaHugePages ?? true,
+      vllmVersion: resolveVllmVersion(props),
       startupSeconds: resolved.startupSeconds,
       zone: props.zone,
       drainTpotSeconds: hidden[DRAIN_TPOT],
@@ -408,7 +409,7 @@ export class ExpertParallelPool extends Construct implements IServingPool {
       backend: this.allToAllBackend,
       // A decode pool says what a failed KV pull does: the deployment's policy inside a
       // DisaggregatedInference, else its own (FAIL unless given).
-      nixl: this.usesNixl ? kvTransferConfig(transfer, role === PoolRole.DECODE
+      nixl: this.usesNixl ? kvTransferConfig(transfer, ctx.vllmVersion, role.name, role === PoolRole.DECODE
         ? hidden[KV_LOAD_FAILURE_POLICY] ?? (props.kvLoadFailurePolicy ?? KvLoadFailurePolicy.FAIL).value
         : undefined) : undefined,
       ports: this.httpPorts,

@@ -21,3 +21,4 @@ export * from './tiered-kv-cache';
 export * from './pool-autoscaling';
 export * from './autoscaler';
 export * from './workload-namespace';
+export * from './vllm-version';

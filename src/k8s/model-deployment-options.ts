@@ -2,6 +2,7 @@ import { ModelArchitecture, Precision } from '../catalog';
 import { KvTransfer } from './kv-transfer';
 import { ModelCache } from './model-cache';
 import { ModelSource } from './model-source';
+import { VllmVersion } from './vllm-version';
 
 /**
  * What every vLLM deployment of one model shares: the model, its weights and KV cache precision, the
@@ -24,6 +25,13 @@ export interface ModelDeploymentOptions {
    * @see https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/getting-started/setup-guide.html
    */
   readonly image: string;
+  /**
+   * The vLLM release `image` runs: it decides what the workers' command line may use (`kv_producer` /
+   * `kv_consumer` roles since 0.22.1, `kv_both` before).
+   * @default - the release the image's tag names (`vllm:0.19.1-gpu-...`, `vllm-openai:v0.26.0`), else
+   * VllmVersion.BUNDLED (the library's own worker image)
+   */
+  readonly vllmVersion?: VllmVersion;
   /**
    * Image pull policy of every container.
    * @default - Kubernetes' default (IfNotPresent for tagged images)

@@ -169,9 +169,10 @@ describe('ExpertParallelPool', () => {
     expect(env(c, 'VLLM_HTTP_TIMEOUT_KEEP_ALIVE').value).toBe('120');
   });
 
-  test('DisaggregatedInference with an expert-parallel decode side: single endpoint, router discovers it', () => {
-    // GIVEN DeepSeek-V3 with a TP8 prefill pool and an EP16 decode pool WHEN synthesized
-    const { manifests, result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds', deepseekEpPdProps()));
+  test('DisaggregatedInference with an expert-parallel decode side asked for a single endpoint: the router discovers it', () => {
+    // GIVEN DeepSeek-V3 with a TP8 prefill pool and an EP16 decode pool with one API server per group WHEN synthesized
+    const { manifests, result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds',
+      deepseekEpPdProps({ endpoints: DataParallelEndpoints.SINGLE })));
     const lws = find(manifests, 'LeaderWorkerSet', '-decode');
     const leader = container(lws, 'leaderTemplate');
     // THEN the decode side is an LWS named after the deployment, in SINGLE mode, with NIXL
@@ -207,10 +208,9 @@ describe('ExpertParallelPool', () => {
     }
   }
 
-  test('DisaggregatedInference with a per-rank decode side: the router lists every rank port and finds each rank\'s KV events', () => {
-    // GIVEN an EP16 decode pool on two p5en with one API server per rank WHEN synthesized
-    const { manifests, result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds',
-      deepseekEpPdProps({ endpoints: DataParallelEndpoints.PER_RANK })));
+  test('DisaggregatedInference with a per-rank decode side (the default): the router lists every rank port and finds each rank\'s KV events', () => {
+    // GIVEN an EP16 decode pool on two p5en, endpoints left to their default (one API server per rank) WHEN synthesized
+    const { manifests, result: inference } = synthChart(c => new DisaggregatedInference(c, 'Ds', deepseekEpPdProps()));
     const config = JSON.parse(inference.routerConfig);
     const lws = find(manifests, 'LeaderWorkerSet', '-decode');
     // THEN the router's decode pool lists ports 8000..8007 (8 local ranks) and the prefill pool keeps one port

@@ -1,13 +1,16 @@
 import { container, defaultProps, find, flag, synthInference } from './util';
-import { AcceleratedInstanceType, ModelSource, Precision } from '../../src';
+import { AcceleratedInstanceType, ModelSource, Precision, VllmVersion } from '../../src';
 
 describe('vLLM arguments of the workers', () => {
   test('default P/D: served model, parallelism, memory, block size, KV dtype and quantization', () => {
     // GIVEN the default configuration WHEN synthesized
     const { manifests } = synthInference(defaultProps());
-    const args: string[] = container(find(manifests, 'Deployment', '-decode')).args;
-    // THEN every sizing value lands in its flag
-    expect(flag(args, '--model')).toBe('meta-llama/Llama-3.3-70B-Instruct');
+    const c = container(find(manifests, 'Deployment', '-decode'));
+    const args: string[] = c.args;
+    // THEN the server is `vllm serve <model>` (it refuses --model), and every sizing value lands in its flag
+    expect(c.command).toEqual(['vllm', 'serve']);
+    expect(args[0]).toBe('meta-llama/Llama-3.3-70B-Instruct');
+    expect(args).not.toContain('--model');
     expect(flag(args, '--served-model-name')).toBe('meta-llama/Llama-3.3-70B-Instruct');
     expect(flag(args, '--tensor-parallel-size')).toBe('4');
     expect(flag(args, '--max-model-len')).toBe('32768');
@@ -57,7 +60,7 @@ describe('vLLM arguments of the workers', () => {
     const { manifests } = synthInference(defaultProps({ modelSource: ModelSource.s3('s3://models-bucket/llama-3.3-70b', { region: 'us-west-2' }) }));
     const c = container(find(manifests, 'Deployment', '-decode'));
     // THEN
-    expect(flag(c.args, '--model')).toBe('s3://models-bucket/llama-3.3-70b');
+    expect(c.args[0]).toBe('s3://models-bucket/llama-3.3-70b');
     expect(flag(c.args, '--load-format')).toBe('runai_streamer');
     expect(c.env).toContainEqual({ name: 'AWS_REGION', value: 'us-west-2' });
   });
@@ -93,5 +96,36 @@ describe('vLLM arguments of the workers', () => {
     expect(worker.startupProbe).toBeUndefined();
     // and the headless Service selects only the leaders
     expect(find(manifests, 'Service', '-decode').spec.selector['leaderworkerset.sigs.k8s.io/worker-index']).toBe('0');
+  });
+
+  test('the KV role follows the vLLM release: per pool since 0.22.1, kv_both before', () => {
+    // GIVEN the release named, read from the image tag, or neither (the bundled image's, 0.19.1)
+    const roles = (props: Record<string, unknown>) => {
+      const { manifests } = synthInference(defaultProps(props));
+      return ['-prefill', '-decode'].map((p) => JSON.parse(flag(container(find(manifests, 'Deployment', p)).args, '--kv-transfer-config')!).kv_role);
+    };
+    // THEN
+    expect(roles({ vllmVersion: VllmVersion.V0_26_0 })).toEqual(['kv_producer', 'kv_consumer']);
+    expect(roles({ image: 'vllm/vllm-openai:v0.26.0' })).toEqual(['kv_producer', 'kv_consumer']);
+    expect(roles({ image: 'public.ecr.aws/deep-learning-containers/vllm:0.22.1-gpu-py312-cu129-ubuntu22.04-ec2' })).toEqual(['kv_producer', 'kv_consumer']);
+    expect(roles({ image: 'public.ecr.aws/deep-learning-containers/vllm:0.22.0-gpu-py312-cu129-ubuntu22.04-ec2' })).toEqual(['kv_both', 'kv_both']);
+    expect(roles({})).toEqual(['kv_both', 'kv_both']);
+    // AND the decode side keeps its load-failure policy with its role
+    const { manifests } = synthInference(defaultProps({ vllmVersion: VllmVersion.of('0.28.0') }));
+    expect(JSON.parse(flag(container(find(manifests, 'Deployment', '-decode')).args, '--kv-transfer-config')!)).toEqual({
+      kv_connector: 'NixlConnector', kv_role: 'kv_consumer', kv_connector_extra_config: { backends: ['LIBFABRIC'] }, kv_load_failure_policy: 'fail',
+    });
+  });
+
+  test('a vLLM release is read from what image tags say, and a bad one is an error that shows the form', () => {
+    // THEN
+    expect(VllmVersion.fromImage('vllm/vllm-openai:v0.26.0')?.version).toBe('0.26.0');
+    expect(VllmVersion.fromImage('public.ecr.aws/deep-learning-containers/vllm:0.28.0-gpu-py312-cu130-ubuntu24.04-ec2')?.version).toBe('0.28.0');
+    expect(VllmVersion.fromImage('registry:5000/vllm:0.27.1rc1@sha256:0123abcd')?.version).toBe('0.27.1');
+    expect(VllmVersion.fromImage('registry.example.com/disagg/engine:latest')).toBeUndefined();
+    expect(VllmVersion.fromImage('registry:5000/vllm')).toBeUndefined();
+    expect(VllmVersion.of('v0.26.1').atLeast(VllmVersion.V0_26_0)).toBe(true);
+    expect(VllmVersion.V0_19_1.atLeast(VllmVersion.V0_26_0)).toBe(false);
+    expect(() => VllmVersion.of('0.26')).toThrow(/'vllmVersion' \('0.26'\) must be a vLLM release such as '0.26.0'/);
   });
 });

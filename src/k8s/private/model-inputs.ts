@@ -3,6 +3,7 @@ import { resolveKvBlockSize } from '../../sizing/private/kv-block-size';
 import { ModelCache } from '../model-cache';
 import { ModelDeploymentOptions } from '../model-deployment-options';
 import { ModelSource } from '../model-source';
+import { VllmVersion } from '../vllm-version';
 
 /** The shared deployment options resolved and checked (internal). */
 export interface ResolvedModel {
@@ -77,6 +78,11 @@ export function resolveModel(where: string, props: ModelDeploymentOptions, defau
 }
 
 /** Drops undefined values (cdk8s keeps explicit undefined keys out anyway; this keeps snapshots tidy). */
+/** The vLLM release the workers run: the prop, else the image tag's, else the bundled image's. */
+export function resolveVllmVersion(props: ModelDeploymentOptions): VllmVersion {
+  return props.vllmVersion ?? VllmVersion.fromImage(props.image) ?? VllmVersion.BUNDLED;
+}
+
 export function strip<T extends Record<string, unknown>>(o: T): T {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
 }

@@ -2,6 +2,7 @@ import { k8s } from 'cdk8s-plus-28';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { ModelCache } from '../model-cache';
 import { ModelSource } from '../model-source';
+import { VllmVersion } from '../vllm-version';
 import { DEFAULT_DRAIN_TPOT_SECONDS, DrainPlan, drainPlan, preStopHook } from './drain';
 import { APP_COMPONENT, APP_INSTANCE, HOSTNAME, LWS_WORKER_INDEX, NODE_INSTANCE_TYPE, NODE_POOL_ROLE, PORTS, TOPOLOGY_ZONE } from './labels';
 import { neuronKvTransferConfig } from './neuron';
@@ -25,6 +26,8 @@ export interface WorkerContext {
   readonly kvBlockSize: number;
   /** NIXL backend: 'LIBFABRIC' or 'UCX'. */
   readonly nixlBackend: string;
+  /** The vLLM release the image runs. */
+  readonly vllmVersion: VllmVersion;
   /** vLLM's kv_load_failure_policy for the decode pool ('fail' or 'recompute'); unset: not written. */
   readonly kvLoadFailurePolicy?: string;
   readonly modelCache: ModelCache;
@@ -72,7 +75,8 @@ const RDMA_FAMILIES = ['p4d', 'p4de', 'p5', 'p5e', 'p5en', 'p6-b200', 'p6e-gb200
 export function vllmArgs(ctx: WorkerContext, pool: PoolPlan, extras?: PoolExtras): string[] {
   const p = pool.parallelism;
   const args = [
-    '--model', ctx.source.uri,
+    // `vllm serve` takes the model as its first argument (and refuses --model).
+    ctx.source.uri,
     '--served-model-name', ctx.servedModelName,
     // GPUs per replica, or logical NeuronCores per replica on Trainium (pool-plan.ts).
     '--tensor-parallel-size', String(pool.vllmTensorParallel),
@@ -86,7 +90,7 @@ export function vllmArgs(ctx: WorkerContext, pool: PoolPlan, extras?: PoolExtras
   }
   args.push(...modelArgs(ctx, pool));
   const own = pool.options.instanceType.isNeuron ? neuronKvTransferConfig(pool.role)
-    : kvTransferConfig(ctx.nixlBackend, pool.role === 'decode' ? ctx.kvLoadFailurePolicy : undefined);
+    : kvTransferConfig(ctx.nixlBackend, ctx.vllmVersion, pool.role, pool.role === 'decode' ? ctx.kvLoadFailurePolicy : undefined);
   args.push(...(extras ? extras.kvTransferArgs(own) : ['--kv-transfer-config', JSON.stringify(own)]));
   args.push('--kv-events-config', JSON.stringify(kvEventsConfig(ctx.servedModelName)));
   args.push('--port', String(PORTS.http));
@@ -139,12 +143,14 @@ export function quantizationFlag(ctx: WorkerContext, pool: PoolPlan): string | u
 /**
  * vLLM's `--kv-transfer-config` for NixlConnector with the chosen NIXL backend, and on a decode pool the
  * `kv_load_failure_policy` ('fail' or 'recompute': KVTransferConfig in vllm/config/kv_transfer.py, e.g.
- * vllm-project/vllm@9dc4946457fb).
+ * vllm-project/vllm@9dc4946457fb). The role is the pool's where the release takes one (0.22.1 deprecated
+ * `kv_both` for NixlConnector: vLLM PR #43874), `kv_both` before.
  */
-export function kvTransferConfig(backend: string, kvLoadFailurePolicy?: string): Record<string, unknown> {
+export function kvTransferConfig(backend: string, version: VllmVersion, role: string, kvLoadFailurePolicy?: string): Record<string, unknown> {
+  const perPool = version.kvRolesPerPool && (role === 'prefill' || role === 'decode');
   return {
     kv_connector: 'NixlConnector',
-    kv_role: 'kv_both',
+    kv_role: perPool ? (role === 'prefill' ? 'kv_producer' : 'kv_consumer') : 'kv_both',
     kv_connector_extra_config: { backends: [backend] },
     ...(kvLoadFailurePolicy !== undefined ? { kv_load_failure_policy: kvLoadFailurePolicy } : {}),
   };
@@ -403,7 +409,7 @@ export function workerPodTemplate(
 
 /** The command and arguments of a worker container. */
 function workerCommand(ctx: WorkerContext, pool: PoolPlan, kind: WorkerKind, extras?: PoolExtras): { command: string[]; args: string[] } {
-  const serve = ['python3', '-m', 'vllm.entrypoints.openai.api_server'];
+  const serve = ['vllm', 'serve'];
   if (kind === 'server') {
     return { command: serve, args: vllmArgs(ctx, pool, extras) };
   }
