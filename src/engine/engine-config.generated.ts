@@ -265,6 +265,31 @@ export interface DisaggEngineConfiguration {
      */
     maxModelLen?: number;
     /**
+     * Port of the peer-snapshot listener (GET /snapshot: the router's KV-block index, compact and bounded, for a restarting peer router), apart from listenPort, which a gateway exposes to clients; expose it to the routers only. 0: none (--peer-port).
+     */
+    peerPort?: number;
+    /**
+     * Peer routers of an active-active pair or group: at start the router fetches one live peer's snapshot (never its own) and loads the entries of the endpoints it knows, resuming their KV events after the snapshot's sequence numbers; a failing peer means a cold start and a log line (--peers HOST[:PORT]).
+     */
+    peers?: {
+      /**
+       * DNS name whose A/AAAA records are the peer routers (a headless Service), or an address.
+       */
+      host: string;
+      /**
+       * Their peerPort. Default: this router's peerPort.
+       */
+      port?: number;
+      /**
+       * Limit of one snapshot exchange: connect, request, answer (--peer-timeout-ms).
+       */
+      timeoutMs?: number;
+      /**
+       * Blocks in a snapshot served or accepted, 18 bytes each with one router key (8 more per further key); beyond it the oldest are left out when serving, and a larger snapshot is refused when loading (--peer-snapshot-max-blocks).
+       */
+      maxBlocks?: number;
+    };
+    /**
      * LoRA adapter names the workers serve (vLLM --lora-modules): a request whose model is one of them is accepted, and its blocks are keyed apart from the base model's, as vLLM's are (--lora-adapter).
      */
     loraAdapters?: string[];
@@ -350,6 +375,10 @@ export interface DisaggEngineConfiguration {
     kvEvents?: {
       port?: number;
       topicPrefix?: string;
+      /**
+       * vLLM's KV-event replay socket (KVEventsConfig.replay_endpoint, a ZMQ ROUTER) on every endpoint's IP, offset by the port index as port is. With it the router rebuilds an endpoint's index entries from the worker's buffer when it subscribes (a warm restart) and fills sequence gaps; without it a gap clears the endpoint's entries.
+       */
+      replayPort?: number;
     };
     replicas?: number;
     instanceType?: string;

@@ -403,6 +403,8 @@ export class DisaggregatedInference extends Construct {
       weightPrecision,
       kvBlockSize,
       maxModelLen: maxContext,
+      // A restarted router loads its index from a running peer instead of starting cold.
+      peersHost: routerReplicas > 1 ? dns(`${name}-router-peers`) : undefined,
       policy: props.routerPolicy ?? RouterPolicy.KV_AWARE,
       disaggregationThresholdTokens: threshold,
       prefill,

@@ -555,14 +555,15 @@ function epScript(s: EpShape, kind: 'leader' | 'worker'): string {
   // parallel_config.data_parallel_index); configuring 5557 - START makes local rank j of every pod
   // publish on 5557 + j, next to its HTTP port 8000 + j, which is what the router derives
   // (engine/src/server/router/router_config.h, dns_kv_events_port). The topic names the rank's HTTP endpoint.
-  const events = JSON.stringify({ ...kvEventsConfig('@MODEL@'), endpoint: 'tcp://*:%s', topic: 'kv@%s:%s@%s' });
+  const events = JSON.stringify({ ...kvEventsConfig('@MODEL@'), endpoint: 'tcp://*:%s', replay_endpoint: 'tcp://*:%s', topic: 'kv@%s:%s@%s' });
   return [
     start,
     `for LOCAL in $(seq 0 ${s.local - 1}); do`,
     '  RANK=$((START + LOCAL))',
     `  PORT=$((${PORTS.http} + LOCAL))`,
     `  GPUS=$(seq -s, $((LOCAL * ${s.tp})) $((LOCAL * ${s.tp} + ${s.tp - 1})))`,
-    `  EVENTS=$(printf ${shellQuote(events)} "$((${PORTS.kvEvents} - START))" "$POD_IP" "$PORT" ${shellQuote(s.ctx.servedModelName)})`,
+    `  EVENTS=$(printf ${shellQuote(events)} "$((${PORTS.kvEvents} - START))" "$((${PORTS.kvEventsReplay} - START))" "$POD_IP" "$PORT" `
+      + `${shellQuote(s.ctx.servedModelName)})`,
     '  CUDA_VISIBLE_DEVICES="$GPUS" vllm serve "$@" --data-parallel-rank "$RANK" --port "$PORT" --kv-events-config "$EVENTS" &',
     'done',
     // A rank that exits breaks the group's collectives: end the pod so the LWS restarts the group.
@@ -610,10 +611,12 @@ function epPodTemplate(s: EpShape, kind: 'leader' | 'worker'): k8s.PodTemplateSp
   const ports: k8s.ContainerPort[] = serves ? s.ports.map((port, r) => ({ name: portName(s.endpoints, r), containerPort: port, protocol: 'TCP' })) : [];
   if (s.endpoints === DataParallelEndpoints.SINGLE && kind === 'leader') {
     ports.push({ name: 'kv-events', containerPort: PORTS.kvEvents, protocol: 'TCP' });
+    ports.push({ name: 'kv-replay', containerPort: PORTS.kvEventsReplay, protocol: 'TCP' });
   }
   if (s.endpoints === DataParallelEndpoints.PER_RANK) {
     // Local rank j publishes KV events on 5557 + j (epScript), which the router subscribes to.
     ports.push(...s.ports.map((_, r) => ({ name: `kv-events-${r}`, containerPort: PORTS.kvEvents + r, protocol: 'TCP' })));
+    ports.push(...s.ports.map((_, r) => ({ name: `kv-replay-${r}`, containerPort: PORTS.kvEventsReplay + r, protocol: 'TCP' })));
   }
   const env = (vllm.env ?? []).filter(e => !['VLLM_NIXL_SIDE_CHANNEL_PORT', 'VLLM_HOST_IP'].includes(e.name));
   env.push(

@@ -43,9 +43,10 @@ describe('ExpertParallelPool', () => {
     expect(script).toContain('--data-parallel-rank "$RANK" --port "$PORT"');
     expect(script).toContain('CUDA_VISIBLE_DEVICES="$GPUS" vllm serve "$@"');
     expect(worker.args).not.toContain('--headless');
-    // every rank's HTTP port, and its KV-events port (5557 + local rank, where the router subscribes)
+    // every rank's HTTP port, its KV-events port (5557 + local rank, where the router subscribes) and its replay port (15557 + local rank)
     expect(worker.ports.map((p: any) => p.containerPort)).toEqual([
       8000, 8001, 8002, 8003, 8004, 8005, 8006, 8007, 5557, 5558, 5559, 5560, 5561, 5562, 5563, 5564,
+      15557, 15558, 15559, 15560, 15561, 15562, 15563, 15564,
     ]);
     expect(worker.ports.map((p: any) => p.name)).toContain('kv-events-7');
     // ready only when every rank answers /health; startup and liveness on rank 0
@@ -235,6 +236,9 @@ describe('ExpertParallelPool', () => {
         expect(events.topic).toBe(`kv@10.0.0.9:${port}@deepseek-ai/DeepSeek-V3`);
         const routerKvPort = config.pools[1].kvEvents.port + config.pools[1].discovery.ports.indexOf(port);
         expect(vllmKvEventsPort(events.endpoint, rank)).toBe(routerKvPort);
+        // and its replay socket where the router asks for it
+        const routerReplayPort = config.pools[1].kvEvents.replayPort + config.pools[1].discovery.ports.indexOf(port);
+        expect(vllmKvEventsPort(events.replay_endpoint, rank)).toBe(routerReplayPort);
         return port;
       });
       expect(seen.sort()).toEqual(ports);

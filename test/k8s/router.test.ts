@@ -1,6 +1,6 @@
 import * as fs from 'fs';
 import * as path from 'path';
-import { deepseekEpPdProps, defaultProps, find, routerConfigValidator, synthChart, synthInference } from './util';
+import { container, deepseekEpPdProps, defaultProps, find, flag, routerConfigValidator, synthChart, synthInference } from './util';
 import {
   AcceleratedInstanceType, DataParallelEndpoints, DisaggregatedInference, KvCacheFootprint, ModelArchitecture, Precision, RouterPolicy, ServingPlan,
 } from '../../src';
@@ -47,13 +47,35 @@ describe('router', () => {
       tokenizer: '/var/lib/disagg/tokenizer',
       // what /tokenize answers: the workers' --max-model-len
       maxModelLen: 32768,
+      // two routers: each serves its index to the other, which loads it when it restarts
+      peerPort: 8100,
+      peers: { host: 'llama-3-3-70b-router-peers.inference.svc.cluster.local', port: 8100 },
     });
     expect(config.pools).toEqual(['prefill', 'decode'].map(role => ({
       name: role,
       role,
       discovery: { type: 'dns', host: `llama-3-3-70b-${role}.inference.svc.cluster.local`, port: 8000 },
-      kvEvents: { port: 5557, topicPrefix: 'kv@' },
+      // and the workers' replay sockets, from which a restarting router rebuilds its index
+      kvEvents: { port: 5557, replayPort: 15557, topicPrefix: 'kv@' },
     })));
+    // AND the peers find each other through a headless Service of their own, apart from the client Service
+    const peers = manifests.find((m: any) => m.kind === 'Service' && m.metadata.name === 'llama-3-3-70b-router-peers');
+    expect(peers.spec).toEqual({
+      clusterIP: 'None',
+      selector: find(manifests, 'Deployment', '-router').spec.selector.matchLabels,
+      ports: [{ name: 'peer', port: 8100, targetPort: 'peer', protocol: 'TCP' }],
+    });
+    expect(container(find(manifests, 'Deployment', '-router')).ports).toContainEqual({ name: 'peer', containerPort: 8100, protocol: 'TCP' });
+    const client = manifests.find((m: any) => m.kind === 'Service' && m.metadata.name === 'llama-3-3-70b-router');
+    expect(client.spec.ports.map((p: any) => p.port)).toEqual([80]);
+    // AND each worker keeps its last 10,000 event batches on the replay port
+    const vllm = container(find(manifests, 'Deployment', '-decode'));
+    expect(JSON.parse(flag(vllm.args, '--kv-events-config')!).replay_endpoint).toBe('tcp://*:15557');
+    expect(vllm.ports).toContainEqual({ name: 'kv-replay', containerPort: 15557, protocol: 'TCP' });
+    // AND a single router has no peer to ask
+    const alone = synthInference(defaultProps({ routerReplicas: 1 }));
+    expect(JSON.parse(alone.inference.routerConfig).router.peers).toBeUndefined();
+    expect(alone.manifests.filter((m: any) => m.metadata.name === 'llama-3-3-70b-router-peers')).toEqual([]);
     // With the model's tokenizer (downloaded by default) the prefix scorer reads the KV-event index;
     // without it, the router's own routing history (auto).
     expect(config.policy).toEqual({

@@ -97,7 +97,7 @@ describe.each(WIDE_EP_PD_INSTANCE_TYPES.map(t => [t.name, t] as const))('wide-EP
       const ranks = Array.from({ length: ep.dataParallelLocal }, (_, j) => 8000 + j);
       // DNS discovery of the pool's headless Service (every pod of every group) x one port per local rank
       expect(pool.discovery).toEqual({ type: 'dns', host: `deepseek-v3-${role}.inference.svc.cluster.local`, ports: ranks });
-      expect(pool.kvEvents).toEqual({ port: 5557, topicPrefix: 'kv@' });
+      expect(pool.kvEvents).toEqual({ port: 5557, replayPort: 15557, topicPrefix: 'kv@' });
       const service = manifests.find(m => m.kind === 'Service' && m.metadata.name === `deepseek-v3-${role}`);
       expect(service.spec.clusterIP).toBe('None');
       expect(service.spec.selector).not.toHaveProperty(['leaderworkerset.sigs.k8s.io/worker-index']);
@@ -131,6 +131,8 @@ describe.each(WIDE_EP_PD_INSTANCE_TYPES.map(t => [t.name, t] as const))('wide-EP
         // vLLM offsets the KV-events port by the global rank: it lands on the router's port for ports[j]
         const events = JSON.parse(flag(args, '--kv-events-config')!);
         expect(boundKvEventsPort(events, rank)).toBe(pool.kvEvents.port + j);
+        // and so is the replay port, which a restarting router asks
+        expect(boundKvEventsPort({ endpoint: events.replay_endpoint }, rank)).toBe(pool.kvEvents.replayPort + j);
         expect(events.topic).toBe(`kv@${podIp}:${port}@deepseek-ai/DeepSeek-V3`);
         expect(flag(args, '--data-parallel-size')).toBe(String(ep.dataParallel));
       }
@@ -138,6 +140,7 @@ describe.each(WIDE_EP_PD_INSTANCE_TYPES.map(t => [t.name, t] as const))('wide-EP
       const c = template.spec.containers[0];
       expect(c.ports.map((p: any) => p.containerPort).sort()).toEqual([
         ...Array.from({ length: local }, (_, j) => 5557 + j), ...Array.from({ length: local }, (_, j) => 8000 + j),
+        ...Array.from({ length: local }, (_, j) => 15557 + j),
       ].sort());
       const readiness = c.readinessProbe.exec.command.join(' ');
       expect(readiness).toContain(`for PORT in ${pool.discovery.ports.join(' ')}; do`);

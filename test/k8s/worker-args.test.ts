@@ -32,7 +32,11 @@ describe('vLLM arguments of the workers', () => {
       kv_connector: 'NixlConnector', kv_role: 'kv_both', kv_connector_extra_config: { backends: ['LIBFABRIC'] },
     });
     expect(JSON.parse(flag(args, '--kv-events-config')!)).toEqual({
-      enable_kv_cache_events: true, publisher: 'zmq', endpoint: 'tcp://*:5557', topic: 'kv@$(POD_IP):8000@meta-llama/Llama-3.3-70B-Instruct',
+      enable_kv_cache_events: true,
+      publisher: 'zmq',
+      endpoint: 'tcp://*:5557',
+      replay_endpoint: 'tcp://*:15557',
+      topic: 'kv@$(POD_IP):8000@meta-llama/Llama-3.3-70B-Instruct',
     });
   });
 

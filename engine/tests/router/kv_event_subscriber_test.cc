@@ -1,6 +1,7 @@
 // The KV event subscriber over real ZMQ sockets: in-order batches reach the sink; a sequence gap
 // is filled from the publisher's replay socket; without replay (or when the replay does not reach
-// back) the endpoint is cleared; a sequence that restarts clears it too.
+// back) the endpoint is cleared; a sequence that restarts clears it too. A new subscription first
+// replays the publisher's whole buffer (a warm start), or resumes after a peer snapshot's sequence.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -157,6 +158,7 @@ TEST(KvEventSubscriber, GapIsFilledByReplay) {
   KvEventSubscriber sub(sink, metrics, KvSubscriberOptions{});
   sub.start();
   sub.add(3, 1, pub.endpoint(), pub.replay_endpoint(), "kv@");
+  pub.serve_replay(1, 0);  // the warm-start replay: an empty buffer
   // GIVEN batches up to L + 1 received in order
   const std::int64_t l = send_until_seen(pub, sink, 0);
   pub.send(l + 1);
@@ -187,6 +189,7 @@ TEST(KvEventSubscriber, GapIsFilledByAReplayFramedAsVllm026AndMalformedAnswersAr
   KvEventSubscriber sub(sink, metrics, options);
   sub.start();
   sub.add(2, 1, pub.endpoint(), pub.replay_endpoint(), "kv@");
+  pub.serve_replay(1, 0);  // the warm-start replay: an empty buffer
   const std::int64_t l = send_until_seen(pub, sink, 0);
   wait_last(sink, s_(l));
   // WHEN L + 4 arrives (L + 1 .. L + 3 lost) and the publisher answers as vLLM 0.26 does, after
@@ -227,6 +230,7 @@ TEST(KvEventSubscriber, GapWithoutReplayOrShortReplayClears) {
   KvEventSubscriber sub(sink, metrics, KvSubscriberOptions{});
   sub.start();
   sub.add(0, 1, pub.endpoint(), pub.replay_endpoint(), "");
+  pub.serve_replay(1, 0);  // the warm-start replay: an empty buffer
   const std::int64_t l = send_until_seen(pub, sink, 0);
   wait_last(sink, s_(l));
   // WHEN L + 4 arrives and the replay buffer only reaches back to L + 3
@@ -261,6 +265,70 @@ TEST(KvEventSubscriber, GapWithoutReplayOrShortReplayClears) {
   EXPECT_EQ(log2[log2.size() - 2], "clear:sequence gap");
   EXPECT_EQ(metrics2.kv_gaps.load(), 1u);
   sub2.stop();
+}
+
+TEST(KvEventSubscriber, ANewSubscriptionReplaysThePublishersWholeBufferFirst) {
+  // GIVEN a publisher whose replay buffer holds batches 5..9 (older ones dropped)
+  RecordingSink sink;
+  RouterMetrics metrics;
+  Publisher pub(/*with_replay=*/true);
+  KvEventSubscriber sub(sink, metrics, KvSubscriberOptions{});
+  sub.start();
+  // WHEN a router subscribes (it starts, or discovers the endpoint)
+  sub.add(4, 1, pub.endpoint(), pub.replay_endpoint(), "kv@");
+  pub.serve_replay(5, 9);
+  // THEN it applies the whole buffer at once, in order, clearing nothing although it does not start at 0
+  auto log = sink.wait_for(5);
+  ASSERT_GE(log.size(), 5u);
+  EXPECT_EQ(std::vector<std::string>(log.begin(), log.begin() + 5),
+            (std::vector<std::string>{s_(5), s_(6), s_(7), s_(8), s_(9)}));
+  EXPECT_EQ(metrics.kv_warm_replays.load(), 1u);
+  EXPECT_EQ(metrics.kv_warm_replay_blocks.load(), 5u);
+  EXPECT_EQ(metrics.kv_replays.load(), 0u);
+  // AND live batches it already replayed are dropped as duplicates, the next ones applied once
+  for (int i = 0; i < 100; ++i) {
+    pub.send(9);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  pub.send(10);
+  log = wait_last(sink, s_(10));
+  ASSERT_EQ(log.size(), 6u) << ::testing::PrintToString(log);
+  EXPECT_EQ(log.back(), s_(10));
+}
+
+TEST(KvEventSubscriber, ASubscriptionResumedFromAPeerSnapshotReplaysOnlyWhatFollows) {
+  // GIVEN a peer snapshot whose entries reach batch 6 of a publisher whose buffer holds 3..8
+  RecordingSink sink;
+  RouterMetrics metrics;
+  Publisher pub(/*with_replay=*/true);
+  KvEventSubscriber sub(sink, metrics, KvSubscriberOptions{});
+  sub.start();
+  // WHEN the router subscribes resuming after 6 (the publisher answers from the start it was asked)
+  sub.add(4, 1, pub.endpoint(), pub.replay_endpoint(), "kv@", /*resume_seq=*/6);
+  pub.serve_replay(7, 8);
+  // THEN only 7 and 8 are applied, and nothing is cleared
+  const auto log = sink.wait_for(2);
+  EXPECT_EQ(log, (std::vector<std::string>{s_(7), s_(8)}));
+  EXPECT_EQ(metrics.kv_warm_replays.load(), 1u);
+}
+
+TEST(KvEventSubscriber, ResumedWithoutReplayKeepsTheSnapshotAtTheFirstGap) {
+  // GIVEN a subscription resumed after batch 6 of a publisher without a replay socket
+  RecordingSink sink;
+  RouterMetrics metrics;
+  Publisher plain(/*with_replay=*/false);
+  KvEventSubscriber sub(sink, metrics, KvSubscriberOptions{});
+  sub.start();
+  sub.add(1, 1, plain.endpoint(), "", "", /*resume_seq=*/6);
+  // WHEN the first live batch it sees is later than 7 (batches published meanwhile are lost)
+  const std::int64_t l = send_until_seen(plain, sink, 20);
+  // THEN the entries stay (no clear) and the batch is applied; a later gap clears as usual
+  auto log = wait_last(sink, s_(l));
+  for (const auto& e : log) EXPECT_EQ(e.rfind("clear:", 0), std::string::npos);
+  plain.send(l + 3);
+  log = wait_last(sink, s_(l + 3));
+  ASSERT_GE(log.size(), 2u);
+  EXPECT_EQ(log[log.size() - 2], "clear:sequence gap");
 }
 
 }  // namespace

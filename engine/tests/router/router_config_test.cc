@@ -97,6 +97,29 @@ TEST(RouterConfig, MaxModelLenAndLoraAdaptersFromTheFile) {
   }
 }
 
+TEST(RouterConfig, PeersAndReplayPortsFromTheFile) {
+  // GIVEN a peer-snapshot port, the peers' name, and a pool whose workers serve vLLM's replay socket
+  json doc = json::parse(R"({"router": {"peerPort": 8100, "peers": {"host": "router-peers.ns.svc", "timeoutMs": 500,
+    "maxBlocks": 1000}}, "pools": [{"name": "d", "role": "decode", "discovery": {"type": "dns", "host": "d.ns.svc",
+    "ports": [8000, 8001]}, "kvEvents": {"port": 5557, "replayPort": 5657}}]})");
+  RouterConfig c;
+  // WHEN read
+  auto r = apply_config_json(doc, c);
+  ASSERT_TRUE(r) << r.error();
+  // THEN the fields land where the router reads them
+  EXPECT_EQ(c.peer_port, 8100);
+  EXPECT_EQ(c.peers_host, "router-peers.ns.svc");
+  EXPECT_EQ(c.peer_timeout_ms, 500);
+  EXPECT_EQ(c.peer_snapshot_max_blocks, 1000);
+  ASSERT_EQ(c.dns_pools.size(), 1u);
+  EXPECT_EQ(c.dns_pools[0].kv_replay_port, 5657);
+  // AND a peers block without a host is refused with the field's name
+  RouterConfig bad;
+  auto refused = apply_config_json(json::parse(R"({"router": {"peers": {"port": 8100}}})"), bad);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("router.peers.host"), std::string::npos) << refused.error();
+}
+
 TEST(RouterConfig, StaticEndpointsTakeTheirPoolsRole) {
   json doc = json::parse(R"({
     "router": {"servedModelName": "m"},
@@ -155,6 +178,29 @@ Expected<RouterConfig, std::string> parse_flags(std::vector<std::string> args) {
   for (std::string& a : args) argv.push_back(a.data());
   bool help = false;
   return parse_router_args(static_cast<int>(argv.size()), argv.data(), &help);
+}
+
+TEST(RouterConfig, PeerFlags) {
+  // --peers takes HOST, HOST:PORT or [V6]:PORT; its port defaults to --peer-port
+  auto a = parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--peer-port", "8100", "--peers",
+                        "router-peers"});
+  ASSERT_TRUE(a) << a.error();
+  EXPECT_EQ(a->peers_host, "router-peers");
+  EXPECT_EQ(a->peers_port, 8100);
+  auto b = parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--peers", "[fd00::2]:8200"});
+  ASSERT_TRUE(b) << b.error();
+  EXPECT_EQ(b->peers_host, "fd00::2");
+  EXPECT_EQ(b->peers_port, 8200);
+  auto d = parse_flags({"--model-name", "m", "--dns-pool", "role=decode,host=d,port=8000,kv-port=5557,replay-port=5657"});
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->dns_pools[0].kv_replay_port, 5657);
+  // Refused: peers without any port, and the peer listener on the API port
+  auto no_port = parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--peers", "router-peers"});
+  ASSERT_FALSE(no_port);
+  EXPECT_NE(no_port.error().find("router.peers needs a port"), std::string::npos) << no_port.error();
+  auto same = parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--port", "8000", "--peer-port", "8000"});
+  ASSERT_FALSE(same);
+  EXPECT_NE(same.error().find("is the API port"), std::string::npos) << same.error();
 }
 
 TEST(RouterConfig, FlagsOverrideTheFile) {

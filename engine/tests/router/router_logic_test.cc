@@ -260,6 +260,18 @@ TEST(RouterMetrics, ParsesVllmPrefixCacheCounters) {
   EXPECT_EQ(old.prefix_queries, 9);
 }
 
+// The worker's KV capacity from vllm:cache_config_info's labels (what the router's known-ratio gauge
+// divides by); a label whose name only ends in the key does not count.
+TEST(RouterMetrics, ParsesVllmCacheConfigInfo) {
+  const ScrapedLoad l = parse_vllm_load(
+      "vllm:cache_config_info{block_size=\"64\",cache_dtype=\"auto\",cpu_num_gpu_blocks=\"7\",num_gpu_blocks=\"28672\"} 1.0\n"
+      "vllm:kv_cache_usage_perc{engine=\"0\"} 0.25\n");
+  EXPECT_EQ(l.num_gpu_blocks, 28672);
+  EXPECT_EQ(l.gpu_block_size, 64);
+  EXPECT_EQ(l.kv_usage, 0.25);
+  EXPECT_EQ(parse_vllm_load("vllm:cache_config_info{num_gpu_blocks=\"x\"} 1\n").num_gpu_blocks, 0);
+}
+
 TEST(RouterMetrics, PageHasEveryFamily) {
   RouterMetrics m;
   m.decision_seconds.observe(3e-6);

@@ -5,7 +5,7 @@ import { consecutiveFreePorts, EngineProcess, ProcessGroup, waitFor200 } from '.
 import { Job, Message, percentile, RequestApi, RequestSample, sendChat } from './workload';
 import { PoolAutoscalerRule, poolAutoscaler } from '../../engine';
 import type { RouterAutoscaling } from '../../k8s/private/autoscaling';
-import type { RouterConfigFile } from '../../k8s/private/router-config';
+import { RouterConfigFile, withoutClusterNetwork } from '../../k8s/private/router-config';
 
 /**
  * `disagg local --autoscale`: the issue 24 scaling rule against sim-worker processes on loopback.
@@ -163,12 +163,11 @@ export function autoscaleRouterConfig(d: LocalAutoscaleDeployment, slots: Record
       maxSequences: maxNumSeqs,
     },
   };
-  const { tokenizer: _podMount, ...router } = d.config.router;
+  const config = withoutClusterNetwork(d.config);
   return {
-    ...d.config,
-    router,
-    policy: { ...d.config.policy, prefixSource: 'index' },
-    pools: d.config.pools.map(p => {
+    ...config,
+    policy: { ...config.policy, prefixSource: 'index' },
+    pools: config.pools.map(p => {
       const s = slots[p.name as AutoscaledPool];
       return {
         ...p,

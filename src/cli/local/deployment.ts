@@ -3,7 +3,7 @@ import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../cat
 import type { EngineCostConfig } from '../../engine/engine-config';
 import { Autoscaler, DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, ModelSource, RouterPolicy } from '../../k8s';
 import type { ResolvedAutoscaling, RouterAutoscaling } from '../../k8s/private/autoscaling';
-import { RoutedPool, RouterConfigFile, StaticRouterEndpoint, withStaticEndpoints } from '../../k8s/private/router-config';
+import { RoutedPool, RouterConfigFile, StaticRouterEndpoint, withoutClusterNetwork, withStaticEndpoints } from '../../k8s/private/router-config';
 import { ServingPlan } from '../../sizing';
 import { defaultDeploymentSpec, workloadProps } from '../default-deployment';
 
@@ -288,10 +288,9 @@ export type LocalPrefixSource = 'index' | 'history';
  * @default 'index'
  */
 export function routerConfigFor(d: LocalDeployment, endpoints: StaticRouterEndpoint[], prefixSource: LocalPrefixSource = 'index'): RouterConfigFile {
-  const config = withStaticEndpoints(d.config, endpoints);
+  const config = withStaticEndpoints(withoutClusterNetwork(d.config), endpoints);
   // Sim-workers tokenize and hash prompts with the engine's own functions, so (unlike vLLM pods) their
   // KV events name the hashes the router computes: the precise, event-fed index works here.
   // The tokenizer, if any, is `disagg local --tokenizer`'s folder (a flag), not the pod's mount.
-  const { tokenizer: _podMount, ...router } = config.router;
-  return { ...config, router, policy: { ...config.policy, prefixSource } };
+  return { ...config, policy: { ...config.policy, prefixSource } };
 }

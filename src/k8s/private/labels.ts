@@ -25,12 +25,23 @@ export const PORTS = {
   http: 8000,
   /** vLLM's ZMQ PUB socket for KV cache events (KVEventsConfig.endpoint default tcp://*:5557). */
   kvEvents: 5557,
+  /**
+   * vLLM's KV-event replay socket (KVEventsConfig.replay_endpoint, a ZMQ ROUTER over the last
+   * `buffer_steps` batches): a router that restarts, or sees a sequence gap, asks it for what it
+   * missed. vLLM adds the data-parallel rank to it as to kvEvents; 10000 above that keeps the ranges apart.
+   */
+  kvEventsReplay: 15557,
   /** NIXL side channel (VLLM_NIXL_SIDE_CHANNEL_PORT, set explicitly: its default moved from 5557 to 5600). */
   nixlSideChannel: 5600,
   /** Ray head port for multi-node replicas. */
   ray: 6379,
   /** The router's HTTP port. */
   router: 8000,
+  /**
+   * The router's peer port: a starting router loads a running peer's KV-block index from it
+   * (`GET /snapshot`). Not behind any Service a gateway routes to.
+   */
+  routerPeer: 8100,
 };
 
 /** Labels of one component: the selector labels plus the name. */

@@ -11,7 +11,7 @@ import { PoolPlan } from './pool-plan';
  * apply_config_json): the schema's `kvTransfer` is informational and stays out.
  */
 export type RouterSection = Pick<EngineRouterSection, 'listenPort' | 'servedModelName' | 'kvBlockSize' | 'maxModelLen' | 'requestTimeoutSeconds' | 'queueTimeoutSeconds'
-  | 'tokenizer'>;
+  | 'tokenizer' | 'peerPort' | 'peers'>;
 
 /** Where the router's pod mounts the served model's tokenizer files (RouterTokenizer). */
 export const ROUTER_TOKENIZER_DIR = '/var/lib/disagg/tokenizer';
@@ -104,6 +104,12 @@ export interface RouterConfigInputs {
    * @default - the router's (10 s)
    */
   readonly queueTimeoutSeconds?: number;
+  /**
+   * DNS name of the headless Service over the router's own pods: with it, each router serves its
+   * KV-block index on PORTS.routerPeer and a starting one loads a running peer's.
+   * @default - none (one router, or no sharing)
+   */
+  readonly peersHost?: string;
 }
 
 /**
@@ -117,6 +123,7 @@ export function planRouter(inputs: RouterConfigInputs): RouterPlan {
       servedModelName: inputs.servedModelName,
       kvBlockSize: inputs.kvBlockSize,
       maxModelLen: inputs.maxModelLen,
+      ...(inputs.peersHost !== undefined ? { peerPort: PORTS.routerPeer, peers: { host: inputs.peersHost, port: PORTS.routerPeer } } : {}),
       ...(inputs.tokenizer ? { tokenizer: ROUTER_TOKENIZER_DIR } : {}),
       ...(inputs.queueTimeoutSeconds !== undefined ? { queueTimeoutSeconds: inputs.queueTimeoutSeconds } : {}),
     },
@@ -149,7 +156,8 @@ function routerPool(pool: PoolPlan, host: string, ports: number[] = [PORTS.http]
     // ports[j] to KV events on kvEvents.port + j (vLLM offsets the KV-events port by the rank; the
     // expert-parallel pool's script lines that up per pod).
     discovery: ports.length === 1 ? { type: 'dns', host, port: ports[0] } : { type: 'dns', host, ports: [...ports] },
-    kvEvents: { port: PORTS.kvEvents, topicPrefix: 'kv@' },
+    // The replay socket too (ports[j] -> replayPort + j): a restarting router rebuilds its index from it.
+    kvEvents: { port: PORTS.kvEvents, replayPort: PORTS.kvEventsReplay, topicPrefix: 'kv@' },
   };
 }
 
@@ -181,6 +189,24 @@ function policyName(policy: RouterPolicy): SimulationPolicyConfig['name'] {
     throw new Error(`'routerPolicy' (${policy.name}) is not a policy the router knows; use RouterPolicy.KV_AWARE, LEAST_LOADED or ROUND_ROBIN`);
   }
   return found;
+}
+
+/**
+ * The configuration without what only exists on the cluster's pod network: the pod's tokenizer mount,
+ * the peer routers' Service and peer port, and the workers' replay port (local sim-workers are
+ * subscribed at their own addresses).
+ */
+export function withoutClusterNetwork(config: RouterConfigFile): RouterConfigFile {
+  const { tokenizer: _mount, peers: _peers, peerPort: _peerPort, ...router } = config.router;
+  return {
+    ...config,
+    router,
+    pools: config.pools.map((p) => {
+      if (p.kvEvents === undefined) return p;
+      const { replayPort: _replay, ...kvEvents } = p.kvEvents;
+      return { ...p, kvEvents };
+    }),
+  };
 }
 
 /** One endpoint of a static list (the schema's `endpoints[]`), e.g. a local sim-worker. */

@@ -100,7 +100,10 @@ export class Router extends Construct {
       ...(inputs.imagePullPolicy ? { imagePullPolicy: inputs.imagePullPolicy } : {}),
       command: ['disagg-engine'],
       args: ['router', '--config', `${CONFIG_DIR}/config.json`],
-      ports: [{ name: 'http', containerPort: PORTS.router, protocol: 'TCP' }],
+      ports: [
+        { name: 'http', containerPort: PORTS.router, protocol: 'TCP' },
+        ...(inputs.config.router.peerPort ? [{ name: 'peer', containerPort: inputs.config.router.peerPort, protocol: 'TCP' }] : []),
+      ],
       resources: {
         requests: { cpu: k8s.Quantity.fromString('2'), memory: k8s.Quantity.fromString('4Gi') },
         limits: { memory: k8s.Quantity.fromString('4Gi') },
@@ -149,6 +152,19 @@ export class Router extends Construct {
         ports: [{ name: 'http', port: 80, targetPort: k8s.IntOrString.fromString('http'), protocol: 'TCP' }],
       },
     });
+
+    // The routers' peer link: a headless Service of their ready pods, which a starting router (not yet
+    // ready, so not listed) asks for a running one's index. Kept apart from the client Service.
+    if (inputs.config.router.peerPort) {
+      new k8s.KubeService(this, 'PeerService', {
+        metadata: metadata(`${objectName}-peers`),
+        spec: {
+          clusterIp: 'None',
+          selector: labels,
+          ports: [{ name: 'peer', port: inputs.config.router.peerPort, targetPort: k8s.IntOrString.fromString('peer'), protocol: 'TCP' }],
+        },
+      });
+    }
 
     // One router may be down at a time; with a single replica, eviction is still allowed (drains).
     const one = k8s.IntOrString.fromNumber(1);

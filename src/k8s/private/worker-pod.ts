@@ -166,6 +166,8 @@ export function kvEventsConfig(servedModelName: string): Record<string, unknown>
     enable_kv_cache_events: true,
     publisher: 'zmq',
     endpoint: `tcp://*:${PORTS.kvEvents}`,
+    // Kept for a restarting router and for gaps: the last buffer_steps batches (vLLM's default, 10000).
+    replay_endpoint: `tcp://*:${PORTS.kvEventsReplay}`,
     topic: `kv@$(POD_IP):${PORTS.http}@${servedModelName}`,
   };
 }
@@ -332,6 +334,7 @@ export function workerPodTemplate(
     ports: serves ? [
       { name: 'http', containerPort: PORTS.http, protocol: 'TCP' },
       { name: 'kv-events', containerPort: PORTS.kvEvents, protocol: 'TCP' },
+      { name: 'kv-replay', containerPort: PORTS.kvEventsReplay, protocol: 'TCP' },
       { name: 'nixl', containerPort: PORTS.nixlSideChannel, protocol: 'TCP' },
     ] : [{ name: 'ray', containerPort: PORTS.ray, protocol: 'TCP' }],
     resources: workerResources(pool, extras, ctx.efaHugePages),

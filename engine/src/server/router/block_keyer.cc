@@ -165,6 +165,18 @@ void BlockKeyer::removed(std::span<const BlockHash> hashes, std::int32_t group, 
   }
 }
 
+bool BlockKeyer::restore(BlockHash publisher, std::span<const BlockHash> keys, std::int32_t group) {
+  if (keys.empty() || keys.size() > static_cast<std::size_t>(kMaxKeysPerBlock)) return false;
+  if (group >= 0) {
+    if (group_ < 0) group_ = group;
+    if (group != group_) return false;
+  }
+  if (const std::size_t slot = find(publisher); slot != static_cast<std::size_t>(-1)) unlink(slot);
+  const Block& b = append(publisher, keys.size());
+  for (std::size_t k = 0; k < keys.size(); ++k) keys_[(b.key_begin + k) % key_cap_] = keys[k];
+  return true;
+}
+
 void BlockKeyer::clear() {
   std::fill_n(table_.get(), mask_ + 1, 0U);
   for (std::uint64_t q = block_tail_; q != block_head_; ++q) blocks_[q % block_cap_].live = false;

@@ -85,6 +85,28 @@ class BlockKeyer {
   /// Publisher hashes remembered.
   std::size_t size() const { return live_; }
 
+  /// The routing KV cache group once learned, else -1.
+  std::int32_t group() const { return group_; }
+
+  /// Calls fn(publisher, keys) for every block remembered, oldest first (a peer snapshot,
+  /// peer_snapshot.h). `keys` is valid during the call only.
+  template <class Fn>
+  void for_each(Fn&& fn) const {
+    BlockHash buf[kMaxKeysPerBlock];
+    for (std::uint64_t q = block_tail_; q != block_head_; ++q) {
+      const Block& b = blocks_[q % block_cap_];
+      if (!b.live) continue;
+      for (std::size_t k = 0; k < b.count; ++k) buf[k] = keys_[(b.key_begin + k) % key_cap_];
+      fn(b.publisher, std::span<const BlockHash>(buf, b.count));
+    }
+  }
+
+  /// Remembers block `publisher` with the router `keys` a peer computed for it (a peer snapshot's
+  /// entry), as stored() would have; `group`: the peer's routing group (-1: unknown), taken when
+  /// this keyer has none yet. Returns false (nothing remembered) when `keys` is empty or longer
+  /// than kMaxKeysPerBlock, or `group` differs from this keyer's.
+  bool restore(BlockHash publisher, std::span<const BlockHash> keys, std::int32_t group);
+
  private:
   // A remembered block: its publisher hash and its router keys, keys_[key_begin .. + count) (ring
   // positions: modulo the key ring's size).

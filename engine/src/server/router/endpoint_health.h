@@ -70,6 +70,14 @@ struct EndpointSlot {
   /// until a scrape finds them.
   std::atomic<double> reported_prefix_hits{-1};
   std::atomic<double> reported_prefix_queries{-1};
+  /// The worker's KV blocks in use (vllm:kv_cache_usage_perc x the num_gpu_blocks of
+  /// vllm:cache_config_info), in the router's blocks; -1 until a scrape finds both.
+  std::atomic<double> reported_kv_blocks{-1};
+  /// Of the prefix-cache hits the worker reported between its last two scrapes that counted any,
+  /// the share the router predicted when it routed (predicted_hit_tokens over the same interval), at
+  /// most 1; -1 until known. predicted_at_scrape: predicted_hit_tokens at the last scrape.
+  std::atomic<double> known_hit_ratio{-1};
+  std::atomic<double> predicted_at_scrape{-1};
   /// The engine's data-parallel rank: the spec's, else the first `data_parallel_rank` its KV events
   /// carried; -1 while unknown (router lock; read for metrics under it).
   std::int32_t data_parallel_rank = -1;
@@ -89,6 +97,9 @@ struct EndpointSlot {
     inflight_prefill_tokens = 0;
     reported_prefix_hits = -1;
     reported_prefix_queries = -1;
+    reported_kv_blocks = -1;
+    known_hit_ratio = -1;
+    predicted_at_scrape = -1;
   }
 };
 

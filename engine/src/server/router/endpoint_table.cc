@@ -104,7 +104,9 @@ int EndpointTable::add(const EndpointSpec& spec, bool from_dns, const std::strin
     if (index_) index_->clear(static_cast<EndpointId>(id));
     reset_keyers(static_cast<EndpointId>(id));
     publisher_keyed_ids_ &= ~(std::uint64_t{1} << id);
-    if (hooks_.added) hooks_.added(static_cast<EndpointId>(id), s, topic);
+    kv_seq_[static_cast<std::size_t>(id)] = -1;
+    const std::int64_t resume_seq = spec.kv_events.empty() ? -1 : load_peer_entry(static_cast<EndpointId>(id));
+    if (hooks_.added) hooks_.added(static_cast<EndpointId>(id), s, topic, resume_seq);
     log_line("endpoint " + s.label + " added (pool " + spec.pool + ", role " + std::string(to_string(spec.role)) +
              (spec.kv_events.empty() ? "" : ", kv events " + spec.kv_events) + ")");
     return id;
@@ -152,6 +154,7 @@ void EndpointTable::sync_dns_pool(const DnsPoolSpec& pool, const std::set<std::s
       if (const std::uint16_t kv = dns_kv_events_port(pool, j); kv != 0) {
         const std::string h = ip.find(':') != std::string::npos ? "[" + ip + "]" : ip;
         e.kv_events = "tcp://" + h + ":" + std::to_string(kv);
+        if (pool.kv_replay_port != 0) e.kv_replay = "tcp://" + h + ":" + std::to_string(pool.kv_replay_port + j);
       }
       add(e, true, pool.topic_prefix);
     }
@@ -171,6 +174,7 @@ void EndpointTable::on_kv_batch(EndpointId id, std::uint32_t generation, const K
   const EndpointSlot& s = slots_[id];
   if (!index_ || !s.present || s.generation != generation) return;
   if (!rank_matches(id, batch.data_parallel_rank)) return;
+  if (batch.seq >= 0) kv_seq_[id] = batch.seq;
   thread_local std::vector<BlockHash> keys, unknown;  // the subscriber's thread
   for (const KvEventRecord& e : batch.events) {
     switch (e.type) {
@@ -260,6 +264,87 @@ void EndpointTable::on_kv_clear(EndpointId id, std::uint32_t generation, std::st
   reset_keyers(id);
   publisher_keyed_ids_ &= ~(std::uint64_t{1} << id);
   log_line("KV index entries of " + s.label + " cleared (" + std::string(why) + "): " + std::to_string(dropped));
+}
+
+// ---- peer snapshots ----------------------------------------------------------------------------
+
+void EndpointTable::snapshot(PeerSnapshot& out, std::size_t max_blocks) {
+  out.block_size = block_size_;
+  out.endpoints.clear();
+  std::lock_guard lock(mu_);
+  if (!index_) return;
+  // An equal share of the bound per endpoint, GPU tier first, so that no endpoint crowds out the others.
+  std::size_t with_events = 0;
+  for (std::uint64_t ids = present_ids_; ids != 0; ids &= ids - 1) {
+    with_events += slots_[static_cast<std::size_t>(std::countr_zero(ids))].spec.kv_events.empty() ? 0 : 1;
+  }
+  if (with_events == 0) return;
+  const std::size_t share = max_blocks / with_events;
+  for (std::uint64_t ids = present_ids_; ids != 0; ids &= ids - 1) {
+    const int id = std::countr_zero(ids);
+    const EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
+    if (s.spec.kv_events.empty()) continue;
+    std::size_t budget = share;
+    PeerSnapshotEndpoint& e = out.endpoints.emplace_back();
+    e.label = s.label.substr(0, kPeerSnapshotMaxLabel);
+    e.last_seq = kv_seq_[static_cast<std::size_t>(id)];
+    if (const BlockKeyer* gpu = find_keyer(static_cast<EndpointId>(id), KvTier::gpu)) e.group = gpu->group();
+    for (int t = 0; t < kKvTierCount; ++t) {
+      const BlockKeyer* k = find_keyer(static_cast<EndpointId>(id), static_cast<KvTier>(t));
+      if (k == nullptr || budget == 0) continue;
+      // Oldest first; when over the budget, the oldest are left out.
+      std::size_t skip = k->size() > budget ? k->size() - budget : 0;
+      k->for_each([&](BlockHash publisher, std::span<const BlockHash> keys) {
+        if (skip > 0) {
+          --skip;
+          return;
+        }
+        if (budget == 0) return;
+        e.add(static_cast<KvTier>(t), publisher, keys);
+        --budget;
+      });
+    }
+  }
+}
+
+bool EndpointTable::set_peer_snapshot(PeerSnapshot snapshot, std::int64_t keep_ms) {
+  std::lock_guard lock(mu_);
+  if (!index_) return false;
+  if (snapshot.block_size != block_size_) {
+    log_line("peer snapshot refused: its block size " + std::to_string(snapshot.block_size) + " is not this router's " +
+             std::to_string(block_size_) + " (router.kvBlockSize must match between peers)");
+    return false;
+  }
+  peer_ = std::move(snapshot);
+  peer_until_ms_ = now_ms() + keep_ms;
+  return true;
+}
+
+std::int64_t EndpointTable::load_peer_entry(EndpointId id) {
+  if (!peer_ || !index_) return -1;
+  if (now_ms() > peer_until_ms_) {
+    peer_.reset();
+    return -1;
+  }
+  const EndpointSlot& s = slots_[id];
+  auto it = std::find_if(peer_->endpoints.begin(), peer_->endpoints.end(),
+                         [&](const PeerSnapshotEndpoint& e) { return e.label == s.label; });
+  if (it == peer_->endpoints.end()) return -1;
+  std::uint64_t loaded = 0;
+  for (const PeerSnapshotBlock& b : it->blocks) {
+    const auto keys = it->keys_of(b);
+    if (!keyer(id, b.tier).restore(b.publisher, keys, it->group)) continue;
+    (void)index_->apply_stored(id, b.tier, keys);
+    ++loaded;
+  }
+  const std::int64_t seq = it->last_seq;
+  kv_seq_[id] = seq;
+  metrics_.kv_warm_peer_blocks.fetch_add(loaded, std::memory_order_relaxed);
+  log_line("endpoint " + s.label + ": " + std::to_string(loaded) + " blocks loaded from the peer snapshot, KV events "
+           "resume after sequence " + std::to_string(seq));
+  peer_->endpoints.erase(it);
+  if (peer_->endpoints.empty()) peer_.reset();
+  return seq;
 }
 
 // ---- routing ----------------------------------------------------------------------------------
@@ -503,13 +588,27 @@ void EndpointTable::load_reported(int id, std::uint32_t generation, const Scrape
   EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
   if (s.generation != generation) return;
   if (load.prefix_found) {
-    s.reported_prefix_hits.store(load.prefix_hits, std::memory_order_relaxed);
+    const double hits_before = s.reported_prefix_hits.exchange(load.prefix_hits, std::memory_order_relaxed);
     s.reported_prefix_queries.store(load.prefix_queries, std::memory_order_relaxed);
+    // How much of the cache the worker used the router knew: its predicted hits against the
+    // worker's, over the interval since the previous scrape (a cold router predicts none of them).
+    const double predicted = static_cast<double>(s.predicted_hit_tokens.load());
+    const double predicted_before = s.predicted_at_scrape.exchange(predicted, std::memory_order_relaxed);
+    const double worker_hits = load.prefix_hits - hits_before;
+    if (hits_before >= 0 && predicted_before >= 0 && worker_hits > 0) {
+      s.known_hit_ratio.store(std::clamp((predicted - predicted_before) / worker_hits, 0.0, 1.0),
+                              std::memory_order_relaxed);
+    }
   }
   if (!load.found) return;
   s.running.store(static_cast<std::int32_t>(load.running), std::memory_order_relaxed);
   s.waiting.store(static_cast<std::int32_t>(load.waiting), std::memory_order_relaxed);
   s.kv_usage.store(load.kv_usage, std::memory_order_relaxed);
+  if (load.num_gpu_blocks > 0) {
+    // In the router's blocks: a worker block of B tokens is B / router block size router blocks.
+    const double per = load.gpu_block_size > 0 ? load.gpu_block_size / static_cast<double>(block_size_) : 1.0;
+    s.reported_kv_blocks.store(load.kv_usage * load.num_gpu_blocks * per, std::memory_order_relaxed);
+  }
 }
 
 // ---- scaling signals ------------------------------------------------------------------------------
@@ -576,7 +675,7 @@ void EndpointTable::write_metrics(std::string& out) {
     const char* type;
     const char* help;
   };
-  constexpr std::array<Family, 13> families = {{
+  constexpr std::array<Family, 15> families = {{
       {"disagg_router_endpoint_healthy", "gauge", "1 when the endpoint receives requests (health check passed, not ejected)."},
       {"disagg_router_endpoint_inflight", "gauge", "Requests the router has in flight on the endpoint."},
       {"disagg_router_endpoint_running", "gauge", "vllm:num_requests_running last scraped."},
@@ -596,6 +695,15 @@ void EndpointTable::write_metrics(std::string& out) {
        "vllm:prefix_cache_hits_total last scraped from the endpoint (tokens; absent until scraped)."},
       {"disagg_router_endpoint_data_parallel_rank", "gauge",
        "The data-parallel rank of the engine behind the endpoint (configured, else from its KV events; absent until known)."},
+      // How much of the worker's cache the router knows (a warm restart fills it at once, a cold
+      // one as blocks are stored again).
+      {"disagg_router_endpoint_worker_kv_blocks", "gauge",
+       "KV blocks the worker reports in use (vllm:kv_cache_usage_perc x num_gpu_blocks of vllm:cache_config_info), in "
+       "router blocks (absent until scraped)."},
+      {"disagg_router_endpoint_known_hit_ratio", "gauge",
+       "Of the prefix-cache hit tokens the worker reported between its last two scrapes with hits, the share the router "
+       "predicted when routing (its index knew those blocks there), at most 1; low after a cold restart (absent until "
+       "known)."},
   }};
   const std::int64_t now = now_ms();
   for (std::size_t f = 0; f < families.size(); ++f) {
@@ -620,7 +728,9 @@ void EndpointTable::write_metrics(std::string& out) {
         case 9: v = static_cast<double>(s.predicted_hit_tokens.load()); break;
         case 10: v = s.reported_prefix_queries.load(); break;
         case 11: v = s.reported_prefix_hits.load(); break;
-        default: v = s.data_parallel_rank; break;
+        case 12: v = s.data_parallel_rank; break;
+        case 13: v = s.reported_kv_blocks.load(); break;
+        default: v = s.known_hit_ratio.load(); break;
       }
       if (v < 0) continue;  // the worker's counters, not scraped yet
       write_sample(out, families[f].name, labels, v);

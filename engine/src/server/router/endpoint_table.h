@@ -28,6 +28,7 @@
 #include "disagg/route_plan.h"
 #include "endpoint_health.h"
 #include "kv_event_subscriber.h"
+#include "peer_snapshot.h"
 #include "router_config.h"
 #include "router_log.h"
 #include "router_metrics.h"
@@ -68,9 +69,10 @@ class EndpointTable final : public KvEventSink {
   static Expected<std::unique_ptr<EndpointTable>, std::string> create(const RouterConfig& config,
                                                                       RouterMetrics& metrics);
 
-  /// Told of each endpoint added (with its KV-event topic prefix) and removed, under the lock.
+  /// Told of each endpoint added (with its KV-event topic prefix, and the KV-event sequence its
+  /// entries loaded from a peer snapshot reach, -1 for none) and removed, under the lock.
   struct Hooks {
-    std::function<void(EndpointId, const EndpointSlot&, const std::string& topic)> added;
+    std::function<void(EndpointId, const EndpointSlot&, const std::string& topic, std::int64_t resume_seq)> added;
     std::function<void(EndpointId, const EndpointSlot&)> removed;
   };
   /// Call before the first add().
@@ -142,6 +144,17 @@ class EndpointTable final : public KvEventSink {
   /// when not in P/D mode). Takes the lock once; queued_requests is left to the caller.
   void observe_pools(PoolObservation& prefill, PoolObservation& decode);
 
+  // ---- peer snapshots (peer_snapshot.h) --------------------------------------------------------------
+  /// The index as a peer snapshot: per present endpoint with KV events, its label, last applied
+  /// sequence, routing group and the blocks its keyers translate (oldest first). At most
+  /// `max_blocks` blocks in all: an equal share per endpoint, GPU tier first, each endpoint's newest
+  /// kept. Takes the lock (O(blocks)).
+  void snapshot(PeerSnapshot& out, std::size_t max_blocks);
+  /// Keeps `snapshot` (a peer's) for the endpoints added from now on, for `keep_ms`: an endpoint
+  /// whose label matches one of its endpoints gets its blocks (keyers and index) as it is added, and
+  /// the hooks' resume_seq. Refused (false, logged) when the block size differs. Takes the lock.
+  bool set_peer_snapshot(PeerSnapshot snapshot, std::int64_t keep_ms = 60'000);
+
   // ---- metrics -----------------------------------------------------------------------------------
   /// Appends the index gauges and the per-endpoint families (takes the lock).
   void write_metrics(std::string& out);
@@ -200,6 +213,13 @@ class EndpointTable final : public KvEventSink {
   std::array<std::uint64_t, BlockKeyer::kSkipCount> unkeyed_blocks_{};
   // KV-event batches whose data_parallel_rank differs from the endpoint's (on_kv_batch).
   std::uint64_t rank_mismatch_batches_ = 0;
+  // The last KV-event sequence applied per endpoint (-1: none); what a peer snapshot resumes from.
+  std::array<std::int64_t, kMaxRoutingEndpoints> kv_seq_{};
+  // A peer's snapshot waiting for its endpoints to be added (set_peer_snapshot), until peer_until_ms_.
+  std::optional<PeerSnapshot> peer_;
+  std::int64_t peer_until_ms_ = 0;
+  // Loads peer_'s entry for slot `id` (lock held); returns its sequence, -1 when there is none.
+  std::int64_t load_peer_entry(EndpointId id);
 };
 
 }  // namespace disagg::router

@@ -80,6 +80,9 @@ struct KvEventRecord {
 /// A decoded EventBatch. Reuse one object: clear() keeps the capacity.
 struct KvEventBatch {
   double ts = 0;
+  /// The publisher's sequence number of the batch (set by the subscriber, not by the decoder); -1
+  /// when not known.
+  std::int64_t seq = -1;
   /// -1 when absent or nil.
   std::int32_t data_parallel_rank = -1;
   std::vector<KvEventRecord> events;
@@ -90,6 +93,7 @@ struct KvEventBatch {
 
   void clear() {
     ts = 0;
+    seq = -1;
     data_parallel_rank = -1;
     events.clear();
     hashes.clear();

@@ -1,5 +1,6 @@
 #include "kv_event_subscriber.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -44,6 +45,11 @@ bool recv_multipart(zmq::socket_t& s, std::vector<std::string>& frames) {
   }
 }
 
+void log_warm(const std::string& endpoint, std::string_view how, std::size_t batches) {
+  std::fprintf(stderr, "disagg-engine router: KV events of %s: warm start, replayed %zu batches %.*s\n",
+               endpoint.c_str(), batches, static_cast<int>(how.size()), how.data());
+}
+
 }  // namespace
 
 struct KvEventSubscriber::Impl {
@@ -57,6 +63,8 @@ struct KvEventSubscriber::Sub {
   std::optional<zmq::socket_t> socket;
   std::optional<zmq::socket_t> dealer;
   SequenceTracker seq;
+  bool initial_replay_pending = false;  // the warm-start replay went unanswered: try once more
+  bool resumed_without_replay = false;  // resumed from a peer snapshot, nothing filled the gap yet
   bool malformed_logged = false;  // one log line per subscription; the counter counts them all
 };
 
@@ -76,43 +84,68 @@ void KvEventSubscriber::stop() {
 }
 
 void KvEventSubscriber::add(EndpointId id, std::uint32_t generation, std::string endpoint,
-                            std::string replay, std::string topic_prefix) {
+                            std::string replay, std::string topic_prefix, std::int64_t resume_seq) {
   std::lock_guard lock(mu_);
-  commands_.push_back(Command{true, id, generation, std::move(endpoint), std::move(replay), std::move(topic_prefix)});
+  commands_.push_back(Command{true, id, generation, std::move(endpoint), std::move(replay), std::move(topic_prefix),
+                              resume_seq});
   cv_.notify_all();
 }
 
 void KvEventSubscriber::remove(EndpointId id) {
   std::lock_guard lock(mu_);
-  commands_.push_back(Command{false, id, 0, {}, {}, {}});
+  commands_.push_back(Command{false, id, 0, {}, {}, {}, -1});
   cv_.notify_all();
 }
 
-void KvEventSubscriber::apply(Sub& s, std::string_view payload) {
+void KvEventSubscriber::apply(Sub& s, std::string_view payload, std::int64_t seq) {
   auto decoded = decode_kv_event_batch(bytes_of(payload), batch_, options_.limits);
   if (!decoded) {
     metrics_.kv_decode_errors.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  batch_.seq = seq;
   sink_.on_kv_batch(s.id, s.generation, batch_);
   metrics_.kv_batches.fetch_add(1, std::memory_order_relaxed);
   for (const KvEventRecord& e : batch_.events) {
     metrics_.kv_events[static_cast<int>(e.type)].fetch_add(1, std::memory_order_relaxed);
+    if (counting_warm_ && e.type == KvEventType::block_stored) {
+      metrics_.kv_warm_replay_blocks.fetch_add(e.hash_count, std::memory_order_relaxed);
+    }
   }
 }
 
-bool KvEventSubscriber::replay(Sub& s, std::int64_t start, std::int64_t* last_applied) {
+void KvEventSubscriber::warm_start(Sub& s, std::int64_t resume_seq) {
+  if (resume_seq >= 0) {
+    s.seq.accept(resume_seq);
+    std::int64_t last = resume_seq;
+    s.resumed_without_replay = s.replay.empty() || !replay(s, resume_seq + 1, ReplayMode::resume, &last);
+    return;
+  }
+  if (s.replay.empty()) return;
+  std::int64_t last = -1;
+  s.initial_replay_pending = !replay(s, 0, ReplayMode::initial, &last);
+}
+
+bool KvEventSubscriber::replay(Sub& s, std::int64_t start, ReplayMode mode, std::int64_t* last_applied) {
   try {
     if (!s.dealer) {
       s.dealer.emplace(impl_->ctx, zmq::socket_type::dealer);
       s.dealer->set(zmq::sockopt::linger, 0);
+      // The publisher sends its whole answer at once (vLLM: up to buffer_steps batches, 10,000)
+      // and its ROUTER drops what exceeds the pipe's high-water marks (its 1,000 plus ours): make
+      // room for a whole buffer here, or a warm start's answer loses batches and its end marker.
+      s.dealer->set(zmq::sockopt::rcvhwm, options_.rcvhwm);
       s.dealer->connect(s.replay);
     }
     // The request after the DEALER's (implicit) identity: ["", start seq].
     const std::string start_bytes = kv_wire::encode_seq(start);
     s.dealer->send(zmq::message_t(), zmq::send_flags::sndmore);
     s.dealer->send(zmq::buffer(start_bytes), zmq::send_flags::none);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);
+    // replay_timeout_ms without an answer part ends the wait; a long answer that keeps coming may
+    // take up to ten times that.
+    const auto now = std::chrono::steady_clock::now();
+    const auto hard_deadline = now + std::chrono::milliseconds(10 * options_.replay_timeout_ms);
+    auto deadline = now + std::chrono::milliseconds(options_.replay_timeout_ms);
     std::vector<std::pair<std::int64_t, std::string>> got;
     std::vector<std::string> frames;
     bool ended = false;
@@ -121,6 +154,7 @@ bool KvEventSubscriber::replay(Sub& s, std::int64_t start, std::int64_t* last_ap
       if (left.count() <= 0) break;
       zmq::pollitem_t item{s.dealer->handle(), 0, ZMQ_POLLIN, 0};
       if (zmq::poll(&item, 1, left) <= 0) continue;
+      deadline = std::min(hard_deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms));
       while (recv_multipart(*s.dealer, frames)) {
         // DEALER strips the identity: ["", seq, payload] before vLLM 0.26, ["", topic, seq, payload]
         // since (kv_event_wire.h); told apart per answer, so a publisher upgraded mid-run is read too.
@@ -149,20 +183,30 @@ bool KvEventSubscriber::replay(Sub& s, std::int64_t start, std::int64_t* last_ap
       s.dealer.reset();
       return false;
     }
-    if (got.empty() || got.front().first != start) {
+    const bool reaches = !got.empty() && got.front().first == start;
+    if (mode == ReplayMode::gap ? !reaches : mode == ReplayMode::resume && !got.empty() && !reaches) {
       // The publisher's buffer does not reach back to the gap: what was lost is unknown.
       sink_.on_kv_clear(s.id, s.generation, "replay did not reach back to the gap");
     }
-    s.seq.replaying_from(start);
+    // Numbers from the first one applied on, seen again live, are duplicates. (An initial replay
+    // starts at the buffer's oldest: a lower number later means a restarted publisher.)
+    if (!got.empty()) s.seq.replaying_from(mode == ReplayMode::initial ? got.front().first : start);
     std::int64_t last = start - 1;
+    counting_warm_ = mode != ReplayMode::gap;
     for (auto& [seq, payload] : got) {
       if (seq <= last) continue;
-      apply(s, payload);
+      apply(s, payload, seq);
       last = seq;
     }
+    counting_warm_ = false;
     *last_applied = last;
     if (last >= start) s.seq.accept(last);
-    metrics_.kv_replays.fetch_add(1, std::memory_order_relaxed);
+    if (mode == ReplayMode::gap) {
+      metrics_.kv_replays.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      metrics_.kv_warm_replays.fetch_add(1, std::memory_order_relaxed);
+      log_warm(s.endpoint, mode == ReplayMode::initial ? "from the start of its buffer" : "after a peer snapshot", got.size());
+    }
     return true;
   } catch (const zmq::error_t&) {
     s.dealer.reset();
@@ -180,6 +224,12 @@ void KvEventSubscriber::handle(Sub& s, std::vector<std::string>& frames) {
     metrics_.kv_decode_errors.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  if (s.initial_replay_pending) {
+    // The warm-start replay went unanswered (the publisher was not up yet): once more, now.
+    s.initial_replay_pending = false;
+    std::int64_t last = -1;
+    if (replay(s, 0, ReplayMode::initial, &last) && last >= *seq) return;
+  }
   switch (s.seq.observe(*seq)) {
     case SeqVerdict::duplicate:
       return;
@@ -192,7 +242,16 @@ void KvEventSubscriber::handle(Sub& s, std::vector<std::string>& frames) {
       metrics_.kv_gaps.fetch_add(1, std::memory_order_relaxed);
       const std::int64_t expected = s.seq.expected();
       std::int64_t last = expected - 1;
-      if (!s.replay.empty() && replay(s, expected, &last)) {
+      if (s.resumed_without_replay) {
+        // Resumed from a peer's snapshot with nothing to fill [expected, seq): keep the loaded
+        // entries (a block removed meanwhile stays until the index evicts it).
+        std::fprintf(stderr,
+                     "disagg-engine router: KV events of %s: batches %lld..%lld after the peer snapshot are not "
+                     "replayable; keeping the snapshot's entries\n",
+                     s.endpoint.c_str(), static_cast<long long>(expected), static_cast<long long>(*seq - 1));
+        break;
+      }
+      if (!s.replay.empty() && replay(s, expected, ReplayMode::gap, &last)) {
         if (last >= *seq) return;  // the replay covered this batch
       } else {
         sink_.on_kv_clear(s.id, s.generation, "sequence gap");
@@ -203,8 +262,9 @@ void KvEventSubscriber::handle(Sub& s, std::vector<std::string>& frames) {
     case SeqVerdict::in_order:
       break;
   }
-  apply(s, frames[kv_wire::PublishFrame::payload]);
+  apply(s, frames[kv_wire::PublishFrame::payload], *seq);
   s.seq.accept(*seq);
+  s.resumed_without_replay = false;
 }
 
 void KvEventSubscriber::run() {
@@ -241,6 +301,7 @@ void KvEventSubscriber::run() {
                      c.endpoint.c_str(), e.what());
         continue;
       }
+      warm_start(*s, c.resume_seq);
       subs.push_back(std::move(s));
     }
     if (subs.empty()) continue;

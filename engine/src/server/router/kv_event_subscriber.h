@@ -10,6 +10,19 @@
 // skipped, counted (kv_replay_malformed) and logged once per subscription. Without replay: clear
 // and go on. A sequence that goes back means the publisher restarted: clear. A message that cannot
 // be decoded is dropped and counted.
+//
+// Warm start (a router that restarts, or an endpoint newly discovered): a subscription whose
+// endpoint has a replay socket first asks it for everything from sequence 0. vLLM's publisher
+// answers every buffered batch whose sequence is >= the start (its last `buffer_steps`, 10,000 by
+// default), so a start older than its oldest batch yields the whole buffer
+// (vllm/distributed/kv_events.py, ZmqEventPublisher._service_replay, vllm-project/vllm
+// b4e69e0af33f4698e157a262cc787fe61983cd3d). Those batches are applied in order before the live
+// ones queued meanwhile, which are then duplicates up to the last replayed number and dropped. A
+// buffer that does not start at 0 clears nothing (the index was empty). A replay socket that does
+// not answer is asked once more at the first live batch. A subscription that resumes from a peer
+// router's snapshot (`resume_seq` >= 0: its entries are loaded already) asks for resume_seq + 1 on:
+// a buffer that no longer reaches back clears the endpoint as a gap does; without a replay socket
+// (or one that does not answer) the first gap is accepted as is, the loaded entries kept.
 #pragma once
 
 #include <atomic>
@@ -56,8 +69,10 @@ class KvEventSubscriber {
   void stop();
   /// Subscribes to `endpoint` (tcp://...) with `topic_prefix` for endpoint `id` (replaces an
   /// earlier subscription of the same id). `replay`: ROUTER endpoint or empty. Thread-safe.
+  /// `resume_seq`: the last sequence a peer's snapshot applied for this endpoint (its entries are
+  /// in the index already), -1 for none (then a replay from the start of the publisher's buffer).
   void add(EndpointId id, std::uint32_t generation, std::string endpoint, std::string replay,
-           std::string topic_prefix);
+           std::string topic_prefix, std::int64_t resume_seq = -1);
   /// Unsubscribes `id`. Thread-safe.
   void remove(EndpointId id);
 
@@ -67,12 +82,18 @@ class KvEventSubscriber {
     EndpointId id = 0;
     std::uint32_t generation = 0;
     std::string endpoint, replay, topic;
+    std::int64_t resume_seq = -1;
   };
+  // gap: from the first lost batch (clear unless the answer starts there); initial: from the start
+  // of the buffer (clear nothing); resume: after a peer snapshot's sequence (clear when the answer
+  // does not reach back to it; an empty answer is fine).
+  enum class ReplayMode : std::uint8_t { gap, initial, resume };
   struct Sub;
   void run();
   void handle(Sub& s, std::vector<std::string>& frames);
-  bool replay(Sub& s, std::int64_t start, std::int64_t* last_applied);
-  void apply(Sub& s, std::string_view payload);
+  bool replay(Sub& s, std::int64_t start, ReplayMode mode, std::int64_t* last_applied);
+  void apply(Sub& s, std::string_view payload, std::int64_t seq);
+  void warm_start(Sub& s, std::int64_t resume_seq);
 
   KvEventSink& sink_;
   RouterMetrics& metrics_;
@@ -85,6 +106,7 @@ class KvEventSubscriber {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   KvEventBatch batch_;  // reused by the thread
+  bool counting_warm_ = false;  // blocks applied now count as loaded by a warm-start replay
 };
 
 }  // namespace disagg::router

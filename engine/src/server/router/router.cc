@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "health_monitor.h"
 #include "kv_event_subscriber.h"
 #include "metrics_page.h"
+#include "peer_link.h"
 #include "model_text.h"
 #include "request_parse.h"
 #include "request_scan.h"
@@ -131,6 +133,9 @@ struct Router::Impl {
   std::unique_ptr<http::HttpServer> server;
   std::unique_ptr<KvEventSubscriber> subscriber;
   std::unique_ptr<DnsDiscovery> dns;
+  // The peer-snapshot listener (router.peerPort), and this process's random id in its snapshots.
+  std::unique_ptr<PeerSnapshotServer> peer_server;
+  std::uint64_t peer_instance = 0;
   std::atomic<bool> draining{false};
   // The prefill pool's mean prompt between two reads of /metrics or /scaling (scaling_signals.h).
   MeanPromptTracker prefill_mean;
@@ -480,8 +485,10 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   im.subscriber = std::make_unique<KvEventSubscriber>(*im.table, im.metrics, ko);
   im.dns = std::make_unique<DnsDiscovery>(*im.table, c.dns_pools);
   EndpointTable::Hooks hooks;
-  hooks.added = [raw](EndpointId id, const EndpointSlot& s, const std::string& topic) {
-    if (!s.spec.kv_events.empty()) raw->subscriber->add(id, s.generation, s.spec.kv_events, s.spec.kv_replay, topic);
+  hooks.added = [raw](EndpointId id, const EndpointSlot& s, const std::string& topic, std::int64_t resume_seq) {
+    if (!s.spec.kv_events.empty()) {
+      raw->subscriber->add(id, s.generation, s.spec.kv_events, s.spec.kv_replay, topic, resume_seq);
+    }
     raw->health->wake();
   };
   hooks.removed = [raw](EndpointId id, const EndpointSlot& s) {
@@ -489,6 +496,34 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
     raw->subscriber->remove(id);
   };
   im.table->set_hooks(std::move(hooks));
+
+  // Warm start from a peer router (peer_link.h): its snapshot, loaded as the endpoints are added.
+  im.peer_instance = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
+                static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  PeerSnapshotLimits limits;
+  limits.max_blocks = static_cast<std::size_t>(c.peer_snapshot_max_blocks);
+  limits.max_bytes = 64 + static_cast<std::size_t>(c.peer_snapshot_max_blocks) * (2 + 8 + 8 * kPeerSnapshotMaxKeysPerBlock) +
+                     kMaxRoutingEndpoints * (kPeerSnapshotMaxLabel + 32);
+  if (c.peer_port != 0) {
+    auto ps = PeerSnapshotServer::create(c.host, c.peer_port, c.peer_timeout_ms, [raw, max = limits.max_blocks] {
+      PeerSnapshot snap;
+      raw->table->snapshot(snap, max);
+      snap.instance = raw->peer_instance;
+      return encode_peer_snapshot(snap);
+    });
+    if (!ps) return unexpected(std::move(ps).error());
+    im.peer_server = std::move(*ps);
+    log_line("peer snapshot listener on port " + std::to_string(im.peer_server->port()));
+  }
+  if (!c.peers_host.empty()) {
+    if (!im.table->precise()) {
+      log_line("peers: not fetched (the prefix source is the routing history, not the KV-event index)");
+    } else if (auto snap = fetch_peer_snapshot(c.peers_host, c.peers_port, im.peer_instance, c.peer_timeout_ms, limits)) {
+      im.table->set_peer_snapshot(std::move(*snap));
+    } else {
+      log_line("peers: no snapshot loaded, starting with an empty KV index (" + snap.error() + ")");
+    }
+  }
   for (const EndpointSpec& e : c.endpoints) im.table->add(e, false, "");
   return std::unique_ptr<Router>(new Router(std::move(impl)));
 }
@@ -504,6 +539,7 @@ void Router::run() {
   Impl& im = *impl_;
   im.subscriber->start();
   im.dns->start();
+  if (im.peer_server) im.peer_server->start();
   im.server->start();
   net::co_spawn(im.ioc, im.health->run(), net::detached);
   net::co_spawn(im.ioc, Impl::timer_anchor(im.ioc), net::detached);
@@ -544,6 +580,7 @@ void Router::run() {
   for (auto& t : threads) t.join();
   im.subscriber->stop();
   im.dns->stop();
+  if (im.peer_server) im.peer_server->stop();
 }
 
 }  // namespace disagg::router

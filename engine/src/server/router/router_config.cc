@@ -26,7 +26,8 @@ constexpr const char* kUsage =
     "disaggregation.minUncachedPromptTokens}, pools[].{name, role, discovery{type dns, host, port or\n"
     "ports (one per local data-parallel rank; KV events of ports[j] on kvEvents.port + j),\n"
     "refreshSeconds}, kvEvents{port, topicPrefix}}, endpoints[].{pool, url, kvEventsEndpoint,\n"
-    "kvEventsReplayEndpoint}, autoscaling.{slo{ttftSeconds, tpotSeconds}, prefill{tokensPerSecond,\n"
+    "kvEventsReplayEndpoint}, router.{peerPort, peers{host, port, timeoutMs, maxBlocks}},\n"
+    "pools[].kvEvents.replayPort, autoscaling.{slo{ttftSeconds, tpotSeconds}, prefill{tokensPerSecond,\n"
     "fixedSeconds}, decode{stepSecondsBase, stepSecondsPerSequence}} (the scaling signals: GET /scaling).\n"
     "Flags override the file:\n"
     "  --config FILE.json            engine configuration written by the constructs\n"
@@ -46,7 +47,8 @@ constexpr const char* kUsage =
     "                                is saturated (0 = never)\n"
     "  --endpoint SPEC               role=R,url=http://H:P[,pool=NAME][,kv=tcp://H:P][,replay=tcp://H:P]\n"
     "                                R = aggregated | both | prefill | decode; repeatable\n"
-    "  --dns-pool SPEC               role=R,host=NAME,port=P[,pool=NAME][,kv-port=P][,refresh=SECONDS];\n"
+    "  --dns-pool SPEC               role=R,host=NAME,port=P[,pool=NAME][,kv-port=P][,replay-port=P]\n"
+    "                                [,refresh=SECONDS] (replay-port: vLLM's KV-event replay socket);\n"
     "                                ports=FIRST-LAST instead of port: one endpoint per address x port,\n"
     "                                port FIRST+j with KV events on kv-port+j; repeatable\n"
     "  --log-decisions on|off        log each routing decision: every endpoint's cached prefix blocks,\n"
@@ -88,7 +90,15 @@ constexpr const char* kUsage =
     "  --index-entries N             KV block index capacity, entries (1048576)\n"
     "  --index-entries-per-endpoint N  per-endpoint cap (0 = none)\n"
     "  --replay-timeout-ms N         wait for a KV event replay (1000)\n"
-    "  --drain-timeout-ms N          graceful drain limit after SIGTERM (30000)\n";
+    "  --drain-timeout-ms N          graceful drain limit after SIGTERM (30000)\n"
+    "  --peer-port N                 listener of the peer snapshot (router.peerPort; 0 = none, the\n"
+    "                                default): GET /snapshot, the KV index for a restarting peer router\n"
+    "  --peers HOST[:PORT]           peer routers (router.peers): DNS name whose addresses are peers,\n"
+    "                                port default --peer-port; at start one live peer's snapshot warms\n"
+    "                                the KV index (a failing peer: a cold start and a log line)\n"
+    "  --peer-timeout-ms N           one snapshot exchange's limit (router.peers.timeoutMs, 2000)\n"
+    "  --peer-snapshot-max-blocks N  blocks in a snapshot served or loaded (router.peers.maxBlocks,\n"
+    "                                2000000; 18 bytes each with one router key)\n";
 
 template <class T>
 bool parse_num(std::string_view text, T* out) {
@@ -166,6 +176,9 @@ Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
       }
       if (k == "port") p.ports.assign(1, static_cast<std::uint16_t>(n));
       else p.kv_events_port = static_cast<std::uint16_t>(n);
+    } else if (k == "replay-port") {
+      if (!parse_num(v, &n) || n < 0 || n > 65535) return unexpected("'--dns-pool' replay-port (" + v + ") must be a port number");
+      p.kv_replay_port = static_cast<std::uint16_t>(n);
     } else if (k == "ports") {
       // FIRST-LAST: one port per local data-parallel rank (commas separate the spec's keys).
       const auto dash = v.find('-');
@@ -184,7 +197,7 @@ Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
       }
     } else {
       return unexpected("'--dns-pool' (" + spec + ") has an unknown key '" + k +
-                        "'; use role=R,host=NAME,port=P|ports=FIRST-LAST[,pool=NAME][,kv-port=P][,refresh=SECONDS]");
+                        "'; use role=R,host=NAME,port=P|ports=FIRST-LAST[,pool=NAME][,kv-port=P][,replay-port=P][,refresh=SECONDS]");
     }
   }
   if (p.host.empty() || p.ports.empty()) {
@@ -192,6 +205,9 @@ Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
   }
   if (p.kv_events_port != 0 && p.kv_events_port + p.ports.size() - 1 > 65535) {
     return unexpected("'--dns-pool' kv-port (" + std::to_string(p.kv_events_port) + ") plus one per further port exceeds 65535");
+  }
+  if (p.kv_replay_port != 0 && p.kv_replay_port + p.ports.size() - 1 > 65535) {
+    return unexpected("'--dns-pool' replay-port (" + std::to_string(p.kv_replay_port) + ") plus one per further port exceeds 65535");
   }
   if (p.pool.empty()) p.pool = std::string(to_string(p.role));
   return p;
@@ -401,6 +417,33 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
       if (!integer(&c.index_entries_per_endpoint, 0, 1LL << 28)) return bad("must be a whole number >= 0");
     } else if (flag == "--replay-timeout-ms") {
       if (!integer(&c.replay_timeout_ms, 1, 1LL << 40)) return bad(range_any);
+    } else if (flag == "--peer-port") {
+      if (!integer(&c.peer_port, 0, 65535)) return bad("must be a port number (0 = no peer-snapshot listener)");
+    } else if (flag == "--peers") {
+      // HOST, HOST:PORT, [V6] or [V6]:PORT (a bare IPv6 address has no port).
+      std::string host = v, port_text;
+      if (!v.empty() && v.front() == '[') {
+        const auto close = v.find(']');
+        if (close == std::string::npos) return bad("must be HOST[:PORT], e.g. router-peers.default.svc:8100");
+        host = v.substr(1, close - 1);
+        if (close + 1 < v.size()) {
+          if (v[close + 1] != ':') return bad("must be HOST[:PORT], e.g. router-peers.default.svc:8100");
+          port_text = v.substr(close + 2);
+        }
+      } else if (const auto colon = v.find(':'); colon != std::string::npos && v.find(':', colon + 1) == std::string::npos) {
+        host = v.substr(0, colon);
+        port_text = v.substr(colon + 1);
+      }
+      std::int64_t port = 0;
+      if (host.empty() || (!port_text.empty() && (!parse_num(port_text, &port) || port < 1 || port > 65535))) {
+        return bad("must be HOST[:PORT], e.g. router-peers.default.svc:8100");
+      }
+      c.peers_host = host;
+      c.peers_port = static_cast<std::uint16_t>(port);
+    } else if (flag == "--peer-timeout-ms") {
+      if (!integer(&c.peer_timeout_ms, 1, 600'000)) return bad("must be a whole number in [1, 600000]");
+    } else if (flag == "--peer-snapshot-max-blocks") {
+      if (!integer(&c.peer_snapshot_max_blocks, 0, 1LL << 26)) return bad("must be a whole number in [0, 2^26]");
     } else if (flag == "--drain-timeout-ms") {
       if (!integer(&c.drain_timeout_ms, 0, 1LL << 40)) return bad("must be a whole number >= 0");
     } else {
@@ -411,6 +454,14 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
   if (!flag_adapters.empty()) c.lora_adapters = flag_adapters;
   if (c.served_models.empty()) {
     return unexpected(std::string("no served model name: set router.servedModelName in the config or pass --model-name NAME"));
+  }
+  if (!c.peers_host.empty() && c.peers_port == 0) c.peers_port = c.peer_port;
+  if (!c.peers_host.empty() && c.peers_port == 0) {
+    return unexpected(std::string("router.peers needs a port: give router.peers.port, --peers HOST:PORT or --peer-port"));
+  }
+  if (c.peer_port != 0 && c.peer_port == c.port) {
+    return unexpected("'--peer-port' (" + std::to_string(c.peer_port) +
+                      ") is the API port; the peer-snapshot listener needs a port of its own, e.g. 8100");
   }
   if (c.endpoints.empty() && c.dns_pools.empty()) {
     return unexpected(std::string("no endpoints: give pools[].discovery or endpoints[] in the config, or "

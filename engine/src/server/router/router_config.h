@@ -50,6 +50,9 @@ struct DnsPoolSpec {
   double refresh_seconds = 5;
   /// KV events port of `ports[0]` on every resolved address; 0 = none. See dns_kv_events_port().
   std::uint16_t kv_events_port = 0;
+  /// KV-event replay (ZMQ ROUTER, vLLM's KVEventsConfig.replay_endpoint) port of `ports[0]` on every
+  /// resolved address, offset by the port index as the events port is; 0 = none.
+  std::uint16_t kv_replay_port = 0;
   std::string topic_prefix = "kv@";
 };
 
@@ -161,6 +164,18 @@ struct RouterConfig {
   std::int64_t index_entries = 1 << 20;
   std::int64_t index_entries_per_endpoint = 0;
   std::int64_t replay_timeout_ms = 1'000;
+  /// --peer-port / router.peerPort: the port of the peer-snapshot listener (peer_link.h), apart from
+  /// the API port; 0 = none (no snapshot served).
+  std::uint16_t peer_port = 0;
+  /// --peers HOST[:PORT] / router.peers.{host, port}: the DNS name whose addresses are the peer
+  /// routers (a headless Service), and their peer port (default peer_port); empty = no peers: no
+  /// snapshot is fetched at start.
+  std::string peers_host;
+  std::uint16_t peers_port = 0;
+  /// --peer-timeout-ms / router.peers.timeoutMs: limit of one snapshot exchange (each way).
+  std::int64_t peer_timeout_ms = 2'000;
+  /// --peer-snapshot-max-blocks / router.peers.maxBlocks: blocks in a snapshot served or loaded.
+  std::int64_t peer_snapshot_max_blocks = 2'000'000;
   std::int64_t drain_timeout_ms = 30'000;
   AutoscalingSignalsConfig autoscaling;
 };

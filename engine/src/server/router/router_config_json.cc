@@ -247,6 +247,23 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
         !get_int(*router, "router.", "maxModelLen", 1, (1LL << 31) - 1, &c.max_model_len, err)) {
       return unexpected(err);
     }
+    std::int64_t peer_port = c.peer_port;
+    if (!get_int(*router, "router.", "peerPort", 0, 65535, &peer_port, err)) return unexpected(err);
+    c.peer_port = static_cast<std::uint16_t>(peer_port);
+    if (auto pe = router->find("peers"); pe != router->end() && !pe->is_null()) {
+      if (!pe->is_object()) {
+        return unexpected(std::string("'router.peers' must be an object, e.g. {\"host\": \"router-peers\", \"port\": 8100}"));
+      }
+      std::int64_t peers_port = c.peers_port;
+      if (!get_string(*pe, "router.peers.", "host", &c.peers_host, err) ||
+          !get_int(*pe, "router.peers.", "port", 1, 65535, &peers_port, err) ||
+          !get_int(*pe, "router.peers.", "timeoutMs", 1, 600'000, &c.peer_timeout_ms, err) ||
+          !get_int(*pe, "router.peers.", "maxBlocks", 0, 1LL << 26, &c.peer_snapshot_max_blocks, err)) {
+        return unexpected(err);
+      }
+      if (c.peers_host.empty()) return unexpected(std::string("'router.peers.host' is required: the peer routers' DNS name"));
+      c.peers_port = static_cast<std::uint16_t>(peers_port);
+    }
     if (auto l = router->find("loraAdapters"); l != router->end() && !l->is_null()) {
       if (!l->is_array()) return unexpected(std::string("'router.loraAdapters' must be an array of adapter names, e.g. [\"sql-lora\"]"));
       c.lora_adapters.clear();
@@ -377,6 +394,11 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
                             std::to_string(65535 - static_cast<std::int64_t>(d.ports.size()) + 1));
         }
         d.kv_events_port = static_cast<std::uint16_t>(kport);
+        std::int64_t rport = 0;
+        if (!get_int(*kv, at + "kvEvents.", "replayPort", 1, 65535 - static_cast<std::int64_t>(d.ports.size()) + 1, &rport, err)) {
+          return unexpected(err);
+        }
+        d.kv_replay_port = static_cast<std::uint16_t>(rport);
       }
       c.dns_pools.push_back(std::move(d));
     }

@@ -178,6 +178,14 @@ void RouterMetrics::write(std::string& out) const {
                "KV event messages that could not be decoded (dropped).", "", load(kv_decode_errors));
   write_metric(out, "disagg_router_kv_events_replay_malformed_total", "counter",
                "Replay answers of neither vLLM framing (skipped).", "", load(kv_replay_malformed));
+  write_metric(out, "disagg_router_kv_warm_start_replays_total", "counter",
+               "Replays asked when a KV-event subscription starts (from the start of the worker's buffer, or "
+               "after a peer snapshot's sequence).", "", load(kv_warm_replays));
+  out += "# HELP disagg_router_kv_warm_start_blocks_total Blocks loaded at a subscription's start: stored by the "
+         "replayed batches (source replay) or taken from a peer router's snapshot (source peer).\n"
+         "# TYPE disagg_router_kv_warm_start_blocks_total counter\n";
+  write_sample(out, "disagg_router_kv_warm_start_blocks_total", "source=\"replay\"", load(kv_warm_replay_blocks));
+  write_sample(out, "disagg_router_kv_warm_start_blocks_total", "source=\"peer\"", load(kv_warm_peer_blocks));
   decision_seconds.write(out, "disagg_router_decision_seconds",
                          "Routing decision time: policy choice and P/D decision.");
   overhead_seconds.write(out, "disagg_router_overhead_seconds",
@@ -207,6 +215,7 @@ ScrapedLoad parse_vllm_load(std::string_view text) {
     else if (name == "vllm:prefix_cache_hits_total" || name == "vllm:gpu_prefix_cache_hits_total") which = 3;
     else if (name == "vllm:prefix_cache_queries_total" || name == "vllm:gpu_prefix_cache_queries_total") which = 4;
     else if (name == "disagg:sim_worker_pending_kv_transfers") which = 5;
+    else if (name == "vllm:cache_config_info") which = 6;
     else continue;
     // The value follows the labels (which may contain spaces inside quotes) and precedes an
     // optional timestamp.
@@ -221,6 +230,27 @@ ScrapedLoad parse_vllm_load(std::string_view text) {
       }
       if (k >= line.size()) continue;
       vstart = k + 1;
+      if (which == 6) {
+        // The capacity is in the labels: num_gpu_blocks="N", block_size="B".
+        const std::string_view labels = line.substr(name_end + 1, k - name_end - 1);
+        const auto label = [&](std::string_view key) {
+          double x = 0;
+          for (std::size_t at = labels.find(key); at != std::string_view::npos; at = labels.find(key, at + 1)) {
+            if (at != 0 && labels[at - 1] != ',') continue;
+            const std::size_t q = at + key.size();
+            if (labels.substr(q, 2) != "=\"") continue;
+            const std::size_t close = labels.find('"', q + 2);
+            if (close == std::string_view::npos) break;
+            auto r = std::from_chars(labels.data() + q + 2, labels.data() + close, x);
+            if (r.ec != std::errc() || !std::isfinite(x) || x < 0) x = 0;
+            break;
+          }
+          return x;
+        };
+        out.num_gpu_blocks = label("num_gpu_blocks");
+        out.gpu_block_size = label("block_size");
+        continue;
+      }
     }
     while (vstart < line.size() && line[vstart] == ' ') ++vstart;
     std::size_t vend = line.find(' ', vstart);

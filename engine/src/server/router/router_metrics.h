@@ -144,6 +144,11 @@ struct RouterMetrics {
   std::atomic<std::uint64_t> kv_decode_errors{0};
   /// Replay answers of neither framing (kv_event_wire.h parse_replay_reply), skipped.
   std::atomic<std::uint64_t> kv_replay_malformed{0};
+  /// Warm start (kv_event_subscriber.h): replays asked when a subscription starts, the blocks
+  /// their BlockStored events carried, and the blocks loaded from a peer router's snapshot.
+  std::atomic<std::uint64_t> kv_warm_replays{0};
+  std::atomic<std::uint64_t> kv_warm_replay_blocks{0};
+  std::atomic<std::uint64_t> kv_warm_peer_blocks{0};
 
   /// Where prefix scorers read prefixes ("index" or "history") and the tokenizer's state ("loaded",
   /// "failed", "none"): set once before the router serves, exported as disagg_router_prefix_source_info.
@@ -176,6 +181,10 @@ struct ScrapedLoad {
   double prefix_hits = 0;
   double prefix_queries = 0;
   bool prefix_found = false;
+  /// vllm:cache_config_info's num_gpu_blocks and block_size labels (the worker's KV capacity in its
+  /// blocks of block_size tokens); 0 when absent.
+  double num_gpu_blocks = 0;
+  double gpu_block_size = 0;
 };
 
 /// Parses Prometheus text exposition; ignores everything else. Never throws.

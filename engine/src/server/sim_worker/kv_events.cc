@@ -160,6 +160,12 @@ Expected<std::unique_ptr<KvEventPublisher>, std::string> KvEventPublisher::creat
     if (!p->options_.replay_endpoint.empty()) {
       p->impl_->replay.emplace(p->impl_->ctx, zmq::socket_type::router);
       p->impl_->replay->set(zmq::sockopt::linger, 0);
+      // vLLM's replay ROUTER keeps ZMQ's defaults, and Python sends its answer slowly enough for
+      // ZMQ's I/O thread to keep up; this loop is C++ and would outrun it, and a ROUTER drops what
+      // exceeds the high-water mark (1,000). So wait for room instead (mandatory routing: a send
+      // blocks, up to 1 s, rather than drop), and every buffered batch goes out as vLLM's do.
+      p->impl_->replay->set(zmq::sockopt::router_mandatory, 1);
+      p->impl_->replay->set(zmq::sockopt::sndtimeo, 1000);
       p->impl_->replay->bind(p->options_.replay_endpoint);
     }
   } catch (const zmq::error_t& e) {
@@ -222,17 +228,24 @@ void KvEventPublisher::run() {
         // Each answer: [identity] + ReplayReplyFrame's ["", seq, payload] (ReplayReplyTopicFrame's
         // ["", topic, seq, payload] since vLLM 0.26); then the end marker (its topic empty).
         const bool with_topic = options_.release.replay == kv_wire::ReplayFraming::topic_seq_payload;
+        // False when the requester is gone or does not read for 1 s: the rest of the answer is dropped.
         auto answer = [&](std::string_view topic, std::int64_t seq, std::string_view payload) {
-          im.replay->send(zmq::buffer(identity), zmq::send_flags::sndmore);
-          im.replay->send(zmq::message_t(), zmq::send_flags::sndmore);
-          if (with_topic) im.replay->send(zmq::buffer(topic), zmq::send_flags::sndmore);
-          im.replay->send(zmq::buffer(encode_seq(seq)), zmq::send_flags::sndmore);
-          im.replay->send(zmq::buffer(payload), zmq::send_flags::none);
+          try {
+            if (!im.replay->send(zmq::buffer(identity), zmq::send_flags::sndmore)) return false;
+            im.replay->send(zmq::message_t(), zmq::send_flags::sndmore);
+            if (with_topic) im.replay->send(zmq::buffer(topic), zmq::send_flags::sndmore);
+            im.replay->send(zmq::buffer(encode_seq(seq)), zmq::send_flags::sndmore);
+            im.replay->send(zmq::buffer(payload), zmq::send_flags::none);
+            return true;
+          } catch (const zmq::error_t&) {  // EHOSTUNREACH: the requester left
+            return false;
+          }
         };
+        bool ok = true;
         for (const auto& [seq, payload] : im.buffer) {
-          if (seq >= *start) answer(options_.topic, seq, payload);
+          if (seq >= *start && !(ok = answer(options_.topic, seq, payload))) break;
         }
-        answer("", kv_wire::kReplayEndSeq, "");
+        if (ok) answer("", kv_wire::kReplayEndSeq, "");
       }
     }
     bool stop_now = false;

@@ -450,6 +450,11 @@ std::string SimEngine::metrics_text() const {
                     held_transfers_.load(std::memory_order_acquire));
   write_prom_metric(out, "vllm:kv_cache_usage_perc", "gauge",
                     "KV-cache usage. 1 means 100 percent usage.", labels, kv_usage_);
+  // vLLM's CacheConfig as labels of a gauge of 1 (vllm/v1/metrics/loggers.py, log_metrics_info).
+  write_prom_metric(out, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
+                    labels + ",block_size=\"" + std::to_string(options_.scheduler.block_size) + "\",num_gpu_blocks=\"" +
+                        std::to_string(sched_.pool().total_blocks()) + "\"",
+                    1.0);
   write_prom_metric(out, "vllm:prefix_cache_queries_total", "counter",
                     "Prefix cache queries, in terms of number of queried tokens.", labels,
                     prefix_queries_);

@@ -735,6 +735,7 @@ Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerCon
     po.endpoint = "tcp://" + c.host + ":" + std::to_string(kv_events_bound_port(c));
     if (c.kv_events_replay_port != 0) {
       po.replay_endpoint = "tcp://" + c.host + ":" + std::to_string(c.kv_events_replay_port + c.data_parallel_rank);
+      po.buffer_steps = static_cast<std::size_t>(c.kv_events_buffer_steps);
     }
     po.data_parallel_rank = c.data_parallel_rank;
     po.topic = c.kv_events_topic.empty()

@@ -48,6 +48,8 @@ struct SimWorkerConfig {
   double speedup = 1.0;               ///< --speedup: model time / wall time
   std::uint16_t kv_events_port = 0;   ///< --kv-events-port (0 = no KV events)
   std::uint16_t kv_events_replay_port = 0;  ///< --kv-events-replay-port (0 = no replay socket)
+  /// --kv-events-buffer-steps: batches the replay socket keeps (vLLM's buffer_steps, 10,000).
+  std::int64_t kv_events_buffer_steps = 10'000;
   /// --data-parallel-rank N: the global data-parallel rank this worker stands in for (vLLM
   /// `--data-parallel-rank`). Its KV-event batches carry it as `data_parallel_rank`, and, as vLLM's
   /// ZmqEventPublisher does (vllm/distributed/kv_events.py, offset_endpoint_port), the publisher

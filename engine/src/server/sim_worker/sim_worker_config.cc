@@ -36,6 +36,8 @@ constexpr const char* kUsage =
     "  --speedup X                  model seconds per wall second (1)\n"
     "  --kv-events-port N           ZMQ PUB port for vLLM KV events (0 = off)\n"
     "  --kv-events-replay-port N    ZMQ ROUTER port for replay requests (0 = off)\n"
+    "  --kv-events-buffer-steps N   batches kept for replay, the oldest dropped first (vLLM's\n"
+    "                               KVEventsConfig.buffer_steps, 10000)\n"
     "  --data-parallel-rank N       the data-parallel rank it stands in for, as vLLM's: KV-event batches\n"
     "                               carry it, and the KV-event (and replay) ports are offset by it (0)\n"
     "  --kv-events-topic T          topic (kv@<host>:<port>@<model>)\n"
@@ -137,6 +139,10 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
       if (!parse_num(v, &c.kv_events_port)) return bad(flag, v, "must be a port number (0 = off)");
     } else if (flag == "--kv-events-replay-port") {
       if (!parse_num(v, &c.kv_events_replay_port)) return bad(flag, v, "must be a port number (0 = off)");
+    } else if (flag == "--kv-events-buffer-steps") {
+      if (!parse_num(v, &c.kv_events_buffer_steps) || c.kv_events_buffer_steps < 1 || c.kv_events_buffer_steps > 10'000'000) {
+        return bad(flag, v, "must be a whole number in 1..10000000 (vLLM's buffer_steps, 10000)");
+      }
     } else if (flag == "--data-parallel-rank") {
       if (!parse_num(v, &c.data_parallel_rank) || c.data_parallel_rank < 0 || c.data_parallel_rank > 65535) {
         return bad(flag, v, "must be a whole number in 0..65535");
