@@ -250,6 +250,19 @@ std::uint16_t free_port() {
   return a.local_endpoint().port();
 }
 
+/// A worker on free KV-event ports. A port free_port() saw free can be taken by another test process
+/// before the worker binds it (ctest runs suites in parallel): pick again then, a few times.
+template <class Model>
+auto create_on_free_kv_ports(SimWorkerConfig c, const Model& model) {
+  auto w = SimWorker::create(c, model);
+  for (int attempt = 0; attempt < 5 && !w.has_value() && w.error().find("Address already in use") != std::string::npos; ++attempt) {
+    c.kv_events_port = free_port();
+    c.kv_events_replay_port = free_port();
+    w = SimWorker::create(c, model);
+  }
+  return w;
+}
+
 CostModel small_model() {
   // A 1B-parameter model on a fast accelerator: steps of tens of microseconds at speedup 10.
   CostModelParams p;
@@ -310,7 +323,7 @@ TEST(SimWorkerKvEvents, SubscriberSeesStoredBlocksOfThePromptAndReplayWorks) {
   c.kv_events_port = free_port();
   c.kv_events_replay_port = free_port();
   c.kv_events_topic = "kv@test@m";
-  auto w = SimWorker::create(c, small_model());
+  auto w = create_on_free_kv_ports(c, small_model());
   ASSERT_TRUE(w.has_value()) << w.error();
   WorkerRun run;
   run.worker = std::move(*w);
@@ -437,7 +450,7 @@ TEST(SimWorkerKvEvents, ImitatesVllm026MapEventsLoraAndSaltExtraKeysAndReplayWit
   c.kv_events_replay_port = free_port();
   c.kv_events_topic = "kv@test@m";
   ASSERT_EQ(c.vllm_release.replay, kv_wire::ReplayFraming::topic_seq_payload);
-  auto w = SimWorker::create(c, small_model());
+  auto w = create_on_free_kv_ports(c, small_model());
   ASSERT_TRUE(w.has_value()) << w.error();
   WorkerRun run;
   run.worker = std::move(*w);
@@ -599,7 +612,7 @@ TEST_P(SimWorkerAbort, ClientThatLeavesFreesTheSequenceAndTheWorkerServesOn) {
   c.kv_blocks = 1024;
   c.max_model_len = 16384;
   c.speedup = 1;
-  auto w = SimWorker::create(c, small_model());
+  auto w = create_on_free_kv_ports(c, small_model());
   ASSERT_TRUE(w.has_value()) << w.error();
   WorkerRun run;
   run.worker = std::move(*w);
