@@ -290,7 +290,16 @@ export interface DisaggEngineConfiguration {
       maxBlocks?: number;
     };
     /**
-     * LoRA adapter names the workers serve (vLLM --lora-modules): a request whose model is one of them is accepted, and its blocks are keyed apart from the base model's, as vLLM's are (--lora-adapter).
+     * API keys clients must send as 'Authorization: Bearer <key>' on /v1/*, /tokenize and /detokenize (vLLM's --api-key rule; 401 invalid_api_key otherwise); /health, /ready, /metrics and /scaling stay open. The router strips the header before forwarding: workers take no key. Absent: no keys asked for (--api-key-file).
+     */
+    apiKeys?: {
+      /**
+       * File of keys, one per line (blank lines and lines starting with '#' skipped, whitespace trimmed; at most 64 keys of at most 256 bytes), e.g. a mounted Secret. Read at start: missing, unreadable or without a key, the router does not start. Re-read within about a second when it changes (the kubelet's ..data symlink swap included); a version without keys is logged and the last good keys stay.
+       */
+      file: string;
+    };
+    /**
+     * LoRA adapters the workers serve (vLLM --lora-modules), each NAME or NAME=PATH as --lora-modules takes them: a request whose model is one of the names is accepted, and its blocks are keyed apart from the base model's, as vLLM's are; /v1/models lists each as vLLM does (root: the PATH, when given; parent: the served model) (--lora-adapter).
      */
     loraAdapters?: string[];
     /**

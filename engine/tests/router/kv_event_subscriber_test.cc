@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <zmq.hpp>
 
@@ -89,8 +90,10 @@ class Publisher {
   // framed as vLLM before 0.26 (["", seq, payload], end ["", -1, ""]) or, `with_topic`, as vLLM
   // 0.26 frames them (PR #45177: ["", topic, seq, payload], end ["", "", -1, ""]). `junk`: answers
   // of neither form sent first (each a list of frames after the identity).
+  // `skip`: batches left out (lost on the way); `end`: false leaves the end marker out (an answer cut short).
   void serve_replay(std::int64_t from, std::int64_t to, bool with_topic = false,
-                    const std::vector<std::vector<std::string>>& junk = {}) {
+                    const std::vector<std::vector<std::string>>& junk = {}, const std::set<std::int64_t>& skip = {},
+                    bool end = true) {
     zmq::message_t id, empty, start;
     ASSERT_TRUE(replay_->recv(id));
     ASSERT_TRUE(replay_->recv(empty));
@@ -103,9 +106,11 @@ class Publisher {
     };
     for (const auto& frames : junk) send(frames);
     for (std::int64_t s = from; s <= to; ++s) {
+      if (skip.count(s) != 0) continue;
       if (with_topic) send({"", "kv@test", seq8(s), batch_for(s)});
       else send({"", seq8(s), batch_for(s)});
     }
+    if (!end) return;
     if (with_topic) send({"", "", seq8(-1), ""});
     else send({"", seq8(-1), ""});
   }
@@ -242,6 +247,7 @@ TEST(KvEventSubscriber, GapWithoutReplayOrShortReplayClears) {
   ASSERT_GE(log.size(), 3u);
   EXPECT_EQ(log[log.size() - 3], "clear:replay did not reach back to the gap") << ::testing::PrintToString(log);
   EXPECT_EQ(log[log.size() - 2], s_(l + 3));
+  EXPECT_EQ(metrics.kv_replay_holes.load(), 1u);
   // AND a sequence that starts over (publisher restart) clears and applies
   pub.send(0);
   log = wait_last(sink, s_(0));
@@ -329,6 +335,86 @@ TEST(KvEventSubscriber, ResumedWithoutReplayKeepsTheSnapshotAtTheFirstGap) {
   log = wait_last(sink, s_(l + 3));
   ASSERT_GE(log.size(), 2u);
   EXPECT_EQ(log[log.size() - 2], "clear:sequence gap");
+}
+
+TEST(KvEventSubscriber, AReplayAnswerWithAHoleClearsThenAppliesWhatItHas) {
+  RecordingSink sink;
+  RouterMetrics metrics;
+  Publisher pub(/*with_replay=*/true);
+  KvEventSubscriber sub(sink, metrics, KvSubscriberOptions{});
+  sub.start();
+  sub.add(3, 1, pub.endpoint(), pub.replay_endpoint(), "kv@");
+  pub.serve_replay(1, 0);  // the warm-start replay: an empty buffer
+  const std::int64_t l = send_until_seen(pub, sink, 0);
+  wait_last(sink, s_(l));
+  // WHEN L + 5 arrives (L + 1 .. L + 4 lost) and the replay answer lacks L + 3 (lost on the way:
+  // it may have removed blocks the index holds)
+  pub.send(l + 5);
+  std::thread replayer([&] { pub.serve_replay(l + 1, l + 5, false, {}, {l + 3}); });
+  replayer.join();
+  // THEN the endpoint is cleared, and the batches the answer has are applied, in order, once
+  const auto log = wait_last(sink, s_(l + 5));
+  ASSERT_GE(log.size(), 5u);
+  const std::vector<std::string> tail(log.end() - 5, log.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{"clear:replay answer lacks batches", s_(l + 1), s_(l + 2), s_(l + 4),
+                                            s_(l + 5)}))
+      << ::testing::PrintToString(log);
+  EXPECT_EQ(metrics.kv_replay_holes.load(), 1u);
+  EXPECT_EQ(metrics.kv_replays.load(), 1u);
+  // AND the stream goes on in order
+  pub.send(l + 6);
+  EXPECT_EQ(wait_last(sink, s_(l + 6)).back(), s_(l + 6));
+}
+
+TEST(KvEventSubscriber, AnAnswerCutShortIsAppliedAndTheRestIsAskedForAtTheNextGap) {
+  // GIVEN a publisher whose warm-start answer brings batches 5..7 and no end marker
+  RecordingSink sink;
+  RouterMetrics metrics;
+  Publisher pub(/*with_replay=*/true);
+  KvSubscriberOptions options;
+  options.replay_timeout_ms = 200;
+  KvEventSubscriber sub(sink, metrics, options);
+  sub.start();
+  sub.add(4, 1, pub.endpoint(), pub.replay_endpoint(), "kv@");
+  pub.serve_replay(5, 7, false, {}, {}, /*end=*/false);
+  // THEN once the wait ends they are applied, not discarded
+  auto log = sink.wait_for(3);
+  EXPECT_EQ(log, (std::vector<std::string>{s_(5), s_(6), s_(7)}));
+  EXPECT_EQ(metrics.kv_warm_replays.load(), 1u);
+  // WHEN live batch 10 comes THEN 8..9 are asked for from a fresh replay socket, and 8..10 applied
+  for (int i = 0; i < 300 && metrics.kv_gaps.load() == 0; ++i) {
+    pub.send(10);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::thread replayer([&] { pub.serve_replay(8, 10); });
+  replayer.join();
+  log = wait_last(sink, s_(10));
+  EXPECT_EQ(log, (std::vector<std::string>{s_(5), s_(6), s_(7), s_(8), s_(9), s_(10)}));
+  EXPECT_EQ(metrics.kv_replay_holes.load(), 0u);
+}
+
+TEST(KvEventSubscriber, AReplaySocketThatNeverAnswersDoesNotHoldOtherEndpoints) {
+  // GIVEN a worker whose replay socket never answers (3 s of patience) and a live one
+  RecordingSink sink;
+  RouterMetrics metrics;
+  Publisher dead(/*with_replay=*/true);
+  Publisher live(/*with_replay=*/false);
+  KvSubscriberOptions options;
+  options.replay_timeout_ms = 3'000;
+  KvEventSubscriber sub(sink, metrics, options);
+  sub.start();
+  const auto t0 = std::chrono::steady_clock::now();
+  // WHEN both are subscribed, the silent one first
+  sub.add(1, 1, dead.endpoint(), dead.replay_endpoint(), "kv@");
+  sub.add(2, 1, live.endpoint(), "", "kv@");
+  // THEN the live one's batches are applied at once, not after the other's replay wait
+  const std::int64_t l = send_until_seen(live, sink, 0);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(waited, std::chrono::milliseconds(1'500));
+  live.send(l + 1);
+  EXPECT_EQ(wait_last(sink, s_(l + 1)).back(), s_(l + 1));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(3'000));
+  EXPECT_EQ(metrics.kv_warm_replays.load(), 0u);  // the silent replay is still waiting
 }
 
 }  // namespace

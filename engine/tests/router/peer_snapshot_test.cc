@@ -1,13 +1,17 @@
 // Peer snapshots (peer_snapshot.h): the codec's round trip and its bounds against malformed and
-// hostile bytes, and a warm start through two EndpointTables (one serves, the other loads).
+// hostile bytes, a warm start through two EndpointTables (one serves, the other loads), a DNS
+// endpoint first seen after the start-time snapshot's window (one fetch of its own entries), and
+// the listener's answer restricted to some endpoints over loopback (peer_link.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "endpoint_table.h"
+#include "peer_link.h"
 #include "peer_snapshot.h"
 
 namespace disagg::router {
@@ -223,6 +227,135 @@ TEST(PeerSnapshotTables, BoundedAndRefusedAtAnotherBlockSize) {
   EXPECT_FALSE(other.table->set_peer_snapshot(snap));
   other.table->add(worker(), false, "");
   EXPECT_EQ(other.resume_seq, -1);
+}
+
+// ---- endpoints first seen late ------------------------------------------------------------------
+
+DnsPoolSpec pool_of_workers() {
+  DnsPoolSpec p;
+  p.pool = "workers";
+  p.host = "workers.ns.svc";
+  p.ports = {8000};
+  p.kv_events_port = 5557;
+  return p;
+}
+
+// A router that applied batches 40 and 41 of 10.0.0.7:8000 (5 blocks) and 7 of 10.0.0.8:8000 (1).
+struct Serving {
+  Table a;
+  Serving() {
+    const int id7 = a.table->add(worker(), false, "");
+    a.table->on_kv_batch(static_cast<EndpointId>(id7), a.table->slot(id7).generation, stored(500, 3, std::nullopt, 40));
+    a.table->on_kv_batch(static_cast<EndpointId>(id7), a.table->slot(id7).generation, stored(503, 2, BlockHash{502}, 41));
+    EndpointSpec other = worker();
+    other.host = "10.0.0.8";
+    other.kv_events = "tcp://10.0.0.8:5557";
+    const int id8 = a.table->add(other, false, "");
+    a.table->on_kv_batch(static_cast<EndpointId>(id8), a.table->slot(id8).generation, stored(900, 1, std::nullopt, 7));
+  }
+  std::string bytes(const std::vector<std::string>* only) {
+    PeerSnapshot snap;
+    a.table->snapshot(snap, 1'000, only);
+    snap.instance = 1;
+    return encode_peer_snapshot(snap);
+  }
+};
+
+TEST(PeerSnapshotTables, ADnsEndpointFirstSeenLateGetsOneFetchOfItsOwnEntries) {
+  // GIVEN a peer holding two workers' entries, and a router past its start-time snapshot's window
+  Serving peer;
+  Table b;
+  std::vector<std::vector<std::string>> asked;
+  b.table->set_late_peer_fetch(
+      [&](const std::vector<std::string>& labels) -> Expected<PeerSnapshot, std::string> {
+        asked.push_back(labels);
+        PeerSnapshot s;
+        if (!decode_peer_snapshot(peer.bytes(&labels), s)) return unexpected(std::string("bad snapshot"));
+        return s;
+      },
+      /*from_ms=*/0);
+  // WHEN DNS brings 10.0.0.7 now
+  b.table->sync_dns_pool(pool_of_workers(), {"10.0.0.7"});
+  // THEN its entries were asked for, alone, and loaded before its KV events were subscribed to
+  ASSERT_EQ(asked.size(), 1U);
+  EXPECT_EQ(asked[0], (std::vector<std::string>{"10.0.0.7:8000"}));
+  EXPECT_EQ(b.resume_seq, 41);
+  EXPECT_EQ(index_entries(*b.table), 5);
+  // WHEN it leaves DNS and comes back THEN it is not fetched for again (one fetch per endpoint)
+  b.table->sync_dns_pool(pool_of_workers(), {});
+  b.table->sync_dns_pool(pool_of_workers(), {"10.0.0.7"});
+  EXPECT_EQ(asked.size(), 1U);
+  EXPECT_EQ(b.resume_seq, -1);
+  // AND another endpoint seen later gets its own fetch, for its label only
+  b.table->sync_dns_pool(pool_of_workers(), {"10.0.0.7", "10.0.0.8"});
+  ASSERT_EQ(asked.size(), 2U);
+  EXPECT_EQ(asked[1], (std::vector<std::string>{"10.0.0.8:8000"}));
+  EXPECT_EQ(b.resume_seq, 7);
+}
+
+TEST(PeerSnapshotTables, NoLateFetchWithinTheStartWindowOrWhenItFails) {
+  // GIVEN a router still inside its start-time window
+  Table b;
+  int calls = 0;
+  b.table->set_late_peer_fetch(
+      [&](const std::vector<std::string>&) -> Expected<PeerSnapshot, std::string> {
+        ++calls;
+        return unexpected(std::string("peer down"));
+      },
+      now_ms() + 3'600'000);
+  // WHEN DNS brings an endpoint THEN no fetch is made (the start-time snapshot covers it)
+  b.table->sync_dns_pool(pool_of_workers(), {"10.0.0.7"});
+  EXPECT_EQ(calls, 0);
+  // AND past the window, a failing fetch leaves the endpoint cold but added
+  Table c;
+  c.table->set_late_peer_fetch(
+      [&](const std::vector<std::string>&) -> Expected<PeerSnapshot, std::string> {
+        ++calls;
+        return unexpected(std::string("peer down"));
+      },
+      0);
+  c.table->sync_dns_pool(pool_of_workers(), {"10.0.0.7"});
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(c.resume_seq, -1);
+  EXPECT_EQ(index_entries(*c.table), 0);
+}
+
+TEST(PeerLink, TheListenerAnswersTheWholeSnapshotOrSomeEndpointsOverLoopback) {
+  // GIVEN a peer's listener on loopback, one of whose endpoints has an IPv6 label
+  Serving peer;
+  EndpointSpec v6 = worker();
+  v6.host = "fd00::1";
+  v6.port = 8001;
+  v6.kv_events = "tcp://[fd00::1]:5557";
+  const int id = peer.a.table->add(v6, false, "");
+  peer.a.table->on_kv_batch(static_cast<EndpointId>(id), peer.a.table->slot(id).generation,
+                            stored(700, 2, std::nullopt, 3));
+  auto server = PeerSnapshotServer::create("127.0.0.1", 0, 2'000, [&](const std::vector<std::string>& only) {
+    return peer.bytes(only.empty() ? nullptr : &only);
+  });
+  ASSERT_TRUE(server.has_value()) << server.error();
+  (*server)->start();
+  const std::uint16_t port = (*server)->port();
+  // WHEN a router asks for everything, then for two endpoints
+  auto all = fetch_peer_snapshot("127.0.0.1", port, /*own_instance=*/2, 2'000, PeerSnapshotLimits{});
+  auto some = fetch_peer_snapshot("127.0.0.1", port, 2, 2'000, PeerSnapshotLimits{}, {"[fd00::1]:8001", "10.0.0.8:8000"});
+  // THEN the first has the three endpoints, the second exactly the two named
+  ASSERT_TRUE(all.has_value()) << all.error();
+  EXPECT_EQ(all->endpoints.size(), 3U);
+  ASSERT_TRUE(some.has_value()) << some.error();
+  std::vector<std::string> labels;
+  for (const auto& e : some->endpoints) labels.push_back(e.label);
+  std::sort(labels.begin(), labels.end());
+  EXPECT_EQ(labels, (std::vector<std::string>{"10.0.0.8:8000", "[fd00::1]:8001"}));
+  EXPECT_EQ(some->block_count(), 3U);
+  // AND an endpoint the peer does not know yields an empty snapshot, and its own snapshot is refused
+  auto none = fetch_peer_snapshot("127.0.0.1", port, 2, 2'000, PeerSnapshotLimits{}, {"10.9.9.9:8000"});
+  ASSERT_TRUE(none.has_value()) << none.error();
+  EXPECT_TRUE(none->endpoints.empty());
+  auto own = fetch_peer_snapshot("127.0.0.1", port, /*own_instance=*/1, 2'000, PeerSnapshotLimits{});
+  ASSERT_FALSE(own.has_value());
+  EXPECT_NE(own.error().find("this router itself"), std::string::npos) << own.error();
+  (*server)->stop();
 }
 
 }  // namespace

@@ -81,15 +81,18 @@ TEST(RouterConfig, AdmissionBoundFromTheFileAsTheSimulatorReadsIt) {
 
 TEST(RouterConfig, MaxModelLenAndLoraAdaptersFromTheFile) {
   // GIVEN the deployment's context length and its LoRA adapters in the router section
-  json doc = json::parse(R"({"router": {"maxModelLen": 32768, "loraAdapters": ["sql-lora", "chat-lora"]}})");
+  json doc = json::parse(R"({"router": {"maxModelLen": 32768, "loraAdapters": ["sql-lora", "chat-lora=/adapters/chat"]}})");
   RouterConfig c;
-  // WHEN read THEN they are /tokenize's max_model_len and the adapter names requests may use
+  // WHEN read THEN they are /tokenize's max_model_len and the adapter names requests may use, with
+  // their paths where given (NAME=PATH, as vLLM's --lora-modules)
   ASSERT_TRUE(apply_config_json(doc, c));
   EXPECT_EQ(c.max_model_len, 32768);
   EXPECT_EQ(c.lora_adapters, (std::vector<std::string>{"sql-lora", "chat-lora"}));
+  EXPECT_EQ(c.lora_paths, (std::vector<std::string>{"", "/adapters/chat"}));
   // AND wrong values are refused by name
   for (const char* bad : {R"({"router": {"maxModelLen": 0}})", R"({"router": {"loraAdapters": "sql-lora"}})",
-                          R"({"router": {"loraAdapters": [""]}})"}) {
+                          R"({"router": {"loraAdapters": [""]}})", R"({"router": {"loraAdapters": ["=/a"]}})",
+                          R"({"router": {"loraAdapters": ["a="]}})", R"({"router": {"loraAdapters": ["a", "a=/p"]}})"}) {
     RouterConfig d;
     auto r = apply_config_json(json::parse(bad), d);
     ASSERT_FALSE(r) << bad;
@@ -201,6 +204,39 @@ TEST(RouterConfig, PeerFlags) {
   auto same = parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--port", "8000", "--peer-port", "8000"});
   ASSERT_FALSE(same);
   EXPECT_NE(same.error().find("is the API port"), std::string::npos) << same.error();
+}
+
+TEST(RouterConfig, ApiKeysFileFromTheFileOrAFlag) {
+  // GIVEN the key file of a mounted Secret in the router section
+  RouterConfig c;
+  auto r = apply_config_json(json::parse(R"({"router": {"apiKeys": {"file": "/etc/disagg/api-keys/keys"}}})"), c);
+  // THEN it is the file the router reads its keys from; absent, none are asked for
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(c.api_key_file, "/etc/disagg/api-keys/keys");
+  EXPECT_TRUE(RouterConfig{}.api_key_file.empty());
+  auto f = parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--api-key-file", "/k"});
+  ASSERT_TRUE(f) << f.error();
+  EXPECT_EQ(f->api_key_file, "/k");
+  // AND a block without a file, another shape, or an unknown key is refused by name
+  for (const char* bad : {R"({"router": {"apiKeys": {}}})", R"({"router": {"apiKeys": "/k"}})",
+                          R"({"router": {"apiKeys": {"file": ""}}})", R"({"router": {"apiKeys": {"file": "/k", "key": "x"}}})"}) {
+    RouterConfig d;
+    auto refused = apply_config_json(json::parse(bad), d);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().find("'router.apiKeys"), std::string::npos) << refused.error();
+  }
+}
+
+TEST(RouterConfig, LoraAdapterFlagsTakeAPathAsVllmsLoraModules) {
+  auto f = parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--lora-adapter", "x=/a/x",
+                        "--lora-adapter", "y"});
+  ASSERT_TRUE(f) << f.error();
+  EXPECT_EQ(f->lora_adapters, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(f->lora_paths, (std::vector<std::string>{"/a/x", ""}));
+  auto dup = parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--lora-adapter", "x",
+                          "--lora-adapter", "x=/p"});
+  ASSERT_FALSE(dup);
+  EXPECT_NE(dup.error().find("'--lora-adapter' (\"x=/p\") names the adapter x again"), std::string::npos) << dup.error();
 }
 
 TEST(RouterConfig, FlagsOverrideTheFile) {

@@ -251,9 +251,10 @@ std::uint16_t free_port() {
 }
 
 /// A worker on free KV-event ports. A port free_port() saw free can be taken by another test process
-/// before the worker binds it (ctest runs suites in parallel): pick again then, a few times.
+/// before the worker binds it (ctest runs suites in parallel): pick again then, a few times. `c`
+/// keeps the ports the worker got.
 template <class Model>
-auto create_on_free_kv_ports(SimWorkerConfig c, const Model& model) {
+auto create_on_free_kv_ports(SimWorkerConfig& c, const Model& model) {
   auto w = SimWorker::create(c, model);
   for (int attempt = 0; attempt < 5 && !w.has_value() && w.error().find("Address already in use") != std::string::npos; ++attempt) {
     c.kv_events_port = free_port();
@@ -309,33 +310,61 @@ nlohmann::json post(std::uint16_t port, const std::string& path, const nlohmann:
   return out;
 }
 
-TEST(SimWorkerKvEvents, SubscriberSeesStoredBlocksOfThePromptAndReplayWorks) {
-  // GIVEN a worker imitating vLLM 0.19 (array-like structs, replay answers without the topic)
-  // publishing KV events (block size 4) with a replay socket, and a subscriber
-  SimWorkerConfig c;
-  c.vllm_release = *kv_wire::vllm_release("0.19.1");
-  c.port = 0;
-  c.model_name = "m";
-  c.block_size = 4;
-  c.kv_blocks = 256;
-  c.max_model_len = 1024;
-  c.speedup = 10;
-  c.kv_events_port = free_port();
-  c.kv_events_replay_port = free_port();
-  c.kv_events_topic = "kv@test@m";
-  auto w = create_on_free_kv_ports(c, small_model());
-  ASSERT_TRUE(w.has_value()) << w.error();
-  WorkerRun run;
-  run.worker = std::move(*w);
-  run.thread = std::thread([&run] { run.worker->run(); });
-  const std::uint16_t port = run.worker->port();
+// A worker publishing KV events (block size 4, topic kv@test@m) with a replay socket, run on its own
+// thread, and a subscriber to them: what the KV-event worker tests start from.
+class SimWorkerKvEvents : public ::testing::Test {
+ protected:
+  /// The configuration the tests share; each sets what it tests (release, adapters) before start().
+  static SimWorkerConfig shared_config() {
+    SimWorkerConfig c;
+    c.port = 0;
+    c.model_name = "m";
+    c.block_size = 4;
+    c.kv_blocks = 256;
+    c.max_model_len = 1024;
+    c.speedup = 10;
+    c.kv_events_port = free_port();
+    c.kv_events_replay_port = free_port();
+    c.kv_events_topic = "kv@test@m";
+    return c;
+  }
+  /// Creates and runs the worker of `c`, then subscribes to its KV events.
+  void start(SimWorkerConfig c) {
+    auto w = create_on_free_kv_ports(c, small_model());
+    ASSERT_TRUE(w.has_value()) << w.error();
+    config_ = c;
+    run_.worker = std::move(*w);
+    run_.thread = std::thread([this] { run_.worker->run(); });
+    port_ = run_.worker->port();
+    sub_.set(zmq::sockopt::subscribe, "kv@");
+    sub_.set(zmq::sockopt::rcvtimeo, 3000);
+    sub_.connect("tcp://127.0.0.1:" + std::to_string(config_.kv_events_port));
+    std::this_thread::sleep_for(200ms);  // PUB/SUB: let the subscription reach the publisher
+  }
+  /// A DEALER on the worker's replay socket that has asked for every batch from sequence 0.
+  zmq::socket_t replay_from_zero() {
+    zmq::socket_t dealer(ctx_, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::rcvtimeo, 3000);
+    dealer.connect("tcp://127.0.0.1:" + std::to_string(config_.kv_events_replay_port));
+    dealer.send(zmq::message_t(), zmq::send_flags::sndmore);  // the REQ-style empty delimiter
+    dealer.send(zmq::buffer(encode_seq(0)), zmq::send_flags::none);
+    return dealer;
+  }
 
-  zmq::context_t ctx;
-  zmq::socket_t sub(ctx, zmq::socket_type::sub);
-  sub.set(zmq::sockopt::subscribe, "kv@");
-  sub.set(zmq::sockopt::rcvtimeo, 3000);
-  sub.connect("tcp://127.0.0.1:" + std::to_string(c.kv_events_port));
-  std::this_thread::sleep_for(200ms);  // PUB/SUB: let the subscription reach the publisher
+  SimWorkerConfig config_;  // as the worker got it (its ports included)
+  std::uint16_t port_ = 0;  // its HTTP port
+  zmq::context_t ctx_;      // declared before the sockets, which must close first
+  zmq::socket_t sub_{ctx_, zmq::socket_type::sub};
+  WorkerRun run_;
+};
+
+TEST_F(SimWorkerKvEvents, SubscriberSeesStoredBlocksOfThePromptAndReplayWorks) {
+  // GIVEN a worker imitating vLLM 0.19 (array-like structs, replay answers without the topic)
+  SimWorkerConfig c = shared_config();
+  c.vllm_release = *kv_wire::vllm_release("0.19.1");
+  start(c);
+  const std::uint16_t port = port_;
+  zmq::socket_t& sub = sub_;
 
   // WHEN a 9-word prompt (9 tokens: 2 full blocks + 1) is completed with 3 tokens
   const std::string prompt = "ab cd ef gh ij kl mn op qr";
@@ -386,11 +415,7 @@ TEST(SimWorkerKvEvents, SubscriberSeesStoredBlocksOfThePromptAndReplayWorks) {
   EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"], 8) << again.dump();
 
   // WHEN a replay from seq 0 is requested THEN buffered batches come back from 0, then seq -1
-  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::rcvtimeo, 3000);
-  dealer.connect("tcp://127.0.0.1:" + std::to_string(c.kv_events_replay_port));
-  dealer.send(zmq::message_t(), zmq::send_flags::sndmore);  // the REQ-style empty delimiter
-  dealer.send(zmq::buffer(encode_seq(0)), zmq::send_flags::none);
+  zmq::socket_t dealer = replay_from_zero();
   std::vector<std::string> seqs;
   while (true) {
     frames.clear();
@@ -436,32 +461,14 @@ std::vector<Fields> stored_maps(zmq::socket_t& sub, std::size_t want, std::vecto
   return out;
 }
 
-TEST(SimWorkerKvEvents, ImitatesVllm026MapEventsLoraAndSaltExtraKeysAndReplayWithTopic) {
+TEST_F(SimWorkerKvEvents, ImitatesVllm026MapEventsLoraAndSaltExtraKeysAndReplayWithTopic) {
   // GIVEN a worker at the default release (0.26) serving a LoRA adapter, with a replay socket
-  SimWorkerConfig c;
-  c.port = 0;
-  c.model_name = "m";
+  SimWorkerConfig c = shared_config();
   c.lora_adapters = {"sql-lora"};
-  c.block_size = 4;
-  c.kv_blocks = 256;
-  c.max_model_len = 1024;
-  c.speedup = 10;
-  c.kv_events_port = free_port();
-  c.kv_events_replay_port = free_port();
-  c.kv_events_topic = "kv@test@m";
   ASSERT_EQ(c.vllm_release.replay, kv_wire::ReplayFraming::topic_seq_payload);
-  auto w = create_on_free_kv_ports(c, small_model());
-  ASSERT_TRUE(w.has_value()) << w.error();
-  WorkerRun run;
-  run.worker = std::move(*w);
-  run.thread = std::thread([&run] { run.worker->run(); });
-  const std::uint16_t port = run.worker->port();
-  zmq::context_t ctx;
-  zmq::socket_t sub(ctx, zmq::socket_type::sub);
-  sub.set(zmq::sockopt::subscribe, "kv@");
-  sub.set(zmq::sockopt::rcvtimeo, 3000);
-  sub.connect("tcp://127.0.0.1:" + std::to_string(c.kv_events_port));
-  std::this_thread::sleep_for(200ms);
+  start(c);
+  const std::uint16_t port = port_;
+  zmq::socket_t& sub = sub_;
 
   // WHEN the LoRA adapter completes a salted 9-token prompt
   const std::string prompt = "ab cd ef gh ij kl mn op qr";
@@ -497,11 +504,7 @@ TEST(SimWorkerKvEvents, ImitatesVllm026MapEventsLoraAndSaltExtraKeysAndReplayWit
 
   // WHEN a replay from seq 0 is requested THEN answers are ["", topic, seq, payload] and the end
   // marker ["", "", -1, ""] (vLLM PR #45177)
-  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::rcvtimeo, 3000);
-  dealer.connect("tcp://127.0.0.1:" + std::to_string(c.kv_events_replay_port));
-  dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
-  dealer.send(zmq::buffer(encode_seq(0)), zmq::send_flags::none);
+  zmq::socket_t dealer = replay_from_zero();
   std::size_t answers = 0;
   while (true) {
     std::vector<zmq::message_t> frames;

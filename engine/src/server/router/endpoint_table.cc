@@ -11,6 +11,15 @@
 
 namespace disagg::router {
 
+namespace {
+
+// An endpoint's name in logs, metrics and peer snapshots: host:port, [v6]:port.
+std::string label_of(const EndpointSpec& spec) {
+  return (spec.host.find(':') != std::string::npos ? "[" + spec.host + "]" : spec.host) + ":" + std::to_string(spec.port);
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<EndpointTable>, std::string> EndpointTable::create(const RouterConfig& c,
                                                                            RouterMetrics& metrics) {
   std::unique_ptr<EndpointTable> t(new EndpointTable(metrics, HealthPolicy{c.eject_after, c.eject_ms}));
@@ -98,8 +107,7 @@ int EndpointTable::add(const EndpointSpec& spec, bool from_dns, const std::strin
     s.from_dns = from_dns;
     s.data_parallel_rank = spec.data_parallel_rank;
     s.rank_mismatch_logged = false;
-    s.label = (spec.host.find(':') != std::string::npos ? "[" + spec.host + "]" : spec.host) + ":" +
-              std::to_string(spec.port);
+    s.label = label_of(spec);
     s.reset_live();
     if (index_) index_->clear(static_cast<EndpointId>(id));
     reset_keyers(static_cast<EndpointId>(id));
@@ -156,9 +164,11 @@ void EndpointTable::sync_dns_pool(const DnsPoolSpec& pool, const std::set<std::s
         e.kv_events = "tcp://" + h + ":" + std::to_string(kv);
         if (pool.kv_replay_port != 0) e.kv_replay = "tcp://" + h + ":" + std::to_string(pool.kv_replay_port + j);
       }
-      add(e, true, pool.topic_prefix);
+      fresh.push_back(std::move(e));
     }
   }
+  late_peer_load(fresh);
+  for (const EndpointSpec& e : fresh) add(e, true, pool.topic_prefix);
 }
 
 // ---- KV events --------------------------------------------------------------------------------
@@ -268,22 +278,25 @@ void EndpointTable::on_kv_clear(EndpointId id, std::uint32_t generation, std::st
 
 // ---- peer snapshots ----------------------------------------------------------------------------
 
-void EndpointTable::snapshot(PeerSnapshot& out, std::size_t max_blocks) {
+void EndpointTable::snapshot(PeerSnapshot& out, std::size_t max_blocks, const std::vector<std::string>* only) {
   out.block_size = block_size_;
   out.endpoints.clear();
   std::lock_guard lock(mu_);
   if (!index_) return;
+  const auto wanted = [&](const EndpointSlot& s) {
+    return !s.spec.kv_events.empty() && (only == nullptr || std::find(only->begin(), only->end(), s.label) != only->end());
+  };
   // An equal share of the bound per endpoint, GPU tier first, so that no endpoint crowds out the others.
   std::size_t with_events = 0;
   for (std::uint64_t ids = present_ids_; ids != 0; ids &= ids - 1) {
-    with_events += slots_[static_cast<std::size_t>(std::countr_zero(ids))].spec.kv_events.empty() ? 0 : 1;
+    with_events += wanted(slots_[static_cast<std::size_t>(std::countr_zero(ids))]) ? 1 : 0;
   }
   if (with_events == 0) return;
   const std::size_t share = max_blocks / with_events;
   for (std::uint64_t ids = present_ids_; ids != 0; ids &= ids - 1) {
     const int id = std::countr_zero(ids);
     const EndpointSlot& s = slots_[static_cast<std::size_t>(id)];
-    if (s.spec.kv_events.empty()) continue;
+    if (!wanted(s)) continue;
     std::size_t budget = share;
     PeerSnapshotEndpoint& e = out.endpoints.emplace_back();
     e.label = s.label.substr(0, kPeerSnapshotMaxLabel);
@@ -318,6 +331,71 @@ bool EndpointTable::set_peer_snapshot(PeerSnapshot snapshot, std::int64_t keep_m
   peer_ = std::move(snapshot);
   peer_until_ms_ = now_ms() + keep_ms;
   return true;
+}
+
+void EndpointTable::set_late_peer_fetch(LatePeerFetch fetch, std::int64_t from_ms) {
+  std::lock_guard lock(mu_);
+  late_fetch_ = std::move(fetch);
+  late_from_ms_ = from_ms;
+}
+
+// The start-time snapshot covers the endpoints DNS brings within its window; one that shows up
+// later (a pod that left DNS for a while, a pool whose name resolved late) would start from its
+// worker's replay buffer alone, whose horizon is its last buffer_steps batches, while a peer that
+// kept it has every block. So it gets a fetch of its own, filtered to its label.
+void EndpointTable::late_peer_load(const std::vector<EndpointSpec>& fresh) {
+  std::vector<std::string> labels;
+  {
+    std::lock_guard lock(mu_);
+    if (!late_fetch_ || !index_ || fresh.empty() || now_ms() < late_from_ms_) return;
+    for (const EndpointSpec& e : fresh) {
+      if (e.kv_events.empty()) continue;
+      std::string label = label_of(e);
+      if (peer_ && now_ms() <= peer_until_ms_ &&
+          std::any_of(peer_->endpoints.begin(), peer_->endpoints.end(),
+                      [&](const PeerSnapshotEndpoint& p) { return p.label == label; })) {
+        continue;  // a snapshot still kept has it
+      }
+      if (late_tried_.count(label) != 0) continue;
+      if (late_tried_.size() >= kMaxLatePeerLabels) {
+        if (!late_full_logged_) {
+          log_line("peers: " + std::to_string(kMaxLatePeerLabels) +
+                   " endpoints were fetched for already; endpoints seen from now on start without a peer's entries");
+        }
+        late_full_logged_ = true;
+        break;
+      }
+      late_tried_.insert(label);
+      labels.push_back(std::move(label));
+    }
+  }
+  if (labels.empty()) return;
+  std::string names;
+  for (const std::string& l : labels) names.append(names.empty() ? "" : ", ").append(l);
+  auto snap = late_fetch_(labels);  // off the lock: it waits on the network
+  if (!snap) {
+    log_line("peers: no entries for " + names + " (first seen after the start): " + snap.error() + "; they start cold");
+    return;
+  }
+  std::erase_if(snap->endpoints, [&](const PeerSnapshotEndpoint& p) {
+    return std::find(labels.begin(), labels.end(), p.label) == labels.end();
+  });
+  if (snap->endpoints.empty()) {
+    log_line("peers: the peer has no entries for " + names + " (first seen after the start)");
+    return;
+  }
+  std::lock_guard lock(mu_);
+  if (snap->block_size != block_size_) {
+    log_line("peers: entries for " + names + " refused: the peer's block size " + std::to_string(snap->block_size) +
+             " is not this router's " + std::to_string(block_size_) + " (router.kvBlockSize must match between peers)");
+    return;
+  }
+  if (!peer_ || now_ms() > peer_until_ms_) {
+    peer_ = std::move(*snap);  // what was left of the start-time snapshot is past its window
+  } else {
+    for (PeerSnapshotEndpoint& e : snap->endpoints) peer_->endpoints.push_back(std::move(e));
+  }
+  peer_until_ms_ = std::max(peer_until_ms_, now_ms() + kPeerSnapshotKeepMs);
 }
 
 std::int64_t EndpointTable::load_peer_entry(EndpointId id) {

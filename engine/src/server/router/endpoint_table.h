@@ -60,6 +60,12 @@ struct Plan {
   std::string decision;
 };
 
+/// How long a peer's snapshot is kept for the endpoints added after it was loaded (DNS brings them
+/// within a refresh or two of the start).
+inline constexpr std::int64_t kPeerSnapshotKeepMs = 60'000;
+/// Endpoint labels a late peer fetch was made for (EndpointTable::set_late_peer_fetch).
+inline constexpr std::size_t kMaxLatePeerLabels = 4096;
+
 class EndpointTable final : public KvEventSink {
  public:
   /// Reads the roles of `config`'s endpoints and pools (P/D when any is decode), builds the index
@@ -145,15 +151,26 @@ class EndpointTable final : public KvEventSink {
   void observe_pools(PoolObservation& prefill, PoolObservation& decode);
 
   // ---- peer snapshots (peer_snapshot.h) --------------------------------------------------------------
-  /// The index as a peer snapshot: per present endpoint with KV events, its label, last applied
-  /// sequence, routing group and the blocks its keyers translate (oldest first). At most
-  /// `max_blocks` blocks in all: an equal share per endpoint, GPU tier first, each endpoint's newest
-  /// kept. Takes the lock (O(blocks)).
-  void snapshot(PeerSnapshot& out, std::size_t max_blocks);
+  /// The index as a peer snapshot: per present endpoint with KV events (only those labelled as one
+  /// of `only`, when given), its label, last applied sequence, routing group and the blocks its
+  /// keyers translate (oldest first). At most `max_blocks` blocks in all: an equal share per
+  /// endpoint, GPU tier first, each endpoint's newest kept. Takes the lock (O(blocks)).
+  void snapshot(PeerSnapshot& out, std::size_t max_blocks, const std::vector<std::string>* only = nullptr);
   /// Keeps `snapshot` (a peer's) for the endpoints added from now on, for `keep_ms`: an endpoint
   /// whose label matches one of its endpoints gets its blocks (keyers and index) as it is added, and
   /// the hooks' resume_seq. Refused (false, logged) when the block size differs. Takes the lock.
-  bool set_peer_snapshot(PeerSnapshot snapshot, std::int64_t keep_ms = 60'000);
+  bool set_peer_snapshot(PeerSnapshot snapshot, std::int64_t keep_ms = kPeerSnapshotKeepMs);
+
+  /// Asks a peer router for the entries of the endpoints `labels` (peer_link.h
+  /// fetch_peer_snapshot with their labels); error: why not, in words.
+  using LatePeerFetch = std::function<Expected<PeerSnapshot, std::string>(const std::vector<std::string>& labels)>;
+  /// A DNS endpoint with KV events first seen at or after `from_ms` (now_ms() clock; the start-time
+  /// snapshot's window ends there), and absent from any snapshot still kept, gets its entries from
+  /// `fetch` before it is added: sync_dns_pool() calls it off the lock, on the DNS thread, once per
+  /// refresh for that refresh's new endpoints. Bounded: one fetch per endpoint label ever (at most
+  /// kMaxLatePeerLabels labels; later ones start cold); `fetch` bounds its own time. A failure is
+  /// logged and the endpoints start cold. Call before DNS discovery starts.
+  void set_late_peer_fetch(LatePeerFetch fetch, std::int64_t from_ms);
 
   // ---- metrics -----------------------------------------------------------------------------------
   /// Appends the index gauges and the per-endpoint families (takes the lock).
@@ -220,6 +237,13 @@ class EndpointTable final : public KvEventSink {
   std::int64_t peer_until_ms_ = 0;
   // Loads peer_'s entry for slot `id` (lock held); returns its sequence, -1 when there is none.
   std::int64_t load_peer_entry(EndpointId id);
+  // Late peer fetches (set_late_peer_fetch): the labels fetched for so far (guarded by mu_).
+  LatePeerFetch late_fetch_;
+  std::int64_t late_from_ms_ = 0;
+  std::set<std::string> late_tried_;
+  bool late_full_logged_ = false;
+  // Fetches peer entries for those of `fresh` that qualify (sync_dns_pool, off the lock).
+  void late_peer_load(const std::vector<EndpointSpec>& fresh);
 };
 
 }  // namespace disagg::router

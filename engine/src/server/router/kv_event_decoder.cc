@@ -350,23 +350,17 @@ class Decoder {
     return true;
   }
 
-  bool medium() {
+  // An optional string field (the medium, the locality): nil leaves `out` as it is.
+  bool optional_str(std::string_view& out) {
     Head h;
     if (!r_.head(h)) return false;
     if (h.kind == Kind::nil) return true;
     if (h.kind != Kind::str) return fail(KvDecodeErrc::malformed);
-    medium_ = h.bytes;
+    out = h.bytes;
     return true;
   }
-
-  bool locality() {
-    Head h;
-    if (!r_.head(h)) return false;
-    if (h.kind == Kind::nil) return true;
-    if (h.kind != Kind::str) return fail(KvDecodeErrc::malformed);
-    locality_ = h.bytes;
-    return true;
-  }
+  bool medium() { return optional_str(medium_); }
+  bool locality() { return optional_str(locality_); }
 
   bool tokens(KvEventRecord& e) {
     Head h;

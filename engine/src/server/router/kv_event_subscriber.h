@@ -5,11 +5,19 @@
 // On a gap: when the endpoint has a replay socket (vLLM's optional ROUTER endpoint), request the
 // missing batches (a DEALER sends ["", 8-byte start]; replies are ["", seq, payload] from vLLM
 // before 0.26 and ["", topic, seq, payload] since, until seq -1; told apart per reply by frame count,
-// kv_event_wire.h parse_replay_reply) and apply them in order; when the replay is missing or does
-// not reach back to the gap, the endpoint's entries are cleared first. A reply of neither form is
-// skipped, counted (kv_replay_malformed) and logged once per subscription. Without replay: clear
-// and go on. A sequence that goes back means the publisher restarted: clear. A message that cannot
-// be decoded is dropped and counted.
+// kv_event_wire.h parse_replay_reply) and apply them in order. A replay that goes unanswered clears
+// the endpoint's entries. An answer with holes (the buffer no longer reaches back to the gap, or
+// batches lost on the way) clears them too, then applies the batches it has (counted in
+// kv_replay_holes). An answer cut short (no end marker in time) is applied as far as it came; the
+// batches after it show as the next gap. A reply of neither form is skipped, counted
+// (kv_replay_malformed) and logged once per subscription. Without replay: clear and go on. A
+// sequence that goes back means the publisher restarted: clear. A message that cannot be decoded
+// is dropped and counted.
+//
+// Replays never block the thread: a replay in flight holds only its own endpoint's live batches
+// (they wait in its SUB socket's queue, read again once the replay ends) while the other endpoints'
+// batches flow; each replay has its own deadline (replay_timeout_ms of silence, at most ten times
+// that in all).
 //
 // Warm start (a router that restarts, or an endpoint newly discovered): a subscription whose
 // endpoint has a replay socket first asks it for everything from sequence 0. vLLM's publisher
@@ -88,12 +96,26 @@ class KvEventSubscriber {
   // of the buffer (clear nothing); resume: after a peer snapshot's sequence (clear when the answer
   // does not reach back to it; an empty answer is fine).
   enum class ReplayMode : std::uint8_t { gap, initial, resume };
+  struct Replay;
   struct Sub;
   void run();
+  // A message from the SUB socket: checks its framing and sequence, then on_live() (or first the
+  // retried warm start).
   void handle(Sub& s, std::vector<std::string>& frames);
-  bool replay(Sub& s, std::int64_t start, ReplayMode mode, std::int64_t* last_applied);
+  // A live batch in sequence order: applied, or held while the replay its gap asks for runs.
+  void on_live(Sub& s, std::vector<std::string>& frames, std::int64_t seq);
   void apply(Sub& s, std::string_view payload, std::int64_t seq);
   void warm_start(Sub& s, std::int64_t resume_seq);
+  // Sends a replay request and returns (never blocks); `held` (the live message that asked, if any)
+  // is handled when the replay ends. Precondition: no replay of `s` in flight.
+  void begin_replay(Sub& s, std::int64_t start, ReplayMode mode, std::vector<std::string> held, std::int64_t held_seq);
+  // Reads what the replay socket has; ends the replay at its end marker.
+  void read_replay(Sub& s);
+  // Ends the replay of `s` (`ended`: its end marker came; else its deadline passed): applies what
+  // came, then the held message.
+  void finish_replay(Sub& s, bool ended);
+  // Applies an answer (clearing the endpoint first when it has holes); returns the last sequence applied.
+  std::int64_t apply_replay(Sub& s, Replay& r);
 
   KvEventSink& sink_;
   RouterMetrics& metrics_;
@@ -106,6 +128,7 @@ class KvEventSubscriber {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   KvEventBatch batch_;  // reused by the thread
+  std::vector<std::string> replay_frames_;  // reused by the thread
   bool counting_warm_ = false;  // blocks applied now count as loaded by a warm-start replay
 };
 

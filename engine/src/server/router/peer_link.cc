@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "dns_discovery.h"
 #include "router_log.h"
@@ -63,9 +64,67 @@ struct Fd {
   }
 };
 
+// Labels travel in the query: '%', ',', '[', ']' and bytes outside printable ASCII are
+// percent-encoded (a label is host:port or [v6]:port).
+std::string snapshot_target(const std::vector<std::string>& only) {
+  std::string t = "/snapshot";
+  if (only.empty()) return t;
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  t += "?endpoints=";
+  for (std::size_t i = 0; i < only.size(); ++i) {
+    if (i != 0) t += ',';
+    for (const char c : only[i]) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u <= 0x20 || u >= 0x7f || c == '%' || c == ',' || c == '[' || c == ']' || c == '&' || c == '#') {
+        t += '%';
+        t += kHex[u >> 4];
+        t += kHex[u & 15];
+      } else {
+        t += c;
+      }
+    }
+  }
+  return t;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The labels of "?endpoints=L1,L2" in a request target's query (percent-decoded); false when the
+// query is malformed or names more labels, or longer ones, than a snapshot may hold.
+bool parse_endpoints_query(std::string_view query, std::vector<std::string>* out) {
+  constexpr std::string_view kKey = "endpoints=";
+  if (!query.starts_with(kKey)) return false;
+  query.remove_prefix(kKey.size());
+  out->clear();
+  std::string label;
+  for (std::size_t i = 0; i <= query.size(); ++i) {
+    if (i == query.size() || query[i] == ',') {
+      if (label.empty() || label.size() > kPeerSnapshotMaxLabel || out->size() == static_cast<std::size_t>(kMaxRoutingEndpoints)) return false;
+      out->push_back(std::move(label));
+      label.clear();
+      continue;
+    }
+    if (query[i] == '%') {
+      if (i + 2 >= query.size()) return false;
+      const int hi = hex_value(query[i + 1]), lo = hex_value(query[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      label += static_cast<char>(hi * 16 + lo);
+      i += 2;
+      continue;
+    }
+    label += query[i];
+  }
+  return true;
+}
+
 // One try at one address: the snapshot's bytes, or why not.
 Expected<std::string, std::string> fetch_one(const std::string& address, std::uint16_t port, std::int64_t timeout_ms,
-                                             std::size_t max_bytes) {
+                                             std::size_t max_bytes, const std::string& target) {
   const std::int64_t deadline = now_ms() + timeout_ms;
   sockaddr_storage sa{};
   socklen_t len = 0;
@@ -93,7 +152,7 @@ Expected<std::string, std::string> fetch_one(const std::string& address, std::ui
     ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &el);
     if (err != 0) return unexpected(std::string("connect: ") + std::strerror(err));
   }
-  if (!send_all(s.fd, "GET /snapshot HTTP/1.1\r\nHost: peer\r\nConnection: close\r\n\r\n", deadline)) {
+  if (!send_all(s.fd, "GET " + target + " HTTP/1.1\r\nHost: peer\r\nConnection: close\r\n\r\n", deadline)) {
     return unexpected(std::string("send failed or timed out"));
   }
   std::string in;
@@ -214,15 +273,26 @@ void PeerSnapshotServer::serve(int fd) {
     if (n <= 0) return;
     head.append(buf, static_cast<std::size_t>(n));
   }
-  if (head.rfind("GET /snapshot ", 0) != 0) {
+  // "GET /snapshot" or "GET /snapshot?endpoints=...", then " HTTP/1.x".
+  const std::string_view line = std::string_view(head).substr(0, head.find("\r\n"));
+  constexpr std::string_view kGet = "GET /snapshot";
+  const std::size_t target_end = line.find(' ', kGet.size());
+  std::vector<std::string> only;
+  const bool whole = line.starts_with("GET /snapshot ");
+  const bool some = !whole && line.starts_with("GET /snapshot?") && target_end != std::string_view::npos &&
+                    parse_endpoints_query(line.substr(kGet.size() + 1, target_end - kGet.size() - 1), &only);
+  if (!whole && !some) {
     send_all(fd, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", deadline);
     return;
   }
-  if (cached_at_ms_ == 0 || now_ms() - cached_at_ms_ >= 1'000) {
-    cached_ = make_();
+  std::string restricted;
+  if (some) {
+    restricted = make_(only);
+  } else if (cached_at_ms_ == 0 || now_ms() - cached_at_ms_ >= 1'000) {
+    cached_ = make_({});
     cached_at_ms_ = now_ms();
   }
-  const std::string& body = cached_;
+  const std::string& body = some ? restricted : cached_;
   const std::string out = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
                           std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
   if (send_all(fd, out, deadline)) send_all(fd, body, deadline);
@@ -230,15 +300,23 @@ void PeerSnapshotServer::serve(int fd) {
 
 Expected<PeerSnapshot, std::string> fetch_peer_snapshot(const std::string& host, std::uint16_t port,
                                                         std::uint64_t own_instance, std::int64_t timeout_ms,
-                                                        const PeerSnapshotLimits& limits) {
+                                                        const PeerSnapshotLimits& limits,
+                                                        const std::vector<std::string>& only, std::int64_t total_ms) {
+  const std::int64_t end = total_ms > 0 ? now_ms() + total_ms : std::numeric_limits<std::int64_t>::max();
   const auto addresses = DnsDiscovery::resolve(host);
   if (!addresses || addresses->empty()) return unexpected("cannot resolve " + host);
+  const std::string target = snapshot_target(only);
   std::string why;
   std::size_t tried = 0;
   for (const std::string& a : *addresses) {
     if (tried++ == kMaxPeerAddresses) break;
     const std::string at = (a.find(':') != std::string::npos ? "[" + a + "]" : a) + ":" + std::to_string(port);
-    auto bytes = fetch_one(a, port, timeout_ms, limits.max_bytes);
+    const std::int64_t left = end - now_ms();
+    if (left <= 0) {
+      why += (why.empty() ? "" : "; ") + at + ": not tried (" + std::to_string(total_ms) + " ms in all were spent)";
+      break;
+    }
+    auto bytes = fetch_one(a, port, std::min(timeout_ms, left), limits.max_bytes, target);
     if (!bytes) {
       why += (why.empty() ? "" : "; ") + at + ": " + bytes.error();
       continue;

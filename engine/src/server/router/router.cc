@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "admission.h"
+#include "api_keys.h"
 #include "client_close.h"
 #include "disagg/block_hash.h"
 #include "dns_discovery.h"
@@ -146,6 +147,10 @@ struct Router::Impl {
   std::vector<std::string> request_models;
   /// /tokenize's max_model_len (router.maxModelLen, else the tokenizer's); 0: unknown (null).
   std::int64_t max_model_len = 0;
+  /// GET /v1/models' answer, made once by create() (make_models_body()).
+  std::string models_body;
+  /// The API keys clients must send (router.apiKeys); null: none asked for.
+  std::unique_ptr<ApiKeys> api_keys;
 
   // The parent of a request's first block: its LoRA adapter (when `model` names one) and its
   // cache_salt enter it as vLLM's extra keys enter its block hashes (disagg/block_hash.h).
@@ -157,6 +162,25 @@ struct Router::Impl {
     }
     return chain_root(lora, g.cache_salt);
   }
+  // The served models, then each LoRA adapter as vLLM lists it (vllm/entrypoints/openai/serving_models.py,
+  // show_available_models: id = the adapter's name, root = its path, parent = the base model).
+  std::string make_models_body() const {
+    json data = json::array();
+    for (const std::string& m : config.served_models) {
+      data.push_back(json{{"id", m}, {"object", "model"}, {"created", started_unix}, {"owned_by", "disagg"}, {"root", m}});
+    }
+    for (std::size_t i = 0; i < config.lora_adapters.size(); ++i) {
+      const std::string& path = i < config.lora_paths.size() ? config.lora_paths[i] : std::string();
+      data.push_back(json{{"id", config.lora_adapters[i]},
+                          {"object", "model"},
+                          {"created", started_unix},
+                          {"owned_by", "vllm"},
+                          {"root", path.empty() ? json(nullptr) : json(path)},
+                          {"parent", config.served_models.front()}});
+    }
+    return json{{"object", "list"}, {"data", std::move(data)}}.dump();
+  }
+
   // The next block of request ids (see take_request_id()).
   std::atomic<std::uint64_t> next_request_id{1};
   // Tells this router's blocks from another's in a thread's cache (tests run several routers).
@@ -202,6 +226,23 @@ struct Router::Impl {
     }
   }
 
+  // Re-reads the API key file when it changes (a rotated Secret), once a second on `ioc`: a stat,
+  // and a read of a small file only after a change.
+  Task<void> watch_api_keys() {
+    net::steady_timer t(ioc);
+    while (!ioc.stopped()) {
+      t.expires_after(std::chrono::seconds(1));
+      boost::system::error_code ec;
+      co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+      switch (api_keys->refresh()) {
+        case ApiKeys::Refresh::reloaded: metrics.auth_key_reloads[0].fetch_add(1, std::memory_order_relaxed); break;
+        case ApiKeys::Refresh::failed: metrics.auth_key_reloads[1].fetch_add(1, std::memory_order_relaxed); break;
+        case ApiKeys::Refresh::unchanged: break;
+      }
+    }
+  }
+
   void stop_contexts() {
     ioc.stop();
     for (auto& c : extra_contexts) c->stop();
@@ -219,9 +260,21 @@ struct Router::Impl {
                           with_retry ? std::span<const Header>(retry) : std::span<const Header>());
   }
 
-  // Sends the prefill leg; returns the kv_transfer_params of its answer, or null on any failure.
-  // `cancel` (the client-close watch's) aborts the leg when the client leaves: the prefill worker
-  // then sees its connection close and aborts; that is not the endpoint's failure.
+  // 401 as OpenAI answers a bad key (type invalid_request_error, code invalid_api_key), with the
+  // challenge RFC 6750 asks for. The message never repeats what the client sent.
+  Task<void> unauthorized(ResponseWriter& w, AuthResult why) {
+    static const std::string missing = http::openai_error_body(
+        401, "You didn't provide an API key. Send it in the Authorization header: 'Authorization: Bearer <key>'.",
+        "", "invalid_api_key", "invalid_request_error");
+    static const std::string invalid = http::openai_error_body(
+        401, "Incorrect API key provided: the key in the Authorization header matches none this router accepts.",
+        "", "invalid_api_key", "invalid_request_error");
+    const bool absent = why == AuthResult::missing;
+    metrics.auth_rejected[absent ? 0 : 1].fetch_add(1, std::memory_order_relaxed);
+    const std::array<Header, 1> challenge = {Header{"WWW-Authenticate", "Bearer"}};
+    co_await w.send(401, absent ? missing : invalid, "application/json", challenge);
+  }
+
   Task<void> generate(http::Request& req, ResponseWriter& w, bool chat) {
     const auto t0 = Clock::now();
     const int route = chat ? 1 : 0;
@@ -354,6 +407,13 @@ struct Router::Impl {
     const std::string_view path = http::target_path(req.target());
     const bool post = req.method() == http::bhttp::verb::post;
     const bool get = req.method() == http::bhttp::verb::get;
+    // Before routing, as vLLM's middleware: a wrong method on a guarded path is a 401 too.
+    if (api_keys && requires_api_key(path)) {
+      if (const AuthResult auth = api_keys->check(req["Authorization"]); auth != AuthResult::ok) {
+        co_await unauthorized(w, auth);
+        co_return;
+      }
+    }
     if (path == "/v1/completions" || path == "/v1/chat/completions") {
       if (!post) {
         std::array<Header, 1> allow = {Header{"Allow", "POST"}};
@@ -394,12 +454,7 @@ struct Router::Impl {
       compute_pool_signals(metrics, *table, config.autoscaling, prefill_mean, prefill, decode);
       co_await w.send(200, pool_signals_json(prefill, decode));
     } else if (path == "/v1/models") {
-      json data = json::array();
-      for (const std::string& m : config.served_models) {
-        data.push_back(json{{"id", m}, {"object", "model"}, {"created", started_unix}, {"owned_by", "disagg"}, {"root", m}});
-      }
-      json models = json{{"object", "list"}, {"data", std::move(data)}};
-      co_await w.send(200, models.dump());
+      co_await w.send(200, models_body);
     } else {
       metrics.error(ErrorCause::not_found);
       co_await w.send_error(404, "no route for " + std::string(path) +
@@ -440,6 +495,13 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
       return unexpected("'--tokenizer' (" + c.tokenizer_dir + "): " + loaded.error());
     }
   }
+  if (!c.api_key_file.empty()) {
+    auto keys = ApiKeys::load(c.api_key_file);
+    if (!keys) return unexpected(std::move(keys).error());
+    im.api_keys = std::move(*keys);
+    log_line("API keys: " + std::to_string(im.api_keys->size()) + " from " + c.api_key_file +
+             " (re-read when it changes); /v1/*, /tokenize and /detokenize need Authorization: Bearer <key>");
+  }
   im.request_models = c.served_models;
   im.request_models.insert(im.request_models.end(), c.lora_adapters.begin(), c.lora_adapters.end());
   im.max_model_len = c.max_model_len > 0 ? c.max_model_len : im.model_text ? im.model_text->model_max_length() : 0;
@@ -451,6 +513,8 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   if (c.prefix_auto) im.config.precise_prefix = im.model_text.has_value();
   im.started_unix = std::chrono::duration_cast<std::chrono::seconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
+
+  im.models_body = im.make_models_body();
 
   auto table = EndpointTable::create(c, im.metrics);
   if (!table) return unexpected(std::move(table).error());
@@ -505,9 +569,10 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   limits.max_bytes = 64 + static_cast<std::size_t>(c.peer_snapshot_max_blocks) * (2 + 8 + 8 * kPeerSnapshotMaxKeysPerBlock) +
                      kMaxRoutingEndpoints * (kPeerSnapshotMaxLabel + 32);
   if (c.peer_port != 0) {
-    auto ps = PeerSnapshotServer::create(c.host, c.peer_port, c.peer_timeout_ms, [raw, max = limits.max_blocks] {
+    auto ps = PeerSnapshotServer::create(c.host, c.peer_port, c.peer_timeout_ms,
+                                         [raw, max = limits.max_blocks](const std::vector<std::string>& only) {
       PeerSnapshot snap;
-      raw->table->snapshot(snap, max);
+      raw->table->snapshot(snap, max, only.empty() ? nullptr : &only);
       snap.instance = raw->peer_instance;
       return encode_peer_snapshot(snap);
     });
@@ -518,10 +583,20 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   if (!c.peers_host.empty()) {
     if (!im.table->precise()) {
       log_line("peers: not fetched (the prefix source is the routing history, not the KV-event index)");
-    } else if (auto snap = fetch_peer_snapshot(c.peers_host, c.peers_port, im.peer_instance, c.peer_timeout_ms, limits)) {
-      im.table->set_peer_snapshot(std::move(*snap));
     } else {
-      log_line("peers: no snapshot loaded, starting with an empty KV index (" + snap.error() + ")");
+      if (auto snap = fetch_peer_snapshot(c.peers_host, c.peers_port, im.peer_instance, c.peer_timeout_ms, limits)) {
+        im.table->set_peer_snapshot(std::move(*snap));
+      } else {
+        log_line("peers: no snapshot loaded, starting with an empty KV index (" + snap.error() + ")");
+      }
+      // An endpoint DNS brings after the snapshot's window gets one fetch of its own entries, all
+      // the peers' addresses together bounded by one peer timeout (it runs on the DNS thread).
+      im.table->set_late_peer_fetch(
+          [host = c.peers_host, port = c.peers_port, own = im.peer_instance, timeout = c.peer_timeout_ms,
+           limits](const std::vector<std::string>& labels) {
+            return fetch_peer_snapshot(host, port, own, timeout, limits, labels, timeout);
+          },
+          now_ms() + kPeerSnapshotKeepMs);
     }
   }
   for (const EndpointSpec& e : c.endpoints) im.table->add(e, false, "");
@@ -543,6 +618,7 @@ void Router::run() {
   im.server->start();
   net::co_spawn(im.ioc, im.health->run(), net::detached);
   net::co_spawn(im.ioc, Impl::timer_anchor(im.ioc), net::detached);
+  if (im.api_keys) net::co_spawn(im.ioc, im.watch_api_keys(), net::detached);
   im.signals.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) drain();
   });
@@ -557,7 +633,8 @@ void Router::run() {
   if (im.config.pin_threads) {
     std::string list;
     for (std::size_t i = 0; i < static_cast<std::size_t>(im.config.threads); ++i) {
-      list += (i == 0 ? "" : ",") + std::to_string(cpu_of(i));
+      // Appended, not operator+: g++ 12 reports a false -Wrestrict on the chain at -O2.
+      list.append(i == 0 ? "" : ",").append(std::to_string(cpu_of(i)));
     }
     log_line("pinning HTTP threads to CPUs " + list + " (of " + std::to_string(cpus.size()) + " allowed)" +
              (cpus.size() < static_cast<std::size_t>(im.config.threads) ? "; some threads share a CPU" : ""));

@@ -9,10 +9,12 @@
 // one mutex, held for a routing decision (microseconds) or one KV event batch; per-endpoint live
 // state is atomic (endpoint_health.h).
 //
-// Request path: parse and validate (400 / 404), tokenize and hash the prompt's full blocks,
-// admission (429 + Retry-After), decide (policy + PdDecider), optional prefill leg, upstream
-// request with retries on another endpoint while nothing was received (connect failure, 5xx,
-// first-byte timeout; never after the first byte), then relay: streamed byte for byte, or whole.
+// Request path: with router.apiKeys, the API key of a request to /v1/*, /tokenize or /detokenize
+// (401 without a valid one; api_keys.h), then parse and validate (400 / 404), tokenize and hash
+// the prompt's full blocks, admission (429 + Retry-After), decide (policy + PdDecider), optional
+// prefill leg, upstream request with retries on another endpoint while nothing was received
+// (connect failure, 5xx, first-byte timeout; never after the first byte), then relay: streamed
+// byte for byte, or whole.
 // A client that disconnects mid-stream cancels the upstream request. A worker that breaks
 // mid-stream ends the client's stream with an OpenAI error event.
 #pragma once

@@ -4,6 +4,7 @@
 #include "router_config.h"
 #include "router_config_detail.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <sstream>
@@ -13,6 +14,7 @@ namespace disagg::router {
 namespace {
 
 using json = nlohmann::json;
+using config_detail::add_lora_adapter;
 using config_detail::role_of;
 using config_detail::set_option;
 
@@ -21,7 +23,7 @@ constexpr const char* kUsage =
     "KV-aware OpenAI-compatible router in front of vLLM (or sim-worker) endpoints.\n"
     "Config keys (engine/schema/engine-config.schema.json): router.{listenPort, servedModelName,\n"
     "kvBlockSize, requestTimeoutSeconds, maxInflight, maxQueue, queueTimeoutSeconds, tokenizer, logDecisions,\n"
-    "maxModelLen, loraAdapters},\n"
+    "maxModelLen, loraAdapters, apiKeys{file}},\n"
     "policy.{name, weights, options, prefixSource,\n"
     "disaggregation.minUncachedPromptTokens}, pools[].{name, role, discovery{type dns, host, port or\n"
     "ports (one per local data-parallel rank; KV events of ports[j] on kvEvents.port + j),\n"
@@ -59,8 +61,12 @@ constexpr const char* kUsage =
     "                                ids and chat template for precise prefix routing (router.tokenizer)\n"
     "  --max-model-len N             the deployment's context length, /tokenize's max_model_len\n"
     "                                (router.maxModelLen; default the tokenizer's model_max_length)\n"
-    "  --lora-adapter NAME           a LoRA adapter the workers serve (router.loraAdapters; repeatable):\n"
-    "                                its requests are accepted and keyed apart, as vLLM keys them\n"
+    "  --api-key-file PATH           API keys, one per line (router.apiKeys.file; a mounted Secret, re-read\n"
+    "                                when it changes): /v1/*, /tokenize and /detokenize then need\n"
+    "                                Authorization: Bearer <key> (401 otherwise); none by default\n"
+    "  --lora-adapter NAME[=PATH]    a LoRA adapter the workers serve, as vLLM's --lora-modules (router.\n"
+    "                                loraAdapters; repeatable): its requests are accepted and keyed apart,\n"
+    "                                as vLLM keys them; /v1/models lists it (root: PATH)\n"
     "  --request-timeout-ms N        whole request limit (router.requestTimeoutSeconds, 600000)\n"
     "  --connect-timeout-ms N        upstream connect limit (2000)\n"
     "  --idle-timeout-ms N           upstream silence limit while streaming (60000)\n"
@@ -264,6 +270,22 @@ Expected<EndpointRole, std::string> role_of(const std::string& field, const std:
   return unexpected("'" + field + "' (\"" + value + "\") must be both (aggregated), prefill or decode");
 }
 
+Expected<void, std::string> add_lora_adapter(RouterConfig& c, const std::string& field, const std::string& value) {
+  const std::size_t eq = value.find('=');
+  const std::string name = value.substr(0, eq);
+  const std::string path = eq == std::string::npos ? std::string() : value.substr(eq + 1);
+  if (name.empty() || (eq != std::string::npos && path.empty())) {
+    return unexpected("'" + field + "' (\"" + value +
+                      "\") must be NAME or NAME=PATH, as vLLM's --lora-modules, e.g. sql-lora or sql-lora=/adapters/sql");
+  }
+  if (std::find(c.lora_adapters.begin(), c.lora_adapters.end(), name) != c.lora_adapters.end()) {
+    return unexpected("'" + field + "' (\"" + value + "\") names the adapter " + name + " again; list each adapter once");
+  }
+  c.lora_adapters.push_back(name);
+  c.lora_paths.push_back(path);
+  return {};
+}
+
 // set_policy_option on c.options, remembering an explicit maxEndpoints
 // (RouterConfig::max_endpoints_given).
 Expected<void, RoutingError> set_option(RouterConfig& c, std::string_view key, double value) {
@@ -297,7 +319,8 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
     auto applied = apply_config_json(doc, c);
     if (!applied) return unexpected(c.config_path + ": " + applied.error());
   }
-  std::vector<std::string> flag_models, flag_adapters;
+  std::vector<std::string> flag_models;
+  bool flag_lora = false;
   bool flag_endpoints = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -326,9 +349,17 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
       c.tokenizer_dir = v;
     } else if (flag == "--max-model-len") {
       if (!integer(&c.max_model_len, 1, (1LL << 31) - 1)) return bad("must be a whole number >= 1, e.g. 32768");
+    } else if (flag == "--api-key-file") {
+      if (v.empty()) return bad("must be the path of a file of API keys, one per line");
+      c.api_key_file = v;
     } else if (flag == "--lora-adapter") {
-      if (v.empty()) return bad("must name the adapter, e.g. sql-lora");
-      flag_adapters.push_back(v);
+      if (!flag_lora) {  // flags replace the file's list
+        c.lora_adapters.clear();
+        c.lora_paths.clear();
+      }
+      flag_lora = true;
+      auto added = add_lora_adapter(c, "--lora-adapter", v);
+      if (!added) return unexpected(added.error());
     } else if (flag == "--policy") {
       const std::string engine = engine_policy_name(v);
       bool known = false;
@@ -451,7 +482,6 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
     }
   }
   if (!flag_models.empty()) c.served_models = flag_models;
-  if (!flag_adapters.empty()) c.lora_adapters = flag_adapters;
   if (c.served_models.empty()) {
     return unexpected(std::string("no served model name: set router.servedModelName in the config or pass --model-name NAME"));
   }

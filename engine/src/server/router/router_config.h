@@ -96,6 +96,9 @@ struct RouterConfig {
   /// --lora-modules names). A request naming one is accepted and its blocks are keyed under that
   /// adapter (disagg/block_hash.h chain_root), as vLLM keys them; requests naming another get 404.
   std::vector<std::string> lora_adapters;
+  /// The adapters' paths, one per lora_adapters entry (NAME=PATH), empty where not given: the `root`
+  /// of their /v1/models entries, as vLLM's.
+  std::vector<std::string> lora_paths;
   /// --max-model-len / router.maxModelLen: the deployment's context length (vLLM --max-model-len),
   /// answered as /tokenize's max_model_len. 0: the tokenizer's model_max_length (tokenizer_config.json,
   /// when it is a real length), else null there (and a warning at start).
@@ -105,6 +108,10 @@ struct RouterConfig {
   /// (precise prefix routing), and the router serves /tokenize and /detokenize. Empty: the
   /// made-up tokenizer of the sim-worker.
   std::string tokenizer_dir;
+  /// --api-key-file / router.apiKeys.file: the file of API keys clients must send as
+  /// `Authorization: Bearer <key>` (api_keys.h); empty: no keys asked for. Read at start (an error
+  /// when it holds none) and again whenever it changes.
+  std::string api_key_file;
 
   /// Engine policy name (routing.h), after mapping the ConfigMap's names.
   std::string policy = "llm-d";

@@ -264,16 +264,28 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
       if (c.peers_host.empty()) return unexpected(std::string("'router.peers.host' is required: the peer routers' DNS name"));
       c.peers_port = static_cast<std::uint16_t>(peers_port);
     }
+    if (auto ak = router->find("apiKeys"); ak != router->end() && !ak->is_null()) {
+      const char* example = "e.g. {\"file\": \"/etc/disagg/api-keys/keys\"} (a mounted Secret, one key per line)";
+      if (!ak->is_object()) return unexpected("'router.apiKeys' (" + quoted(*ak).substr(0, 60) + ") must be an object, " + example);
+      for (auto it = ak->begin(); it != ak->end(); ++it) {
+        if (it.key() != "file") return unexpected("'router.apiKeys." + it.key() + "' is not a field of this block; use file");
+      }
+      if (!get_string(*ak, "router.apiKeys.", "file", &c.api_key_file, err)) return unexpected(err);
+      if (c.api_key_file.empty()) return unexpected(std::string("'router.apiKeys.file' is required, ") + example);
+    }
     if (auto l = router->find("loraAdapters"); l != router->end() && !l->is_null()) {
       if (!l->is_array()) return unexpected(std::string("'router.loraAdapters' must be an array of adapter names, e.g. [\"sql-lora\"]"));
       c.lora_adapters.clear();
+      c.lora_paths.clear();
       for (std::size_t i = 0; i < l->size(); ++i) {
         const json& name = (*l)[i];
+        const std::string at = "router.loraAdapters[" + std::to_string(i) + "]";
         if (!name.is_string() || name.get_ref<const std::string&>().empty()) {
-          return unexpected("'router.loraAdapters[" + std::to_string(i) + "]' (" + quoted(name) +
-                            ") must be a non-empty string: the adapter's name in vLLM's --lora-modules");
+          return unexpected("'" + at + "' (" + quoted(name) +
+                            ") must be a non-empty string: the adapter's NAME or NAME=PATH in vLLM's --lora-modules");
         }
-        c.lora_adapters.push_back(name.get<std::string>());
+        auto added = config_detail::add_lora_adapter(c, at, name.get<std::string>());
+        if (!added) return unexpected(added.error());
       }
     }
     c.max_inflight = static_cast<std::int32_t>(max_inflight);

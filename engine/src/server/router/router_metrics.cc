@@ -135,6 +135,16 @@ void RouterMetrics::write(std::string& out) const {
   write_metric(out, "disagg_router_drained_endpoint_retries_total", "counter",
                "Upstream attempts answered 503 by a draining endpoint and sent to another one (not failures).",
                "", load(drained_retries));
+  out.append("# HELP disagg_router_auth_rejected_total Requests refused 401 for want of an API key: none sent "
+             "(missing) or none that matches (invalid).\n"
+             "# TYPE disagg_router_auth_rejected_total counter\n");
+  write_sample(out, "disagg_router_auth_rejected_total", "reason=\"missing\"", load(auth_rejected[0]));
+  write_sample(out, "disagg_router_auth_rejected_total", "reason=\"invalid\"", load(auth_rejected[1]));
+  out.append("# HELP disagg_router_auth_key_reloads_total Re-reads of the API key file after it changed: loaded, "
+             "or failed (the keys loaded before stay in use).\n"
+             "# TYPE disagg_router_auth_key_reloads_total counter\n");
+  write_sample(out, "disagg_router_auth_key_reloads_total", "outcome=\"loaded\"", load(auth_key_reloads[0]));
+  write_sample(out, "disagg_router_auth_key_reloads_total", "outcome=\"failed\"", load(auth_key_reloads[1]));
   out.append("# HELP disagg_router_pd_decisions_total Prefill/decode decisions by reason.\n"
              "# TYPE disagg_router_pd_decisions_total counter\n");
   constexpr std::array<std::string_view, 4> reasons = {"disaggregate", "below_threshold",
@@ -178,6 +188,10 @@ void RouterMetrics::write(std::string& out) const {
                "KV event messages that could not be decoded (dropped).", "", load(kv_decode_errors));
   write_metric(out, "disagg_router_kv_events_replay_malformed_total", "counter",
                "Replay answers of neither vLLM framing (skipped).", "", load(kv_replay_malformed));
+  write_metric(out, "disagg_router_kv_events_replay_holes_total", "counter",
+               "Replay answers that lacked batches asked for (the worker's buffer no longer reached back, or "
+               "batches were lost on the way): the endpoint's entries were cleared, then the batches present applied.",
+               "", load(kv_replay_holes));
   write_metric(out, "disagg_router_kv_warm_start_replays_total", "counter",
                "Replays asked when a KV-event subscription starts (from the start of the worker's buffer, or "
                "after a peer snapshot's sequence).", "", load(kv_warm_replays));

@@ -22,8 +22,11 @@
 //                                               cached on the chosen endpoint (hit rate = ratio)
 //   prefix_source_info{source, tokenizer}       1: index|history, tokenizer loaded|failed|none
 //   inflight_requests, queued_requests          now
+//   auth_rejected_total{reason}                 401s for want of an API key: missing|invalid
+//   auth_key_reloads_total{outcome}             API key file re-read after a change: loaded|failed
 //   kv_events_batches_total, kv_events_total{type}, kv_events_gaps_total, kv_events_replays_total,
 //   kv_events_restarts_total, kv_events_decode_errors_total, kv_events_replay_malformed_total,
+//   kv_events_replay_holes_total,
 //   kv_index_entries, kv_index_evictions_total
 //   endpoint_healthy / endpoint_inflight / endpoint_running / endpoint_waiting /
 //   endpoint_kv_usage{endpoint, pool, role}, endpoint_ejections_total{...}
@@ -134,6 +137,10 @@ struct RouterMetrics {
   Counter kv_transfer_fallbacks;
   Counter prefix_query_blocks;
   Counter prefix_hit_blocks;
+  /// Requests refused 401 for want of an API key (api_keys.h): [0] missing, [1] invalid.
+  std::array<Counter, 2> auth_rejected{};
+  /// Re-reads of the API key file after it changed: [0] loaded, [1] failed (the old keys stayed).
+  std::array<std::atomic<std::uint64_t>, 2> auth_key_reloads{};
 
   std::atomic<std::uint64_t> kv_batches{0};
   /// Indexed by KvEventType.
@@ -144,6 +151,9 @@ struct RouterMetrics {
   std::atomic<std::uint64_t> kv_decode_errors{0};
   /// Replay answers of neither framing (kv_event_wire.h parse_replay_reply), skipped.
   std::atomic<std::uint64_t> kv_replay_malformed{0};
+  /// Replay answers with holes (batches asked for and missing): the endpoint was cleared, then the
+  /// batches present applied.
+  std::atomic<std::uint64_t> kv_replay_holes{0};
   /// Warm start (kv_event_subscriber.h): replays asked when a subscription starts, the blocks
   /// their BlockStored events carried, and the blocks loaded from a peer router's snapshot.
   std::atomic<std::uint64_t> kv_warm_replays{0};

@@ -297,6 +297,8 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       db["kv_transfer_params"] = kv_params;
       creq.body = db.dump();
     }
+    // The only header passed on: none of the client's go to the worker (its Authorization with the
+    // router's API key least of all: workers take no key, and must not log one).
     creq.headers.emplace_back("X-Request-Id", request_id);
     http::ClientOptions o = clients_.options(w.executor());
     o.connect_timeout = std::chrono::milliseconds(config_.connect_timeout_ms);
