@@ -65,7 +65,9 @@ export interface ClusterAutoscalerOptions extends AddonOptions {
  */
 export interface InferenceClusterAddons {
   /**
-   * Amazon VPC CNI as an EKS add-on (>= 1.18.5 is required for `efa-only` interfaces).
+   * Amazon VPC CNI as an EKS add-on (>= 1.18.5 is required for `efa-only` interfaces), with its network
+   * policy agent on (`enableNetworkPolicy`), which enforces the NetworkPolicies of the workloads
+   * (`NetworkIsolation`). Off, bring a CNI that enforces NetworkPolicies, or they are inert.
    *
    * @default - enabled, AddonVersions.VPC_CNI
    * @see https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html

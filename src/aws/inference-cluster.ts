@@ -25,6 +25,7 @@ import {
   INFERENCE_EXTENSION_JOB_NAMESPACE, INFERENCE_EXTENSION_WAIT_SECONDS, inferenceExtensionCrdJob, inferenceExtensionJobName,
 } from './private/inference-extension-crds';
 import { checkKubectlSkew, DEFAULT_KUBECTL_MINOR } from './private/kubernetes-version';
+import { LoadBalancerCleanup } from './private/load-balancer-cleanup';
 import { LoadBalancerController } from './private/load-balancer-controller';
 import { ModelAccess, s3Readers, setRegionOfReaders } from './private/model-access';
 import {
@@ -270,6 +271,7 @@ export class InferenceCluster extends Construct {
   private readonly karpenterPools: KarpenterNodePool[] = [];
   /** Everything that workloads must wait for (CRDs, controllers). */
   private readonly workloadPrerequisites: IDependable[] = [];
+  private loadBalancerCleanup?: LoadBalancerCleanup;
   private readonly vpcCni?: eks.Addon;
   private neuronChart?: eks.HelmChart;
   /** The NVIDIA DRA driver (ComputeDomains), once installed. */
@@ -394,7 +396,8 @@ export class InferenceCluster extends Construct {
 
     // --- EKS add-ons -------------------------------------------------------------------------
     if (enabled(this.addons.vpcCni)) {
-      this.vpcCni = this.eksAddon('VpcCni', 'vpc-cni', this.addons.vpcCni, AddonVersions.VPC_CNI);
+      // The network policy agent enforces the NetworkPolicies workloads emit (NetworkIsolation); without it they are inert.
+      this.vpcCni = this.eksAddon('VpcCni', 'vpc-cni', this.addons.vpcCni, AddonVersions.VPC_CNI, { enableNetworkPolicy: 'true' });
     }
     const podIdentity = enabled(this.addons.podIdentityAgent)
       ? this.eksAddon('PodIdentityAgent', 'eks-pod-identity-agent', this.addons.podIdentityAgent, AddonVersions.POD_IDENTITY_AGENT)
@@ -430,6 +433,10 @@ export class InferenceCluster extends Construct {
       // The controller's admission webhooks see the Services and Pods a workload creates: apply
       // workloads once the controller answers (its chart is installed with wait: true).
       this.workloadPrerequisites.push(loadBalancerController.chart);
+      // Deleted after every workload and gateway chart, before the controller: waits for their NLBs to go.
+      this.loadBalancerCleanup = new LoadBalancerCleanup(this, 'LoadBalancerCleanup', { clusterName: this.cluster.clusterName, vpc: this.vpc });
+      this.loadBalancerCleanup.resource.node.addDependency(loadBalancerController.chart);
+      this.workloadPrerequisites.push(this.loadBalancerCleanup.resource);
     }
 
     if (enabled(this.addons.nvidiaDevicePlugin)) {
@@ -609,7 +616,7 @@ export class InferenceCluster extends Construct {
         });
         gateway.node.addDependency(istiod);
         if (loadBalancerController) {
-          gateway.node.addDependency(loadBalancerController.chart);
+          gateway.node.addDependency(loadBalancerController.chart, this.loadBalancerCleanup!.resource);
         } else {
           Annotations.of(this).addWarningV2('disagg:noLoadBalancerController',
             'the Istio ingress gateway asks for an NLB through AWS Load Balancer Controller annotations, but '
@@ -1071,11 +1078,13 @@ export class InferenceCluster extends Construct {
   }
 
   /** An EKS add-on at `pinned`, or unpinned (EKS's default for the Kubernetes version) when `pinned` is undefined. */
-  private eksAddon(id: string, addonName: string, options: AddonOptions | undefined, pinned: string | undefined): eks.Addon {
+  private eksAddon(id: string, addonName: string, options: AddonOptions | undefined, pinned: string | undefined,
+    configurationValues?: Record<string, string>): eks.Addon {
     const addon = new eks.Addon(this, id, {
       cluster: this.cluster,
       addonName,
       addonVersion: pinned === undefined ? options?.version : version(options, pinned),
+      ...(configurationValues ? { configurationValues } : {}),
     });
     // EKS installs self-managed vpc-cni, CoreDNS and kube-proxy at cluster creation; take them over instead of failing.
     const cfn = addon.node.defaultChild as eks.CfnAddon | undefined;

@@ -1,5 +1,6 @@
 import * as path from 'path';
 import * as cdk from 'aws-cdk-lib';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as cdk8s from 'cdk8s';
 import { EngineImage, EngineImageVariant, InferenceCluster, NodeCapacity } from '../aws';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
@@ -20,6 +21,11 @@ export interface DeploymentSpec {
   readonly tensorParallel?: number;
   /** Zones of the new VPC, the accelerated node groups in the first; undefined: two zones chosen at deploy time. */
   readonly availabilityZones?: string[];
+  /**
+   * An existing VPC: its private subnets, one per zone of `availabilityZones` in the same order; undefined:
+   * a new VPC.
+   */
+  readonly existingVpc?: { readonly vpcId: string; readonly privateSubnetIds: string[] };
   /** A Capacity Reservation or Capacity Block both pools launch into; undefined: On-Demand. */
   readonly reservation?: { readonly kind: 'capacity-reservation' | 'capacity-block'; readonly id: string };
   /** IAM principals that get cluster-admin besides the CDK deploy role. */
@@ -119,7 +125,10 @@ export function synthesizeDeployment(spec: DeploymentSpec, outdir: string): Synt
     description: `disagg: ${spec.model.name} prefill/decode on ${spec.instanceType.name}`,
   });
   const zones = spec.availabilityZones;
-  const cluster = new InferenceCluster(stack, 'Inference', { availabilityZones: zones, adminRoleArns: spec.adminRoleArns });
+  const vpc = spec.existingVpc && zones
+    ? ec2.Vpc.fromVpcAttributes(stack, 'Vpc', { vpcId: spec.existingVpc.vpcId, availabilityZones: zones, privateSubnetIds: spec.existingVpc.privateSubnetIds })
+    : undefined;
+  const cluster = new InferenceCluster(stack, 'Inference', vpc ? { vpc, adminRoleArns: spec.adminRoleArns } : { availabilityZones: zones, adminRoleArns: spec.adminRoleArns });
   const capacity = spec.reservation === undefined ? undefined
     : spec.reservation.kind === 'capacity-block'
       ? NodeCapacity.capacityBlock(spec.reservation.id, { availabilityZone: zones?.[0] })

@@ -184,6 +184,13 @@ export interface GatewaySpecListeners {
    * @schema GatewaySpecListeners#protocol
    */
   readonly protocol: string;
+
+  /**
+   * How the listener terminates TLS (HTTPS listeners).
+   *
+   * @schema GatewaySpecListeners#tls
+   */
+  readonly tls?: GatewaySpecListenersTls;
 }
 
 /**
@@ -197,6 +204,7 @@ export function toJson_GatewaySpecListeners(obj: GatewaySpecListeners | undefine
     'name': obj.name,
     'port': obj.port,
     'protocol': obj.protocol,
+    'tls': toJson_GatewaySpecListenersTls(obj.tls),
   };
   // filter undefined values
   return Object.entries(result).reduce((r, i) => (i[1] === undefined) ? r : ({ ...r, [i[0]]: i[1] }), {});
@@ -230,6 +238,38 @@ export function toJson_GatewaySpecListenersAllowedRoutes(obj: GatewaySpecListene
 /* eslint-enable max-len, @stylistic/max-len, quote-props, @stylistic/quote-props */
 
 /**
+ * How the listener terminates TLS (HTTPS listeners).
+ *
+ * @schema GatewaySpecListenersTls
+ */
+export interface GatewaySpecListenersTls {
+  /**
+   * @schema GatewaySpecListenersTls#certificateRefs
+   */
+  readonly certificateRefs?: GatewaySpecListenersTlsCertificateRefs[];
+
+  /**
+   * @schema GatewaySpecListenersTls#mode
+   */
+  readonly mode?: GatewaySpecListenersTlsMode;
+}
+
+/**
+ * Converts an object of type 'GatewaySpecListenersTls' to JSON representation.
+ */
+/* eslint-disable max-len, @stylistic/max-len, quote-props, @stylistic/quote-props */
+export function toJson_GatewaySpecListenersTls(obj: GatewaySpecListenersTls | undefined): Record<string, any> | undefined {
+  if (obj === undefined) { return undefined; }
+  const result = {
+    'certificateRefs': obj.certificateRefs?.map(y => toJson_GatewaySpecListenersTlsCertificateRefs(y)),
+    'mode': obj.mode,
+  };
+  // filter undefined values
+  return Object.entries(result).reduce((r, i) => (i[1] === undefined) ? r : ({ ...r, [i[0]]: i[1] }), {});
+}
+/* eslint-enable max-len, @stylistic/max-len, quote-props, @stylistic/quote-props */
+
+/**
  * @schema GatewaySpecListenersAllowedRoutesNamespaces
  */
 export interface GatewaySpecListenersAllowedRoutesNamespaces {
@@ -252,6 +292,58 @@ export function toJson_GatewaySpecListenersAllowedRoutesNamespaces(obj: GatewayS
   return Object.entries(result).reduce((r, i) => (i[1] === undefined) ? r : ({ ...r, [i[0]]: i[1] }), {});
 }
 /* eslint-enable max-len, @stylistic/max-len, quote-props, @stylistic/quote-props */
+
+/**
+ * @schema GatewaySpecListenersTlsCertificateRefs
+ */
+export interface GatewaySpecListenersTlsCertificateRefs {
+  /**
+   * @schema GatewaySpecListenersTlsCertificateRefs#group
+   */
+  readonly group?: string;
+
+  /**
+   * @schema GatewaySpecListenersTlsCertificateRefs#kind
+   */
+  readonly kind?: string;
+
+  /**
+   * @schema GatewaySpecListenersTlsCertificateRefs#name
+   */
+  readonly name: string;
+
+  /**
+   * @schema GatewaySpecListenersTlsCertificateRefs#namespace
+   */
+  readonly namespace?: string;
+}
+
+/**
+ * Converts an object of type 'GatewaySpecListenersTlsCertificateRefs' to JSON representation.
+ */
+/* eslint-disable max-len, @stylistic/max-len, quote-props, @stylistic/quote-props */
+export function toJson_GatewaySpecListenersTlsCertificateRefs(obj: GatewaySpecListenersTlsCertificateRefs | undefined): Record<string, any> | undefined {
+  if (obj === undefined) { return undefined; }
+  const result = {
+    'group': obj.group,
+    'kind': obj.kind,
+    'name': obj.name,
+    'namespace': obj.namespace,
+  };
+  // filter undefined values
+  return Object.entries(result).reduce((r, i) => (i[1] === undefined) ? r : ({ ...r, [i[0]]: i[1] }), {});
+}
+/* eslint-enable max-len, @stylistic/max-len, quote-props, @stylistic/quote-props */
+
+/**
+ * @schema GatewaySpecListenersTlsMode
+ */
+export enum GatewaySpecListenersTlsMode {
+  /** Terminate */
+  TERMINATE = "Terminate",
+  /** Passthrough */
+  PASSTHROUGH = "Passthrough",
+}
 
 /**
  * @schema GatewaySpecListenersAllowedRoutesNamespacesFrom

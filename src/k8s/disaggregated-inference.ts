@@ -4,6 +4,7 @@ import { Construct } from 'constructs';
 import { AcceleratedInstanceType, Precision } from '../catalog';
 import { KvTierSizes, plannerConfig, planSync, SIZING_SIMULATED_REQUESTS } from '../engine';
 import { ParallelismRules } from '../sizing';
+import { ApiKeySecret } from './api-key-secret';
 import { Autoscaler } from './autoscaler';
 import { DataParallelEndpoints } from './data-parallel-endpoints';
 import { ExpertParallelPool, ExpertParallelPoolOptions, ExpertParallelPoolProps } from './expert-parallel-pool';
@@ -13,6 +14,7 @@ import { KvLoadFailurePolicy } from './kv-load-failure-policy';
 import { KvTier } from './kv-tier';
 import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
+import { NetworkIsolation } from './network-isolation';
 import { PoolAutoscaling } from './pool-autoscaling';
 import { PoolRole } from './pool-role';
 import { PoolSizing, ServingSlo } from './pool-sizing';
@@ -22,12 +24,13 @@ import {
 import { DEFAULT_DRAIN_TPOT_SECONDS, DRAIN_DNS_SECONDS, DRAIN_MARGIN_SECONDS } from './private/drain';
 import { addGatewayObjects } from './private/gateway-objects';
 import { DRAIN_TPOT, FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_POLICY, NIXL_BACKEND } from './private/hidden-props';
-import { APP_PART_OF, componentLabels } from './private/labels';
+import { APP_PART_OF, PORTS, componentLabels } from './private/labels';
 import { resolveModel, resolveVllmVersion, strip } from './private/model-inputs';
+import { addDeploymentPolicies } from './private/network-policies';
 import { NEURON_DEVICES_PER_POD, NEURON_DOCS, neuronDisaggregationProblem } from './private/neuron';
 import { planPool } from './private/pool-plan';
 import { Router } from './private/router';
-import { planRouter, RouterPlan } from './private/router-config';
+import { planRouter, ROUTER_API_KEYS_DIR, RouterPlan } from './private/router-config';
 import { workloadServiceAccount } from './private/service-account';
 import { WorkerContext, servingSelector } from './private/worker-pod';
 import { WorkerPool } from './private/worker-pool';
@@ -94,6 +97,12 @@ export interface DisaggregatedInferenceProps extends ModelDeploymentOptions {
    * @default 2
    */
   readonly routerReplicas?: number;
+  /**
+   * API keys the router asks clients for (`Authorization: Bearer <key>`), from a Secret you create; see
+   * {@link ApiKeySecret}. Give them to any deployment a gateway exposes beyond its own teams.
+   * @default - none: whoever reaches the router uses the model (a warning when the gateway is internet-facing)
+   */
+  readonly apiKeys?: ApiKeySecret;
   /**
    * Where the router gets the served model's tokenizer and chat template, to route on the same token
    * ids as the KV events vLLM publishes (precise prefix routing). Without them, or when they fail to
@@ -209,6 +218,12 @@ export class DisaggregatedInference extends Construct {
     const routerReplicas = props.routerReplicas ?? 2;
     if (!(Number.isInteger(routerReplicas) && routerReplicas >= 1)) {
       throw new Error(`${where}: 'routerReplicas' (${routerReplicas}) must be a positive integer; use 2 for availability`);
+    }
+    if (props.apiKeys !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(props.apiKeys.name)) {
+      throw new Error(`${where}: 'apiKeys.name' ('${props.apiKeys.name}') must be a Kubernetes Secret name (lower case, digits, '-' and '.'), e.g. 'llm-api-keys'`);
+    }
+    if (props.apiKeys?.key !== undefined && !/^[-._a-zA-Z0-9]+$/.test(props.apiKeys.key)) {
+      throw new Error(`${where}: 'apiKeys.key' ('${props.apiKeys.key}') must be a Secret data key (letters, digits, '-', '_' and '.'), e.g. 'keys'`);
     }
     const sideOf = (role: 'prefill' | 'decode'): { options?: InferencePoolOptions; ep?: ExpertParallelPoolOptions } => {
       const options = props[role];
@@ -405,6 +420,7 @@ export class DisaggregatedInference extends Construct {
       maxModelLen: maxContext,
       // A restarted router loads its index from a running peer instead of starting cold.
       peersHost: routerReplicas > 1 ? dns(`${name}-router-peers`) : undefined,
+      apiKeysFile: props.apiKeys ? `${ROUTER_API_KEYS_DIR}/keys` : undefined,
       policy: props.routerPolicy ?? RouterPolicy.KV_AWARE,
       disaggregationThresholdTokens: threshold,
       prefill,
@@ -435,6 +451,7 @@ export class DisaggregatedInference extends Construct {
       replicas: routerReplicas,
       config: this._router.config,
       tokenizer: { from: routerTokenizer, modelSource: resolved.source },
+      apiKeys: props.apiKeys,
     });
     this.routerServiceName = router.serviceName;
     this.routerConfig = router.configJson;
@@ -470,6 +487,24 @@ export class DisaggregatedInference extends Construct {
       decodeSelector: pools.decode instanceof ExpertParallelPool ? pools.decode._servingSelector : servingSelector(componentLabels(name, 'decode'), decode),
       labels: componentLabels(name, 'gateway'),
       targetPorts: pools.decode instanceof ExpertParallelPool ? pools.decode.httpPorts : undefined,
+    });
+    const exposure = props.gateway ?? GatewayExposure.none();
+    if (exposure.newGateway?.loadBalancerScheme === 'internet-facing') {
+      if (exposure.newGateway.tls === undefined) {
+        this.warn('disagg:plainHttpGateway', 'the gateway is internet-facing and speaks plain HTTP: prompts and completions cross the internet '
+          + "unencrypted; give it 'tls' (GatewayTls.acmCertificate(...) or GatewayTls.certificateSecret(...))");
+      }
+      if (props.apiKeys === undefined) {
+        this.warn('disagg:openGateway', "the gateway is internet-facing and the router asks for no API key: anyone who finds the address uses the model; set 'apiKeys'");
+      }
+    }
+    addDeploymentPolicies(this, {
+      isolation: props.networkIsolation ?? NetworkIsolation.workersBehindRouter(),
+      instance: name,
+      namespace,
+      workerHttpPorts: [pools.prefill, pools.decode].flatMap(p => (p instanceof ExpertParallelPool ? p.httpPorts : [PORTS.http])),
+      router: { labels: componentLabels(name, 'router'), port: PORTS.router, peerPort: PORTS.routerPeer },
+      inferencePoolGateway: exposure.kind === 'inference-pool' ? { namespace: exposure.existing?.namespace ?? namespace } : undefined,
     });
   }
 

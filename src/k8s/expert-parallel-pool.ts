@@ -8,6 +8,7 @@ import { GatewayExposure, InferencePoolExposureOptions } from './gateway-exposur
 import { KvLoadFailurePolicy } from './kv-load-failure-policy';
 import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
+import { NetworkIsolation } from './network-isolation';
 import { PoolAutoscaling } from './pool-autoscaling';
 import { PoolRole } from './pool-role';
 import { addComputeDomain, claimComputeDomain, needsComputeDomain } from './private/compute-domain';
@@ -17,6 +18,7 @@ import { DRAIN_TPOT, FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_PO
 import { APP_INSTANCE, APP_PART_OF, LWS_WORKER_INDEX, PORTS, componentLabels } from './private/labels';
 import { addLeaderWorkerSet } from './private/leader-worker-set';
 import { ResolvedModel, resolveModel, resolveVllmVersion, strip } from './private/model-inputs';
+import { addDeploymentPolicies } from './private/network-policies';
 import { PoolExtras } from './private/pool-extras';
 import { PoolPlan, PoolPlanInputs, planPool } from './private/pool-plan';
 import { workloadServiceAccount } from './private/service-account';
@@ -453,6 +455,16 @@ export class ExpertParallelPool extends Construct implements IServingPool {
         labels: componentLabels(ctx.instance, 'gateway'),
         poolName: resolved.name,
         targetPorts: this.httpPorts,
+      });
+    }
+    if (hidden[INSTANCE] === undefined) {
+      // Standalone: clients reach the API ports; Ray, torch.distributed and NIXL only the pool's own pods.
+      addDeploymentPolicies(this, {
+        isolation: props.networkIsolation ?? NetworkIsolation.workersBehindRouter(),
+        instance: ctx.instance,
+        namespace,
+        workerHttpPorts: this.httpPorts,
+        inferencePoolGateway: props.inferencePool !== undefined ? { namespace: props.inferencePool.gateway.namespace ?? namespace } : undefined,
       });
     }
   }

@@ -1,4 +1,47 @@
 /**
+ * How a new Gateway's listener terminates TLS.
+ *
+ * A union-like class. `certificateSecret(...)` terminates at the gateway's pods with a certificate from
+ * a `kubernetes.io/tls` Secret (cert-manager writes one); `acmCertificate(...)` terminates at the Network
+ * Load Balancer with an AWS Certificate Manager certificate, so no private key enters the cluster.
+ *
+ * @see https://gateway-api.sigs.k8s.io/guides/tls/
+ * @see https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#ssl-cert
+ */
+export class GatewayTls {
+  /** An HTTPS listener whose certificate and key are in a `kubernetes.io/tls` Secret in the Gateway's namespace. */
+  public static certificateSecret(secretName: string): GatewayTls {
+    if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(secretName)) {
+      throw new Error(`GatewayTls.certificateSecret('${secretName}'): not a Secret name (lowercase letters, digits, '-' and '.')`);
+    }
+    return new GatewayTls('secret', secretName);
+  }
+
+  /**
+   * TLS at the Network Load Balancer with an ACM certificate (`aws-load-balancer-ssl-cert`); the NLB
+   * forwards decrypted traffic to the gateway's plain HTTP listener inside the VPC.
+   * @param certificateArn 'arn:aws:acm:<region>:<account>:certificate/<id>'
+   */
+  public static acmCertificate(certificateArn: string): GatewayTls {
+    if (!/^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[A-Za-z0-9-]+$/.test(certificateArn)) {
+      throw new Error(`GatewayTls.acmCertificate('${certificateArn}'): not an ACM certificate ARN; `
+        + "expected 'arn:aws:acm:<region>:<account>:certificate/<id>' (aws acm list-certificates)");
+    }
+    return new GatewayTls('acm', certificateArn);
+  }
+
+  /** 'secret' or 'acm'. */
+  public readonly kind: string;
+  /** The Secret's name or the certificate's ARN. */
+  public readonly reference: string;
+
+  private constructor(kind: string, reference: string) {
+    this.kind = kind;
+    this.reference = reference;
+  }
+}
+
+/**
  * Options of {@link GatewayExposure.gateway}.
  */
 export interface NewGatewayOptions {
@@ -8,10 +51,15 @@ export interface NewGatewayOptions {
    */
   readonly gatewayClassName?: string;
   /**
-   * HTTP listener port.
-   * @default 80
+   * Listener port.
+   * @default 443 with `tls`, else 80
    */
   readonly port?: number;
+  /**
+   * TLS for the listener. Without it the listener speaks plain HTTP: keep such a gateway internal.
+   * @default - none: plain HTTP (a warning when `loadBalancerScheme` is 'internet-facing')
+   */
+  readonly tls?: GatewayTls;
   /**
    * Host names the route answers for.
    * @default - every host name
@@ -80,7 +128,7 @@ export class GatewayExposure {
 
   /** A new Gateway (Istio by default) and an HTTPRoute from it to the router Service. */
   public static gateway(options?: NewGatewayOptions): GatewayExposure {
-    const port = options?.port ?? 80;
+    const port = options?.port ?? (options?.tls ? 443 : 80);
     if (!(Number.isInteger(port) && port >= 1 && port <= 65535)) {
       throw new Error(`'gateway.port' (${port}) must be a TCP port from 1 to 65535`);
     }

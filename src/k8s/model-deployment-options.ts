@@ -2,6 +2,7 @@ import { ModelArchitecture, Precision } from '../catalog';
 import { KvTransfer } from './kv-transfer';
 import { ModelCache } from './model-cache';
 import { ModelSource } from './model-source';
+import { NetworkIsolation } from './network-isolation';
 import { VllmVersion } from './vllm-version';
 
 /**
@@ -148,4 +149,10 @@ export interface ModelDeploymentOptions {
    * @default - maxContext
    */
   readonly maxOutputTokens?: number;
+  /**
+   * Which pods may connect to the deployment's pods (NetworkPolicies). By default only the deployment's
+   * own pods reach the workers; name your Prometheus in `metricsFrom` if it scrapes them.
+   * @default NetworkIsolation.workersBehindRouter()
+   */
+  readonly networkIsolation?: NetworkIsolation;
 }

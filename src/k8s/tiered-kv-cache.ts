@@ -3,8 +3,10 @@ import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
 import { KvCacheBackend } from './kv-cache-backend';
 import { KvTier } from './kv-tier';
+import { NetworkIsolation } from './network-isolation';
 import { APP_PART_OF, componentLabels } from './private/labels';
 import { strip } from './private/model-inputs';
+import { addKvStorePolicy } from './private/network-policies';
 import { workingSetGib } from './private/worker-pod';
 import { IServingPool, KvCacheAttachment } from './serving-pool';
 
@@ -44,7 +46,12 @@ export interface TieredKvCacheProps {
    * Namespace of the kvstore objects (the pools' namespace: the Redis URL uses it).
    * @default - the chart's namespace
    */
-  readonly namespace?: string;
+  readonly namespace?: string; /**
+   * Which pods may connect to the kvstore (a NetworkPolicy): the library's pods in its namespace, and
+   * `metricsFrom` on the metrics port.
+   * @default NetworkIsolation.workersBehindRouter()
+   */
+  readonly networkIsolation?: NetworkIsolation;
 }
 
 /**
@@ -207,6 +214,14 @@ export class TieredKvCache extends Construct {
             { name: 'metrics', port: KVSTORE_METRICS_PORT, targetPort: k8s.IntOrString.fromString('metrics'), protocol: 'TCP' },
           ],
         },
+      });
+      addKvStorePolicy(this, {
+        isolation: props.networkIsolation ?? NetworkIsolation.workersBehindRouter(),
+        name,
+        namespace,
+        labels,
+        port: KVSTORE_PORT,
+        metricsPort: KVSTORE_METRICS_PORT,
       });
     }
   }

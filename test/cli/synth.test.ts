@@ -113,6 +113,34 @@ describe('disagg synth', () => {
     }
   });
 
+  test('--vpc and --subnets deploy into an existing VPC, the node groups in the first subnet; partial or bad values name the flags', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-synth-vpc-'));
+    try {
+      // GIVEN an existing VPC's private subnets, one per zone
+      const run = await disagg('synth', '--out', dir, '--json', '--vpc', 'vpc-0123456789abcdef0',
+        '--subnets', 'subnet-0bbbbbbbbbbbbbbb2,subnet-0aaaaaaaaaaaaaaa1', '--azs', 'us-east-2b,us-east-2a');
+      expect(run.code).toBe(0);
+      const template = JSON.parse(fs.readFileSync(JSON.parse(run.out).cloudFormation.templateFile, 'utf8'));
+      const resources = Object.values<any>(template.Resources);
+      // THEN no VPC or subnet is created, and both accelerated groups use the first zone's subnet
+      expect(resources.filter((r) => ['AWS::EC2::VPC', 'AWS::EC2::Subnet', 'AWS::EC2::NatGateway'].includes(r.Type))).toEqual([]);
+      const groups = Object.entries<any>(template.Resources).filter(([id, r]) => r.Type === 'AWS::EKS::Nodegroup' && /Prefill|Decode/.test(id));
+      expect(groups.map(([, r]) => r.Properties.Subnets)).toEqual([['subnet-0bbbbbbbbbbbbbbb2'], ['subnet-0bbbbbbbbbbbbbbb2']]);
+      expect(JSON.stringify(resources.find((r) => r.Type === 'AWS::EKS::Cluster')?.Properties.ResourcesVpcConfig.SubnetIds))
+        .toMatch(/subnet-0bbbbbbbbbbbbbbb2.*subnet-0aaaaaaaaaaaaaaa1/);
+      // AND partial or malformed values are usage errors that show the whole form
+      const noZones = await disagg('synth', '--out', dir, '--vpc', 'vpc-0123456789abcdef0', '--subnets', 'subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2');
+      expect(noZones.code).toBe(2);
+      expect(noZones.err).toMatch(/--vpc, --subnets and --azs together \(--azs missing\).*--vpc vpc-/);
+      const count = await disagg('synth', '--out', dir, '--vpc', 'vpc-0123456789abcdef0', '--subnets', 'subnet-0aaaaaaaaaaaaaaa1', '--azs', 'us-east-2a,us-east-2b');
+      expect(count.err).toMatch(/one different private subnet per zone of --azs/);
+      const badVpc = await disagg('synth', '--out', dir, '--vpc', 'default', '--subnets', 'subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2', '--azs', 'us-east-2a,us-east-2b');
+      expect(badVpc.err).toMatch(/--vpc \(default\) must be a VPC id like vpc-0123456789abcdef0/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('a configuration that cannot run is a usage error naming the field and the fix', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-synth-bad-'));
     try {

@@ -56,6 +56,19 @@ describe('disagg synth, default deployment', () => {
     expect(findings.filter((f) => f.rule === RULES.reference).map((f) => f.message).join('\n')).toMatch(/Secret 'inference\/hf-token'/);
   });
 
+  test('on delete, every load balancer is waited for before the controller goes', () => {
+    // GIVEN the template without the cleanup step between the gateway and the controller
+    const cleanup = ids(template, 'Custom::LoadBalancerCleanup');
+    expect(cleanup.length).toBe(1);
+    const without = clone(template);
+    remove(without, cleanup);
+    // THEN the walk names the gateway's manifest and the Istio ingress chart
+    const found = walk(without).filter((f) => f.rule === RULES.loadBalancers);
+    expect(found.length).toBeGreaterThan(0);
+    expect(found.every((f) => f.blocker && /DependencyViolation/.test(f.message))).toBe(true);
+    expect(walk(template).filter((f) => f.rule === RULES.loadBalancers)).toEqual([]);
+  });
+
   test('launches no accelerated instance while the stack is created', () => {
     // THEN every accelerated node group starts at 0 and can grow to the pool's nodes
     const groups = ids(template, 'AWS::EKS::Nodegroup', /Prefill|Decode/).map((id) => template.Resources[id].Properties.ScalingConfig);
@@ -157,9 +170,10 @@ describe('disagg synth, default deployment', () => {
       const t = clone(template);
       const workload = ids(t, 'Custom::AWSCDK-EKS-KubernetesResource', /Workload/)[0];
       t.Resources[workload].DependsOn = t.Resources[workload].DependsOn.filter((d: string) => /Namespace|KubectlReadyBarrier/.test(d));
-      // THEN the Services race the Load Balancer Controller's webhook and the Gateway races its CRDs
+      // THEN the Services race the Load Balancer Controller's webhook, the Gateway races its CRDs, and on
+      // delete nothing waits for the Gateway's NLB
       const rules = new Set(blockers(walk(t)).map((f) => f.rule));
-      expect(rules).toEqual(new Set([RULES.webhook, RULES.crd]));
+      expect(rules).toEqual(new Set([RULES.webhook, RULES.crd, RULES.loadBalancers]));
     });
 
     test('a Secret nobody creates is a blocker; a documented one is a user step', () => {

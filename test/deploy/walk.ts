@@ -23,6 +23,7 @@
  * Each finding names the resource, the rule and the fix. `blocker` findings are deploy or serving failures;
  * the others are what a careful operator would want fixed.
  */
+import { refusedConnections } from './network';
 import { AcceleratedInstanceType, NetworkInterfaceType } from '../../src/catalog';
 import { EFA_HUGEPAGES_MIB_PER_NODE } from '../../src/catalog/private/efa';
 import { admits, BUILT_IN_NAMESPACES, CLUSTER_SCOPED_KINDS, podSecurityOf, podSpecsOf } from '../../src/k8s/private/pod-security';
@@ -67,6 +68,8 @@ export const RULES = {
   modelAccess: 'pods-can-read-their-model',
   imds: 'imds-hop-limit',
   endpoints: 'vpc-endpoints',
+  policies: 'network-policy-admits-serving',
+  loadBalancers: 'load-balancers-released-on-delete',
   manifest: 'manifest-readable',
 } as const;
 
@@ -170,6 +173,8 @@ class Walk {
     this.checkAccess();
     this.checkModelAccess();
     this.checkNetwork();
+    this.checkPolicies();
+    this.checkLoadBalancerTeardown();
     return [...this.findings].sort((a, b) => Number(b.blocker) - Number(a.blocker));
   }
 
@@ -596,6 +601,47 @@ class Walk {
               + 'and IMDS (one hop) cannot tell a pod its Region: the SDK refuses to sign. Fix: set AWS_REGION (InferenceCluster.addWorkload does).');
           }
         }
+      }
+    }
+  }
+
+  /** Every connection the workloads open to serve is admitted by the NetworkPolicies (a wrong policy fails silently). */
+  private checkPolicies(): void {
+    const objects = this.objects.map((o) => o.object);
+    for (const c of refusedConnections(objects)) {
+      const resource = this.objects.find((o) => c.isolatedBy.includes(o.object.metadata?.name) && o.object.kind === 'NetworkPolicy')?.resource ?? '';
+      this.add(`${resource} ${c.to.owner}`.trim(), RULES.policies, true,
+        `${c.from.owner} cannot reach ${c.to.owner} on port ${c.port} (${c.purpose}): NetworkPolicy ${c.isolatedBy.join(', ')} selects it and no `
+        + 'rule admits that source and port, so requests time out once the CNI enforces the policy. Fix: admit the deployment\'s own pods '
+        + '(NetworkIsolation.workersBehindRouter does), or name the source in metricsFrom.');
+    }
+  }
+
+  /**
+   * On delete, CloudFormation removes a resource before what it depends on. A Gateway's or a LoadBalancer
+   * Service's NLB is removed by the Load Balancer Controller after the object is gone (for a Gateway, after
+   * Istio's Service is garbage-collected in the background), so something must wait for it between the
+   * object and the controller, or the NLB's interfaces outlive the cluster and block the VPC's deletion.
+   */
+  private checkLoadBalancerTeardown(): void {
+    const controller = this.helmCharts().find((c) => /aws-load-balancer-controller/.test(String(c.props.Chart)));
+    if (!controller) return;
+    const cleanups = Object.entries<any>(this.resources).filter(([id, r]) => r.Type === 'Custom::LoadBalancerCleanup'
+      && this.ancestors(id).has(controller.id)).map(([id]) => id);
+    const guarded = (id: string) => cleanups.some((c) => this.ancestors(id).has(c));
+    const makesLoadBalancer = (o: any) => (o.kind === 'Gateway' && o.apiVersion?.startsWith('gateway.networking.k8s.io'))
+      || (o.kind === 'Service' && o.spec?.type === 'LoadBalancer');
+    const owners = new Set<string>();
+    for (const o of this.objects) if (makesLoadBalancer(o.object)) owners.add(o.resource);
+    for (const chart of this.helmCharts()) {
+      if (JSON.stringify(chart.props.Values ?? '').includes('LoadBalancer')) owners.add(chart.id);
+    }
+    for (const id of owners) {
+      if (!guarded(id)) {
+        this.add(id, RULES.loadBalancers, true, 'on stack deletion or rollback this resource goes before the Load Balancer Controller, and '
+          + 'nothing waits for the NLB the controller made for it: the controller can be uninstalled first, the NLB stays, and its network '
+          + 'interfaces and security groups block the VPC\'s deletion (DependencyViolation) after the cluster is gone. Fix: depend on a '
+          + 'cleanup step that depends on the controller (InferenceCluster adds Custom::LoadBalancerCleanup and orders workloads after it).');
       }
     }
   }

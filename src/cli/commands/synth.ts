@@ -42,6 +42,11 @@ Options:
   --azs ZONE,ZONE[,...]    Availability Zones of the new VPC; both node groups go into the first, which
                            must offer the instance type (\`disagg preflight\` lists the zones that do)
                            (default: two zones CloudFormation picks, the groups in the first)
+  --vpc ID --subnets SUBNET,SUBNET[,...]
+                           deploy into an existing VPC instead of a new one: its private subnets with a
+                           route to a NAT gateway, in the order of --azs (required with them, one zone per
+                           subnet); the node groups go into the first subnet's zone. The VPC keeps its own
+                           endpoints: without S3, ECR, STS and Logs endpoints, pulls cross the NAT gateway
   --capacity-reservation ID  launch both pools into this On-Demand Capacity Reservation (cr-...)
   --capacity-block ID      launch both pools into this Capacity Block for ML (cr-...)
   --admin-role-arn ARN     an IAM role that gets cluster-admin (repeatable; the CDK deploy role always does)
@@ -111,7 +116,7 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
   io.out(`  wrote ${rel(result.manifestFile)}  (${result.manifests.length} Kubernetes objects, for an existing cluster)`);
   io.out('');
   io.out('CloudFormation resources by type');
-  io.out(renderTable(['type', 'count'], topCounts(resourceTypes, 12), [false, true]).join('\n'));
+  io.out(renderTable(['type', 'count'], topCounts(resourceTypes, 16), [false, true]).join('\n'));
   io.out('');
   io.out('Kubernetes objects by kind');
   io.out(renderTable(['kind', 'count'], topCounts(kinds, 20), [false, true]).join('\n'));
@@ -212,6 +217,8 @@ interface SynthValues {
   'prefill-replicas'?: string;
   'decode-replicas'?: string;
   'azs'?: string;
+  'vpc'?: string;
+  'subnets'?: string;
   'capacity-reservation'?: string;
   'capacity-block'?: string;
   'admin-role-arn'?: string[];
@@ -226,6 +233,8 @@ function parseSynthOptions(argv: string[]): SynthValues {
     'prefill-replicas': { type: 'string' },
     'decode-replicas': { type: 'string' },
     'azs': { type: 'string' },
+    'vpc': { type: 'string' },
+    'subnets': { type: 'string' },
     'capacity-reservation': { type: 'string' },
     'capacity-block': { type: 'string' },
     'admin-role-arn': { type: 'string', multiple: true },
@@ -261,6 +270,7 @@ function specFrom(values: SynthValues): DeploymentSpec {
     prefillReplicas: positiveInt('prefill-replicas', values['prefill-replicas'], base.prefillReplicas),
     decodeReplicas: positiveInt('decode-replicas', values['decode-replicas'], base.decodeReplicas),
     availabilityZones: zonesFrom(values.azs),
+    existingVpc: vpcFrom(values),
     reservation: reservationFrom(values),
     adminRoleArns: rolesFrom(values['admin-role-arn']),
   };
@@ -275,6 +285,30 @@ function zonesFrom(value: string | undefined): string[] | undefined {
       + 'e.g. --azs us-east-2b,us-east-2a (`disagg preflight` lists the zones that offer the instance type)');
   }
   return zones;
+}
+
+function vpcFrom(values: SynthValues): DeploymentSpec['existingVpc'] {
+  const { vpc, subnets, azs } = values;
+  if (vpc === undefined && subnets === undefined) return undefined;
+  const example = '--vpc vpc-0123456789abcdef0 --subnets subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2 --azs us-east-2a,us-east-2b';
+  if (vpc === undefined || subnets === undefined || azs === undefined) {
+    const missing = [vpc === undefined ? '--vpc' : '', subnets === undefined ? '--subnets' : '', azs === undefined ? '--azs' : ''].filter((f) => f).join(' and ');
+    throw new UsageError(`an existing VPC needs --vpc, --subnets and --azs together (${missing} missing): the stack must know each subnet's zone `
+      + `without an AWS lookup, e.g. ${example} (aws ec2 describe-subnets --filters Name=vpc-id,Values=<vpc> lists them)`);
+  }
+  if (!/^vpc-[0-9a-f]{8,17}$/.test(vpc)) {
+    throw new UsageError(`--vpc (${vpc}) must be a VPC id like vpc-0123456789abcdef0 (aws ec2 describe-vpcs lists yours)`);
+  }
+  const ids = subnets.split(',').map((x) => x.trim()).filter((x) => x !== '');
+  const bad = ids.find((x) => !/^subnet-[0-9a-f]{8,17}$/.test(x));
+  if (bad !== undefined) {
+    throw new UsageError(`--subnets (${subnets}): '${bad}' is not a subnet id like subnet-0123456789abcdef0`);
+  }
+  const zones = zonesFrom(azs)!;
+  if (ids.length !== zones.length || new Set(ids).size !== ids.length) {
+    throw new UsageError(`--subnets (${subnets}) must list one different private subnet per zone of --azs (${azs}), in the same order, e.g. ${example}`);
+  }
+  return { vpcId: vpc, privateSubnetIds: ids };
 }
 
 function reservationFrom(values: SynthValues): DeploymentSpec['reservation'] {

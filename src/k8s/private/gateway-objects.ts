@@ -1,11 +1,14 @@
 import { Construct } from 'constructs';
 import {
-  Gateway, GatewaySpecListenersAllowedRoutesNamespacesFrom, HttpRoute, HttpRouteSpecParentRefs, HttpRouteSpecRulesBackendRefs,
-  HttpRouteSpecRulesMatchesPathType,
+  Gateway, GatewaySpecListenersAllowedRoutesNamespacesFrom, GatewaySpecListenersTlsMode, HttpRoute, HttpRouteSpecParentRefs,
+  HttpRouteSpecRulesBackendRefs, HttpRouteSpecRulesMatchesPathType,
 } from '../../imports/gateway.networking.k8s.io';
 import { InferencePool, InferencePoolSpecEndpointPickerRefFailureMode } from '../../imports/inference.networking.k8s.io';
 import { GatewayExposure } from '../gateway-exposure';
 import { strip } from './model-inputs';
+
+/** The new Gateway's one listener ('http' whatever its protocol, so that routes keep their sectionName). */
+const LISTENER = 'http';
 
 /** Inputs of {@link addGatewayObjects} (internal). */
 export interface GatewayObjectsInputs {
@@ -34,6 +37,14 @@ export function addGatewayObjects(scope: Construct, inputs: GatewayObjectsInputs
   let parentRef: HttpRouteSpecParentRefs;
   if (exposure.kind === 'gateway') {
     const g = exposure.newGateway!;
+    const port = g.port ?? 80;
+    // ACM: the NLB holds the certificate and speaks TLS on the listener's port; the gateway stays HTTP.
+    const acm: Record<string, string> = g.tls?.kind === 'acm' ? {
+      'service.beta.kubernetes.io/aws-load-balancer-ssl-cert': g.tls.reference,
+      'service.beta.kubernetes.io/aws-load-balancer-ssl-ports': String(port),
+      'service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy': 'ELBSecurityPolicy-TLS13-1-2-2021-06',
+    } : {};
+    const secret = g.tls?.kind === 'secret' ? g.tls.reference : undefined;
     new Gateway(scope, 'Gateway', {
       metadata: metadata(name),
       spec: {
@@ -44,17 +55,24 @@ export function addGatewayObjects(scope: Construct, inputs: GatewayObjectsInputs
             'service.beta.kubernetes.io/aws-load-balancer-type': 'external',
             'service.beta.kubernetes.io/aws-load-balancer-nlb-target-type': 'ip',
             'service.beta.kubernetes.io/aws-load-balancer-scheme': g.loadBalancerScheme ?? 'internal',
+            ...acm,
           },
         },
         listeners: [{
-          name: 'http',
-          protocol: 'HTTP',
-          port: g.port ?? 80,
+          name: LISTENER,
+          protocol: secret ? 'HTTPS' : 'HTTP',
+          port,
+          ...(secret ? {
+            tls: {
+              mode: GatewaySpecListenersTlsMode.TERMINATE,
+              certificateRefs: [{ group: '', kind: 'Secret', name: secret }],
+            },
+          } : {}),
           allowedRoutes: { namespaces: { from: GatewaySpecListenersAllowedRoutesNamespacesFrom.SAME } },
         }],
       },
     });
-    parentRef = { group: 'gateway.networking.k8s.io', kind: 'Gateway', name, sectionName: 'http' };
+    parentRef = { group: 'gateway.networking.k8s.io', kind: 'Gateway', name, sectionName: LISTENER };
   } else {
     const e = exposure.existing!;
     parentRef = { group: 'gateway.networking.k8s.io', kind: 'Gateway', name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) };

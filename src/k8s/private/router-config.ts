@@ -16,6 +16,9 @@ export type RouterSection = Pick<EngineRouterSection, 'listenPort' | 'servedMode
 /** Where the router's pod mounts the served model's tokenizer files (RouterTokenizer). */
 export const ROUTER_TOKENIZER_DIR = '/var/lib/disagg/tokenizer';
 
+/** Where the router's API-key Secret is mounted (a directory, so that the kubelet's updates reach it). */
+export const ROUTER_API_KEYS_DIR = '/etc/disagg/api-keys';
+
 /**
  * The keys of a `pools[]` entry the router reads. The schema's sizing keys (replicas, tensorParallel,
  * KV tokens, ...) belong to the simulator's pools and are never written for the router.
@@ -110,6 +113,11 @@ export interface RouterConfigInputs {
    * @default - none (one router, or no sharing)
    */
   readonly peersHost?: string;
+  /**
+   * The router's pod has its API keys in this file (a mounted Secret): clients must present one.
+   * @default - no keys asked for
+   */
+  readonly apiKeysFile?: string;
 }
 
 /**
@@ -126,6 +134,7 @@ export function planRouter(inputs: RouterConfigInputs): RouterPlan {
       ...(inputs.peersHost !== undefined ? { peerPort: PORTS.routerPeer, peers: { host: inputs.peersHost, port: PORTS.routerPeer } } : {}),
       ...(inputs.tokenizer ? { tokenizer: ROUTER_TOKENIZER_DIR } : {}),
       ...(inputs.queueTimeoutSeconds !== undefined ? { queueTimeoutSeconds: inputs.queueTimeoutSeconds } : {}),
+      ...(inputs.apiKeysFile !== undefined ? { apiKeys: { file: inputs.apiKeysFile } } : {}),
     },
     policy: {
       name: policyName(inputs.policy),

@@ -1,10 +1,11 @@
 import { createHash } from 'crypto';
 import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
+import { ApiKeySecret } from '../api-key-secret';
 import { ModelSource } from '../model-source';
 import { RouterTokenizer } from '../router-tokenizer';
 import { APP_PART_OF, PORTS } from './labels';
-import { ROUTER_TOKENIZER_DIR, RouterConfigFile } from './router-config';
+import { ROUTER_API_KEYS_DIR, ROUTER_TOKENIZER_DIR, RouterConfigFile } from './router-config';
 import { workloadServiceAccount } from './service-account';
 
 /** Inputs of a {@link Router} (internal). */
@@ -33,6 +34,11 @@ export interface RouterInputs {
    * @default - none
    */
   readonly tokenizer?: { readonly from: RouterTokenizer; readonly modelSource: ModelSource };
+  /**
+   * The Secret of the API keys, mounted at ROUTER_API_KEYS_DIR as the file `keys`.
+   * @default - none
+   */
+  readonly apiKeys?: ApiKeySecret;
 }
 
 /** Where the ConfigMap is mounted in the router container. */
@@ -110,7 +116,11 @@ export class Router extends Construct {
       },
       readinessProbe: health(5, 3),
       livenessProbe: health(15, 4, 5),
-      volumeMounts: [{ name: 'config', mountPath: CONFIG_DIR, readOnly: true }, ...tokenizer.mounts],
+      volumeMounts: [
+        { name: 'config', mountPath: CONFIG_DIR, readOnly: true },
+        ...tokenizer.mounts,
+        ...(inputs.apiKeys ? [{ name: 'api-keys', mountPath: ROUTER_API_KEYS_DIR, readOnly: true }] : []),
+      ],
       securityContext,
     };
     new k8s.KubeDeployment(this, 'Deployment', {
@@ -138,7 +148,15 @@ export class Router extends Construct {
             },
             ...(tokenizer.init.length > 0 ? { initContainers: tokenizer.init } : {}),
             containers: [container],
-            volumes: [{ name: 'config', configMap: { name: configName } }, ...tokenizer.volumes],
+            volumes: [
+              { name: 'config', configMap: { name: configName } },
+              ...tokenizer.volumes,
+              // Not a subPath mount: the kubelet's updates (key rotation) reach a directory mount only.
+              ...(inputs.apiKeys ? [{
+                name: 'api-keys',
+                secret: { secretName: inputs.apiKeys.name, items: [{ key: inputs.apiKeys.key ?? 'keys', path: 'keys' }] },
+              }] : []),
+            ],
           },
         },
       },
