@@ -18,7 +18,11 @@ export class AllToAllBackend {
    */
   public static readonly ALLGATHER_REDUCESCATTER = new AllToAllBackend('allgather_reducescatter', false);
 
-  /** Broadcast-based exchange; a slow fallback for debugging. */
+  /**
+   * Broadcast-based exchange; a slow fallback for debugging.
+   * @deprecated vLLM removed it (PR #33728): releases since early 2026 log that and run
+   * `allgather_reducescatter` instead. Use ALLGATHER_REDUCESCATTER.
+   */
   public static readonly NAIVE = new AllToAllBackend('naive', false);
 
   /** DeepEP's high-throughput kernels (prefill). Needs GPU-initiated RDMA (InfiniBand/RoCE with IBGDA) across nodes. */

@@ -165,7 +165,7 @@ describe('ExpertParallelPool', () => {
     const c = container(find(manifests, 'LeaderWorkerSet'), 'leaderTemplate');
     // THEN
     expect(JSON.parse(flag(c.args, '--kv-transfer-config')!)).toEqual({
-      kv_connector: 'NixlConnector', kv_role: 'kv_both', kv_connector_extra_config: { backends: ['LIBFABRIC'] },
+      kv_connector: 'NixlConnector', kv_role: 'kv_producer', kv_connector_extra_config: { backends: ['LIBFABRIC'], kv_lease_duration: 300 },
     });
     expect(env(c, 'VLLM_HTTP_TIMEOUT_KEEP_ALIVE').value).toBe('120');
   });

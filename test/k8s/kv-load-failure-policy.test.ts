@@ -22,8 +22,8 @@ describe('kv_load_failure_policy of the decode pool', () => {
     const { manifests } = synthInference(defaultProps({ kvLoadFailurePolicy: KvLoadFailurePolicy.RECOMPUTE }));
     expect(transferConfig(manifests, '-decode')).toEqual({
       kv_connector: 'NixlConnector',
-      kv_role: 'kv_both',
-      kv_connector_extra_config: { backends: ['LIBFABRIC'] },
+      kv_role: 'kv_consumer',
+      kv_connector_extra_config: { backends: ['LIBFABRIC'], kv_lease_duration: 300 },
       kv_load_failure_policy: 'recompute',
     });
   });

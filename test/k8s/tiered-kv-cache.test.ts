@@ -15,7 +15,7 @@ describe('TieredKvCache', () => {
       kv_role: 'kv_both',
       kv_connector_extra_config: {
         connectors: [
-          { kv_connector: 'NixlConnector', kv_role: 'kv_both', kv_connector_extra_config: { backends: ['LIBFABRIC'] } },
+          { kv_connector: 'NixlConnector', kv_role: 'kv_consumer', kv_connector_extra_config: { backends: ['LIBFABRIC'], kv_lease_duration: 300 } },
           { kv_connector: 'LMCacheConnectorV1', kv_role: 'kv_both' },
         ],
       },

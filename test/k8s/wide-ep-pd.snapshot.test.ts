@@ -154,12 +154,12 @@ describe.each(WIDE_EP_PD_INSTANCE_TYPES.map(t => [t.name, t] as const))('wide-EP
       const decode = JSON.parse(flag(container(lwsOf(manifests, '-decode'), template).args, '--kv-transfer-config')!);
       expect(decode).toEqual({
         kv_connector: 'NixlConnector',
-        kv_role: 'kv_both',
-        kv_connector_extra_config: { backends: ['LIBFABRIC'] },
+        kv_role: 'kv_consumer',
+        kv_connector_extra_config: { backends: ['LIBFABRIC'], kv_lease_duration: 300 },
         kv_load_failure_policy: 'fail',
       });
       const prefill = JSON.parse(flag(container(lwsOf(manifests, '-prefill'), 'leaderTemplate').args, '--kv-transfer-config')!);
-      expect(prefill.kv_connector_extra_config).toEqual({ backends: ['LIBFABRIC'] });
+      expect(prefill.kv_connector_extra_config).toEqual({ backends: ['LIBFABRIC'], kv_lease_duration: 300 });
       expect(prefill).not.toHaveProperty('kv_load_failure_policy');
     }
     expect(inference.nixlBackend).toBe('LIBFABRIC');

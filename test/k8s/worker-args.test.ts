@@ -1,3 +1,5 @@
+import * as fs from 'fs';
+import * as path from 'path';
 import { container, defaultProps, find, flag, synthInference } from './util';
 import { AcceleratedInstanceType, ModelSource, Precision, VllmVersion } from '../../src';
 
@@ -29,7 +31,7 @@ describe('vLLM arguments of the workers', () => {
     const args: string[] = container(find(manifests, 'Deployment', '-prefill')).args;
     // THEN NIXL uses LIBFABRIC, and KV events publish on ZMQ with a per-pod topic
     expect(JSON.parse(flag(args, '--kv-transfer-config')!)).toEqual({
-      kv_connector: 'NixlConnector', kv_role: 'kv_both', kv_connector_extra_config: { backends: ['LIBFABRIC'] },
+      kv_connector: 'NixlConnector', kv_role: 'kv_producer', kv_connector_extra_config: { backends: ['LIBFABRIC'], kv_lease_duration: 300 },
     });
     expect(JSON.parse(flag(args, '--kv-events-config')!)).toEqual({
       enable_kv_cache_events: true,
@@ -103,7 +105,7 @@ describe('vLLM arguments of the workers', () => {
   });
 
   test('the KV role follows the vLLM release: per pool since 0.22.1, kv_both before', () => {
-    // GIVEN the release named, read from the image tag, or neither (the bundled image's, 0.19.1)
+    // GIVEN the release named, read from the image tag, or neither (the bundled image's, 0.31.0)
     const roles = (props: Record<string, unknown>) => {
       const { manifests } = synthInference(defaultProps(props));
       return ['-prefill', '-decode'].map((p) => JSON.parse(flag(container(find(manifests, 'Deployment', p)).args, '--kv-transfer-config')!).kv_role);
@@ -113,12 +115,26 @@ describe('vLLM arguments of the workers', () => {
     expect(roles({ image: 'vllm/vllm-openai:v0.26.0' })).toEqual(['kv_producer', 'kv_consumer']);
     expect(roles({ image: 'public.ecr.aws/deep-learning-containers/vllm:0.22.1-gpu-py312-cu129-ubuntu22.04-ec2' })).toEqual(['kv_producer', 'kv_consumer']);
     expect(roles({ image: 'public.ecr.aws/deep-learning-containers/vllm:0.22.0-gpu-py312-cu129-ubuntu22.04-ec2' })).toEqual(['kv_both', 'kv_both']);
-    expect(roles({})).toEqual(['kv_both', 'kv_both']);
+    expect(roles({})).toEqual(['kv_producer', 'kv_consumer']);
+    expect(roles({ vllmVersion: VllmVersion.V0_19_1 })).toEqual(['kv_both', 'kv_both']);
     // AND the decode side keeps its load-failure policy with its role
     const { manifests } = synthInference(defaultProps({ vllmVersion: VllmVersion.of('0.28.0') }));
     expect(JSON.parse(flag(container(find(manifests, 'Deployment', '-decode')).args, '--kv-transfer-config')!)).toEqual({
-      kv_connector: 'NixlConnector', kv_role: 'kv_consumer', kv_connector_extra_config: { backends: ['LIBFABRIC'] }, kv_load_failure_policy: 'fail',
+      kv_connector: 'NixlConnector',
+      kv_role: 'kv_consumer',
+      // The lease prefill holds unread blocks for (vLLM's 30 s default let decode read freed blocks).
+      kv_connector_extra_config: { backends: ['LIBFABRIC'], kv_lease_duration: 300 },
+      kv_load_failure_policy: 'fail',
     });
+  });
+
+  test('the bundled release is the one the worker image is built on, on both architectures', () => {
+    // GIVEN the runtime bases of images/engine/Dockerfile
+    const dockerfile = fs.readFileSync(path.join(__dirname, '..', '..', 'images', 'engine', 'Dockerfile'), 'utf8');
+    const bases = [...dockerfile.matchAll(/^FROM (\S+) AS runtime-(amd64|arm64)$/gm)].map((m) => m[1]);
+    // THEN each names VllmVersion.BUNDLED
+    expect(bases.length).toBe(2);
+    expect(bases.map((b) => VllmVersion.fromImage(b)?.version)).toEqual([VllmVersion.BUNDLED.version, VllmVersion.BUNDLED.version]);
   });
 
   test('a vLLM release is read from what image tags say, and a bad one is an error that shows the form', () => {
@@ -127,6 +143,9 @@ describe('vLLM arguments of the workers', () => {
     expect(VllmVersion.fromImage('public.ecr.aws/deep-learning-containers/vllm:0.28.0-gpu-py312-cu130-ubuntu24.04-ec2')?.version).toBe('0.28.0');
     expect(VllmVersion.fromImage('registry:5000/vllm:0.27.1rc1@sha256:0123abcd')?.version).toBe('0.27.1');
     expect(VllmVersion.fromImage('registry.example.com/disagg/engine:latest')).toBeUndefined();
+    // The library's own engine image carries the library's version, not vLLM's.
+    expect(VllmVersion.fromImage('registry.example.com/disagg/engine:0.1.0')).toBeUndefined();
+    expect(VllmVersion.fromImage('public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.21.0.1.0.0-neuronx-py313-sdk2.31.0-ubuntu24.04')).toBeUndefined();
     expect(VllmVersion.fromImage('registry:5000/vllm')).toBeUndefined();
     expect(VllmVersion.of('v0.26.1').atLeast(VllmVersion.V0_26_0)).toBe(true);
     expect(VllmVersion.V0_19_1.atLeast(VllmVersion.V0_26_0)).toBe(false);

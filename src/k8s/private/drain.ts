@@ -20,10 +20,18 @@ export const DRAIN_MARGIN_SECONDS = 15;
 /** The shortest grace period (Kubernetes' default is 30 s). */
 export const MIN_GRACE_SECONDS = 30;
 /**
- * How long a prefill worker holds a finished prompt's KV blocks for the decode pod to read: vLLM's
- * `VLLM_NIXL_ABORT_REQUEST_TIMEOUT` (default 480 s, vllm/envs.py), after which it frees them unread.
+ * The lease NixlConnector pools give a finished prompt's KV blocks (`kv_connector_extra_config.kv_lease_duration`,
+ * vLLM PR #41383): the decode side renews it while it waits to read them, and prefill frees them when it
+ * runs out. vLLM's 30 s default let decode pods read freed blocks under load (aws-samples/aws-do-eks#84,
+ * 8 of 42 requests answered from overwritten blocks with HTTP 200), so the pools set 300 s.
  */
-export const NIXL_KV_HOLD_SECONDS = 480;
+export const NIXL_KV_LEASE_SECONDS = 300;
+/**
+ * How long a prefill worker may hold a finished prompt's KV blocks for the decode pod to read: the lease
+ * above on current vLLM, `VLLM_NIXL_ABORT_REQUEST_TIMEOUT` (480 s) on releases before the lease; the
+ * longer of the two, since the drain does not know which one a user's image runs.
+ */
+export const NIXL_KV_HOLD_SECONDS = Math.max(480, NIXL_KV_LEASE_SECONDS);
 /** The TPOT a grace period assumes without an SLO: the router's default (issue 24 contract, section 2). */
 export const DEFAULT_DRAIN_TPOT_SECONDS = 0.1;
 /** The engine binary in the worker images (images/engine, images/engine-neuron: /usr/local/bin). */

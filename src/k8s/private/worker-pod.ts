@@ -3,7 +3,7 @@ import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../cat
 import { ModelCache } from '../model-cache';
 import { ModelSource } from '../model-source';
 import { VllmVersion } from '../vllm-version';
-import { DEFAULT_DRAIN_TPOT_SECONDS, DrainPlan, drainPlan, preStopHook } from './drain';
+import { DEFAULT_DRAIN_TPOT_SECONDS, DrainPlan, NIXL_KV_LEASE_SECONDS, drainPlan, preStopHook } from './drain';
 import { APP_COMPONENT, APP_INSTANCE, HOSTNAME, LWS_WORKER_INDEX, NODE_INSTANCE_TYPE, NODE_POOL_ROLE, PORTS, TOPOLOGY_ZONE } from './labels';
 import { neuronKvTransferConfig } from './neuron';
 import { PoolExtras } from './pool-extras';
@@ -151,7 +151,8 @@ export function kvTransferConfig(backend: string, version: VllmVersion, role: st
   return {
     kv_connector: 'NixlConnector',
     kv_role: perPool ? (role === 'prefill' ? 'kv_producer' : 'kv_consumer') : 'kv_both',
-    kv_connector_extra_config: { backends: [backend] },
+    // Older releases ignore the lease key (the extra config is free-form); newer ones default to 30 s.
+    kv_connector_extra_config: { backends: [backend], kv_lease_duration: NIXL_KV_LEASE_SECONDS },
     ...(kvLoadFailurePolicy !== undefined ? { kv_load_failure_policy: kvLoadFailurePolicy } : {}),
   };
 }
