@@ -197,6 +197,87 @@ export class Accelerator {
   });
 
   /**
+   * NVIDIA A10G 24 GB GDDR6 (g5), the A10 variant built for AWS: the A10's memory (600 GB/s) and PCIe Gen4
+   * x16 (64 GB/s both directions, 32 one direction; no NVLink), no FP8. It trades tensor throughput for
+   * CUDA-core throughput: 70 TFLOP/s FP16 / BF16 tensor and 35 FP32 against the A10's 125 and 31.2, and
+   * runs at 300 W against the A10's 150. NVIDIA publishes no A10G datasheet; the 70 and 35 are AWS's A10G
+   * datasheet as public spec tables quote it (not read first-hand here), taken as the dense BF16 rate.
+   * INT8 at twice that (Ampere's tensor-core ratio, as on the A10) is derived, not published.
+   * @see https://d1.awsstatic.com/product-marketing/ec2/NVIDIA_AWS_A10G_DataSheet_FINAL_02_17_2022.pdf
+   * @see https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/
+   */
+  public static readonly A10G = new Accelerator({
+    name: 'A10G',
+    vendor: AcceleratorVendor.NVIDIA,
+    memoryGib: 22.35, // EC2 g5 (Karpenter instance-types reference): 22,888 MiB per GPU = 24 GB
+    hbmBandwidthGBps: 600,
+    peakTflopsBf16: 70,
+    peakTopsInt8: 140,
+    interconnectGBps: 32,
+    interconnect: 'PCIe Gen4',
+  });
+
+  /**
+   * NVIDIA A10 24 GB GDDR6 (PCIe, 150 W; not an EC2 GPU: the Mooncake team's A10 testbed): 600 GB/s,
+   * dense BF16 / FP16 125 TFLOP/s and INT8 250 TOPS (the datasheet's 250 / 500 are with sparsity), no FP8,
+   * PCIe Gen4 x16 (32 GB/s one direction), no NVLink. The same GA102 chip and memory as the A10G, at the
+   * full tensor rate: 72 SMs x 1,024 dense FLOP per SM and clock x 1.695 GHz = 125 TFLOP/s.
+   * @see https://www.nvidia.com/en-us/data-center/products/a10-gpu/
+   */
+  public static readonly A10 = new Accelerator({
+    name: 'A10',
+    vendor: AcceleratorVendor.NVIDIA,
+    memoryGib: 22.35, // 24 GB, as the A10G
+    hbmBandwidthGBps: 600,
+    peakTflopsBf16: 125,
+    peakTopsInt8: 250,
+    interconnectGBps: 32,
+    interconnect: 'PCIe Gen4',
+  });
+
+  /**
+   * NVIDIA H800 SXM5 80 GB (not an EC2 GPU: DeepSeek's and the Mooncake team's clusters): the H100 SXM
+   * with NVLink cut to 400 GB/s per GPU both directions (200 one direction, against the H100's 450) and
+   * FP64 cut to 1 TFLOP/s; memory (80 GB HBM3, 3.35 TB/s) and the dense BF16 / FP8 rates (989 / 1,979)
+   * are the H100's. No NVIDIA datasheet for it was found in the sources searched; these are the figures
+   * DeepSeek's description of its H800 cluster and public spec tables agree on. DeepSeek measured about
+   * 160 GB/s of usable NVLink bandwidth (arXiv 2412.19437, section 3.2.2).
+   * @see https://arxiv.org/abs/2505.09343
+   */
+  public static readonly H800 = new Accelerator({
+    name: 'H800',
+    vendor: AcceleratorVendor.NVIDIA,
+    memoryGib: 80, // 80 GB HBM3, counted as EC2 counts the H100's (81,920 MiB)
+    hbmBandwidthGBps: 3350,
+    peakTflopsBf16: 989,
+    peakTflopsFp8: 1979,
+    peakTopsInt8: 1979,
+    interconnectGBps: 200,
+    interconnect: 'NVLink4',
+    decodeMemoryEfficiency: 0.85, // the H100's (same die, memory and kernels), not measured on an H800
+  });
+
+  /**
+   * NVIDIA H20 96 GB HBM3 (not an EC2 GPU; the Hopper part NVIDIA cut down for export): 4.0 TB/s, dense
+   * BF16 148 TFLOP/s, FP8 / INT8 296 (about 15% of the H100's), NVLink4 900 GB/s both directions (450 one
+   * direction). NVIDIA publishes no H20 datasheet; these are the figures public spec tables agree on. The
+   * 141 GB HBM3e H20 (H20-3e, the Mooncake SGLang transfer measurement) is not catalogued: its memory
+   * bandwidth is not published; describe it with `Accelerator.of({...})` where it matters.
+   * @see https://willitrunai.com/es/gpus/h20-96gb
+   */
+  public static readonly H20 = new Accelerator({
+    name: 'H20',
+    vendor: AcceleratorVendor.NVIDIA,
+    memoryGib: 96, // the quoted 96 GB, read as the H100's 80 is (EC2: 81,920 MiB)
+    hbmBandwidthGBps: 4000,
+    peakTflopsBf16: 148,
+    peakTflopsFp8: 296,
+    peakTopsInt8: 296,
+    interconnectGBps: 450,
+    interconnect: 'NVLink4',
+  });
+
+  /**
    * AWS Trainium (trn1): 32 GiB HBM, 820 GB/s, 190 TFLOP/s BF16 / FP16 / cFP8, 380 TOPS INT8.
    * NeuronLink-v2: 384 GB/s per chip (Neuron docs' Trainium2 comparison table); taken as both directions
    * summed, as NVIDIA quotes NVLink, so 192 one direction.
@@ -232,13 +313,22 @@ export class Accelerator {
   });
 
   /**
-   * Every catalogued accelerator.
+   * Every catalogued accelerator that an EC2 instance type carries: what the sizing may suggest moving to.
    */
   public static all(): Accelerator[] {
     return [
       Accelerator.A100_40GB, Accelerator.A100_80GB, Accelerator.H100, Accelerator.H200, Accelerator.B200, Accelerator.GB200,
-      Accelerator.L40S, Accelerator.TRAINIUM, Accelerator.TRAINIUM2,
+      Accelerator.L40S, Accelerator.A10G, Accelerator.TRAINIUM, Accelerator.TRAINIUM2,
     ];
+  }
+
+  /**
+   * The catalogued accelerators that no EC2 instance type carries (A10, H800, H20): the GPUs of published
+   * prefill/decode measurements, for the sizing and the simulator on an `AcceleratedInstanceType.server({...})`.
+   * Kept out of `all()`, so that nothing suggests a device AWS does not sell.
+   */
+  public static outsideEc2(): Accelerator[] {
+    return [Accelerator.A10, Accelerator.H800, Accelerator.H20];
   }
 
   /**

@@ -140,6 +140,48 @@ const ALL_PURCHASE_OPTIONS = [
 ];
 
 /**
+ * A server of accelerators outside EC2 (the testbed of a published measurement), as
+ * {@link AcceleratedInstanceType.server} takes it: the simulator and the sizing need the devices, how
+ * many share one scale-up domain, and the network between servers.
+ */
+export interface AcceleratorServerProps {
+  /** The accelerator device; its `interconnect` is the scale-up link inside the server. */
+  readonly accelerator: Accelerator;
+  /** Accelerators in one server, all on one scale-up link (NVLink / NVSwitch, or PCIe). */
+  readonly acceleratorCount: number;
+  /**
+   * Network between servers, all NICs of one server together, Gbit/s: the fabric that carries KV
+   * transfers from prefill to decode servers (e.g. 8 x 200 Gbit/s RoCE = 1600).
+   */
+  readonly networkBandwidthGbps: number;
+  /**
+   * A name for plans and reports, `family.size` in lower case.
+   * @default - '<accelerator>-server.<count>x', e.g. 'h800-server.8x'
+   */
+  readonly name?: string;
+  /**
+   * vCPUs per server. Only pod sizing reads it, not the simulator.
+   * @default - 16 per accelerator
+   */
+  readonly vcpus?: number;
+  /**
+   * Host memory, GiB. Only pod sizing and host KV tiers read it, not the step times.
+   * @default - twice the accelerator memory of the server
+   */
+  readonly memoryGib?: number;
+  /**
+   * Local NVMe drives, for a disk KV tier.
+   * @default 0
+   */
+  readonly localNvmeCount?: number;
+  /**
+   * Size of each local NVMe drive, GB.
+   * @default 0
+   */
+  readonly localNvmeGbEach?: number;
+}
+
+/**
  * An accelerated EC2 instance type: devices, host resources, network-card / EFA layout, EKS AMI type,
  * Kubernetes resource names and purchase constraints.
  *
@@ -149,6 +191,7 @@ const ALL_PURCHASE_OPTIONS = [
  * `vpc.amazonaws.com/efa`; https://karpenter.sh/docs/reference/instance-types/), and the
  * EC2 guide "Maximize network bandwidth on instances with multiple network cards"
  * (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html).
+ * `AcceleratedInstanceType.server({...})` describes a server outside EC2 for the sizing and the simulator.
  */
 export class AcceleratedInstanceType {
   /**
@@ -362,6 +405,53 @@ export class AcceleratedInstanceType {
   });
 
   /**
+   * g5.12xlarge: 4 x A10G 24 GB on PCIe (no NVLink), 48 vCPU, 192 GiB, 1 x 3800 GB NVMe, 40 Gbit/s on
+   * 1 card, 1 EFA (ENA at card 0 device 0, efa-only at device 1, as g6e.12xlarge). DescribeInstanceTypes
+   * (Karpenter's generated reference): 48 vCPU, 196,608 MiB memory, 22,888 MiB GPU memory x 4, 3,800 GB
+   * NVMe, 40,000 Mbit/s, network card 0 only, `vpc.amazonaws.com/efa` 1. Capacity Blocks do not offer g5.
+   * @see https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html
+   * @see https://karpenter.sh/docs/reference/instance-types/#g512xlarge
+   */
+  public static readonly G5_12XLARGE = new AcceleratedInstanceType({
+    name: 'g5.12xlarge',
+    accelerator: Accelerator.A10G,
+    acceleratorCount: 4,
+    vcpus: 48,
+    memoryGib: 192,
+    localNvmeCount: 1,
+    localNvmeGbEach: 3800,
+    networkBandwidthGbps: 40,
+    networkCards: 1,
+    maxEfaInterfaces: 1,
+    architecture: CpuArchitecture.X86_64,
+    amiType: EksAmiType.AL2023_X86_64_NVIDIA,
+    purchaseOptions: [PurchaseOption.ON_DEMAND, PurchaseOption.SPOT, PurchaseOption.CAPACITY_RESERVATION],
+  });
+
+  /**
+   * g5.48xlarge: 8 x A10G 24 GB on PCIe (no NVLink), 192 vCPU, 768 GiB, 2 x 3800 GB NVMe, 100 Gbit/s on
+   * 1 card, 1 EFA. DescribeInstanceTypes (Karpenter's generated reference): 192 vCPU, 786,432 MiB memory,
+   * 22,888 MiB GPU memory x 8, 7,600 GB NVMe, 100,000 Mbit/s, network card 0 only, `vpc.amazonaws.com/efa` 1.
+   * @see https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html
+   * @see https://karpenter.sh/docs/reference/instance-types/#g548xlarge
+   */
+  public static readonly G5_48XLARGE = new AcceleratedInstanceType({
+    name: 'g5.48xlarge',
+    accelerator: Accelerator.A10G,
+    acceleratorCount: 8,
+    vcpus: 192,
+    memoryGib: 768,
+    localNvmeCount: 2,
+    localNvmeGbEach: 3800,
+    networkBandwidthGbps: 100,
+    networkCards: 1,
+    maxEfaInterfaces: 1,
+    architecture: CpuArchitecture.X86_64,
+    amiType: EksAmiType.AL2023_X86_64_NVIDIA,
+    purchaseOptions: [PurchaseOption.ON_DEMAND, PurchaseOption.SPOT, PurchaseOption.CAPACITY_RESERVATION],
+  });
+
+  /**
    * g6e.12xlarge: 4 x L40S 48 GB, 48 vCPU, 384 GiB, 3800 GB NVMe (2 x 1900), 100 Gbit/s on 1 card, 1 EFA.
    * The single card supports EFA, so the EC2 rule ("if network card 0 supports EFA, add an efa-only
    * interface at card 0 device 1") gives ENA at device 0 plus efa-only at device 1: the ENA keeps the pod
@@ -417,6 +507,8 @@ export class AcceleratedInstanceType {
       AcceleratedInstanceType.TRN1_32XLARGE,
       AcceleratedInstanceType.TRN2_48XLARGE,
       AcceleratedInstanceType.TRN2U_48XLARGE,
+      AcceleratedInstanceType.G5_12XLARGE,
+      AcceleratedInstanceType.G5_48XLARGE,
       AcceleratedInstanceType.G6E_12XLARGE,
       AcceleratedInstanceType.G6E_48XLARGE,
     ];
@@ -431,6 +523,46 @@ export class AcceleratedInstanceType {
    */
   public static of(props: AcceleratedInstanceTypeProps): AcceleratedInstanceType {
     return new AcceleratedInstanceType(props);
+  }
+
+  /**
+   * A server of accelerators that is not an EC2 instance type (an H800 or A100 node of a published
+   * measurement), so that the sizing and the simulator (`ServingPlan`, the engine configuration's
+   * `hardware` section) can run on it: the step times come from the accelerator, tensor parallelism is
+   * bounded by `acceleratorCount`, and KV transfers between servers get `networkBandwidthGbps`.
+   *
+   * Not for the constructs that launch nodes: the name is no EC2 instance type, the server has one
+   * network card and no EFA (RDMA NICs outside AWS are counted in `networkBandwidthGbps`), and it is not
+   * listed in `all()` or found by `fromName`.
+   *
+   * @throws when a count is not a positive integer, the bandwidth is not positive, or the name is not 'family.size'
+   */
+  public static server(props: AcceleratorServerProps): AcceleratedInstanceType {
+    const count = props.acceleratorCount;
+    if (!(Number.isInteger(count) && count > 0)) {
+      throw new Error(`server of ${props.accelerator.name}: 'acceleratorCount' (${count}) must be a positive integer, the accelerators of one server`);
+    }
+    const device = props.accelerator.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '');
+    const name = props.name ?? `${device || 'accelerator'}-server.${count}x`;
+    if (!/^[a-z0-9-]+\.[a-z0-9-]+$/.test(name)) {
+      throw new Error(`server of ${props.accelerator.name}: 'name' ('${name}') must be 'family.size' in lower case, e.g. '${device || 'accelerator'}-server.${count}x'; or omit it`);
+    }
+    const isNeuron = props.accelerator.vendor === AcceleratorVendor.AWS;
+    return new AcceleratedInstanceType({
+      name,
+      accelerator: props.accelerator,
+      acceleratorCount: count,
+      vcpus: props.vcpus ?? 16 * count,
+      memoryGib: props.memoryGib ?? 2 * props.accelerator.memoryGib * count,
+      localNvmeCount: props.localNvmeCount ?? 0,
+      localNvmeGbEach: props.localNvmeGbEach ?? 0,
+      networkBandwidthGbps: props.networkBandwidthGbps,
+      networkCards: 1,
+      maxEfaInterfaces: 0,
+      architecture: CpuArchitecture.X86_64,
+      amiType: isNeuron ? EksAmiType.AL2023_X86_64_NEURON : EksAmiType.AL2023_X86_64_NVIDIA,
+      purchaseOptions: [PurchaseOption.ON_DEMAND],
+    });
   }
 
   /**

@@ -454,6 +454,140 @@ export class ModelArchitecture {
   });
 
   /**
+   * OPT-13B (DistServe's chatbot model): 40 layers, hidden 5120, 40 heads (multi-head attention, 128 each),
+   * a ReLU MLP of two matrices with ffn_dim 20480, learned positional embeddings, vocab 50272, 2048
+   * context, tied embeddings, FP16 checkpoint. Counted (optStyle): 12,853,473,280 (OPT paper: 13B).
+   * @see https://huggingface.co/facebook/opt-13b/blob/main/config.json
+   */
+  public static readonly OPT_13B = new ModelArchitecture(optStyle({
+    name: 'opt-13b',
+    huggingFaceId: 'facebook/opt-13b',
+  }, {
+    layers: 40,
+    hiddenSize: 5120,
+    ffnDim: 20480,
+    attentionHeads: 40,
+    vocabSize: 50272,
+    maxContext: 2048,
+  }));
+
+  /**
+   * OPT-66B: 64 layers, hidden 9216, 72 heads (128 each), ffn_dim 36864, otherwise as OPT-13B.
+   * Counted (optStyle): 65,719,701,504 (OPT paper: 66B).
+   * @see https://huggingface.co/facebook/opt-66b/blob/main/config.json
+   */
+  public static readonly OPT_66B = new ModelArchitecture(optStyle({
+    name: 'opt-66b',
+    huggingFaceId: 'facebook/opt-66b',
+  }, {
+    layers: 64,
+    hiddenSize: 9216,
+    ffnDim: 36864,
+    attentionHeads: 72,
+    vocabSize: 50272,
+    maxContext: 2048,
+  }));
+
+  /**
+   * OPT-175B: 96 layers, hidden 12288, 96 heads (128 each), ffn_dim 49152 (4 x hidden, as every OPT),
+   * otherwise as OPT-13B. Meta released its weights on request through metaseq, not on the Hugging Face Hub:
+   * the numbers are the OPT paper's (Table 1), and 'facebook/opt-175b' is the name the published
+   * measurements use, not a Hub repository (serving it needs the converted weights under that name).
+   * Counted (optStyle): 174,604,468,224 (the paper's 175B).
+   * @see https://arxiv.org/abs/2205.01068
+   */
+  public static readonly OPT_175B = new ModelArchitecture(optStyle({
+    name: 'opt-175b',
+    huggingFaceId: 'facebook/opt-175b',
+  }, {
+    layers: 96,
+    hiddenSize: 12288,
+    ffnDim: 49152,
+    attentionHeads: 96,
+    vocabSize: 50272,
+    maxContext: 2048,
+  }));
+
+  /**
+   * Qwen2.5-7B-Instruct: 28 layers, hidden 3584, intermediate 18944, 28 heads, 4 KV heads x 128 with
+   * biases on q, k and v, vocab 152064, 32768 native context (131072 with YaRN), untied embeddings.
+   * Counted: 7,615,616,512 (model card: 7.61B, 6.53B without embeddings). Its GPTQ-Int4 checkpoint
+   * (Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4, the Mooncake A10 measurement) is this architecture with
+   * `Precision.INT4` weights; it is not an alias here, since a preset serves its own `huggingFaceId`.
+   * @see https://huggingface.co/Qwen/Qwen2.5-7B-Instruct/blob/main/config.json
+   */
+  public static readonly QWEN2_5_7B = new ModelArchitecture(llamaStyle({
+    name: 'qwen2.5-7b',
+    huggingFaceId: 'Qwen/Qwen2.5-7B-Instruct',
+  }, {
+    layers: 28,
+    hiddenSize: 3584,
+    intermediateSize: 18944,
+    attentionHeads: 28,
+    kvHeads: 4,
+    headDim: 128,
+    vocabSize: 152064,
+    maxContext: 32768,
+    tieWordEmbeddings: false,
+    qkvBias: true,
+  }));
+
+  /**
+   * Qwen3-8B: 36 layers, hidden 4096, intermediate 12288, 32 heads, 8 KV heads x 128, vocab 151936,
+   * 40960 native context (131072 with YaRN), untied embeddings, q/k norms. Counted: 8,190,735,360
+   * (model card: 8.2B, 6.95B without embeddings).
+   * @see https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json
+   */
+  public static readonly QWEN3_8B = new ModelArchitecture(llamaStyle({
+    name: 'qwen3-8b',
+    huggingFaceId: 'Qwen/Qwen3-8B',
+  }, {
+    layers: 36,
+    hiddenSize: 4096,
+    intermediateSize: 12288,
+    attentionHeads: 32,
+    kvHeads: 8,
+    headDim: 128,
+    vocabSize: 151936,
+    maxContext: 40960,
+    tieWordEmbeddings: false,
+    qkNorm: true,
+  }));
+
+  /**
+   * DeepSeek-V2-Lite: 27 layers (the first dense, intermediate 10944), hidden 2048, 16 heads, MLA as
+   * DeepSeek-V3's (kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128) but
+   * without a query latent (q_lora_rank null), 64 routed experts (6 active, moe_intermediate 1408) plus
+   * 2 shared, vocab 102400, untied embeddings, BF16 checkpoint. max_position_embeddings is 163840 (YaRN
+   * x40 over 4096); the model card states 32k. Counted (deepseekMoeStyle): 15,706,484,224 (card: 15.7B);
+   * active 2.4B is the card's, which leaves out the input embedding (counted: 2.66B with it, 2.45B without).
+   * @see https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json
+   */
+  public static readonly DEEPSEEK_V2_LITE = new ModelArchitecture({
+    ...deepseekMoeStyle({
+      name: 'deepseek-v2-lite',
+      huggingFaceId: 'deepseek-ai/DeepSeek-V2-Lite',
+    }, {
+      layers: 27,
+      denseLayers: 1,
+      hiddenSize: 2048,
+      intermediateSize: 10944,
+      moeIntermediateSize: 1408,
+      routedExperts: 64,
+      expertsPerToken: 6,
+      sharedExperts: 2,
+      attentionHeads: 16,
+      kvLoraRank: 512,
+      qkNopeHeadDim: 128,
+      qkRopeHeadDim: 64,
+      vHeadDim: 128,
+      vocabSize: 102400,
+      maxContext: 163840,
+    }),
+    parametersActive: 2.4e9, // model card: 2.4B activated
+  });
+
+  /**
    * Every preset.
    */
   public static all(): ModelArchitecture[] {
@@ -474,6 +608,13 @@ export class ModelArchitecture {
       ModelArchitecture.GPT_OSS_120B,
       ModelArchitecture.GPT_OSS_20B,
       ModelArchitecture.KIMI_K2,
+      // issue 36: the models of published prefill/decode measurements
+      ModelArchitecture.OPT_13B,
+      ModelArchitecture.OPT_66B,
+      ModelArchitecture.OPT_175B,
+      ModelArchitecture.QWEN2_5_7B,
+      ModelArchitecture.QWEN3_8B,
+      ModelArchitecture.DEEPSEEK_V2_LITE,
     ];
   }
 
@@ -750,9 +891,9 @@ function deepseekV3Like(id: { name: string; huggingFaceId: string }): ModelArchi
 }
 
 /**
- * The config.json numbers of a Llama-style decoder: RMSNorm, rotary attention without biases, and a
- * SwiGLU MLP (gate, up, down) or, with `experts`, that many SwiGLU experts per layer behind a router
- * (Llama 2 / 3, Code Llama, Qwen3 dense, Mistral, Mixtral).
+ * The config.json numbers of a Llama-style decoder: RMSNorm, rotary attention (biases on q, k and v
+ * only with `qkvBias`), and a SwiGLU MLP (gate, up, down) or, with `experts`, that many SwiGLU experts
+ * per layer behind a router (Llama 2 / 3, Code Llama, Qwen2.5 and Qwen3 dense, Mistral, Mixtral).
  */
 interface LlamaStyleConfig {
   /** `num_hidden_layers`. */
@@ -775,6 +916,8 @@ interface LlamaStyleConfig {
   readonly tieWordEmbeddings: boolean;
   /** Qwen3: an RMSNorm over each query and key head (`q_norm`, `k_norm`, headDim weights each a layer). */
   readonly qkNorm?: boolean;
+  /** Qwen2 / Qwen2.5: biases on the q, k and v projections (none on o or the MLP). */
+  readonly qkvBias?: boolean;
   /** `num_local_experts`; absent for a dense model. */
   readonly experts?: number;
   /** `num_experts_per_tok`. */
@@ -783,15 +926,16 @@ interface LlamaStyleConfig {
 
 /**
  * A preset's props from its config.json numbers, with the parameters counted from them: attention
- * (Q and O of heads x headDim, K and V of kvHeads x headDim, no biases), the MLP or the experts and their
- * router, the embeddings (twice when untied) and the RMSNorm weights. For every preset built here the
- * count equals the checkpoint's published safetensors total to the parameter.
+ * (Q and O of heads x headDim, K and V of kvHeads x headDim, plus the Q, K and V biases with `qkvBias`),
+ * the MLP or the experts and their router, the embeddings (twice when untied) and the RMSNorm weights.
+ * For every preset built here the count equals the checkpoint's published safetensors total to the parameter.
  */
 function llamaStyle(
   id: { name: string; huggingFaceId: string; otherHuggingFaceIds?: string[] },
   c: LlamaStyleConfig,
 ): ModelArchitectureProps {
-  const attention = c.layers * c.hiddenSize * c.headDim * 2 * (c.attentionHeads + c.kvHeads);
+  const attention = c.layers * c.hiddenSize * c.headDim * 2 * (c.attentionHeads + c.kvHeads)
+    + (c.qkvBias ? c.layers * c.headDim * (c.attentionHeads + 2 * c.kvHeads) : 0);
   const mlp = 3 * c.hiddenSize * c.intermediateSize;
   const experts = c.experts ?? 0;
   const expertParameters = c.layers * experts * mlp;
@@ -821,5 +965,140 @@ function llamaStyle(
     vocabSize: c.vocabSize,
     maxContext: c.maxContext,
     ...moe,
+  };
+}
+
+/**
+ * The config.json numbers of an OPT decoder (facebook/opt-*; the 13B, 66B and 175B have
+ * word_embed_proj_dim = hidden_size, so no input or output projection).
+ */
+interface OptConfig {
+  /** `num_hidden_layers`. */
+  readonly layers: number;
+  /** `hidden_size`. */
+  readonly hiddenSize: number;
+  /** `ffn_dim`: the width of the MLP's one hidden layer. */
+  readonly ffnDim: number;
+  /** `num_attention_heads` (every head has its own K and V). */
+  readonly attentionHeads: number;
+  /** `vocab_size`. */
+  readonly vocabSize: number;
+  /** `max_position_embeddings`. */
+  readonly maxContext: number;
+}
+
+/**
+ * A preset's props from an OPT config, with the parameters counted the way the checkpoint stores them:
+ * per layer the q, k, v and out projections with biases, a ReLU MLP of two matrices (fc1 hidden x
+ * ffn_dim, fc2 back, with biases; not the three matrices of a SwiGLU MLP), and two LayerNorms (weight
+ * and bias); then the token embedding (tied to the LM head, so counted once), the learned positional
+ * embedding (max_position_embeddings + 2 rows: OPT offsets positions by 2) and the final LayerNorm.
+ * The sizing reads only the total: weight bytes are parametersTotal x bytes per weight, and a step's
+ * FLOPs are 2 x parametersActive per token, so the two-matrix MLP must be in this count.
+ */
+function optStyle(id: { name: string; huggingFaceId: string }, c: OptConfig): ModelArchitectureProps {
+  const h = c.hiddenSize;
+  const attention = 4 * (h * h + h);
+  const mlp = 2 * h * c.ffnDim + c.ffnDim + h;
+  const layerNorms = 2 * 2 * h;
+  const embeddings = c.vocabSize * h + (c.maxContext + 2) * h;
+  const parametersTotal = c.layers * (attention + mlp + layerNorms) + embeddings + 2 * h;
+  return {
+    ...id,
+    parametersTotal,
+    layers: c.layers,
+    hiddenSize: h,
+    attentionHeads: c.attentionHeads,
+    kvHeads: c.attentionHeads,
+    headDim: h / c.attentionHeads,
+    attentionKind: AttentionKind.MHA,
+    vocabSize: c.vocabSize,
+    maxContext: c.maxContext,
+    nativePrecision: Precision.FP16,
+  };
+}
+
+/**
+ * The config.json numbers of a DeepSeek-V2-style MoE decoder with multi-head latent attention.
+ */
+interface DeepseekMoeConfig {
+  /** `num_hidden_layers`. */
+  readonly layers: number;
+  /** `first_k_dense_replace`: leading layers with a dense MLP instead of experts. */
+  readonly denseLayers: number;
+  /** `hidden_size`. */
+  readonly hiddenSize: number;
+  /** `intermediate_size` of the dense layers' MLP. */
+  readonly intermediateSize: number;
+  /** `moe_intermediate_size` of each routed and shared expert. */
+  readonly moeIntermediateSize: number;
+  /** `n_routed_experts`. */
+  readonly routedExperts: number;
+  /** `num_experts_per_tok`. */
+  readonly expertsPerToken: number;
+  /** `n_shared_experts`. */
+  readonly sharedExperts: number;
+  /** `num_attention_heads`. */
+  readonly attentionHeads: number;
+  /**
+   * `q_lora_rank`: the query latent.
+   * @default - none (q_lora_rank null): one q_proj of hidden x heads x (nope + rope)
+   */
+  readonly qLoraRank?: number;
+  /** `kv_lora_rank`. */
+  readonly kvLoraRank: number;
+  /** `qk_nope_head_dim`. */
+  readonly qkNopeHeadDim: number;
+  /** `qk_rope_head_dim`. */
+  readonly qkRopeHeadDim: number;
+  /** `v_head_dim`. */
+  readonly vHeadDim: number;
+  /** `vocab_size` (untied embeddings). */
+  readonly vocabSize: number;
+  /** `max_position_embeddings`. */
+  readonly maxContext: number;
+}
+
+/**
+ * A preset's props from a DeepSeek-V2-style config, with the parameters counted from it: per layer MLA
+ * (q_proj, or q_a / q_a_layernorm / q_b with a query latent; kv_a_proj_with_mqa of kv_lora + rope,
+ * kv_a_layernorm, kv_b_proj to heads x (nope + v), o_proj; no biases) and two RMSNorms; the dense
+ * layers' SwiGLU MLP; in every other layer the routed experts, the shared experts and the router; the
+ * untied embeddings and the final norm. Active counts every parameter but the unselected routed experts.
+ */
+function deepseekMoeStyle(id: { name: string; huggingFaceId: string }, c: DeepseekMoeConfig): ModelArchitectureProps {
+  const h = c.hiddenSize;
+  const qk = c.qkNopeHeadDim + c.qkRopeHeadDim;
+  const query = c.qLoraRank === undefined
+    ? h * c.attentionHeads * qk
+    : h * c.qLoraRank + c.qLoraRank + c.qLoraRank * c.attentionHeads * qk;
+  const attention = query + h * (c.kvLoraRank + c.qkRopeHeadDim) + c.kvLoraRank
+    + c.kvLoraRank * c.attentionHeads * (c.qkNopeHeadDim + c.vHeadDim) + c.attentionHeads * c.vHeadDim * h;
+  const moeLayers = c.layers - c.denseLayers;
+  const expert = 3 * h * c.moeIntermediateSize;
+  const expertParameters = moeLayers * c.routedExperts * expert;
+  const parametersTotal = c.layers * (attention + 2 * h)
+    + c.denseLayers * 3 * h * c.intermediateSize
+    + expertParameters + moeLayers * (c.sharedExperts * expert + c.routedExperts * h)
+    + 2 * c.vocabSize * h + h;
+  return {
+    ...id,
+    parametersTotal,
+    parametersActive: parametersTotal - expertParameters * (1 - c.expertsPerToken / c.routedExperts),
+    layers: c.layers,
+    hiddenSize: h,
+    attentionHeads: c.attentionHeads,
+    kvHeads: c.attentionHeads,
+    headDim: qk,
+    attentionKind: AttentionKind.MLA,
+    kvLoraRank: c.kvLoraRank,
+    qkRopeHeadDim: c.qkRopeHeadDim,
+    expertsTotal: c.routedExperts,
+    expertsActive: c.expertsPerToken,
+    expertsShared: c.sharedExperts,
+    moeLayers,
+    expertParameters,
+    vocabSize: c.vocabSize,
+    maxContext: c.maxContext,
   };
 }

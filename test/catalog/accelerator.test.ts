@@ -1,4 +1,4 @@
-import { Accelerator, AcceleratorProps, AcceleratorVendor, Precision } from '../../src';
+import { AcceleratedInstanceType, Accelerator, AcceleratorProps, AcceleratorVendor, Precision } from '../../src';
 
 const base: AcceleratorProps = {
   name: 'X1',
@@ -12,7 +12,7 @@ const base: AcceleratorProps = {
 
 describe('Accelerator', () => {
   test('every catalogued accelerator validates and has sane numbers', () => {
-    for (const a of Accelerator.all()) {
+    for (const a of [...Accelerator.all(), ...Accelerator.outsideEc2()]) {
       // GIVEN a catalogued accelerator rebuilt through the public factory
       const copy = Accelerator.of({
         name: a.name,
@@ -35,8 +35,16 @@ describe('Accelerator', () => {
   });
 
   test('names are unique', () => {
-    const names = Accelerator.all().map(a => a.name);
+    const names = [...Accelerator.all(), ...Accelerator.outsideEc2()].map(a => a.name);
     expect(new Set(names).size).toBe(names.length);
+  });
+
+  test('all() is what some EC2 instance type carries; outsideEc2() is what none does', () => {
+    // The sizing suggests a bigger device from all(): it must name one AWS sells.
+    const carried = new Set(AcceleratedInstanceType.all().map(t => t.accelerator));
+    for (const a of Accelerator.all()) expect(carried.has(a)).toBe(true);
+    for (const a of Accelerator.outsideEc2()) expect(carried.has(a)).toBe(false);
+    expect(Accelerator.outsideEc2().map(a => a.name)).toEqual(['A10', 'H800', 'H20']);
   });
 
   test('precisions a device cannot multiply run weight-only at the BF16 rate (INT8 at FP8)', () => {
@@ -84,6 +92,47 @@ describe('Accelerator', () => {
     expect(Accelerator.H200.memoryGib).toBeGreaterThan(Accelerator.H100.memoryGib);
     expect(Accelerator.H200.hbmBandwidthGBps).toBeGreaterThan(Accelerator.H100.hbmBandwidthGBps);
     expect(Accelerator.H200.peakTflops(Precision.FP8)).toBe(Accelerator.H100.peakTflops(Precision.FP8));
+  });
+
+  test('A10G (g5) and A10: the same 24 GB GDDR6 at 600 GB/s on PCIe Gen4; the A10 has the higher tensor rate', () => {
+    const [a10g, a10] = [Accelerator.A10G, Accelerator.A10];
+    for (const a of [a10g, a10]) {
+      // 24 GB = 22,888 MiB as EC2 reports the A10G
+      expect(a.memoryGib).toBeCloseTo(22_888 / 1024, 2);
+      expect(a.hbmBandwidthGBps).toBe(600);
+      // no NVLink: PCIe Gen4 x16, 64 GB/s both directions
+      expect([a.interconnect, a.interconnectGBps]).toEqual(['PCIe Gen4', 32]);
+      // Ampere without FP8: FP8 weights run at the BF16 rate
+      expect(a.supportsNativePrecision(Precision.FP8)).toBe(false);
+      expect(a.peakTflops(Precision.FP8)).toBe(a.peakTflops(Precision.BF16));
+      expect(a.peakTflops(Precision.INT8)).toBe(2 * a.peakTflops(Precision.BF16));
+    }
+    // A10 datasheet, dense: 125 TFLOP/s BF16 (250 with sparsity), 250 TOPS INT8; A10G: 70 TFLOP/s
+    expect([a10.peakTflops(Precision.BF16), a10.peakTflops(Precision.INT8)]).toEqual([125, 250]);
+    expect([a10g.peakTflops(Precision.BF16), a10g.peakTflops(Precision.INT8)]).toEqual([70, 140]);
+    // neither has a calibrated decode efficiency
+    expect(a10g.decodeMemoryEfficiency).toBeUndefined();
+    expect(a10.decodeMemoryEfficiency).toBeUndefined();
+  });
+
+  test('H800 is the H100 with a 400 GB/s NVLink (200 one direction)', () => {
+    const [h800, h100] = [Accelerator.H800, Accelerator.H100];
+    expect([h800.memoryGib, h800.hbmBandwidthGBps]).toEqual([h100.memoryGib, h100.hbmBandwidthGBps]);
+    for (const p of Precision.all()) expect(h800.peakTflops(p)).toBe(h100.peakTflops(p));
+    expect([h800.peakTflops(Precision.BF16), h800.peakTflops(Precision.FP8)]).toEqual([989, 1979]);
+    expect([h800.interconnect, h800.interconnectGBps]).toEqual(['NVLink4', 200]);
+    expect(h100.interconnectGBps).toBe(450);
+    expect(h800.decodeMemoryEfficiency).toBe(h100.decodeMemoryEfficiency);
+  });
+
+  test('H20: 96 GB at 4.0 TB/s, 148 BF16 / 296 FP8 dense, full NVLink4', () => {
+    const h20 = Accelerator.H20;
+    expect([h20.memoryGib, h20.hbmBandwidthGBps]).toEqual([96, 4000]);
+    expect([h20.peakTflops(Precision.BF16), h20.peakTflops(Precision.FP8), h20.peakTflops(Precision.INT8)]).toEqual([148, 296, 296]);
+    expect([h20.interconnect, h20.interconnectGBps]).toEqual(['NVLink4', 450]);
+    // more memory bandwidth than an H100, about 15% of its compute
+    expect(h20.hbmBandwidthGBps).toBeGreaterThan(Accelerator.H100.hbmBandwidthGBps);
+    expect(h20.peakTflops(Precision.BF16) / Accelerator.H100.peakTflops(Precision.BF16)).toBeCloseTo(0.15, 2);
   });
 
   test('of() builds a custom device with the fallbacks', () => {

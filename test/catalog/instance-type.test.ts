@@ -4,10 +4,10 @@ import {
 } from '../../src';
 
 describe('AcceleratedInstanceType catalog', () => {
-  test('lists the types of the issues (p4de: issue 21), each once', () => {
+  test('lists the types of the issues (p4de: issue 21; g5: issue 36), each once', () => {
     const names = AcceleratedInstanceType.all().map(t => t.name);
     expect(names.sort()).toEqual([
-      'g6e.12xlarge', 'g6e.48xlarge', 'p4d.24xlarge', 'p4de.24xlarge', 'p5.48xlarge', 'p5e.48xlarge', 'p5en.48xlarge',
+      'g5.12xlarge', 'g5.48xlarge', 'g6e.12xlarge', 'g6e.48xlarge', 'p4d.24xlarge', 'p4de.24xlarge', 'p5.48xlarge', 'p5e.48xlarge', 'p5en.48xlarge',
       'p6-b200.48xlarge', 'p6e-gb200.36xlarge', 'trn1.32xlarge', 'trn2.48xlarge', 'trn2u.48xlarge',
     ]);
   });
@@ -57,6 +57,31 @@ describe('AcceleratedInstanceType catalog', () => {
     expect(p4de.totalAcceleratorMemoryGib).toBe(640);
     expect(p4de.localNvmeTotalGb).toBe(8000);
     expect([p4de.memoryGib, p4de.vcpus, p4de.networkBandwidthGbps]).toEqual([1152, 96, 400]);
+    // p4d: 8 x 40 GiB (40,960 MiB each), 1152 GiB (1,179,648 MiB), 8,000 GB NVMe, 400 Gbit/s, 4 EFA
+    const p4d = AcceleratedInstanceType.P4D_24XLARGE;
+    expect([p4d.totalAcceleratorMemoryGib, p4d.memoryGib, p4d.vcpus, p4d.localNvmeTotalGb, p4d.networkBandwidthGbps, p4d.maxEfaInterfaces])
+      .toEqual([320, 1152, 96, 8000, 400, 4]);
+  });
+
+  test('g5 (A10G on PCIe) as DescribeInstanceTypes reports it', () => {
+    // g5.12xlarge: 48 vCPU, 196,608 MiB, 4 x 22,888 MiB GPU memory, 3,800 GB NVMe, 40,000 Mbit/s, 1 card, 1 EFA
+    const small = AcceleratedInstanceType.G5_12XLARGE;
+    expect([small.acceleratorCount, small.vcpus, small.memoryGib * 1024, small.localNvmeTotalGb, small.networkBandwidthGbps])
+      .toEqual([4, 48, 196_608, 3800, 40]);
+    expect([small.networkCards, small.maxEfaInterfaces]).toEqual([1, 1]);
+    // g5.48xlarge: 192 vCPU, 786,432 MiB, 8 x 22,888 MiB, 2 x 3,800 GB NVMe, 100,000 Mbit/s, 1 card, 1 EFA
+    const large = AcceleratedInstanceType.G5_48XLARGE;
+    expect([large.acceleratorCount, large.vcpus, large.memoryGib * 1024, large.localNvmeCount, large.localNvmeTotalGb, large.networkBandwidthGbps])
+      .toEqual([8, 192, 786_432, 2, 7600, 100]);
+    expect([large.networkCards, large.maxEfaInterfaces]).toEqual([1, 1]);
+    for (const t of [small, large]) {
+      expect(t.accelerator).toBe(Accelerator.A10G);
+      expect(t.accelerator.interconnect).toBe('PCIe Gen4');
+      expect(t.accelerator.memoryGib).toBeCloseTo(22_888 / 1024, 2);
+      // Capacity Blocks do not offer g5
+      expect(t.supportsPurchaseOption(PurchaseOption.CAPACITY_BLOCK)).toBe(false);
+      expect(t.supportsPurchaseOption(PurchaseOption.SPOT)).toBe(true);
+    }
   });
 
   test('p4de.24xlarge is p4d.24xlarge with the 80 GB A100', () => {
@@ -79,6 +104,8 @@ describe('AcceleratedInstanceType catalog', () => {
     expect(AcceleratedInstanceType.P6E_GB200_36XLARGE.accelerator).toBe(Accelerator.GB200);
     expect(AcceleratedInstanceType.TRN2U_48XLARGE.accelerator).toBe(Accelerator.TRAINIUM2);
     expect(AcceleratedInstanceType.G6E_48XLARGE.accelerator).toBe(Accelerator.L40S);
+    expect(AcceleratedInstanceType.G5_12XLARGE.accelerator).toBe(Accelerator.A10G);
+    expect(AcceleratedInstanceType.G5_48XLARGE.accelerator).toBe(Accelerator.A10G);
   });
 
   test('purchase constraints', () => {

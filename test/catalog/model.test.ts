@@ -7,7 +7,9 @@ describe('ModelArchitecture presets', () => {
     for (const name of ['mistral-7b', 'llama-3.1-8b', 'llama-3.3-70b', 'llama-3.1-405b', 'mixtral-8x7b', 'qwen3-32b',
       'qwen3-235b-a22b', 'deepseek-v3', 'deepseek-r1', 'gpt-oss-120b', 'gpt-oss-20b', 'kimi-k2',
       // issue 21: the models of the real vLLM runs in ../shared/validation
-      'qwen3-14b', 'codellama-34b', 'llama-2-70b', 'mixtral-8x22b']) {
+      'qwen3-14b', 'codellama-34b', 'llama-2-70b', 'mixtral-8x22b',
+      // issue 36: the models of the published prefill/decode measurements in ../shared/validation
+      'opt-13b', 'opt-66b', 'opt-175b', 'qwen2.5-7b', 'qwen3-8b', 'deepseek-v2-lite']) {
       expect(names).toContain(name);
     }
   });
@@ -71,6 +73,11 @@ describe('ModelArchitecture presets', () => {
 
   test('checkpoint precisions', () => {
     expect(ModelArchitecture.LLAMA_3_3_70B.nativePrecision).toBe(Precision.BF16);
+    // OPT was released in FP16 (torch_dtype float16); DeepSeek-V2-Lite in BF16
+    for (const m of [ModelArchitecture.OPT_13B, ModelArchitecture.OPT_66B, ModelArchitecture.OPT_175B]) {
+      expect(m.nativePrecision).toBe(Precision.FP16);
+    }
+    expect(ModelArchitecture.DEEPSEEK_V2_LITE.nativePrecision).toBe(Precision.BF16);
     expect(ModelArchitecture.DEEPSEEK_V3.nativePrecision).toBe(Precision.FP8);
     expect(ModelArchitecture.KIMI_K2.nativePrecision).toBe(Precision.FP8);
   });
@@ -103,7 +110,7 @@ describe('ModelArchitecture.fromName', () => {
 
   test('an unknown name lists the known ones', () => {
     expect(() => ModelArchitecture.fromName('llama-4-maverick')).toThrow(
-      /Unknown model 'llama-4-maverick'; known: mistral-7b, llama-3\.1-8b, .*kimi-k2 .*ModelArchitecture\.custom/,
+      /Unknown model 'llama-4-maverick'; known: mistral-7b, llama-3\.1-8b, .*kimi-k2, .*deepseek-v2-lite \(or their Hugging Face ids\), or use ModelArchitecture\.custom/,
     );
   });
 });

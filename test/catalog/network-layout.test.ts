@@ -14,6 +14,8 @@ describe('networkInterfaceLayout', () => {
     ['trn1.32xlarge', 9, cards(1, 8), true],
     ['trn2.48xlarge', 17, cards(1, 16), true],
     ['trn2u.48xlarge', 17, cards(1, 16), true],
+    ['g5.12xlarge', 2, [], true],
+    ['g5.48xlarge', 2, [], true],
     ['g6e.12xlarge', 2, [], true],
     ['g6e.48xlarge', 5, cards(1, 4), true],
   ] as Array<[string, number, number[], boolean]>)('%s has %d interfaces in the EC2 layout', (name, count, efaCards, cardZero) => {

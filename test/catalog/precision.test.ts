@@ -47,6 +47,17 @@ describe('Precision', () => {
     expect(Precision.INT4.bytesPerElement).toBeCloseTo((4 + 16 / 128 + 4 / 128) / 8, 10);
   });
 
+  test('INT4 is what a GPTQ group-128 checkpoint stores per weight (Qwen2.5-7B-Instruct-GPTQ-Int4)', () => {
+    // GIVEN one GPTQ linear layer of in x out weights, group size 128: qweight packs 4 bits per weight,
+    // scales hold one FP16 per group and output, qzeros one 4-bit zero per group and output (packed in
+    // int32), and g_idx one int32 per input row
+    const [inputs, outputs] = [3584, 18944]; // Qwen2.5-7B's up_proj
+    const bytes = inputs * outputs / 2 + (inputs / 128) * outputs * 2 + (inputs / 128) * outputs / 2 + inputs * 4;
+    // THEN the bytes per weight are INT4's 4 + 16/128 + 4/128 bits, g_idx adding 4/out bytes (0.02% here)
+    expect(bytes / (inputs * outputs)).toBeCloseTo(Precision.INT4.bytesPerElement + 4 / outputs, 10);
+    expect(Precision.of('gptq')).toBe(Precision.INT4);
+  });
+
   test('vLLM flags', () => {
     expect(Precision.BF16.vllmKvCacheDtype).toBe('auto');
     expect(Precision.BF16.vllmQuantization).toBeUndefined();

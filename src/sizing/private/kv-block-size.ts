@@ -6,7 +6,7 @@ import { Accelerator, AcceleratedInstanceType, AttentionKind, ModelArchitecture 
 /** vLLM's default `--block-size` for attention that forces none. */
 export const DEFAULT_KV_BLOCK_SIZE = 16;
 
-const HOPPER = [Accelerator.H100, Accelerator.H200];
+const HOPPER = [Accelerator.H100, Accelerator.H200, Accelerator.H800, Accelerator.H20];
 const BLACKWELL = [Accelerator.B200, Accelerator.GB200];
 
 /**
@@ -15,7 +15,7 @@ const BLACKWELL = [Accelerator.B200, Accelerator.GB200];
  *
  * vLLM picks the MLA decode kernel by GPU generation and sizes the paged KV cache for it
  * (vllm-project/vllm vllm/platforms/cuda.py@002db4951e0c, `check_and_update_config`):
- * - Hopper (H100, H200): FlashMLA, whose kernel takes 64-token pages only
+ * - Hopper (H100, H200, H800, H20): FlashMLA, whose kernel takes 64-token pages only
  *   (vllm/v1/attention/backends/mla/flashmla.py@e75aca0ca6db, `get_supported_kernel_block_sizes`);
  *   a `--block-size` that is not a multiple of 64 is replaced by 64.
  * - Blackwell (B200, GB200): FlashInfer MLA when qk_nope_head_dim is 128 (DeepSeek-V3/R1, Kimi-K2)
