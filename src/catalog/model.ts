@@ -157,6 +157,9 @@ export class ModelArchitecture {
   public static readonly LLAMA_3_3_70B = new ModelArchitecture({
     name: 'llama-3.3-70b',
     huggingFaceId: 'meta-llama/Llama-3.3-70B-Instruct',
+    // The same architecture and config.json numbers: Llama 3.1 70B, and DeepSeek's R1 distillation of Llama 3.3 70B.
+    otherHuggingFaceIds: ['meta-llama/Llama-3.1-70B-Instruct', 'meta-llama/Meta-Llama-3.1-70B-Instruct', 'meta-llama/Llama-3.1-70B',
+      'deepseek-ai/DeepSeek-R1-Distill-Llama-70B'],
     parametersTotal: 70.6e9, // model card: 70.6B
     layers: 80,
     hiddenSize: 8192,

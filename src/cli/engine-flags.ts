@@ -1,5 +1,6 @@
 import { LengthDistributionConfig, loadEngine, SimulationPolicyConfig, SloConfig, WorkloadConfig } from '../engine';
 import { CliIo, UsageError } from './command';
+import { EngineProfile } from '../engine/engine-profile';
 import { VLLM_STEP_MODEL } from '../engine/vllm-step-model';
 
 /** parseArgs option specs of the workload, SLO and policy flags shared by `simulate` and `plan --simulate`. */
@@ -19,6 +20,8 @@ export const ENGINE_FLAG_OPTIONS = {
   'users-per-prompt': { type: 'string' },
   'api': { type: 'string' },
   'trace': { type: 'string' },
+  'concurrency': { type: 'string' },
+  'engine': { type: 'string' },
   'ttft': { type: 'string' },
   'tpot': { type: 'string' },
   'target-share': { type: 'string' },
@@ -54,6 +57,12 @@ export const ENGINE_FLAG_HELP = `Workload:
   --api API                    completions: prompts are exactly the tokens above (/v1/completions, the
                                default); chat: plus the chat template's role headers (/v1/chat/completions)
   --trace FILE                 replay a JSONL trace ({timestamp_ms, input_length, output_length, hash_ids?})
+  --concurrency N              closed loop instead of arrivals: N clients, each sending its next request
+                               when its last one ends (how genai-perf and \`vllm bench serve
+                               --max-concurrency\` drive a server); --requests in all (no rate sweep)
+  --engine NAME                the engine generation every replica behaves as: vllm-v1 (default: chunked
+                               prefill, async scheduling), vllm-v1-sync (before 0.14), vllm-v0 (whole
+                               prompts in steps of their own, early-2024 vLLM), distserve, sglang, trtllm
 SLO and router:
   --ttft S                     time-to-first-token target in seconds (default 2)
   --tpot S                     time-per-output-token target in seconds (default 0.1)
@@ -80,6 +89,10 @@ export interface EngineFlags {
   readonly stepOverheadSeconds: number;
   readonly seed: number;
   readonly outDir: string;
+  /** --concurrency: a closed loop of this many clients (one run, no sweep). */
+  readonly concurrency?: number;
+  /** --engine: the engine generation the pools behave as. */
+  readonly engine?: EngineProfile;
 }
 
 /** Default fixed step overhead: what vLLM's async scheduling leaves of its scheduler's time per step (src/engine/vllm-step-model.ts). */
@@ -93,6 +106,23 @@ export function engineFlags(v: EngineFlagValues): EngineFlags {
   }
   if (stages && v.trace !== undefined) {
     throw new UsageError('--stages does not apply with --trace: a trace replays its own arrival times; drop --stages');
+  }
+  const concurrency = wholeNumber('--concurrency', v.concurrency, 1);
+  if (concurrency !== undefined) {
+    const clash = [stages ? '--stages' : '', v.rate !== undefined ? '--rate' : '', v.trace !== undefined ? '--trace' : '', v.turns !== undefined ? '--turns' : '']
+      .filter(f => f);
+    if (clash.length > 0) {
+      throw new UsageError(`--concurrency (${v.concurrency}) is a closed loop: clients send when their last request ends, so ${clash.join(' and ')} ` +
+        `cannot also set the arrivals; drop ${clash.join(' and ')} (or --concurrency)`);
+    }
+  }
+  let engine: EngineProfile | undefined;
+  if (v.engine !== undefined) {
+    try {
+      engine = EngineProfile.fromName(v.engine);
+    } catch (e) {
+      throw new UsageError(`--engine: ${(e as Error).message}`);
+    }
   }
   const rate = stages ? meanRate(stages) : positive('--rate', v.rate) ?? 4;
   const requests = wholeNumber('--requests', v.requests, 1) ?? (stages ? undefined : 1000);
@@ -126,6 +156,7 @@ export function engineFlags(v: EngineFlagValues): EngineFlags {
   const workload: WorkloadConfig = {
     kind: v.trace !== undefined ? 'trace' : turns ? 'chat' : 'single',
     ...(requests !== undefined ? { requests } : {}),
+    ...(concurrency !== undefined ? { concurrency } : {}),
     arrival: stages
       ? { ...arrival(v.arrival), stages: stages.map(s => ({ ...s })) }
       : { ...arrival(v.arrival), ratePerSecond: rate },
@@ -166,6 +197,8 @@ export function engineFlags(v: EngineFlagValues): EngineFlags {
     stepOverheadSeconds: nonNegative('--step-overhead', v['step-overhead']) ?? DEFAULT_STEP_OVERHEAD_SECONDS,
     seed: wholeNumber('--seed', v.seed, 0) ?? 1,
     outDir: v.out ?? 'disagg.out',
+    ...(concurrency !== undefined ? { concurrency } : {}),
+    ...(engine ? { engine } : {}),
   };
 }
 

@@ -51,6 +51,10 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
   if (flags.stages) {
     throw new UsageError('--stages cannot be planned (the stages fix their own rates, and the planner searches the rate); plan with --rate, then check with `disagg simulate --stages`');
   }
+  if (flags.concurrency !== undefined) {
+    throw new UsageError(`--concurrency (${flags.concurrency}) cannot be planned: a closed loop fixes its own rate, and the planner searches the rate; ` +
+      'plan with --rate, then check a candidate with `disagg simulate --concurrency`');
+  }
   const maxAccelerators = wholeNumber('--max-accelerators', values['max-accelerators'] as string | undefined, 1) ?? inputs.instanceType.acceleratorCount;
   const top = wholeNumber('--top', values.top as string | undefined, 1) ?? 10;
   const modes = ((values.modes as string | undefined) ?? 'aggregated,disaggregated').split(',').map(s => s.trim());
@@ -101,6 +105,7 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+  if (flags.engine) config = flags.engine.applyTo(config);
   if (!engineLoaded(io, 'disagg plan')) return ExitCode.INTERNAL;
   const started = Date.now();
   const progress = new ProgressReporter(io, 'planning');

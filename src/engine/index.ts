@@ -9,3 +9,4 @@ export * from './addon';
 export * from './engine-config';
 export * from './results';
 export * from './engine-config-builder';
+export * from './engine-profile';

@@ -93,6 +93,36 @@ describe('disagg simulate', () => {
     expect(malformed.err).toMatch(/--host-kv 'lots' must be GIB or GIB@GB\/s/);
   });
 
+  test('--concurrency runs a closed loop once; --engine picks how every replica batches; bad combinations are refused', async () => {
+    // GIVEN one Llama-3.1-8B replica driven by 8 clients, as genai-perf does
+    const base = ['simulate', '--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge', '--aggregated', '--replicas', '1', '--tp', '1',
+      '--input-tokens', '2048', '--output-tokens', '128', '--requests', '200', '--json'];
+    const run = async (...extra: string[]) => {
+      const { code, out } = await disagg(...base, ...extra, '--out', tmpdir('sim-closed'));
+      expect(code).toBe(0);
+      return JSON.parse(out);
+    };
+    const v1 = await run('--concurrency', '8');
+    const v0 = await run('--concurrency', '8', '--engine', 'vllm-v0');
+    // THEN one run, at the rate the clients achieved, never more than 8 in flight
+    expect(v1.sweep).toHaveLength(1);
+    expect(v1.config.workload.concurrency).toBe(8);
+    expect(v1.rate).toBeCloseTo(v1.result.requestsPerSecond, 2);
+    // AND the V0 engine runs whole prompts in steps of their own: its decodes stall behind them (TPOT
+    // p90 grows), where V1 mixes prompt chunks into decode steps
+    expect(v0.config.pools[0]).toMatchObject({ chunkedPrefill: false, asyncScheduling: false });
+    expect(v1.config.pools[0].chunkedPrefill).not.toBe(false);
+    expect(v0.result.tpotSeconds.p90).toBeGreaterThan(v1.result.tpotSeconds.p90);
+    // AND what cannot go together is refused with the fix
+    const clash = await disagg('simulate', '--concurrency', '4', '--rate', '3');
+    expect(clash.code).toBe(2);
+    expect(clash.err).toMatch(/--concurrency \(4\) is a closed loop.*drop --rate/);
+    const engine = await disagg('simulate', '--engine', 'vllm-v9');
+    expect(engine.err).toMatch(/--engine: unknown engine 'vllm-v9'; use one of vllm-v1, vllm-v1-sync, vllm-v0, distserve, sglang, trtllm/);
+    const plan = await disagg('plan', '--simulate', '--concurrency', '4');
+    expect(plan.err).toMatch(/--concurrency \(4\) cannot be planned/);
+  });
+
   test('a larger seed changes the numbers, the same seed repeats them', async () => {
     const run = async (seed: string) => JSON.parse((await disagg('simulate', '--requests', '80', '--rates', '5', '--rate', '5',
       '--input-tokens', 'lognormal:1000:500', '--seed', seed, '--json', '--out', tmpdir('sim'))).out).result;

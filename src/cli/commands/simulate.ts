@@ -157,6 +157,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+  if (flags.engine) config = flags.engine.applyTo(config);
   if (values.autoscale === true || Object.keys(AUTOSCALE_FLAG_OPTIONS).some(f => (values as Record<string, unknown>)[f] !== undefined)) {
     if (values.rates !== undefined) throw new UsageError('--rates does not apply with --autoscale (one run under a changing load); drop --rates');
     return runAutoscale({
@@ -174,10 +175,11 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       json: values.json === true,
     });
   }
-  // A trace and stages fix their own arrivals: one run, no sweep.
-  const single = config.workload.kind === 'trace' || flags.stages !== undefined;
+  // A trace, stages and a closed loop fix their own arrivals: one run, no sweep.
+  const single = config.workload.kind === 'trace' || flags.stages !== undefined || flags.concurrency !== undefined;
   if (single && values.rates !== undefined) {
-    throw new UsageError(`--rates does not apply with ${flags.stages ? '--stages' : '--trace'}, which fix their own arrivals; drop --rates`);
+    const why = flags.stages ? '--stages' : flags.concurrency !== undefined ? '--concurrency' : '--trace';
+    throw new UsageError(`--rates does not apply with ${why}, which fixes its own arrivals; drop --rates`);
   }
   const rates = values.rates !== undefined ? rateList(values.rates) : sweepRates(flags.rate);
   if (!rates.includes(flags.rate) && !single) rates.push(flags.rate);
@@ -188,7 +190,10 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   let points: SweepPoint[];
   try {
     if (single) {
-      points = [{ ratePerSecond: flags.rate, summary: await simulate(config, p => progress.update(p.done, p.total)) }];
+      const summary = await simulate(config, p => progress.update(p.done, p.total));
+      // A closed loop's rate is what its clients achieved.
+      const achieved = flags.concurrency !== undefined ? Number(summary.requestsPerSecond.toPrecision(4)) : flags.rate;
+      points = [{ ratePerSecond: achieved, summary }];
     } else {
       points = await simulateSweep(config, rates, p => progress.update(p.done, p.total, `rate ${rates[p.done - 1]}/s`));
       // A chart that never leaves the SLO says nothing about capacity: without --rates, keep raising
@@ -208,7 +213,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   } finally {
     progress.finish();
   }
-  const main = points.find(p => p.ratePerSecond === flags.rate) ?? points[0];
+  const main = single ? points[0] : points.find(p => p.ratePerSecond === flags.rate) ?? points[0];
   const outDir = path.resolve(flags.outDir);
   fs.mkdirSync(outDir, { recursive: true });
   const svgFile = path.join(outDir, 'simulate.svg');
@@ -220,7 +225,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     tpotSloSeconds: flags.slo.tpotSeconds,
     targetShare: flags.targetShare,
     markRate: main.ratePerSecond,
-    markLabel: '--rate',
+    markLabel: flags.concurrency !== undefined ? `${flags.concurrency} clients` : '--rate',
   }));
   const report = {
     model: model.name,
@@ -240,13 +245,15 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     return ExitCode.OK;
   }
   io.out(`disagg simulate: ${title}`);
-  io.out(`  workload  ${describeWorkload(flags)}; seed ${flags.seed}`);
+  io.out(`  workload  ${describeWorkload(flags)}; seed ${flags.seed}${flags.engine ? `; engine ${flags.engine.name}` : ''}`);
   io.out(`  SLO       TTFT <= ${formatLatency(flags.slo.ttftSeconds)}, TPOT <= ${formatLatency(flags.slo.tpotSeconds)}; goodput counts requests meeting both (target ${Math.round(flags.targetShare * 100)}%)`);
   io.out('');
-  io.out(...[renderSweepTable(points, main.ratePerSecond, flags.targetShare).join('\n')]);
+  io.out(...[renderSweepTable(points, flags.concurrency !== undefined ? undefined : main.ratePerSecond, flags.targetShare).join('\n')]);
   io.out('');
   const s = main.summary;
-  io.out(`${flags.stages ? `Over the stages (mean ${main.ratePerSecond} req/s)` : `At ${main.ratePerSecond} req/s`}: ${s.completed}/${s.submitted} completed, ${pct(s.goodputShare)} good (${s.goodputShare >= flags.targetShare ? 'meets' : 'misses'} the ${pct(flags.targetShare)} target), ` +
+  const at = flags.concurrency !== undefined ? `With ${flags.concurrency} clients (${s.requestsPerSecond.toFixed(2)} req/s)`
+    : flags.stages ? `Over the stages (mean ${main.ratePerSecond} req/s)` : `At ${main.ratePerSecond} req/s`;
+  io.out(`${at}: ${s.completed}/${s.submitted} completed, ${pct(s.goodputShare)} good (${s.goodputShare >= flags.targetShare ? 'meets' : 'misses'} the ${pct(flags.targetShare)} target), ` +
     `prefix-cache hits ${describeHits(s)}, ${s.disaggregatedRequests} requests through prefill, ${s.preemptions} preemptions, mean utilization ${pct(s.meanUtilization)}`);
   const top = points[points.length - 1];
   if (values.rates === undefined && !single && top.summary.goodputShare >= flags.targetShare) {
@@ -302,9 +309,11 @@ function describeWorkload(flags: EngineFlags): string {
   const dist = (d: typeof w.inputTokens) => (d?.distribution === 'uniform' ? `uniform ${d.min}-${d.max}` : d?.distribution === 'lognormal' ? `lognormal ${d.mean}±${d.stddev}` : String(d?.mean));
   if (w.kind === 'trace') return `trace ${w.trace?.path}`;
   const what = w.kind === 'chat' ? 'chat sessions' : 'requests';
-  const load = flags.stages
-    ? `${what} in stages ${flags.stages.map(s => `${s.ratePerSecond}/s x ${s.durationSeconds} s`).join(', ')} (${w.arrival?.process})`
-    : `${what} at ${flags.rate}/s (${w.arrival?.process})`;
+  const load = flags.concurrency !== undefined
+    ? `${what} from a closed loop of ${flags.concurrency} clients`
+    : flags.stages
+      ? `${what} in stages ${flags.stages.map(s => `${s.ratePerSecond}/s x ${s.durationSeconds} s`).join(', ')} (${w.arrival?.process})`
+      : `${what} at ${flags.rate}/s (${w.arrival?.process})`;
   const parts = [load, w.requests !== undefined ? `${w.requests} requests` : 'every stage\'s requests', `input ${dist(w.inputTokens)}`, `output ${dist(w.outputTokens)} tokens`];
   if (w.tenants) {
     const t = w.tenants;

@@ -1,0 +1,110 @@
+import { EngineConfig } from './engine-config';
+
+/** Scheduler knobs of one pool that an engine generation decides (a subset of the engine's pool config). */
+export interface EngineSchedulerKnobs {
+  /** Prompt chunks mixed with decodes in one step (vLLM V1, SGLang), or whole-prompt prefill-first steps (vLLM V0). */
+  readonly chunkedPrefill: boolean;
+  /** The next step is planned while the current one runs. */
+  readonly asyncScheduling: boolean;
+}
+
+/**
+ * The serving engine generation a simulated pool behaves as: how its scheduler batches prompts and
+ * decodes. Published P/D results come from engines that batch differently (vLLM's V0 engine ran whole
+ * prompts in steps of their own and stalled every decode meanwhile; vLLM V1 and SGLang mix prompt
+ * chunks into decode steps), and that difference decides much of what disaggregation gains.
+ *
+ * What each changes, and its source:
+ * - `VLLM_V1` (default): chunked prefill always on (vLLM V1 engine, default since 0.8.0; the V0 engine was
+ *   removed in 0.11), async scheduling on (default since 0.14, vllm-project/vllm #27614).
+ * - `VLLM_V1_SYNC`: vLLM V1 before 0.14: chunked prefill, no async scheduling.
+ * - `VLLM_V0`: vLLM's V0 engine without `--enable-chunked-prefill` (its default for contexts up to 32K):
+ *   a step runs either waiting prompts or the running decodes, prompts first (DistServe's and Splitwise's
+ *   vLLM baseline, early 2024).
+ * - `DISTSERVE`: the DistServe prototype (OSDI'24, LLMServe/DistServe): its context instances batch
+ *   whole prompts, its decode instances only decode; no chunking, no overlap.
+ * - `SGLANG`: chunked prefill on (`--chunked-prefill-size`, on by default) and the overlap scheduler
+ *   (on by default since v0.4), which plans the next batch while the GPU runs the current one.
+ * - `TRTLLM`: TensorRT-LLM's `trtllm-serve` with chunked context and the overlap scheduler on, as its
+ *   disaggregated-serving examples run it.
+ */
+export class EngineProfile {
+  public static readonly VLLM_V1 = new EngineProfile('vllm-v1', { chunkedPrefill: true, asyncScheduling: true });
+  public static readonly VLLM_V1_SYNC = new EngineProfile('vllm-v1-sync', { chunkedPrefill: true, asyncScheduling: false });
+  public static readonly VLLM_V0 = new EngineProfile('vllm-v0', { chunkedPrefill: false, asyncScheduling: false });
+  public static readonly DISTSERVE = new EngineProfile('distserve', { chunkedPrefill: false, asyncScheduling: false });
+  public static readonly SGLANG = new EngineProfile('sglang', { chunkedPrefill: true, asyncScheduling: true });
+  public static readonly TRTLLM = new EngineProfile('trtllm', { chunkedPrefill: true, asyncScheduling: true });
+
+  /** Every profile, for help texts and errors. */
+  public static all(): EngineProfile[] {
+    return [EngineProfile.VLLM_V1, EngineProfile.VLLM_V1_SYNC, EngineProfile.VLLM_V0, EngineProfile.DISTSERVE, EngineProfile.SGLANG,
+      EngineProfile.TRTLLM];
+  }
+
+  /** The profile of a name (`vllm-v0`, `vllm-v1`, `vllm-v1-sync`, `distserve`, `sglang`, `trtllm`). */
+  public static fromName(name: string): EngineProfile {
+    const found = EngineProfile.all().find(p => p.name === name.trim().toLowerCase());
+    if (!found) {
+      throw new Error(`unknown engine '${name}'; use one of ${EngineProfile.all().map(p => p.name).join(', ')}`);
+    }
+    return found;
+  }
+
+  /**
+   * The profile a source's description of its engine names ('vLLM (early-2024 release, V0 engine, no
+   * chunked prefill)', 'SGLang (~v0.4.5)', 'TensorRT-LLM', 'DistServe prototype', 'vLLM 0.11.2'): the
+   * engine, and for vLLM its generation by the words or the release. Unknown words give VLLM_V1.
+   */
+  public static fromDescription(text: string): EngineProfile {
+    // The engine a description names first is the one that ran ('vLLM (... DistServe artifact era ...)' is vLLM).
+    const engines: Array<[RegExp, EngineProfile | 'vllm']> = [
+      [/DistServe/i, EngineProfile.DISTSERVE], [/SGLang/i, EngineProfile.SGLANG], [/TensorRT-LLM|trtllm/i, EngineProfile.TRTLLM], [/vLLM/i, 'vllm'],
+    ];
+    const named = engines.map(([re, p]) => ({ at: text.search(re), p })).filter(e => e.at >= 0).sort((a, b) => a.at - b.at)[0];
+    if (named && named.p !== 'vllm') return named.p;
+    const release = /\b0\.(\d+)(?:\.\d+)?/.exec(text);
+    if (release) {
+      const minor = Number(release[1]);
+      if (minor < 8) return EngineProfile.VLLM_V0;
+      if (minor < 14) return EngineProfile.VLLM_V1_SYNC;
+      return EngineProfile.VLLM_V1;
+    }
+    // V1 became vLLM's default engine in 0.8.0 (March 2025): a vLLM of 2024 ran V0.
+    if (/\bV0\b|no chunked prefill|\b2024\b/i.test(text)) return EngineProfile.VLLM_V0;
+    return EngineProfile.VLLM_V1;
+  }
+
+  private constructor(public readonly name: string, private readonly knobs: EngineSchedulerKnobs) {}
+
+  /** Whether prompt chunks share steps with decodes. */
+  public get chunkedPrefill(): boolean {
+    return this.knobs.chunkedPrefill;
+  }
+
+  /** Whether the next step is planned while the current one runs. */
+  public get asyncScheduling(): boolean {
+    return this.knobs.asyncScheduling;
+  }
+
+  /** The pool fields this profile sets for a pool of `role`. */
+  public poolKnobs(_role: 'both' | 'prefill' | 'decode'): EngineSchedulerKnobs {
+    return { ...this.knobs };
+  }
+
+  /**
+   * `config` with every pool (a simulation's `pools`, a planner's `tensorParallelOptions`) behaving as
+   * this engine generation.
+   */
+  public applyTo<T extends EngineConfig>(config: T): T {
+    const pools = config.pools?.map(p => ({ ...p, ...this.poolKnobs((p.role ?? 'both') as 'both' | 'prefill' | 'decode') }));
+    const options = config.planner?.tensorParallelOptions?.map(o => ({
+      ...o, ...this.poolKnobs((o.role ?? 'both') as 'both' | 'prefill' | 'decode'),
+    }));
+    return {
+      ...config,
+      ...(pools ? { pools } : {}),
+      ...(options && config.planner ? { planner: { ...config.planner, tensorParallelOptions: options } } : {}),
+    };
+  }
+}
