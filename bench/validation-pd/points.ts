@@ -339,11 +339,18 @@ export function expressPoint(point: PdPoint): ExpressedPoint | UnexpressedPoint 
       ...(slo ? { slo } : {}),
       asyncScheduling: profile.asyncScheduling,
     });
+    const stagesOf = (role: string) => (role === 'prefill' ? topology.prefill : role === 'decode' ? topology.decode : topology.aggregated)!.pipelineParallel;
+    config = profile.applyTo(config);
     config = {
       ...config,
       pools: config.pools!.map(p => ({
         ...p,
-        ...profile.poolKnobs(p.role as 'both' | 'prefill' | 'decode'),
+        // Pipeline stages: sized above as TP x PP ranks (the same weights and KV per rank); stepped as PP.
+        ...(stagesOf(p.role!) > 1 ? {
+          tensorParallel: p.tensorParallel! / stagesOf(p.role!),
+          pipelineParallel: stagesOf(p.role!),
+          parallel: { ...(p.parallel ?? {}), tensorParallel: p.tensorParallel! / stagesOf(p.role!), pipelineParallel: stagesOf(p.role!) },
+        } : {}),
         ...(arm === 'disaggregated' && transfer ? {
           hardware: { ...(p.hardware ?? config.hardware!), fabricBytesPerSecond: transfer.bytesPerSecond, fabricLatencySeconds: transfer.latencySeconds },
         } : {}),

@@ -161,6 +161,10 @@ export interface DisaggEngineConfiguration {
      */
     tensorParallel?: number;
     /**
+     * Pipeline stages of one replica (vLLM --pipeline-parallel-size), each of tensorParallel ranks holding layers / pipelineParallel of the layers; model.weightBytesPerRank and kvBytesPerTokenPerRank are one stage's rank's (kvBytesPerTokenPerRank defaults to kvBytesPerToken / (tensorParallel x pipelineParallel)), so the replica's KV capacity is the sum over its stages. The engine keeps pipelineParallel micro-batches in flight: a step is the scheduler's batch spread over them and takes the largest micro-batch's time through every stage plus the activation sends between stages (disagg/cost_model.h), so one sequence steps in about the whole model's time and a full batch moves pipelineParallel micro-batches in that time. maxConcurrencyPerReplica and maxBatchedTokens bound all micro-batches together. Needs the stage-to-stage link (hardware.interconnectBytesPerSecond, or scaleOutBytesPerSecond when tensorParallel x pipelineParallel > scaleUpDomain); not with expertParallel or dataParallel > 1.
+     */
+    pipelineParallel?: number;
+    /**
      * Data-parallel attention ranks of one replica (vLLM --data-parallel-size inside one expert-parallel group); the step's tokens are spread evenly over them. > 1 only with expertParallel = tensorParallel x dataParallel.
      */
     dataParallel?: number;
@@ -214,6 +218,10 @@ export interface DisaggEngineConfiguration {
      * Fixed cost of one layer of every non-empty step in seconds: the small kernels (norms, rotary, activation) and each kernel's launch and ramp, which a small batch's FLOPs and bytes do not account for.
      */
     layerOverheadSeconds?: number;
+    /**
+     * Cost of one sequence of every step in seconds, prefill chunks and decoding sequences alike: the engine's CPU time per running sequence (scheduling, sampling bookkeeping, detokenization in the engine's process). vLLM's V0 engine (before v0.6.0, September 2024) spent it in every step (https://blog.vllm.ai/2024/09/05/perf-update.html); 0: none, as vLLM V1.
+     */
+    sequenceOverheadSeconds?: number;
     /**
      * Simulation: the API server's time per request in seconds (HTTP, tokenization, hand-off to the engine, the streamed answer); each request reaches its engine this much after it arrives, so TTFT and E2E include it.
      */
@@ -393,7 +401,14 @@ export interface DisaggEngineConfiguration {
     instanceType?: string;
     accelerator?: string;
     tensorParallel?: number;
+    /**
+     * Pipeline stages of each replica; for the simulation it wins over parallel.pipelineParallel (see there). A pool that changes it without weightBytesPerRank gets the top-level weights rescaled by tensorParallel x pipelineParallel.
+     */
     pipelineParallel?: number;
+    /**
+     * Simulation, read on a decode pool: when the client sees a disaggregated request's first token. decode-step: the decode instance's first step after the KV transfer (vLLM NixlConnector P/D). transfer: the token the prefill instance sampled, once the KV transfer that carries it completes (DistServe, SGLang P/D). prefill: that token as soon as the prefill step that samples it completes (TensorRT-LLM's disaggregated server). With transfer or prefill the decode instance generates the other output - 1 tokens, and a request of one output token finishes at its first token. Prefill and aggregated pools ignore it.
+     */
+    firstTokenAt?: 'decode-step' | 'transfer' | 'prefill';
     weightBytesPerRank?: number;
     kvCacheBytesPerRank?: number;
     kvTokensPerReplica?: number;
@@ -678,7 +693,7 @@ export interface DisaggEngineConfiguration {
       tensorParallel?: number;
       weightBytesPerRank?: number;
       /**
-       * Default: tensorParallel.
+       * Default: tensorParallel x pipelineParallel.
        */
       acceleratorsPerReplica?: number;
       pricePerAcceleratorHour?: number;
@@ -714,6 +729,14 @@ export interface DisaggEngineConfiguration {
       prefixCaching?: boolean;
       chunkedPrefill?: boolean;
       asyncScheduling?: boolean;
+      /**
+       * As pools[].pipelineParallel; acceleratorsPerReplica then defaults to tensorParallel x pipelineParallel.
+       */
+      pipelineParallel?: number;
+      /**
+       * As pools[].firstTokenAt (read when the option serves a decode pool).
+       */
+      firstTokenAt?: 'decode-step' | 'transfer' | 'prefill';
       kvTiers?: KvTiers;
     }[];
   };

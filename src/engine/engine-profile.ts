@@ -6,6 +6,14 @@ export interface EngineSchedulerKnobs {
   readonly chunkedPrefill: boolean;
   /** The next step is planned while the current one runs. */
   readonly asyncScheduling: boolean;
+  /**
+   * When a P/D request's client sees its first token (read on decode pools): the decode side's first
+   * step after the KV transfer (vLLM's NixlConnector), when the KV and the prefill's sampled token reach
+   * the decode side (DistServe, SGLang), or as soon as the prefill samples it (TensorRT-LLM).
+   */
+  readonly firstTokenAt: 'decode-step' | 'transfer' | 'prefill';
+  /** CPU seconds per sequence in every step (scheduling, sampling, detokenization, streaming) that the GPU waits for. */
+  readonly sequenceOverheadSeconds: number;
 }
 
 /**
@@ -28,13 +36,28 @@ export interface EngineSchedulerKnobs {
  * - `TRTLLM`: TensorRT-LLM's `trtllm-serve` with chunked context and the overlap scheduler on, as its
  *   disaggregated-serving examples run it.
  */
+/**
+ * CPU time per running sequence per step of vLLM's V0 engine, which the GPU waited for (scheduling,
+ * sampling bookkeeping, detokenization and streaming ran in the engine's own Python process between
+ * steps). vLLM's v0.6.0 performance update (https://blog.vllm.ai/2024/09/05/perf-update.html) profiled
+ * v0.5.3 serving Llama-3-8B on one H100: the API server took 33% and scheduling 29% of the time, the GPU
+ * worked 38% of it, and v0.6.0 cut TPOT by 5x at 32 QPS by taking that work off the step. At the batch
+ * that load keeps (on the order of 100-200 sequences) and its ~10 ms GPU steps, 62% of the time is
+ * ~16 ms of CPU per step: about 0.1 ms per sequence.
+ */
+export const V0_SEQUENCE_OVERHEAD_SECONDS = 1e-4;
+
 export class EngineProfile {
-  public static readonly VLLM_V1 = new EngineProfile('vllm-v1', { chunkedPrefill: true, asyncScheduling: true });
-  public static readonly VLLM_V1_SYNC = new EngineProfile('vllm-v1-sync', { chunkedPrefill: true, asyncScheduling: false });
-  public static readonly VLLM_V0 = new EngineProfile('vllm-v0', { chunkedPrefill: false, asyncScheduling: false });
-  public static readonly DISTSERVE = new EngineProfile('distserve', { chunkedPrefill: false, asyncScheduling: false });
-  public static readonly SGLANG = new EngineProfile('sglang', { chunkedPrefill: true, asyncScheduling: true });
-  public static readonly TRTLLM = new EngineProfile('trtllm', { chunkedPrefill: true, asyncScheduling: true });
+  public static readonly VLLM_V1 = new EngineProfile('vllm-v1', { chunkedPrefill: true, asyncScheduling: true, firstTokenAt: 'decode-step', sequenceOverheadSeconds: 0 });
+  public static readonly VLLM_V1_SYNC = new EngineProfile('vllm-v1-sync', { chunkedPrefill: true, asyncScheduling: false, firstTokenAt: 'decode-step', sequenceOverheadSeconds: 0 });
+  public static readonly VLLM_V0 = new EngineProfile('vllm-v0', {
+    chunkedPrefill: false, asyncScheduling: false, firstTokenAt: 'decode-step', sequenceOverheadSeconds: V0_SEQUENCE_OVERHEAD_SECONDS,
+  });
+  public static readonly DISTSERVE = new EngineProfile('distserve', {
+    chunkedPrefill: false, asyncScheduling: false, firstTokenAt: 'transfer', sequenceOverheadSeconds: V0_SEQUENCE_OVERHEAD_SECONDS,
+  });
+  public static readonly SGLANG = new EngineProfile('sglang', { chunkedPrefill: true, asyncScheduling: true, firstTokenAt: 'transfer', sequenceOverheadSeconds: 0 });
+  public static readonly TRTLLM = new EngineProfile('trtllm', { chunkedPrefill: true, asyncScheduling: true, firstTokenAt: 'prefill', sequenceOverheadSeconds: 0 });
 
   /** Every profile, for help texts and errors. */
   public static all(): EngineProfile[] {
@@ -63,7 +86,8 @@ export class EngineProfile {
     ];
     const named = engines.map(([re, p]) => ({ at: text.search(re), p })).filter(e => e.at >= 0).sort((a, b) => a.at - b.at)[0];
     if (named && named.p !== 'vllm') return named.p;
-    const release = /\b0\.(\d+)(?:\.\d+)?/.exec(text);
+    // A release is three numbers ('0.11.2'), not a setting such as 'gpu-memory-utilization 0.9'.
+    const release = /\bv?0\.(\d+)\.\d+/.exec(text);
     if (release) {
       const minor = Number(release[1]);
       if (minor < 8) return EngineProfile.VLLM_V0;
@@ -87,9 +111,20 @@ export class EngineProfile {
     return this.knobs.asyncScheduling;
   }
 
-  /** The pool fields this profile sets for a pool of `role`. */
-  public poolKnobs(_role: 'both' | 'prefill' | 'decode'): EngineSchedulerKnobs {
-    return { ...this.knobs };
+  /** The per-sequence CPU time of a step, seconds. */
+  public get sequenceOverheadSeconds(): number {
+    return this.knobs.sequenceOverheadSeconds;
+  }
+
+  /** The pool fields this profile sets for a pool of `role` (efficiency merged into `efficiency`). */
+  public poolKnobs(role: 'both' | 'prefill' | 'decode', efficiency?: Record<string, unknown>): Record<string, unknown> {
+    const k = this.knobs;
+    return {
+      chunkedPrefill: k.chunkedPrefill,
+      asyncScheduling: k.asyncScheduling,
+      ...(role === 'decode' && k.firstTokenAt !== 'decode-step' ? { firstTokenAt: k.firstTokenAt } : {}),
+      ...(k.sequenceOverheadSeconds > 0 ? { efficiency: { ...(efficiency ?? {}), sequenceOverheadSeconds: k.sequenceOverheadSeconds } } : {}),
+    };
   }
 
   /**
@@ -97,9 +132,9 @@ export class EngineProfile {
    * this engine generation.
    */
   public applyTo<T extends EngineConfig>(config: T): T {
-    const pools = config.pools?.map(p => ({ ...p, ...this.poolKnobs((p.role ?? 'both') as 'both' | 'prefill' | 'decode') }));
+    const pools = config.pools?.map(p => ({ ...p, ...this.poolKnobs((p.role ?? 'both') as 'both' | 'prefill' | 'decode', p.efficiency) }));
     const options = config.planner?.tensorParallelOptions?.map(o => ({
-      ...o, ...this.poolKnobs((o.role ?? 'both') as 'both' | 'prefill' | 'decode'),
+      ...o, ...this.poolKnobs((o.role ?? 'both') as 'both' | 'prefill' | 'decode', o.efficiency),
     }));
     return {
       ...config,

@@ -42,6 +42,8 @@ describe('reading a published point', () => {
     expect(EngineProfile.fromDescription('SGLang (main, ~v0.4.5, April 2025)')).toBe(EngineProfile.SGLANG);
     expect(EngineProfile.fromDescription('vLLM 0.11.2.dev358')).toBe(EngineProfile.VLLM_V1_SYNC);
     expect(EngineProfile.fromDescription('vLLM 0.19.1')).toBe(EngineProfile.VLLM_V1);
+    // A setting is not a release; a vLLM of 2024 ran V0 (V1 became the default in 0.8.0, March 2025).
+    expect(EngineProfile.fromDescription('vLLM (patched fork inside triton_distributed, 2024-25), gpu-memory-utilization 0.9')).toBe(EngineProfile.VLLM_V0);
     expect(() => EngineProfile.fromName('vllm-v9')).toThrow(/use one of vllm-v1/);
   });
 

@@ -129,7 +129,7 @@ describe('disagg simulate reproduces a vLLM run', () => {
     [['--stages', '8x600,20'], /--stages '8x600,20': stage '20' must be RATExSECONDS with positive numbers, e.g. 8x600/],
     [['--stages', '8x0'], /stage '8x0' must be RATExSECONDS with positive numbers/],
     [['--stages', '8x600', '--rate', '3'], /--rate \(3\) and --stages \(8x600\) both set the load; drop --rate/],
-    [['--stages', '8x600', '--rates', '1,2'], /--rates does not apply with --stages, which fix their own arrivals; drop --rates/],
+    [['--stages', '8x600', '--rates', '1,2'], /--rates does not apply with --stages, which fixes its own arrivals; drop --rates/],
     [['--arrival', 'uniform'], /--arrival 'uniform' is not an arrival process; use poisson, constant, gamma:CV/],
     [['--popularity', 'equal'], /--popularity needs --shared-prompts N \(N >= 1\)/],
     [['--shared-prompts', '4', '--popularity', 'zipf:-1'], /--popularity 'zipf:-1' is not a popularity; use equal, zipf or zipf:S with S >= 0/],

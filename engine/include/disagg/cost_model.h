@@ -17,8 +17,41 @@
 //                   (2 (tp-1)/tp of the payload per rank), plus interconnectLatencySeconds each; 0 at tp 1;
 //                   plus the charged expert-parallel all-to-all (below)
 //   fixed         = efficiency.stepOverheadSeconds + layers * efficiency.layerOverheadSeconds
+//                   + sequences * efficiency.sequenceOverheadSeconds
 //   total         = max(compute, memory) + communication + fixed
-// where attendedPairs counts (query token, key token) pairs under the causal mask.
+// where attendedPairs counts (query token, key token) pairs under the causal mask, and sequences
+// counts the step's prefill chunks and decoding sequences (StepBatch::sequences()): the engine's CPU
+// time per running sequence in every step (vLLM's V0 engine scheduled, sampled and detokenized in
+// the same Python process, so its steps grew with the batch: vLLM blog, 2024-09-05, "vLLM v0.6.0:
+// 2.7x Throughput Improvement and 5x Latency Reduction"). 0 by default (vLLM V1).
+//
+// Pipeline parallelism (parallel.pipelineParallel = pp > 1): a replica is pp stages, one after the
+// other, each of tensorParallel ranks holding layers / pp of the layers; weightBytesPerRank and
+// kvBytesPerTokenPerRank are one rank's of one stage (kvBytesPerTokenPerRank defaults to
+// kvBytesPerToken / (tensorParallel x pp)), so the replica's KV capacity is the sum over its stages.
+// The engine keeps pp micro-batches in flight (vLLM V0's virtual engines, DistServe's decode
+// instances), so that every stage works on one while the others work on theirs. A step is then the
+// scheduler's whole batch, spread over the pp micro-batches, and its time is the latency of the
+// largest micro-batch through every stage, which in the steady state is also the time between two
+// steps of the same sequences (each stage serves pp micro-batches of that size per cycle):
+//   share         = the largest micro-batch's part of the step: ceil(sequences / pp) / sequences, at
+//                   least one mean prefill chunk (a sequence is never split over micro-batches)
+//   compute       = as above for share x the step's tokens, through all the layers
+//   memory        = pp x (weights read + kvBytesPerTokenPerRank x share x (kvRead + kvWritten))
+//                   / (hbmBytesPerSecond * efficiency.memory): each stage reads its weights once per
+//                   micro-batch
+//   communication = the all-reduces of all the layers for share x tokens, plus (pp - 1) activation
+//                   sends of share x tokens x hiddenSize x activationBytes between stages, over the
+//                   interconnect (interconnectLatencySeconds each) when tensorParallel x pp <=
+//                   scaleUpDomain, else over scaleOutBytesPerSecond * efficiency.fabric
+//                   (fabricLatencySeconds each)
+//   fixed         = as above (the step's scheduling and per-sequence time are the engine's, once)
+// So one sequence alone steps in about the whole model's time (not 1 / pp of it), and a full batch
+// of pp micro-batches moves pp times the tokens of one micro-batch in that time. An approximation of
+// the steady state: micro-batches finish together (a real pipeline staggers them by a stage), and
+// the scheduler's limits (maxConcurrencyPerReplica, maxBatchedTokens) bound all micro-batches
+// together (vLLM V0's --max-num-seqs holds per virtual engine: pass it x pp). Not with
+// expertParallel or dataParallel > 1.
 //
 // Expert parallelism (parallel.expertParallel = ep > 1, ep = tensorParallel x dataParallel): a replica
 // is the whole expert-parallel group (vLLM --data-parallel-size with --enable-expert-parallel); the
@@ -124,6 +157,11 @@ struct CostModelParams {
   // --- parallel ---
   /// [parallel.tensorParallel] Ranks that split every layer.
   int tensor_parallel = 1;
+  /// [parallel.pipelineParallel] Stages that split the layers (vLLM --pipeline-parallel-size), each
+  /// of tensorParallel ranks; pp micro-batches in flight (see the file comment). > 1 needs the
+  /// stage-to-stage link (interconnectBytesPerSecond, or scaleOutBytesPerSecond beyond the
+  /// scale-up domain), at most model.layers stages, and expertParallel = dataParallel = 1.
+  int pipeline_parallel = 1;
   /// [parallel.dataParallel] Data-parallel attention ranks of one replica (vLLM --data-parallel-size
   /// inside one expert-parallel group); > 1 only with expertParallel = tensorParallel x dataParallel.
   int data_parallel = 1;
@@ -162,6 +200,10 @@ struct CostModelParams {
   /// kernels (norms, rotary, activation, sampling share) and each kernel's launch and ramp, which
   /// neither the FLOPs nor the bytes of a small batch account for.
   double layer_overhead_seconds = 0;
+  /// [efficiency.sequenceOverheadSeconds] Cost of one sequence of every step, prefill chunk or
+  /// decode alike: the engine's CPU time per running sequence (scheduling, sampling bookkeeping,
+  /// detokenization in the engine's process, as vLLM's V0 engine did). 0: none (vLLM V1).
+  double sequence_overhead_seconds = 0;
   /// [efficiency.requestOverheadSeconds] Time of one request outside the engine's steps: the API
   /// server's HTTP handling and tokenization, the hand-off to the engine and the streamed answer.
   /// Not part of a step: a simulator delays each request by it before the engine sees it.
@@ -177,14 +219,17 @@ struct StepBatch {
   std::int64_t prefill_prior_tokens = 0;
   /// Causal (query, key) pairs of the chunks: sum of n*p + n(n+1)/2 for a chunk of n after p.
   std::int64_t prefill_attended_pairs = 0;
+  /// Prefill chunks (one per sequence) with at least one new token.
+  std::int64_t prefill_sequences = 0;
   /// Sequences that each generate one token in this step.
   std::int64_t decode_sequences = 0;
   /// Tokens already in the KV cache of those sequences, summed.
   std::int64_t decode_context_tokens = 0;
 
-  /// Adds a chunk of `new_tokens` prompt tokens after `prior_tokens` cached ones.
+  /// Adds a chunk of `new_tokens` prompt tokens of one sequence after `prior_tokens` cached ones.
   /// Preconditions: new_tokens >= 0, prior_tokens >= 0.
   constexpr StepBatch& add_prefill_chunk(std::int64_t new_tokens, std::int64_t prior_tokens) {
+    if (new_tokens > 0) ++prefill_sequences;
     prefill_tokens += new_tokens;
     prefill_prior_tokens += prior_tokens;
     prefill_attended_pairs += new_tokens * prior_tokens + new_tokens * (new_tokens + 1) / 2;
@@ -199,14 +244,18 @@ struct StepBatch {
   }
   /// Tokens that pass through the layers in this step.
   constexpr std::int64_t tokens() const { return prefill_tokens + decode_sequences; }
+  /// Sequences in this step: prefill chunks and decoding sequences.
+  constexpr std::int64_t sequences() const { return prefill_sequences + decode_sequences; }
 };
 
 /// Time of one step, split by roofline term. total = max(compute, memory) + communication + overhead,
-/// where overhead = stepOverheadSeconds + layers * layerOverheadSeconds.
+/// where overhead = stepOverheadSeconds + layers * layerOverheadSeconds + sequences *
+/// sequenceOverheadSeconds. With pipeline parallelism, the terms are those of the largest
+/// micro-batch through every stage (see the file comment).
 struct StepTime {
   double compute_seconds = 0;
   double memory_seconds = 0;
-  /// All-reduces plus the charged expert-parallel all-to-all.
+  /// All-reduces plus the charged expert-parallel all-to-all plus the pipeline's activation sends.
   double communication_seconds = 0;
   /// The charged all-to-all alone (part of communication_seconds); 0 without expert parallelism.
   double all_to_all_seconds = 0;
@@ -256,8 +305,8 @@ class CostModel {
  public:
   /// Validates `params` (every field of disagg/cost_model_config.h against its constraint,
   /// interconnectBytesPerSecond > 0 when tensorParallel > 1 or expertParallel > 1, and the
-  /// expert-parallel rules stated on the fields) and resolves derived defaults (attention width, KV
-  /// per rank, moeLayers, expertImbalance).
+  /// expert-parallel and pipeline-parallel rules stated on the fields) and resolves derived defaults
+  /// (attention width, KV per rank, moeLayers, expertImbalance).
   /// Fails with the first refused field.
   static Expected<CostModel, CostModelError> create(const CostModelParams& params);
 

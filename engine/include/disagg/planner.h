@@ -66,7 +66,7 @@ enum class OptionRole : std::uint8_t { any, prefill, decode, aggregated };
 /// One tensor-parallel choice: a pool template whose `replicas` and `role` the planner sets.
 struct PlanOption {
   PoolSpec pool;
-  std::int32_t accelerators_per_replica = 1;  ///< default tensorParallel
+  std::int32_t accelerators_per_replica = 1;  ///< default tensorParallel x pipelineParallel
   double price_per_accelerator_hour = 1;
   OptionRole role = OptionRole::any;
   std::string label;  ///< for reports, e.g. "tp4"

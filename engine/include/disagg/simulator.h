@@ -11,7 +11,14 @@
 // worker, which allocates blocks and reports the tokens to pull; the transfer takes
 // CostModel::transfer_seconds of those bytes on the decode worker's fabric link, one transfer at a
 // time per link (FIFO); on arrival the decode worker runs it and the prefill worker frees its blocks.
-// TTFT is measured at the first token the client sees (the decode worker's for disaggregated ones).
+// TTFT is measured at the first token the client sees. For a disaggregated request the decode
+// pool's PoolSpec::first_token_at says which that is: by default the decode worker's first step
+// after the transfer (vLLM's NixlConnector P/D); with `transfer` the token the prefill worker
+// sampled, once the KV transfer that carries it completes (DistServe, SGLang's P/D); with `prefill`
+// that token as soon as its prefill step completes (TensorRT-LLM's disaggregated server). In the
+// last two the decode worker generates the other output - 1 tokens: it receives the prompt's KV and
+// the first token, whose KV its first step computes (SchedRequest of prompt + 1 tokens), and a
+// request of one output token finishes at its first token (with `prefill` it needs no decode leg).
 //
 // Policies that score prefixes read a KvBlockIndex fed by every worker's KV pool events (precise),
 // unless router.precise_prefix is false (then they keep their own approximate history). Blocks
@@ -115,6 +122,16 @@ struct PoolAutoscaling {
   ProvisioningSpec provisioning;
 };
 
+/// When the client sees a disaggregated request's first token (see the file comment). Read on the
+/// decode pool of a prefill/decode pair; other pools ignore it.
+enum class FirstTokenAt : std::uint8_t {
+  decode_step,  ///< the decode worker's first step after the KV transfer (vLLM NixlConnector P/D)
+  transfer,     ///< the KV transfer's completion, which brings the prefill's token (DistServe, SGLang P/D)
+  prefill,      ///< the prefill step that samples it (TensorRT-LLM's disaggregated server)
+};
+/// "decode-step", "transfer" or "prefill", as in the configuration (pools[].firstTokenAt).
+std::string_view to_string(FirstTokenAt at);
+
 /// Identical replicas.
 struct PoolSpec {
   std::string name = "pool";
@@ -130,6 +147,8 @@ struct PoolSpec {
   /// 2 x max_replicas worker slots (replicas draining beside new ones), which count against
   /// kMaxRoutingEndpoints.
   PoolAutoscaling autoscaling;
+  /// A decode pool's: when the client sees a disaggregated request's first token.
+  FirstTokenAt first_token_at = FirstTokenAt::decode_step;
 };
 
 /// Run-wide settings of autoscaling and of its report (SimulationConfig::autoscale).
@@ -194,7 +213,7 @@ struct SimulationConfig {
 struct PoolScaleReport {
   std::string name;
   WorkerRole role = WorkerRole::aggregated;
-  std::int32_t gpus_per_replica = 1;  ///< tensor-parallel size
+  std::int32_t gpus_per_replica = 1;  ///< tensor-parallel x pipeline-parallel size
   /// Replica-seconds x GPUs from 0 to the horizon: provisioning, serving and draining replicas.
   double gpu_seconds = 0;
   std::int32_t peak_replicas = 0;     ///< most replicas billed at once
@@ -240,7 +259,9 @@ struct SimulationResult {
   MetricsSummary summary;
   std::int64_t events = 0;             ///< events processed
   std::int64_t steps = 0;              ///< non-empty steps, all workers
-  std::int64_t tokens_sampled = 0;     ///< client-visible tokens (decode and aggregated workers)
+  /// Client-visible tokens: sampled by decode and aggregated workers, and the first tokens a decode
+  /// pool with first_token_at transfer or prefill takes from the prefill workers.
+  std::int64_t tokens_sampled = 0;
   std::int64_t blocks_in_use_at_end = 0;  ///< 0 when every request finished (no leak)
   std::int64_t unfinished = 0;
   double end_seconds = 0;              ///< virtual time of the last event

@@ -149,6 +149,49 @@ std::optional<CostModelError> check_expert_parallel(const CostModelParams& p) {
   return std::nullopt;
 }
 
+// The pipeline-parallel rules (disagg/cost_model.h, CostModelParams::pipeline_parallel).
+std::optional<CostModelError> check_pipeline_parallel(const CostModelParams& p) {
+  const int pp = p.pipeline_parallel;
+  if (pp == 1) return std::nullopt;
+  const auto err = [pp](std::string hint) {
+    return CostModelError{CostModelErrc::out_of_range, "parallel.pipelineParallel", static_cast<double>(pp), std::move(hint)};
+  };
+  if (pp > p.layers) {
+    return err("pass at most model.layers (" + format_number(p.layers) + ") stages: each stage holds whole layers");
+  }
+  if (p.expert_parallel > 1 || p.data_parallel > 1) {
+    return err("pass 1 with expertParallel or dataParallel > 1: pipeline stages of an expert-parallel group are not modelled");
+  }
+  const long ranks = static_cast<long>(p.tensor_parallel) * pp;
+  if (ranks <= p.scale_up_domain && !(p.interconnect_bytes_per_second > 0)) {
+    return CostModelError{CostModelErrc::interconnect_required, "hardware.interconnectBytesPerSecond",
+                          p.interconnect_bytes_per_second,
+                          "pass the per-accelerator NVLink/NeuronLink bandwidth in bytes/s; pipeline stages send activations over it"};
+  }
+  if (ranks > p.scale_up_domain && !(p.scale_out_bytes_per_second > 0)) {
+    return CostModelError{CostModelErrc::out_of_range, "hardware.scaleOutBytesPerSecond", p.scale_out_bytes_per_second,
+                          "pass one accelerator's share of the node's EFA in bytes/s (p5en: 5e10): a replica of " +
+                              std::to_string(ranks) + " ranks spans scale-up domains of " + std::to_string(p.scale_up_domain) +
+                              ", so its stages send activations over it"};
+  }
+  return std::nullopt;
+}
+
+// The largest micro-batch's part of a step's work when its sequences are spread over `pp`
+// micro-batches (disagg/cost_model.h, "Pipeline parallelism"): ceil(sequences / pp) of the
+// sequences, and at least one mean prefill chunk, which is never split. 1 at pp = 1.
+double micro_batch_share(const StepBatch& b, int pp) {
+  const std::int64_t sequences = b.sequences();
+  if (pp <= 1 || sequences <= 1) return 1.0;
+  const double by_sequences =
+      static_cast<double>((sequences + pp - 1) / pp) / static_cast<double>(sequences);
+  const double chunk = b.prefill_sequences > 0 ? static_cast<double>(b.prefill_tokens) /
+                                                     static_cast<double>(b.prefill_sequences) /
+                                                     static_cast<double>(b.tokens())
+                                               : 0.0;
+  return std::min(1.0, std::max(by_sequences, chunk));
+}
+
 }  // namespace
 
 Expected<CostModel, CostModelError> CostModel::create(const CostModelParams& params) {
@@ -182,6 +225,7 @@ Expected<CostModel, CostModelError> CostModel::create(const CostModelParams& par
     }
   }
   if (auto e = check_expert_parallel(params)) return unexpected(std::move(*e));
+  if (auto e = check_pipeline_parallel(params)) return unexpected(std::move(*e));
   CostModelParams resolved = params;
   if (resolved.experts > 0 && resolved.moe_layers == 0) resolved.moe_layers = resolved.layers;
   if (resolved.expert_imbalance == 0) {
@@ -190,7 +234,9 @@ Expected<CostModel, CostModelError> CostModel::create(const CostModelParams& par
   }
   if (resolved.attention_width == 0) resolved.attention_width = resolved.hidden_size;
   if (resolved.kv_bytes_per_token_per_rank == 0) {
-    resolved.kv_bytes_per_token_per_rank = resolved.kv_bytes_per_token / resolved.tensor_parallel;
+    // Every rank of every stage holds its share: a replica's KV capacity is the sum over stages.
+    resolved.kv_bytes_per_token_per_rank =
+        resolved.kv_bytes_per_token / (static_cast<double>(resolved.tensor_parallel) * resolved.pipeline_parallel);
   }
   return CostModel(resolved);
 }
@@ -202,14 +248,18 @@ StepTime CostModel::step_time(const StepBatch& b) const {
   const CostModelParams& p = params_;
   const double tp = p.tensor_parallel;
   const double dp = p.data_parallel;
-  const double n = static_cast<double>(tokens);
+  const double stages = p.pipeline_parallel;
+  // Pipeline parallelism: the terms below are those of the largest micro-batch (1 without it).
+  const double share = micro_batch_share(b, p.pipeline_parallel);
+  const double n = static_cast<double>(tokens) * share;
   const bool ep = p.expert_parallel > 1;
 
   // Decode tokens attend to their context plus themselves. Attention and the dense weights work on
   // one data-parallel rank's share of the tokens; the routed experts on the whole group's, split
   // over the expert-parallel ranks and waiting for the busiest (imbalance).
-  const double attended = static_cast<double>(b.prefill_attended_pairs) +
-                          static_cast<double>(b.decode_context_tokens + b.decode_sequences);
+  const double attended = (static_cast<double>(b.prefill_attended_pairs) +
+                           static_cast<double>(b.decode_context_tokens + b.decode_sequences)) *
+                          share;
   const double routed = ep ? p.routed_active_parameters : 0.0;
   const double dense_flops = 2.0 * (p.active_parameters - routed) * n / dp +
                              4.0 * p.layers * p.attention_width * attended / dp;
@@ -217,8 +267,9 @@ StepTime CostModel::step_time(const StepBatch& b) const {
   t.compute_seconds = (dense_flops / tp + expert_flops) / (p.peak_flops_per_second * p.compute_efficiency);
 
   // Weights are streamed once per step; KV is read for prior context and written for new tokens.
-  const double kv_tokens = static_cast<double>(b.prefill_prior_tokens + b.decode_context_tokens) +
-                           static_cast<double>(tokens);
+  const double kv_tokens = (static_cast<double>(b.prefill_prior_tokens + b.decode_context_tokens) +
+                            static_cast<double>(tokens)) *
+                           share;
   double weights = p.weight_bytes_per_rank;
   if (p.experts > 0) {
     // Expected share of the experts that `tokens` independent top-k selections touch.
@@ -226,7 +277,8 @@ StepTime CostModel::step_time(const StepBatch& b) const {
     weights -= p.expert_weight_bytes_per_rank * miss;
   }
   const double bytes = weights + p.kv_bytes_per_token_per_rank * kv_tokens / dp;
-  t.memory_seconds = bytes / (p.hbm_bytes_per_second * p.memory_efficiency);
+  // Each stage reads its own weights and KV (per-rank numbers are one stage's), one after another.
+  t.memory_seconds = stages * bytes / (p.hbm_bytes_per_second * p.memory_efficiency);
 
   if (p.tensor_parallel > 1) {
     // Two all-reduces per layer (attention output and MLP output); a ring all-reduce sends and
@@ -260,7 +312,17 @@ StepTime CostModel::step_time(const StepBatch& b) const {
     t.all_to_all_seconds = all_to_all - hidden;
     t.communication_seconds += t.all_to_all_seconds;
   }
-  t.overhead_seconds = p.step_overhead_seconds + p.layers * p.layer_overhead_seconds;
+  if (p.pipeline_parallel > 1) {
+    // The micro-batch's activations cross pp - 1 stage boundaries, each rank sending its copy.
+    const bool in_domain = static_cast<long>(p.tensor_parallel) * p.pipeline_parallel <= p.scale_up_domain;
+    const double link = in_domain ? p.interconnect_bytes_per_second * p.interconnect_efficiency
+                                  : p.scale_out_bytes_per_second * p.fabric_efficiency;
+    const double latency = in_domain ? p.interconnect_latency_seconds : p.fabric_latency_seconds;
+    const double payload = n * p.hidden_size * p.activation_bytes;
+    t.communication_seconds += (stages - 1.0) * (latency + payload / link);
+  }
+  t.overhead_seconds = p.step_overhead_seconds + p.layers * p.layer_overhead_seconds +
+                       static_cast<double>(b.sequences()) * p.sequence_overhead_seconds;
   t.total_seconds = std::max(t.compute_seconds, t.memory_seconds) + t.communication_seconds +
                     t.overhead_seconds;
   return t;

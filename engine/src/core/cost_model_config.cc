@@ -57,6 +57,8 @@ namespace {
     "pass one accelerator's share of the node's EFA in bytes/s (p5en: 3200 Gb/s / 8 = 5e10)")    \
   X("parallel", "tensorParallel", tensor_parallel, false, 1, positive_integer,                    \
     "pass the number of ranks that split every layer (1, 2, 4, 8, ...)")                          \
+  X("parallel", "pipelineParallel", pipeline_parallel, false, 1, positive_integer,                \
+    "pass the pipeline stages of one replica (vLLM --pipeline-parallel-size), or 1")              \
   X("parallel", "dataParallel", data_parallel, false, 1, positive_integer,                        \
     "pass the data-parallel attention ranks of one expert-parallel replica, or 1")                \
   X("parallel", "expertParallel", expert_parallel, false, 1, positive_integer,                    \
@@ -81,6 +83,8 @@ namespace {
     "pass the fixed cost of one step in seconds, or 0")                                           \
   X("efficiency", "layerOverheadSeconds", layer_overhead_seconds, false, 0, non_negative,         \
     "pass the fixed cost of one layer of a step in seconds (e.g. 3e-5), or 0")                    \
+  X("efficiency", "sequenceOverheadSeconds", sequence_overhead_seconds, false, 0, non_negative,   \
+    "pass the engine's time per sequence of a step in seconds (e.g. 1e-4 for vLLM V0), or 0")    \
   X("efficiency", "requestOverheadSeconds", request_overhead_seconds, false, 0, non_negative,     \
     "pass the API server's time per request in seconds (e.g. 0.008), or 0")
 

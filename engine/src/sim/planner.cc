@@ -257,7 +257,8 @@ ReplicaSpeed speed_of(const PoolSpec& pool, const WorkloadShape& shape, const Sl
   if (!cm) return r;
   const double chunk = std::max(1, pool.scheduler.max_num_batched_tokens);
   const double t_prefill = cm->prefill_chunk_time(static_cast<std::int64_t>(chunk), 0).total_seconds;
-  r.prefill_tokens_per_second = t_prefill > 0 ? chunk / t_prefill : 0;
+  // Pipeline stages prefill one chunk each at a time (disagg/cost_model.h): pp chunks per chunk time.
+  r.prefill_tokens_per_second = t_prefill > 0 ? chunk * pool.cost.pipeline_parallel / t_prefill : 0;
   const auto ctx = static_cast<std::int64_t>(shape.fresh_prompt_tokens);
   const double kv_tokens = static_cast<double>(pool.scheduler.num_blocks) * pool.scheduler.block_size;
   const std::int64_t kv_limit = static_cast<std::int64_t>(kv_tokens / (shape.fresh_prompt_tokens + shape.output_tokens));

@@ -4,7 +4,9 @@
 #include "disagg/simulation_config.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
 #include <string_view>
 
@@ -29,7 +31,8 @@ Lookup scalar(const JsonValue& obj, std::string_view key, double* out) {
 }
 
 // Cost-model sections of one pool: the pool's own section (an override object) wins key by key
-// over the top-level one; pool.tensorParallel and pool.weightBytesPerRank win over both.
+// over the top-level one; pool.tensorParallel, pool.pipelineParallel and pool.weightBytesPerRank
+// win over both.
 class PoolSource final : public ConfigSource {
  public:
   PoolSource(const JsonValue& top, const JsonValue& pool) : top_(top), pool_(pool) {}
@@ -37,24 +40,31 @@ class PoolSource final : public ConfigSource {
   Lookup section(std::string_view name) const override {
     const Lookup a = object_at(top_, name), b = object_at(pool_, name);
     if (a == Lookup::wrong_type || b == Lookup::wrong_type) return Lookup::wrong_type;
-    return (a == Lookup::found || b == Lookup::found) ? Lookup::found : Lookup::missing;
+    if (a == Lookup::found || b == Lookup::found) return Lookup::found;
+    // The pool's own keys fill the section even when no object declares it.
+    const bool own_keys = name == "parallel"
+                              ? pool_.find("tensorParallel") != nullptr || pool_.find("pipelineParallel") != nullptr
+                              : name == "model" && pool_.find("weightBytesPerRank") != nullptr;
+    return own_keys ? Lookup::found : Lookup::missing;
   }
 
   Lookup number(std::string_view section, std::string_view key, double* out) const override {
-    if (section == "parallel" && key == "tensorParallel") {
-      if (const Lookup l = scalar(pool_, "tensorParallel", out); l != Lookup::missing) return l;
+    if (section == "parallel" && (key == "tensorParallel" || key == "pipelineParallel")) {
+      if (const Lookup l = scalar(pool_, key, out); l != Lookup::missing) return l;
     }
     if (section == "model" && key == "weightBytesPerRank") {
       if (const Lookup l = scalar(pool_, "weightBytesPerRank", out); l != Lookup::missing) return l;
       if (const Lookup l = own(section, key, out); l != Lookup::missing) return l;
-      double base = 0, base_tp = 1, tp = 1;
+      double base = 0, base_tp = 1, tp = 1, base_pp = 1, pp = 1;
       const Lookup w = top(section, key, &base);
       if (w != Lookup::found) return w;
       if (top("parallel", "tensorParallel", &base_tp) != Lookup::found) base_tp = 1;
       if (number("parallel", "tensorParallel", &tp) != Lookup::found) tp = base_tp;
-      // The weights are the top level's: pure tensor parallelism splits them evenly, so rescale
-      // them to the pool's TP size.
-      *out = base * base_tp / tp;
+      if (top("parallel", "pipelineParallel", &base_pp) != Lookup::found) base_pp = 1;
+      if (number("parallel", "pipelineParallel", &pp) != Lookup::found) pp = base_pp;
+      // The weights are the top level's: tensor and pipeline parallelism split them evenly, so
+      // rescale them to the pool's TP x PP size.
+      *out = base * base_tp * base_pp / (tp * pp);
       return Lookup::found;
     }
     if (const Lookup l = own(section, key, out); l != Lookup::missing) return l;
@@ -383,6 +393,15 @@ bool read_pool(Reader& rd, const JsonValue& doc, const JsonValue& pj, const std:
       !read_kv_tiers(rd, pj, p, &spec->kv_tiers)) {
     return false;
   }
+  std::string first_token = "decode-step";
+  if (!rd.string(pj, p, "firstTokenAt", &first_token)) return false;
+  if (first_token == "decode-step") spec->first_token_at = FirstTokenAt::decode_step;
+  else if (first_token == "transfer") spec->first_token_at = FirstTokenAt::transfer;
+  else if (first_token == "prefill") spec->first_token_at = FirstTokenAt::prefill;
+  else {
+    return rd.fail("'" + Reader::full(p, "firstTokenAt") + "' (\"" + first_token +
+                   "\") must be decode-step (vLLM), transfer (DistServe, SGLang) or prefill (TensorRT-LLM)");
+  }
   if (kv_tokens <= 0 && kv_bytes > 0) kv_tokens = kv_bytes / spec->cost.kv_bytes_per_token_per_rank;
   if (kv_tokens < block_size) {
     return rd.fail("'" + p + ".kvTokensPerReplica' (" + json_number(kv_tokens) + ") must hold at least one block of " +
@@ -621,7 +640,7 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
                                 "pricePerAcceleratorHour", "model", "hardware", "parallel", "efficiency",
                                 "kvTokensPerReplica", "kvCacheBytesPerRank", "maxConcurrencyPerReplica",
                                 "maxBatchedTokens", "maxWaitingRequests", "prefixCaching", "chunkedPrefill", "asyncScheduling",
-                                "kvTiers"},
+                                "kvTiers", "pipelineParallel", "firstTokenAt"},
                        "engine/README.md, Planner")) {
       return unexpected(rd.error);
     }
@@ -638,7 +657,8 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
     if (!read_pool(rd, doc, oj, op, block_size, &o.pool)) return unexpected(rd.error);
     if (o.label.empty()) o.label = "tp" + std::to_string(o.pool.cost.tensor_parallel);
     o.pool.name = o.label;
-    o.accelerators_per_replica = o.pool.cost.tensor_parallel;
+    o.accelerators_per_replica = static_cast<std::int32_t>(std::min<std::int64_t>(
+        std::int64_t{o.pool.cost.tensor_parallel} * o.pool.cost.pipeline_parallel, INT32_MAX));
     if (!rd.integer(oj, op, "acceleratorsPerReplica", &o.accelerators_per_replica, 1) ||
         !rd.number(oj, op, "pricePerAcceleratorHour", &o.price_per_accelerator_hour, 0, true)) {
       return unexpected(rd.error);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <queue>
@@ -16,6 +18,15 @@
 #include "sim_routing.h"
 
 namespace disagg {
+
+std::string_view to_string(FirstTokenAt at) {
+  switch (at) {
+    case FirstTokenAt::decode_step: return "decode-step";
+    case FirstTokenAt::transfer: return "transfer";
+    case FirstTokenAt::prefill: return "prefill";
+  }
+  return "unknown";
+}
 
 std::string_view to_string(SimErrc code) {
   switch (code) {
@@ -240,6 +251,8 @@ struct Simulator::Impl {
     std::int32_t preemptions = 0;
     double kv_bytes = 0;
     std::uint64_t route_id = 0;
+    // Disaggregated: when the client sees the first token (its decode pool's PoolSpec::first_token_at).
+    FirstTokenAt first_token_at = FirstTokenAt::decode_step;
     bool disaggregated = false;
     bool admitted_once = false;
     bool active = false;
@@ -595,6 +608,7 @@ struct Simulator::Impl {
     fl.load_handle = -1;
     fl.first_admission = false;
     fl.kv_bytes = 0;
+    fl.first_token_at = FirstTokenAt::decode_step;
     fl.disaggregated = fl.admitted_once = false;
     fl.active = true;
     ++in_flight;
@@ -651,6 +665,23 @@ struct Simulator::Impl {
     }
   }
 
+  // A disaggregated request whose first token the client gets from the prefill side (first_token_at
+  // transfer or prefill): its decode leg starts from the prompt and that token.
+  static bool early_first_token(const Flight& fl) {
+    return fl.disaggregated && fl.first_token_at != FirstTokenAt::decode_step;
+  }
+
+  // The client sees a token of `fl` now: its first, or the next (an inter-token latency).
+  void client_token(double now, Flight& fl) {
+    if (fl.first_token < 0) {
+      fl.first_token = now;
+    } else {
+      metrics.add_itl(now - fl.last_token);
+    }
+    fl.last_token = now;
+    ++result.tokens_sampled;
+  }
+
   bool submit(std::int32_t w, std::int32_t f, RequestKind kind, SeqHandle* out) {
     Flight& fl = flights[static_cast<std::size_t>(f)];
     SchedRequest req;
@@ -658,6 +689,13 @@ struct Simulator::Impl {
     req.kind = kind;
     req.prompt_tokens = fl.prompt;
     req.output_tokens = fl.output;
+    if (kind == RequestKind::remote_kv && early_first_token(fl)) {
+      // The decode side receives the prompt's KV and the first token, computes that token's KV in
+      // its first step and samples the other output - 1 (at least one: a request of one token that
+      // needs the transfer is retired when it lands, on_transfer_done).
+      req.prompt_tokens = fl.prompt + 1;
+      req.output_tokens = std::max(fl.output - 1, 1);
+    }
     req.block_hashes = fl.hashes;
     req.shared_blocks = fl.shared_blocks;
     auto h = workers[static_cast<std::size_t>(w)].sched.submit(req);
@@ -744,6 +782,7 @@ struct Simulator::Impl {
     fl.decode_worker = plan.main.index;
     fl.disaggregated = plan.disaggregated();
     fl.prefill_worker = fl.disaggregated ? plan.prefill.index : plan.main.index;
+    if (fl.disaggregated) fl.first_token_at = pool_spec(fl.decode_worker).first_token_at;
     fl.prefill_tokens = plan.prefill_tokens;
     // The API server's time: the router routes now, the engine sees the request later.
     const double api = request_overhead(fl.prefill_worker);
@@ -759,6 +798,10 @@ struct Simulator::Impl {
     }
     routing->apply(rr, plan);
     kick(now, fl.prefill_worker);
+  }
+
+  const PoolSpec& pool_spec(std::int32_t w) const {
+    return config.pools[static_cast<std::size_t>(workers[static_cast<std::size_t>(w)].pool)];
   }
 
   double request_overhead(std::int32_t w) const {
@@ -824,7 +867,10 @@ struct Simulator::Impl {
         case SchedEventKind::preempted: ++fl.preemptions; break;
         case SchedEventKind::kv_pull: {
           const CostModel& cm = w.sched.cost_model();
-          const double bytes = cm.kv_transfer_bytes(e.value);
+          // The first token's KV (early_first_token: part of the decode side's prompt) is computed
+          // there, not pulled.
+          const std::int64_t pulled = early_first_token(fl) ? std::max(e.value - 1, 0) : e.value;
+          const double bytes = cm.kv_transfer_bytes(pulled);
           const double start = std::max(now, w.link_free_at);
           const double done = start + cm.transfer_seconds(bytes);
           w.link_free_at = done;
@@ -859,7 +905,14 @@ struct Simulator::Impl {
       switch (e.kind) {
         case SchedEventKind::first_token:
           if (wi == fl.prefill_worker) w.inflight_prefill_tokens -= fl.prefill_tokens;
-          if (prefill_side) break;
+          if (prefill_side) {
+            if (fl.first_token_at == FirstTokenAt::prefill) client_token(now, fl);
+            break;
+          }
+          if (early_first_token(fl)) {
+            client_token(now, fl);  // the decode side's first is the client's second
+            break;
+          }
           if (fl.first_token < 0) fl.first_token = now;
           fl.last_token = now;
           ++result.tokens_sampled;
@@ -874,6 +927,13 @@ struct Simulator::Impl {
             if (w.state == SlotState::draining) ++pools[static_cast<std::size_t>(w.pool)].report.drained_requests;
             // The prefill leg's answer: the router's prefill leg ends here.
             routing->leg_done(fl.route_id, fl.prefill_worker);
+            if (fl.first_token_at == FirstTokenAt::prefill && fl.output == 1) {
+              // Its one token is out: no decode leg, no transfer.
+              auto r = w.sched.release_held(fl.prefill_handle);
+              (void)r;
+              finish(now, f);
+              break;
+            }
             if (const double api = request_overhead(fl.decode_worker); api > 0) {
               push(now + api, EvKind::deliver_decode, f);
             } else {
@@ -925,6 +985,22 @@ struct Simulator::Impl {
 
   void on_transfer_done(double now, std::int32_t f) {
     Flight& fl = flights[static_cast<std::size_t>(f)];
+    if (fl.first_token_at == FirstTokenAt::transfer) {
+      client_token(now, fl);  // the prefill's token arrives with the KV
+      if (fl.output == 1) {
+        // Nothing left to generate: the decode side's sequence, which only received the KV, is
+        // retired without a step, and the request finishes.
+        auto a = workers[static_cast<std::size_t>(fl.decode_worker)].sched.abort(fl.decode_handle);
+        auto b = workers[static_cast<std::size_t>(fl.prefill_worker)].sched.release_held(fl.prefill_handle);
+        (void)a;
+        (void)b;
+        const std::int32_t decode = fl.decode_worker, prefill = fl.prefill_worker;
+        finish(now, f);
+        kick(now, decode);
+        kick(now, prefill);
+        return;
+      }
+    }
     auto a = workers[static_cast<std::size_t>(fl.decode_worker)].sched.remote_kv_ready(fl.decode_handle);
     auto b = workers[static_cast<std::size_t>(fl.prefill_worker)].sched.release_held(fl.prefill_handle);
     (void)a;
@@ -1174,7 +1250,8 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
     pr.cost.emplace(*cm);
     pr.report.name = p.name;
     pr.report.role = p.role;
-    pr.report.gpus_per_replica = p.cost.tensor_parallel;
+    pr.report.gpus_per_replica = static_cast<std::int32_t>(
+        std::min<std::int64_t>(std::int64_t{p.cost.tensor_parallel} * p.cost.pipeline_parallel, INT32_MAX));
     std::int32_t initial = p.replicas;
     if (scalers[i]) {
       const AutoscalePolicy& ap = p.autoscaling.policy;
@@ -1200,7 +1277,8 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
       const double chunk_seconds = cm->prefill_chunk_time(sc.max_num_batched_tokens, 0).total_seconds;
       impl->workers.push_back(Impl::Worker{std::move(*s), p.role, false, 0, 0, 0, 0, nullptr});
       Impl::Worker& w = impl->workers.back();
-      w.prefill_tokens_per_second = chunk_seconds > 0 ? chunk / chunk_seconds : 0;
+      // Pipeline stages prefill one chunk each at a time (disagg/cost_model.h): pp chunks per chunk time.
+      w.prefill_tokens_per_second = chunk_seconds > 0 ? chunk * p.cost.pipeline_parallel / chunk_seconds : 0;
       w.pool = static_cast<std::int32_t>(i);
       w.state = r < initial ? SlotState::ready : SlotState::off;
       EndpointState e;

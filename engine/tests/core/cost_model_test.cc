@@ -94,6 +94,35 @@ TEST(CostModel, FixedCostsArePerStepAndPerLayerButNotPerRequest) {
   expect_rel(t.total_seconds, 0.022008 + 1.5e-3);
 }
 
+TEST(CostModel, SequenceOverheadIsChargedPerPrefillChunkAndDecodeSequence) {
+  // GIVEN the simple model with 1 ms per step and 0.1 ms per sequence (vLLM V0's CPU time)
+  CostModelParams p = simple_params();
+  p.step_overhead_seconds = 1e-3;
+  p.sequence_overhead_seconds = 1e-4;
+  const CostModel m = make(p);
+  const CostModel without = make(simple_params());
+  // WHEN 4 sequences decode, one prompt is prefilled, and 2 chunks run beside 3 decodes
+  const StepTime decode = m.decode_batch_time(4, 1000);
+  const StepTime prefill = m.prefill_chunk_time(100, 0);
+  StepBatch mixed;
+  mixed.add_prefill_chunk(64, 0).add_prefill_chunk(32, 100).add_decodes(3, 3 * 500);
+  // THEN each step costs 1 ms plus 0.1 ms per sequence in it, on top of the same roofline
+  expect_rel(decode.overhead_seconds, 1e-3 + 4 * 1e-4);
+  expect_rel(decode.total_seconds, without.decode_batch_time(4, 1000).total_seconds + 1e-3 + 4e-4);
+  expect_rel(prefill.overhead_seconds, 1e-3 + 1e-4);
+  expect_rel(prefill.total_seconds, without.prefill_chunk_time(100, 0).total_seconds + 1e-3 + 1e-4);
+  EXPECT_EQ(mixed.sequences(), 5);
+  expect_rel(m.step_time(mixed).overhead_seconds, 1e-3 + 5 * 1e-4);
+  expect_rel(m.step_time(mixed).total_seconds, without.step_time(mixed).total_seconds + 1e-3 + 5e-4);
+  // AND a chunk of no tokens is no sequence of the step
+  StepBatch empty_chunk;
+  empty_chunk.add_prefill_chunk(0, 10).add_decodes(2, 100);
+  EXPECT_EQ(empty_chunk.sequences(), 2);
+  // AND at the default 0 nothing changes (bit for bit)
+  EXPECT_EQ(make(simple_params()).decode_batch_time(4, 1000).total_seconds, without.decode_batch_time(4, 1000).total_seconds);
+  EXPECT_EQ(CostModelParams{}.sequence_overhead_seconds, 0);
+}
+
 TEST(CostModel, MoeStepsReadTheExpertsTheirTokensSelect) {
   // GIVEN the simple model made an MoE: 0.8 of its 1e9 weight bytes in 8 experts, 2 per token
   CostModelParams p = simple_params();
