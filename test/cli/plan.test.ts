@@ -181,6 +181,22 @@ describe('disagg plan', () => {
       expect(sizing.prefillGroupsPerDecodeGroup).toBeGreaterThanOrEqual(1);
     });
 
+    test('a layout that does not fit exits 1 as for a dense model, and names the expert-parallel layout that does', async () => {
+      // GIVEN DeepSeek-V3 asked for at TP4 (its FP8 weights need 156 GiB per H200 there)
+      const { code, out } = await disagg(...deepseek, '--tp', '4');
+      // THEN the verdict and the exit code agree, and the verdict says what fits instead
+      expect(code).toBe(1);
+      expect(out).toMatch(/^DOES NOT FIT: tensorParallel 4/m);
+      expect(out).toMatch(/^ {2}- an expert-parallel layout fits instead: EP 8 \(1 node\); .*--expert-parallel --tp 1 --dp 8$/m);
+      const json = await disagg(...deepseek, '--tp', '4', '--json');
+      expect(json.code).toBe(1);
+      expect(JSON.parse(json.out).fits).toBe(false);
+      // AND the layout it names does fit
+      const ep = await disagg(...deepseek, '--expert-parallel', '--tp', '1', '--dp', '8', '--json');
+      expect(ep.code).toBe(0);
+      expect(JSON.parse(ep.out).fits).toBe(true);
+    });
+
     test('--tpot limits the batch per rank, and the ISL/OSL flags apply without --simulate', async () => {
       const loose = JSON.parse((await disagg(...deepseek, '--json')).out).expertParallelSizing;
       const { code, out } = await disagg(...deepseek, '--json', '--tpot', '0.05', '--input-tokens', '2000', '--output-tokens', '500', '--max-accelerators', '32');

@@ -154,9 +154,17 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
   if (values.json) {
     io.out(JSON.stringify({ ...planToJson(plan), ...(ep ? { expertParallelSizing: ep } : {}) }, null, 2));
   } else {
-    io.out([...renderPlan(plan), ...(ep ? ['', ...renderExpertParallel(ep, plan)] : [])].join('\n'));
+    const lines = renderPlan(plan);
+    // The layout asked for does not fit, and another one does: say so under the verdict, not only in a table below.
+    if (!plan.fits && ep?.decode !== undefined) {
+      const at = lines.findIndex(l => l.startsWith('DOES NOT FIT'));
+      lines.splice(at + 1 + plan.reasons.length, 0, `  - an expert-parallel layout fits instead: EP ${ep.decode.expertParallel} ` +
+        `(${ep.decode.nodes} node${ep.decode.nodes === 1 ? '' : 's'}); see "Wide expert parallelism" below, and plan it with --expert-parallel --tp 1 --dp ${ep.decode.expertParallel}`);
+    }
+    io.out([...lines, ...(ep ? ['', ...renderExpertParallel(ep, plan)] : [])].join('\n'));
   }
-  return plan.fits || (ep?.decode !== undefined) ? ExitCode.OK : ExitCode.NEGATIVE;
+  // The exit code answers for the plan the verdict names, as for dense models: 1 when it does not fit.
+  return plan.fits ? ExitCode.OK : ExitCode.NEGATIVE;
 }
 
 /** The wide-EP sizing of an MoE model, from the plan's inputs and the EP flags. */
