@@ -7,9 +7,9 @@
 // same way, or reported with the reasons it cannot be.
 import * as fs from 'fs';
 import * as path from 'path';
-import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src/catalog';
-import { SimulationConfig, WorkloadConfig } from '../../src/engine/engine-config';
-import { simulationConfig } from '../../src/engine/engine-config-builder';
+import { Accelerator, AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src/catalog';
+import { EngineCostConfig, SimulationConfig, WorkloadConfig } from '../../src/engine/engine-config';
+import { costSections, planFor, simulationConfig } from '../../src/engine/engine-config-builder';
 import { EngineProfile } from '../../src/engine/engine-profile';
 
 /** The points file; PD_POINTS overrides it. */
@@ -88,9 +88,21 @@ export function parseTopology(text: string | undefined, arm: 'aggregated' | 'dis
   return prefill && decode ? { prefill, decode } : undefined;
 }
 
-/** The instance type whose accelerator a point's GPU is, or undefined. */
-export function instanceForGpu(gpu: string | undefined): AcceleratedInstanceType | undefined {
+/** A server's scale-out line rate from the point's words ('8x ConnectX-7 RoCE per node (~200 GB/s ...)'), Gbit/s. */
+export function lineRateGbps(text: string | undefined): number | undefined {
+  const m = /(\d+(?:\.\d+)?)\s*GB\/s[^;,)]*(aggregate|theoretical|line rate)/i.exec(text ?? '');
+  return m ? Number(m[1]) * 8 : undefined;
+}
+
+/** The instance type whose accelerator a point's GPU is (a server of eight for GPUs EC2 does not carry), or undefined. */
+export function instanceForGpu(gpu: string | undefined, interconnect?: string): AcceleratedInstanceType | undefined {
   if (!gpu) return undefined;
+  const outside: Array<[RegExp, Accelerator]> = [[/H800/i, Accelerator.H800], [/H20(?!-3e)\b(?!.*1[34]\d\s*GB)/i, Accelerator.H20]];
+  for (const [re, accelerator] of outside) {
+    if (re.test(gpu)) {
+      return AcceleratedInstanceType.server({ accelerator, acceleratorCount: 8, networkBandwidthGbps: lineRateGbps(interconnect) ?? 400 });
+    }
+  }
   const rules: Array<[RegExp, string]> = [
     [/GB200/i, 'p6e-gb200.36xlarge'],
     [/\bB200/i, 'p6-b200.48xlarge'],
@@ -169,9 +181,9 @@ export function transferPathOf(point: PdPoint, instance: AcceleratedInstanceType
   if (/\bTCP\b/i.test(text) && !/RDMA|RoCE|EFA/i.test(text)) {
     return { label: 'TCP', bytesPerSecond: Math.min(instance.networkBandwidthGbps, 25) * 1e9 / 8, latencySeconds: 1e-3 };
   }
-  const gbs = /(\d+(?:\.\d+)?)\s*GB\/s[^;,)]*(aggregate|theoretical|line rate)/i.exec(text);
-  if (gbs && /RDMA|RoCE|InfiniBand|ConnectX/i.test(text)) {
-    return { label: 'RDMA', bytesPerSecond: Number(gbs[1]) * 1e9, latencySeconds: 100e-6 };
+  const gbps = lineRateGbps(text);
+  if (gbps !== undefined && /RDMA|RoCE|InfiniBand|ConnectX/i.test(text)) {
+    return { label: 'RDMA', bytesPerSecond: (gbps * 1e9) / 8, latencySeconds: 100e-6 };
   }
   return undefined;
 }
@@ -300,7 +312,7 @@ export function expressPoint(point: PdPoint): ExpressedPoint | UnexpressedPoint 
   if (point.completeness === 'headline-only') reasons.push('headline only: the source gives no configuration to simulate');
   const model = modelOf(point.model);
   if (!model) reasons.push(`the catalog has no model '${point.model}'`);
-  const instance = instanceForGpu(point.hardware?.gpu);
+  const instance = instanceForGpu(point.hardware?.gpu, point.hardware?.interconnect);
   if (!instance) reasons.push(`no catalog instance type has the GPU '${point.hardware?.gpu}'`);
   const metric = metricOf(point);
   if (!metric) reasons.push(`no simulated measure for the headline metric '${point.headline?.metric ?? ''}'`);
@@ -352,7 +364,13 @@ export function expressPoint(point: PdPoint): ExpressedPoint | UnexpressedPoint 
           parallel: { ...(p.parallel ?? {}), tensorParallel: p.tensorParallel! / stagesOf(p.role!), pipelineParallel: stagesOf(p.role!) },
         } : {}),
         ...(arm === 'disaggregated' && transfer ? {
-          hardware: { ...(p.hardware ?? config.hardware!), fabricBytesPerSecond: transfer.bytesPerSecond, fabricLatencySeconds: transfer.latencySeconds },
+          // The connector's fixed cost where the engine has a published one, else the path's own latency;
+          // the fabric latency stays the expert-parallel messages'.
+          hardware: {
+            ...(p.hardware ?? config.hardware!),
+            fabricBytesPerSecond: transfer.bytesPerSecond,
+            kvTransferLatencySeconds: profile.kvTransferLatencySeconds ?? transfer.latencySeconds,
+          },
         } : {}),
       })),
     };
@@ -394,4 +412,52 @@ export function expressPoint(point: PdPoint): ExpressedPoint | UnexpressedPoint 
     build(arm, topology, synthetic.workload, attainmentSlo);
   }
   return { point, metric, runs, notes };
+}
+
+/** A KV-transfer timing point: the prompt lengths moved and the transfer time the source measured for each. */
+export interface ExpressedTransfer {
+  readonly point: PdPoint;
+  readonly config: EngineCostConfig;
+  readonly tokens: number[];
+  readonly measuredMs: number[];
+  readonly notes: string[];
+}
+
+/**
+ * A `kv_transfer` point as the cost model's inputs (one prefill pod's model, hardware and fabric) and
+ * its table of (prompt tokens, transfer ms), or the reasons it cannot be.
+ */
+export function expressTransfer(point: PdPoint): ExpressedTransfer | UnexpressedPoint {
+  const reasons: string[] = [];
+  const model = modelOf(point.model);
+  if (!model) reasons.push(`the catalog has no model '${point.model}'`);
+  const instance = instanceForGpu(point.hardware?.gpu, point.hardware?.interconnect);
+  if (!instance) reasons.push(`no catalog accelerator for the GPU '${point.hardware?.gpu}'`);
+  const columns: string[] = point.measured?.columns ?? [];
+  const rows: unknown[][] = point.measured?.rows ?? [];
+  const ti = columns.indexOf('prompt_len');
+  const mi = columns.indexOf('transfer_ms');
+  if (ti < 0 || mi < 0 || rows.length === 0) reasons.push('no table of prompt_len and transfer_ms');
+  const pd = parseTopology(point.topology?.disaggregated, 'disaggregated');
+  if (!pd) reasons.push(`the topology '${point.topology?.disaggregated ?? ''}' is not 'N prefill x TPn + N decode x TPn'`);
+  if (reasons.length > 0 || !model || !instance || !pd) return { point, reasons };
+  const weights = weightPrecisionOf(point) ?? model.nativePrecision;
+  const plan = planFor({ model, weightPrecision: weights, kvPrecision: kvPrecisionOf(point, weights), maxContext: model.maxContext }, instance,
+    pd.prefill!.tensorParallel);
+  const sections = costSections(plan, weights);
+  const profile = EngineProfile.fromDescription(point.engine?.both ?? point.engine?.disaggregated ?? '');
+  const transfer = transferPathOf(point, instance, pd.prefill!.tensorParallel);
+  const hardware = {
+    ...sections.hardware,
+    ...(transfer ? { fabricBytesPerSecond: transfer.bytesPerSecond } : {}),
+    ...(profile.kvTransferLatencySeconds ?? transfer?.latencySeconds) !== undefined
+      ? { kvTransferLatencySeconds: profile.kvTransferLatencySeconds ?? transfer!.latencySeconds } : {},
+  };
+  return {
+    point,
+    config: { ...sections, hardware },
+    tokens: rows.map(r => Number(r[ti])),
+    measuredMs: rows.map(r => Number(r[mi])),
+    notes: [`engine ${profile.name}`, ...(transfer ? [`KV over ${transfer.label} at ${(transfer.bytesPerSecond / 1e9).toFixed(0)} GB/s`] : [])],
+  };
 }

@@ -4,9 +4,9 @@
 // sweep over several SLOs is one judgment per SLO. The last line of the report is one JSON object:
 // {"points", "expressed", "direction_right", "direction_scored", "ratio_error_median_pct", "unexpressed"}.
 // Run: bash bench/validation-pd.sh   Env: PD_POINTS (a points file of the same format), DISAGG_ENGINE_ADDON.
-import { simulate } from '../../src/engine/addon';
+import { costModel, simulate } from '../../src/engine/addon';
 import { SimulationResult } from '../../src/engine/results';
-import { ArmRun, ExpressedPoint, PdPoint, UnexpressedPoint, expressPoint, isExpressed, loadPoints, sloOfKey } from './points';
+import { ArmRun, ExpressedPoint, ExpressedTransfer, PdPoint, UnexpressedPoint, expressPoint, expressTransfer, isExpressed, loadPoints, sloOfKey } from './points';
 
 export type Direction = 'pd_wins' | 'pd_loses' | 'tie';
 
@@ -22,14 +22,29 @@ export interface Judgment {
   readonly directionRight?: boolean;
 }
 
+/** A KV-transfer timing point: the cost model's transfer time against the measured one, per prompt length. */
+export interface TransferJudgment {
+  readonly point: PdPoint;
+  readonly tokens: number[];
+  readonly predictedMs: number[];
+  readonly measuredMs: number[];
+  /** Median absolute percentage error over the rows. */
+  readonly medianErrorPct: number;
+}
+
 export interface PdScore {
   readonly points: number;
   readonly expressed: ExpressedPoint[];
+  readonly transfers: TransferJudgment[];
   readonly unexpressed: UnexpressedPoint[];
   readonly judgments: Judgment[];
   readonly directionRight: number;
   readonly directionScored: number;
   readonly ratioErrorMedianPct: number;
+}
+
+function isTransfer(t: ExpressedTransfer | UnexpressedPoint): t is ExpressedTransfer {
+  return (t as ExpressedTransfer).config !== undefined;
 }
 
 /** Ratios within this band of 1 are a tie (a published 'tie' means about equal). */
@@ -166,7 +181,22 @@ export async function scorePoints(points: PdPoint[], onPoint?: (x: ExpressedPoin
   const expressed: ExpressedPoint[] = [];
   const unexpressed: UnexpressedPoint[] = [];
   const judgments: Judgment[] = [];
+  const transfers: TransferJudgment[] = [];
   for (const point of points) {
+    if (point.kind === 'kv_transfer') {
+      const t = expressTransfer(point);
+      if (!isTransfer(t)) {
+        unexpressed.push(t);
+        continue;
+      }
+      const times = await costModel(t.config, { transferTokens: t.tokens });
+      const predictedMs = times.kvTransfer.map(k => k.seconds * 1000);
+      transfers.push({
+        point, tokens: t.tokens, predictedMs, measuredMs: t.measuredMs,
+        medianErrorPct: median(predictedMs.map((p, i) => (Math.abs(p - t.measuredMs[i]) / t.measuredMs[i]) * 100)),
+      });
+      continue;
+    }
     const x = expressPoint(point);
     if (!isExpressed(x)) {
       unexpressed.push(x);
@@ -192,6 +222,7 @@ export async function scorePoints(points: PdPoint[], onPoint?: (x: ExpressedPoin
   return {
     points: points.length,
     expressed,
+    transfers,
     unexpressed,
     judgments,
     directionRight: scored.filter(j => j.directionRight).length,
@@ -213,6 +244,15 @@ export function formatPdScore(score: PdScore): string {
       `${f(j.predicted.ratio)} / ${f(j.published.ratio)}${j.ratioErrorPct !== undefined ? ` (${f(j.ratioErrorPct, 0)}%)` : ''} | ` +
       `${j.predicted.direction ?? '-'} / ${j.published.direction ?? '-'}${mark} |`);
   }
+  if (score.transfers.length > 0) {
+    out.push('');
+    out.push('| KV-transfer point | prompt tokens | transfer ms (sim / published) | median error |');
+    out.push('|---|---|---|---:|');
+    for (const t of score.transfers) {
+      const rows = t.tokens.map((n, i) => `${n}: ${f(t.predictedMs[i])} / ${f(t.measuredMs[i])}`);
+      out.push(`| ${t.point.id} | ${t.tokens[0]}-${t.tokens[t.tokens.length - 1]} | ${rows.join('; ')} | ${f(t.medianErrorPct, 0)}% |`);
+    }
+  }
   if (score.unexpressed.length > 0) {
     out.push('');
     out.push(`Not expressed (${score.unexpressed.length}):`);
@@ -221,7 +261,7 @@ export function formatPdScore(score: PdScore): string {
   out.push('');
   out.push(JSON.stringify({
     points: score.points,
-    expressed: score.expressed.length,
+    expressed: score.expressed.length + score.transfers.length,
     direction_right: score.directionRight,
     direction_scored: score.directionScored,
     ratio_error_median_pct: Number.isFinite(score.ratioErrorMedianPct) ? Number(score.ratioErrorMedianPct.toFixed(1)) : null,

@@ -139,9 +139,13 @@ export interface DisaggEngineConfiguration {
      */
     fabricBytesPerSecond: number;
     /**
-     * Fixed latency of one KV transfer in seconds; also of one expert-parallel dispatch or combine that crosses nodes.
+     * Fixed latency of one message over the fabric in seconds: an expert-parallel dispatch or combine that crosses nodes, a pipeline stage's activation send beyond scaleUpDomain, and a KV transfer unless kvTransferLatencySeconds is set.
      */
     fabricLatencySeconds?: number;
+    /**
+     * Fixed cost of one prefill-to-decode KV transfer besides its bytes, in seconds: the connector's handshake and completion notification and the first RDMA round trips. A transfer takes kvTransferLatencySeconds + bytes / (fabricBytesPerSecond x efficiency.fabric); the expert-parallel all-to-all keeps fabricLatencySeconds. 0 means fabricLatencySeconds. Published connectors pay far more than one expert-parallel message: Mooncake's vLLM connector (H800, 8x CX-7 RoCE, Qwen3-8B TP8) moves 20 MB in 0.54 ms and 4.5 GB in 31.65 ms (about 4e-4 s fixed and 72% of 200 GB/s); SGLang with Mooncake on H20 about 1.8e-3 s fixed and 84%. A pool or planner option overrides it in its own hardware object.
+     */
+    kvTransferLatencySeconds?: number;
     /**
      * Accelerators joined by the intra-node link (8 on p5en / p6-b200, 72 on a GB200 NVL72 UltraServer). Expert-parallel traffic inside it uses interconnectBytesPerSecond, beyond it scaleOutBytesPerSecond.
      */

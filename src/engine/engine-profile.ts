@@ -14,7 +14,25 @@ export interface EngineSchedulerKnobs {
   readonly firstTokenAt: 'decode-step' | 'transfer' | 'prefill';
   /** CPU seconds per sequence in every step (scheduling, sampling, detokenization, streaming) that the GPU waits for. */
   readonly sequenceOverheadSeconds: number;
+  /**
+   * The fixed cost of one P/D KV transfer besides its bytes (the connector's handshake, notification and
+   * first round trips), where a published timing gives one.
+   * @default - the fabric's latency
+   */
+  readonly kvTransferLatencySeconds?: number;
 }
+
+/**
+ * Fixed cost of one KV transfer of vLLM's P/D connectors: Mooncake's table for vLLM's MooncakeConnector
+ * on H800 with 8x ConnectX-7 RoCE (kvcache-ai/Mooncake docs/source/performance/vllm/vllm-v1-pd-performance.md,
+ * vLLM 0.11.2): 0.54 ms for 20 MB, 31.65 ms for 4.5 GB, i.e. about 0.4 ms plus the bytes at ~72% of the line rate.
+ */
+export const VLLM_KV_TRANSFER_LATENCY_SECONDS = 0.4e-3;
+/**
+ * The same for SGLang's P/D with Mooncake (Mooncake docs/source/performance/sglang/sglang-benchmark-results-v1.md,
+ * H20 with 4x 400 GbE): 2.07 ms for 49 MB, 76.78 ms for 12.6 GB, i.e. about 1.8 ms plus the bytes at ~84%.
+ */
+export const SGLANG_KV_TRANSFER_LATENCY_SECONDS = 1.8e-3;
 
 /**
  * The serving engine generation a simulated pool behaves as: how its scheduler batches prompts and
@@ -48,15 +66,21 @@ export interface EngineSchedulerKnobs {
 export const V0_SEQUENCE_OVERHEAD_SECONDS = 1e-4;
 
 export class EngineProfile {
-  public static readonly VLLM_V1 = new EngineProfile('vllm-v1', { chunkedPrefill: true, asyncScheduling: true, firstTokenAt: 'decode-step', sequenceOverheadSeconds: 0 });
-  public static readonly VLLM_V1_SYNC = new EngineProfile('vllm-v1-sync', { chunkedPrefill: true, asyncScheduling: false, firstTokenAt: 'decode-step', sequenceOverheadSeconds: 0 });
+  public static readonly VLLM_V1 = new EngineProfile('vllm-v1', {
+    chunkedPrefill: true, asyncScheduling: true, firstTokenAt: 'decode-step', sequenceOverheadSeconds: 0, kvTransferLatencySeconds: VLLM_KV_TRANSFER_LATENCY_SECONDS,
+  });
+  public static readonly VLLM_V1_SYNC = new EngineProfile('vllm-v1-sync', {
+    chunkedPrefill: true, asyncScheduling: false, firstTokenAt: 'decode-step', sequenceOverheadSeconds: 0, kvTransferLatencySeconds: VLLM_KV_TRANSFER_LATENCY_SECONDS,
+  });
   public static readonly VLLM_V0 = new EngineProfile('vllm-v0', {
     chunkedPrefill: false, asyncScheduling: false, firstTokenAt: 'decode-step', sequenceOverheadSeconds: V0_SEQUENCE_OVERHEAD_SECONDS,
   });
   public static readonly DISTSERVE = new EngineProfile('distserve', {
     chunkedPrefill: false, asyncScheduling: false, firstTokenAt: 'transfer', sequenceOverheadSeconds: V0_SEQUENCE_OVERHEAD_SECONDS,
   });
-  public static readonly SGLANG = new EngineProfile('sglang', { chunkedPrefill: true, asyncScheduling: true, firstTokenAt: 'transfer', sequenceOverheadSeconds: 0 });
+  public static readonly SGLANG = new EngineProfile('sglang', {
+    chunkedPrefill: true, asyncScheduling: true, firstTokenAt: 'transfer', sequenceOverheadSeconds: 0, kvTransferLatencySeconds: SGLANG_KV_TRANSFER_LATENCY_SECONDS,
+  });
   public static readonly TRTLLM = new EngineProfile('trtllm', { chunkedPrefill: true, asyncScheduling: true, firstTokenAt: 'prefill', sequenceOverheadSeconds: 0 });
 
   /** Every profile, for help texts and errors. */
@@ -116,14 +140,21 @@ export class EngineProfile {
     return this.knobs.sequenceOverheadSeconds;
   }
 
-  /** The pool fields this profile sets for a pool of `role` (efficiency merged into `efficiency`). */
-  public poolKnobs(role: 'both' | 'prefill' | 'decode', efficiency?: Record<string, unknown>): Record<string, unknown> {
+  /** The fixed cost of one KV transfer, where a published timing gives one. */
+  public get kvTransferLatencySeconds(): number | undefined {
+    return this.knobs.kvTransferLatencySeconds;
+  }
+
+  /** The pool fields this profile sets for a pool of `role` (merged into its `efficiency` and `hardware`). */
+  public poolKnobs(role: 'both' | 'prefill' | 'decode', efficiency?: Record<string, unknown>, hardware?: Record<string, unknown>): Record<string, unknown> {
     const k = this.knobs;
     return {
       chunkedPrefill: k.chunkedPrefill,
       asyncScheduling: k.asyncScheduling,
       ...(role === 'decode' && k.firstTokenAt !== 'decode-step' ? { firstTokenAt: k.firstTokenAt } : {}),
       ...(k.sequenceOverheadSeconds > 0 ? { efficiency: { ...(efficiency ?? {}), sequenceOverheadSeconds: k.sequenceOverheadSeconds } } : {}),
+      // The decode side pulls the KV (vLLM's NIXL read); the transfer is timed on its pool.
+      ...(k.kvTransferLatencySeconds !== undefined && hardware ? { hardware: { ...hardware, kvTransferLatencySeconds: k.kvTransferLatencySeconds } } : {}),
     };
   }
 
@@ -132,9 +163,11 @@ export class EngineProfile {
    * this engine generation.
    */
   public applyTo<T extends EngineConfig>(config: T): T {
-    const pools = config.pools?.map(p => ({ ...p, ...this.poolKnobs((p.role ?? 'both') as 'both' | 'prefill' | 'decode', p.efficiency) }));
+    const pools = config.pools?.map(p => ({
+      ...p, ...this.poolKnobs((p.role ?? 'both') as 'both' | 'prefill' | 'decode', p.efficiency, p.hardware ?? config.hardware),
+    }));
     const options = config.planner?.tensorParallelOptions?.map(o => ({
-      ...o, ...this.poolKnobs((o.role ?? 'both') as 'both' | 'prefill' | 'decode', o.efficiency),
+      ...o, ...this.poolKnobs((o.role ?? 'both') as 'both' | 'prefill' | 'decode', o.efficiency, o.hardware ?? config.hardware),
     }));
     return {
       ...config,

@@ -76,7 +76,9 @@
 // The all-to-all defaults to NOT overlapped with compute (allToAllOverlap 0): vLLM overlaps it only
 // with dual-batch overlap (--enable-dbo, DeepSeek's two-micro-batch scheme that DeepEP's receive
 // hooks enable), which is opt-in; set allToAllOverlap (e.g. 0.8) to model it.
-// A KV transfer over the fabric takes fabricLatencySeconds + bytes / (fabricBytesPerSecond * efficiency.fabric).
+// A KV transfer over the fabric takes kvTransferLatencySeconds + bytes / (fabricBytesPerSecond *
+// efficiency.fabric); kvTransferLatencySeconds 0 (the default) = fabricLatencySeconds, the latency of
+// one expert-parallel message, which the all-to-all and the pipeline's sends keep using either way.
 // Defaults of the efficiency factors and latencies match src/sizing/roofline.ts (the closed-form
 // estimate of the construct library), so both sides start from the same stated assumptions.
 #pragma once
@@ -143,8 +145,17 @@ struct CostModelParams {
   double interconnect_latency_seconds = 8e-6;
   /// [hardware.fabricBytesPerSecond] Bandwidth one pod gets for a KV transfer (EFA, all interfaces).
   double fabric_bytes_per_second = 0;
-  /// [hardware.fabricLatencySeconds] Fixed latency of one KV transfer over EFA.
+  /// [hardware.fabricLatencySeconds] Fixed latency of one message over EFA: an expert-parallel
+  /// dispatch or combine across nodes, a pipeline stage's send beyond the scale-up domain, and a KV
+  /// transfer unless kvTransferLatencySeconds is set.
   double fabric_latency_seconds = 3e-5;
+  /// [hardware.kvTransferLatencySeconds] Fixed cost of one prefill-to-decode KV transfer besides its
+  /// bytes: the connector's handshake and completion notification and the first RDMA round trips.
+  /// 0 = fabricLatencySeconds. Published connectors pay far more than one EP message: Mooncake's vLLM
+  /// connector (H800, 8x CX-7 RoCE, Qwen3-8B TP8) moves 20 MB in 0.54 ms and 4.5 GB in 31.65 ms,
+  /// about 0.4 ms fixed plus 72% of 200 GB/s; SGLang with Mooncake on H20, about 1.8 ms plus 84%.
+  /// Used only by transfer_seconds.
+  double kv_transfer_latency_seconds = 0;
   /// [hardware.scaleUpDomain] Accelerators joined by the intra-node link (NVLink / NeuronLink): 8 on
   /// p5en / p6-b200, 72 on a GB200 NVL72 UltraServer. Expert-parallel traffic between two of them
   /// uses interconnectBytesPerSecond, otherwise scaleOutBytesPerSecond.
@@ -306,11 +317,12 @@ class CostModel {
   /// Validates `params` (every field of disagg/cost_model_config.h against its constraint,
   /// interconnectBytesPerSecond > 0 when tensorParallel > 1 or expertParallel > 1, and the
   /// expert-parallel and pipeline-parallel rules stated on the fields) and resolves derived defaults
-  /// (attention width, KV per rank, moeLayers, expertImbalance).
+  /// (attention width, KV per rank, moeLayers, expertImbalance, kvTransferLatencySeconds).
   /// Fails with the first refused field.
   static Expected<CostModel, CostModelError> create(const CostModelParams& params);
 
-  /// The validated parameters, with derived defaults (attention width, KV per rank) filled in.
+  /// The validated parameters, with derived defaults (attention width, KV per rank, KV transfer
+  /// latency, ...) filled in.
   const CostModelParams& params() const { return params_; }
 
   /// Time of a step doing `batch`. A batch with no tokens takes 0 s (no step runs).
@@ -323,7 +335,8 @@ class CostModel {
   /// Time of one decode step of `sequences` sequences holding `context_tokens` tokens in total.
   StepTime decode_batch_time(std::int64_t sequences, std::int64_t context_tokens) const;
 
-  /// Seconds to move `bytes` over the fabric: latency + bytes / effective bandwidth; 0 for 0 bytes.
+  /// Seconds to move `bytes` of KV cache over the fabric: kvTransferLatencySeconds (resolved: the
+  /// fabric latency when not set) + bytes / (fabricBytesPerSecond x efficiency.fabric); 0 for 0 bytes.
   double transfer_seconds(double bytes) const;
 
   /// Bytes of KV cache for `tokens` tokens of the whole model.

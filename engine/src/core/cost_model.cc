@@ -233,6 +233,9 @@ Expected<CostModel, CostModelError> CostModel::create(const CostModelParams& par
         resolved.redundant_experts > 0 ? kDefaultExpertImbalanceEplb : kDefaultExpertImbalance;
   }
   if (resolved.attention_width == 0) resolved.attention_width = resolved.hidden_size;
+  if (resolved.kv_transfer_latency_seconds == 0) {
+    resolved.kv_transfer_latency_seconds = resolved.fabric_latency_seconds;
+  }
   if (resolved.kv_bytes_per_token_per_rank == 0) {
     // Every rank of every stage holds its share: a replica's KV capacity is the sum over stages.
     resolved.kv_bytes_per_token_per_rank =
@@ -338,7 +341,7 @@ StepTime CostModel::decode_batch_time(std::int64_t sequences, std::int64_t conte
 
 double CostModel::transfer_seconds(double bytes) const {
   if (!(bytes > 0)) return 0;
-  return params_.fabric_latency_seconds +
+  return params_.kv_transfer_latency_seconds +
          bytes / (params_.fabric_bytes_per_second * params_.fabric_efficiency);
 }
 

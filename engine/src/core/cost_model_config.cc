@@ -50,7 +50,9 @@ namespace {
   X("hardware", "fabricBytesPerSecond", fabric_bytes_per_second, true, 0, positive,               \
     "pass the EFA bandwidth one pod gets in bytes/s (e.g. 3200 Gb/s = 4e11)")                     \
   X("hardware", "fabricLatencySeconds", fabric_latency_seconds, false, 3e-5, non_negative,           \
-    "pass the fixed latency of one KV transfer in seconds (e.g. 3e-5)")                                 \
+    "pass the fixed latency of one expert-parallel message over the fabric in seconds (e.g. 3e-5)")    \
+  X("hardware", "kvTransferLatencySeconds", kv_transfer_latency_seconds, false, 0, non_negative,     \
+    "pass the fixed cost of one KV transfer in seconds (e.g. 4e-4), or 0 for fabricLatencySeconds")   \
   X("hardware", "scaleUpDomain", scale_up_domain, false, 8, positive_integer,                     \
     "pass the accelerators one NVLink/NeuronLink domain joins (8 for p5en, 72 for GB200 NVL72)")  \
   X("hardware", "scaleOutBytesPerSecond", scale_out_bytes_per_second, false, 0, non_negative,     \
