@@ -154,7 +154,8 @@ export class EngineProfile {
       ...(role === 'decode' && k.firstTokenAt !== 'decode-step' ? { firstTokenAt: k.firstTokenAt } : {}),
       ...(k.sequenceOverheadSeconds > 0 ? { efficiency: { ...(efficiency ?? {}), sequenceOverheadSeconds: k.sequenceOverheadSeconds } } : {}),
       // The decode side pulls the KV (vLLM's NIXL read); the transfer is timed on its pool.
-      ...(k.kvTransferLatencySeconds !== undefined && hardware ? { hardware: { ...hardware, kvTransferLatencySeconds: k.kvTransferLatencySeconds } } : {}),
+      ...(k.kvTransferLatencySeconds !== undefined && hardware
+        ? { hardware: { ...hardware, kvTransferLatencySeconds: k.kvTransferLatencySeconds } } : {}),
     };
   }
 
