@@ -17,23 +17,8 @@
 namespace disagg {
 namespace {
 
-// Round numbers: a 1e10 B/s fabric at 0.5 with 1 ms latency, 1e5 KV bytes per token.
-CostModelParams simple_params() {
-  CostModelParams p;
-  p.weight_bytes_per_rank = 1e9;
-  p.kv_bytes_per_token = 1e5;
-  p.active_parameters = 1e9;
-  p.layers = 10;
-  p.hidden_size = 1000;
-  p.peak_flops_per_second = 1e12;
-  p.hbm_bytes_per_second = 1e11;
-  p.fabric_bytes_per_second = 1e10;
-  p.fabric_latency_seconds = 1e-3;
-  p.compute_efficiency = 0.5;
-  p.memory_efficiency = 0.5;
-  p.fabric_efficiency = 0.5;
-  return p;
-}
+// The round-numbers model (test_fixtures.h): every expected value below can be checked by hand.
+CostModelParams simple_params() { return test::round_params(); }
 
 // An expert-parallel MoE over two scale-up domains of 8 (as cost_model_test.cc's
 // ExpertParallelAllToAllByHand): its dispatch and combine cross nodes, so they pay fabricLatencySeconds.

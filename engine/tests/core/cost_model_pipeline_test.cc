@@ -7,6 +7,7 @@
 #include <string>
 
 #include "disagg/cost_model.h"
+#include "test_fixtures.h"
 
 namespace disagg {
 namespace {
@@ -14,19 +15,7 @@ namespace {
 // The whole model on one rank (tp 1, pp 1): 1e9 weight bytes, 1e5 KV bytes per token, 1e9
 // parameters, 10 layers of width 1000; 1e12 FLOP/s and 1e11 B/s, both at 0.5.
 CostModelParams one_stage() {
-  CostModelParams p;
-  p.weight_bytes_per_rank = 1e9;
-  p.kv_bytes_per_token = 1e5;
-  p.active_parameters = 1e9;
-  p.layers = 10;
-  p.hidden_size = 1000;
-  p.peak_flops_per_second = 1e12;
-  p.hbm_bytes_per_second = 1e11;
-  p.fabric_bytes_per_second = 1e10;
-  p.fabric_latency_seconds = 1e-3;
-  p.compute_efficiency = 0.5;
-  p.memory_efficiency = 0.5;
-  p.fabric_efficiency = 0.5;
+  CostModelParams p = test::round_params();
   p.interconnect_bytes_per_second = 1e11;
   p.interconnect_efficiency = 0.5;
   p.interconnect_latency_seconds = 1e-5;

@@ -11,27 +11,13 @@
 #include "disagg/cost_model.h"
 #include "disagg/cost_model_config.h"
 #include "disagg/cost_report.h"
+#include "test_fixtures.h"
 
 namespace disagg {
 namespace {
 
-// Round numbers so that every expected value below can be checked by hand.
-CostModelParams simple_params() {
-  CostModelParams p;
-  p.weight_bytes_per_rank = 1e9;
-  p.kv_bytes_per_token = 1e5;
-  p.active_parameters = 1e9;
-  p.layers = 10;
-  p.hidden_size = 1000;
-  p.peak_flops_per_second = 1e12;
-  p.hbm_bytes_per_second = 1e11;
-  p.fabric_bytes_per_second = 1e10;
-  p.fabric_latency_seconds = 1e-3;
-  p.compute_efficiency = 0.5;
-  p.memory_efficiency = 0.5;
-  p.fabric_efficiency = 0.5;
-  return p;
-}
+// The round-numbers model (test_fixtures.h): every expected value below can be checked by hand.
+CostModelParams simple_params() { return test::round_params(); }
 
 CostModel make(const CostModelParams& p) {
   auto m = CostModel::create(p);

@@ -33,6 +33,26 @@ inline CostModelParams model_params(double step_overhead_seconds = 0) {
 
 inline CostModel cost_model() { return *CostModel::create(model_params()); }
 
+/// A model of round numbers, so that every expected value can be checked by hand: 1e9 weight bytes,
+/// 1e5 KV bytes per token, 1e9 parameters, 10 layers of width 1000; 1e12 FLOP/s, 1e11 B/s of HBM and
+/// a 1e10 B/s fabric with 1 ms latency, each at 0.5.
+inline CostModelParams round_params() {
+  CostModelParams p;
+  p.weight_bytes_per_rank = 1e9;
+  p.kv_bytes_per_token = 1e5;
+  p.active_parameters = 1e9;
+  p.layers = 10;
+  p.hidden_size = 1000;
+  p.peak_flops_per_second = 1e12;
+  p.hbm_bytes_per_second = 1e11;
+  p.fabric_bytes_per_second = 1e10;
+  p.fabric_latency_seconds = 1e-3;
+  p.compute_efficiency = 0.5;
+  p.memory_efficiency = 0.5;
+  p.fabric_efficiency = 0.5;
+  return p;
+}
+
 /// Scheduler limits of a tiny worker: 4-token blocks, at most 64 waiting.
 inline SchedulerConfig small_config(std::int32_t blocks, std::int32_t seqs, std::int32_t budget) {
   SchedulerConfig c;
