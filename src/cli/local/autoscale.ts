@@ -140,7 +140,8 @@ type ReplicaState = 'provisioning' | 'starting' | 'running' | 'draining' | 'gone
 interface Replica {
   readonly pool: AutoscaledPool;
   readonly name: string;
-  readonly slot: number;
+  /** Its port slot; moved when another process took the slot's port before it bound it. */
+  slot: number;
   state: ReplicaState;
   proc?: EngineProcess;
   /** Set when a scale-down cancels it while it provisions. */
@@ -231,6 +232,8 @@ export async function runLocalAutoscale(group: ProcessGroup, o: LocalAutoscaleOp
     const count = 2 * d.rules[name].maxReplicas;
     slots[name] = { http: await consecutiveFreePorts(count), kv: await consecutiveFreePorts(count), count };
   }
+  /** Slots whose ports another process bound after the run began. */
+  const foreign = Object.fromEntries(AUTOSCALED_POOLS.map(name => [name, new Set<number>()])) as Record<AutoscaledPool, Set<number>>;
   const routerFile = path.join(o.tmp, 'router-autoscale.json');
   fs.writeFileSync(routerFile, JSON.stringify(autoscaleRouterConfig(d, slots, o.speedup, o.maxNumSeqs), undefined, 2));
   const configFiles = {} as Record<AutoscaledPool, string>;
@@ -253,24 +256,42 @@ export async function runLocalAutoscale(group: ProcessGroup, o: LocalAutoscaleOp
 
   /** A scale-up: a free slot, the provisioning wait, then the sim-worker. */
   const addReplica = (pool: AutoscaledPool, provisionSeconds: number): Replica => {
-    const used = new Set(replicas.filter(r => r.pool === pool && r.state !== 'gone').map(r => r.slot));
-    const slot = Array.from({ length: slots[pool].count }, (_, j) => j).find(j => !used.has(j));
+    const freeSlot = (): number | undefined => {
+      const used = new Set(replicas.filter(r => r.pool === pool && r.state !== 'gone').map(r => r.slot));
+      return Array.from({ length: slots[pool].count }, (_, j) => j).find(j => !used.has(j) && !foreign[pool].has(j));
+    };
+    const slot = freeSlot();
     if (slot === undefined) throw new Error(`no free ${pool} slot (${slots[pool].count} in all)`);
     const r: Replica = { pool, name: `${pool}-${serial++}`, slot, state: 'provisioning', cancelled: false, since: now() };
     replicas.push(r);
     const p = pools.get(pool)!;
-    const args = ['sim-worker', '--config', configFiles[pool], '--host', '127.0.0.1', '--role', pool,
+    const seed = o.seed + serial;
+    const args = () => ['sim-worker', '--config', configFiles[pool], '--host', '127.0.0.1', '--role', pool,
       '--model-name', d.servedModelName, '--block-size', String(d.kvBlockSize),
       '--kv-blocks', String(Math.max(1, Math.floor((o.kvTokens ?? p.kvTokensPerReplica) / d.kvBlockSize))),
       '--max-num-seqs', String(pool === 'decode' ? o.maxNumSeqs : Math.max(1, p.maxConcurrencyPerReplica)),
-      '--speedup', String(o.speedup), '--seed', String(o.seed + serial),
-      '--port', String(slots[pool].http + slot), '--kv-events-port', String(slots[pool].kv + slot),
+      '--speedup', String(o.speedup), '--seed', String(seed),
+      '--port', String(slots[pool].http + r.slot), '--kv-events-port', String(slots[pool].kv + r.slot),
       ...(o.tokenizer ? ['--tokenizer', o.tokenizer] : [])];
     pending.push((async () => {
       await sleep(provisionSeconds * 1000);
       if (r.cancelled) return;
       r.state = 'starting';
-      r.proc = await group.start(r.name, args);
+      // The slots were free when the run began; another process may have bound one since (a
+      // kubelet would place the pod elsewhere): that slot is skipped from then on.
+      for (;;) {
+        try {
+          r.proc = await group.start(r.name, args());
+          break;
+        } catch (e) {
+          if (!/Address already in use/.test((e as Error).message)) throw e;
+          foreign[pool].add(r.slot);
+          const next = freeSlot();
+          if (next === undefined) throw e;
+          say(`${fmtT(now())}  ${r.name}: slot :${slots[pool].http + r.slot} is taken by another process; moving to :${slots[pool].http + next}`);
+          r.slot = next;
+        }
+      }
       r.state = 'running';
       // Scaled down while its process launched: it leaves as any running replica does.
       if (r.cancelled) await removeReplica(r, 'scaled down while it started');

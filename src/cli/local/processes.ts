@@ -57,13 +57,34 @@ async function portFree(port: number): Promise<boolean> {
 }
 
 /**
+ * The kernel's ephemeral port range (Linux's ip_local_port_range; 32768-60999 where it cannot be
+ * read). Outbound connections take their local ports from it, so a port chosen there now may be
+ * some client's by the time a process binds it.
+ */
+export function ephemeralPortRange(): [number, number] {
+  try {
+    const [low, high] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (Number.isInteger(low) && Number.isInteger(high) && low <= high) return [low, high];
+  } catch {
+    // not Linux: the default of Linux itself is as good a guess as any
+  }
+  return [32_768, 60_999];
+}
+
+/**
  * The first of `n` consecutive loopback ports that are all free now (a pod's per-rank ports, as its
- * pool's router configuration lists them), from random bases in 20000-59999; the caller binds them next.
+ * pool's router configuration lists them), from random bases in 10000 up to the kernel's ephemeral
+ * range (a slot bound minutes later, as `--autoscale` binds its scale-ups, must not be one an outbound
+ * connection took meanwhile); the caller binds them next.
  * @throws after 100 tries
  */
 export async function consecutiveFreePorts(n: number): Promise<number> {
+  const [ephemeralLow, ephemeralHigh] = ephemeralPortRange();
+  // Below the ephemeral range when it leaves room, else above it, else anywhere from 10000.
+  const [low, high] = ephemeralLow - 10_000 >= n + 1_000 ? [10_000, ephemeralLow]
+    : 65_535 - ephemeralHigh >= n + 1_000 ? [ephemeralHigh + 1, 65_536] : [10_000, 65_536];
   for (let tries = 0; tries < 100; tries++) {
-    const base = 20_000 + Math.floor(Math.random() * (40_000 - n));
+    const base = low + Math.floor(Math.random() * (high - low - n));
     let ok = true;
     for (let i = 0; i < n && ok; i++) ok = await portFree(base + i);
     if (ok) return base;
