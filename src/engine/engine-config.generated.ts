@@ -672,7 +672,7 @@ export interface DisaggEngineConfiguration {
      */
     keep?: number;
     /**
-     * Each probe simulates at least this long a window of arrivals (overload shows only once a queue has grown).
+     * Each probe simulates at least this long a window of arrivals (overload shows only once a queue has grown), and at least four request lifetimes at the SLO's edge (TTFT + mean output x TPOT; at most 600 s), as decode batches fill over one lifetime. 0: no window, the workload's requests only.
      */
     probeSeconds?: number;
     /**

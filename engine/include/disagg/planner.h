@@ -96,8 +96,12 @@ struct PlannerSpec {
   /// stop as soon as they are known to rank lower.
   std::int32_t rank_depth = 3;
   /// Each probe's arrivals span at least this long (requests = max(workload requests, rate x
-  /// probe_seconds)): an overloaded deployment fails only once its queue has grown past the TTFT
-  /// target, which a short run at a high rate never shows.
+  /// window)): an overloaded deployment fails only once its queue has grown past the TTFT target,
+  /// which a short run at a high rate never shows. The window is the longer of this and
+  /// kProbeLifetimes request lifetimes at the SLO's edge (TTFT + mean output x TPOT), at most
+  /// kMaxProbeSeconds (never below this): decode batches fill over one lifetime, so a shorter run
+  /// judges a deployment before its TPOT has grown (PlanResult::probe_seconds is the one used).
+  /// 0: no window (each probe simulates the workload's requests only).
   double probe_seconds = 30;
   /// At most this many candidates in the result's ranked list (0: all).
   std::int32_t keep = 0;
@@ -155,9 +159,24 @@ struct PlanTrace {
   double mean_fresh_tokens = 0;
 };
 
+/// Request lifetimes at the SLO's edge each probe's arrivals span (PlannerSpec::probe_seconds):
+/// a third of them ramp up, the rest run at the load's own batch sizes. Measured: OPT-13B under
+/// vLLM V0 on A100 (190-token outputs, TPOT 100 ms) read 2.3x its goodput with a 30 s window, 1.2x
+/// with 60 s, against 120 s (bench/notes/validation-pd.md).
+inline constexpr double kProbeLifetimes = 4;
+/// The most a lifetime-scaled window grows to (bounds a probe of very long outputs).
+inline constexpr double kMaxProbeSeconds = 600;
+
+/// The arrivals window of each probe: PlannerSpec::probe_seconds or kProbeLifetimes lifetimes of a
+/// request of `mean_output_tokens` at the SLO's edge, whichever is longer, capped at
+/// kMaxProbeSeconds (or at probe_seconds when that is larger); 0 when probe_seconds is 0.
+double probe_window_seconds(double probe_seconds, const Slo& slo, double mean_output_tokens);
+
 struct PlanResult {
   /// Evaluated candidates in rank order, then pruned, then infeasible ones.
   std::vector<PlanCandidate> candidates;
+  /// The arrivals window each probe spanned (probe_window_seconds).
+  double probe_seconds = 0;
   std::int32_t total = 0, evaluated = 0, pruned = 0, infeasible = 0;
   std::int64_t simulations = 0;
   /// Planned for a trace: its records and own arrival rate (0 otherwise).

@@ -586,9 +586,23 @@ Expected<PlanTrace, PlanError> load_plan_trace(const std::string& path, const Tr
   return t;
 }
 
-Expected<PlanResult, PlanError> run_planner(const PlannerSpec& spec, const SimulationConfig& base,
+double probe_window_seconds(double probe_seconds, const Slo& slo, double mean_output_tokens) {
+  if (!(probe_seconds > 0)) return 0;
+  const double lifetime = slo.ttft_seconds + std::max(1.0, mean_output_tokens) * slo.tpot_seconds;
+  return std::max(probe_seconds, std::min(kProbeLifetimes * lifetime, kMaxProbeSeconds));
+}
+
+Expected<PlanResult, PlanError> run_planner(const PlannerSpec& given, const SimulationConfig& base,
                                             const WorkloadSpec& workload, const PlanProgressFn& progress,
                                             const PlanTrace* trace) {
+  PlannerSpec spec = given;
+  spec.probe_seconds = probe_window_seconds(
+      given.probe_seconds, base.slo,
+      trace != nullptr ? trace->mean_output_tokens : shape_of(workload).output_tokens);
+  const auto finish = [&](Expected<PlanResult, PlanError> r) {
+    if (r) r->probe_seconds = spec.probe_seconds;
+    return r;
+  };
   if (trace != nullptr) {
     // The bound sees the trace as one-shot requests of its mean shape, counting as fresh only what
     // no earlier record's blocks hold; the deployment must carry the trace's own rate.
@@ -604,7 +618,7 @@ Expected<PlanResult, PlanError> run_planner(const PlannerSpec& spec, const Simul
       result->trace_records = trace->records;
       result->trace_rate_per_second = trace->rate_per_second;
     }
-    return result;
+    return finish(std::move(result));
   }
   if (workload.kind == WorkloadKind::trace) {
     return unexpected(spec_error("'workload.kind' (\"trace\") is planned from its file: pass the trace "
@@ -619,7 +633,7 @@ Expected<PlanResult, PlanError> run_planner(const PlannerSpec& spec, const Simul
     return unexpected(spec_error("'workload.requests' must be > 0 for planning (each probe simulates that many requests); e.g. 500"));
   }
   SimulatorEvaluator evaluator(spec, base, workload, nullptr);
-  return search_plan(spec, evaluator, progress);
+  return finish(search_plan(spec, evaluator, progress));
 }
 
 namespace {
@@ -641,7 +655,7 @@ std::string to_json(const PlanResult& r, const PlannerSpec& spec) {
   std::string o = "{\"total\":" + std::to_string(r.total) + ",\"evaluated\":" + std::to_string(r.evaluated) +
                   ",\"pruned\":" + std::to_string(r.pruned) + ",\"infeasible\":" + std::to_string(r.infeasible) +
                   ",\"simulations\":" + std::to_string(r.simulations) + ",\"targetShare\":" + json_number(spec.target_share) +
-                  ",\"probeSeconds\":" + json_number(spec.probe_seconds) +
+                  ",\"probeSeconds\":" + json_number(r.probe_seconds > 0 ? r.probe_seconds : spec.probe_seconds) +
                   ",\"grid\":{\"minRatePerSecond\":" + json_number(spec.grid.min_rate) +
                   ",\"rateResolution\":" + json_number(spec.grid.growth - 1) + "}";
   if (r.trace_records > 0) {

@@ -269,10 +269,27 @@ TEST(Planner, PicksTheFasterAcceleratorAtTheSamePrice) {
   EXPECT_TRUE(best.has_summary);
   EXPECT_GE(best.summary.goodput_share, spec->target_share);
   EXPECT_EQ(calls, 4);
+  // AND its probes spanned the spec's 30 s (four 2.9 s lifetimes of a 64-token request are shorter)
+  EXPECT_EQ(result->probe_seconds, 30);
   // AND the run is a pure function of the configuration
   auto again = run_planner(*spec, setup->config, setup->workload);
   ASSERT_TRUE(again);
   EXPECT_EQ(to_json(*again, *spec), to_json(*result, *spec));
+}
+
+TEST(PlannerProbeWindow, SpansFourLifetimesAtTheSloEdgeWithinItsBounds) {
+  const Slo slo{0.25, 0.1};
+  // A 190-token request at TPOT 100 ms lives 19.25 s at the SLO's edge: four of them, not 30 s
+  EXPECT_DOUBLE_EQ(probe_window_seconds(30, slo, 190), 4 * (0.25 + 19.0));
+  // Short requests keep the spec's window
+  EXPECT_DOUBLE_EQ(probe_window_seconds(30, slo, 10), 30);
+  // Very long outputs stop at the cap, unless the spec asks for more
+  EXPECT_DOUBLE_EQ(probe_window_seconds(30, slo, 100000), kMaxProbeSeconds);
+  EXPECT_DOUBLE_EQ(probe_window_seconds(900, slo, 100000), 900);
+  // 0 keeps meaning no window
+  EXPECT_DOUBLE_EQ(probe_window_seconds(0, slo, 190), 0);
+  // A mean under one token counts as one
+  EXPECT_DOUBLE_EQ(probe_window_seconds(1, Slo{1, 0.5}, 0), 4 * 1.5);
 }
 
 TEST(PlannerTrace, ATraceIsPlannedAtItsOwnRateAndScaledForTheProbes) {
