@@ -11,7 +11,7 @@ export const DEFAULT_DEPLOYMENT = {
   weights: 'fp8',
   /** FP8 KV cache (vLLM `--kv-cache-dtype fp8`). */
   kv: 'fp8',
-  /** Longest sequence, tokens (vLLM `--max-model-len`). */
+  /** Longest sequence, tokens (vLLM `--max-model-len`); a model of a shorter context gets its own (defaultContext). */
   context: 8192,
   /**
    * Tensor-parallel size of prefill and decode pods in `disagg synth` (`disagg plan` lists every valid
@@ -32,6 +32,14 @@ export const DEFAULT_DEPLOYMENT = {
  */
 export function defaultKvPrecision(weightsFlag: string | undefined): string {
   return weightsFlag === undefined ? DEFAULT_DEPLOYMENT.kv : 'bf16';
+}
+
+/**
+ * The context when `--context` is absent: the default deployment's, or the model's own when it is
+ * shorter (OPT's 2,048 tokens), as vLLM's `--max-model-len` defaults to the model's.
+ */
+export function defaultContext(model: { readonly maxContext: number }): number {
+  return Math.min(DEFAULT_DEPLOYMENT.context, model.maxContext);
 }
 
 /**

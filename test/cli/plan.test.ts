@@ -1,4 +1,4 @@
-import { disagg } from './util';
+import { disagg, tmpdir } from './util';
 import { ModelArchitecture, AcceleratedInstanceType } from '../../src/catalog';
 import { DEFAULT_DEPLOYMENT } from '../../src/cli/defaults';
 
@@ -52,6 +52,21 @@ describe('disagg plan', () => {
     expect(json.estimates.prefill.map((p: { promptTokens: number }) => p.promptTokens)).toEqual([1024, 4096, 8192]);
     expect(json.kvTokens).toBeGreaterThan(0);
     expect(json.memoryPerRank.usableBytes).toBeCloseTo(141 * 1024 ** 3 * 0.9, 0);
+  });
+
+  test('a model of a shorter context than the default 8,192 gets its own, in plan and simulate', async () => {
+    // GIVEN OPT-13B, whose context is 2,048 tokens, and no --context
+    const plan = await disagg('plan', '--model', 'opt-13b', '--instance', 'p4de.24xlarge', '--weights', 'fp16');
+    // THEN it is planned at 2,048 instead of refused for 8,192
+    expect(plan.code).toBe(0);
+    expect(plan.out).toMatch(/^ {2}context {3}2,048 tokens;/m);
+    const sim = await disagg('simulate', '--model', 'opt-13b', '--instance', 'p4de.24xlarge', '--weights', 'fp16', '--prefill-tp', '1',
+      '--decode-tp', '1', '--requests', '20', '--rates', '1', '--out', tmpdir('ctx'));
+    expect(sim.err).not.toMatch(/maxContext/);
+    expect(sim.code).toBe(0);
+    // AND an explicit --context above the model's is still refused, naming the limit
+    const over = await disagg('plan', '--model', 'opt-13b', '--instance', 'p4de.24xlarge', '--weights', 'fp16', '--context', '4096');
+    expect(over.out + over.err).toMatch(/exceeds the 2,048-token context of opt-13b; use at most 2048/);
   });
 
   test('a configuration that does not fit prints why and exits 1', async () => {

@@ -3,7 +3,7 @@ import { Roofline, ServingPlan, ServingPlanProps } from '../../sizing';
 import { resolveKvBlockSize } from '../../sizing/private/kv-block-size';
 import { formatGbAndGib, formatGib, formatInt, formatSeconds, GIB } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
-import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
+import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision } from '../defaults';
 import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS, schedulerFlags } from '../engine-flags';
 import { ExpertParallelSizing, sizeExpertParallel } from '../expert-parallel-sizing';
 import { PLAN_SIMULATE_HELP, PLAN_SIMULATE_OPTIONS, runPlanSearch } from '../plan-simulate';
@@ -24,7 +24,7 @@ Options:
                                checkpoint's own (default ${DEFAULT_DEPLOYMENT.weights})
   --kv PRECISION               KV cache precision: bf16 (auto), fp16 or fp8 (default ${DEFAULT_DEPLOYMENT.kv} with the default
                                weights, else bf16 = vLLM's auto)
-  --context TOKENS             longest sequence, prompt plus output (default ${DEFAULT_DEPLOYMENT.context})
+  --context TOKENS             longest sequence, prompt plus output (default ${DEFAULT_DEPLOYMENT.context}, or the model's own if shorter)
   --tp N                       tensor-parallel size (default: the smallest valid size that fits)
   --pp N                       pipeline-parallel size (default 1)
   --dp N                       data-parallel attention ranks per replica (default 1)
@@ -105,7 +105,7 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
     instanceType,
     weightPrecision: weightsName.toLowerCase() === 'native' ? undefined : precision('--weights', weightsName),
     kvPrecision: kvPrecision(values.kv ?? defaultKvPrecision(values.weights)),
-    maxContext: integer('--context', values.context) ?? DEFAULT_DEPLOYMENT.context,
+    maxContext: integer('--context', values.context) ?? defaultContext(model),
     tensorParallel: integer('--tp', values.tp),
     pipelineParallel: integer('--pp', values.pp),
     dataParallel: integer('--dp', values.dp),

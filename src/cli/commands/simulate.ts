@@ -4,7 +4,7 @@ import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../cat
 import { KvTierSizes, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
 import { AUTOSCALE_FLAG_HELP, AUTOSCALE_FLAG_OPTIONS, runAutoscale } from '../autoscale-simulate';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
-import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
+import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision } from '../defaults';
 import {
   ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, EngineFlags, engineFlags, engineLoaded, formatLatency, positive, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS,
   schedulerFlags, sweepRates, wholeNumber,
@@ -30,7 +30,7 @@ Deployment:
   --weights PRECISION          weight precision (default ${DEFAULT_DEPLOYMENT.weights})
   --kv PRECISION               KV cache precision (default ${DEFAULT_DEPLOYMENT.kv} with the default
                                weights, else bf16 = vLLM's auto)
-  --context TOKENS             longest sequence (default ${DEFAULT_DEPLOYMENT.context})
+  --context TOKENS             longest sequence (default ${DEFAULT_DEPLOYMENT.context}, or the model's own if shorter)
   --prefill-replicas N         prefill replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas})
   --prefill-tp N               tensor-parallel size of prefill replicas (default ${DEFAULT_DEPLOYMENT.tensorParallel})
   --decode-replicas N          decode replicas (default ${DEFAULT_DEPLOYMENT.decodeReplicas})
@@ -135,7 +135,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       instanceType,
       weightPrecision: weights.toLowerCase() === 'native' ? undefined : lookup('--weights', weights, Precision.of),
       kvPrecision: lookup('--kv', values.kv ?? defaultKvPrecision(values.weights), Precision.of),
-      maxContext: int('--context', values.context, DEFAULT_DEPLOYMENT.context),
+      maxContext: int('--context', values.context, defaultContext(model)),
       gpuMemoryUtilization: scheduler.gpuMemoryUtilization,
       kvBlockSize: scheduler.kvBlockSize,
       maxNumSeqs: scheduler.maxNumSeqs,

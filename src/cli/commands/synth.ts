@@ -34,7 +34,7 @@ Options:
                            since vLLM Neuron quantizes nothing at load time)
   --kv PRECISION           KV cache precision (default ${DEFAULT_DEPLOYMENT.kv} with the default
                            weights, else bf16 = vLLM's auto)
-  --context TOKENS         longest sequence (default ${DEFAULT_DEPLOYMENT.context})
+  --context TOKENS         longest sequence (default ${DEFAULT_DEPLOYMENT.context}, or the model's own if shorter)
   --tp N                   tensor-parallel size of every pod, in devices (default ${DEFAULT_DEPLOYMENT.tensorParallel});
                            on Trainium vLLM gets N x the logical NeuronCores of a device
   --prefill-replicas N     prefill replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas})
@@ -265,7 +265,7 @@ function specFrom(values: SynthValues): DeploymentSpec {
     instanceType,
     weights: lookup('weights', values.weights, weightsFallback, Precision.of),
     kv: lookup('kv', values.kv, kvFallback, Precision.of),
-    context: positiveInt('context', values.context, base.context),
+    context: positiveInt('context', values.context, values.model === undefined ? base.context : Math.min(base.context, model.maxContext)),
     tensorParallel: positiveInt('tp', values.tp, base.tensorParallel!),
     prefillReplicas: positiveInt('prefill-replicas', values['prefill-replicas'], base.prefillReplicas),
     decodeReplicas: positiveInt('decode-replicas', values['decode-replicas'], base.decodeReplicas),
