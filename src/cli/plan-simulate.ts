@@ -1,7 +1,10 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
-import { plan, PlanCandidate, PlanResult, plannerConfig, simulateSweep, simulationConfig, SIZING_SIMULATED_REQUESTS, SweepPoint } from '../engine';
+import {
+  candidateLayout, CROSSOVER_TTFT_SLOS_SECONDS, CrossoverResult, pdCrossover, plan, PlanResult, plannerConfig, poolLayout,
+  simulateSweep, simulationConfig, SIZING_SIMULATED_REQUESTS, SweepPoint,
+} from '../engine';
 import { ParallelismRules } from '../sizing';
 import { CliIo, ExitCode, UsageError } from './command';
 import { engineLoaded, EngineFlagValues, engineFlags, formatLatency, SchedulerFlags, wholeNumber } from './engine-flags';
@@ -16,6 +19,7 @@ export const PLAN_SIMULATE_OPTIONS = {
   'modes': { type: 'string' },
   'required-rate': { type: 'string' },
   'top': { type: 'string' },
+  'crossover': { type: 'string' },
 } as const;
 
 export const PLAN_SIMULATE_HELP = `Simulation-based search (--simulate; needs the engine addon, \`npx projen engine\`):
@@ -26,6 +30,10 @@ export const PLAN_SIMULATE_HELP = `Simulation-based search (--simulate; needs th
   --modes LIST                 aggregated, disaggregated or both (default aggregated,disaggregated)
   --required-rate R            goodput the deployment must reach, req/s; smaller ones rank last (default 0)
   --top N                      candidates to print (default 10)
+  --crossover LIST|off         where a prefill/decode split starts to pay: the best aggregated and the best
+                               split searched apart at each of these TTFT SLOs, seconds, the rest of the
+                               SLO as given (default ${CROSSOVER_TTFT_SLOS_SECONDS.join(',')} and --ttft; off skips it;
+                               only when both modes are searched)
   (--tp restricts the search to that size; --price-per-hour turns the score into requests per dollar;
    --rate sets the chart's rates only: the search finds each candidate's own goodput; --requests is
    what each probe simulates at least, default 400 as the constructs' sizeFor, not simulate's 1000)`;
@@ -63,6 +71,7 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
       throw new UsageError(`--modes '${values.modes}': '${m}' is not a mode; use aggregated, disaggregated or both (comma-separated)`);
     }
   }
+  const crossoverSlos = crossoverFlag(values.crossover as string | undefined, flags.slo.ttftSeconds, modes);
   const requiredText = values['required-rate'] as string | undefined;
   const required = requiredText === undefined ? 0 : Number(requiredText);
   if (!(Number.isFinite(required) && required >= 0)) {
@@ -157,8 +166,18 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
       markLabel: 'goodput',
     }));
   }
+  let crossover: CrossoverResult | undefined;
+  if (crossoverSlos) {
+    const crossoverProgress = new ProgressReporter(io, 'where P/D pays');
+    try {
+      crossover = await pdCrossover(config, crossoverSlos, p => crossoverProgress.update(p.done, p.total, `${p.simulations} simulations`));
+    } finally {
+      crossoverProgress.finish();
+    }
+  }
   if (inputs.json) {
-    io.out(JSON.stringify({ searchSeconds: seconds, result, bestSweep: sweep, chart: best && !traced ? svgFile : null }, undefined, 2));
+    const chart = best && !traced ? svgFile : null;
+    io.out(JSON.stringify({ searchSeconds: seconds, result, bestSweep: sweep, chart, crossover: crossover ?? null }, undefined, 2));
     return best ? ExitCode.OK : ExitCode.NEGATIVE;
   }
   const unit = inputs.pricePerHour !== undefined ? 'req/$' : 'req/acc-h';
@@ -197,18 +216,50 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
   } else {
     io.out('No candidate meets the SLO at any rate: loosen --ttft/--tpot, shorten prompts or outputs, or allow more accelerators.');
   }
+  if (crossover) printCrossover(io, crossover, unit, flags.slo.ttftSeconds);
   return best ? ExitCode.OK : ExitCode.NEGATIVE;
 }
 
-function poolText(c: PlanCandidate, role: string): string {
-  const p = c.pools.find(x => x.role === role)!;
-  // An expert-parallel option spans more accelerators than its tensor-parallel size (its data-parallel ranks).
-  return p.acceleratorsPerReplica > p.tensorParallel ? `${p.replicas} x EP${p.acceleratorsPerReplica}` : `${p.replicas} x TP${p.tensorParallel}`;
+/**
+ * The TTFT SLOs `--crossover` asks for: off, a list, or the default grid with the SLO of the search
+ * itself. Null when it is off or only one mode is searched (nothing to compare).
+ */
+function crossoverFlag(text: string | undefined, ttftSeconds: number, modes: string[]): number[] | null {
+  if (text === 'off') return null;
+  if (text === undefined) return modes.length === 2 ? [...CROSSOVER_TTFT_SLOS_SECONDS, ttftSeconds] : null;
+  const slos = text.split(',').map(s => s.trim());
+  for (const s of slos) {
+    if (!(Number(s) > 0 && Number.isFinite(Number(s)))) {
+      throw new UsageError(`--crossover '${text}': '${s}' is not a TTFT SLO in seconds; give a comma-separated list of positive seconds (0.25,1,4) or off`);
+    }
+  }
+  if (modes.length !== 2) {
+    throw new UsageError(`--crossover compares aggregated serving with a prefill/decode split, but --modes is '${modes.join(',')}'; search both modes, or drop --crossover`);
+  }
+  return slos.map(Number);
 }
 
-function describe(c: PlanCandidate): string {
-  return c.mode === 'aggregated' ? `aggregated ${poolText(c, 'both')}` : `prefill ${poolText(c, 'prefill')} + decode ${poolText(c, 'decode')}`;
+function printCrossover(io: CliIo, c: CrossoverResult, unit: string, searchTtft: number): void {
+  io.out('');
+  io.out(`Where a prefill/decode split pays: the best of each mode at each TTFT SLO (TPOT ${c.tpotSeconds !== undefined ? formatLatency(c.tpotSeconds) : 'as given'}), ` +
+    `ratio of ${unit} (within 5% is a tie)`);
+  const best = (b: CrossoverResult['rows'][number]['aggregated']) => b ? `${b.layout.replace(/^aggregated /, '')}` : 'none meets it';
+  const rows = c.rows.map(r => [
+    formatLatency(r.ttftSeconds) + (r.ttftSeconds === searchTtft ? ' *' : ''),
+    best(r.aggregated),
+    r.aggregated ? Math.round(r.aggregated.score).toLocaleString('en-US') : '-',
+    best(r.disaggregated),
+    r.disaggregated ? Math.round(r.disaggregated.score).toLocaleString('en-US') : '-',
+    r.ratio !== null ? r.ratio.toFixed(2) : '-',
+    r.winner === 'disaggregated' ? 'P/D' : r.winner,
+  ]);
+  io.out(renderTable(['TTFT SLO', 'best aggregated', unit, 'best P/D', unit, 'P/D : agg', 'pays'], rows,
+    [true, false, true, false, true, true, false]).join('\n'));
+  io.out(`(* the search above.) Verdict: ${c.verdict}.`);
 }
+
+const poolText = poolLayout;
+const describe = candidateLayout;
 
 function rel(file: string): string {
   const relative = path.relative(process.cwd(), file);

@@ -10,3 +10,4 @@ export * from './engine-config';
 export * from './results';
 export * from './engine-config-builder';
 export * from './engine-profile';
+export * from './pd-crossover';

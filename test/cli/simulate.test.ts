@@ -196,7 +196,7 @@ describe('disagg plan --simulate', () => {
   test('ranks candidates, names the best and writes its chart', async () => {
     const out = tmpdir('sim');
     const { code, out: stdout, err } = await disagg('plan', '--simulate', '--max-accelerators', '4', '--requests', '100',
-      '--tpot', '0.05', '--price-per-hour', '80', '--out', out);
+      '--tpot', '0.05', '--price-per-hour', '80', '--crossover', '0.5,2', '--out', out);
     expect(code).toBe(0);
     expect(stdout).toMatch(/^disagg plan --simulate: llama-3.3-70b on p5en\.48xlarge, at most 4 accelerators$/m);
     expect(stdout).toMatch(/^ {2}rank +mode +prefill +decode +accelerators +goodput\/s +TTFT p90 +TPOT p90 +req\/\$$/m);
@@ -205,9 +205,19 @@ describe('disagg plan --simulate', () => {
     expect(stdout).toMatch(/^Best: .*goodput [\d.]+ req\/s on [1-4] accelerators/m);
     expect(err).toMatch(/^planning: 100% (\d+)\/\1/m);
     wellFormedXml(fs.readFileSync(path.join(out, 'plan.svg'), 'utf8'));
+    // AND it says where a prefill/decode split pays: each mode's best at each asked TTFT SLO, and a verdict
+    expect(stdout).toMatch(/^Where a prefill\/decode split pays: the best of each mode at each TTFT SLO \(TPOT 50\.0 ms\), ratio of req\/\$/m);
+    expect(stdout).toMatch(/^ +TTFT SLO +best aggregated +req\/\$ +best P\/D +req\/\$ +P\/D : agg +pays$/m);
+    for (const slo of ['500 ms', '2.00 s \\*']) {
+      expect(stdout).toMatch(new RegExp(`^ +${slo} +(\\d x TP\\d|none meets it) .* (P/D|aggregated|tie|neither)$`, 'm'));
+    }
+    expect(stdout).toMatch(/^\(\* the search above\.\) Verdict: (a prefill\/decode split|no deployment)/m);
+    expect(err).toMatch(/^where P\/D pays: 100% 4\/4/m);
     // AND --json gives the planner's result, ranks from 1
-    const json = JSON.parse((await disagg('plan', '--simulate', '--max-accelerators', '4', '--requests', '100', '--tpot', '0.05', '--json', '--out', out)).out);
+    const json = JSON.parse((await disagg('plan', '--simulate', '--max-accelerators', '4', '--requests', '100', '--tpot', '0.05', '--json',
+      '--crossover', 'off', '--out', out)).out);
     expect(json.result.candidates[0].rank).toBe(1);
+    expect(json.crossover).toBeNull();
     expect(json.result.total).toBe(18);
     expect(json.bestSweep.length).toBe(6);
   });
@@ -220,7 +230,7 @@ describe('disagg plan --simulate', () => {
       JSON.stringify({ timestamp_ms: i * 250, input_length: 1024, output_length: 64, hash_ids: [1, 2, 3, 4, 1000 + i] })).join('\n') + '\n');
     // WHEN planned for it
     const { code, out: stdout } = await disagg('plan', '--simulate', '--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge',
-      '--weights', 'bf16', '--context', '4096', '--max-accelerators', '2', '--trace', trace, '--out', out);
+      '--weights', 'bf16', '--context', '4096', '--max-accelerators', '2', '--trace', trace, '--crossover', 'off', '--out', out);
     // THEN the trace's own rate is shown and the best carries it, with its headroom
     expect(code).toBe(0);
     expect(stdout).toMatch(/^ {2}trace: 300 records at 4\.00 req\/s;/m);
@@ -232,10 +242,19 @@ describe('disagg plan --simulate', () => {
 
   test('each probe simulates the 400 requests sizeFor does unless --requests says otherwise', async () => {
     const run = async (...extra: string[]) => JSON.parse((await disagg('plan', '--simulate', '--max-accelerators', '2', '--tpot', '0.05',
-      '--json', '--out', tmpdir('sim'), ...extra)).out).result.candidates;
+      '--json', '--crossover', 'off', '--out', tmpdir('sim'), ...extra)).out).result.candidates;
     const byDefault = await run();
     expect(byDefault).toEqual(await run('--requests', '400'));
     expect(byDefault).not.toEqual(await run('--requests', '1000'));
+  });
+
+  test('--crossover: a bad list or a single mode is a usage error that says the fix', async () => {
+    const bad = await disagg('plan', '--simulate', '--crossover', '0.5,soon');
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/--crossover '0\.5,soon': 'soon' is not a TTFT SLO in seconds; give a comma-separated list of positive seconds \(0\.25,1,4\) or off/);
+    const one = await disagg('plan', '--simulate', '--modes', 'aggregated', '--crossover', '1');
+    expect(one.code).toBe(2);
+    expect(one.err).toMatch(/--crossover compares aggregated serving with a prefill\/decode split, but --modes is 'aggregated'/);
   });
 
   test('simulation flags without --simulate are refused', async () => {
