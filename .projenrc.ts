@@ -74,6 +74,8 @@ const project = new awscdk.AwsCdkConstructLibrary({
     'yaml@^2',
     'openai@^6',
     'ts-node@^10.9.2',
+    // The examples import the package by name ('disagg'), mapped to src/ by their tsconfig's paths.
+    'tsconfig-paths@^4',
     // Generates src/engine/engine-config.generated.ts from the engine's JSON Schema (engine:schema-types).
     'json-schema-to-typescript@^16',
     // Generates the CRD bindings in src/imports from projenrc/crds (imports task; offline: local files only).
@@ -99,6 +101,8 @@ const project = new awscdk.AwsCdkConstructLibrary({
       collectCoverage: false,
       coverageReporters: ['text-summary'],
       testTimeout: 60_000,
+      // The examples import the package by name, as users write them.
+      moduleNameMapper: { '^disagg$': '<rootDir>/src/index.ts' },
     },
   },
 

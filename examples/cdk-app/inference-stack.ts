@@ -4,7 +4,7 @@ import { Construct } from 'constructs';
 import {
   AcceleratedInstanceType, DisaggregatedInference, EngineImage, EngineImageVariant, GatewayExposure, InferenceCluster, ModelArchitecture,
   ModelSource, Precision,
-} from '../../src';
+} from 'disagg';
 
 /**
  * One EKS cluster with a P5en (H200) node group and a Trn2 node group, both created empty, and Llama-3.3-70B served

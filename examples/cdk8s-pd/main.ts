@@ -2,7 +2,7 @@
  * A cdk8s app for an existing cluster: Llama-3.3-70B with FP8 weights and FP8 KV cache, disaggregated
  * prefill/decode on p5en.48xlarge (8 x H200, 16 EFA), behind the KV-aware router and a new Istio Gateway.
  *
- *   npx ts-node examples/cdk8s-pd/main.ts        # writes examples/cdk8s-pd/dist/*.k8s.yaml
+ *   cd examples/cdk8s-pd && npx ts-node main.ts      # writes dist/*.k8s.yaml here (README.md)
  *
  * No AWS credentials are needed. The cluster needs: nodes labelled node.kubernetes.io/instance-type=p5en.48xlarge
  * with the NVIDIA and EFA device plugins, LeaderWorkerSet only for multi-node pools, Gateway API CRDs and
@@ -11,8 +11,7 @@
  */
 import * as path from 'path';
 import { App, Chart } from 'cdk8s';
-import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src/catalog';
-import { DisaggregatedInference, GatewayExposure, ModelSource, RouterPolicy } from '../../src/k8s';
+import { AcceleratedInstanceType, DisaggregatedInference, GatewayExposure, ModelArchitecture, ModelSource, Precision, RouterPolicy } from 'disagg';
 
 const app = new App({ outdir: path.join(__dirname, 'dist') });
 const chart = new Chart(app, 'llama-pd', { namespace: 'inference' });

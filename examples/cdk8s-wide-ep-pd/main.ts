@@ -16,10 +16,10 @@
  * decode worker over two 8-GPU nodes (its current version also runs prefill at DP=16; an earlier one ran
  * one DP=8 prefill worker on one node, as here, which keeps the prefill's all-to-all off EFA).
  *
- *   npx ts-node examples/cdk8s-wide-ep-pd/main.ts                       # p5en.48xlarge (8 x H200)
- *   WIDE_EP_PD_INSTANCE_TYPE=p6-b200.48xlarge npx ts-node examples/cdk8s-wide-ep-pd/main.ts   # 8 x B200
+ *   cd examples/cdk8s-wide-ep-pd && npx ts-node main.ts                       # p5en.48xlarge (8 x H200)
+ *   WIDE_EP_PD_INSTANCE_TYPE=p6-b200.48xlarge npx ts-node main.ts                    # 8 x B200, from the same folder
  *
- * Either writes examples/cdk8s-wide-ep-pd/dist/*.k8s.yaml. No AWS credentials are needed. The cluster
+ * Either writes dist/*.k8s.yaml in this folder (README.md). No AWS credentials are needed. The cluster
  * needs: three nodes of the instance type (labelled node.kubernetes.io/instance-type, one per pod: prefill
  * and decode never share a node) in one Availability Zone, with the NVIDIA and EFA device plugins; the
  * LeaderWorkerSet controller; Gateway API CRDs and an existing Gateway named 'inference-gateway' in the
@@ -28,11 +28,10 @@
  */
 import * as path from 'path';
 import { App, Chart } from 'cdk8s';
-import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src/catalog';
 import {
-  AllToAllBackend, DataParallelEndpoints, DisaggregatedInference, GatewayExposure, KvLoadFailurePolicy, KvTransfer,
-  RouterPolicy, RouterTokenizer,
-} from '../../src/k8s';
+  AcceleratedInstanceType, AllToAllBackend, DataParallelEndpoints, DisaggregatedInference, GatewayExposure, KvLoadFailurePolicy,
+  KvTransfer, ModelArchitecture, Precision, RouterPolicy, RouterTokenizer,
+} from 'disagg';
 
 /** The instance types this example is written for. */
 export const WIDE_EP_PD_INSTANCE_TYPES = [AcceleratedInstanceType.P5EN_48XLARGE, AcceleratedInstanceType.P6_B200_48XLARGE];

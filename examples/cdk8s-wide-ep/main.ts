@@ -4,7 +4,7 @@
  * 32 redundant experts for load balancing, one vLLM API server per GPU behind a Gateway API Inference
  * Extension InferencePool, and a 1 TiB host-memory KV tier per node.
  *
- *   npx ts-node examples/cdk8s-wide-ep/main.ts     # writes examples/cdk8s-wide-ep/dist/*.k8s.yaml
+ *   cd examples/cdk8s-wide-ep && npx ts-node main.ts     # writes dist/*.k8s.yaml here (README.md)
  *
  * No AWS credentials are needed. The cluster needs: p5en.48xlarge nodes with the NVIDIA and EFA device
  * plugins, the LeaderWorkerSet controller, Gateway API + Inference Extension CRDs, an Istio Gateway
@@ -12,8 +12,7 @@
  */
 import * as path from 'path';
 import { App, Chart, Size } from 'cdk8s';
-import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../src/catalog';
-import { ExpertParallelPool, KvTier, TieredKvCache } from '../../src/k8s';
+import { AcceleratedInstanceType, ExpertParallelPool, KvTier, ModelArchitecture, Precision, TieredKvCache } from 'disagg';
 
 const app = new App({ outdir: path.join(__dirname, 'dist') });
 const chart = new Chart(app, 'deepseek-wide-ep', { namespace: 'inference' });
