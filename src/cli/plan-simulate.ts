@@ -26,7 +26,8 @@ export const PLAN_SIMULATE_HELP = `Simulation-based search (--simulate; needs th
   --simulate                   search prefill/decode replica counts and TP sizes (and aggregated serving)
                                for the highest goodput per accelerator-dollar under the SLO, simulating
                                the workload; prints the ranked candidates and writes <out>/plan.svg
-  --max-accelerators N         accelerators the deployment may use (default: one node)
+  --max-accelerators N         accelerators the deployment may use (default: one node; without
+                               --simulate, the largest expert-parallel group of an MoE plan, default 64)
   --modes LIST                 aggregated, disaggregated or both (default aggregated,disaggregated)
   --required-rate R            goodput the deployment must reach, req/s; smaller ones rank last (default 0)
   --top N                      candidates to print (default 10)

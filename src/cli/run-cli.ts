@@ -1,5 +1,12 @@
+import * as fs from 'fs';
+import * as path from 'path';
 import { CliIo, ExitCode, UsageError } from './command';
 import { loadCommands } from './registry';
+
+/** This package's version, from its package.json (src/cli or lib/cli is two levels below it). */
+export function packageVersion(): string {
+  return (JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+}
 
 /**
  * The `disagg` command line, callable in-process: parses `argv` (the arguments after the program
@@ -15,7 +22,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     'Commands:',
     ...commands.map(c => `  ${c.name.padEnd(10)}${c.summary}`),
     '',
-    "Run 'disagg <command> --help' for a command's options.",
+    "Run 'disagg <command> --help' or 'disagg help <command>' for a command's options; 'disagg --version' for the version.",
     'Exit codes: 0 success, 1 negative answer (plan: does not fit), 2 usage error, 3 internal error, 4 checks that could not run (preflight).',
   ].join('\n');
 
@@ -23,6 +30,19 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   if (name === undefined) {
     io.err(usage);
     return ExitCode.USAGE;
+  }
+  if (name === '--version' || name === '-V' || name === 'version') {
+    io.out(packageVersion());
+    return ExitCode.OK;
+  }
+  if (name === 'help' && rest.length > 0) {
+    const asked = commands.find(c => c.name === rest[0]);
+    if (!asked) {
+      io.err(`disagg help: unknown command '${rest[0]}'; known: ${commands.map(c => c.name).join(', ')}`);
+      return ExitCode.USAGE;
+    }
+    io.out(asked.help);
+    return ExitCode.OK;
   }
   if (name === '--help' || name === '-h' || name === 'help') {
     io.out(usage);

@@ -55,4 +55,41 @@ describe('disagg binary', () => {
       }
     }
   });
+
+  test('no command lists a flag twice in its help (with two defaults, as plan once did)', () => {
+    for (const command of loadCommands()) {
+      const flags = [...command.help.matchAll(/^ {2}(--[a-z][a-z0-9-]*)/gm)].map(m => m[1]);
+      const twice = flags.filter((f, i) => flags.indexOf(f) !== i);
+      expect({ command: command.name, twice }).toEqual({ command: command.name, twice: [] });
+    }
+  });
+
+  test('`disagg help <command>` is that command\'s help; an unknown one is a usage error naming the known', async () => {
+    const run = async (...argv: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runCli(argv, { out: (t) => out.push(t), err: (t) => err.push(t) });
+      return { code, out: out.join('\n'), err: err.join('\n') };
+    };
+    for (const command of loadCommands()) {
+      expect(await run('help', command.name)).toEqual({ code: 0, out: command.help, err: '' });
+    }
+    const bad = await run('help', 'deploy');
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/^disagg help: unknown command 'deploy'; known: local, plan, /);
+    // AND the top-level help says both ways
+    expect((await run('help')).out).toMatch(/'disagg <command> --help' or 'disagg help <command>'/);
+  });
+
+  test('--version, -V and version print package.json\'s version, in a real process too', async () => {
+    const version = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).version;
+    for (const flag of ['--version', '-V', 'version']) {
+      const out: string[] = [];
+      expect(await runCli([flag], { out: (t) => out.push(t), err: () => undefined })).toBe(0);
+      expect(out).toEqual([version]);
+    }
+    const r = spawnSync('npx', ['ts-node', '--transpile-only', path.join(root, 'src', 'cli', 'main.ts'), '--version'], { encoding: 'utf8', cwd: root });
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim()).toBe(version);
+  });
 });

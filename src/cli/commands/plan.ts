@@ -40,12 +40,10 @@ Options:
 Wide expert parallelism (MoE models): the plan also sizes one replica per expert-parallel group of
 whole nodes (TP 1, one data-parallel attention rank per accelerator, each rank whole experts), charging
 the dispatch and combine all-to-all over EFA and NVLink and the expert load imbalance, and picks the
-decode and prefill EP sizes and the prefill : decode ratio:
-  --input-tokens N             prompt tokens per request (default 1024, at most half of --context)
-  --output-tokens N            output tokens per request (default 1024, at most what --context leaves)
-  --tpot SECONDS               time per output token each decode batch must meet (default: none, the
-                               largest batch the KV cache and --max-num-seqs allow)
-  --max-accelerators N         the largest expert-parallel group (default 64)
+decode and prefill EP sizes and the prefill : decode ratio. Without --simulate it reads four flags
+listed below with defaults of its own: --input-tokens and --output-tokens as one number each (default
+1024 each, the prompt at most half of --context), --tpot (default: none, the largest batch the KV cache
+and --max-num-seqs allow) and --max-accelerators (the largest expert-parallel group, default 64).
 
 ${SCHEDULER_FLAG_HELP}
   (the first four size the plan too; --cpu-offload-gib and --async-scheduling need --simulate)
