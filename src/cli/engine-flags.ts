@@ -38,7 +38,8 @@ export const ENGINE_FLAG_HELP = `Workload:
   --stages RxS,RxS...          load in stages run back to back instead of --rate: R req/s for S seconds
                                each, e.g. 8x600,20x600; no sweep, one run whose summary covers every
                                stage; all their requests unless --requests caps them (at most 1024 stages)
-  --requests N                 requests to simulate (default 1000; with --stages: every stage's)
+  --requests N                 requests to simulate (default 1000, and in a sweep at least four request
+                               lifetimes at the SLO's edge of arrivals per rate; with --stages: every stage's)
   --input-tokens DIST          prompt tokens (with --shared-prompts: each question's, after the shared
                                system prompt): N, uniform:MIN:MAX or lognormal:MEAN:STDDEV (default 1024)
   --output-tokens DIST         output tokens, same forms (default 256)

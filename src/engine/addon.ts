@@ -90,6 +90,7 @@ export interface NativeSimulation {
   simulateSweep(configJson: string, rates: number[], onProgress?: (p: EngineProgress) => void): Promise<string>;
   plan(configJson: string, onProgress?: (p: EngineProgress) => void): Promise<string>;
   planSync(configJson: string): string;
+  probeWindowSeconds(minSeconds: number, ttftSeconds: number, tpotSeconds: number, meanOutputTokens: number): number;
 }
 
 function native(): NativeSimulation {
@@ -115,6 +116,15 @@ export async function simulateSweep(config: SimulationConfig, rates: number[], o
 export async function plan(config: SimulationConfig, onProgress?: (p: EngineProgress) => void): Promise<PlanResult> {
   const json = await native().plan(JSON.stringify(config), onProgress);
   return JSON.parse(json) as PlanResult;
+}
+
+/**
+ * How long a run's arrivals must span to judge a deployment at steady state: `minSeconds` or four
+ * request lifetimes at the SLO's edge (TTFT + mean output x TPOT), whichever is longer, at most
+ * 600 s (the planner's probe window, engine/include/disagg/planner.h). 0 when `minSeconds` is 0.
+ */
+export function probeWindowSeconds(minSeconds: number, slo: { ttftSeconds: number; tpotSeconds: number }, meanOutputTokens: number): number {
+  return native().probeWindowSeconds(minSeconds, slo.ttftSeconds, slo.tpotSeconds, meanOutputTokens);
 }
 
 /**

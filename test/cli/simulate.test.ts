@@ -16,10 +16,12 @@ describe('disagg simulate', () => {
     expect(code).toBe(0);
     expect(stdout).toMatch(/^disagg simulate: llama-3.3-70b on p5en\.48xlarge: 2 x prefill TP4 \+ 2 x decode TP4$/m);
     expect(stdout).toMatch(/^ {2}rate\/s +TTFT p50 +p90 +p99 +TPOT p50 +p90 +p99 +good +goodput\/s +out tok\/s +prefix hit$/m);
+    // (150 requests span 75 s at 2/s, less than four 27.6 s lifetimes: every row is marked, with the fix)
     for (const rate of ['2', '6', '12']) {
-      expect(stdout).toMatch(new RegExp(`^ {2}${rate} +[\\d.]+ m?s .*%`, 'm'));
+      expect(stdout).toMatch(new RegExp(`^ {2}${rate} ~ +[\\d.]+ m?s .*%`, 'm'));
     }
-    expect(stdout).toMatch(/^ {2}6 .*<- --rate$/m);
+    expect(stdout).toMatch(/^ {2}~ arrivals span less than 110 s, four request lifetimes at the SLO's edge: .* --requests 1325 or more, or no --requests, fixes them$/m);
+    expect(stdout).toMatch(/^ {2}6 ~ .*<- --rate$/m);
     expect(stdout).toMatch(/At 6 req\/s: 150\/150 completed/);
     // AND progress went to stderr as periodic lines (stderr is not a terminal here)
     expect(err).toMatch(/^simulating: 100% 3\/3/m);
@@ -35,6 +37,19 @@ describe('disagg simulate', () => {
     const ttft = svg.match(/data-series="ttft-p90" d="([^"]+)"/)![1];
     expect(ttft.split(' ').length).toBe(3);
     expect(fs.existsSync(path.join(out, 'simulate.json'))).toBe(true);
+  });
+
+  test('without --requests each rate simulates four request lifetimes of arrivals at least, so high rates reach steady state', async () => {
+    // GIVEN 16-token outputs at TTFT 2 s / TPOT 100 ms: a lifetime of 3.6 s, a window of 14.4 s
+    const run = async (...extra: string[]) => JSON.parse((await disagg('simulate', '--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge',
+      '--weights', 'bf16', '--aggregated', '--replicas', '1', '--tp', '1', '--input-tokens', '128', '--output-tokens', '16',
+      '--rate', '20', '--rates', '20,100', '--json', '--out', tmpdir('sim'), ...extra)).out);
+    // WHEN swept without --requests THEN 1,000 requests where they span the window (20/s), 1,440 at 100/s
+    const scaled = await run();
+    expect(scaled.sweep.map((p: any) => [p.ratePerSecond, p.summary.submitted])).toEqual([[20, 1000], [100, 1440]]);
+    // AND --requests is what every rate simulates, as asked
+    const asked = await run('--requests', '300');
+    expect(asked.sweep.map((p: any) => p.summary.submitted)).toEqual([300, 300]);
   });
 
   test('--json prints the result at --rate and the sweep', async () => {

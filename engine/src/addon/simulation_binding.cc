@@ -264,7 +264,25 @@ Napi::Value PlanSync(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// probeWindowSeconds(minSeconds, ttftSeconds, tpotSeconds, meanOutputTokens): the planner's rule for
+// how long a run's arrivals must span to reach steady state (disagg::probe_window_seconds), so the
+// CLI's sweeps use the same one. Throws a TypeError on a non-number.
+Napi::Value ProbeWindowSeconds(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  double v[4];
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (info.Length() <= i || !info[i].IsNumber()) {
+      Napi::TypeError::New(env, "probeWindowSeconds(minSeconds, ttftSeconds, tpotSeconds, meanOutputTokens): four numbers")
+          .ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    v[i] = info[i].As<Napi::Number>().DoubleValue();
+  }
+  return Napi::Number::New(env, disagg::probe_window_seconds(v[0], disagg::Slo{v[1], v[2]}, v[3]));
+}
+
 void register_simulation(Napi::Env env, Napi::Object exports) {
+  exports.Set("probeWindowSeconds", Napi::Function::New(env, ProbeWindowSeconds, "probeWindowSeconds"));
   exports.Set("simulate", Napi::Function::New(env, Simulate, "simulate"));
   exports.Set("simulateSweep", Napi::Function::New(env, SimulateSweep, "simulateSweep"));
   exports.Set("plan", Napi::Function::New(env, Plan, "plan"));

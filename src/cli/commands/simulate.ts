@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
-import { KvTierSizes, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
+import { KvTierSizes, probeWindowSeconds, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
 import { AUTOSCALE_FLAG_HELP, AUTOSCALE_FLAG_OPTIONS, runAutoscale } from '../autoscale-simulate';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision } from '../defaults';
@@ -186,6 +186,20 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   rates.sort((a, b) => a - b);
 
   if (!engineLoaded(io, 'disagg simulate')) return ExitCode.INTERNAL;
+  // A row judges a deployment at steady state only when its arrivals span several request lifetimes
+  // (the planner's probe window): without --requests each rate simulates at least that long.
+  const window = single ? 0 : probeWindowSeconds(1, flags.slo, meanTokens(config.workload.outputTokens));
+  const scaled = !single && values.requests === undefined;
+  const requestsAt = (rate: number) => scaled ? Math.max(config.workload.requests ?? 0, Math.ceil(rate * window)) : config.workload.requests ?? 0;
+  const sweep = async (at: number[], onProgress: (done: number) => void): Promise<SweepPoint[]> => {
+    if (!scaled) return simulateSweep(config, at, p => onProgress(p.done));
+    const out: SweepPoint[] = [];
+    for (const rate of at) {
+      out.push(...await simulateSweep({ ...config, workload: { ...config.workload, requests: requestsAt(rate) } }, [rate]));
+      onProgress(out.length);
+    }
+    return out;
+  };
   const progress = new ProgressReporter(io, 'simulating');
   let points: SweepPoint[];
   try {
@@ -195,7 +209,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       const achieved = flags.concurrency !== undefined ? Number(summary.requestsPerSecond.toPrecision(4)) : flags.rate;
       points = [{ ratePerSecond: achieved, summary }];
     } else {
-      points = await simulateSweep(config, rates, p => progress.update(p.done, p.total, `rate ${rates[p.done - 1]}/s`));
+      points = await sweep(rates, done => progress.update(done, rates.length, `rate ${rates[done - 1]}/s`));
       // A chart that never leaves the SLO says nothing about capacity: without --rates, keep raising
       // the rate (x1.5, x2 of the highest) until the deployment saturates, a few rounds at most.
       for (let round = 0; values.rates === undefined && round < SATURATION_ROUNDS; round++) {
@@ -203,8 +217,8 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
         if (top.summary.goodputShare < flags.targetShare) break;
         const more = [1.5, 2].map(f => Number((top.ratePerSecond * f).toPrecision(6)));
         const done = points.length;
-        points = points.concat(await simulateSweep(config, more,
-          p => progress.update(done + p.done, done + p.total, `rate ${more[p.done - 1]}/s (looking for saturation)`)));
+        points = points.concat(await sweep(more,
+          d => progress.update(done + d, done + more.length, `rate ${more[d - 1]}/s (looking for saturation)`)));
       }
     }
   } catch (e) {
@@ -245,10 +259,18 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     return ExitCode.OK;
   }
   io.out(`disagg simulate: ${title}`);
-  io.out(`  workload  ${describeWorkload(flags)}; seed ${flags.seed}${flags.engine ? `; engine ${flags.engine.name}` : ''}`);
+  io.out(`  workload  ${describeWorkload(flags, scaled ? window : undefined)}; seed ${flags.seed}${flags.engine ? `; engine ${flags.engine.name}` : ''}`);
   io.out(`  SLO       TTFT <= ${formatLatency(flags.slo.ttftSeconds)}, TPOT <= ${formatLatency(flags.slo.tpotSeconds)}; goodput counts requests meeting both (target ${Math.round(flags.targetShare * 100)}%)`);
   io.out('');
-  io.out(...[renderSweepTable(points, flags.concurrency !== undefined ? undefined : main.ratePerSecond, flags.targetShare).join('\n')]);
+  // Rows whose arrivals end before the deployment has filled: marked, with the --requests that fixes them.
+  const short = single ? [] : points.filter(p => requestsAt(p.ratePerSecond) / p.ratePerSecond < window * 0.999);
+  io.out(...[renderSweepTable(points, flags.concurrency !== undefined ? undefined : main.ratePerSecond, flags.targetShare,
+    new Set(short.map(p => p.ratePerSecond))).join('\n')]);
+  if (short.length > 0) {
+    const top = short[short.length - 1].ratePerSecond;
+    io.out(`  ~ arrivals span less than ${window.toFixed(0)} s, four request lifetimes at the SLO's edge: those rows judge a deployment ` +
+      `still filling (its decode batches and queues not yet grown); --requests ${Math.ceil(top * window)} or more, or no --requests, fixes them`);
+  }
   io.out('');
   const s = main.summary;
   const at = flags.concurrency !== undefined ? `With ${flags.concurrency} clients (${s.requestsPerSecond.toFixed(2)} req/s)`
@@ -264,12 +286,12 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
 }
 
 /** Rows per rate: latency percentiles, goodput, throughput. */
-export function renderSweepTable(points: SweepPoint[], mark: number | undefined, targetShare: number): string[] {
+export function renderSweepTable(points: SweepPoint[], mark: number | undefined, targetShare: number, short: ReadonlySet<number> = new Set()): string[] {
   const headers = ['rate/s', 'TTFT p50', 'p90', 'p99', 'TPOT p50', 'p90', 'p99', 'good', 'goodput/s', 'out tok/s', 'prefix hit', ''];
   const rows = points.map(p => {
     const s = p.summary;
     return [
-      String(p.ratePerSecond),
+      String(p.ratePerSecond) + (short.has(p.ratePerSecond) ? ' ~' : ''),
       formatLatency(s.ttftSeconds.p50), formatLatency(s.ttftSeconds.p90), formatLatency(s.ttftSeconds.p99),
       formatLatency(s.tpotSeconds.p50), formatLatency(s.tpotSeconds.p90), formatLatency(s.tpotSeconds.p99),
       pct(s.goodputShare) + (s.goodputShare >= targetShare ? '' : ' !'),
@@ -304,7 +326,13 @@ function describePools(config: SimulationConfig): string {
   }).join(' + ');
 }
 
-function describeWorkload(flags: EngineFlags): string {
+/** The mean of a token-count distribution (uniform: the midpoint). */
+function meanTokens(d: { distribution?: string; mean?: number; min?: number; max?: number } | undefined): number {
+  if (!d) return 1;
+  return d.distribution === 'uniform' ? ((d.min ?? 0) + (d.max ?? 0)) / 2 : d.mean ?? 1;
+}
+
+function describeWorkload(flags: EngineFlags, windowSeconds?: number): string {
   const w = flags.workload;
   const dist = (d: typeof w.inputTokens) => (d?.distribution === 'uniform' ? `uniform ${d.min}-${d.max}` : d?.distribution === 'lognormal' ? `lognormal ${d.mean}±${d.stddev}` : String(d?.mean));
   if (w.kind === 'trace') return `trace ${w.trace?.path}`;
@@ -314,7 +342,9 @@ function describeWorkload(flags: EngineFlags): string {
     : flags.stages
       ? `${what} in stages ${flags.stages.map(s => `${s.ratePerSecond}/s x ${s.durationSeconds} s`).join(', ')} (${w.arrival?.process})`
       : `${what} at ${flags.rate}/s (${w.arrival?.process})`;
-  const parts = [load, w.requests !== undefined ? `${w.requests} requests` : 'every stage\'s requests', `input ${dist(w.inputTokens)}`, `output ${dist(w.outputTokens)} tokens`];
+  const count = windowSeconds !== undefined ? `per rate ${w.requests} requests or ${windowSeconds.toFixed(0)} s of arrivals, whichever is more`
+    : w.requests !== undefined ? `${w.requests} requests` : 'every stage\'s requests';
+  const parts = [load, count, `input ${dist(w.inputTokens)}`, `output ${dist(w.outputTokens)} tokens`];
   if (w.tenants) {
     const t = w.tenants;
     const pop = t.popularity === 'equal' ? 'equal popularity' : `Zipf ${t.zipfExponent ?? 1} popularity`;
