@@ -286,7 +286,8 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
 }
 
 /** Rows per rate: latency percentiles, goodput, throughput. */
-export function renderSweepTable(points: SweepPoint[], mark: number | undefined, targetShare: number, short: ReadonlySet<number> = new Set()): string[] {
+export function renderSweepTable(points: SweepPoint[], mark: number | undefined, targetShare: number,
+  short: ReadonlySet<number> = new Set()): string[] {
   const headers = ['rate/s', 'TTFT p50', 'p90', 'p99', 'TPOT p50', 'p90', 'p99', 'good', 'goodput/s', 'out tok/s', 'prefix hit', ''];
   const rows = points.map(p => {
     const s = p.summary;
