@@ -15,7 +15,7 @@ describe('disagg simulate', () => {
     // THEN it exits 0 with a row per rate, the --rate row marked
     expect(code).toBe(0);
     expect(stdout).toMatch(/^disagg simulate: llama-3.3-70b on p5en\.48xlarge: 2 x prefill TP4 \+ 2 x decode TP4$/m);
-    expect(stdout).toMatch(/^ {2}rate\/s +TTFT p50 +p90 +p99 +TPOT p50 +p90 +p99 +good +goodput\/s +out tok\/s +prefix hit$/m);
+    expect(stdout).toMatch(/^ {2}rate\/s +TTFT p50 +p90 +p99 +TPOT p50 +p90 +p99 +good +good\/s +out tok\/s +prefix hit$/m);
     // (150 requests span 75 s at 2/s, less than four 27.6 s lifetimes: every row is marked, with the fix)
     for (const rate of ['2', '6', '12']) {
       expect(stdout).toMatch(new RegExp(`^ {2}${rate} ~ +[\\d.]+ m?s .*%`, 'm'));
@@ -23,6 +23,11 @@ describe('disagg simulate', () => {
     expect(stdout).toMatch(/^ {2}~ arrivals span less than 110 s, four request lifetimes at the SLO's edge: .* --requests 1325 or more, or no --requests, fixes them$/m);
     expect(stdout).toMatch(/^ {2}6 ~ .*<- --rate$/m);
     expect(stdout).toMatch(/At 6 req\/s: 150\/150 completed/);
+    // AND one goodput: the highest rate swept with 90% good, and good/s = rate x share on each row
+    expect(stdout).toMatch(/^ {2}goodput: (2|6|12) req\/s, the highest rate swept with 90% of requests within both SLOs$|^ {2}goodput: below 2 req\/s/m);
+    const rows = [...stdout.matchAll(/^ {2}(\d+) ~ .* ([\d.]+)%(?: !)? +([\d.]+) +[\d,]+ +\d+%/gm)];
+    expect(rows.length).toBe(3);
+    for (const m of rows) expect(Number(m[3])).toBeCloseTo(Number(m[1]) * Number(m[2]) / 100, 1);
     // AND progress went to stderr as periodic lines (stderr is not a terminal here)
     expect(err).toMatch(/^simulating: 100% 3\/3/m);
     // AND the chart is well-formed SVG with the TTFT/TPOT percentiles, goodput and SLO lines
@@ -30,7 +35,7 @@ describe('disagg simulate', () => {
     const elements = wellFormedXml(svg);
     expect(elements[0]).toBe('svg');
     const series = [...svg.matchAll(/data-series="([^"]+)"/g)].map(m => m[1]);
-    for (const s of ['ttft-p50', 'ttft-p90', 'ttft-p99', 'tpot-p50', 'tpot-p90', 'tpot-p99', 'goodput', 'offered', 'slo']) {
+    for (const s of ['ttft-p50', 'ttft-p90', 'ttft-p99', 'tpot-p50', 'tpot-p90', 'tpot-p99', 'good', 'offered', 'slo']) {
       expect(series).toContain(s);
     }
     // AND each latency series has one point per rate

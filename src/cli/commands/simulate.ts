@@ -16,7 +16,8 @@ import { renderTable } from '../table';
 const HELP = `Usage: disagg simulate [options]
 
 Simulates a deployment on a virtual clock with the engine's own scheduler, KV cache and router: time to
-first token (TTFT) and time per output token (TPOT) percentiles, goodput (requests/s meeting both SLOs),
+first token (TTFT) and time per output token (TPOT) percentiles, good requests/s (the rate times the share
+meeting both SLOs) and the goodput (the highest rate at which the target share meets them),
 throughput, prefix-cache hits. Runs the workload at --rate and at rates around it (or --rates), prints
 a table and writes <out>/simulate.svg (latency percentiles and goodput against the rate) and
 <out>/simulate.json. With --stages it runs the staged load once instead. Needs the engine addon
@@ -260,7 +261,8 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   }
   io.out(`disagg simulate: ${title}`);
   io.out(`  workload  ${describeWorkload(flags, scaled ? window : undefined)}; seed ${flags.seed}${flags.engine ? `; engine ${flags.engine.name}` : ''}`);
-  io.out(`  SLO       TTFT <= ${formatLatency(flags.slo.ttftSeconds)}, TPOT <= ${formatLatency(flags.slo.tpotSeconds)}; goodput counts requests meeting both (target ${Math.round(flags.targetShare * 100)}%)`);
+  io.out(`  SLO       TTFT <= ${formatLatency(flags.slo.ttftSeconds)}, TPOT <= ${formatLatency(flags.slo.tpotSeconds)}; ` +
+    `good: requests meeting both; goodput: the highest rate with ${Math.round(flags.targetShare * 100)}% good`);
   io.out('');
   // Rows whose arrivals end before the deployment has filled: marked, with the --requests that fixes them.
   const short = single ? [] : points.filter(p => requestsAt(p.ratePerSecond) / p.ratePerSecond < window * 0.999);
@@ -273,13 +275,24 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   }
   io.out('');
   const s = main.summary;
+  // A chat workload's rate counts sessions, each of several requests.
+  const unit = config.workload.kind === 'chat' ? 'sessions/s' : 'req/s';
   const at = flags.concurrency !== undefined ? `With ${flags.concurrency} clients (${s.requestsPerSecond.toFixed(2)} req/s)`
-    : flags.stages ? `Over the stages (mean ${main.ratePerSecond} req/s)` : `At ${main.ratePerSecond} req/s`;
+    : flags.stages ? `Over the stages (mean ${main.ratePerSecond} ${unit})` : `At ${main.ratePerSecond} ${unit}`;
   io.out(`${at}: ${s.completed}/${s.submitted} completed, ${pct(s.goodputShare)} good (${s.goodputShare >= flags.targetShare ? 'meets' : 'misses'} the ${pct(flags.targetShare)} target), ` +
     `prefix-cache hits ${describeHits(s)}, ${s.disaggregatedRequests} requests through prefill, ${s.preemptions} preemptions, mean utilization ${pct(s.meanUtilization)}`);
+  // Goodput, one definition everywhere (the planner's, DistServe's): the highest rate swept at which
+  // the target share of requests meets both SLOs.
+  const passing = single ? [] : points.filter(p => p.summary.goodputShare >= flags.targetShare);
+  if (!single) {
+    io.out(passing.length > 0
+      ? `  goodput: ${passing[passing.length - 1].ratePerSecond} ${unit}, the highest rate swept with ${pct(flags.targetShare)} ` +
+        'of requests within both SLOs'
+      : `  goodput: below ${points[0].ratePerSecond} ${unit}: no rate swept had ${pct(flags.targetShare)} of requests within both SLOs`);
+  }
   const top = points[points.length - 1];
   if (values.rates === undefined && !single && top.summary.goodputShare >= flags.targetShare) {
-    io.out(`  still meeting the target at ${top.ratePerSecond} req/s: pass higher --rates to find the saturation point`);
+    io.out(`  still meeting the target at ${top.ratePerSecond} ${unit}: pass higher --rates to find the saturation point`);
   }
   io.out(`  wrote ${rel(svgFile)} and ${rel(jsonFile)}`);
   return ExitCode.OK;
@@ -288,7 +301,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
 /** Rows per rate: latency percentiles, goodput, throughput. */
 export function renderSweepTable(points: SweepPoint[], mark: number | undefined, targetShare: number,
   short: ReadonlySet<number> = new Set()): string[] {
-  const headers = ['rate/s', 'TTFT p50', 'p90', 'p99', 'TPOT p50', 'p90', 'p99', 'good', 'goodput/s', 'out tok/s', 'prefix hit', ''];
+  const headers = ['rate/s', 'TTFT p50', 'p90', 'p99', 'TPOT p50', 'p90', 'p99', 'good', 'good/s', 'out tok/s', 'prefix hit', ''];
   const rows = points.map(p => {
     const s = p.summary;
     return [
@@ -296,7 +309,8 @@ export function renderSweepTable(points: SweepPoint[], mark: number | undefined,
       formatLatency(s.ttftSeconds.p50), formatLatency(s.ttftSeconds.p90), formatLatency(s.ttftSeconds.p99),
       formatLatency(s.tpotSeconds.p50), formatLatency(s.tpotSeconds.p90), formatLatency(s.tpotSeconds.p99),
       pct(s.goodputShare) + (s.goodputShare >= targetShare ? '' : ' !'),
-      s.goodputRequestsPerSecond.toFixed(2),
+      // good requests per second of offered load: one definition with the chart's (rate x share)
+      (p.ratePerSecond * s.goodputShare).toFixed(2),
       Math.round(s.outputTokensPerSecond).toLocaleString('en-US'),
       pct(totalHits(s)),
       p.ratePerSecond === mark ? '<- --rate' : '',
