@@ -183,10 +183,17 @@ export class ParallelismRules {
 
   /**
    * EFA interfaces a pod with `acceleratorsPerPod` devices requests: the instance type's proportional
-   * share (see `AcceleratedInstanceType.efaInterfacesFor`), all of them for a whole node, 0 without EFA.
+   * share (see `AcceleratedInstanceType.efaInterfacesFor`), all of them for a whole node, 0 without EFA;
+   * and 0 where the pods packed on one node cannot each have that share (four TP1 pods on a g6e.12xlarge
+   * with one interface, eight on a p4d with four): the device plugin hands out whole interfaces, so
+   * such pods move their KV over the node's ENA (TCP) instead, and the pool's validation accepts it.
    */
   public static efaInterfacesPerPod(instanceType: AcceleratedInstanceType, acceleratorsPerPod: number): number {
-    return instanceType.efaInterfacesFor(Math.min(acceleratorsPerPod, instanceType.acceleratorCount));
+    const perPod = Math.min(acceleratorsPerPod, instanceType.acceleratorCount);
+    const share = instanceType.efaInterfacesFor(perPod);
+    const podsPerNode = Math.max(1, Math.floor(instanceType.acceleratorCount / perPod));
+    const total = instanceType.efaInterfacesFor(instanceType.acceleratorCount);
+    return share * podsPerNode <= total ? share : Math.floor(total / podsPerNode);
   }
 }
 

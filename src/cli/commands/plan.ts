@@ -394,7 +394,14 @@ function describeLayout(plan: ServingPlan): string {
   const placement = l.nodesPerReplica > 1
     ? `${l.podsPerReplica} pods (nodes) per replica`
     : `${l.replicasPerNode} replica${l.replicasPerNode === 1 ? '' : 's'} per node`;
-  return `${parts.join(', ')}; ${placement}, ${l.acceleratorsPerPod} accelerator${l.acceleratorsPerPod === 1 ? '' : 's'} and ${l.efaInterfacesPerPod} EFA interface${l.efaInterfacesPerPod === 1 ? '' : 's'} per pod`;
+  const type = plan.instanceType;
+  // Pods that cannot each have an interface of their own get none (ParallelismRules.efaInterfacesPerPod).
+  const shared = l.efaInterfacesPerPod === 0 && type.supportsEfa
+    ? ` (${l.replicasPerNode} pods share the node's ${type.efaInterfacesFor(type.acceleratorCount)} EFA interface${type.efaInterfacesFor(type.acceleratorCount) === 1 ? '' : 's'}: ` +
+      'KV moves over TCP; a larger tensorParallel gives each pod EFA)'
+    : '';
+  return `${parts.join(', ')}; ${placement}, ${l.acceleratorsPerPod} accelerator${l.acceleratorsPerPod === 1 ? '' : 's'} and ` +
+    `${l.efaInterfacesPerPod} EFA interface${l.efaInterfacesPerPod === 1 ? '' : 's'} per pod${shared}`;
 }
 
 function pct(fraction: number): string {
