@@ -35,6 +35,17 @@ export function defaultKvPrecision(weightsFlag: string | undefined): string {
 }
 
 /**
+ * The `--weights` the commands act on: the flag as given, else on Trainium (vLLM Neuron quantizes
+ * nothing at load: FP8 runs only from a static-FP8 checkpoint, which a flag cannot name) the checkpoint's
+ * own precision, else undefined for the default deployment's. plan, simulate and synth all read it, so
+ * they size the same weights (and defaultKvPrecision of it, the same KV cache).
+ */
+export function effectiveWeightsFlag(weightsFlag: string | undefined, instanceType: { readonly isNeuron: boolean },
+  model: { readonly nativePrecision: { readonly name: string } }): string | undefined {
+  return weightsFlag ?? (instanceType.isNeuron ? model.nativePrecision.name : undefined);
+}
+
+/**
  * The context when `--context` is absent: the default deployment's, or the model's own when it is
  * shorter (OPT's 2,048 tokens), as vLLM's `--max-model-len` defaults to the model's.
  */

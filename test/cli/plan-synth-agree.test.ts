@@ -2,6 +2,7 @@
 // tensor-parallel size plan sizes, the layout plan prints (EFA interfaces per pod included) is one the
 // DisaggregatedInference construct behind synth accepts as is. A g6e.12xlarge TP1 plan once said
 // "1 EFA interface per pod" for four pods on a node with one, which synth then refused.
+import { disagg, tmpdir } from './util';
 import { ModelArchitecture, Precision, AcceleratedInstanceType, ParallelismRules, ServingPlan, ModelSource } from '../../src';
 import { defaultProps, synthInference } from '../k8s/util';
 
@@ -38,5 +39,20 @@ describe('plan and synth agree', () => {
       checked.push(`TP${tp}`);
     }
     expect(checked.length).toBeGreaterThan(0);
+  });
+});
+
+describe('plan and synth size the same weights', () => {
+  test('on Trainium without --weights both take the checkpoint\'s own BF16 (vLLM Neuron quantizes nothing), and the same KV', async () => {
+    // WHEN plan and synth are asked about the same model on trn2 with the same TP and no --weights
+    const plan = JSON.parse((await disagg('plan', '--instance', 'trn2.48xlarge', '--model', 'llama-3.1-8b', '--tp', '4', '--json')).out);
+    const synth = JSON.parse((await disagg('synth', '--instance', 'trn2.48xlarge', '--model', 'llama-3.1-8b', '--tp', '4', '--json',
+      '--out', tmpdir('agree'))).out);
+    // THEN plan sizes BF16 weights, and each rank holds what synth's pools hold
+    expect(plan.weights.description).toBe('all weights bf16');
+    expect(plan.kvCache.precision).toBe('bf16');
+    expect(synth.pools.decode.weightBytesPerRank).toBe(plan.memoryPerRank.weightBytes);
+    expect(synth.pools.decode.kvCacheBytesPerRank).toBe(plan.memoryPerRank.kvCacheBytes);
+    expect(synth.pools.decode.kvTokensPerReplica).toBe(plan.kvTokens);
   });
 });

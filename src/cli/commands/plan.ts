@@ -3,7 +3,7 @@ import { Roofline, ServingPlan, ServingPlanProps } from '../../sizing';
 import { resolveKvBlockSize } from '../../sizing/private/kv-block-size';
 import { formatGbAndGib, formatGib, formatInt, formatSeconds, GIB } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
-import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision } from '../defaults';
+import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
 import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS, schedulerFlags } from '../engine-flags';
 import { ExpertParallelSizing, sizeExpertParallel } from '../expert-parallel-sizing';
 import { PLAN_SIMULATE_HELP, PLAN_SIMULATE_OPTIONS, runPlanSearch } from '../plan-simulate';
@@ -87,7 +87,8 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
 
   const model = lookupModel(values.model ?? DEFAULT_DEPLOYMENT.model);
   const instanceType = lookupInstance(values.instance ?? DEFAULT_DEPLOYMENT.instance);
-  const weightsName = values.weights ?? DEFAULT_DEPLOYMENT.weights;
+  const weightsFlag = effectiveWeightsFlag(values.weights, instanceType, model);
+  const weightsName = weightsFlag ?? DEFAULT_DEPLOYMENT.weights;
   const scheduler = schedulerFlags(values);
   if (scheduler.kvBlockSize !== undefined) {
     // The constructs' rule: an MLA model's block size is what its attention backend runs (64 on Hopper
@@ -102,7 +103,7 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
     model,
     instanceType,
     weightPrecision: weightsName.toLowerCase() === 'native' ? undefined : precision('--weights', weightsName),
-    kvPrecision: kvPrecision(values.kv ?? defaultKvPrecision(values.weights)),
+    kvPrecision: kvPrecision(values.kv ?? defaultKvPrecision(weightsFlag)),
     maxContext: integer('--context', values.context) ?? defaultContext(model),
     tensorParallel: integer('--tp', values.tp),
     pipelineParallel: integer('--pp', values.pp),

@@ -4,7 +4,7 @@ import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../cat
 import { KvTierSizes, probeWindowSeconds, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
 import { AUTOSCALE_FLAG_HELP, AUTOSCALE_FLAG_OPTIONS, runAutoscale } from '../autoscale-simulate';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
-import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision } from '../defaults';
+import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
 import {
   ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, EngineFlags, engineFlags, engineLoaded, formatLatency, positive, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS,
   schedulerFlags, sweepRates, wholeNumber,
@@ -112,7 +112,8 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   const scheduler = schedulerFlags(values);
   const model = lookup('--model', values.model ?? DEFAULT_DEPLOYMENT.model, ModelArchitecture.fromName);
   const instanceType = lookup('--instance', values.instance ?? DEFAULT_DEPLOYMENT.instance, AcceleratedInstanceType.fromName);
-  const weights = values.weights ?? DEFAULT_DEPLOYMENT.weights;
+  const weightsFlag = effectiveWeightsFlag(values.weights, instanceType, model);
+  const weights = weightsFlag ?? DEFAULT_DEPLOYMENT.weights;
   const int = (flag: string, v: string | undefined, fallback: number) => wholeNumber(flag, v, 1) ?? fallback;
   const aggregated = values.aggregated === true;
   for (const flag of aggregated ? ['prefill-replicas', 'prefill-tp', 'prefill-ep', 'decode-replicas', 'decode-tp', 'decode-ep'] : ['replicas', 'tp', 'ep']) {
@@ -135,7 +136,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       model,
       instanceType,
       weightPrecision: weights.toLowerCase() === 'native' ? undefined : lookup('--weights', weights, Precision.of),
-      kvPrecision: lookup('--kv', values.kv ?? defaultKvPrecision(values.weights), Precision.of),
+      kvPrecision: lookup('--kv', values.kv ?? defaultKvPrecision(weightsFlag), Precision.of),
       maxContext: int('--context', values.context, defaultContext(model)),
       gpuMemoryUtilization: scheduler.gpuMemoryUtilization,
       kvBlockSize: scheduler.kvBlockSize,

@@ -7,7 +7,7 @@ import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import {
   defaultDeploymentSpec, DeploymentSpec, HF_TOKEN_SECRET, STACK_NAME, synthesizeDeployment, SynthResult, WORKLOAD_NAMESPACE,
 } from '../default-deployment';
-import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision } from '../defaults';
+import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
 import { NagSummary } from '../nag-report';
 import { renderTable } from '../table';
 
@@ -256,10 +256,10 @@ function specFrom(values: SynthValues): DeploymentSpec {
   const model = lookup('model', values.model, base.model, ModelArchitecture.fromName);
   const instanceType = lookup('instance', values.instance, base.instanceType, AcceleratedInstanceType.fromName);
   // vLLM Neuron runs FP8 only from a static-FP8 checkpoint, which the synth cannot name: on Trainium the
-  // defaults are the checkpoint's own weights and a BF16 KV cache (src/k8s/private/neuron.ts).
-  const neuronDefaults = instanceType.isNeuron && values.weights === undefined;
-  const weightsFallback = neuronDefaults ? model.nativePrecision : base.weights;
-  const kvFallback = Precision.of(defaultKvPrecision(neuronDefaults ? weightsFallback.name : values.weights));
+  // defaults are the checkpoint's own weights and a BF16 KV cache (src/k8s/private/neuron.ts), as in plan.
+  const weightsFlag = effectiveWeightsFlag(values.weights, instanceType, model);
+  const weightsFallback = values.weights === undefined && weightsFlag !== undefined ? Precision.of(weightsFlag) : base.weights;
+  const kvFallback = Precision.of(defaultKvPrecision(weightsFlag));
   return {
     model,
     instanceType,
