@@ -109,6 +109,15 @@ describe('disagg local --autoscale', () => {
     expect({ code, failed: r.requests.failed, shed: r.requests.shed, firstError: r.requests.firstError })
       .toEqual({ code: 0, failed: 0, shed: 0, firstError: undefined });
     expect(r.requests.ok).toBeGreaterThan(100);
+    // AND the SLO is reported in wall time (the deployment's 2 s / 50 ms at 0.25x speed) with the share that met it,
+    // a share consistent with the medians (both within the targets: at least half met them)
+    expect(r.requests.slo.ttftSeconds).toBeCloseTo(2 / r.deployment.speedup, 9);
+    expect(r.requests.slo.tpotSeconds).toBeCloseTo(0.05 / r.deployment.speedup, 9);
+    expect(r.requests.slo.attainment).toBeGreaterThanOrEqual(0);
+    expect(r.requests.slo.attainment).toBeLessThanOrEqual(1);
+    if (r.requests.ttftSeconds.p50 <= r.requests.slo.ttftSeconds && r.requests.tpotSeconds.p50 <= r.requests.slo.tpotSeconds) {
+      expect(r.requests.slo.attainment).toBeGreaterThanOrEqual(0.5 - 1 / r.requests.sent);
+    }
     // AND decode grew beyond its floor while the load rose, and came back down
     const steps = r.steps as Array<{ t: number; pool: string; from: number; to: number; actions: string[] }>;
     const decodeUp = steps.find(s => s.pool === 'decode' && s.to > s.from);

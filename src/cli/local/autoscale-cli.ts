@@ -151,11 +151,19 @@ export async function runAutoscale(v: LocalFlagValues, io: CliIo, readText: (fil
     return failed ? ExitCode.NEGATIVE : ExitCode.OK;
   }
   const ms = (s: number) => (Number.isFinite(s) ? `${(s * 1000).toFixed(0)} ms` : '-');
+  // The share of requests within both targets that the autoscaler's rule aims for (its `target` is a
+  // pressure, not this share; 90% is the goodput convention the rest of the CLI uses).
+  const SLO_TARGET = 0.9;
   io.out([
     `disagg local --autoscale: ${deployment.servedModelName} (${deployment.description}), ${result.seconds.toFixed(0)} s`,
     '',
     `requests: ${r.sent} sent, ${r.ok} ok, ${r.failed} failed, ${r.shed} shed by the client` +
       `; TTFT p50 ${ms(r.ttftSeconds.p50)} p99 ${ms(r.ttftSeconds.p99)}, TPOT p50 ${ms(r.tpotSeconds.p50)} p99 ${ms(r.tpotSeconds.p99)}`,
+    `SLO: ${(r.slo.attainment * 100).toFixed(1)}% of requests within TTFT ${ms(r.slo.ttftSeconds)} and TPOT ${ms(r.slo.tpotSeconds)} ` +
+      `(the deployment's ${ttftSeconds} s / ${tpotSeconds * 1000} ms at ${speedup}x speed)` +
+      (r.slo.attainment >= SLO_TARGET ? '' : `: MISSED, under ${SLO_TARGET * 100}%` +
+        (r.ttftSeconds.p99 > r.slo.ttftSeconds ? `; TTFT p99 ${ms(r.ttftSeconds.p99)} is over it, queues grew before the scale-ups were ready ` +
+          '(each takes --provision-seconds plus its start): a longer --duration (a slower ramp), a lower --rate or more --min-replicas would hold it' : '')),
     `drains: ${result.drains.length} sim-workers left, ${result.drains.length - badDrains.length} drained and exited 0, ` +
       `${result.drains.reduce((n, d) => n + (Number.isFinite(d.inFlightAtStart) ? d.inFlightAtStart : 0), 0)} requests were in flight on them; ` +
       `${result.drainedEndpointRetries} request(s) that reached a draining worker were sent elsewhere`,

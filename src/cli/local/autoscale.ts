@@ -114,6 +114,11 @@ export interface LocalAutoscaleResult {
     readonly firstError?: string;
     readonly ttftSeconds: { p50: number; p99: number };
     readonly tpotSeconds: { p50: number; p99: number };
+    /**
+     * The deployment's SLO in wall time (model seconds / speedup, what the router scales on), and the
+     * share of requests that met both targets (failed ones count as missed).
+     */
+    readonly slo: { readonly ttftSeconds: number; readonly tpotSeconds: number; readonly attainment: number };
   };
   readonly steps: ScalingStep[];
   readonly drains: DrainRecord[];
@@ -462,6 +467,7 @@ export async function runLocalAutoscale(group: ProcessGroup, o: LocalAutoscaleOp
 
   const ok = samples.filter(s => s.ok);
   const pct = (v: number[]) => ({ p50: percentile(v, 50), p99: percentile(v, 99) });
+  const wallSlo = { ttftSeconds: d.autoscaling.slo.ttftSeconds / o.speedup, tpotSeconds: d.autoscaling.slo.tpotSeconds / o.speedup };
   const poolReport = {} as LocalAutoscaleResult['pools'];
   for (const name of AUTOSCALED_POOLS) {
     const mine = replicas.filter(r => r.pool === name);
@@ -485,6 +491,12 @@ export async function runLocalAutoscale(group: ProcessGroup, o: LocalAutoscaleOp
       ...(samples.find(s => !s.ok)?.error ? { firstError: samples.find(s => !s.ok)!.error } : {}),
       ttftSeconds: pct(ok.map(s => s.ttft)),
       tpotSeconds: pct(ok.map(s => s.tpot)),
+      slo: {
+        ttftSeconds: wallSlo.ttftSeconds,
+        tpotSeconds: wallSlo.tpotSeconds,
+        attainment: samples.length === 0 ? 0
+          : ok.filter(s => s.ttft <= wallSlo.ttftSeconds && s.tpot <= wallSlo.tpotSeconds).length / samples.length,
+      },
     },
     steps,
     drains,
