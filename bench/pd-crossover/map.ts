@@ -43,18 +43,17 @@ function distserveAsPublished(instance: AcceleratedInstanceType, scale?: { aggre
   return c => {
     const pd = EngineProfile.DISTSERVE.applyTo(c);
     const agg = v0(c);
-    const budget = (mode: 'aggregated' | 'disaggregated', planner: NonNullable<SimulationConfig['planner']>) =>
-      scale ? { maxAccelerators: scale[mode] } : { maxAccelerators: planner.maxAccelerators };
+    const budget = (mode: 'aggregated' | 'disaggregated') => (scale ? { maxAccelerators: scale[mode] } : {});
     return {
       aggregated: {
         ...agg,
-        planner: { ...agg.planner!, ...budget('aggregated', agg.planner!), tensorParallelOptions: agg.planner!.tensorParallelOptions.filter(o => o.tensorParallel === 1) },
+        planner: { ...agg.planner!, ...budget('aggregated'), tensorParallelOptions: agg.planner!.tensorParallelOptions.filter(o => o.tensorParallel === 1) },
       },
       disaggregated: {
         ...pd,
         planner: {
           ...pd.planner!,
-          ...budget('disaggregated', pd.planner!),
+          ...budget('disaggregated'),
           tensorParallelOptions: pd.planner!.tensorParallelOptions.map(o => ({
             ...o,
             hardware: {

@@ -159,7 +159,7 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
     }
     fs.mkdirSync(outDir, { recursive: true });
     fs.writeFileSync(svgFile, renderSweepChart(sweep, {
-      title: `${inputs.model.name} on ${inputs.instanceType.name}: best plan ${describe(best)}`,
+      title: `${inputs.model.name} on ${inputs.instanceType.name}: best plan ${candidateLayout(best)}`,
       ttftSloSeconds: flags.slo.ttftSeconds,
       tpotSloSeconds: flags.slo.tpotSeconds,
       targetShare: flags.targetShare,
@@ -196,8 +196,8 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
   const rows = shown.map(c => [
     String(c.rank),
     c.mode,
-    c.mode === 'aggregated' ? '-' : poolText(c, 'prefill'),
-    c.mode === 'aggregated' ? poolText(c, 'both') : poolText(c, 'decode'),
+    c.mode === 'aggregated' ? '-' : poolLayout(c, 'prefill'),
+    c.mode === 'aggregated' ? poolLayout(c, 'both') : poolLayout(c, 'decode'),
     String(c.accelerators),
     c.goodputRatePerSecond.toFixed(2) + (c.capped ? '+' : ''),
     c.summary ? formatLatency(c.summary.ttftSeconds.p90) : '-',
@@ -213,7 +213,7 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
   if (best) {
     const chart = traced ? '' : `; chart of it by rate: ${rel(svgFile)}`;
     const headroom = result.trace ? ` (${(best.goodputRatePerSecond / result.trace.ratePerSecond).toFixed(1)} x the trace's rate)` : '';
-    io.out(`Best: ${describe(best)}, goodput ${best.goodputRatePerSecond.toFixed(2)} req/s${headroom} on ${best.accelerators} accelerators${chart}`);
+    io.out(`Best: ${candidateLayout(best)}, goodput ${best.goodputRatePerSecond.toFixed(2)} req/s${headroom} on ${best.accelerators} accelerators${chart}`);
   } else {
     io.out('No candidate meets the SLO at any rate: loosen --ttft/--tpot, shorten prompts or outputs, or allow more accelerators.');
   }
@@ -259,8 +259,6 @@ function printCrossover(io: CliIo, c: CrossoverResult, unit: string, searchTtft:
   io.out(`(* the search above.) Verdict: ${c.verdict}.`);
 }
 
-const poolText = poolLayout;
-const describe = candidateLayout;
 
 function rel(file: string): string {
   const relative = path.relative(process.cwd(), file);

@@ -397,8 +397,9 @@ function describeLayout(plan: ServingPlan): string {
     : `${l.replicasPerNode} replica${l.replicasPerNode === 1 ? '' : 's'} per node`;
   const type = plan.instanceType;
   // Pods that cannot each have an interface of their own get none (ParallelismRules.efaInterfacesPerPod).
+  const nodeEfa = type.efaInterfacesFor(type.acceleratorCount);
   const shared = l.efaInterfacesPerPod === 0 && type.supportsEfa
-    ? ` (${l.replicasPerNode} pods share the node's ${type.efaInterfacesFor(type.acceleratorCount)} EFA interface${type.efaInterfacesFor(type.acceleratorCount) === 1 ? '' : 's'}: ` +
+    ? ` (${l.replicasPerNode} pods share the node's ${nodeEfa} EFA interface${nodeEfa === 1 ? '' : 's'}: ` +
       'KV moves over TCP; a larger tensorParallel gives each pod EFA)'
     : '';
   return `${parts.join(', ')}; ${placement}, ${l.acceleratorsPerPod} accelerator${l.acceleratorsPerPod === 1 ? '' : 's'} and ` +

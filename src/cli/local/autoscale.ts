@@ -156,12 +156,17 @@ interface Replica {
   until?: number;
 }
 
+/** The deployment's SLO in wall time: the sim-workers run at `speedup`, so model seconds / speedup. */
+function wallTimeSlo(d: LocalAutoscaleDeployment, speedup: number): { ttftSeconds: number; tpotSeconds: number } {
+  return { ttftSeconds: d.autoscaling.slo.ttftSeconds / speedup, tpotSeconds: d.autoscaling.slo.tpotSeconds / speedup };
+}
+
 /** The router's configuration for the run: each pool discovered over its slots, capacity in wall time. */
 export function autoscaleRouterConfig(d: LocalAutoscaleDeployment, slots: Record<AutoscaledPool, { http: number; kv: number; count: number }>,
   speedup: number, maxNumSeqs: number): RouterConfigFile {
   const a: RouterAutoscaling = d.autoscaling;
   const wall: RouterAutoscaling = {
-    slo: { ttftSeconds: a.slo.ttftSeconds / speedup, tpotSeconds: a.slo.tpotSeconds / speedup },
+    slo: wallTimeSlo(d, speedup),
     prefill: { tokensPerSecond: a.prefill.tokensPerSecond * speedup, fixedSeconds: a.prefill.fixedSeconds / speedup },
     decode: {
       stepSecondsBase: a.decode.stepSecondsBase / speedup,
@@ -467,7 +472,7 @@ export async function runLocalAutoscale(group: ProcessGroup, o: LocalAutoscaleOp
 
   const ok = samples.filter(s => s.ok);
   const pct = (v: number[]) => ({ p50: percentile(v, 50), p99: percentile(v, 99) });
-  const wallSlo = { ttftSeconds: d.autoscaling.slo.ttftSeconds / o.speedup, tpotSeconds: d.autoscaling.slo.tpotSeconds / o.speedup };
+  const wallSlo = wallTimeSlo(d, o.speedup);
   const poolReport = {} as LocalAutoscaleResult['pools'];
   for (const name of AUTOSCALED_POOLS) {
     const mine = replicas.filter(r => r.pool === name);
