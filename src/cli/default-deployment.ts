@@ -19,6 +19,18 @@ export interface DeploymentSpec {
   readonly decodeReplicas: number;
   /** Tensor-parallel size of prefill and decode pods; undefined: the smallest that fits. */
   readonly tensorParallel?: number;
+  /** The prefill pool's own tensor-parallel size; undefined: tensorParallel. */
+  readonly prefillTensorParallel?: number;
+  /** The decode pool's own tensor-parallel size; undefined: tensorParallel. */
+  readonly decodeTensorParallel?: number;
+  /** Pipeline stages of every replica (each of tensorParallel devices; across nodes over EFA); undefined: 1. */
+  readonly pipelineParallel?: number;
+  /** The prefill pool's own pipeline stages; undefined: pipelineParallel. */
+  readonly prefillPipelineParallel?: number;
+  /** The decode pool's own pipeline stages; undefined: pipelineParallel. */
+  readonly decodePipelineParallel?: number;
+  /** Fraction of accelerator memory vLLM may use in both pools; undefined: vLLM's 0.9. */
+  readonly gpuMemoryUtilization?: number;
   /** Zones of the new VPC, the accelerated node groups in the first; undefined: two zones chosen at deploy time. */
   readonly availabilityZones?: string[];
   /**
@@ -59,9 +71,25 @@ export function defaultDeploymentSpec(): DeploymentSpec {
   };
 }
 
+/** A pool's tensor-parallel size in `spec`: its own, else both pools'. */
+export function poolTensorParallel(spec: DeploymentSpec, role: 'prefill' | 'decode'): number | undefined {
+  return (role === 'prefill' ? spec.prefillTensorParallel : spec.decodeTensorParallel) ?? spec.tensorParallel;
+}
+
+/** A pool's pipeline stages in `spec`: its own, else both pools'. */
+export function poolPipelineParallel(spec: DeploymentSpec, role: 'prefill' | 'decode'): number | undefined {
+  return (role === 'prefill' ? spec.prefillPipelineParallel : spec.decodePipelineParallel) ?? spec.pipelineParallel;
+}
+
 /** The workload props shared by the CDK stack and the plain-YAML chart. */
 export function workloadProps(spec: DeploymentSpec, image: string, routerImage: string): DisaggregatedInferenceProps {
-  const pool = (replicas: number) => ({ instanceType: spec.instanceType, replicas, tensorParallel: spec.tensorParallel });
+  const pool = (replicas: number, role: 'prefill' | 'decode') => ({
+    instanceType: spec.instanceType,
+    replicas,
+    tensorParallel: poolTensorParallel(spec, role),
+    pipelineParallel: poolPipelineParallel(spec, role),
+    gpuMemoryUtilization: spec.gpuMemoryUtilization,
+  });
   return {
     model: spec.model,
     modelSource: ModelSource.huggingFace(spec.model.huggingFaceId, { tokenSecret: { name: HF_TOKEN_SECRET } }),
@@ -71,8 +99,8 @@ export function workloadProps(spec: DeploymentSpec, image: string, routerImage: 
     weightPrecision: spec.weights,
     kvCachePrecision: spec.kv,
     maxContext: spec.context,
-    prefill: pool(spec.prefillReplicas),
-    decode: pool(spec.decodeReplicas),
+    prefill: pool(spec.prefillReplicas, 'prefill'),
+    decode: pool(spec.decodeReplicas, 'decode'),
     routerPolicy: RouterPolicy.KV_AWARE,
     gateway: GatewayExposure.gateway({ loadBalancerScheme: 'internal' }),
   };
@@ -112,10 +140,10 @@ export function synthesizeDeployment(spec: DeploymentSpec, outdir: string): Synt
   const manifests = yamlApp.charts.flatMap((c) => c.toJson());
 
   const acceleratorsPerNode = spec.instanceType.acceleratorCount;
-  const nodes = (replicas: number, tp: number) => Math.ceil((replicas * tp) / acceleratorsPerNode);
+  const nodes = (replicas: number, tp: number, pp: number) => Math.ceil((replicas * tp * pp) / acceleratorsPerNode);
   const nodesPerPool = {
-    prefill: nodes(spec.prefillReplicas, inference.prefillTensorParallel),
-    decode: nodes(spec.decodeReplicas, inference.decodeTensorParallel),
+    prefill: nodes(spec.prefillReplicas, inference.prefillTensorParallel, poolPipelineParallel(spec, 'prefill') ?? 1),
+    decode: nodes(spec.decodeReplicas, inference.decodeTensorParallel, poolPipelineParallel(spec, 'decode') ?? 1),
   };
 
   const cdkDir = path.join(outdir, 'cdk');

@@ -1,3 +1,4 @@
+import { ServingPlan, ServingPlanProps } from '../sizing';
 /**
  * The default deployment: what `disagg plan` with no flags plans, and what every missing plan flag
  * falls back to. One place, so the README, tests and later commands (synth) agree.
@@ -26,8 +27,8 @@ export const DEFAULT_DEPLOYMENT = {
 } as const;
 
 /**
- * The KV cache precision when `--kv` is absent: the default deployment's FP8 while the weights are
- * the default too; once `--weights` describes other weights, what vLLM does without
+ * The KV cache precision when `--kv-cache-precision` is absent: the default deployment's FP8 while the weights are
+ * the default too; once `--weight-precision` describes other weights, what vLLM does without
  * `--kv-cache-dtype` ('auto': the activation dtype, BF16 for every catalog model).
  */
 export function defaultKvPrecision(weightsFlag: string | undefined): string {
@@ -35,7 +36,7 @@ export function defaultKvPrecision(weightsFlag: string | undefined): string {
 }
 
 /**
- * The `--weights` the commands act on: the flag as given, else on Trainium (vLLM Neuron quantizes
+ * The `--weight-precision` the commands act on: the flag as given, else on Trainium (vLLM Neuron quantizes
  * nothing at load: FP8 runs only from a static-FP8 checkpoint, which a flag cannot name) the checkpoint's
  * own precision, else undefined for the default deployment's. plan, simulate and synth all read it, so
  * they size the same weights (and defaultKvPrecision of it, the same KV cache).
@@ -46,7 +47,7 @@ export function effectiveWeightsFlag(weightsFlag: string | undefined, instanceTy
 }
 
 /**
- * The context when `--context` is absent: the default deployment's, or the model's own when it is
+ * The context when `--max-context` is absent: the default deployment's, or the model's own when it is
  * shorter (OPT's 2,048 tokens), as vLLM's `--max-model-len` defaults to the model's.
  */
 export function defaultContext(model: { readonly maxContext: number }): number {
@@ -58,9 +59,27 @@ export function defaultContext(model: { readonly maxContext: number }): number {
  * documents and defaults them from DEFAULT_DEPLOYMENT).
  */
 export const MODEL_FLAG_OPTIONS = {
-  model: { type: 'string' },
-  instance: { type: 'string' },
-  weights: { type: 'string' },
-  kv: { type: 'string' },
-  context: { type: 'string' },
+  'model': { type: 'string' },
+  'instance': { type: 'string' },
+  'weight-precision': { type: 'string' },
+  'kv-cache-precision': { type: 'string' },
+  'max-context': { type: 'string' },
 } as const;
+
+/**
+ * The tensor-parallel size every command deploys, plans and simulates when `--tp` is absent: the
+ * default deployment's (TP4, for decode latency and KV room) where it is valid and fits, else the
+ * smallest valid size that fits, else the default deployment's (so the error names it). One rule, so
+ * that `plan` describes the pods `synth` writes and `simulate` runs.
+ */
+export function defaultTensorParallel(props: Omit<ServingPlanProps, 'tensorParallel'>): number {
+  const preferred = DEFAULT_DEPLOYMENT.tensorParallel;
+  try {
+    if (ServingPlan.create({ ...props, tensorParallel: preferred }).fits) return preferred;
+    const chosen = ServingPlan.create(props);
+    return chosen.fits ? chosen.parallelism.tensorParallel : preferred;
+  } catch {
+    // Malformed values: the command's own check reports them against the flag.
+    return preferred;
+  }
+}

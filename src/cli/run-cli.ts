@@ -62,7 +62,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     return await command.run(rest, io);
   } catch (e) {
     if (e instanceof UsageError) {
-      io.err(`disagg ${command.name}: ${e.message}\nRun 'disagg ${command.name} --help' for the options.`);
+      const message = command.vocabulary?.speak(e.message) ?? e.message;
+      io.err(`disagg ${command.name}: ${message}\nRun 'disagg ${command.name} --help' for the options.`);
       return ExitCode.USAGE;
     }
     io.err(`disagg ${command.name}: internal error: ${(e as Error).stack ?? String(e)}`);

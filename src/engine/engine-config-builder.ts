@@ -83,14 +83,31 @@ export interface EngineModelInputs {
  * The ServingPlan of one pool at one tensor-parallel size; throws with the sizing problems when it does not fit.
  * With `expertParallel` (> 1, a multiple of `tensorParallel`), the replica is one expert-parallel group of
  * `expertParallel / tensorParallel` data-parallel attention ranks (vLLM --enable-expert-parallel).
+ * With `pipelineParallel` (> 1), a replica is that many stages of `tensorParallel` ranks.
  */
 export function planFor(inputs: EngineModelInputs, instanceType: AcceleratedInstanceType, tensorParallel: number,
-  expertParallel?: number): ServingPlan {
+  expertParallel?: number, pipelineParallel?: number): ServingPlan {
+  const { plan, problems } = poolPlanOf(inputs, instanceType, tensorParallel, expertParallel, pipelineParallel);
+  if (problems.length > 0) {
+    throw new Error(`${inputs.model.name} does not fit ${instanceType.name}:\n` + problems.map(r => `- ${r}`).join('\n'));
+  }
+  return plan!;
+}
+
+/**
+ * planFor() without the throw: the plan (undefined when the layout itself is malformed) and every
+ * problem, each message starting with the quoted prop it is about ('tensorParallel', 'expertParallel').
+ */
+function poolPlanOf(inputs: EngineModelInputs, instanceType: AcceleratedInstanceType, tensorParallel: number,
+  expertParallel?: number, pipelineParallel?: number): { plan?: ServingPlan; problems: string[] } {
   const ep = expertParallel !== undefined && expertParallel > 1;
   if (ep && expertParallel % tensorParallel !== 0) {
-    throw new Error(`'expertParallel' (${expertParallel}) must be a multiple of the tensor-parallel size ${tensorParallel}: the expert-parallel group is tensorParallel x dataParallel ranks`);
+    return { problems: [`'expertParallel' (${expertParallel}) must be a multiple of the tensor-parallel size ${tensorParallel}: the expert-parallel group is tensorParallel x dataParallel ranks`] };
   }
-  return ServingPlan.assertFits({
+  if (ep && (pipelineParallel ?? 1) > 1) {
+    return { problems: [`'pipelineParallel' (${pipelineParallel}) does not combine with expert parallelism: vLLM's wide-EP replica is one stage of tensorParallel x dataParallel ranks; use pipelineParallel 1`] };
+  }
+  const plan = ServingPlan.create({
     ...(ep ? { expertParallel: true, dataParallel: expertParallel / tensorParallel } : {}),
     model: inputs.model,
     instanceType,
@@ -98,11 +115,17 @@ export function planFor(inputs: EngineModelInputs, instanceType: AcceleratedInst
     weightPrecision: inputs.weightPrecision,
     kvPrecision: inputs.kvPrecision,
     tensorParallel,
+    ...(pipelineParallel !== undefined && pipelineParallel > 1 ? { pipelineParallel } : {}),
     gpuMemoryUtilization: inputs.gpuMemoryUtilization,
     kvBlockSize: inputs.kvBlockSize,
     maxNumSeqs: inputs.maxNumSeqs,
     maxNumBatchedTokens: inputs.maxNumBatchedTokens,
   });
+  // The shape names an expert-parallel size, not data-parallel ranks: say the problem in its terms.
+  const problems = !ep ? plan.reasons : plan.reasons.map(m => m
+    .replace(/^'dataParallel' \((\d+)\)/, `'expertParallel' (${expertParallel})`)
+    .replace(/use tensorParallel x dataParallel of/, 'use an expert-parallel size of'));
+  return { plan, problems };
 }
 
 /**
@@ -119,6 +142,7 @@ export function costSections(plan: ServingPlan, weightPrecision?: Precision): Re
   // Expert parallelism: the replica is the whole EP group (disagg/cost_model.h); the engine charges the
   // dispatch and combine with the defaults src/sizing/roofline.ts states.
   const ep = p.expertParallel && p.expertParallelSize > 1;
+  const spansNodes = p.tensorParallel * p.pipelineParallel > ParallelismRules.maxTensorParallel(type);
   const r = plan.roofline;
   return {
     model: {
@@ -144,7 +168,8 @@ export function costSections(plan: ServingPlan, weightPrecision?: Precision): Re
       interconnectBytesPerSecond: type.accelerator.interconnectGBps * 1e9,
       // Gbit/s -> bytes/s.
       fabricBytesPerSecond: (type.networkBandwidthGbps * nodeShare * 1e9) / 8,
-      ...(ep ? {
+      // Expert parallelism's all-to-all and pipeline stages on other nodes cross the scale-out network.
+      ...(ep || spansNodes ? {
         scaleUpDomain: ParallelismRules.maxTensorParallel(type),
         // One accelerator's share of the node's EFA (Gbit/s -> bytes/s).
         scaleOutBytesPerSecond: (type.networkBandwidthGbps * 1e9) / 8 / type.acceleratorCount,
@@ -152,6 +177,7 @@ export function costSections(plan: ServingPlan, weightPrecision?: Precision): Re
     },
     parallel: {
       tensorParallel: p.tensorParallel,
+      ...(p.pipelineParallel > 1 ? { pipelineParallel: p.pipelineParallel } : {}),
       ...(ep ? { dataParallel: p.dataParallel, expertParallel: p.expertParallelSize, redundantExperts: p.redundantExperts } : {}),
     },
     ...(ep ? {
@@ -180,7 +206,7 @@ export function poolTemplate(plan: ServingPlan, weightPrecision?: Precision, eff
   const dp = p.expertParallel ? p.dataParallel : 1;
   const batched = limits?.maxNumBatchedTokens ?? (dp > 1 ? ENGINE_DEFAULT_MAX_BATCHED_TOKENS : undefined);
   return {
-    label: `${plan.instanceType.name} ${p.expertParallel && p.expertParallelSize > 1 ? `ep${p.expertParallelSize}` : `tp${p.tensorParallel}`}`,
+    label: `${plan.instanceType.name} ${p.expertParallel && p.expertParallelSize > 1 ? `ep${p.expertParallelSize}` : `tp${p.tensorParallel}`}${p.pipelineParallel > 1 ? `pp${p.pipelineParallel}` : ''}`,
     tensorParallel: plan.parallelism.tensorParallel,
     acceleratorsPerReplica: plan.parallelism.acceleratorsPerReplica,
     weightBytesPerRank: sections.model.weightBytesPerRank,
@@ -205,6 +231,12 @@ export interface PoolShape {
    * @default - no expert parallelism
    */
   readonly expertParallel?: number;
+  /**
+   * Pipeline stages of one replica, each of tensorParallel ranks (vLLM --pipeline-parallel-size); stages
+   * beyond one node talk over the scale-out network. Dense layouts only.
+   * @default 1
+   */
+  readonly pipelineParallel?: number;
   /** @default - the deployment's instance type */
   readonly instanceType?: AcceleratedInstanceType;
 }
@@ -370,6 +402,10 @@ function withKvBlockSize<T extends EngineModelInputs>(inputs: T, instanceTypes: 
   return { ...inputs, kvBlockSize: resolveKvBlockSize('', inputs.model, inputs.kvBlockSize, instanceTypes, '--block-size') };
 }
 
+function roleText(role: 'both' | 'prefill' | 'decode'): string {
+  return role === 'both' ? 'the deployment' : `the ${role} pool`;
+}
+
 /** A complete `disagg-engine simulate` configuration. Throws when a pool does not fit its hardware. */
 export function simulationConfig(given: SimulationInputs): SimulationConfig {
   const inputs = withKvBlockSize(given, [given.instanceType,
@@ -386,10 +422,23 @@ export function simulationConfig(given: SimulationInputs): SimulationConfig {
     }
     shapes.push(['prefill', 'prefill', inputs.prefill], ['decode', 'decode', inputs.decode]);
   }
+  // Every pool's problems at once, each naming its pool's prop ('prefill.tensorParallel'), as the
+  // constructs do: a user who fixes one pool should not meet the other's problem on the next run.
+  const planned = shapes.map(([name, role, shape]) => {
+    const type = shape.instanceType ?? inputs.instanceType;
+    const { plan, problems } = poolPlanOf(inputs, type, shape.tensorParallel, shape.expertParallel, shape.pipelineParallel);
+    const prefix = role === 'both' ? '' : `${name}.`;
+    return { name, role, shape, plan, type, problems: problems.map(m => m.replace(/^'([A-Za-z]+)'/, `'${prefix}$1'`)) };
+  });
+  const failing = planned.filter(p => p.problems.length > 0);
+  if (failing.length > 0) {
+    throw new Error(failing.map(p => `${roleText(p.role)} cannot run ${inputs.model.name} on ${p.type.name}:\n`
+      + p.problems.map(m => `- ${m}`).join('\n')).join('\n'));
+  }
   const pools: SimulationPoolConfig[] = [];
   let top: ReturnType<typeof costSections> | undefined;
-  for (const [name, role, shape] of shapes) {
-    const plan = planFor(inputs, shape.instanceType ?? inputs.instanceType, shape.tensorParallel, shape.expertParallel);
+  for (const { name, role, shape, plan: fitted } of planned) {
+    const plan = fitted!;
     const full = poolTemplate(plan, inputs.weightPrecision, inputs.efficiency, inputs);
     const { label: _label, acceleratorsPerReplica: _acc, role: _role, pricePerAcceleratorHour: _price, ...template } = full;
     top = top ?? costSections(plan, inputs.weightPrecision);

@@ -144,12 +144,12 @@ describe('disagg local --autoscale', () => {
 
   test('flags that do not fit are usage errors naming the flag', async () => {
     for (const [args, message] of [
-      [['--autoscale', '--workers', '3'], /--workers is not for --autoscale/],
+      [['--autoscale', '--replicas', '3'], /--replicas is not for --autoscale/],
       [['--autoscale', '--max-replicas', '9'], /--max-replicas \(9\) must be <= 8/],
-      [['--autoscale', '--prefill', '5', '--max-replicas', '4'], /--prefill \(5\) starts the pool outside --min-replicas..--max-replicas \(1..4\)/],
+      [['--autoscale', '--prefill-replicas', '5', '--max-replicas', '4'], /--prefill-replicas \(5\) starts the pool outside --min-replicas..--max-replicas \(1..4\)/],
       [['--autoscale', '--min-replicas', '3', '--max-replicas', '2'], /--max-replicas \(2\) must be >= --min-replicas \(3\)/],
       [['--autoscale', '--provision-seconds=-1'], /--provision-seconds '-1' must be a number of seconds from 0 to 600/],
-      [['--autoscale', '--ttft-slo', '0.0001'], /the autoscaled deployment is invalid: .*'slo\.ttftSeconds' \(0\.0001\)/],
+      [['--autoscale', '--ttft', '0.0001'], /the autoscaled deployment is invalid: --ttft 0\.0001 is below what an idle prefill replica can do/],
       [['--rate', '5'], /--rate is a flag of an autoscaled run; add --autoscale/],
     ] as Array<[string[], RegExp]>) {
       const { code, err } = await disagg('local', ...args);

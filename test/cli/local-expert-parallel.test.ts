@@ -69,8 +69,8 @@ describe('disagg local --expert-parallel', () => {
   test('bad flags are usage errors that name the fix', async () => {
     expect((await disagg('local', '--decode-ranks', '4')).err).toMatch(/--prefill-ranks and --decode-ranks size the groups of --expert-parallel; add --expert-parallel/);
     expect((await disagg('local', '--expert-parallel', '--decode-ranks', '6')).err).toMatch(/--decode-ranks 6: 6 ranks do not fill whole p5en\.48xlarge nodes/);
-    expect((await disagg('local', '--expert-parallel', '--workers', '2')).err).toMatch(/--workers is for an aggregated run; with --expert-parallel leave it out/);
-    const many = await disagg('local', '--expert-parallel', '--decode-ranks', '16', '--decode', '2');
+    expect((await disagg('local', '--expert-parallel', '--replicas', '2')).err).toMatch(/--replicas is for an aggregated run; with --expert-parallel leave it out/);
+    const many = await disagg('local', '--expert-parallel', '--decode-ranks', '16', '--decode-replicas', '2');
     expect(many.code).toBe(2);
     expect(many.err).toMatch(/at most 32 sim-workers run locally; got 34 \(1 x 2 prefill \+ 2 x 16 decode ranks\)/);
   });
@@ -78,7 +78,7 @@ describe('disagg local --expert-parallel', () => {
   (built ? test : test.skip)('a P/D workload through the router: 0 failures, every rank used, per-rank load reported', async () => {
     // GIVEN 1 prefill group of 2 ranks and 2 decode groups of 2 ranks (6 sim-workers in 3 pods)
     // WHEN disagg local runs 48 requests under the KV-aware policy and round robin
-    const { code, out, err } = await disagg('local', '--expert-parallel', '--prefill-ranks', '2', '--decode-ranks', '2', '--decode', '2',
+    const { code, out, err } = await disagg('local', '--expert-parallel', '--prefill-ranks', '2', '--decode-ranks', '2', '--decode-replicas', '2',
       '--requests', '48', '--speedup', '4', '--json', '--engine', BINARY);
     // THEN every request succeeds under both policies
     expect(err).toBe('');

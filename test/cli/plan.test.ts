@@ -13,10 +13,11 @@ describe('disagg plan', () => {
     expect(out).toMatch(/all weights fp8/);
     expect(out).toMatch(/KV cache {2}fp8, 163,840 bytes per token/);
     expect(out).toMatch(/context {3}8,192 tokens/);
-    expect(out).toMatch(/^FITS: tensorParallel 1 \(chosen: the smallest size that fits\); 8 replicas per node, 1 accelerator and 2 EFA interfaces per pod$/m);
+    // (TP 4, the pods synth, simulate and local deploy, with the smallest size that fits named)
+    expect(out).toMatch(/^FITS: TP 4; 2 replicas per node, 4 accelerators and 8 EFA interfaces per pod\n {2}\(TP 4: the pods `disagg synth`, `simulate` and `local` deploy without --tp; the smallest size that fits is TP 1, in the table below\)$/m);
     // AND the tables are there: TP options with the plan marked, TTFT per prompt, TPOT per batch
     expect(out).toMatch(/^ {2}TP {2}weights\/rank +KV\/rank +KV tokens +seqs @8,192 +replicas\/node +EFA\/pod +fits$/m);
-    expect(out).toMatch(/^ {3}1 +65\.8 GiB .* yes {2}<- plan$/m);
+    expect(out).toMatch(/^ {3}4 +16\.4 GiB .* yes {2}<- plan$/m);
     expect(out).toMatch(/^ {3}8 +8\.2 GiB .* 16 {2}yes$/m);
     expect(out).toMatch(/^ +1,024 +[\d.]+ ms +[\d,]+ +compute$/m);
     for (const batch of ['1', '8', '32', '128']) {
@@ -26,10 +27,10 @@ describe('disagg plan', () => {
   });
 
   test('the issue example with --tp and --price-per-hour adds a cost column', async () => {
-    const { code, out } = await disagg('plan', '--model', 'llama-3.3-70b', '--instance', 'p5en.48xlarge', '--weights', 'fp8',
-      '--kv', 'fp8', '--context', '8192', '--tp', '2', '--price-per-hour', '98.32');
+    const { code, out } = await disagg('plan', '--model', 'llama-3.3-70b', '--instance', 'p5en.48xlarge', '--weight-precision', 'fp8',
+      '--kv-cache-precision', 'fp8', '--max-context', '8192', '--tp', '2', '--price-per-hour', '98.32');
     expect(code).toBe(0);
-    expect(out).toMatch(/^FITS: tensorParallel 2; 4 replicas per node, 2 accelerators and 4 EFA interfaces per pod$/m);
+    expect(out).toMatch(/^FITS: TP 2; 4 replicas per node, 2 accelerators and 4 EFA interfaces per pod$/m);
     expect(out).toMatch(/cost\/M output tokens/);
     expect(out).toMatch(/^ +1 +[\d.]+ ms +[\d,]+ +memory +\d+\.\d\d +yes$/m);
     expect(out).toMatch(/Cost: 98.32 per instance-hour/);
@@ -45,7 +46,7 @@ describe('disagg plan', () => {
     expect(json.instanceType.name).toBe(DEFAULT_DEPLOYMENT.instance);
     expect(json.maxContext).toBe(DEFAULT_DEPLOYMENT.context);
     expect(json.kvCache).toMatchObject({ precision: 'fp8', bytesPerToken: 163_840 });
-    expect(json.parallelism).toMatchObject({ tensorParallel: 1, tensorParallelChosen: true });
+    expect(json.parallelism).toMatchObject({ tensorParallel: 4, tensorParallelChosen: true });
     expect(json.validTensorParallelSizes).toEqual([1, 2, 4, 8]);
     expect(json.tensorParallelOptions.map((o: { efaInterfacesPerPod: number }) => o.efaInterfacesPerPod)).toEqual([2, 4, 8, 16]);
     expect(json.estimates.decode.map((d: { batchSize: number }) => d.batchSize)).toEqual([1, 8, 32, 128]);
@@ -55,50 +56,50 @@ describe('disagg plan', () => {
   });
 
   test('a model of a shorter context than the default 8,192 gets its own, in plan and simulate', async () => {
-    // GIVEN OPT-13B, whose context is 2,048 tokens, and no --context
-    const plan = await disagg('plan', '--model', 'opt-13b', '--instance', 'p4de.24xlarge', '--weights', 'fp16');
+    // GIVEN OPT-13B, whose context is 2,048 tokens, and no --max-context
+    const plan = await disagg('plan', '--model', 'opt-13b', '--instance', 'p4de.24xlarge', '--weight-precision', 'fp16');
     // THEN it is planned at 2,048 instead of refused for 8,192
     expect(plan.code).toBe(0);
     expect(plan.out).toMatch(/^ {2}context {3}2,048 tokens;/m);
-    const sim = await disagg('simulate', '--model', 'opt-13b', '--instance', 'p4de.24xlarge', '--weights', 'fp16', '--prefill-tp', '1',
+    const sim = await disagg('simulate', '--model', 'opt-13b', '--instance', 'p4de.24xlarge', '--weight-precision', 'fp16', '--prefill-tp', '1',
       '--decode-tp', '1', '--requests', '20', '--rates', '1', '--out', tmpdir('ctx'));
     expect(sim.err).not.toMatch(/maxContext/);
     expect(sim.code).toBe(0);
-    // AND an explicit --context above the model's is still refused, naming the limit
-    const over = await disagg('plan', '--model', 'opt-13b', '--instance', 'p4de.24xlarge', '--weights', 'fp16', '--context', '4096');
+    // AND an explicit --max-context above the model's is still refused, naming the limit
+    const over = await disagg('plan', '--model', 'opt-13b', '--instance', 'p4de.24xlarge', '--weight-precision', 'fp16', '--max-context', '4096');
     expect(over.out + over.err).toMatch(/exceeds the 2,048-token context of opt-13b; use at most 2048/);
   });
 
   test('a configuration that does not fit prints why and exits 1', async () => {
-    const { code, out } = await disagg('plan', '--instance', 'p5.48xlarge', '--weights', 'bf16', '--kv', 'bf16', '--tp', '1');
+    const { code, out } = await disagg('plan', '--instance', 'p5.48xlarge', '--weight-precision', 'bf16', '--kv-cache-precision', 'bf16', '--tp', '1');
     expect(code).toBe(1);
-    expect(out).toMatch(/^DOES NOT FIT: tensorParallel 1;/m);
-    expect(out).toMatch(/- 'tensorParallel' \(1\) leaves too little memory for the weights: llama-3.3-70b needs 141.2 GB \(131.5 GiB\) of bf16 weights.*use tensorParallel >= 2, fp8 weights or a B200/);
-    const json = JSON.parse((await disagg('plan', '--instance', 'p5.48xlarge', '--weights', 'bf16', '--tp', '1', '--json')).out);
+    expect(out).toMatch(/^DOES NOT FIT: TP 1;/m);
+    expect(out).toMatch(/- --tp 1 leaves too little memory for the weights: llama-3.3-70b needs 141.2 GB \(131.5 GiB\) of bf16 weights.*use --tp 2 \(or more\), --weight-precision fp8 or --instance p6-b200.48xlarge \(B200\)/);
+    const json = JSON.parse((await disagg('plan', '--instance', 'p5.48xlarge', '--weight-precision', 'bf16', '--tp', '1', '--json')).out);
     expect(json.fits).toBe(false);
     expect(json.problems[0].field).toBe('tensorParallel');
   });
 
-  test('the KV cache precision follows vLLM\'s auto once --weights is given', async () => {
-    // GIVEN no flags, only --weights, and --weights with --kv
+  test('the KV cache precision follows vLLM\'s auto once --weight-precision is given', async () => {
+    // GIVEN no flags, only --weight-precision, and --weight-precision with --kv-cache-precision
     const kvOf = async (...argv: string[]) => JSON.parse((await disagg('plan', ...argv, '--json')).out).kvCache.precision;
     // WHEN planned THEN the default deployment keeps FP8 KV, other weights get the activation dtype
     expect(await kvOf()).toBe('fp8');
-    expect(await kvOf('--weights', 'bf16')).toBe('bf16');
-    expect(await kvOf('--weights', 'bf16', '--kv', 'fp8')).toBe('fp8');
+    expect(await kvOf('--weight-precision', 'bf16')).toBe('bf16');
+    expect(await kvOf('--weight-precision', 'bf16', '--kv-cache-precision', 'fp8')).toBe('fp8');
   });
 
   test('an invalid tensor-parallel size exits 1 with the valid sizes', async () => {
     const { code, out } = await disagg('plan', '--tp', '3');
     expect(code).toBe(1);
-    expect(out).toMatch(/'tensorParallel' \(3\) must divide the 64 attention heads of llama-3.3-70b; use 1, 2, 4 or 8/);
+    expect(out).toMatch(/- --tp 3 must divide the 64 attention heads of llama-3.3-70b; use 1, 2, 4 or 8/);
   });
 
   test('native weights of an MoE model, and expert parallelism', async () => {
-    const { code, out } = await disagg('plan', '--model', 'openai/gpt-oss-120b', '--weights', 'native', '--json');
+    const { code, out } = await disagg('plan', '--model', 'openai/gpt-oss-120b', '--weight-precision', 'native', '--json');
     expect(code).toBe(0);
     expect(JSON.parse(out).weights).toMatchObject({ expertPrecision: 'fp4', densePrecision: 'bf16' });
-    const ep = JSON.parse((await disagg('plan', '--model', 'deepseek-v3', '--weights', 'native', '--tp', '1', '--dp', '16', '--expert-parallel', '--json')).out);
+    const ep = JSON.parse((await disagg('plan', '--model', 'deepseek-v3', '--weight-precision', 'native', '--tp', '1', '--dp', '16', '--expert-parallel', '--json')).out);
     expect(ep.fits).toBe(true);
     expect(ep.parallelism).toMatchObject({ expertParallel: true, expertParallelSize: 16 });
     expect(ep.layout).toMatchObject({ nodesPerReplica: 2, efaInterfacesPerPod: 16 });
@@ -106,14 +107,14 @@ describe('disagg plan', () => {
 
   test("an MLA model's KV block size is what vLLM runs on the GPU (64 on H200), as in the constructs; --block-size 16 is refused", async () => {
     // GIVEN DeepSeek-V3 (MLA) on p5en (H200), and Llama (GQA) on the same GPUs
-    const ds = JSON.parse((await disagg('plan', '--model', 'deepseek-v3', '--weights', 'native', '--tp', '1', '--dp', '16', '--expert-parallel', '--json')).out);
+    const ds = JSON.parse((await disagg('plan', '--model', 'deepseek-v3', '--weight-precision', 'native', '--tp', '1', '--dp', '16', '--expert-parallel', '--json')).out);
     const llama = JSON.parse((await disagg('plan', '--json')).out);
     // THEN the MLA model takes FlashMLA's 64-token blocks and the GQA model vLLM's 16
     expect(ds.kvCache.blockSizeTokens).toBe(64);
     expect(llama.kvCache.blockSizeTokens).toBe(16);
     // AND a block size vLLM would replace is a usage error naming the flag and the fix, with or without --simulate
     for (const extra of [[], ['--simulate', '--max-accelerators', '8']]) {
-      const r = await disagg('plan', '--model', 'deepseek-v3', '--weights', 'native', '--block-size', '16', ...extra);
+      const r = await disagg('plan', '--model', 'deepseek-v3', '--weight-precision', 'native', '--block-size', '16', ...extra);
       expect(r.code).toBe(2);
       expect(r.err).toMatch(/--block-size \(16\) is not what vLLM runs deepseek-v3 with on p5en\.48xlarge .*use 64 or leave --block-size unset/);
     }
@@ -136,9 +137,9 @@ describe('disagg plan', () => {
   });
 
   test.each([
-    [['--weights', 'fp7'], /--weights: Unknown precision 'fp7'; known: /],
-    [['--kv', 'int4'], /--kv 'int4': vLLM cannot hold a KV cache in int4; use bf16, fp16, fp8/],
-    [['--context', 'abc'], /--context expects a positive integer, got 'abc'/],
+    [['--weight-precision', 'fp7'], /--weight-precision: Unknown precision 'fp7'; known: /],
+    [['--kv-cache-precision', 'int4'], /--kv-cache-precision 'int4': vLLM cannot hold a KV cache in int4; use bf16, fp16, fp8/],
+    [['--max-context', 'abc'], /--max-context expects a positive integer, got 'abc'/],
     [['--tp', '0'], /--tp expects a positive integer, got '0'/],
     [['--price-per-hour=-3'], /--price-per-hour expects a positive number, got '-3'/],
     [['--price-per-hour', '0'], /--price-per-hour expects a positive number, got '0'/],
@@ -158,8 +159,8 @@ describe('disagg plan', () => {
     expect(err).toMatch(/Run 'disagg plan --help' for the options/);
   });
 
-  test('--kv auto means bf16, --batch-sizes and --prompt-lengths choose the estimates', async () => {
-    const json = JSON.parse((await disagg('plan', '--kv', 'auto', '--batch-sizes', '2,4', '--prompt-lengths', '100', '--decode-context', '512', '--json')).out);
+  test('--kv-cache-precision auto means bf16, --batch-sizes and --prompt-lengths choose the estimates', async () => {
+    const json = JSON.parse((await disagg('plan', '--kv-cache-precision', 'auto', '--batch-sizes', '2,4', '--prompt-lengths', '100', '--decode-context', '512', '--json')).out);
     expect(json.kvCache.precision).toBe('bf16');
     expect(json.estimates.decode.map((d: { batchSize: number }) => d.batchSize)).toEqual([2, 4]);
     expect(json.estimates.prefill.map((p: { promptTokens: number }) => p.promptTokens)).toEqual([100]);
@@ -167,7 +168,7 @@ describe('disagg plan', () => {
   });
 
   describe('wide expert parallelism for an MoE model', () => {
-    const deepseek = ['plan', '--model', 'deepseek-v3', '--instance', 'p5en.48xlarge', '--weights', 'fp8', '--kv', 'fp8', '--context', '8192'];
+    const deepseek = ['plan', '--model', 'deepseek-v3', '--instance', 'p5en.48xlarge', '--weight-precision', 'fp8', '--kv-cache-precision', 'fp8', '--max-context', '8192'];
 
     test('sizes EP over whole nodes, shows the all-to-all share, and picks decode, prefill and P:D', async () => {
       const { code, out, err } = await disagg(...deepseek);
@@ -201,7 +202,7 @@ describe('disagg plan', () => {
       const { code, out } = await disagg(...deepseek, '--tp', '4');
       // THEN the verdict and the exit code agree, and the verdict says what fits instead
       expect(code).toBe(1);
-      expect(out).toMatch(/^DOES NOT FIT: tensorParallel 4/m);
+      expect(out).toMatch(/^DOES NOT FIT: TP 4/m);
       expect(out).toMatch(/^ {2}- an expert-parallel layout fits instead: EP 8 \(1 node\); .*--expert-parallel --tp 1 --dp 8$/m);
       const json = await disagg(...deepseek, '--tp', '4', '--json');
       expect(json.code).toBe(1);
@@ -234,7 +235,7 @@ describe('disagg plan', () => {
       expect(err).toMatch(/--input-tokens needs --simulate/);
       const tooLong = await disagg(...deepseek, '--input-tokens', '8000', '--output-tokens', '1000');
       expect(tooLong.code).toBe(2);
-      expect(tooLong.err).toMatch(/--input-tokens 8000 \+ --output-tokens 1000 exceed --context 8192/);
+      expect(tooLong.err).toMatch(/--input-tokens 8000 \+ --output-tokens 1000 exceed --max-context 8192/);
     });
   });
 

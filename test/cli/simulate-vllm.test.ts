@@ -8,7 +8,7 @@ import { engineFlags, schedulerFlags, stageList } from '../../src/cli/engine-fla
 jest.setTimeout(60_000);
 
 /** One H100 replica of Llama-3.1-8B, TP1, as in ../shared/validation. */
-const REPLICA = ['--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge', '--weights', 'bf16', '--kv', 'bf16', '--context', '4096',
+const REPLICA = ['--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge', '--weight-precision', 'bf16', '--kv-cache-precision', 'bf16', '--max-context', '4096',
   '--aggregated', '--replicas', '1', '--tp', '1'];
 
 describe('flag parsing', () => {
@@ -155,8 +155,8 @@ describe('disagg simulate reproduces a vLLM run', () => {
 
 describe('disagg plan with vLLM engine arguments', () => {
   test('--simulate passes them to every option; a smaller --max-num-seqs lowers the goodput; stages are refused', async () => {
-    const args = ['plan', '--simulate', '--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge', '--weights', 'bf16', '--kv', 'bf16',
-      '--context', '4096', '--tp', '1', '--max-accelerators', '1', '--modes', 'aggregated', '--requests', '100',
+    const args = ['plan', '--simulate', '--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge', '--weight-precision', 'bf16', '--kv-cache-precision', 'bf16',
+      '--max-context', '4096', '--tp', '1', '--max-accelerators', '1', '--modes', 'aggregated', '--requests', '100',
       '--input-tokens', '512', '--output-tokens', '256', '--json', '--out', tmpdir('vllm')];
     const goodput = async (...extra: string[]) => {
       const r = await disagg(...args, ...extra);
@@ -171,7 +171,7 @@ describe('disagg plan with vLLM engine arguments', () => {
 
   test('without --simulate they size the plan: a smaller step budget leaves more KV cache', async () => {
     const kv = async (...extra: string[]) => JSON.parse((await disagg('plan', '--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge',
-      '--weights', 'bf16', '--kv', 'bf16', '--tp', '1', '--json', ...extra)).out).kvTokens as number;
+      '--weight-precision', 'bf16', '--kv-cache-precision', 'bf16', '--tp', '1', '--json', ...extra)).out).kvTokens as number;
     expect(await kv('--max-num-batched-tokens', '2048')).toBeGreaterThan(await kv());
     expect(await kv('--gpu-memory-utilization', '0.95')).toBeGreaterThan(await kv());
   });

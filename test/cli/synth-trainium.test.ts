@@ -49,7 +49,7 @@ describe('disagg synth on Trainium', () => {
   });
 
   test.each([
-    ['FP8 weights quantized at load time', ['--instance', 'trn2.48xlarge', '--weights', 'fp8'], /'weightPrecision' \(fp8\) on trn2.48xlarge: vLLM Neuron does not quantize at load time/],
+    ['FP8 weights quantized at load time', ['--instance', 'trn2.48xlarge', '--weight-precision', 'fp8'], /--weight-precision fp8 on trn2.48xlarge: vLLM Neuron does not quantize at load time.*use --weight-precision bf16/],
     ['trn1, where vLLM Neuron has no P/D', ['--instance', 'trn1.32xlarge'], /vLLM Neuron supports disaggregated prefill\/decode on Trn2 and Trn3, not on Trainium/],
   ])('%s: exit 2 with the reason', async (_, flags, message) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-synth-trn-bad-'));

@@ -148,7 +148,7 @@ describe('disagg synth', () => {
       const { code, err } = await disagg('synth', '--out', dir, '--tp', '3');
       // THEN exit 2, and the message names the prop and the valid sizes
       expect(code).toBe(2);
-      expect(err).toMatch(/tensorParallel'? \(3\)/);
+      expect(err).toMatch(/--prefill-tp 3 must divide/);
       expect(err).toMatch(/use .*\b4\b/);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });

@@ -197,6 +197,6 @@ describe('engine configuration builder', () => {
       maxContext: 8192,
       aggregated: { replicas: 1, tensorParallel: 1 },
       workload: {},
-    })).toThrow(/does not fit p5.48xlarge/);
+    })).toThrow(/the deployment cannot run llama-3.3-70b on p5.48xlarge:\n- 'tensorParallel' \(1\) leaves too little memory/);
   });
 });

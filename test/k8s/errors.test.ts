@@ -3,8 +3,11 @@ import { AcceleratedInstanceType, AttentionKind, KvTransfer, ModelArchitecture, 
 
 const P5EN = AcceleratedInstanceType.P5EN_48XLARGE;
 
+/** disagg's command-line flags that are not vLLM's: a construct error must not suggest them. */
+const CLI_FLAGS = /(?<![\w-])--(tp|pp|dp|prefill-tp|decode-tp|prefill-pp|decode-pp|ep|prefill-ep|decode-ep|max-context|weight-precision|kv-cache-precision|instance|model|capacity-block|capacity-reservation|replicas|prefill-replicas|decode-replicas|ttft|tpot)\b/;
+
 describe('construction errors name the prop, the value and a fix', () => {
-  test.each([
+  const CASES: Array<[string, object, RegExp]> = [
     ['name', { name: 'Llama_70B' }, /'name' \('Llama_70B'\) must be a DNS label/],
     ['kvCachePrecision', { kvCachePrecision: Precision.INT8 }, /'kvCachePrecision' \(int8\) cannot hold a vLLM KV cache; use bf16, fp16, fp8/],
     ['weightPrecision without a checkpoint', { weightPrecision: Precision.INT4 }, /'weightPrecision' \(int4\) needs a checkpoint stored in int4.*prequantizedCheckpoint: true/],
@@ -28,9 +31,22 @@ describe('construction errors name the prop, the value and a fix', () => {
       /'decode.efaInterfaces' \(1\) .* has no EFA: remove efaInterfaces/],
     ['LIBFABRIC without EFA', { maxContext: 8192, kvTransfer: KvTransfer.NIXL_LIBFABRIC, decode: { instanceType: noEfaInstanceType(), tensorParallel: 4 } },
       /'kvTransfer' \(nixl-libfabric\) needs EFA on both pools, but decode \(test-noefa.48xlarge\) has none/],
-  ])('%s', (_name, overrides, message) => {
+  ];
+  test.each(CASES)('%s', (_name, overrides, message) => {
     // GIVEN a bad prop WHEN the construct is built THEN it throws naming the prop
     expect(() => synthInference(defaultProps(overrides as any))).toThrow(message);
+  });
+
+  test.each(CASES)('%s: the fix is in props, not in the CLI\'s flags', (_name, overrides) => {
+    // GIVEN a bad prop WHEN the construct is built THEN its error suggests no `disagg` flag (the CLI translates at its edge)
+    let thrown = '';
+    try {
+      synthInference(defaultProps(overrides as any));
+    } catch (e) {
+      thrown = (e as Error).message;
+    }
+    expect(thrown).not.toBe('');
+    expect(thrown).not.toMatch(CLI_FLAGS);
   });
 
   test('weights that do not fit a pod', () => {

@@ -11,6 +11,7 @@ import { consecutiveFreePorts, EngineProcess, freePort, ProcessGroup, resolveEng
 import { buildJobs, Job, percentile, RequestApi, runJobs, TEXT_CHARS_PER_TOKEN, WorkloadSpec } from '../local/workload';
 import { ProgressReporter } from '../progress';
 import { renderTable } from '../table';
+import { CliVocabulary } from '../vocabulary';
 
 const HELP = `Usage: disagg local [options]
 
@@ -25,15 +26,16 @@ starts fresh processes, so caches start cold). Everything it started is stopped 
 and on Ctrl-C. Needs the engine binary (\`npx projen engine\`).
 
 Deployment:
-  --workers N              aggregated sim-workers (default ${DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas})
-  --prefill N              run P/D instead: N prefill sim-workers (with --decode)
-  --decode M               M decode sim-workers (with --prefill)
+  --replicas N             aggregated sim-workers (default ${DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas})
+  --prefill-replicas N     run P/D instead: N prefill sim-workers (with --decode-replicas)
+  --decode-replicas M      M decode sim-workers (with --prefill-replicas)
   --expert-parallel        run the wide expert-parallel P/D shape instead: ${EXPERT_PARALLEL_DEPLOYMENT.model.name} ${EXPERT_PARALLEL_DEPLOYMENT.weights.name.toUpperCase()} on
                            ${EXPERT_PARALLEL_DEPLOYMENT.instanceType.name} as DisaggregatedInference with ExpertParallelPool sides and
                            per-rank endpoints: one sim-worker per data-parallel rank, grouped into pods
                            (a block of consecutive ports each, KV events on the pod's base + local rank,
                            ranks as vLLM numbers them), routed per rank; prints each rank's load.
-                           --prefill / --decode then count groups (LeaderWorkerSet replicas; default 1)
+                           --prefill-replicas / --decode-replicas then count groups (LeaderWorkerSet
+                           replicas; default 1)
   --prefill-ranks N        data-parallel ranks of a prefill group (ExpertParallelPool dataParallel;
                            default 2): up to ${EXPERT_PARALLEL_DEPLOYMENT.instanceType.acceleratorCount} share one node (tensor parallel ${EXPERT_PARALLEL_DEPLOYMENT.instanceType.acceleratorCount} / N), beyond
                            whole nodes, one pod each
@@ -55,7 +57,8 @@ Autoscaling (--autoscale: the issue 24 rule on loopback, P/D, under a load that 
                            port block (the router discovers it), a scale-down SIGTERMs the newest,
                            which drains (new requests go elsewhere, those in flight finish); prints
                            each step, each drain and the requests that failed (the goal: none).
-                           --prefill / --decode: replicas at the start (default --min-replicas)
+                           --prefill-replicas / --decode-replicas: replicas at the start (default
+                           --min-replicas)
   --min-replicas N         fewest replicas per pool (default 1)
   --max-replicas N         most replicas per pool (default 4)
   --duration SECONDS       length of the load (default 90): from 0.1x --rate up to --rate at the
@@ -68,8 +71,8 @@ Autoscaling (--autoscale: the issue 24 rule on loopback, P/D, under a load that 
   --max-num-seqs N         running sequences per decode sim-worker, which the router's decode
                            pressure counts against (default 8: a small batch, so that a load this
                            machine can send fills it)
-  --ttft-slo SECONDS       the deployment's slo.ttftSeconds (default 2)
-  --tpot-slo SECONDS       the deployment's slo.tpotSeconds (default 0.05)
+  --ttft SECONDS           time-to-first-token target (the constructs' slo.ttftSeconds; default 2)
+  --tpot SECONDS           time-per-output-token target (slo.tpotSeconds; default 0.05)
   The defaults differ here: --speedup 0.25 (slower sim-workers fill at a request rate one client
   process sends), --workload shared-prefix --tenants 400 --system-tokens 1500 (mostly distinct long
   prompts, so that the prefill pool has work to scale on too)
@@ -107,6 +110,7 @@ export const command: Command = {
   name: 'local',
   summary: 'Run the default deployment locally (router + sim-workers) under a workload; compare with round robin',
   help: HELP,
+  vocabulary: CliVocabulary.LOCAL,
   run: runLocal,
 };
 
@@ -464,9 +468,9 @@ function ratio(a: number, b: number): string {
 
 async function runLocal(argv: string[], io: CliIo): Promise<number> {
   const values = parseOptions(argv, {
-    'workers': { type: 'string' },
-    'prefill': { type: 'string' },
-    'decode': { type: 'string' },
+    'replicas': { type: 'string' },
+    'prefill-replicas': { type: 'string' },
+    'decode-replicas': { type: 'string' },
     'expert-parallel': { type: 'boolean' },
     'prefill-ranks': { type: 'string' },
     'decode-ranks': { type: 'string' },
@@ -499,30 +503,30 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     'scale-down-window': { type: 'string' },
     'provision-seconds': { type: 'string' },
     'max-num-seqs': { type: 'string' },
-    'ttft-slo': { type: 'string' },
-    'tpot-slo': { type: 'string' },
-  });
+    'ttft': { type: 'string' },
+    'tpot': { type: 'string' },
+  }, io);
   if (values.help) {
     io.out(HELP);
     return ExitCode.OK;
   }
   const autoscaleOnly = ['min-replicas', 'max-replicas', 'duration', 'rate', 'interval', 'scale-down-window', 'provision-seconds',
-    'max-num-seqs', 'ttft-slo', 'tpot-slo'] as const;
+    'max-num-seqs', 'ttft', 'tpot'] as const;
   if (values.autoscale === true) return runAutoscale(values, io, readText);
   const stray = autoscaleOnly.find(f => values[f] !== undefined);
   if (stray) throw new UsageError(`--${stray} is a flag of an autoscaled run; add --autoscale`);
   const expertParallel = values['expert-parallel'] === true;
-  if (!expertParallel && (values.prefill === undefined) !== (values.decode === undefined)) {
-    throw new UsageError('--prefill and --decode go together, e.g. --prefill 2 --decode 2');
+  if (!expertParallel && (values['prefill-replicas'] === undefined) !== (values['decode-replicas'] === undefined)) {
+    throw new UsageError('--prefill-replicas and --decode-replicas go together, e.g. --prefill-replicas 2 --decode-replicas 2');
   }
-  if (values.workers !== undefined && (values.prefill !== undefined || expertParallel)) {
-    throw new UsageError(`--workers is for an aggregated run; with ${expertParallel ? '--expert-parallel' : '--prefill/--decode'} leave it out`);
+  if (values.replicas !== undefined && (values['prefill-replicas'] !== undefined || expertParallel)) {
+    throw new UsageError(`--replicas is for an aggregated run; with ${expertParallel ? '--expert-parallel' : '--prefill-replicas/--decode-replicas'} leave it out`);
   }
   if (!expertParallel && (values['prefill-ranks'] !== undefined || values['decode-ranks'] !== undefined)) {
     throw new UsageError('--prefill-ranks and --decode-ranks size the groups of --expert-parallel; add --expert-parallel');
   }
-  const pd = values.prefill !== undefined || expertParallel
-    ? { prefill: whole('--prefill', values.prefill, 1, 1), decode: whole('--decode', values.decode, 1, 1) }
+  const pd = values['prefill-replicas'] !== undefined || expertParallel
+    ? { prefill: whole('--prefill-replicas', values['prefill-replicas'], 1, 1), decode: whole('--decode-replicas', values['decode-replicas'], 1, 1) }
     : undefined;
   const ep = expertParallel ? {
     prefillRanks: whole('--prefill-ranks', values['prefill-ranks'], 1, 2),
@@ -534,7 +538,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     const problem = expertParallelRanksProblem(ranks);
     if (problem) throw new UsageError(`${flag} ${ranks}: ${problem}`);
   }
-  const workers = whole('--workers', values.workers, 1, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas);
+  const workers = whole('--replicas', values.replicas, 1, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas);
   const processes = ep ? ep.prefillRanks * ep.prefillGroups + ep.decodeRanks * ep.decodeGroups : pd ? pd.prefill + pd.decode : workers;
   if (processes > 32) {
     throw new UsageError(`at most 32 sim-workers run locally; got ${processes}` +

@@ -3,11 +3,12 @@ import { Roofline, ServingPlan, ServingPlanProps } from '../../sizing';
 import { resolveKvBlockSize } from '../../sizing/private/kv-block-size';
 import { formatGbAndGib, formatGib, formatInt, formatSeconds, GIB } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
-import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
+import { DEFAULT_DEPLOYMENT, defaultTensorParallel, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
 import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS, schedulerFlags } from '../engine-flags';
 import { ExpertParallelSizing, sizeExpertParallel } from '../expert-parallel-sizing';
 import { PLAN_SIMULATE_HELP, PLAN_SIMULATE_OPTIONS, runPlanSearch } from '../plan-simulate';
 import { renderTable } from '../table';
+import { CliVocabulary } from '../vocabulary';
 
 const HELP = `Usage: disagg plan [options]
 
@@ -20,12 +21,14 @@ ${DEFAULT_DEPLOYMENT.kv} KV cache on ${DEFAULT_DEPLOYMENT.instance} at ${DEFAULT
 Options:
   --model NAME                 catalog model name or Hugging Face id (default ${DEFAULT_DEPLOYMENT.model})
   --instance NAME              EC2 instance type (default ${DEFAULT_DEPLOYMENT.instance})
-  --weights PRECISION          bf16, fp16, fp8, int8, fp4 (mxfp4), int4 (awq), or native for the
-                               checkpoint's own (default ${DEFAULT_DEPLOYMENT.weights})
-  --kv PRECISION               KV cache precision: bf16 (auto), fp16 or fp8 (default ${DEFAULT_DEPLOYMENT.kv} with the default
-                               weights, else bf16 = vLLM's auto)
-  --context TOKENS             longest sequence, prompt plus output (default ${DEFAULT_DEPLOYMENT.context}, or the model's own if shorter)
-  --tp N                       tensor-parallel size (default: the smallest valid size that fits)
+  --weight-precision P         bf16, fp16, fp8, int8, fp4 (mxfp4), int4 (awq), or native for the
+                               checkpoint's own (default ${DEFAULT_DEPLOYMENT.weights}; was --weights)
+  --kv-cache-precision P       KV cache precision: bf16 (auto), fp16 or fp8 (default ${DEFAULT_DEPLOYMENT.kv} with the
+                               default weights, else bf16 = vLLM's auto; was --kv)
+  --max-context TOKENS         longest sequence, prompt plus output (default ${DEFAULT_DEPLOYMENT.context}, or the model's
+                               own if shorter; was --context)
+  --tp N                       tensor-parallel size (default ${DEFAULT_DEPLOYMENT.tensorParallel}, as synth, simulate and local
+                               deploy, where it is valid and fits; else the smallest valid size that fits)
   --pp N                       pipeline-parallel size (default 1)
   --dp N                       data-parallel attention ranks per replica (default 1)
   --expert-parallel            shard MoE experts over tp x dp ranks
@@ -33,7 +36,7 @@ Options:
   --price-per-hour PRICE       price of one instance per hour; adds cost per million output tokens
   --batch-sizes LIST           decode batch sizes to estimate (default 1,8,32,128)
   --prompt-lengths LIST        prompt lengths for TTFT (default 1024,4096,<context>)
-  --decode-context TOKENS      context per sequence in the TPOT estimates (default: --context)
+  --decode-context TOKENS      context per sequence in the TPOT estimates (default: --max-context)
   --json                       print machine-readable JSON only
   -h, --help                   show this help
 
@@ -42,7 +45,7 @@ whole nodes (TP 1, one data-parallel attention rank per accelerator, each rank w
 the dispatch and combine all-to-all over EFA and NVLink and the expert load imbalance, and picks the
 decode and prefill EP sizes and the prefill : decode ratio. Without --simulate it reads four flags
 listed below with defaults of its own: --input-tokens and --output-tokens as one number each (default
-1024 each, the prompt at most half of --context), --tpot (default: none, the largest batch the KV cache
+1024 each, the prompt at most half of --max-context), --tpot (default: none, the largest batch the KV cache
 and --max-num-seqs allow) and --max-accelerators (the largest expert-parallel group, default 64).
 
 ${SCHEDULER_FLAG_HELP}
@@ -59,6 +62,7 @@ export const command: Command = {
   name: 'plan',
   summary: 'Check that a model fits an instance type; tensor-parallel options, KV capacity, latency estimates',
   help: HELP,
+  vocabulary: CliVocabulary.PLAN,
   run: runPlan,
 };
 
@@ -79,7 +83,7 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
     'help': { type: 'boolean', short: 'h' },
     ...PLAN_SIMULATE_OPTIONS,
     ...ENGINE_FLAG_OPTIONS,
-  });
+  }, io);
   if (values.help) {
     io.out(HELP);
     return ExitCode.OK;
@@ -87,7 +91,7 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
 
   const model = lookupModel(values.model ?? DEFAULT_DEPLOYMENT.model);
   const instanceType = lookupInstance(values.instance ?? DEFAULT_DEPLOYMENT.instance);
-  const weightsFlag = effectiveWeightsFlag(values.weights, instanceType, model);
+  const weightsFlag = effectiveWeightsFlag(values['weight-precision'], instanceType, model);
   const weightsName = weightsFlag ?? DEFAULT_DEPLOYMENT.weights;
   const scheduler = schedulerFlags(values);
   if (scheduler.kvBlockSize !== undefined) {
@@ -99,12 +103,12 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
       throw new UsageError((e as Error).message);
     }
   }
-  const props: ServingPlanProps = {
+  let props: ServingPlanProps = {
     model,
     instanceType,
-    weightPrecision: weightsName.toLowerCase() === 'native' ? undefined : precision('--weights', weightsName),
-    kvPrecision: kvPrecision(values.kv ?? defaultKvPrecision(weightsFlag)),
-    maxContext: integer('--context', values.context) ?? defaultContext(model),
+    weightPrecision: weightsName.toLowerCase() === 'native' ? undefined : precision('--weight-precision', weightsName),
+    kvPrecision: kvPrecision(values['kv-cache-precision'] ?? defaultKvPrecision(weightsFlag)),
+    maxContext: integer('--max-context', values['max-context']) ?? defaultContext(model),
     tensorParallel: integer('--tp', values.tp),
     pipelineParallel: integer('--pp', values.pp),
     dataParallel: integer('--dp', values.dp),
@@ -119,6 +123,22 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
     promptLengths: integerList('--prompt-lengths', values['prompt-lengths']),
     decodeContextTokens: integer('--decode-context', values['decode-context']),
   };
+
+  // Without --tp, the pods the other commands deploy (defaultTensorParallel), and say which size is the
+  // smallest that fits; an expert-parallel or data-parallel layout keeps the library's choice.
+  let smallestFitting: number | undefined;
+  let tpDefaulted = false;
+  if (props.tensorParallel === undefined && !values.simulate && props.dataParallel === undefined && props.expertParallel !== true) {
+    const tp = defaultTensorParallel(props);
+    try {
+      const chosen = ServingPlan.create(props);
+      smallestFitting = chosen.fits && chosen.parallelism.tensorParallel !== tp ? chosen.parallelism.tensorParallel : undefined;
+    } catch {
+      // Malformed values are reported below, when the plan itself is made.
+    }
+    props = { ...props, tensorParallel: tp };
+    tpDefaulted = true;
+  }
 
   if (values.simulate) {
     return runPlanSearch(values, {
@@ -151,9 +171,14 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
   }
   const ep = model.isMoe ? expertParallelSizing(props, values, scheduler.maxNumSeqs, scheduler.maxNumBatchedTokens) : undefined;
   if (values.json) {
-    io.out(JSON.stringify({ ...planToJson(plan), ...(ep ? { expertParallelSizing: ep } : {}) }, null, 2));
+    io.out(JSON.stringify({ ...planToJson(plan, tpDefaulted), ...(ep ? { expertParallelSizing: ep } : {}) }, null, 2));
   } else {
     const lines = renderPlan(plan);
+    if (tpDefaulted) {
+      const at = lines.findIndex(l => l.startsWith('FITS:') || l.startsWith('DOES NOT FIT:'));
+      lines.splice(at + 1 + (plan.fits ? 0 : plan.reasons.length), 0, `  (TP ${plan.parallelism.tensorParallel}: the pods \`disagg synth\`, \`simulate\` and \`local\` deploy without --tp`
+        + (smallestFitting !== undefined ? `; the smallest size that fits is TP ${smallestFitting}, in the table below)` : ')'));
+    }
     // The layout asked for does not fit, and another one does: say so under the verdict, not only in a table below.
     if (!plan.fits && ep?.decode !== undefined) {
       const at = lines.findIndex(l => l.startsWith('DOES NOT FIT'));
@@ -173,7 +198,7 @@ function expertParallelSizing(props: ServingPlanProps, values: Record<string, un
   const inputTokens = integer('--input-tokens', values['input-tokens'] as string | undefined) ?? Math.min(1024, Math.floor(context / 2));
   const outputTokens = integer('--output-tokens', values['output-tokens'] as string | undefined) ?? Math.min(1024, context - inputTokens);
   if (inputTokens + outputTokens > context) {
-    throw new UsageError(`--input-tokens ${inputTokens} + --output-tokens ${outputTokens} exceed --context ${context}; raise --context or shorten them`);
+    throw new UsageError(`--input-tokens ${inputTokens} + --output-tokens ${outputTokens} exceed --max-context ${context}; raise --max-context or shorten them`);
   }
   const tpot = decimal('--tpot', values.tpot as string | undefined);
   return sizeExpertParallel(props, {
@@ -209,7 +234,7 @@ function renderExpertParallel(ep: ExpertParallelSizing, plan: ServingPlan): stri
     o.fits ? pctText(o.decodeAllToAllShare) : '-',
     o.fits ? formatInt(o.prefillTokensPerSecondPerAccelerator) : '-',
     o.fits ? pctText(o.prefillAllToAllShare) : '-',
-    (o.fits ? 'yes' : `no: ${o.problem}`) + (o === ep.decode ? '  <- decode' : '') + (o === ep.prefill ? '  <- prefill' : ''),
+    (o.fits ? 'yes' : `no: ${CliVocabulary.PLAN.speak(o.problem ?? '')}`) + (o === ep.decode ? '  <- decode' : '') + (o === ep.prefill ? '  <- prefill' : ''),
   ]);
   lines.push(...renderTable(
     ['EP', 'nodes', 'experts/rank', 'KV seqs/rank', 'batch/rank', 'TPOT', 'output tok/s/acc', 'all-to-all', 'prefill tok/s/acc', 'all-to-all', 'fits'],
@@ -259,10 +284,10 @@ function precision(flag: string, name: string): Precision {
 
 function kvPrecision(name: string): Precision {
   // vLLM's 'auto' keeps the KV cache in the activation dtype: BF16 for every catalog model.
-  const p = name.toLowerCase() === 'auto' ? Precision.BF16 : precision('--kv', name);
+  const p = name.toLowerCase() === 'auto' ? Precision.BF16 : precision('--kv-cache-precision', name);
   if (!p.supportedForKvCache) {
     const usable = Precision.all().filter(x => x.supportedForKvCache).map(x => x.name).join(', ');
-    throw new UsageError(`--kv '${name}': vLLM cannot hold a KV cache in ${p.name}; use ${usable}`);
+    throw new UsageError(`--kv-cache-precision '${name}': vLLM cannot hold a KV cache in ${p.name}; use ${usable}`);
   }
   return p;
 }
@@ -310,7 +335,7 @@ function renderPlan(plan: ServingPlan): string[] {
   lines.push(`disagg plan: ${plan.model.name} on ${t.name} (${t.acceleratorCount} x ${a.name}, ${a.memoryGib} GiB each)`);
   lines.push(`  weights   ${formatGbAndGib(plan.weights.totalBytes)}, ${plan.weights.description}`);
   lines.push(`  KV cache  ${plan.kvCache.precision.name}, ${formatInt(plan.kvCache.bytesPerToken)} bytes per token (all layers)`);
-  lines.push(`  context   ${ctx} tokens; gpuMemoryUtilization ${plan.memory.gpuMemoryUtilization}`);
+  lines.push(`  context   ${ctx} tokens; GPU memory utilization ${plan.memory.gpuMemoryUtilization}`);
   lines.push('');
 
   const how = describeLayout(plan);
@@ -319,13 +344,13 @@ function renderPlan(plan: ServingPlan): string[] {
   } else {
     lines.push(`DOES NOT FIT: ${how}`);
     for (const reason of plan.reasons) {
-      lines.push(`  - ${reason}`);
+      lines.push(`  - ${CliVocabulary.PLAN.speak(reason)}`);
     }
   }
   lines.push('');
 
   const m = plan.memory;
-  lines.push(`Memory per accelerator at tensorParallel ${p.tensorParallel}`);
+  lines.push(`Memory per accelerator at TP ${p.tensorParallel}`);
   lines.push(`  usable    ${formatGib(m.usableBytes)} (${a.memoryGib} GiB x ${m.gpuMemoryUtilization})`);
   lines.push(`  weights   ${formatGib(plan.weightBytesPerRank)}`);
   lines.push(`  reserve   ${formatGib(m.reserveBytes)} (activations ${formatGib(m.activationReserveBytes)}, runtime ${formatGib(m.runtimeReserveBytes)})`);
@@ -373,7 +398,7 @@ function renderPlan(plan: ServingPlan): string[] {
 
   if (plan.notes.length > 0) {
     lines.push('Notes');
-    lines.push(...plan.notes.map(n => `  - ${n}`));
+    lines.push(...plan.notes.map(n => `  - ${CliVocabulary.PLAN.speak(n)}`));
     lines.push('');
   }
   const r = plan.roofline;
@@ -388,9 +413,9 @@ function renderPlan(plan: ServingPlan): string[] {
 function describeLayout(plan: ServingPlan): string {
   const p = plan.parallelism;
   const l = plan.layout;
-  const parts = [`tensorParallel ${p.tensorParallel}${plan.tensorParallelChosen ? ` (chosen: ${plan.fits ? 'the smallest size that fits' : 'the largest valid size'})` : ''}`];
-  if (p.pipelineParallel > 1) parts.push(`pipelineParallel ${p.pipelineParallel}`);
-  if (p.dataParallel > 1) parts.push(`dataParallel ${p.dataParallel}`);
+  const parts = [`TP ${p.tensorParallel}${plan.tensorParallelChosen ? ` (chosen: ${plan.fits ? 'the smallest size that fits' : 'the largest valid size'})` : ''}`];
+  if (p.pipelineParallel > 1) parts.push(`PP ${p.pipelineParallel}`);
+  if (p.dataParallel > 1) parts.push(`DP ${p.dataParallel}`);
   if (p.expertParallel) parts.push(`expert parallel over ${p.expertParallelSize} ranks`);
   const placement = l.nodesPerReplica > 1
     ? `${l.podsPerReplica} pods (nodes) per replica`
@@ -411,14 +436,14 @@ function pct(fraction: number): string {
 }
 
 /** The plan as plain JSON (bytes as numbers; GiB helpers alongside). */
-function planToJson(plan: ServingPlan): Record<string, unknown> {
+function planToJson(plan: ServingPlan, tpDefaulted = false): Record<string, unknown> {
   const t = plan.instanceType;
   const m = plan.memory;
   const r = plan.roofline;
   return {
     fits: plan.fits,
-    problems: plan.problems,
-    notes: plan.notes,
+    problems: plan.problems.map(p => ({ ...p, message: CliVocabulary.PLAN.speak(p.message) })),
+    notes: plan.notes.map(n => CliVocabulary.PLAN.speak(n)),
     model: {
       name: plan.model.name,
       huggingFaceId: plan.model.huggingFaceId,
@@ -448,7 +473,7 @@ function planToJson(plan: ServingPlan): Record<string, unknown> {
     },
     parallelism: {
       tensorParallel: plan.parallelism.tensorParallel,
-      tensorParallelChosen: plan.tensorParallelChosen,
+      tensorParallelChosen: plan.tensorParallelChosen || tpDefaulted,
       pipelineParallel: plan.parallelism.pipelineParallel,
       dataParallel: plan.parallelism.dataParallel,
       expertParallel: plan.parallelism.expertParallel,

@@ -146,7 +146,7 @@ async function runPreflight(argv: string[], io: CliIo): Promise<number> {
     'capacity-block': { type: 'string' },
     'spot': { type: 'boolean' },
     'json': { type: 'boolean' },
-  });
+  }, io);
   const inputs = inputsFrom(values);
   const checks = planChecks(inputs);
   const env: NodeJS.ProcessEnv = { ...process.env, AWS_PAGER: '' };

@@ -4,7 +4,7 @@ import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../cat
 import { KvTierSizes, probeWindowSeconds, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
 import { AUTOSCALE_FLAG_HELP, AUTOSCALE_FLAG_OPTIONS, runAutoscale } from '../autoscale-simulate';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
-import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
+import { DEFAULT_DEPLOYMENT, defaultTensorParallel, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
 import {
   ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, EngineFlags, engineFlags, engineLoaded, formatLatency, positive, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS,
   schedulerFlags, sweepRates, wholeNumber,
@@ -12,6 +12,7 @@ import {
 import { ProgressReporter } from '../progress';
 import { renderSweepChart } from '../svg-chart';
 import { renderTable } from '../table';
+import { CliVocabulary } from '../vocabulary';
 
 const HELP = `Usage: disagg simulate [options]
 
@@ -28,17 +29,22 @@ replicas of TP${DEFAULT_DEPLOYMENT.tensorParallel} on ${DEFAULT_DEPLOYMENT.insta
 Deployment:
   --model NAME                 catalog model name or Hugging Face id (default ${DEFAULT_DEPLOYMENT.model})
   --instance NAME              EC2 instance type (default ${DEFAULT_DEPLOYMENT.instance})
-  --weights PRECISION          weight precision (default ${DEFAULT_DEPLOYMENT.weights})
-  --kv PRECISION               KV cache precision (default ${DEFAULT_DEPLOYMENT.kv} with the default
-                               weights, else bf16 = vLLM's auto)
-  --context TOKENS             longest sequence (default ${DEFAULT_DEPLOYMENT.context}, or the model's own if shorter)
+  --weight-precision P         weight precision (default ${DEFAULT_DEPLOYMENT.weights}; was --weights)
+  --kv-cache-precision P       KV cache precision (default ${DEFAULT_DEPLOYMENT.kv} with the default
+                               weights, else bf16 = vLLM's auto; was --kv)
+  --max-context TOKENS         longest sequence (default ${DEFAULT_DEPLOYMENT.context}, or the model's own if shorter;
+                               was --context)
+  --tp N                       tensor-parallel size of every pool's replicas (default ${DEFAULT_DEPLOYMENT.tensorParallel} where it is
+                               valid and fits, else the smallest size that fits: what \`disagg plan\` describes)
+  --pp N                       pipeline-parallel size of every pool's replicas: N stages of --tp ranks,
+                               beyond one node over EFA (default 1)
   --prefill-replicas N         prefill replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas})
-  --prefill-tp N               tensor-parallel size of prefill replicas (default ${DEFAULT_DEPLOYMENT.tensorParallel})
+  --prefill-tp N, --prefill-pp N
+                               the prefill pool's own sizes (default: --tp and --pp)
   --decode-replicas N          decode replicas (default ${DEFAULT_DEPLOYMENT.decodeReplicas})
-  --decode-tp N                tensor-parallel size of decode replicas (default ${DEFAULT_DEPLOYMENT.tensorParallel})
-  --aggregated                 serve whole requests on one pool instead (with --replicas and --tp)
+  --decode-tp N, --decode-pp N the decode pool's own sizes (default: --tp and --pp)
+  --aggregated                 serve whole requests on one pool instead (with --replicas, --tp and --pp)
   --replicas N                 aggregated replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas})
-  --tp N                       aggregated tensor-parallel size (default ${DEFAULT_DEPLOYMENT.tensorParallel})
   --prefill-ep N, --decode-ep N, --ep N
                                MoE models: one replica is an expert-parallel group of N ranks (TP x
                                data-parallel attention ranks; TP defaults to 1), each rank whole experts;
@@ -62,9 +68,10 @@ Output:
 
 Example: one vLLM replica of Llama-3.1-8B on an H100 (p5.48xlarge), TP1, under inference-perf's shared_prefix
 load at 8 then 20 req/s (a run of ../shared/validation):
-  disagg simulate --model llama-3.1-8b --instance p5.48xlarge --weights bf16 --kv bf16 --context 4096 \\
-    --aggregated --replicas 1 --tp 1 --max-num-seqs 128 --max-num-batched-tokens 2048 \\
-    --gpu-memory-utilization 0.9 --block-size 16 --arrival constant --stages 8x600,20x600 \\
+  disagg simulate --model llama-3.1-8b --instance p5.48xlarge --weight-precision bf16 \\
+    --kv-cache-precision bf16 --max-context 4096 --aggregated --replicas 1 --tp 1 --max-num-seqs 128 \\
+    --max-num-batched-tokens 2048 --gpu-memory-utilization 0.9 --block-size 16 --arrival constant \\
+    --stages 8x600,20x600 \\
     --shared-prompts 9 --popularity equal --users-per-prompt 5 --system-prompt-tokens 100 \\
     --input-tokens 447 --output-tokens 248 --api completions
 
@@ -78,6 +85,7 @@ export const command: Command = {
   name: 'simulate',
   summary: 'Simulate a deployment under a workload: TTFT/TPOT percentiles and goodput by arrival rate (SVG chart)',
   help: HELP,
+  vocabulary: CliVocabulary.SIMULATE,
   run: runSimulate,
 };
 
@@ -89,6 +97,9 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     'prefill-tp': { type: 'string' },
     'decode-replicas': { type: 'string' },
     'decode-tp': { type: 'string' },
+    'prefill-pp': { type: 'string' },
+    'decode-pp': { type: 'string' },
+    'pp': { type: 'string' },
     'prefill-ep': { type: 'string' },
     'decode-ep': { type: 'string' },
     'aggregated': { type: 'boolean' },
@@ -103,7 +114,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     ...AUTOSCALE_FLAG_OPTIONS,
     'json': { type: 'boolean' },
     'help': { type: 'boolean', short: 'h' },
-  });
+  }, io);
   if (values.help) {
     io.out(HELP);
     return ExitCode.OK;
@@ -112,16 +123,38 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   const scheduler = schedulerFlags(values);
   const model = lookup('--model', values.model ?? DEFAULT_DEPLOYMENT.model, ModelArchitecture.fromName);
   const instanceType = lookup('--instance', values.instance ?? DEFAULT_DEPLOYMENT.instance, AcceleratedInstanceType.fromName);
-  const weightsFlag = effectiveWeightsFlag(values.weights, instanceType, model);
+  const weightsFlag = effectiveWeightsFlag(values['weight-precision'], instanceType, model);
   const weights = weightsFlag ?? DEFAULT_DEPLOYMENT.weights;
   const int = (flag: string, v: string | undefined, fallback: number) => wholeNumber(flag, v, 1) ?? fallback;
   const aggregated = values.aggregated === true;
-  for (const flag of aggregated ? ['prefill-replicas', 'prefill-tp', 'prefill-ep', 'decode-replicas', 'decode-tp', 'decode-ep'] : ['replicas', 'tp', 'ep']) {
+  const perPool = ['prefill-replicas', 'prefill-tp', 'prefill-pp', 'prefill-ep', 'decode-replicas', 'decode-tp', 'decode-pp', 'decode-ep'];
+  for (const flag of aggregated ? perPool : ['replicas', 'ep']) {
     if ((values as Record<string, unknown>)[flag] !== undefined) {
       throw new UsageError(`--${flag} ${aggregated ? 'does not apply with --aggregated' : 'needs --aggregated'}; ` +
-        (aggregated ? 'use --replicas and --tp' : 'use --prefill-replicas/--decode-replicas and --prefill-tp/--decode-tp'));
+        (aggregated ? 'use --replicas, --tp and --pp' : `use --prefill-replicas/--decode-replicas${flag === 'ep' ? ' and --prefill-ep/--decode-ep' : ''}`));
     }
   }
+  // --tp and --pp are every pool's sizes; --prefill-tp, --decode-tp (and -pp) set one pool's. An
+  // expert-parallel pool defaults to TP1 (its ranks are data-parallel attention ranks).
+  const shapeOf = (pool: 'prefill' | 'decode' | undefined, replicasDefault: number) => {
+    const flag = (name: string) => (pool ? `${pool}-${name}` : name);
+    const v = values as Record<string, string | undefined>;
+    const ep = epOf(flag('ep'));
+    const pp = int(`--${flag('pp')}`, v[flag('pp')], int('--pp', values.pp, 1));
+    const fallbackTp = ep.expertParallel !== undefined ? 1 : defaultTensorParallel({
+      model,
+      instanceType,
+      weightPrecision,
+      kvPrecision,
+      maxContext,
+      pipelineParallel: pp,
+      gpuMemoryUtilization: scheduler.gpuMemoryUtilization,
+      maxNumSeqs: scheduler.maxNumSeqs,
+      maxNumBatchedTokens: scheduler.maxNumBatchedTokens,
+    });
+    const tp = int(`--${flag('tp')}`, v[flag('tp')], int('--tp', values.tp, fallbackTp));
+    return { replicas: int(`--${flag('replicas')}`, v[flag('replicas')], replicasDefault), tensorParallel: tp, ...(pp > 1 ? { pipelineParallel: pp } : {}), ...ep };
+  };
   // Expert parallelism: one replica is a group of EP ranks (TP x data-parallel attention ranks).
   const epOf = (flag: string) => {
     const ep = wholeNumber(`--${flag}`, (values as Record<string, string | undefined>)[flag], 1);
@@ -130,25 +163,25 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     }
     return ep !== undefined && ep > 1 ? { expertParallel: ep } : {};
   };
+  const weightPrecision = weights.toLowerCase() === 'native' ? undefined : lookup('--weight-precision', weights, Precision.of);
+  const kvPrecision = lookup('--kv-cache-precision', values['kv-cache-precision'] ?? defaultKvPrecision(weightsFlag), Precision.of);
+  const maxContext = int('--max-context', values['max-context'], defaultContext(model));
   let config: SimulationConfig;
   try {
     config = simulationConfig({
       model,
       instanceType,
-      weightPrecision: weights.toLowerCase() === 'native' ? undefined : lookup('--weights', weights, Precision.of),
-      kvPrecision: lookup('--kv', values.kv ?? defaultKvPrecision(weightsFlag), Precision.of),
-      maxContext: int('--context', values.context, defaultContext(model)),
+      weightPrecision,
+      kvPrecision,
+      maxContext,
       gpuMemoryUtilization: scheduler.gpuMemoryUtilization,
       kvBlockSize: scheduler.kvBlockSize,
       maxNumSeqs: scheduler.maxNumSeqs,
       maxNumBatchedTokens: scheduler.maxNumBatchedTokens,
       asyncScheduling: scheduler.asyncScheduling,
       ...(aggregated
-        ? { aggregated: { replicas: int('--replicas', values.replicas, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas), tensorParallel: int('--tp', values.tp, values.ep !== undefined ? 1 : DEFAULT_DEPLOYMENT.tensorParallel), ...epOf('ep') } }
-        : {
-          prefill: { replicas: int('--prefill-replicas', values['prefill-replicas'], DEFAULT_DEPLOYMENT.prefillReplicas), tensorParallel: int('--prefill-tp', values['prefill-tp'], values['prefill-ep'] !== undefined ? 1 : DEFAULT_DEPLOYMENT.tensorParallel), ...epOf('prefill-ep') },
-          decode: { replicas: int('--decode-replicas', values['decode-replicas'], DEFAULT_DEPLOYMENT.decodeReplicas), tensorParallel: int('--decode-tp', values['decode-tp'], values['decode-ep'] !== undefined ? 1 : DEFAULT_DEPLOYMENT.tensorParallel), ...epOf('decode-ep') },
-        }),
+        ? { aggregated: shapeOf(undefined, DEFAULT_DEPLOYMENT.prefillReplicas + DEFAULT_DEPLOYMENT.decodeReplicas) }
+        : { prefill: shapeOf('prefill', DEFAULT_DEPLOYMENT.prefillReplicas), decode: shapeOf('decode', DEFAULT_DEPLOYMENT.decodeReplicas) }),
       workload: flags.workload,
       slo: flags.slo,
       policy: flags.policy,
@@ -338,7 +371,9 @@ function describeHits(s: SimulationResult): string {
 function describePools(config: SimulationConfig): string {
   return (config.pools ?? []).map(p => {
     const ep = p.parallel?.expertParallel;
-    return `${p.replicas} x ${p.role === 'both' ? 'aggregated' : p.role} ${typeof ep === 'number' && ep > 1 ? `EP${ep}` : `TP${p.tensorParallel}`}`;
+    const pp = Number(p.parallel?.pipelineParallel ?? 1);
+    return `${p.replicas} x ${p.role === 'both' ? 'aggregated' : p.role} ${typeof ep === 'number' && ep > 1 ? `EP${ep}` : `TP${p.tensorParallel}`}`
+      + (pp > 1 ? ` x PP${pp}` : '');
   }).join(' + ');
 }
 

@@ -5,11 +5,12 @@ import { ServingPlan } from '../../sizing';
 import { formatGib, formatInt, formatSeconds } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import {
-  defaultDeploymentSpec, DeploymentSpec, HF_TOKEN_SECRET, STACK_NAME, synthesizeDeployment, SynthResult, WORKLOAD_NAMESPACE,
+  defaultDeploymentSpec, DeploymentSpec, HF_TOKEN_SECRET, poolPipelineParallel, STACK_NAME, synthesizeDeployment, SynthResult, WORKLOAD_NAMESPACE,
 } from '../default-deployment';
-import { DEFAULT_DEPLOYMENT, MODEL_FLAG_OPTIONS, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
+import { DEFAULT_DEPLOYMENT, defaultTensorParallel, MODEL_FLAG_OPTIONS, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
 import { NagSummary } from '../nag-report';
 import { renderTable } from '../table';
+import { CliVocabulary } from '../vocabulary';
 
 const DEFAULT_OUT = 'disagg.out';
 
@@ -30,15 +31,24 @@ ${DEFAULT_DEPLOYMENT.prefillReplicas} prefill and ${DEFAULT_DEPLOYMENT.decodeRep
 Options:
   --model NAME             catalog model name or Hugging Face id (default ${DEFAULT_DEPLOYMENT.model})
   --instance NAME          EC2 instance type of both pools (default ${DEFAULT_DEPLOYMENT.instance})
-  --weights PRECISION      weight precision (default ${DEFAULT_DEPLOYMENT.weights}; on Trainium the model's own,
-                           since vLLM Neuron quantizes nothing at load time)
-  --kv PRECISION           KV cache precision (default ${DEFAULT_DEPLOYMENT.kv} with the default
-                           weights, else bf16 = vLLM's auto)
-  --context TOKENS         longest sequence (default ${DEFAULT_DEPLOYMENT.context}, or the model's own if shorter)
-  --tp N                   tensor-parallel size of every pod, in devices (default ${DEFAULT_DEPLOYMENT.tensorParallel});
+  --weight-precision P     weight precision (default ${DEFAULT_DEPLOYMENT.weights}; on Trainium the model's own,
+                           since vLLM Neuron quantizes nothing at load time; was --weights)
+  --kv-cache-precision P   KV cache precision (default ${DEFAULT_DEPLOYMENT.kv} with the default
+                           weights, else bf16 = vLLM's auto; was --kv)
+  --max-context TOKENS     longest sequence (default ${DEFAULT_DEPLOYMENT.context}, or the model's own if shorter;
+                           was --context)
+  --tp N                   tensor-parallel size of every pod, in devices (default ${DEFAULT_DEPLOYMENT.tensorParallel} where it is valid and
+                           fits, else the smallest size that fits: what \`disagg plan\` describes);
                            on Trainium vLLM gets N x the logical NeuronCores of a device
+  --pp N                   pipeline-parallel size: a replica is N stages of --tp devices, across nodes
+                           (a LeaderWorkerSet group) when they do not fit one (default 1)
+  --prefill-tp N, --prefill-pp N, --decode-tp N, --decode-pp N
+                           one pool's own sizes (default: --tp and --pp)
   --prefill-replicas N     prefill replicas (default ${DEFAULT_DEPLOYMENT.prefillReplicas})
   --decode-replicas N      decode replicas (default ${DEFAULT_DEPLOYMENT.decodeReplicas})
+  --gpu-memory-utilization F
+                           fraction of accelerator memory vLLM may use in both pools (vLLM
+                           --gpu-memory-utilization; default 0.9)
   --azs ZONE,ZONE[,...]    Availability Zones of the new VPC; both node groups go into the first, which
                            must offer the instance type (\`disagg preflight\` lists the zones that do)
                            (default: two zones CloudFormation picks, the groups in the first)
@@ -67,11 +77,12 @@ export const command: Command = {
   name: 'synth',
   summary: 'Synthesize a P/D deployment (CloudFormation + Kubernetes YAML) and print its plan; no AWS account needed',
   help: HELP,
+  vocabulary: CliVocabulary.SYNTH,
   run: runSynth,
 };
 
 async function runSynth(argv: string[], io: CliIo): Promise<number> {
-  const values = parseSynthOptions(argv);
+  const values = parseSynthOptions(argv, io);
   const spec = specFrom(values);
   const outdir = path.resolve(values.out ?? DEFAULT_OUT);
 
@@ -84,8 +95,8 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
   }
 
   const plans = {
-    prefill: poolPlan(spec, result.inference.prefillTensorParallel),
-    decode: poolPlan(spec, result.inference.decodeTensorParallel),
+    prefill: poolPlan(spec, 'prefill', result.inference.prefillTensorParallel),
+    decode: poolPlan(spec, 'decode', result.inference.decodeTensorParallel),
   };
   const resourceTypes = countBy(Object.values(result.template.Resources).map((r) => r.Type));
   const kinds = countBy(result.manifests.map((m) => m.kind));
@@ -100,7 +111,7 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
         prefill: poolJson(plans.prefill, spec.prefillReplicas, result.nodesPerPool.prefill),
         decode: poolJson(plans.decode, spec.decodeReplicas, result.nodesPerPool.decode),
       },
-      warnings: result.inference.warnings,
+      warnings: result.inference.warnings.map(w => CliVocabulary.SYNTH.speak(w)),
       nextSteps: nextSteps(spec, result, outdir).map((step) => step.command),
       nag: { pack: result.nag.pack, findings: result.nag.findings, acknowledged: result.nag.acknowledged, reportFile: result.nag.reportFile },
     }, undefined, 2));
@@ -127,7 +138,8 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
   const row = (name: string, plan: ServingPlan, replicas: number, nodes: number) => {
     const ttft = plan.roofline.prefill(1024).seconds;
     const tpot = plan.roofline.decodeStep(32, spec.context).stepSeconds;
-    return [name, String(replicas), String(plan.parallelism.tensorParallel), String(nodes),
+    const p = plan.parallelism;
+    return [name, String(replicas), p.pipelineParallel > 1 ? `${p.tensorParallel} x PP${p.pipelineParallel}` : String(p.tensorParallel), String(nodes),
       String(plan.layout.efaInterfacesPerPod), formatGib(plan.weightBytesPerRank), formatGib(plan.kvCacheBytesPerRank),
       formatInt(plan.kvTokens), formatInt(plan.maxConcurrency), formatSeconds(ttft), formatSeconds(tpot)];
   };
@@ -141,7 +153,7 @@ async function runSynth(argv: string[], io: CliIo): Promise<number> {
       `(logical NeuronCores per device at LNC ${lnc}).`);
   }
   for (const warning of result.inference.warnings) {
-    io.err(`warning: ${warning}`);
+    io.err(`warning: ${CliVocabulary.SYNTH.speak(warning)}`);
   }
   io.out('');
   printNag(result.nag, rel, io);
@@ -210,10 +222,16 @@ function printNag(nag: NagSummary, rel: (file: string) => string, io: CliIo): vo
 interface SynthValues {
   'model'?: string;
   'instance'?: string;
-  'weights'?: string;
-  'kv'?: string;
-  'context'?: string;
+  'weight-precision'?: string;
+  'kv-cache-precision'?: string;
+  'max-context'?: string;
   'tp'?: string;
+  'pp'?: string;
+  'prefill-tp'?: string;
+  'decode-tp'?: string;
+  'prefill-pp'?: string;
+  'decode-pp'?: string;
+  'gpu-memory-utilization'?: string;
   'prefill-replicas'?: string;
   'decode-replicas'?: string;
   'azs'?: string;
@@ -226,10 +244,16 @@ interface SynthValues {
   'json'?: boolean;
 }
 
-function parseSynthOptions(argv: string[]): SynthValues {
+function parseSynthOptions(argv: string[], io: CliIo): SynthValues {
   return parseOptions(argv, {
     ...MODEL_FLAG_OPTIONS,
     'tp': { type: 'string' },
+    'pp': { type: 'string' },
+    'prefill-tp': { type: 'string' },
+    'decode-tp': { type: 'string' },
+    'prefill-pp': { type: 'string' },
+    'decode-pp': { type: 'string' },
+    'gpu-memory-utilization': { type: 'string' },
     'prefill-replicas': { type: 'string' },
     'decode-replicas': { type: 'string' },
     'azs': { type: 'string' },
@@ -240,7 +264,7 @@ function parseSynthOptions(argv: string[]): SynthValues {
     'admin-role-arn': { type: 'string', multiple: true },
     'out': { type: 'string' },
     'json': { type: 'boolean' },
-  });
+  }, io);
 }
 
 function specFrom(values: SynthValues): DeploymentSpec {
@@ -257,16 +281,30 @@ function specFrom(values: SynthValues): DeploymentSpec {
   const instanceType = lookup('instance', values.instance, base.instanceType, AcceleratedInstanceType.fromName);
   // vLLM Neuron runs FP8 only from a static-FP8 checkpoint, which the synth cannot name: on Trainium the
   // defaults are the checkpoint's own weights and a BF16 KV cache (src/k8s/private/neuron.ts), as in plan.
-  const weightsFlag = effectiveWeightsFlag(values.weights, instanceType, model);
-  const weightsFallback = values.weights === undefined && weightsFlag !== undefined ? Precision.of(weightsFlag) : base.weights;
+  const weightsFlag = effectiveWeightsFlag(values['weight-precision'], instanceType, model);
+  const weightsFallback = values['weight-precision'] === undefined && weightsFlag !== undefined ? Precision.of(weightsFlag) : base.weights;
   const kvFallback = Precision.of(defaultKvPrecision(weightsFlag));
+  const weights = lookup('weight-precision', values['weight-precision'], weightsFallback, Precision.of);
+  const kv = lookup('kv-cache-precision', values['kv-cache-precision'], kvFallback, Precision.of);
+  const context = positiveInt('max-context', values['max-context'], values.model === undefined ? base.context : Math.min(base.context, model.maxContext));
+  const pipelineParallel = positiveInt('pp', values.pp, undefined);
+  const gpuMemoryUtilization = fraction('gpu-memory-utilization', values['gpu-memory-utilization']);
   return {
     model,
     instanceType,
-    weights: lookup('weights', values.weights, weightsFallback, Precision.of),
-    kv: lookup('kv', values.kv, kvFallback, Precision.of),
-    context: positiveInt('context', values.context, values.model === undefined ? base.context : Math.min(base.context, model.maxContext)),
-    tensorParallel: positiveInt('tp', values.tp, base.tensorParallel!),
+    weights,
+    kv,
+    context,
+    // The pods `disagg plan` describes without --tp (one rule for every command).
+    tensorParallel: positiveInt('tp', values.tp, defaultTensorParallel({
+      model, instanceType, weightPrecision: weights, kvPrecision: kv, maxContext: context, pipelineParallel, gpuMemoryUtilization,
+    })),
+    prefillTensorParallel: positiveInt('prefill-tp', values['prefill-tp'], undefined),
+    decodeTensorParallel: positiveInt('decode-tp', values['decode-tp'], undefined),
+    pipelineParallel,
+    prefillPipelineParallel: positiveInt('prefill-pp', values['prefill-pp'], undefined),
+    decodePipelineParallel: positiveInt('decode-pp', values['decode-pp'], undefined),
+    gpuMemoryUtilization,
     prefillReplicas: positiveInt('prefill-replicas', values['prefill-replicas'], base.prefillReplicas),
     decodeReplicas: positiveInt('decode-replicas', values['decode-replicas'], base.decodeReplicas),
     availabilityZones: zonesFrom(values.azs),
@@ -335,7 +373,7 @@ function rolesFrom(values: string[] | undefined): string[] | undefined {
   return values;
 }
 
-function positiveInt(flag: string, value: string | undefined, fallback: number): number {
+function positiveInt<F extends number | undefined>(flag: string, value: string | undefined, fallback: F): number | F {
   if (value === undefined) return fallback;
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) {
@@ -344,7 +382,17 @@ function positiveInt(flag: string, value: string | undefined, fallback: number):
   return n;
 }
 
-function poolPlan(spec: DeploymentSpec, tensorParallel: number): ServingPlan {
+function fraction(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const f = Number(value);
+  if (!(f > 0 && f <= 1)) {
+    throw new UsageError(`--${flag} (${value}) must be a fraction in (0, 1], e.g. 0.9 (vLLM's default) or 0.95`);
+  }
+  return f;
+}
+
+function poolPlan(spec: DeploymentSpec, role: 'prefill' | 'decode', tensorParallel: number): ServingPlan {
+  const pp = poolPipelineParallel(spec, role);
   return ServingPlan.create({
     model: spec.model,
     instanceType: spec.instanceType,
@@ -352,6 +400,8 @@ function poolPlan(spec: DeploymentSpec, tensorParallel: number): ServingPlan {
     weightPrecision: spec.weights,
     kvPrecision: spec.kv,
     tensorParallel,
+    ...(pp !== undefined ? { pipelineParallel: pp } : {}),
+    ...(spec.gpuMemoryUtilization !== undefined ? { gpuMemoryUtilization: spec.gpuMemoryUtilization } : {}),
   });
 }
 
@@ -360,6 +410,7 @@ function poolJson(plan: ServingPlan, replicas: number, nodes: number) {
     replicas,
     nodes,
     tensorParallel: plan.parallelism.tensorParallel,
+    pipelineParallel: plan.parallelism.pipelineParallel,
     efaInterfacesPerPod: plan.layout.efaInterfacesPerPod,
     weightBytesPerRank: plan.weightBytesPerRank,
     kvCacheBytesPerRank: plan.kvCacheBytesPerRank,

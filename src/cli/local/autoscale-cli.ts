@@ -10,7 +10,7 @@ import { buildJobs, RequestApi, WorkloadSpec } from './workload';
 export type LocalFlagValues = Record<string, string | boolean | string[] | undefined>;
 
 /** Flags of a fixed-size run that mean nothing here. */
-const NOT_WITH_AUTOSCALE = ['workers', 'expert-parallel', 'prefill-ranks', 'decode-ranks', 'policy', 'baseline', 'prefix-source',
+const NOT_WITH_AUTOSCALE = ['replicas', 'expert-parallel', 'prefill-ranks', 'decode-ranks', 'policy', 'baseline', 'prefix-source',
   'requests', 'concurrency', 'timeout'] as const;
 
 function text(v: LocalFlagValues, flag: string): string | undefined {
@@ -30,12 +30,12 @@ export async function runAutoscale(v: LocalFlagValues, io: CliIo, readText: (fil
   if (maxReplicas < minReplicas) throw new UsageError(`--max-replicas (${maxReplicas}) must be >= --min-replicas (${minReplicas})`);
   if (maxReplicas > 8) throw new UsageError(`--max-replicas (${maxReplicas}) must be <= 8 locally: each pool keeps 2 x max slots (replicas leaving beside new ones), 32 sim-workers at most`);
   const initial = {
-    prefill: wholeNumber('--prefill', text(v, 'prefill'), 1) ?? minReplicas,
-    decode: wholeNumber('--decode', text(v, 'decode'), 1) ?? minReplicas,
+    prefill: wholeNumber('--prefill-replicas', text(v, 'prefill-replicas'), 1) ?? minReplicas,
+    decode: wholeNumber('--decode-replicas', text(v, 'decode-replicas'), 1) ?? minReplicas,
   };
   for (const p of AUTOSCALED_POOLS) {
     if (initial[p] < minReplicas || initial[p] > maxReplicas) {
-      throw new UsageError(`--${p} (${initial[p]}) starts the pool outside --min-replicas..--max-replicas (${minReplicas}..${maxReplicas})`);
+      throw new UsageError(`--${p}-replicas (${initial[p]}) starts the pool outside --min-replicas..--max-replicas (${minReplicas}..${maxReplicas})`);
     }
   }
   const scaleDownWindowSeconds = wholeNumber('--scale-down-window', text(v, 'scale-down-window'), 0) ?? 10;
@@ -50,8 +50,8 @@ export async function runAutoscale(v: LocalFlagValues, io: CliIo, readText: (fil
     throw new UsageError(`--provision-seconds '${text(v, 'provision-seconds')}' must be a number of seconds from 0 to 600`);
   }
   const maxNumSeqs = wholeNumber('--max-num-seqs', text(v, 'max-num-seqs'), 1) ?? 8;
-  const ttftSeconds = positive('--ttft-slo', text(v, 'ttft-slo')) ?? 2;
-  const tpotSeconds = positive('--tpot-slo', text(v, 'tpot-slo')) ?? 0.05;
+  const ttftSeconds = positive('--ttft', text(v, 'ttft')) ?? 2;
+  const tpotSeconds = positive('--tpot', text(v, 'tpot')) ?? 0.05;
   const speedup = positive('--speedup', text(v, 'speedup')) ?? 0.25;
   const kvTokens = wholeNumber('--kv-tokens', text(v, 'kv-tokens'), 1024);
   // Mostly distinct long prompts by default, so that the prefill pool has work to scale on too.
