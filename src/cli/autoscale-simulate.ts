@@ -220,6 +220,9 @@ export interface ScalingReport {
     readonly arrivals: number[];
     readonly good: number[];
     readonly promptTokens: number[];
+    /** 90th-percentile TTFT and TPOT of each window's completed arrivals, seconds (null: none completed). */
+    readonly ttftP90: Array<number | null>;
+    readonly tpotP90: Array<number | null>;
     readonly replicas: number[][];
     readonly readyReplicas: number[][];
   };
@@ -294,8 +297,10 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
   fs.mkdirSync(run.outDir, { recursive: true });
   let base: SimulationConfig = config;
   let load: string;
+  let chartLoad: string;
   if (config.workload.kind === 'trace') {
     load = `trace ${config.workload.trace?.path}`;
+    chartLoad = `trace ${path.basename(config.workload.trace?.path ?? '')}`;
   } else if (flags.shape === 'long-prompt-surge') {
     const file = path.join(run.outDir, 'surge-trace.jsonl');
     const inputMean = config.workload.inputTokens?.mean ?? 1024;
@@ -303,11 +308,14 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
     const lines = writeSurgeTrace(file, run.rate, flags.durationSeconds, inputMean, outputMean, run.seed);
     base = { ...config, workload: { kind: 'trace', trace: { path: file } } };
     load = `long-prompt surge: ${run.rate} req/s for ${flags.durationSeconds} s, prompts ~${inputMean} tokens, 4x in the middle third (${lines} requests in ${rel(file)})`;
+    // The chart names the trace by its file name: a title is no place for a path of this machine.
+    chartLoad = `long-prompt surge: ${run.rate} req/s for ${flags.durationSeconds} s, prompts ~${inputMean} tokens, 4x in the middle third (${path.basename(file)})`;
   } else {
     const { requests: _requests, ...workload } = config.workload;
     const stages = loadStages(flags.shape, run.rate, flags.durationSeconds);
     base = { ...config, workload: { ...workload, arrival: { ...workload.arrival, process: workload.arrival?.process ?? 'poisson', stages } } };
     load = `${flags.shape}, peak ${run.rate} req/s over ${flags.durationSeconds} s`;
+    chartLoad = load;
   }
   const provisioning = provisioningFor(run.model, run.weights, run.instanceType);
   const staticConfig = withAutoscaling(base, flags, false, provisioning);
@@ -328,7 +336,7 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
   const jsonFile = path.join(run.outDir, 'simulate-autoscale.json');
   const w = auto.scaling.windows;
   fs.writeFileSync(svgFile, renderTimelineChart({
-    title: `${run.title}, autoscaled (${load})`,
+    title: `${run.title}, autoscaled (${chartLoad})`,
     startSeconds: w.startSeconds,
     windowSeconds: auto.scaling.windowSeconds,
     arrivals: w.arrivals,
@@ -336,6 +344,7 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
     pools: auto.scaling.pools.map((p, i) => ({ name: p.name, replicas: w.replicas[i], ready: w.readyReplicas[i] })),
     staticGood: stat.scaling.windows.good,
     targetShare: run.targetShare,
+    latency: { ttftP90: w.ttftP90, tpotP90: w.tpotP90, ttftSloSeconds: config.slo?.ttftSeconds ?? 2, tpotSloSeconds: config.slo?.tpotSeconds ?? 0.1 },
   }));
   const saved = stat.scaling.gpuHours > 0 ? 1 - auto.scaling.gpuHours / stat.scaling.gpuHours : 0;
   const goodputRatio = stat.goodRequests > 0 ? auto.goodRequests / stat.goodRequests : 0;

@@ -85,27 +85,82 @@ interface Panel {
 }
 
 /**
- * The SVG document of a chart: its title over the panels side by side, all on one x axis over
- * `xValues` (from 0), each with the y axis `yAxis` gives it.
+ * The SVG document of a chart: its title (wrapped to the width, no line beyond it) over the panels
+ * side by side, all on one x axis over `xValues` (from 0), each with the y axis `yAxis` gives it and
+ * its legend in rows below the plot, off the data.
  */
 function renderChart<P extends Panel>(
   title: string, panels: P[], xValues: number[], xLabel: string,
   options: Pick<SweepChartOptions, 'markRate' | 'markLabel'>, yAxis: (panel: P) => Axis,
 ): string {
   const width = PANEL_W * panels.length;
-  const height = PANEL_H + 30;
+  const titleLines = wrapText(title, width - 20, TITLE_FONT, true);
+  const header = 12 + titleLines.length * (TITLE_FONT + 4);
+  const legendRows = Math.max(1, ...panels.map(p => legendLayout(p.series).rows));
+  const panelH = PANEL_H + legendRows * LEGEND_ROW;
+  const height = header + panelH;
   const out: string[] = [];
   out.push('<?xml version="1.0" encoding="UTF-8"?>');
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="11">`);
   out.push(`<title>${esc(title)}</title>`);
   out.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
-  out.push(`<text x="${width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">${esc(title)}</text>`);
+  titleLines.forEach((line, i) => {
+    out.push(`<text x="${width / 2}" y="${18 + i * (TITLE_FONT + 4)}" text-anchor="middle" font-size="${TITLE_FONT}" font-weight="bold">${esc(line)}</text>`);
+  });
   const xAxis = axis(xValues.length > 0 ? xValues : [0, 1], false, true);
   panels.forEach((panel, i) => {
-    out.push(...renderPanel(i * PANEL_W, 30, panel.title, panel.series, xAxis, yAxis(panel), panel.slo, options, xLabel));
+    out.push(...renderPanel(i * PANEL_W, header, panel.title, panel.series, xAxis, yAxis(panel), panel.slo, options, xLabel));
   });
   out.push('</svg>');
   return out.join('\n') + '\n';
+}
+
+const TITLE_FONT = 14;
+const LEGEND_ROW = 15;
+
+/**
+ * Approximate width of `text` in Helvetica at `fontSize` px: 0.6 em a character (0.65 bold), a
+ * little wider than the font's mean, so that text laid out by it does not collide. The overlap test
+ * in test/cli/svg-chart.test.ts measures with the same rule.
+ */
+export function textWidth(text: string, fontSize: number, bold = false): number {
+  return text.length * fontSize * (bold ? 0.65 : 0.6);
+}
+
+/** `text` in lines no wider than `maxWidth`, broken at spaces (a word longer than a line is cut). */
+function wrapText(text: string, maxWidth: number, fontSize: number, bold: boolean): string[] {
+  const maxChars = Math.max(8, Math.floor(maxWidth / (fontSize * (bold ? 0.65 : 0.6))));
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(/\s+/)) {
+    const next = line ? `${line} ${word}` : word;
+    if (next.length <= maxChars) {
+      line = next;
+      continue;
+    }
+    if (line) lines.push(line);
+    line = word.length <= maxChars ? word : word.slice(0, maxChars - 1) + '~';
+  }
+  if (line) lines.push(line);
+  return lines;
+}
+
+/** Where each legend item of a panel goes: rows of items, each a line sample and its label. */
+function legendLayout(series: Series[]): { rows: number; items: Array<{ row: number; x: number; width: number }> } {
+  const plotW = PANEL_W - MARGIN.left - MARGIN.right;
+  const items: Array<{ row: number; x: number; width: number }> = [];
+  let row = 0;
+  let x = 0;
+  for (const s of series) {
+    const width = 22 + textWidth(s.label, 11) + 12;
+    if (x > 0 && x + width > plotW) {
+      row++;
+      x = 0;
+    }
+    items.push({ row, x, width });
+    x += width;
+  }
+  return { rows: series.length > 0 ? row + 1 : 0, items };
 }
 
 /** The values a panel's y axis spans: its series' points (the finite ones with `finiteOnly`) and its SLO. */
@@ -142,27 +197,46 @@ function renderPanel(
   if (slo !== undefined && slo >= ya.min && slo <= ya.max) {
     const y = fmt(sy(slo));
     out.push(`<line data-series="slo" x1="${left}" y1="${y}" x2="${left + plotW}" y2="${y}" stroke="${COLORS.slo}" stroke-dasharray="6 4" stroke-width="1.5"/>`);
-    out.push(`<text x="${left + plotW - 4}" y="${fmt(sy(slo) - 4)}" text-anchor="end" fill="${COLORS.slo}">SLO</text>`);
+    // Above its line, or below it when the line runs along the top of the frame (the mark's label is above).
+    const ty = sy(slo) - 4 < top + 10 ? sy(slo) + 12 : sy(slo) - 4;
+    out.push(`<text x="${left + plotW - 4}" y="${fmt(ty)}" text-anchor="end" fill="${COLORS.slo}">SLO</text>`);
   }
   if (options.markRate !== undefined && options.markRate >= xa.min && options.markRate <= xa.max) {
     const x = fmt(sx(options.markRate));
     out.push(`<line data-series="mark" x1="${x}" y1="${top}" x2="${x}" y2="${top + plotH}" stroke="#666666" stroke-dasharray="2 3"/>`);
     if (options.markLabel) {
-      out.push(`<text x="${fmt(sx(options.markRate) + 3)}" y="${top + 12}" fill="#666666">${esc(options.markLabel)}</text>`);
+      // Above the plot, between the panel title and the frame: never on a legend or a curve.
+      const half = textWidth(options.markLabel, 11) / 2;
+      const cx = Math.min(left + plotW - half, Math.max(left + half, sx(options.markRate)));
+      out.push(`<text x="${fmt(cx)}" y="${top - 4}" text-anchor="middle" fill="#666666">${esc(options.markLabel)}</text>`);
     }
   }
-  series.forEach((s, i) => {
+  // Many points (a time series) read as a line; a sweep's few as dots on it.
+  const dots = Math.max(0, ...series.map(s => s.points.length)) <= 40;
+  series.forEach(s => {
     const pts = s.points.filter(([, v]) => Number.isFinite(v) && (!ya.log || v > 0));
     if (pts.length === 0) return;
     const d = pts.map(([x, y], j) => `${j === 0 ? 'M' : 'L'}${fmt(sx(x))},${fmt(sy(clamp(y, ya)))}`).join(' ');
     out.push(`<path data-series="${esc(s.id)}" d="${d}" fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 4"' : ''}/>`);
-    for (const [x, y] of pts) {
-      out.push(`<circle cx="${fmt(sx(x))}" cy="${fmt(sy(clamp(y, ya)))}" r="2.5" fill="${s.color}"/>`);
+    if (dots || pts.length === 1) {
+      for (const [x, y] of pts) {
+        out.push(`<circle cx="${fmt(sx(x))}" cy="${fmt(sy(clamp(y, ya)))}" r="2.5" fill="${s.color}"/>`);
+      }
     }
-    const ly = top + 12 + i * 14;
-    out.push(`<line x1="${left + 8}" y1="${ly}" x2="${left + 26}" y2="${ly}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 4"' : ''}/>`);
-    out.push(`<text x="${left + 30}" y="${ly}" dominant-baseline="middle">${esc(s.label)}</text>`);
   });
+  // The legend: rows under the axis label, on a white ground, off the data.
+  const legend = legendLayout(series);
+  if (legend.rows > 0) {
+    const ly0 = top + plotH + 44;
+    out.push(`<rect class="legend" x="${left}" y="${ly0 - 8}" width="${plotW}" height="${legend.rows * LEGEND_ROW + 2}" fill="#ffffff" stroke="#dddddd"/>`);
+    series.forEach((s, i) => {
+      const item = legend.items[i];
+      const lx = left + 6 + item.x;
+      const ly = ly0 + item.row * LEGEND_ROW;
+      out.push(`<line x1="${fmt(lx)}" y1="${ly}" x2="${fmt(lx + 18)}" y2="${ly}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 4"' : ''}/>`);
+      out.push(`<text x="${fmt(lx + 22)}" y="${ly}" dominant-baseline="middle">${esc(s.label)}</text>`);
+    });
+  }
   out.push('</g>');
   return out;
 }
@@ -183,28 +257,56 @@ export interface TimelineChartInput {
   readonly staticGood?: number[];
   /** The attainment to aim for (e.g. 0.99). */
   readonly targetShare: number;
+  /**
+   * 90th-percentile TTFT and TPOT of each window's completed arrivals, seconds (null: none completed),
+   * with the SLOs they are read against; each adds a panel.
+   */
+  readonly latency?: {
+    readonly ttftP90: ReadonlyArray<number | null>;
+    readonly tpotP90: ReadonlyArray<number | null>;
+    readonly ttftSloSeconds: number;
+    readonly tpotSloSeconds: number;
+  };
 }
 
 const POOL_COLORS = ['#0072B2', '#D55E00', '#009E73', '#CC79A7'];
 
 /**
- * Three panels against time (hours): the load (arrivals/s per window), the replicas of each pool
- * (billed solid, ready dashed) and the share of each window's requests meeting both SLOs (the
- * autoscaled run, and the static one when given). Plain SVG 1.1, `<path data-series="...">` each.
+ * Panels against time (hours): the load (arrivals/s per window), the 90th-percentile TTFT and TPOT
+ * when given, the replicas of each pool (billed solid, ready dashed; none for a run without pools
+ * given) and the share of each window's requests meeting both SLOs (the run, and the static one when
+ * given). Plain SVG 1.1, `<path data-series="...">` each.
  */
 export function renderTimelineChart(input: TimelineChartInput): string {
-  const hours = input.startSeconds.map(s => (s + input.windowSeconds / 2) / 3600);
+  // Minutes for a run shorter than two hours (a staged run), hours for a day.
+  const end = input.startSeconds.length > 0 ? input.startSeconds[input.startSeconds.length - 1] + input.windowSeconds : 0;
+  const unit = end < 7200 ? { seconds: 60, label: 'time (min)' } : { seconds: 3600, label: 'time (h)' };
+  const hours = input.startSeconds.map(s => (s + input.windowSeconds / 2) / unit.seconds);
   const at = (values: number[]): Array<[number, number]> => values.map((v, i) => [hours[i], v]);
   const share = (good: number[]): number[] => good.map((g, i) => (input.arrivals[i] > 0 ? (100 * g) / input.arrivals[i] : NaN));
+  const lat = input.latency;
+  const latencyPanels: Panel[] = lat ? [
+    {
+      title: 'TTFT p90 (s)',
+      series: [{ id: 'ttft-p90', label: 'p90', color: COLORS.p90, points: at(lat.ttftP90.map(v => v ?? NaN)) }],
+      slo: lat.ttftSloSeconds,
+    },
+    {
+      title: 'TPOT p90 (ms)',
+      series: [{ id: 'tpot-p90', label: 'p90', color: COLORS.p90, points: at(lat.tpotP90.map(v => (v === null ? NaN : v * 1000))) }],
+      slo: lat.tpotSloSeconds * 1000,
+    },
+  ] : [];
   const panels: Panel[] = [
     { title: 'Load (req/s)', series: [{ id: 'load', label: 'arrivals', color: COLORS.offered, points: at(input.arrivals.map(n => n / input.windowSeconds)) }] },
-    {
+    ...latencyPanels,
+    ...(input.pools.length === 0 ? [] : [{
       title: 'Replicas per pool',
       series: input.pools.flatMap((p, i) => [
         { id: `replicas-${p.name}`, label: `${p.name} (billed)`, color: POOL_COLORS[i % POOL_COLORS.length], points: at(p.replicas) },
         { id: `ready-${p.name}`, label: `${p.name} (ready)`, color: POOL_COLORS[i % POOL_COLORS.length], dashed: true, points: at(p.ready) },
       ]),
-    },
+    }]),
     {
       title: 'Requests meeting the SLO (%)',
       series: [
@@ -214,7 +316,7 @@ export function renderTimelineChart(input: TimelineChartInput): string {
       slo: input.targetShare * 100,
     },
   ];
-  return renderChart(input.title, panels, hours, 'time (h)', {}, panel => {
+  return renderChart(input.title, panels, hours, unit.label, {}, panel => {
     const values = yValues(panel, true);
     return axis(values.length > 0 ? values : [0, 1], false, true);
   });

@@ -48,3 +48,45 @@ export function wellFormedXml(text: string): string[] {
   if (stack.length !== 0 || roots !== 1) throw new Error(`unclosed ${stack.join(',')} or ${roots} roots`);
   return names;
 }
+
+/** A `<text>` element of an SVG with the box it covers (Helvetica widths as src/cli/svg-chart.ts lays them out). */
+export interface TextBox {
+  readonly text: string;
+  readonly x0: number;
+  readonly x1: number;
+  readonly y0: number;
+  readonly y1: number;
+}
+
+/** The boxes of every `<text>` in `svg`, from its x, y, anchor, baseline, size and weight. */
+export function textBoxes(svg: string, width: (text: string, fontSize: number, bold: boolean) => number): TextBox[] {
+  const boxes: TextBox[] = [];
+  for (const m of svg.matchAll(/<text([^>]*)>([^<]*)<\/text>/g)) {
+    const attr = (name: string) => new RegExp(`\\s${name}="([^"]*)"`).exec(m[1])?.[1];
+    const text = m[2].replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&amp;/g, '&');
+    const size = Number(attr('font-size') ?? 11);
+    const w = width(text, size, attr('font-weight') === 'bold');
+    const x = Number(attr('x'));
+    const y = Number(attr('y'));
+    const anchor = attr('text-anchor') ?? 'start';
+    const x0 = anchor === 'middle' ? x - w / 2 : anchor === 'end' ? x - w : x;
+    const middle = attr('dominant-baseline') === 'middle';
+    boxes.push({ text, x0, x1: x0 + w, y0: middle ? y - size / 2 : y - 0.8 * size, y1: middle ? y + size / 2 : y + 0.2 * size });
+  }
+  return boxes;
+}
+
+/** Pairs of boxes that overlap by more than `slack` pixels both ways. */
+export function overlaps(boxes: TextBox[], slack = 0.5): Array<[string, string]> {
+  const found: Array<[string, string]> = [];
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const a = boxes[i];
+      const b = boxes[j];
+      if (Math.min(a.x1, b.x1) - Math.max(a.x0, b.x0) > slack && Math.min(a.y1, b.y1) - Math.max(a.y0, b.y0) > slack) {
+        found.push([a.text, b.text]);
+      }
+    }
+  }
+  return found;
+}

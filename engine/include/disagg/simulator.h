@@ -59,6 +59,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -233,6 +234,11 @@ struct ScaleWindow {
   std::int64_t arrivals = 0;   ///< requests that arrived in the window
   std::int64_t good = 0;       ///< of those, completed meeting both SLOs
   std::int64_t prompt_tokens = 0;  ///< prompt tokens of those arrivals
+  /// 90th percentiles over the window's arrivals that completed (NaN when none did): TTFT, and TPOT
+  /// of those with two or more output tokens. What a staged or autoscaled run's latency looked like
+  /// over time, from the run's request records (no extra per-request state).
+  double ttft_p90 = std::numeric_limits<double>::quiet_NaN();
+  double tpot_p90 = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// GPU time, scaling and SLO attainment over time (SimulationConfig::autoscale.report).

@@ -736,6 +736,8 @@ std::string scaling_to_json(const ScalingReport& r, const MetricsSummary& summar
   column("arrivals", [&](std::size_t w) { return std::to_string(r.windows[w].arrivals); });
   column("good", [&](std::size_t w) { return std::to_string(r.windows[w].good); });
   column("promptTokens", [&](std::size_t w) { return std::to_string(r.windows[w].prompt_tokens); });
+  column("ttftP90", [&](std::size_t w) { return json_number(r.windows[w].ttft_p90); });
+  column("tpotP90", [&](std::size_t w) { return json_number(r.windows[w].tpot_p90); });
   const std::size_t np = r.pools.size();
   for (const bool ready : {false, true}) {
     o += ready ? ",\"readyReplicas\":[" : ",\"replicas\":[";

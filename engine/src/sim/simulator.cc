@@ -1430,6 +1430,23 @@ Expected<SimulationResult, SimError> Simulator::run(Workload& workload, const Si
         r.window_ready[k] = len > 0 ? r.window_ready[k] / len : 0;
       }
     }
+    // Latency over time: each window's completed arrivals, from the records the summary reads too.
+    {
+      std::vector<std::vector<double>> ttft(r.windows.size());
+      std::vector<std::vector<double>> tpot(r.windows.size());
+      for (const RequestRecord& rec : s.metrics.records()) {
+        const std::int64_t w = s.window_of(rec.arrival);
+        if (w < 0 || w >= static_cast<std::int64_t>(r.windows.size())) continue;
+        ttft[static_cast<std::size_t>(w)].push_back(rec.first_token - rec.arrival);
+        if (rec.output_tokens >= 2) tpot[static_cast<std::size_t>(w)].push_back((rec.finish - rec.first_token) / (rec.output_tokens - 1));
+      }
+      for (std::size_t w = 0; w < r.windows.size(); ++w) {
+        std::sort(ttft[w].begin(), ttft[w].end());
+        std::sort(tpot[w].begin(), tpot[w].end());
+        if (!ttft[w].empty()) r.windows[w].ttft_p90 = percentile_sorted(ttft[w], 0.90);
+        if (!tpot[w].empty()) r.windows[w].tpot_p90 = percentile_sorted(tpot[w], 0.90);
+      }
+    }
     for (Impl::PoolRun& pr : s.pools) {
       // Replicas still draining at the end hold work that counts as unfinished, not lost.
       r.pools.push_back(pr.report);

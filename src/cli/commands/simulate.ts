@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import { KvTierSizes, probeWindowSeconds, simulate, simulateSweep, simulationConfig, SimulationConfig, SimulationResult, SweepPoint } from '../../engine';
-import { AUTOSCALE_FLAG_HELP, AUTOSCALE_FLAG_OPTIONS, runAutoscale } from '../autoscale-simulate';
+import { AUTOSCALE_FLAG_HELP, AUTOSCALE_FLAG_OPTIONS, runAutoscale, ScaledResult, ScalingReport } from '../autoscale-simulate';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
 import { DEFAULT_DEPLOYMENT, defaultTensorParallel, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
 import {
@@ -10,7 +10,7 @@ import {
   schedulerFlags, sweepRates, wholeNumber,
 } from '../engine-flags';
 import { ProgressReporter } from '../progress';
-import { renderSweepChart } from '../svg-chart';
+import { renderSweepChart, renderTimelineChart } from '../svg-chart';
 import { renderTable } from '../table';
 import { CliVocabulary } from '../vocabulary';
 
@@ -21,7 +21,8 @@ first token (TTFT) and time per output token (TPOT) percentiles, good requests/s
 meeting both SLOs) and the goodput (the highest rate at which the target share meets them),
 throughput, prefix-cache hits. Runs the workload at --rate and at rates around it (or --rates), prints
 a table and writes <out>/simulate.svg (latency percentiles and goodput against the rate) and
-<out>/simulate.json. With --stages it runs the staged load once instead. Needs the engine addon
+<out>/simulate.json. With --stages (or --trace, --concurrency) it runs the load once instead, and
+the chart is a time series: load, TTFT and TPOT p90 and the share meeting the SLO. Needs the engine addon
 (\`npx projen engine\`).
 With no options it simulates the default deployment: ${DEFAULT_DEPLOYMENT.model}, ${DEFAULT_DEPLOYMENT.prefillReplicas} prefill and ${DEFAULT_DEPLOYMENT.decodeReplicas} decode
 replicas of TP${DEFAULT_DEPLOYMENT.tensorParallel} on ${DEFAULT_DEPLOYMENT.instance}.
@@ -237,9 +238,16 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   };
   const progress = new ProgressReporter(io, 'simulating');
   let points: SweepPoint[];
+  let timeline: ScalingReport | undefined;
   try {
     if (single) {
-      const summary = await simulate(config, p => progress.update(p.done, p.total));
+      // One run over time: the engine's window report (the same the autoscaling comparison reads) gives
+      // the chart its time series; the pools keep their replicas (no autoscaling section of their own).
+      const stagedSeconds = flags.stages?.reduce((sum, st) => sum + st.durationSeconds, 0);
+      const windowSeconds = stagedSeconds !== undefined ? Math.max(1, Math.round(stagedSeconds / 60)) : 10;
+      const timed = { ...config, autoscaling: { evaluationIntervalSeconds: 15, windowSeconds, horizonSeconds: stagedSeconds ?? windowSeconds } };
+      const summary = await simulate(timed, p => progress.update(p.done, p.total));
+      timeline = (summary as ScaledResult).scaling;
       // A closed loop's rate is what its clients achieved.
       const achieved = flags.concurrency !== undefined ? Number(summary.requestsPerSecond.toPrecision(4)) : flags.rate;
       points = [{ ratePerSecond: achieved, summary }];
@@ -268,14 +276,31 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
   const svgFile = path.join(outDir, 'simulate.svg');
   const jsonFile = path.join(outDir, 'simulate.json');
   const title = `${model.name} on ${instanceType.name}: ${describePools(config)}`;
-  fs.writeFileSync(svgFile, renderSweepChart(points, {
-    title,
-    ttftSloSeconds: flags.slo.ttftSeconds,
-    tpotSloSeconds: flags.slo.tpotSeconds,
-    targetShare: flags.targetShare,
-    markRate: main.ratePerSecond,
-    markLabel: flags.concurrency !== undefined ? `${flags.concurrency} clients` : '--rate',
-  }));
+  fs.writeFileSync(svgFile, timeline !== undefined
+    // A staged, replayed or closed-loop run is one run over time: its chart is a time series.
+    ? renderTimelineChart({
+      title: `${title}, ${flags.stages ? `${flags.stages.length} stages` : config.workload.kind === 'trace' ? 'trace replay' : `${flags.concurrency} clients`}`,
+      startSeconds: timeline.windows.startSeconds,
+      windowSeconds: timeline.windowSeconds,
+      arrivals: timeline.windows.arrivals,
+      good: timeline.windows.good,
+      pools: [],
+      targetShare: flags.targetShare,
+      latency: {
+        ttftP90: timeline.windows.ttftP90,
+        tpotP90: timeline.windows.tpotP90,
+        ttftSloSeconds: flags.slo.ttftSeconds,
+        tpotSloSeconds: flags.slo.tpotSeconds,
+      },
+    })
+    : renderSweepChart(points, {
+      title,
+      ttftSloSeconds: flags.slo.ttftSeconds,
+      tpotSloSeconds: flags.slo.tpotSeconds,
+      targetShare: flags.targetShare,
+      markRate: main.ratePerSecond,
+      markLabel: flags.concurrency !== undefined ? `${flags.concurrency} clients` : '--rate',
+    }));
   const report = {
     model: model.name,
     instanceType: instanceType.name,
@@ -285,6 +310,8 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     rate: main.ratePerSecond,
     result: main.summary,
     sweep: points,
+    // A single run's windows over time (what the chart draws): arrivals, good, TTFT and TPOT p90.
+    ...(timeline ? { timeline: { windowSeconds: timeline.windowSeconds, windows: timeline.windows } } : {}),
     chart: svgFile,
     config,
   };
