@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../catalog';
-import { simulate, SimulationConfig, SimulationResult } from '../engine';
+import { probeWindowSeconds, simulate, SimulationConfig, SimulationResult } from '../engine';
 import { CliIo, ExitCode, UsageError } from './command';
 import { engineLoaded, formatLatency, positive, wholeNumber } from './engine-flags';
 import { ProgressReporter } from './progress';
@@ -33,15 +33,20 @@ export const AUTOSCALE_FLAG_OPTIONS = {
   'scale-to-zero': { type: 'boolean' },
 } as const;
 
-export const AUTOSCALE_FLAG_HELP = `Autoscaling (--autoscale: the same deployment autoscaled and static, GPU-hours and goodput):
+export const AUTOSCALE_FLAG_HELP = `Autoscaling (--autoscale: the deployment autoscaled against static ones, GPU-hours and goodput):
   --autoscale                  scale each pool on its own SLO pressure (the cluster's KEDA/HPA rule);
-                               the pools' replica flags are the static deployment it is compared with
-                               and the autoscaled one's replicas at time 0
-  --load-shape SHAPE           diurnal (a day: trough at 04:00 of 0.2x --rate, peak at 16:00 of
-                               --rate, 10-minute steps), bursty (0.3x --rate with a 10-minute burst
-                               at --rate every hour), long-prompt-surge (--rate throughout; prompts
-                               4x longer in the middle third, replayed from a written trace) or
-                               constant (default diurnal; --trace replays a trace instead)
+                               the pools' replica flags are your static deployment and the autoscaled
+                               one's replicas at time 0. Both are compared with the smallest static
+                               deployment that meets the SLO at the peak (searched at --rate held for
+                               10 minutes or four request lifetimes), as a capacity planner sizes one.
+                               Without --rate the peak is 3/4 of what your static deployment serves
+                               within the SLO (searched the same way), so the pools have to grow
+  --load-shape SHAPE           diurnal (one day's cycle over --duration: trough at 1/6 of it of 0.2x
+                               --rate, peak at 2/3 of it of --rate, in 144 steps), bursty (0.3x --rate
+                               with a 10-minute burst at --rate at the start of every hour, in real
+                               minutes whatever --duration is), long-prompt-surge (--rate throughout;
+                               prompts 4x longer in the middle third, replayed from a written trace)
+                               or constant (default diurnal; --trace replays a trace instead)
   --duration SECONDS           length of the load (default: a day; 3 hours for long-prompt-surge)
   --min-replicas N             fewest replicas per pool (default 1)
   --max-replicas N             most replicas per pool (default 8)
@@ -90,17 +95,22 @@ export function autoscaleFlags(v: Record<string, unknown>): AutoscaleFlags {
 export function loadStages(shape: LoadShape, peak: number, duration: number): Array<{ ratePerSecond: number; durationSeconds: number }> {
   const stages: Array<{ ratePerSecond: number; durationSeconds: number }> = [];
   if (shape === 'constant' || shape === 'long-prompt-surge') return [{ ratePerSecond: peak, durationSeconds: duration }];
+  if (shape === 'bursty') {
+    // A 10-minute burst at the start of every hour of real time, whatever the duration: what the help promises.
+    for (let hour = 0; hour * 3600 < duration; hour++) {
+      const burst = Math.min(600, duration - hour * 3600);
+      stages.push({ ratePerSecond: peak, durationSeconds: burst });
+      const quiet = Math.min(3000, duration - hour * 3600 - burst);
+      if (quiet > 0) stages.push({ ratePerSecond: Number((peak * 0.3).toPrecision(6)), durationSeconds: quiet });
+    }
+    return stages;
+  }
   const step = Math.max(60, duration / 144);
   const n = Math.min(1024, Math.ceil(duration / step));
   for (let k = 0; k < n; k++) {
     const len = Math.min(step, duration - k * step);
-    const mid = (k * step + len / 2) / duration * 24; // hour of the (scaled) day
-    let share: number;
-    if (shape === 'diurnal') {
-      share = 0.2 + 0.8 * (1 - Math.cos(2 * Math.PI * (mid - 4) / 24)) / 2;
-    } else {
-      share = (mid % 1) < 1 / 6 ? 1 : 0.3; // the first 10 minutes of every hour
-    }
+    const mid = (k * step + len / 2) / duration * 24; // hour of the day, compressed into `duration`
+    const share = 0.2 + 0.8 * (1 - Math.cos(2 * Math.PI * (mid - 4) / 24)) / 2;
     stages.push({ ratePerSecond: Number((peak * share).toPrecision(6)), durationSeconds: Number(len.toPrecision(9)) });
   }
   return stages;
@@ -231,19 +241,22 @@ export interface ScalingReport {
 export type ScaledResult = SimulationResult & { readonly scaling: ScalingReport };
 
 /** The comparison table: per pool, then the whole deployment. */
-export function renderAutoscaleTable(stat: ScaledResult, auto: ScaledResult): string[] {
-  const headers = ['pool', 'GPUs/replica', 'static replicas', 'static GPU-h', 'autoscaled GPU-h', 'peak', 'scale-ups', 'scale-downs', 'provision', 'drained', 'lost'];
+export function renderAutoscaleTable(stat: ScaledResult, auto: ScaledResult, peer?: ScaledResult): string[] {
+  const headers = ['pool', 'GPUs/replica', 'static replicas', 'static GPU-h', ...(peer ? ['peak-sized', 'peak-sized GPU-h'] : []),
+    'autoscaled GPU-h', 'peak', 'scale-ups', 'scale-downs', 'provision', 'drained', 'lost'];
   const rows = auto.scaling.pools.map((p, i) => {
     const s = stat.scaling.pools[i];
+    const q = peer?.scaling.pools[i];
     return [
-      `${p.name} (${p.role})`, String(p.gpusPerReplica), String(s.peakReplicas), s.gpuHours.toFixed(1), p.gpuHours.toFixed(1),
+      `${p.name} (${p.role})`, String(p.gpusPerReplica), String(s.peakReplicas), s.gpuHours.toFixed(1),
+      ...(q ? [String(q.peakReplicas), q.gpuHours.toFixed(1)] : []), p.gpuHours.toFixed(1),
       String(p.peakReplicas), String(p.scaleUps), String(p.scaleDowns), formatLatency(p.provisionSeconds),
       String(p.drainedRequests), String(p.lostOnScaleDown),
     ];
   });
-  const all = [stat.scaling.gpuHours.toFixed(1), auto.scaling.gpuHours.toFixed(1)];
+  const all = [stat.scaling.gpuHours.toFixed(1), ...(peer ? ['', peer.scaling.gpuHours.toFixed(1)] : []), auto.scaling.gpuHours.toFixed(1)];
   rows.push(['all', '', '', ...all, '', '', '', '', '', String(auto.scaling.lostOnScaleDown)]);
-  return renderTable(headers, rows, headers.map((_, i) => i > 0 && i < 11));
+  return renderTable(headers, rows, headers.map((_, i) => i > 0 && i < headers.length));
 }
 
 /** Worst window's SLO attainment (good / arrivals) among windows with arrivals. */
@@ -282,11 +295,106 @@ export interface AutoscaleRun {
   readonly instanceType: AcceleratedInstanceType;
   readonly weights: Precision | undefined;
   readonly rate: number;
+  /** --rate was given; without it the peak is 3/4 of what the static deployment serves. */
+  readonly rateGiven: boolean;
   readonly seed: number;
   readonly targetShare: number;
   readonly outDir: string;
   readonly title: string;
   readonly json: boolean;
+}
+
+/** Replicas per pool, in the config's pool order. */
+type Replicas = number[];
+
+/** The smallest static deployment found to meet the SLO at the peak, and how it was found. */
+export interface PeakSized {
+  /** Replicas per pool (the config's order); undefined when none up to --max-replicas meets it. */
+  readonly replicas?: Replicas;
+  readonly rate: number;
+  readonly probeSeconds: number;
+  /** Constant-load runs the search made. */
+  readonly probes: number;
+}
+
+/**
+ * Probes static deployments at a constant `rate` for `probeSeconds` (Poisson arrivals, the run's
+ * prompts and outputs): whether the share meeting the SLO reaches `targetShare`. Memoized per
+ * replica vector and rate.
+ */
+export class PeakProber {
+  public probes = 0;
+  private readonly seen = new Map<string, boolean>();
+
+  constructor(private readonly config: SimulationConfig, private readonly probeSeconds: number, private readonly targetShare: number,
+    private readonly onProbe: (what: string) => void) {}
+
+  public async meets(replicas: Replicas, rate: number): Promise<boolean> {
+    const key = `${replicas.join('+')}@${rate}`;
+    const known = this.seen.get(key);
+    if (known !== undefined) return known;
+    const { requests: _requests, ...workload } = this.config.workload;
+    const probe: SimulationConfig = {
+      ...this.config,
+      pools: (this.config.pools ?? []).map((p, i) => ({ ...p, replicas: replicas[i] })),
+      workload: { ...workload, arrival: { ...workload.arrival, process: workload.arrival?.process ?? 'poisson', stages: [{ ratePerSecond: rate, durationSeconds: this.probeSeconds }] } },
+    };
+    this.onProbe(`${replicas.join('+')} replicas at ${rate} req/s`);
+    this.probes++;
+    const result = await simulate(probe);
+    const ok = result.goodputShare >= this.targetShare;
+    this.seen.set(key, ok);
+    return ok;
+  }
+}
+
+/** The smallest `n` in [lo, hi] for which `ok(n)` holds (assumed monotone), or undefined. */
+async function smallest(lo: number, hi: number, ok: (n: number) => Promise<boolean>): Promise<number | undefined> {
+  if (!(await ok(hi))) return undefined;
+  while (lo < hi) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (await ok(mid)) hi = mid; else lo = mid + 1;
+  }
+  return hi;
+}
+
+/**
+ * The smallest static deployment meeting the SLO at `rate`, as bench/autoscaling.sh sizes its peer:
+ * one pool (aggregated), the fewest replicas; two (prefill and decode), the fewest decode replicas with
+ * prefill at the most, then the fewest prefill replicas with those (each a binary search, as more
+ * replicas never serve less).
+ */
+export async function peakSizedStatic(
+  prober: PeakProber, pools: number, maxReplicas: number, rate: number, probeSeconds: number,
+): Promise<PeakSized> {
+  let replicas: Replicas | undefined;
+  if (pools === 1) {
+    const n = await smallest(1, maxReplicas, r => prober.meets([r], rate));
+    replicas = n === undefined ? undefined : [n];
+  } else {
+    const d = await smallest(1, maxReplicas, r => prober.meets([maxReplicas, r], rate));
+    const p = d === undefined ? undefined : await smallest(1, maxReplicas, r => prober.meets([r, d], rate));
+    replicas = d === undefined || p === undefined ? undefined : [p, d];
+  }
+  return { replicas, rate, probeSeconds, probes: prober.probes };
+}
+
+/**
+ * The highest rate `replicas` serve within the SLO, to a tenth of it: doubling from 1 req/s until it
+ * fails, then halving the gap four times.
+ */
+async function servedRate(prober: PeakProber, replicas: Replicas): Promise<number> {
+  let lo = 0;
+  let hi = 1;
+  for (let k = 0; k < 14 && (await prober.meets(replicas, hi)); k++) {
+    lo = hi;
+    hi *= 2;
+  }
+  for (let k = 0; k < 4; k++) {
+    const mid = Number(((lo + hi) / 2).toPrecision(4));
+    if (await prober.meets(replicas, mid)) lo = mid; else hi = mid;
+  }
+  return lo;
 }
 
 /** Runs the deployment static and autoscaled under the load shape; prints the table, writes the chart. */
@@ -295,6 +403,32 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
   checkAutoscaleLoad(values);
   const flags = autoscaleFlags(values);
   fs.mkdirSync(run.outDir, { recursive: true });
+  if (!engineLoaded(io, 'disagg simulate')) return ExitCode.INTERNAL;
+  // The peak and the static deployment sized for it, for a load of a shape (a trace and the surge
+  // bring their own arrivals: no peak to size for).
+  const shaped = config.workload.kind !== 'trace' && flags.shape !== 'long-prompt-surge';
+  const probeSeconds = probeWindowSeconds(600, { ttftSeconds: config.slo?.ttftSeconds ?? 2, tpotSeconds: config.slo?.tpotSeconds ?? 0.1 },
+    config.workload.outputTokens?.mean ?? 256);
+  const searching = new ProgressReporter(io, 'sizing');
+  const prober = new PeakProber(config, probeSeconds, run.targetShare, what => searching.update(prober.probes, prober.probes + 1, what));
+  const yours: Replicas = (config.pools ?? []).map(p => p.replicas ?? 1);
+  let peak = run.rate;
+  let peer: PeakSized | undefined;
+  try {
+    if (shaped && !run.rateGiven) {
+      const served = await servedRate(prober, yours);
+      if (served <= 0) {
+        throw new UsageError(`the static deployment (${yours.join(' + ')} replicas) keeps ${Math.round(run.targetShare * 100)}% of requests within the SLO at no rate `
+          + 'from 1 req/s: give the peak with --rate, or more replicas');
+      }
+      peak = Number((0.75 * served).toPrecision(3));
+    }
+    if (shaped) peer = await peakSizedStatic(prober, yours.length, flags.maxReplicas, peak, probeSeconds);
+  } catch (e) {
+    throw e instanceof UsageError ? e : new UsageError((e as Error).message);
+  } finally {
+    searching.finish();
+  }
   let base: SimulationConfig = config;
   let load: string;
   let chartLoad: string;
@@ -312,21 +446,33 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
     chartLoad = `long-prompt surge: ${run.rate} req/s for ${flags.durationSeconds} s, prompts ~${inputMean} tokens, 4x in the middle third (${path.basename(file)})`;
   } else {
     const { requests: _requests, ...workload } = config.workload;
-    const stages = loadStages(flags.shape, run.rate, flags.durationSeconds);
+    const stages = loadStages(flags.shape, peak, flags.durationSeconds);
     base = { ...config, workload: { ...workload, arrival: { ...workload.arrival, process: workload.arrival?.process ?? 'poisson', stages } } };
-    load = `${flags.shape}, peak ${run.rate} req/s over ${flags.durationSeconds} s`;
+    load = `${flags.shape}, peak ${peak} req/s over ${flags.durationSeconds} s`
+      + (run.rateGiven ? '' : ' (3/4 of what your static deployment serves within the SLO; --rate sets the peak)');
     chartLoad = load;
   }
   const provisioning = provisioningFor(run.model, run.weights, run.instanceType);
   const staticConfig = withAutoscaling(base, flags, false, provisioning);
   const scaledConfig = withAutoscaling(base, flags, true, provisioning);
-  if (!engineLoaded(io, 'disagg simulate')) return ExitCode.INTERNAL;
+  const peerReplicas = peer?.replicas;
+  const samePeer = peerReplicas !== undefined && peerReplicas.every((r, i) => r === yours[i]);
+  const peerConfig = peerReplicas !== undefined && !samePeer
+    ? { ...staticConfig, pools: (staticConfig.pools ?? []).map((p, i) => ({ ...p, replicas: peerReplicas[i] })) }
+    : undefined;
+  const runs = peerConfig ? 3 : 2;
   const progress = new ProgressReporter(io, 'simulating');
   let stat: ScaledResult;
   let auto: ScaledResult;
+  let peerResult: ScaledResult | undefined;
   try {
-    stat = await simulate(staticConfig, p => progress.update(p.done, 2 * p.total, 'static (virtual seconds)')) as ScaledResult;
-    auto = await simulate(scaledConfig, p => progress.update(p.total + p.done, 2 * p.total, 'autoscaled (virtual seconds)')) as ScaledResult;
+    stat = await simulate(staticConfig, p => progress.update(p.done, runs * p.total, 'your static (virtual seconds)')) as ScaledResult;
+    if (peerConfig) {
+      peerResult = await simulate(peerConfig, p => progress.update(p.total + p.done, runs * p.total, 'peak-sized static (virtual seconds)')) as ScaledResult;
+    } else if (samePeer) {
+      peerResult = stat;
+    }
+    auto = await simulate(scaledConfig, p => progress.update((runs - 1) * p.total + p.done, runs * p.total, 'autoscaled (virtual seconds)')) as ScaledResult;
   } catch (e) {
     throw new UsageError((e as Error).message);
   } finally {
@@ -348,14 +494,23 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
   }));
   const saved = stat.scaling.gpuHours > 0 ? 1 - auto.scaling.gpuHours / stat.scaling.gpuHours : 0;
   const goodputRatio = stat.goodRequests > 0 ? auto.goodRequests / stat.goodRequests : 0;
+  const peerSaved = peerResult && peerResult.scaling.gpuHours > 0 ? 1 - auto.scaling.gpuHours / peerResult.scaling.gpuHours : undefined;
   const report = {
     load,
+    peakRate: peak,
     autoscaling: flags,
     provisioning,
     static: stat,
     autoscaled: auto,
     gpuHoursSaved: saved,
     goodputRatio,
+    // The static deployment a capacity planner would buy for the peak: the fairer baseline.
+    peakSized: peer === undefined ? undefined : {
+      ...peer,
+      result: peerResult,
+      gpuHoursSaved: peerSaved,
+      goodputRatio: peerResult && peerResult.goodRequests > 0 ? auto.goodRequests / peerResult.goodRequests : undefined,
+    },
     chart: svgFile,
     config: { static: staticConfig, autoscaled: scaledConfig },
   };
@@ -369,12 +524,21 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
   io.out(`  rule      per pool: SLO pressure, target ${DEFAULT_TARGET_PRESSURE}, tolerance 0.1, replicas ${flags.minReplicas}-${flags.maxReplicas}, scale-down window ${flags.scaleDownWindowSeconds} s${flags.scaleToZero ? ', to zero after 600 s idle' : ''}; evaluated every 15 s`);
   io.out(`  provision ${formatLatency(auto.scaling.pools[0]?.provisionSeconds ?? 0)} per replica (node 240 s, image 120 s, ${(provisioning.checkpointBytes / 1e9).toFixed(1)} GB of weights at ${(provisioning.networkBytesPerSecond / 1e9).toFixed(2)} GB/s download and ${(provisioning.nvmeBytesPerSecond / 1e9).toFixed(0)} GB/s NVMe, engine 60 s)`);
   io.out('');
-  io.out(renderAutoscaleTable(stat, auto).join('\n'));
+  if (peer) {
+    io.out(`  peer      ${peer.replicas ? `${peer.replicas.join(' + ')} replicas: the smallest static deployment found to keep ${Math.round(run.targetShare * 100)}% of requests within the SLO `
+      + `at the peak (${peak} req/s held ${formatLatency(probeSeconds)}; ${peer.probes} probe runs)`
+      : `none up to --max-replicas ${flags.maxReplicas} keeps ${Math.round(run.targetShare * 100)}% of requests within the SLO at the peak (${peak} req/s); raise --max-replicas or lower --rate`}`);
+  }
+  io.out('');
+  io.out(renderAutoscaleTable(stat, auto, peerResult).join('\n'));
   io.out('');
   const worst = worstWindow(auto.scaling);
-  io.out(`GPU-hours: ${auto.scaling.gpuHours.toFixed(1)} autoscaled vs ${stat.scaling.gpuHours.toFixed(1)} static (${pct(saved)} saved); ` +
-    `goodput ${auto.goodRequests}/${auto.submitted} (${pct(auto.goodputShare)}) vs ${stat.goodRequests}/${stat.submitted} (${pct(stat.goodputShare)}) static: ${goodputRatio.toFixed(3)}x; ` +
-    `requests lost on scale-down: ${auto.scaling.lostOnScaleDown}${worst ? `; worst ${formatLatency(auto.scaling.windowSeconds)} window at ${(worst.start / 3600).toFixed(2)} h: ${pct(worst.share)} within the SLO` : ''}`);
+  const savedText = (share: number) => (share >= 0 ? `${pct(share)} saved` : `${pct(-share)} more`);
+  const vs = (r: ScaledResult, share: number | undefined, name: string) => `${r.scaling.gpuHours.toFixed(1)} ${name} (${savedText(share ?? 0)}; goodput ${(r.goodRequests > 0 ? auto.goodRequests / r.goodRequests : 0).toFixed(3)}x)`;
+  io.out(`GPU-hours: ${auto.scaling.gpuHours.toFixed(1)} autoscaled vs ` + (peerResult && !samePeer ? `${vs(peerResult, peerSaved, 'static sized for the peak')} and ` : '')
+    + `${vs(stat, saved, samePeer ? 'static (yours, which is also the smallest sized for the peak)' : 'your static')}; `
+    + `goodput ${auto.goodRequests}/${auto.submitted} (${pct(auto.goodputShare)}) vs ${stat.goodRequests}/${stat.submitted} (${pct(stat.goodputShare)}) yours; `
+    + `requests lost on scale-down: ${auto.scaling.lostOnScaleDown}${worst ? `; worst ${formatLatency(auto.scaling.windowSeconds)} window at ${(worst.start / 3600).toFixed(2)} h: ${pct(worst.share)} within the SLO` : ''}`);
   io.out(`  wrote ${rel(svgFile)} and ${rel(jsonFile)}`);
   return ExitCode.OK;
 }

@@ -17,7 +17,7 @@ describe('disagg simulate --autoscale', () => {
     expect(err).not.toMatch(/error/i);
     expect(code).toBe(0);
     expect(stdout).toMatch(/^disagg simulate --autoscale: llama-3\.3-70b on p5en\.48xlarge: 2 x prefill TP4 \+ 2 x decode TP4$/m);
-    expect(stdout).toMatch(/^ {2}pool +GPUs\/replica +static replicas +static GPU-h +autoscaled GPU-h +peak +scale-ups +scale-downs +provision +drained +lost$/m);
+    expect(stdout).toMatch(/^ {2}pool +GPUs\/replica +static replicas +static GPU-h +peak-sized +peak-sized GPU-h +autoscaled GPU-h +peak +scale-ups +scale-downs +provision +drained +lost$/m);
     expect(stdout).toMatch(/^ {2}prefill \(prefill\) +4 +2 +4\.0 /m);
     expect(stdout).toMatch(/^ {2}decode \(decode\) +4 +2 +4\.0 /m);
     expect(stdout).toMatch(/requests lost on scale-down: 0/);
@@ -32,6 +32,15 @@ describe('disagg simulate --autoscale', () => {
     const downs = report.autoscaled.scaling.pools.map((p: { scaleDowns: number }) => p.scaleDowns);
     expect(downs.reduce((x: number, y: number) => x + y)).toBeGreaterThan(0);
     expect(report.gpuHoursSaved).toBeCloseTo(1 - report.autoscaled.scaling.gpuHours / report.static.scaling.gpuHours, 9);
+    // AND beside the user's static deployment, the smallest static one meeting the SLO at the peak (3 req/s
+    // needs one replica per pool), whose saving is the honest one
+    expect(report.peakSized.replicas).toEqual([1, 1]);
+    expect(report.peakSized.probes).toBeGreaterThan(2);
+    expect(report.peakSized.result.scaling.gpuHours).toBeLessThan(report.static.scaling.gpuHours);
+    expect(report.peakSized.gpuHoursSaved).toBeCloseTo(1 - report.autoscaled.scaling.gpuHours / report.peakSized.result.scaling.gpuHours, 9);
+    expect(report.peakSized.gpuHoursSaved).toBeLessThan(report.gpuHoursSaved);
+    expect(stdout).toMatch(/peer {6}1 \+ 1 replicas: the smallest static deployment found to keep 90% of requests within the SLO at the peak \(3 req\/s held /);
+    expect(stdout).toMatch(/vs [\d.]+ static sized for the peak \([\d.]+% (saved|more); goodput [\d.]+x\) and [\d.]+ your static/);
     // every request is accounted for: finished or refused, none lost
     const a = report.autoscaled;
     expect(a.completed + a.rejected).toBe(a.submitted);
@@ -45,6 +54,21 @@ describe('disagg simulate --autoscale', () => {
     for (const series of ['load', 'replicas-prefill', 'ready-prefill', 'replicas-decode', 'ready-decode', 'slo-autoscaled', 'slo-static']) {
       expect(svg).toContain(`data-series="${series}"`);
     }
+  }, 120_000);
+
+  test('without --rate the peak is 3/4 of what the static deployment serves, so the pools must grow', async () => {
+    // GIVEN one prefill and one decode replica of Llama-3.1-8B at TP1 and a half-hour day, no --rate
+    const out = tmpdir('autoscale-peak');
+    const { code, out: stdout } = await disagg('simulate', '--autoscale', '--model', 'llama-3.1-8b', '--instance', 'p5.48xlarge',
+      '--weight-precision', 'bf16', '--tp', '1', '--prefill-replicas', '1', '--decode-replicas', '1', '--input-tokens', '2048',
+      '--output-tokens', '32', '--duration', '1800', '--max-replicas', '4', '--scale-down-window', '60', '--out', out);
+    expect(code).toBe(0);
+    const report = JSON.parse(fs.readFileSync(path.join(out, 'simulate-autoscale.json'), 'utf8'));
+    // THEN the peak is a rate the 1 + 1 deployment serves within the SLO, found by search, and the load says so
+    expect(report.peakRate).toBeGreaterThan(1);
+    expect(stdout).toMatch(/3\/4 of what your static deployment serves within the SLO; --rate sets the peak/);
+    // AND the peak-sized static deployment is yours (it serves 4/3 of the peak)
+    expect(report.peakSized.replicas).toEqual([1, 1]);
   }, 120_000);
 
   test('a long-prompt surge is replayed from a trace it writes', async () => {
@@ -77,6 +101,17 @@ describe('disagg simulate --autoscale', () => {
 });
 
 describe('loadStages', () => {
+  test('bursty is a 10-minute burst at the start of every real hour, whatever the duration', () => {
+    expect(loadStages('bursty', 10, 7200)).toEqual([
+      { ratePerSecond: 10, durationSeconds: 600 }, { ratePerSecond: 3, durationSeconds: 3000 },
+      { ratePerSecond: 10, durationSeconds: 600 }, { ratePerSecond: 3, durationSeconds: 3000 },
+    ]);
+    expect(loadStages('bursty', 10, 900)).toEqual([{ ratePerSecond: 10, durationSeconds: 600 }, { ratePerSecond: 3, durationSeconds: 300 }]);
+    const day = loadStages('bursty', 10, 86_400);
+    expect(day).toHaveLength(48);
+    expect(day.filter(st => st.ratePerSecond === 10).reduce((sum, st) => sum + st.durationSeconds, 0)).toBe(24 * 600);
+  });
+
   test('a diurnal day peaks at 16:00 at the given rate and bottoms at 04:00 at a fifth of it', () => {
     const stages = loadStages('diurnal', 10, 86_400);
     expect(stages).toHaveLength(144);

@@ -204,6 +204,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       instanceType,
       weights: weights.toLowerCase() === 'native' ? undefined : Precision.of(weights),
       rate: flags.rate,
+      rateGiven: values.rate !== undefined,
       seed: flags.seed,
       targetShare: flags.targetShare,
       outDir: path.resolve(flags.outDir),
