@@ -28,6 +28,8 @@ export interface Command {
   readonly summary: string;
   /** The full `disagg <name> --help` text. */
   readonly help: string;
+  /** The command's flags, as its parser reads them. */
+  readonly options: NonNullable<ParseArgsConfig['options']>;
   /**
    * The command's flags for the props that shared rules name in their errors: runCli rewrites each
    * usage error with it, so that the fix it suggests is a flag of this command.

@@ -105,9 +105,51 @@ Output:
 Exit codes: 0 every request succeeded (with --autoscale: and every drained sim-worker exited 0), 1
 some failed, 2 usage error, 3 engine binary or addon missing or a process failed to start.`;
 
+/** The flags of `disagg local`, as its parser reads them (tests parse the README's commands with them). */
+const OPTIONS = {
+  'replicas': { type: 'string' },
+  'prefill-replicas': { type: 'string' },
+  'decode-replicas': { type: 'string' },
+  'expert-parallel': { type: 'boolean' },
+  'prefill-ranks': { type: 'string' },
+  'decode-ranks': { type: 'string' },
+  'policy': { type: 'string' },
+  'baseline': { type: 'string' },
+  'speedup': { type: 'string' },
+  'kv-tokens': { type: 'string' },
+  'workload': { type: 'string' },
+  'requests': { type: 'string' },
+  'concurrency': { type: 'string' },
+  'tenants': { type: 'string' },
+  'system-tokens': { type: 'string' },
+  'turns': { type: 'string' },
+  'max-tokens': { type: 'string' },
+  'api': { type: 'string' },
+  'timeout': { type: 'string' },
+  'seed': { type: 'string' },
+  'prefix-source': { type: 'string' },
+  'text': { type: 'string', multiple: true },
+  'engine': { type: 'string' },
+  'tokenizer': { type: 'string' },
+  'json': { type: 'boolean' },
+  'help': { type: 'boolean', short: 'h' },
+  'autoscale': { type: 'boolean' },
+  'min-replicas': { type: 'string' },
+  'max-replicas': { type: 'string' },
+  'duration': { type: 'string' },
+  'rate': { type: 'string' },
+  'interval': { type: 'string' },
+  'scale-down-window': { type: 'string' },
+  'provision-seconds': { type: 'string' },
+  'max-num-seqs': { type: 'string' },
+  'ttft': { type: 'string' },
+  'tpot': { type: 'string' },
+} as const;
+
 /** `disagg local`: the default deployment on loopback with sim-workers, policy vs round robin. */
 export const command: Command = {
   name: 'local',
+  options: OPTIONS,
   summary: 'Run the default deployment locally (router + sim-workers) under a workload; compare with round robin',
   help: HELP,
   vocabulary: CliVocabulary.LOCAL,
@@ -467,45 +509,7 @@ function ratio(a: number, b: number): string {
 }
 
 async function runLocal(argv: string[], io: CliIo): Promise<number> {
-  const values = parseOptions(argv, {
-    'replicas': { type: 'string' },
-    'prefill-replicas': { type: 'string' },
-    'decode-replicas': { type: 'string' },
-    'expert-parallel': { type: 'boolean' },
-    'prefill-ranks': { type: 'string' },
-    'decode-ranks': { type: 'string' },
-    'policy': { type: 'string' },
-    'baseline': { type: 'string' },
-    'speedup': { type: 'string' },
-    'kv-tokens': { type: 'string' },
-    'workload': { type: 'string' },
-    'requests': { type: 'string' },
-    'concurrency': { type: 'string' },
-    'tenants': { type: 'string' },
-    'system-tokens': { type: 'string' },
-    'turns': { type: 'string' },
-    'max-tokens': { type: 'string' },
-    'api': { type: 'string' },
-    'timeout': { type: 'string' },
-    'seed': { type: 'string' },
-    'prefix-source': { type: 'string' },
-    'text': { type: 'string', multiple: true },
-    'engine': { type: 'string' },
-    'tokenizer': { type: 'string' },
-    'json': { type: 'boolean' },
-    'help': { type: 'boolean', short: 'h' },
-    'autoscale': { type: 'boolean' },
-    'min-replicas': { type: 'string' },
-    'max-replicas': { type: 'string' },
-    'duration': { type: 'string' },
-    'rate': { type: 'string' },
-    'interval': { type: 'string' },
-    'scale-down-window': { type: 'string' },
-    'provision-seconds': { type: 'string' },
-    'max-num-seqs': { type: 'string' },
-    'ttft': { type: 'string' },
-    'tpot': { type: 'string' },
-  }, io);
+  const values = parseOptions(argv, OPTIONS, io);
   if (values.help) {
     io.out(HELP);
     return ExitCode.OK;
@@ -664,6 +668,12 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
   // Where requests went, per role: a baseline that leaves replicas idle is no fair baseline.
   const spread = (counts: Record<string, number>) => Object.keys(counts).sort().map(k => counts[k]).join(' / ');
   for (const r of runs) {
+    if (r.ranks) {
+      // Per rank, idle ones included (the requests' endpoints name only ranks that served one).
+      const per = (role: string) => r.ranks!.filter(k => deployment.pools.find(p => p.name === k.pool)?.role === role).map(k => k.requests).join(' / ');
+      io.out(`  ${r.label}: requests per decode rank ${per('decode')}; prefill legs per prefill rank ${per('prefill') || 'none'}`);
+      continue;
+    }
     io.out(`  ${r.label}: requests per ${pd ? 'decode' : 'worker'} endpoint ${spread(r.endpoints)}` +
       (pd ? `; prefill legs per prefill endpoint ${spread(r.prefillEndpoints) || 'none'}` : ''));
   }
@@ -681,8 +691,15 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
   }
   for (const r of runs) {
     if (r.idleRanks && r.idleRanks.length > 0) {
-      io.err(`disagg local: ${r.label}: ${r.idleRanks.length} rank(s) got no work: ${r.idleRanks.join(', ')}; ` +
-        'send more requests (--requests) or more clients (--concurrency)');
+      const decodeRanks = (r.ranks ?? []).filter(k => deployment.pools.find(p => p.name === k.pool)?.role === 'decode').length;
+      // A cache-aware policy keeps each tenant's conversations where its prefix is cached: with fewer
+      // tenants than ranks, and a load the busy ranks absorb, the others wait for load or tenants.
+      const why = r.policy !== 'round-robin' && workload.tenants < decodeRanks
+        ? ` (${r.policy} keeps each of the ${workload.tenants} tenants' prefixes on the ranks that cache them, fewer than the ${decodeRanks} decode ranks, `
+          + 'and moves work only when those ranks are loaded)'
+        : '';
+      io.err(`disagg local: ${r.label}: ${r.idleRanks.length} rank(s) got no work: ${r.idleRanks.join(', ')}${why}; ` +
+        `more tenants (--tenants ${Math.max(decodeRanks, workload.tenants)}), requests (--requests) or clients (--concurrency) reach them`);
     }
     if (r.timedOut) io.err(`disagg local: the ${r.label} run hit --timeout; raise it or lower --requests`);
     if (r.firstError) io.err(`disagg local: ${r.failed} ${r.label} request(s) failed; first: ${r.firstError}`);

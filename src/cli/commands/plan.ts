@@ -57,9 +57,29 @@ ${ENGINE_FLAG_HELP}
 Exit codes: 0 fits, 1 does not fit (the reasons are printed; with --simulate: no candidate meets the
 SLO), 2 usage error (unknown model or instance type, bad value), 3 engine addon missing.`;
 
+/** The flags of `disagg plan`, as its parser reads them (tests parse the README's commands with them). */
+const OPTIONS = {
+  ...MODEL_FLAG_OPTIONS,
+  'tp': { type: 'string' },
+  'pp': { type: 'string' },
+  'dp': { type: 'string' },
+  'expert-parallel': { type: 'boolean' },
+  'redundant-experts': { type: 'string' },
+  ...SCHEDULER_FLAG_OPTIONS,
+  'price-per-hour': { type: 'string' },
+  'batch-sizes': { type: 'string' },
+  'prompt-lengths': { type: 'string' },
+  'decode-context': { type: 'string' },
+  'json': { type: 'boolean' },
+  'help': { type: 'boolean', short: 'h' },
+  ...PLAN_SIMULATE_OPTIONS,
+  ...ENGINE_FLAG_OPTIONS,
+} as const;
+
 /** `disagg plan`: the sizing plan of one deployment. */
 export const command: Command = {
   name: 'plan',
+  options: OPTIONS,
   summary: 'Check that a model fits an instance type; tensor-parallel options, KV capacity, latency estimates',
   help: HELP,
   vocabulary: CliVocabulary.PLAN,
@@ -67,23 +87,7 @@ export const command: Command = {
 };
 
 async function runPlan(argv: string[], io: CliIo): Promise<number> {
-  const values = parseOptions(argv, {
-    ...MODEL_FLAG_OPTIONS,
-    'tp': { type: 'string' },
-    'pp': { type: 'string' },
-    'dp': { type: 'string' },
-    'expert-parallel': { type: 'boolean' },
-    'redundant-experts': { type: 'string' },
-    ...SCHEDULER_FLAG_OPTIONS,
-    'price-per-hour': { type: 'string' },
-    'batch-sizes': { type: 'string' },
-    'prompt-lengths': { type: 'string' },
-    'decode-context': { type: 'string' },
-    'json': { type: 'boolean' },
-    'help': { type: 'boolean', short: 'h' },
-    ...PLAN_SIMULATE_OPTIONS,
-    ...ENGINE_FLAG_OPTIONS,
-  }, io);
+  const values = parseOptions(argv, OPTIONS, io);
   if (values.help) {
     io.out(HELP);
     return ExitCode.OK;

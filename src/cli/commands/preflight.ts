@@ -83,9 +83,22 @@ Exit codes: 0 every check passed, 1 a check failed (the nodes would not launch; 
 2 usage error, 3 internal error, ${PREFLIGHT_NOT_CHECKED} the checks could not run (no aws CLI on PATH, no working
 credentials, or a call failed): the commands to run by hand are printed.`;
 
+/** The flags of `disagg preflight`, as its parser reads them (tests parse the README's commands with them). */
+const OPTIONS = {
+  'instance': { type: 'string' },
+  'nodes': { type: 'string' },
+  'region': { type: 'string' },
+  'az': { type: 'string' },
+  'capacity-reservation': { type: 'string' },
+  'capacity-block': { type: 'string' },
+  'spot': { type: 'boolean' },
+  'json': { type: 'boolean' },
+} as const;
+
 /** `disagg preflight`: will the accelerated nodes launch? Zone offerings, vCPU quota, reservation. */
 export const command: Command = {
   name: 'preflight',
+  options: OPTIONS,
   summary: 'Check before deploying that the zone offers the instance type, the vCPU quota holds the nodes, and a reservation fits',
   help: HELP,
   run: runPreflight,
@@ -137,16 +150,7 @@ interface PreflightValues {
 }
 
 async function runPreflight(argv: string[], io: CliIo): Promise<number> {
-  const values: PreflightValues = parseOptions(argv, {
-    'instance': { type: 'string' },
-    'nodes': { type: 'string' },
-    'region': { type: 'string' },
-    'az': { type: 'string' },
-    'capacity-reservation': { type: 'string' },
-    'capacity-block': { type: 'string' },
-    'spot': { type: 'boolean' },
-    'json': { type: 'boolean' },
-  }, io);
+  const values: PreflightValues = parseOptions(argv, OPTIONS, io);
   const inputs = inputsFrom(values);
   const checks = planChecks(inputs);
   const env: NodeJS.ProcessEnv = { ...process.env, AWS_PAGER: '' };

@@ -81,9 +81,37 @@ Exit codes: 0 simulated, 2 usage error or a deployment that cannot run, 3 engine
 /** Rounds of higher rates added when the default sweep ends inside the SLO (each x1.5 and x2 of the top). */
 const SATURATION_ROUNDS = 4;
 
+/** The flags of `disagg simulate`, as its parser reads them (tests parse the README's commands with them). */
+const OPTIONS = {
+  ...ENGINE_FLAG_OPTIONS,
+  ...MODEL_FLAG_OPTIONS,
+  'prefill-replicas': { type: 'string' },
+  'prefill-tp': { type: 'string' },
+  'decode-replicas': { type: 'string' },
+  'decode-tp': { type: 'string' },
+  'prefill-pp': { type: 'string' },
+  'decode-pp': { type: 'string' },
+  'pp': { type: 'string' },
+  'prefill-ep': { type: 'string' },
+  'decode-ep': { type: 'string' },
+  'aggregated': { type: 'boolean' },
+  'replicas': { type: 'string' },
+  'tp': { type: 'string' },
+  'ep': { type: 'string' },
+  'rates': { type: 'string' },
+  'host-kv': { type: 'string' },
+  'disk-kv': { type: 'string' },
+  'remote-kv': { type: 'string' },
+  ...SCHEDULER_FLAG_OPTIONS,
+  ...AUTOSCALE_FLAG_OPTIONS,
+  'json': { type: 'boolean' },
+  'help': { type: 'boolean', short: 'h' },
+} as const;
+
 /** `disagg simulate`: one deployment under one workload, swept over arrival rates. */
 export const command: Command = {
   name: 'simulate',
+  options: OPTIONS,
   summary: 'Simulate a deployment under a workload: TTFT/TPOT percentiles and goodput by arrival rate (SVG chart)',
   help: HELP,
   vocabulary: CliVocabulary.SIMULATE,
@@ -91,31 +119,7 @@ export const command: Command = {
 };
 
 async function runSimulate(argv: string[], io: CliIo): Promise<number> {
-  const values = parseOptions(argv, {
-    ...ENGINE_FLAG_OPTIONS,
-    ...MODEL_FLAG_OPTIONS,
-    'prefill-replicas': { type: 'string' },
-    'prefill-tp': { type: 'string' },
-    'decode-replicas': { type: 'string' },
-    'decode-tp': { type: 'string' },
-    'prefill-pp': { type: 'string' },
-    'decode-pp': { type: 'string' },
-    'pp': { type: 'string' },
-    'prefill-ep': { type: 'string' },
-    'decode-ep': { type: 'string' },
-    'aggregated': { type: 'boolean' },
-    'replicas': { type: 'string' },
-    'tp': { type: 'string' },
-    'ep': { type: 'string' },
-    'rates': { type: 'string' },
-    'host-kv': { type: 'string' },
-    'disk-kv': { type: 'string' },
-    'remote-kv': { type: 'string' },
-    ...SCHEDULER_FLAG_OPTIONS,
-    ...AUTOSCALE_FLAG_OPTIONS,
-    'json': { type: 'boolean' },
-    'help': { type: 'boolean', short: 'h' },
-  }, io);
+  const values = parseOptions(argv, OPTIONS, io);
   if (values.help) {
     io.out(HELP);
     return ExitCode.OK;
@@ -247,8 +251,9 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       const stagedSeconds = flags.stages?.reduce((sum, st) => sum + st.durationSeconds, 0);
       const windowSeconds = stagedSeconds !== undefined ? Math.max(1, Math.round(stagedSeconds / 60)) : 10;
       const timed = { ...config, autoscaling: { evaluationIntervalSeconds: 15, windowSeconds, horizonSeconds: stagedSeconds ?? windowSeconds } };
-      const summary = await simulate(timed, p => progress.update(p.done, p.total));
-      timeline = (summary as ScaledResult).scaling;
+      // (the report goes to the chart and `timeline`; the summary stays what a run without it gives)
+      const { scaling, ...summary } = await simulate(timed, p => progress.update(p.done, p.total)) as ScaledResult;
+      timeline = scaling;
       // A closed loop's rate is what its clients achieved.
       const achieved = flags.concurrency !== undefined ? Number(summary.requestsPerSecond.toPrecision(4)) : flags.rate;
       points = [{ ratePerSecond: achieved, summary }];

@@ -72,9 +72,32 @@ Exit codes: 0 synthesized with no cdk-nag findings, 1 synthesized (everything is
 reported findings (listed with resource, rule and what the rule asks), 2 usage error or a configuration
 that cannot run (the reason is printed).`;
 
+/** The flags of `disagg synth`, as its parser reads them (tests parse the README's commands with them). */
+const OPTIONS = {
+  ...MODEL_FLAG_OPTIONS,
+  'tp': { type: 'string' },
+  'pp': { type: 'string' },
+  'prefill-tp': { type: 'string' },
+  'decode-tp': { type: 'string' },
+  'prefill-pp': { type: 'string' },
+  'decode-pp': { type: 'string' },
+  'gpu-memory-utilization': { type: 'string' },
+  'prefill-replicas': { type: 'string' },
+  'decode-replicas': { type: 'string' },
+  'azs': { type: 'string' },
+  'vpc': { type: 'string' },
+  'subnets': { type: 'string' },
+  'capacity-reservation': { type: 'string' },
+  'capacity-block': { type: 'string' },
+  'admin-role-arn': { type: 'string', multiple: true },
+  'out': { type: 'string' },
+  'json': { type: 'boolean' },
+} as const;
+
 /** `disagg synth`: the whole deployment as CloudFormation and as Kubernetes YAML, plus its plan. */
 export const command: Command = {
   name: 'synth',
+  options: OPTIONS,
   summary: 'Synthesize a P/D deployment (CloudFormation + Kubernetes YAML) and print its plan; no AWS account needed',
   help: HELP,
   vocabulary: CliVocabulary.SYNTH,
@@ -245,26 +268,7 @@ interface SynthValues {
 }
 
 function parseSynthOptions(argv: string[], io: CliIo): SynthValues {
-  return parseOptions(argv, {
-    ...MODEL_FLAG_OPTIONS,
-    'tp': { type: 'string' },
-    'pp': { type: 'string' },
-    'prefill-tp': { type: 'string' },
-    'decode-tp': { type: 'string' },
-    'prefill-pp': { type: 'string' },
-    'decode-pp': { type: 'string' },
-    'gpu-memory-utilization': { type: 'string' },
-    'prefill-replicas': { type: 'string' },
-    'decode-replicas': { type: 'string' },
-    'azs': { type: 'string' },
-    'vpc': { type: 'string' },
-    'subnets': { type: 'string' },
-    'capacity-reservation': { type: 'string' },
-    'capacity-block': { type: 'string' },
-    'admin-role-arn': { type: 'string', multiple: true },
-    'out': { type: 'string' },
-    'json': { type: 'boolean' },
-  }, io);
+  return parseOptions(argv, OPTIONS, io);
 }
 
 function specFrom(values: SynthValues): DeploymentSpec {
