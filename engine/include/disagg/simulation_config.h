@@ -53,7 +53,8 @@ Expected<std::string, std::string> simulate_to_json(const SimulationSetup& setup
 /// A scaling report as JSON: horizonSeconds, windowSeconds, pools [{name, role, gpusPerReplica,
 /// gpuHours, peakReplicas, scaleUps, scaleDowns, provisionSeconds, drainedRequests, lostOnScaleDown}],
 /// gpuHours, lostOnScaleDown, heldForCapacity, goodRequests, goodPerGpuHour, and windows as columns
-/// {count, startSeconds, arrivals, good, promptTokens, replicas[pool][window], readyReplicas[pool][window]}.
+/// {count, startSeconds, arrivals, good, promptTokens, ttftP90, tpotP90 (seconds; null for a window
+/// none of whose arrivals completed), replicas[pool][window], readyReplicas[pool][window]}.
 std::string scaling_to_json(const ScalingReport& report, const MetricsSummary& summary);
 
 /// Provisioning defaults of an autoscaled pool (engine/README.md, "Autoscaling"): a new GPU node
