@@ -51,6 +51,14 @@ export interface AcceleratorProps {
    * @default - 0.7, an assumption for devices no real run calibrates
    */
   readonly decodeMemoryEfficiency?: number;
+  /**
+   * vLLM's attention kernels on this device keep an FP8 KV cache in the quantized domain: queries are
+   * quantized too and QK^T and AV run at the FP8 rate (FlashAttention 3, Hopper). Elsewhere attention
+   * runs at the activations' BF16 rate whatever the KV cache holds.
+   * @see https://docs.vllm.ai/en/latest/features/quantization/quantized_kvcache/
+   * @default false
+   */
+  readonly fp8Attention?: boolean;
 }
 
 /**
@@ -114,6 +122,7 @@ export class Accelerator {
     interconnectGBps: 450,
     interconnect: 'NVLink4',
     decodeMemoryEfficiency: 0.85, // fitted on 11 vLLM 0.15.1 runs, checked on 5 held out, bench/notes/validation.md
+    fp8Attention: true, // FlashAttention 3 (Hopper) runs an FP8 KV cache in FP8
   });
 
   /**
@@ -131,6 +140,7 @@ export class Accelerator {
     interconnectGBps: 450,
     interconnect: 'NVLink4',
     decodeMemoryEfficiency: 0.85, // the H100's (same die and kernels); bench/gpu's H200 decode steps agree within 10%
+    fp8Attention: true, // FlashAttention 3 (Hopper) runs an FP8 KV cache in FP8
   });
 
   /**
@@ -255,6 +265,7 @@ export class Accelerator {
     interconnectGBps: 200,
     interconnect: 'NVLink4',
     decodeMemoryEfficiency: 0.85, // the H100's (same die, memory and kernels), not measured on an H800
+    fp8Attention: true, // FlashAttention 3 (Hopper) runs an FP8 KV cache in FP8
   });
 
   /**
@@ -275,6 +286,7 @@ export class Accelerator {
     peakTopsInt8: 296,
     interconnectGBps: 450,
     interconnect: 'NVLink4',
+    fp8Attention: true, // FlashAttention 3 (Hopper) runs an FP8 KV cache in FP8
   });
 
   /**
@@ -354,6 +366,8 @@ export class Accelerator {
   public readonly interconnect: string;
   /** Fraction of memory bandwidth a vLLM decode step reaches; undefined where no real run calibrates it. */
   public readonly decodeMemoryEfficiency?: number;
+  /** Attention runs an FP8 KV cache at the FP8 rate (FlashAttention 3). */
+  public readonly fp8Attention: boolean;
 
   private readonly bf16: number;
   private readonly fp8?: number;
@@ -398,6 +412,7 @@ export class Accelerator {
     this.memoryGib = props.memoryGib;
     this.hbmBandwidthGBps = props.hbmBandwidthGBps;
     this.interconnectGBps = props.interconnectGBps;
+    this.fp8Attention = props.fp8Attention === true && props.peakTflopsFp8 !== undefined;
     this.interconnect = props.interconnect;
     this.decodeMemoryEfficiency = props.decodeMemoryEfficiency;
     this.bf16 = props.peakTflopsBf16;

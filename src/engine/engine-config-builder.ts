@@ -164,6 +164,8 @@ export function costSections(plan: ServingPlan, weightPrecision?: Precision): Re
     },
     hardware: {
       peakFlopsPerSecond: type.accelerator.peakTflops(weightPrecision ?? plan.weights.densePrecision) * 1e12,
+      // Attention runs at its own rate (FP8 only for an FP8 KV cache under FlashAttention 3): the roofline's rule.
+      attentionFlopsPerSecond: type.accelerator.peakTflops(plan.roofline.attentionComputePrecision) * 1e12,
       hbmBytesPerSecond: type.accelerator.hbmBandwidthGBps * 1e9,
       interconnectBytesPerSecond: type.accelerator.interconnectGBps * 1e9,
       // Gbit/s -> bytes/s.

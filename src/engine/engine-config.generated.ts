@@ -123,6 +123,10 @@ export interface DisaggEngineConfiguration {
      */
     peakFlopsPerSecond: number;
     /**
+     * Dense peak FLOP/s attention's QK^T and AV run at: BF16's, or FP8's for an FP8 KV cache under FlashAttention 3 (src/sizing, Roofline.attentionPrecisionFor). 0 = peakFlopsPerSecond.
+     */
+    attentionFlopsPerSecond?: number;
+    /**
      * HBM bandwidth in bytes/s.
      */
     hbmBytesPerSecond: number;

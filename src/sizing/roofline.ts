@@ -1,4 +1,4 @@
-import { AcceleratedInstanceType, AttentionKind, ModelArchitecture, Precision } from '../catalog';
+import { AcceleratedInstanceType, Accelerator, AttentionKind, ModelArchitecture, Precision } from '../catalog';
 import { KvCacheFootprint } from './kv-cache-footprint';
 import { Parallelism } from './parallelism';
 import { ParallelismRules } from './parallelism-rules';
@@ -218,6 +218,17 @@ export class Roofline {
     return (pricePerHour / (tokensPerSecond * 3600)) * 1e6;
   }
 
+  /**
+   * The precision attention's matrix math (QK^T and AV) runs in under vLLM: FP8 where the KV cache is
+   * FP8 and the device's attention kernels keep it in the quantized domain (`Accelerator.fp8Attention`:
+   * FlashAttention 3 quantizes the queries too), else BF16, the activations'. The one home of this
+   * rule: the roofline uses it, and src/engine passes its rate to the engine's cost model
+   * (`hardware.attentionFlopsPerSecond`).
+   */
+  public static attentionPrecisionFor(kvCachePrecision: Precision, accelerator: Accelerator): Precision {
+    return kvCachePrecision === Precision.FP8 && accelerator.fp8Attention ? Precision.FP8 : Precision.BF16;
+  }
+
   /** The model. */
   public readonly model: ModelArchitecture;
   /** The instance type. */
@@ -250,6 +261,8 @@ export class Roofline {
   public readonly denseComputePrecision: Precision;
   /** Precision the routed-expert matrix math runs in. */
   public readonly expertComputePrecision: Precision;
+  /** Precision attention's QK^T and AV run in (attentionPrecisionFor()). */
+  public readonly attentionComputePrecision: Precision;
   private readonly expertBytesPerRank: number;
   private readonly denseBytesPerRank: number;
 
@@ -293,6 +306,7 @@ export class Roofline {
     const native = (p: Precision) => (accelerator.supportsNativePrecision(p) ? p : Precision.BF16);
     this.denseComputePrecision = native(this.weights.densePrecision);
     this.expertComputePrecision = native(this.weights.expertPrecision);
+    this.attentionComputePrecision = Roofline.attentionPrecisionFor(this.kvCache.precision, accelerator);
 
     const p = this.parallelism;
     this.denseBytesPerRank = this.weights.denseBytes / p.tensorParallel;
@@ -414,7 +428,7 @@ export class Roofline {
     const compute =
       (2 * work.groupTokens * model.denseParameters) / p.tensorParallel / flopRate(this.denseComputePrecision) +
       (2 * work.expertTokens * routedActive * this.expertImbalance) / expertShards / flopRate(this.expertComputePrecision) +
-      work.attentionFlops / p.tensorParallel / flopRate(Precision.BF16);
+      work.attentionFlops / p.tensorParallel / flopRate(this.attentionComputePrecision);
 
     // Memory: each pass reads the rank's dense weights and the experts its tokens touch.
     const touched = model.isMoe ? 1 - Math.pow(1 - model.expertsActive / model.expertsTotal, work.expertTokensPerPass) : 0;

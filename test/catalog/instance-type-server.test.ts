@@ -71,6 +71,8 @@ describe('the engine configuration on a server outside EC2', () => {
     // THEN peak FLOP/s, HBM and NVLink come from the H800, the fabric from the server's NICs (a whole-node pod)
     expect(hardware).toEqual({
       peakFlopsPerSecond: 989e12,
+      // (BF16 KV cache: attention at the BF16 rate too)
+      attentionFlopsPerSecond: 989e12,
       hbmBytesPerSecond: 3350e9,
       interconnectBytesPerSecond: 200e9,
       fabricBytesPerSecond: 1600e9 / 8,

@@ -136,6 +136,10 @@ struct CostModelParams {
   // --- hardware (one accelerator) ---
   /// [hardware.peakFlopsPerSecond] Dense peak FLOP/s at the compute precision.
   double peak_flops_per_second = 0;
+  /// [hardware.attentionFlopsPerSecond] Dense peak FLOP/s attention's QK^T and AV run at: the
+  /// activations' BF16 rate, or FP8's where FlashAttention 3 keeps an FP8 KV cache in FP8 (the rule
+  /// lives in src/sizing, Roofline.attentionPrecisionFor). 0 = peakFlopsPerSecond.
+  double attention_flops_per_second = 0;
   /// [hardware.hbmBytesPerSecond] HBM bandwidth.
   double hbm_bytes_per_second = 0;
   /// [hardware.interconnectBytesPerSecond] Per-accelerator bandwidth of the intra-node link

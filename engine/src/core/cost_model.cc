@@ -233,6 +233,7 @@ Expected<CostModel, CostModelError> CostModel::create(const CostModelParams& par
         resolved.redundant_experts > 0 ? kDefaultExpertImbalanceEplb : kDefaultExpertImbalance;
   }
   if (resolved.attention_width == 0) resolved.attention_width = resolved.hidden_size;
+  if (resolved.attention_flops_per_second == 0) resolved.attention_flops_per_second = resolved.peak_flops_per_second;
   if (resolved.kv_transfer_latency_seconds == 0) {
     resolved.kv_transfer_latency_seconds = resolved.fabric_latency_seconds;
   }
@@ -264,10 +265,12 @@ StepTime CostModel::step_time(const StepBatch& b) const {
                            static_cast<double>(b.decode_context_tokens + b.decode_sequences)) *
                           share;
   const double routed = ep ? p.routed_active_parameters : 0.0;
-  const double dense_flops = 2.0 * (p.active_parameters - routed) * n / dp +
-                             4.0 * p.layers * p.attention_width * attended / dp;
+  const double dense_flops = 2.0 * (p.active_parameters - routed) * n / dp;
+  const double attention_flops = 4.0 * p.layers * p.attention_width * attended / dp;
   const double expert_flops = ep ? 2.0 * routed * n * p.expert_imbalance / p.expert_parallel : 0.0;
-  t.compute_seconds = (dense_flops / tp + expert_flops) / (p.peak_flops_per_second * p.compute_efficiency);
+  // Attention runs at its own rate (BF16, or FP8 for an FP8 KV cache under FlashAttention 3).
+  t.compute_seconds = (dense_flops / tp + expert_flops) / (p.peak_flops_per_second * p.compute_efficiency) +
+                      attention_flops / tp / (p.attention_flops_per_second * p.compute_efficiency);
 
   // Weights are streamed once per step; KV is read for prior context and written for new tokens.
   const double kv_tokens = (static_cast<double>(b.prefill_prior_tokens + b.decode_context_tokens) +

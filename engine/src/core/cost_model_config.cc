@@ -41,6 +41,9 @@ namespace {
     "pass the bytes of one element the all-to-all combine sends (2 for BF16)")                   \
   X("hardware", "peakFlopsPerSecond", peak_flops_per_second, true, 0, positive,                   \
     "pass the accelerator's dense peak FLOP/s at the compute precision")                          \
+  X("hardware", "attentionFlopsPerSecond", attention_flops_per_second, false, 0, non_negative,    \
+    "pass the dense peak FLOP/s attention runs at (BF16's; FP8's for an FP8 KV cache under "       \
+    "FlashAttention 3), or 0 for peakFlopsPerSecond")                                             \
   X("hardware", "hbmBytesPerSecond", hbm_bytes_per_second, true, 0, positive,                     \
     "pass the accelerator's HBM bandwidth in bytes/s")                                            \
   X("hardware", "interconnectBytesPerSecond", interconnect_bytes_per_second, false, 0,            \

@@ -42,6 +42,20 @@ TEST(CostModel, PrefillChunkIsComputeBoundByHand) {
   expect_rel(t.total_seconds, 0.400404);
 }
 
+TEST(CostModel, AttentionRunsAtItsOwnRateByHand) {
+  // GIVEN the prefill above with attention at half the peak (BF16 attention beside FP8 weights)
+  CostModelParams p = simple_params();
+  p.attention_flops_per_second = 0.5e12;
+  const CostModel m = make(p);
+  // WHEN 100 prompt tokens are prefilled
+  const StepTime t = m.prefill_chunk_time(100, 0);
+  // THEN the weights' 2e11 FLOPs take 0.4 s at 1e12 x 0.5 and attention's 2.02e8 take 0.000808 s at
+  //      0.5e12 x 0.5, twice its time at the peak rate (0.000404 s, the test above)
+  expect_rel(t.compute_seconds, 0.4 + 0.000808);
+  // AND 0 means the peak rate
+  expect_rel(make(simple_params()).prefill_chunk_time(100, 0).compute_seconds, 0.400404);
+}
+
 TEST(CostModel, PrefillAfterCachedPrefixReadsItsKv) {
   // GIVEN the simple model
   const CostModel m = make(simple_params());
