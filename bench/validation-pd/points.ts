@@ -98,6 +98,8 @@ export function lineRateGbps(text: string | undefined): number | undefined {
 export function instanceForGpu(gpu: string | undefined, interconnect?: string): AcceleratedInstanceType | undefined {
   if (!gpu) return undefined;
   const outside: Array<[RegExp, Accelerator]> = [[/H800/i, Accelerator.H800], [/H20(?!-3e)\b(?!.*1[34]\d\s*GB)/i, Accelerator.H20]];
+  const h20e = /H20-3e\b(?:.*?(\d{3})\s*GB)?/i.exec(gpu);
+  if (h20e) outside.push([/H20-3e/i, h20With141GbOf(Number(h20e[1] ?? 141))]);
   for (const [re, accelerator] of outside) {
     if (re.test(gpu)) {
       return AcceleratedInstanceType.server({ accelerator, acceleratorCount: 8, networkBandwidthGbps: lineRateGbps(interconnect) ?? 400 });
@@ -125,6 +127,27 @@ export function instanceForGpu(gpu: string | undefined, interconnect?: string): 
   return undefined;
 }
 
+/**
+ * The H20 with HBM3e (H20-3e): the catalog's H20 (the same Hopper die and rates) with the memory the
+ * point states. NVIDIA publishes no figure for its memory bandwidth; the H200's 4.8 TB/s from the same
+ * HBM3e stacks is assumed, which a KV-transfer timing (the one point on it) does not read.
+ */
+function h20With141GbOf(memoryGb: number): Accelerator {
+  const h20 = Accelerator.H20;
+  return Accelerator.of({
+    name: 'H20-3e',
+    vendor: h20.vendor,
+    memoryGib: memoryGb,
+    hbmBandwidthGBps: Accelerator.H200.hbmBandwidthGBps,
+    peakTflopsBf16: h20.peakTflops(Precision.BF16),
+    peakTflopsFp8: h20.peakTflops(Precision.FP8),
+    peakTopsInt8: h20.peakTflops(Precision.INT8),
+    interconnectGBps: h20.interconnectGBps,
+    interconnect: h20.interconnect,
+    fp8Attention: h20.fp8Attention,
+  });
+}
+
 /** Weight precision from the point's words. */
 export function weightPrecisionOf(point: PdPoint): Precision | undefined {
   const text = `${point.precision?.weights ?? ''} ${point.model ?? ''}`;
@@ -147,7 +170,8 @@ export function kvPrecisionOf(point: PdPoint, weights: Precision | undefined): P
 /** The catalog model a point names: its id, or the base model of a quantized checkpoint's id. */
 export function modelOf(name: string | undefined): ModelArchitecture | undefined {
   if (!name) return undefined;
-  const candidates = [name, name.replace(/-(GPTQ|AWQ)-Int\d|-FP8(-dynamic)?|-NVFP4/gi, ''), name.replace(/^[^/]+\//, '')];
+  // A dated instruct release ('Qwen3-235B-A22B-Instruct-2507') has its base model's layers and heads.
+  const candidates = [name, name.replace(/-(GPTQ|AWQ)-Int\d|-FP8(-dynamic)?|-NVFP4/gi, ''), name.replace(/^[^/]+\//, ''), name.replace(/-Instruct-\d{4}$/i, '')];
   const base = name.replace(/-(GPTQ|AWQ)-Int\d|-FP8(-dynamic)?|-NVFP4/gi, '').replace(/^(neuralmagic|nvidia|RedHatAI)\//, '');
   candidates.push(base, `meta-llama/${base}`);
   for (const c of candidates) {
@@ -420,7 +444,15 @@ export interface ExpressedTransfer {
   readonly config: EngineCostConfig;
   readonly tokens: number[];
   readonly measuredMs: number[];
+  /** The KV bytes the source says each transfer moved (its `kv_size` column), where it gives them. */
+  readonly measuredBytes?: number[];
   readonly notes: string[];
+}
+
+/** '49 MB', '1.58 GB' (decimal units, as Mooncake's tables print them) -> bytes. */
+export function bytesOf(text: unknown): number | undefined {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB)\s*$/i.exec(String(text));
+  return m ? Number(m[1]) * { KB: 1e3, MB: 1e6, GB: 1e9, TB: 1e12 }[m[2].toUpperCase() as 'KB' | 'MB' | 'GB' | 'TB'] : undefined;
 }
 
 /**
@@ -453,11 +485,15 @@ export function expressTransfer(point: PdPoint): ExpressedTransfer | Unexpressed
     ...(profile.kvTransferLatencySeconds ?? transfer?.latencySeconds) !== undefined
       ? { kvTransferLatencySeconds: profile.kvTransferLatencySeconds ?? transfer!.latencySeconds } : {},
   };
+  const si = columns.indexOf('kv_size');
+  const measuredBytes = si >= 0 ? rows.map(r => bytesOf(r[si])) : [];
+  const efficiency = profile.kvTransferEfficiency !== undefined ? { ...sections.efficiency, fabric: profile.kvTransferEfficiency } : sections.efficiency;
   return {
     point,
-    config: { ...sections, hardware },
+    config: { ...sections, hardware, ...(efficiency ? { efficiency } : {}) },
     tokens: rows.map(r => Number(r[ti])),
     measuredMs: rows.map(r => Number(r[mi])),
+    ...(measuredBytes.length > 0 && measuredBytes.every(b => b !== undefined) ? { measuredBytes: measuredBytes as number[] } : {}),
     notes: [`engine ${profile.name}`, ...(transfer ? [`KV over ${transfer.label} at ${(transfer.bytesPerSecond / 1e9).toFixed(0)} GB/s`] : [])],
   };
 }

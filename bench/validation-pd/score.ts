@@ -30,6 +30,11 @@ export interface TransferJudgment {
   readonly measuredMs: number[];
   /** Median absolute percentage error over the rows. */
   readonly medianErrorPct: number;
+  /**
+   * Median absolute percentage error of the bytes moved against the source's KV sizes, where it
+   * prints them: the model's KV layout and its copies under TP, apart from any timing constant.
+   */
+  readonly bytesErrorPct?: number;
 }
 
 export interface PdScore {
@@ -191,9 +196,11 @@ export async function scorePoints(points: PdPoint[], onPoint?: (x: ExpressedPoin
       }
       const times = await costModel(t.config, { transferTokens: t.tokens });
       const predictedMs = times.kvTransfer.map(k => k.seconds * 1000);
+      const pctOff = (p: number, m: number) => (Math.abs(p - m) / m) * 100;
       transfers.push({
         point, tokens: t.tokens, predictedMs, measuredMs: t.measuredMs,
-        medianErrorPct: median(predictedMs.map((p, i) => (Math.abs(p - t.measuredMs[i]) / t.measuredMs[i]) * 100)),
+        medianErrorPct: median(predictedMs.map((p, i) => pctOff(p, t.measuredMs[i]))),
+        ...(t.measuredBytes ? { bytesErrorPct: median(times.kvTransfer.map((k, i) => pctOff(k.bytes, t.measuredBytes![i]))) } : {}),
       });
       continue;
     }
@@ -246,11 +253,12 @@ export function formatPdScore(score: PdScore): string {
   }
   if (score.transfers.length > 0) {
     out.push('');
-    out.push('| KV-transfer point | prompt tokens | transfer ms (sim / published) | median error |');
-    out.push('|---|---|---|---:|');
+    out.push('| KV-transfer point | prompt tokens | transfer ms (sim / published) | median error | KV bytes: median error |');
+    out.push('|---|---|---|---:|---:|');
     for (const t of score.transfers) {
       const rows = t.tokens.map((n, i) => `${n}: ${f(t.predictedMs[i])} / ${f(t.measuredMs[i])}`);
-      out.push(`| ${t.point.id} | ${t.tokens[0]}-${t.tokens[t.tokens.length - 1]} | ${rows.join('; ')} | ${f(t.medianErrorPct, 0)}% |`);
+      const bytes = t.bytesErrorPct === undefined ? '-' : `${f(t.bytesErrorPct, 1)}%`;
+      out.push(`| ${t.point.id} | ${t.tokens[0]}-${t.tokens[t.tokens.length - 1]} | ${rows.join('; ')} | ${f(t.medianErrorPct, 0)}% | ${bytes} |`);
     }
   }
   if (score.unexpressed.length > 0) {

@@ -57,11 +57,11 @@ export interface DisaggEngineConfiguration {
      */
     weightBytesPerRank: number;
     /**
-     * KV-cache bytes of one token for the whole model (2 x layers x KV heads x head dim x bytes; MLA: layers x (latent + rope dims) x bytes). What a prefill-to-decode transfer moves per token.
+     * KV-cache bytes of one token for the whole model, counted once (2 x layers x KV heads x head dim x bytes; MLA: layers x (latent + rope dims) x bytes). A prefill-to-decode transfer moves this per token unless kvBytesPerTokenPerRank says the ranks hold copies.
      */
     kvBytesPerToken: number;
     /**
-     * KV bytes of one token on one rank; 0 means kvBytesPerToken / tensorParallel. Set it when KV heads are fewer than the ranks and get replicated.
+     * KV bytes of one token on one rank; 0 means kvBytesPerToken / (tensorParallel x pipelineParallel). Set it when the ranks hold copies (GQA with more ranks than KV heads, MLA's latent under TP): a P/D transfer, a tier load and a tier block then count every rank's copy (kvBytesPerTokenPerRank x tensorParallel x pipelineParallel per token), as the connectors move them: every decode rank reads its own whole copy (vLLM's NIXL; Mooncake's SGLang table moves 49 MB for 128 tokens of Qwen3-235B at TP8, twice the model's 25 MB).
      */
     kvBytesPerTokenPerRank?: number;
     /**

@@ -20,6 +20,12 @@ export interface EngineSchedulerKnobs {
    * @default - the fabric's latency
    */
   readonly kvTransferLatencySeconds?: number;
+  /**
+   * The share of the fabric's line rate the connector's transfers reach once their bytes dominate
+   * (efficiency.fabric), where a published timing gives one.
+   * @default - efficiency.fabric's default, 0.7 (vLLM's MooncakeConnector reaches about 72%)
+   */
+  readonly kvTransferEfficiency?: number;
 }
 
 /**
@@ -33,6 +39,8 @@ export const VLLM_KV_TRANSFER_LATENCY_SECONDS = 0.4e-3;
  * H20 with 4x 400 GbE): 2.07 ms for 49 MB, 76.78 ms for 12.6 GB, i.e. about 1.8 ms plus the bytes at ~84%.
  */
 export const SGLANG_KV_TRANSFER_LATENCY_SECONDS = 1.8e-3;
+/** The line-rate share of the same SGLang table: 12.6 GB in 76.78 ms less the fixed 1.8 ms is 168 GB/s of 200. */
+export const SGLANG_KV_TRANSFER_EFFICIENCY = 0.84;
 
 /**
  * The serving engine generation a simulated pool behaves as: how its scheduler batches prompts and
@@ -50,7 +58,8 @@ export const SGLANG_KV_TRANSFER_LATENCY_SECONDS = 1.8e-3;
  * - `DISTSERVE`: the DistServe prototype (OSDI'24, LLMServe/DistServe): its context instances batch
  *   whole prompts, its decode instances only decode; no chunking, no overlap.
  * - `SGLANG`: chunked prefill on (`--chunked-prefill-size`, on by default) and the overlap scheduler
- *   (on by default since v0.4), which plans the next batch while the GPU runs the current one.
+ *   (on by default since v0.4), which plans the next batch while the GPU runs the current one; its
+ *   Mooncake transfers pay 1.8 ms and reach 84% of the line rate (Mooncake's SGLang table).
  * - `TRTLLM`: TensorRT-LLM's `trtllm-serve` with chunked context and the overlap scheduler on, as its
  *   disaggregated-serving examples run it.
  */
@@ -79,7 +88,12 @@ export class EngineProfile {
     chunkedPrefill: false, asyncScheduling: false, firstTokenAt: 'transfer', sequenceOverheadSeconds: V0_SEQUENCE_OVERHEAD_SECONDS,
   });
   public static readonly SGLANG = new EngineProfile('sglang', {
-    chunkedPrefill: true, asyncScheduling: true, firstTokenAt: 'transfer', sequenceOverheadSeconds: 0, kvTransferLatencySeconds: SGLANG_KV_TRANSFER_LATENCY_SECONDS,
+    chunkedPrefill: true,
+    asyncScheduling: true,
+    firstTokenAt: 'transfer',
+    sequenceOverheadSeconds: 0,
+    kvTransferLatencySeconds: SGLANG_KV_TRANSFER_LATENCY_SECONDS,
+    kvTransferEfficiency: SGLANG_KV_TRANSFER_EFFICIENCY,
   });
   public static readonly TRTLLM = new EngineProfile('trtllm', { chunkedPrefill: true, asyncScheduling: true, firstTokenAt: 'prefill', sequenceOverheadSeconds: 0 });
 
@@ -145,14 +159,24 @@ export class EngineProfile {
     return this.knobs.kvTransferLatencySeconds;
   }
 
+  /** The share of the line rate a transfer reaches, where a published timing gives one. */
+  public get kvTransferEfficiency(): number | undefined {
+    return this.knobs.kvTransferEfficiency;
+  }
+
   /** The pool fields this profile sets for a pool of `role` (merged into its `efficiency` and `hardware`). */
   public poolKnobs(role: 'both' | 'prefill' | 'decode', efficiency?: Record<string, unknown>, hardware?: Record<string, unknown>): Record<string, unknown> {
     const k = this.knobs;
+    const ownEfficiency = {
+      ...(k.sequenceOverheadSeconds > 0 ? { sequenceOverheadSeconds: k.sequenceOverheadSeconds } : {}),
+      // The decode side pulls the KV: its pool times the transfer.
+      ...(k.kvTransferEfficiency !== undefined && role === 'decode' ? { fabric: k.kvTransferEfficiency } : {}),
+    };
     return {
       chunkedPrefill: k.chunkedPrefill,
       asyncScheduling: k.asyncScheduling,
       ...(role === 'decode' && k.firstTokenAt !== 'decode-step' ? { firstTokenAt: k.firstTokenAt } : {}),
-      ...(k.sequenceOverheadSeconds > 0 ? { efficiency: { ...(efficiency ?? {}), sequenceOverheadSeconds: k.sequenceOverheadSeconds } } : {}),
+      ...(Object.keys(ownEfficiency).length > 0 ? { efficiency: { ...(efficiency ?? {}), ...ownEfficiency } } : {}),
       // The decode side pulls the KV (vLLM's NIXL read); the transfer is timed on its pool.
       ...(k.kvTransferLatencySeconds !== undefined && hardware
         ? { hardware: { ...hardware, kvTransferLatencySeconds: k.kvTransferLatencySeconds } } : {}),

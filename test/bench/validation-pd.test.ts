@@ -84,6 +84,12 @@ describeIfReady('the simulator against published P/D measurements', () => {
     for (const t of score.transfers) {
       expect(t.predictedMs).toHaveLength(t.measuredMs.length);
       expect(t.medianErrorPct).toBeLessThanOrEqual(LIMITS.transferErrorMedianPct);
+      // AND where the source prints its KV sizes, the bytes moved match them (the KV layout and its
+      //     copies under TP: Qwen3-235B's 4 KV heads held twice at TP8), apart from any timing constant
+      if (t.bytesErrorPct !== undefined) expect(t.bytesErrorPct).toBeLessThanOrEqual(LIMITS.transferBytesErrorMedianPct);
     }
+    // AND every point the file calls full is expressed
+    const full = points.filter(p => p.completeness === 'full').map(p => p.id);
+    expect(summary.unexpressed.filter((id: string) => full.includes(id))).toEqual([]);
   });
 });

@@ -98,10 +98,11 @@ struct CostModelParams {
   /// [model.weightBytesPerRank] Weight bytes one tensor-parallel rank holds and reads every step.
   double weight_bytes_per_rank = 0;
   /// [model.kvBytesPerToken] KV-cache bytes of one token for the whole model (all layers, all KV
-  /// heads); what a prefill-to-decode transfer moves per token.
+  /// heads), counted once.
   double kv_bytes_per_token = 0;
   /// [model.kvBytesPerTokenPerRank] KV bytes of one token held by one rank. 0 = kvBytesPerToken /
-  /// tensorParallel (set it when KV heads are replicated because they are fewer than the ranks).
+  /// (tensorParallel x pipelineParallel); set it when KV is replicated over the ranks (GQA with more
+  /// ranks than KV heads, MLA's latent under TP): a transfer then moves every rank's copy.
   double kv_bytes_per_token_per_rank = 0;
   /// [model.activeParameters] Parameters that one token passes through (MoE: the active ones).
   double active_parameters = 0;
@@ -314,6 +315,11 @@ inline constexpr double kDefaultExpertImbalance = 1.4;
 /// The same with EPLB's redundant experts (parallel.redundantExperts > 0). An assumption.
 inline constexpr double kDefaultExpertImbalanceEplb = 1.1;
 
+/// KV bytes one token occupies on all a replica's ranks together: kvBytesPerTokenPerRank x
+/// tensorParallel x pipelineParallel where the per-rank figure is set (replicated KV counts every
+/// copy), else kvBytesPerToken. The one rule for what a transfer, a tier load and a tier block hold.
+double kv_replica_bytes_per_token(const CostModelParams& params);
+
 /// Step-time calculator for one replica. Immutable and cheap to copy; every method is const,
 /// allocation-free and safe to call from several threads.
 class CostModel {
@@ -343,7 +349,11 @@ class CostModel {
   /// fabric latency when not set) + bytes / (fabricBytesPerSecond x efficiency.fabric); 0 for 0 bytes.
   double transfer_seconds(double bytes) const;
 
-  /// Bytes of KV cache for `tokens` tokens of the whole model.
+  /// Bytes of KV cache that `tokens` tokens occupy on all the replica's ranks together, copies
+  /// included (kv_replica_bytes_per_token): what a P/D transfer or a tier load moves, since every
+  /// rank moves its own cache (vLLM's NIXL and Mooncake connectors pair ranks; a decode rank reads
+  /// a whole replicated copy; Mooncake's SGLang table moves 49 MB for 128 tokens of Qwen3-235B at TP8,
+  /// twice the model's 25 MB, its 4 KV heads held twice).
   double kv_transfer_bytes(std::int64_t tokens) const;
 
   /// Seconds to move the KV cache of `tokens` tokens from a prefill to a decode replica.

@@ -348,8 +348,13 @@ double CostModel::transfer_seconds(double bytes) const {
          bytes / (params_.fabric_bytes_per_second * params_.fabric_efficiency);
 }
 
+double kv_replica_bytes_per_token(const CostModelParams& p) {
+  if (!(p.kv_bytes_per_token_per_rank > 0)) return p.kv_bytes_per_token;
+  return p.kv_bytes_per_token_per_rank * static_cast<double>(p.tensor_parallel) * static_cast<double>(p.pipeline_parallel);
+}
+
 double CostModel::kv_transfer_bytes(std::int64_t tokens) const {
-  return static_cast<double>(tokens) * params_.kv_bytes_per_token;
+  return static_cast<double>(tokens) * kv_replica_bytes_per_token(params_);
 }
 
 }  // namespace disagg

@@ -1048,7 +1048,7 @@ Expected<std::vector<std::vector<std::int64_t>>, std::string> check_tiers(const 
   bool remote_counted = false;
   for (std::size_t i = 0; i < config.pools.size(); ++i) {
     const PoolSpec& p = config.pools[i];
-    const double block_bytes = p.cost.kv_bytes_per_token * block_size;
+    const double block_bytes = kv_replica_bytes_per_token(p.cost) * block_size;
     int last = 0;
     for (std::size_t j = 0; j < p.kv_tiers.size(); ++j) {
       const KvTierSpec& t = p.kv_tiers[j];
@@ -1079,7 +1079,7 @@ Expected<std::vector<std::vector<std::int64_t>>, std::string> check_tiers(const 
       if (!(t.capacity_bytes >= block_bytes) || !std::isfinite(t.capacity_bytes)) {
         return unexpected(f + ".capacityBytes' (" + num(t.capacity_bytes) + ") must hold at least one KV block of " +
                           num(block_bytes) + " bytes (" + std::to_string(block_size) + " tokens x " +
-                          num(p.cost.kv_bytes_per_token) + " bytes per token)");
+                          num(kv_replica_bytes_per_token(p.cost)) + " bytes per token)");
       }
       const double n = std::floor(t.capacity_bytes / block_bytes);
       if (n > static_cast<double>(KvTierCache::kMaxBlocks)) {

@@ -260,5 +260,45 @@ TEST(CostModelKvTransfer, TheSimulatorChargesTheDecodePoolsLatencyPerTransfer) {
   EXPECT_EQ(prefill.summary.ttft.mean, base.summary.ttft.mean);
 }
 
+TEST(CostModelKvTransfer, ReplicatedKvMovesEveryRanksCopy) {
+  // GIVEN the simple model at TP4 whose ranks each hold half the model's KV (2 KV heads over 4 ranks:
+  //       every head on two ranks), and the same model with its KV split evenly
+  CostModelParams split = simple_params();
+  split.tensor_parallel = 4;
+  split.interconnect_bytes_per_second = 1e11;
+  CostModelParams copies = split;
+  copies.kv_bytes_per_token_per_rank = split.kv_bytes_per_token / 2;
+  // WHEN 1000 tokens move
+  // THEN the split cache moves the model's KV once, 1e8 bytes; the replicated one each rank's half,
+  //      4 x 5e4 x 1000 = 2e8 bytes, and takes that much longer on the wire
+  EXPECT_EQ(make(split).kv_transfer_bytes(1000), 1e8);
+  EXPECT_EQ(make(copies).kv_transfer_bytes(1000), 2e8);
+  expect_rel(make(copies).kv_transfer_seconds(1000) - make(split).kv_transfer_seconds(1000), 1e8 / (1e10 * 0.5));
+  // AND the rule is the free function the simulator's tier sizing reads
+  EXPECT_EQ(kv_replica_bytes_per_token(copies), 2e5);
+  EXPECT_EQ(kv_replica_bytes_per_token(split), 1e5);
+}
+
+TEST(CostModelKvTransfer, TheSimulatorMovesTheDecodeRanksCopies) {
+  // GIVEN one disaggregated request of 1000 prompt tokens, and the decode pool at TP2 holding the
+  //       whole model's KV on each rank (one KV head, replicated)
+  WorkloadSpec w;
+  w.max_requests = 1;
+  w.arrival.rate_per_second = 1;
+  w.input = {LengthDist::Kind::fixed, 1000, 0, 1, 1 << 20};
+  w.output = {LengthDist::Kind::fixed, 4, 0, 1, 1 << 20};
+  SimulationConfig replicated = pd(0, 0);
+  replicated.pools[1].cost.tensor_parallel = 2;
+  replicated.pools[1].cost.interconnect_bytes_per_second = 1e11;
+  replicated.pools[1].cost.kv_bytes_per_token_per_rank = replicated.pools[1].cost.kv_bytes_per_token;
+  // WHEN it runs
+  const SimulationResult base = test::run(pd(0, 0), w);
+  const SimulationResult r = test::run(replicated, w);
+  ASSERT_EQ(r.summary.disaggregated, 1);
+  // THEN twice the bytes move (each decode rank reads a whole copy; the first token's KV is computed
+  //      on the decode side under first_token_at transfer or not, the same in both runs)
+  EXPECT_EQ(r.summary.kv_transfer_bytes, 2 * base.summary.kv_transfer_bytes);
+}
+
 }  // namespace
 }  // namespace disagg
