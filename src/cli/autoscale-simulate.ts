@@ -256,7 +256,8 @@ export function renderAutoscaleTable(stat: ScaledResult, auto: ScaledResult, pee
   });
   const all = [stat.scaling.gpuHours.toFixed(1), ...(peer ? ['', peer.scaling.gpuHours.toFixed(1)] : []), auto.scaling.gpuHours.toFixed(1)];
   rows.push(['all', '', '', ...all, '', '', '', '', '', String(auto.scaling.lostOnScaleDown)]);
-  return renderTable(headers, rows, headers.map((_, i) => i > 0 && i < headers.length));
+  // Every column but the pool's name holds a number.
+  return renderTable(headers, rows, headers.map((_, i) => i > 0));
 }
 
 /** Worst window's SLO attainment (good / arrivals) among windows with arrivals. */
@@ -307,6 +308,15 @@ export interface AutoscaleRun {
 /** Replicas per pool, in the config's pool order. */
 type Replicas = number[];
 
+/**
+ * `config` with its synthetic workload arriving in `stages` (Poisson unless it names a process) and
+ * no request count: the stages end the run. The one rewrite the probes and the shaped run share.
+ */
+export function withStages(config: SimulationConfig, stages: Array<{ ratePerSecond: number; durationSeconds: number }>): SimulationConfig {
+  const { requests: _requests, ...workload } = config.workload;
+  return { ...config, workload: { ...workload, arrival: { ...workload.arrival, process: workload.arrival?.process ?? 'poisson', stages } } };
+}
+
 /** The smallest static deployment found to meet the SLO at the peak, and how it was found. */
 export interface PeakSized {
   /** Replicas per pool (the config's order); undefined when none up to --max-replicas meets it. */
@@ -326,19 +336,15 @@ export class PeakProber {
   public probes = 0;
   private readonly seen = new Map<string, boolean>();
 
-  constructor(private readonly config: SimulationConfig, private readonly probeSeconds: number, private readonly targetShare: number,
+  constructor(private readonly config: SimulationConfig, public readonly probeSeconds: number, private readonly targetShare: number,
     private readonly onProbe: (what: string) => void) {}
 
   public async meets(replicas: Replicas, rate: number): Promise<boolean> {
     const key = `${replicas.join('+')}@${rate}`;
     const known = this.seen.get(key);
     if (known !== undefined) return known;
-    const { requests: _requests, ...workload } = this.config.workload;
-    const probe: SimulationConfig = {
-      ...this.config,
-      pools: (this.config.pools ?? []).map((p, i) => ({ ...p, replicas: replicas[i] })),
-      workload: { ...workload, arrival: { ...workload.arrival, process: workload.arrival?.process ?? 'poisson', stages: [{ ratePerSecond: rate, durationSeconds: this.probeSeconds }] } },
-    };
+    const probe = withStages({ ...this.config, pools: (this.config.pools ?? []).map((p, i) => ({ ...p, replicas: replicas[i] })) },
+      [{ ratePerSecond: rate, durationSeconds: this.probeSeconds }]);
     this.onProbe(`${replicas.join('+')} replicas at ${rate} req/s`);
     this.probes++;
     const result = await simulate(probe);
@@ -365,7 +371,7 @@ async function smallest(lo: number, hi: number, ok: (n: number) => Promise<boole
  * replicas never serve less).
  */
 export async function peakSizedStatic(
-  prober: PeakProber, pools: number, maxReplicas: number, rate: number, probeSeconds: number,
+  prober: PeakProber, pools: number, maxReplicas: number, rate: number,
 ): Promise<PeakSized> {
   let replicas: Replicas | undefined;
   if (pools === 1) {
@@ -376,7 +382,7 @@ export async function peakSizedStatic(
     const p = d === undefined ? undefined : await smallest(1, maxReplicas, r => prober.meets([r, d], rate));
     replicas = d === undefined || p === undefined ? undefined : [p, d];
   }
-  return { replicas, rate, probeSeconds, probes: prober.probes };
+  return { replicas, rate, probeSeconds: prober.probeSeconds, probes: prober.probes };
 }
 
 /**
@@ -423,7 +429,7 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
       }
       peak = Number((0.75 * served).toPrecision(3));
     }
-    if (shaped) peer = await peakSizedStatic(prober, yours.length, flags.maxReplicas, peak, probeSeconds);
+    if (shaped) peer = await peakSizedStatic(prober, yours.length, flags.maxReplicas, peak);
   } catch (e) {
     throw e instanceof UsageError ? e : new UsageError((e as Error).message);
   } finally {
@@ -445,9 +451,7 @@ export async function runAutoscale(run: AutoscaleRun): Promise<number> {
     // The chart names the trace by its file name: a title is no place for a path of this machine.
     chartLoad = `long-prompt surge: ${run.rate} req/s for ${flags.durationSeconds} s, prompts ~${inputMean} tokens, 4x in the middle third (${path.basename(file)})`;
   } else {
-    const { requests: _requests, ...workload } = config.workload;
-    const stages = loadStages(flags.shape, peak, flags.durationSeconds);
-    base = { ...config, workload: { ...workload, arrival: { ...workload.arrival, process: workload.arrival?.process ?? 'poisson', stages } } };
+    base = withStages(config, loadStages(flags.shape, peak, flags.durationSeconds));
     load = `${flags.shape}, peak ${peak} req/s over ${flags.durationSeconds} s`
       + (run.rateGiven ? '' : ' (3/4 of what your static deployment serves within the SLO; --rate sets the peak)');
     chartLoad = load;

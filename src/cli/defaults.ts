@@ -73,13 +73,22 @@ export const MODEL_FLAG_OPTIONS = {
  * that `plan` describes the pods `synth` writes and `simulate` runs.
  */
 export function defaultTensorParallel(props: Omit<ServingPlanProps, 'tensorParallel'>): number {
+  return defaultTensorParallelChoice(props).tensorParallel;
+}
+
+/**
+ * defaultTensorParallel() and, where it differs, the smallest valid size that fits (what `plan`
+ * mentions beside the default), from one pass over the plans.
+ */
+export function defaultTensorParallelChoice(props: Omit<ServingPlanProps, 'tensorParallel'>): { tensorParallel: number; smallestFitting?: number } {
   const preferred = DEFAULT_DEPLOYMENT.tensorParallel;
   try {
-    if (ServingPlan.create({ ...props, tensorParallel: preferred }).fits) return preferred;
     const chosen = ServingPlan.create(props);
-    return chosen.fits ? chosen.parallelism.tensorParallel : preferred;
+    const smallest = chosen.fits ? chosen.parallelism.tensorParallel : undefined;
+    const tensorParallel = ServingPlan.create({ ...props, tensorParallel: preferred }).fits ? preferred : smallest ?? preferred;
+    return { tensorParallel, ...(smallest !== undefined && smallest !== tensorParallel ? { smallestFitting: smallest } : {}) };
   } catch {
     // Malformed values: the command's own check reports them against the flag.
-    return preferred;
+    return { tensorParallel: preferred };
   }
 }

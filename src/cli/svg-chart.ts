@@ -96,7 +96,8 @@ function renderChart<P extends Panel>(
   const width = PANEL_W * panels.length;
   const titleLines = wrapText(title, width - 20, TITLE_FONT, true);
   const header = 12 + titleLines.length * (TITLE_FONT + 4);
-  const legendRows = Math.max(1, ...panels.map(p => legendLayout(p.series).rows));
+  const legends = panels.map(p => legendLayout(p.series));
+  const legendRows = Math.max(1, ...legends.map(l => l.rows));
   const panelH = PANEL_H + legendRows * LEGEND_ROW;
   const height = header + panelH;
   const out: string[] = [];
@@ -109,7 +110,7 @@ function renderChart<P extends Panel>(
   });
   const xAxis = axis(xValues.length > 0 ? xValues : [0, 1], false, true);
   panels.forEach((panel, i) => {
-    out.push(...renderPanel(i * PANEL_W, header, panel.title, panel.series, xAxis, yAxis(panel), panel.slo, options, xLabel));
+    out.push(...renderPanel(i * PANEL_W, header, panel.title, panel.series, legends[i], xAxis, yAxis(panel), panel.slo, options, xLabel));
   });
   out.push('</svg>');
   return out.join('\n') + '\n';
@@ -129,7 +130,7 @@ export function textWidth(text: string, fontSize: number, bold = false): number 
 
 /** `text` in lines no wider than `maxWidth`, broken at spaces (a word longer than a line is cut). */
 function wrapText(text: string, maxWidth: number, fontSize: number, bold: boolean): string[] {
-  const maxChars = Math.max(8, Math.floor(maxWidth / (fontSize * (bold ? 0.65 : 0.6))));
+  const maxChars = Math.max(8, Math.floor(maxWidth / textWidth('x', fontSize, bold)));
   const lines: string[] = [];
   let line = '';
   for (const word of text.split(/\s+/)) {
@@ -146,7 +147,12 @@ function wrapText(text: string, maxWidth: number, fontSize: number, bold: boolea
 }
 
 /** Where each legend item of a panel goes: rows of items, each a line sample and its label. */
-function legendLayout(series: Series[]): { rows: number; items: Array<{ row: number; x: number; width: number }> } {
+interface LegendLayout {
+  readonly rows: number;
+  readonly items: Array<{ row: number; x: number; width: number }>;
+}
+
+function legendLayout(series: Series[]): LegendLayout {
   const plotW = PANEL_W - MARGIN.left - MARGIN.right;
   const items: Array<{ row: number; x: number; width: number }> = [];
   let row = 0;
@@ -170,7 +176,7 @@ function yValues(panel: Panel, finiteOnly: boolean): number[] {
 }
 
 function renderPanel(
-  x0: number, y0: number, title: string, series: Series[], xa: Axis, ya: Axis, slo: number | undefined,
+  x0: number, y0: number, title: string, series: Series[], legend: LegendLayout, xa: Axis, ya: Axis, slo: number | undefined,
   options: Pick<SweepChartOptions, 'markRate' | 'markLabel'>, xLabel: string,
 ): string[] {
   const out: string[] = [];
@@ -225,7 +231,6 @@ function renderPanel(
     }
   });
   // The legend: rows under the axis label, on a white ground, off the data.
-  const legend = legendLayout(series);
   if (legend.rows > 0) {
     const ly0 = top + plotH + 44;
     out.push(`<rect class="legend" x="${left}" y="${ly0 - 8}" width="${plotW}" height="${legend.rows * LEGEND_ROW + 2}" fill="#ffffff" stroke="#dddddd"/>`);

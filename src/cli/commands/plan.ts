@@ -3,7 +3,7 @@ import { Roofline, ServingPlan, ServingPlanProps } from '../../sizing';
 import { resolveKvBlockSize } from '../../sizing/private/kv-block-size';
 import { formatGbAndGib, formatGib, formatInt, formatSeconds, GIB } from '../../sizing/private/units';
 import { CliIo, Command, ExitCode, UsageError, parseOptions } from '../command';
-import { DEFAULT_DEPLOYMENT, defaultTensorParallel, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
+import { DEFAULT_DEPLOYMENT, defaultTensorParallelChoice, MODEL_FLAG_OPTIONS, defaultContext, defaultKvPrecision, effectiveWeightsFlag } from '../defaults';
 import { ENGINE_FLAG_HELP, ENGINE_FLAG_OPTIONS, SCHEDULER_FLAG_HELP, SCHEDULER_FLAG_OPTIONS, schedulerFlags } from '../engine-flags';
 import { ExpertParallelSizing, sizeExpertParallel } from '../expert-parallel-sizing';
 import { PLAN_SIMULATE_HELP, PLAN_SIMULATE_OPTIONS, runPlanSearch } from '../plan-simulate';
@@ -133,14 +133,10 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
   let smallestFitting: number | undefined;
   let tpDefaulted = false;
   if (props.tensorParallel === undefined && !values.simulate && props.dataParallel === undefined && props.expertParallel !== true) {
-    const tp = defaultTensorParallel(props);
-    try {
-      const chosen = ServingPlan.create(props);
-      smallestFitting = chosen.fits && chosen.parallelism.tensorParallel !== tp ? chosen.parallelism.tensorParallel : undefined;
-    } catch {
-      // Malformed values are reported below, when the plan itself is made.
-    }
-    props = { ...props, tensorParallel: tp };
+    // Malformed values are reported below, when the plan itself is made.
+    const choice = defaultTensorParallelChoice(props);
+    smallestFitting = choice.smallestFitting;
+    props = { ...props, tensorParallel: choice.tensorParallel };
     tpDefaulted = true;
   }
 
