@@ -83,6 +83,15 @@ describe('errors speak the vocabulary of the interface that raised them', () => 
     const foreign = flagsNamed(said).filter(f => !own.has(f) && !args.includes(f) && !said.includes(`vLLM ${f}`) && !said.includes(`'${f}'`));
     expect(foreign).toEqual([]);
   });
+
+  test('on Trainium a weight-precision error offers what vLLM Neuron runs, not load-time FP8', async () => {
+    // GIVEN INT4 weights on trn2, which quantizes nothing at load time
+    const r = await disagg('synth', '--instance', 'trn2.48xlarge', '--weight-precision', 'int4', '--out', out);
+    // THEN the fix is the checkpoint as stored, not the FP8 a GPU would quantize to
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/use --weight-precision bf16/);
+    expect(r.err).not.toMatch(/use --weight-precision fp8/);
+  });
 });
 
 describe('CliVocabulary', () => {

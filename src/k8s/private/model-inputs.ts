@@ -44,7 +44,10 @@ export function resolveModel(where: string, props: ModelDeploymentOptions, defau
     throw new Error(`${where}: 'kvCachePrecision' (${kvCachePrecision.name}) cannot hold a vLLM KV cache; use ${usable}`);
   }
   const prequantized = props.prequantizedCheckpoint ?? false;
-  if (!prequantized && weightPrecision !== model.nativePrecision && weightPrecision !== Precision.FP8
+  // Neuron quantizes nothing at load time: its pools' own rule (neuronPrecisionProblems) says what runs
+  // there, and this one's fix (FP8 from a BF16 checkpoint) would not.
+  const neuron = instanceTypes.some(t => t.isNeuron);
+  if (!prequantized && !neuron && weightPrecision !== model.nativePrecision && weightPrecision !== Precision.FP8
     && weightPrecision.bytesPerElement < model.nativePrecision.bytesPerElement) {
     throw new Error(`${where}: 'weightPrecision' (${weightPrecision.name}) needs a checkpoint stored in ${weightPrecision.name}: vLLM quantizes ` +
       `a ${model.nativePrecision.name} checkpoint at load time only to fp8. Point 'modelSource' at a ${weightPrecision.name} checkpoint and set ` +
