@@ -14,6 +14,7 @@
 #include "disagg/json_value.h"
 #include "disagg/kv_block_index.h"
 #include "disagg/kv_tier_cache.h"
+#include "disagg/pool_pressure.h"
 #include "disagg/route_plan.h"
 #include "sim_routing.h"
 
@@ -378,70 +379,45 @@ struct Simulator::Impl {
     }
   }
 
-  // The pool's SLO pressure (the contract's signal; disagg/autoscaler.h).
+  // The pool's SLO pressure: the engine's one rule (disagg/pool_pressure.h), on what the simulator
+  // knows of the pool's ready replicas; the router computes it from what it observes.
   double pressure(const PoolRun& pr) const {
-    if (pr.ready == 0) return held.empty() ? 0.0 : 1.0 + static_cast<double>(held.size());
     const WorkerRole role = workers[static_cast<std::size_t>(pr.first)].role;
     const CostModel& cm = *pr.cost;
     if (role == WorkerRole::prefill) {
-      // Predicted TTFT of the next request: the prompt tokens waiting or in progress on the ready
-      // replicas plus one mean prompt, over their prefill throughput, plus the fixed latency.
-      double tokens = pr.prompt_mean, per_second = 0;
+      PrefillLoad load;
+      load.ready_replicas = pr.ready;
+      load.queued_requests = static_cast<double>(held.size());
+      load.mean_prompt_tokens = pr.prompt_mean;
       for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
         const Worker& w = workers[static_cast<std::size_t>(i)];
         if (w.state != SlotState::ready) continue;
-        tokens += static_cast<double>(w.inflight_prefill_tokens);
-        per_second += w.prefill_tokens_per_second;
+        load.pending_prompt_tokens += static_cast<double>(w.inflight_prefill_tokens);
+        load.capacity_tokens_per_second += w.prefill_tokens_per_second;
       }
-      const double ttft = tokens / per_second + cm.params().request_overhead_seconds;
-      // An addition to the contract's signal: the prompt tokens arriving per second over the
-      // replicas' prefill rate (utilization). The predicted TTFT alone is flat until the queue
-      // builds (a replica at 10% and one at 90% predict about the same), so the HPA formula,
-      // desired = ready x pressure / target, would shrink a busy pool to one replica and flap.
-      // The utilization is taken against what the pool sustains within the TTFT SLO's tail at its
-      // size (prefill_sustainable_utilization: 0.87 of one replica, 0.97 of four, for the day's
-      // prompts), so 1 means the SLO for a small pool as for a large one; the router does the same.
-      const double fixed = cm.params().request_overhead_seconds;
-      const double service = pr.prompt_mean / (per_second / pr.ready);
-      const double cv2 = pr.prompt_mean > 0 ? pr.prompt_square_mean / (pr.prompt_mean * pr.prompt_mean) - 1 : 0;
-      const double bound = prefill_sustainable_utilization(pr.ready, service, cv2, fixed, config.slo.ttft_seconds);
-      return std::max(ttft / config.slo.ttft_seconds, pr.token_rate / per_second / bound);
+      load.prompt_cv2 = pr.prompt_mean > 0 ? pr.prompt_square_mean / (pr.prompt_mean * pr.prompt_mean) - 1 : 0;
+      load.prompt_tokens_per_second = pr.token_rate;
+      load.fixed_seconds = cm.params().request_overhead_seconds;
+      load.ttft_slo_seconds = config.slo.ttft_seconds;
+      return prefill_pressure(load).pressure;
     }
-    // Decode (and aggregated) pools: the decode step of (running per replica + 1) sequences at the
-    // mean context, against the TPOT SLO; or the replicas' capacity in use against 90%: KV blocks,
-    // and (an addition to the contract's signal) sequence slots, running / max_num_seqs.
-    // Without the slots a pool whose replicas are full of sequences queues new ones while its TPOT
-    // and KV look fine (a 70B model at 256 sequences steps in ~23 ms), and never scales. Waiting
-    // sequences are left out: a queue is a backlog, not a rate. A pool that is full reads >= 1 / 0.9
-    // from its slots or its KV already; counting the queue as well took decode from 1 to 8 (16 with
-    // room) replicas while a prefill pool scaled up for a long-prompt surge flushed its backlog into
-    // it, where its KV needed 2 (bench/notes/autoscaling.md).
-    std::int64_t running = 0;
+    DecodeLoad load;
+    load.ready_replicas = pr.ready;
+    load.queued_requests = static_cast<double>(held.size());
     double kv = 0;
     for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
       const Worker& w = workers[static_cast<std::size_t>(i)];
       if (w.state != SlotState::ready) continue;
-      running += w.sched.num_running();
+      load.running_sequences += static_cast<double>(w.sched.num_running());
       const KvBlockPool& kp = w.sched.pool();
       kv += static_cast<double>(kp.used_blocks()) / static_cast<double>(kp.total_blocks());
     }
-    const std::int64_t n = (running + pr.ready - 1) / pr.ready + 1;
+    load.kv_utilization = pr.ready > 0 ? kv / pr.ready : 0;
+    load.max_sequences = static_cast<double>(std::max<std::int64_t>(1, pr.sched.max_num_seqs));
+    load.tpot_slo_seconds = config.slo.tpot_seconds;
+    // The cost model's step at the mean context.
     const double context = pr.prompt_mean + pr.output_mean / 2;
-    auto step = [&](std::int64_t b) {
-      return cm.decode_batch_time(b, static_cast<std::int64_t>(static_cast<double>(b) * context)).total_seconds;
-    };
-    const double tpot = step(n);
-    // The slot term as a rate (Little's law): the sequences stepping at the batch the replicas run now
-    // produce running / step(batch) tokens per second, the pool's capacity is ready x
-    // max_num_seqs / step(max_num_seqs). Counting sequences alone is not proportional to the load: one
-    // replica steps slower than two (larger batch), so the same requests stay longer and count more
-    // there, and a pool that would shrink from 2 to 1 measures itself full again at 1 and grows (it
-    // flapped 22 times a day; bench/notes/autoscaling.md).
-    const std::int64_t batch = std::max<std::int64_t>(1, running / pr.ready);
-    const std::int64_t full = std::max<std::int64_t>(1, pr.sched.max_num_seqs);
-    const double slots = static_cast<double>(running) / (static_cast<double>(pr.ready) * static_cast<double>(full)) *
-                         step(full) / step(std::min(batch, full));
-    return std::max({tpot / config.slo.tpot_seconds, kv / pr.ready / 0.9, slots / 0.9});
+    return decode_pressure(load, [&cm, context](double batch) { return decode_step_seconds(cm, batch, context); }).pressure;
   }
 
   void on_tick(double now) {

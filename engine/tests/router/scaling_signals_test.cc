@@ -15,6 +15,8 @@
 #include "router_config.h"
 #include "router_metrics.h"
 #include "disagg/autoscaler.h"
+#include "disagg/pool_pressure.h"
+#include "../core/test_fixtures.h"
 #include "scaling_signals.h"
 
 namespace disagg::router {
@@ -287,6 +289,54 @@ TEST(ScalingSignals, TheDecodeSlotTermIsProportionalToTheLoadWhateverTheReplicas
 }
 
 // ---- draining endpoints ---------------------------------------------------------------------------
+
+// ---- the router and the simulator on the same load -----------------------------------------------
+
+// The differential test of the one pressure rule: a decode pool the simulator steps with the cost
+// model, and the router with the line the constructs fit through that model's steps at 1 and 64
+// sequences (src/k8s/private/autoscaling.ts, decodeCapacity), read the same load. The rule is one
+// function; what may differ is the step model, and only by the line's error above 64 sequences.
+TEST(ScalingSignals, TheRouterReadsADecodeLoadAsTheSimulatorDoes) {
+  const CostModel cm = test::cost_model();  // 8B-class on one H100
+  const double context = 2000;
+  const double max_sequences = 256;
+  const auto sim_step = [&cm, context](double b) { return decode_step_seconds(cm, b, context); };
+  AutoscalingSignalsConfig c;
+  c.tpot_slo_seconds = 0.03;
+  const double n = 64;
+  c.decode_step_seconds_per_sequence = (sim_step(n) - sim_step(1)) / (n - 1);
+  c.decode_step_seconds_base = sim_step(1) - c.decode_step_seconds_per_sequence;
+  c.decode_max_sequences = max_sequences;
+  double worst = 0;
+  int compared = 0;
+  for (std::int32_t ready = 1; ready <= 4; ++ready) {
+    for (double per_replica = 0; per_replica <= max_sequences; per_replica += 16) {
+      for (double kv : {0.0, 0.3, 0.7}) {
+        PoolObservation o;
+        o.ready_endpoints = ready;
+        o.running_sequences = per_replica * ready;
+        o.kv_utilization_sum = kv * ready;
+        const double router = decode_pool_signals(o, c).pressure;
+        DecodeLoad l;
+        l.ready_replicas = ready;
+        l.running_sequences = o.running_sequences;
+        l.kv_utilization = kv;
+        l.max_sequences = max_sequences;
+        l.tpot_slo_seconds = c.tpot_slo_seconds;
+        const double sim = decode_pressure(l, sim_step).pressure;
+        ASSERT_GT(sim, 0) << "ready " << ready << " per replica " << per_replica;
+        worst = std::max(worst, std::abs(router / sim - 1));
+        ++compared;
+      }
+    }
+  }
+  // Decode is memory-bound at every batch here, where the cost model's step is linear in the batch
+  // (weights plus each sequence's KV): the line through two of its steps is the same model, and the
+  // two read every load alike to rounding. A rule written twice drifted by whole terms (the slot
+  // term's batch was rounded down on one side only).
+  EXPECT_EQ(compared, 4 * 17 * 3);
+  EXPECT_LT(worst, 1e-9) << "the router's decode pressure is " << worst * 100 << "% off the simulator's";
+}
 
 TEST(EndpointDraining, A503StopsRoutingWithoutAStrikeAndALaterPassingCheckClearsIt) {
   EndpointSlot s;

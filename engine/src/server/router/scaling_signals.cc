@@ -7,24 +7,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "disagg/autoscaler.h"
+#include "disagg/pool_pressure.h"
 #include "router_metrics.h"
 
 namespace disagg::router {
 
 namespace {
 
-// KV utilization at which a decode pool counts as full (pressure 1): vLLM preempts near 100 %; the
-// rule's default target (0.95) holds 86 % and asks for a replica above 94 % (HPA's 10% tolerance).
-constexpr double kKvFull = 0.9;
-
 double finite_or_zero(double v) { return std::isfinite(v) ? v : 0; }
-
-// No ready endpoint: requests waiting for the pool force it up from zero (KEDA's activation);
-// nothing waiting leaves it at zero.
-double pressure_without_endpoints(const PoolObservation& o) {
-  return o.queued_requests > 0 ? 1 + o.queued_requests : 0;
-}
 
 PoolSignals common(const PoolObservation& o) {
   PoolSignals s;
@@ -40,56 +30,42 @@ PoolSignals common(const PoolObservation& o) {
 
 }  // namespace
 
+// The pressure itself is the engine's one rule (disagg/pool_pressure.h); here, what the router
+// observes becomes its load: the endpoints' configured prefill rate and linear decode step.
 PoolSignals prefill_pool_signals(const PoolObservation& o, double mean_prompt_tokens, double prompt_tokens_per_second,
                                  const AutoscalingSignalsConfig& c, double prompt_cv2) {
   PoolSignals s = common(o);
   s.prompt_tokens_per_second = std::max(0.0, finite_or_zero(prompt_tokens_per_second));
-  if (o.ready_endpoints <= 0) {
-    s.pressure = pressure_without_endpoints(o);
-    return s;
-  }
-  const double capacity = c.prefill_tokens_per_second * o.ready_endpoints;
-  s.predicted_ttft_seconds =
-      finite_or_zero((s.waiting_prompt_tokens + std::max(0.0, mean_prompt_tokens)) / capacity + c.prefill_fixed_seconds);
-  // The utilization against what these endpoints sustain within the TTFT SLO's tail (one replica
-  // 0.87 of its rate, four 0.97, for 2,000-token prompts at 22k tokens/s and a 2 s SLO): a pressure
-  // of 1 is the SLO at any pool size, as the simulator measures it.
-  s.sustainable_utilization = prefill_sustainable_utilization(
-      o.ready_endpoints, std::max(0.0, mean_prompt_tokens) / c.prefill_tokens_per_second,
-      std::isfinite(prompt_cv2) ? std::max(0.0, prompt_cv2) : 1.0, c.prefill_fixed_seconds, c.ttft_slo_seconds);
-  s.pressure = finite_or_zero(std::max(s.predicted_ttft_seconds / c.ttft_slo_seconds,
-                                       s.prompt_tokens_per_second / capacity / s.sustainable_utilization));
+  PrefillLoad load;
+  load.ready_replicas = o.ready_endpoints;
+  load.queued_requests = s.queued_requests;
+  load.pending_prompt_tokens = s.waiting_prompt_tokens;
+  load.mean_prompt_tokens = mean_prompt_tokens;
+  load.prompt_cv2 = prompt_cv2;
+  load.prompt_tokens_per_second = s.prompt_tokens_per_second;
+  load.capacity_tokens_per_second = c.prefill_tokens_per_second * std::max(o.ready_endpoints, 0);
+  load.fixed_seconds = c.prefill_fixed_seconds;
+  load.ttft_slo_seconds = c.ttft_slo_seconds;
+  const PrefillPressure p = prefill_pressure(load);
+  s.predicted_ttft_seconds = p.predicted_ttft_seconds;
+  s.sustainable_utilization = p.sustainable_utilization;
+  s.pressure = p.pressure;
   return s;
 }
 
 PoolSignals decode_pool_signals(const PoolObservation& o, const AutoscalingSignalsConfig& c) {
   PoolSignals s = common(o);
-  if (o.ready_endpoints <= 0) {
-    s.pressure = pressure_without_endpoints(o);
-    return s;
-  }
-  const double per_endpoint = s.running_sequences / o.ready_endpoints;
-  s.predicted_tpot_seconds =
-      finite_or_zero(c.decode_step_seconds_base + c.decode_step_seconds_per_sequence * (per_endpoint + 1));
-  // The slot term as a rate (Little's law): the sequences stepping at the batch an endpoint runs now
-  // produce running / step(batch) tokens per second, the pool's capacity is ready x maxSequences /
-  // step(maxSequences). A count of sequences alone is not proportional to the load (one endpoint
-  // steps slower than two, so the same requests stay longer there), and a pool shrinking from 2 to 1
-  // would measure itself full at 1 and grow again (the simulator's day flapped 22 times). Waiting
-  // sequences are a backlog, not a rate, and stay out: a full pool reads >= 1 / 0.9 from its slots or
-  // its KV already, and counting the queue sent decode to its maximum while a prefill pool flushed a
-  // long-prompt surge's backlog into it (bench/notes/autoscaling.md).
-  double slots = 0;
-  if (c.decode_max_sequences > 0) {
-    const double full = c.decode_max_sequences;
-    const double batch = std::clamp(per_endpoint, 1.0, full);
-    const double step_now = c.decode_step_seconds_base + c.decode_step_seconds_per_sequence * batch;
-    const double step_full = c.decode_step_seconds_base + c.decode_step_seconds_per_sequence * full;
-    const double ratio = step_now > 0 && step_full > 0 ? step_full / step_now : 1;
-    slots = s.running_sequences / (full * o.ready_endpoints) * ratio;
-  }
-  s.pressure = finite_or_zero(
-      std::max({s.predicted_tpot_seconds / c.tpot_slo_seconds, s.kv_utilization / kKvFull, slots / kKvFull}));
+  DecodeLoad load;
+  load.ready_replicas = o.ready_endpoints;
+  load.queued_requests = s.queued_requests;
+  load.running_sequences = s.running_sequences;
+  load.kv_utilization = s.kv_utilization;
+  load.max_sequences = c.decode_max_sequences;
+  load.tpot_slo_seconds = c.tpot_slo_seconds;
+  const DecodePressure p = decode_pressure(
+      load, [&c](double batch) { return c.decode_step_seconds_base + c.decode_step_seconds_per_sequence * batch; });
+  s.predicted_tpot_seconds = p.predicted_tpot_seconds;
+  s.pressure = p.pressure;
   return s;
 }
 

@@ -2,29 +2,14 @@
 // hold now, the latency the next request would see, and the SLO pressure an autoscaler scales on.
 //
 // Two pools: "prefill" (prefill endpoints) and "decode" (decode endpoints, or the aggregated ones
-// of a deployment without P/D). The pressure is predicted latency / SLO (1.0: the next request
-// would just meet its SLO):
-//   prefill: max(predicted TTFT / slo.ttftSeconds, utilization), where predicted TTFT =
-//            (waiting prompt tokens + mean prompt) / (prefill.tokensPerSecond x ready endpoints)
-//            + prefill.fixedSeconds, and utilization = prompt tokens arriving per second (routed
-//            to the pool, smoothed over about a minute) / (prefill.tokensPerSecond x ready) /
-//            the utilization the ready endpoints sustain with 99% of TTFTs within the SLO
-//            (prefill_sustainable_utilization, disagg/autoscaler.h: M/G/c at the mean prompt and
-//            the prompts' spread between reads; one endpoint sustains less of its rate than four);
-//   decode:  max(predicted TPOT / slo.tpotSeconds, KV utilization / 0.9, slots / 0.9), where
-//            predicted TPOT = decode.stepSecondsBase + decode.stepSecondsPerSequence x
-//            (running / ready + 1) and slots = running sequences /
-//            (decode.maxSequences x ready) x step(maxSequences) / step(batch), step(b) = stepSecondsBase
-//            + stepSecondsPerSequence x b, batch = running / ready clamped to [1, maxSequences]: the
-//            tokens per second the pool's sequences ask for over those its full replicas produce
-//            (Little's law), proportional to the load whatever the replica count (a plain count is
-//            not: fewer replicas step slower and hold the same requests longer, and the pool flaps);
-//            when maxSequences is given. Waiting sequences are a backlog, not a rate, and stay out
-//            (a full pool reads >= 1 / 0.9 from running or KV; the queue only overshoots);
-// The utilization and slot terms are what the simulator scales on too (engine/src/sim/simulator.cc,
-// the same rule): the latency predictions alone stay flat until a queue builds, so the rule
-// (desired = ready x pressure / target) would shrink a busy pool to one replica and flap.
-//   no ready endpoint: 1 + queued requests when some wait for the pool (scale from zero), else 0.
+// of a deployment without P/D). The pressure is the engine's one rule, stated in
+// disagg/pool_pressure.h and applied by the simulator too; the router's load is what it observes:
+//   prefill: the waiting prompt tokens of its own leg accounting, the mean prompt and the prompts'
+//            spread between reads, the prompt tokens arriving per second (routed to the pool,
+//            smoothed over about a minute), and prefill.tokensPerSecond x ready endpoints with
+//            prefill.fixedSeconds as the pool's rate and fixed latency;
+//   decode:  running sequences and KV utilization from the scraped vLLM gauges, decode.maxSequences
+//            per endpoint, and a linear step, stepSecondsBase + stepSecondsPerSequence x batch.
 // The scaling rule (desired = ceil(current x pressure / target), HPA tolerance and windows) is the
 // autoscaler's: KEDA reads GET /scaling (metrics-api scaler), an HPA the Prometheus gauges.
 //
