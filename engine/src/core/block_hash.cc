@@ -1,4 +1,5 @@
 #include "disagg/block_hash.h"
+#include "disagg/fnv1a.h"
 
 namespace disagg {
 
@@ -63,11 +64,7 @@ std::size_t hash_blocks(std::span<const TokenId> tokens, std::size_t block_size,
 }
 
 std::uint64_t extra_key_digest(std::string_view key) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (const char c : key) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ULL;
-  }
+  const std::uint64_t h = fnv1a64(key);
   return h == 0 ? 1 : h;
 }
 

@@ -2,12 +2,11 @@
 
 #include <array>
 
+#include "disagg/fnv1a.h"
+
 namespace disagg {
 
 namespace {
-
-constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
-constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;
 
 // ASCII whitespace of rule 1, as a table: the router tokenizes every prompt, so this loop is on
 // its request path.
@@ -24,30 +23,28 @@ TokenId id_of(std::uint64_t fnv) {
 }  // namespace
 
 TokenId fake_token_id(std::string_view piece) {
-  std::uint64_t h = kFnvOffset;
-  for (const char ch : piece) h = (h ^ static_cast<unsigned char>(ch)) * kFnvPrime;
-  return id_of(h);
+  return id_of(fnv1a64(piece));
 }
 
 void fake_tokenize(std::string_view text, std::vector<TokenId>& out) {
   // One pass: each byte either ends the piece (whitespace) or joins its hash; a piece also ends
   // at 4 bytes. The same tokens as splitting at whitespace and cutting runs into 4-byte pieces.
-  std::uint64_t h = kFnvOffset;
+  std::uint64_t h = kFnv1aOffset;
   int len = 0;
   for (const char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
     if (kSpace[c]) {
       if (len != 0) {
         out.push_back(id_of(h));
-        h = kFnvOffset;
+        h = kFnv1aOffset;
         len = 0;
       }
       continue;
     }
-    h = (h ^ c) * kFnvPrime;
+    h = fnv1a_step(h, c);
     if (++len == 4) {
       out.push_back(id_of(h));
-      h = kFnvOffset;
+      h = kFnv1aOffset;
       len = 0;
     }
   }

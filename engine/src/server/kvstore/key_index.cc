@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "disagg/fnv1a.h"
+
 namespace disagg::kvstore {
 namespace {
 constexpr std::size_t kMinBuckets = 16;
@@ -9,18 +11,18 @@ constexpr std::size_t kMinBuckets = 16;
 
 std::uint64_t hash_key(std::string_view key) {
   // FNV-1a over 8-byte words, then a murmur-style finaliser: fast on short keys, well mixed low bits.
-  std::uint64_t h = 0xcbf29ce484222325ULL ^ key.size();
+  std::uint64_t h = kFnv1aOffset ^ key.size();
   const char* p = key.data();
   std::size_t n = key.size();
   while (n >= 8) {
     std::uint64_t w;
     std::memcpy(&w, p, 8);
-    h = (h ^ w) * 0x100000001b3ULL;
+    h = (h ^ w) * kFnv1aPrime;
     h ^= h >> 29;
     p += 8;
     n -= 8;
   }
-  while (n-- > 0) h = (h ^ static_cast<unsigned char>(*p++)) * 0x100000001b3ULL;
+  while (n-- > 0) h = fnv1a_step(h, static_cast<unsigned char>(*p++));
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdULL;
   h ^= h >> 33;

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "disagg/fnv1a.h"
+
 namespace disagg::router {
 
 std::string_view to_string(KvEventType type) {
@@ -203,12 +205,7 @@ BlockHash fold_bytes(std::string_view b) {
     for (char c : b) v = (v << 8) | static_cast<std::uint8_t>(c);
     return v;
   }
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (char c : b) {
-    h ^= static_cast<std::uint8_t>(c);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
+  return fnv1a64(b);
 }
 
 // A hash value from an already-read head.

@@ -36,6 +36,7 @@
 #include "thread_pinning.h"
 #include "upstream_clients.h"
 #include "upstream_legs.h"
+#include "disagg/fnv1a.h"
 
 namespace disagg::router {
 
@@ -51,14 +52,7 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::uint64_t fnv64(std::string_view s) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
+std::uint64_t fnv64(std::string_view s) { return fnv1a64(s); }
 
 // Per-request buffers, recycled so steady-state requests do not allocate token and hash arrays.
 struct Scratch {

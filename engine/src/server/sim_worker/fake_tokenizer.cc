@@ -2,12 +2,11 @@
 
 #include <array>
 
+#include "disagg/fnv1a.h"
+
 namespace disagg::sim_worker {
 
 namespace {
-
-constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
-constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;
 
 // Short common English words (<= 4 bytes each, so each is exactly one fake token).
 constexpr std::array<std::string_view, 48> kFillerWords = {
@@ -20,11 +19,9 @@ constexpr std::array<std::string_view, 48> kFillerWords = {
 }  // namespace
 
 std::uint64_t filler_seed(std::span<const TokenId> prompt) {
-  std::uint64_t h = kFnvOffset;
-  for (TokenId t : prompt) {
-    h ^= static_cast<std::uint32_t>(t);
-    h *= kFnvPrime;
-  }
+  // FNV-1a's step over whole token ids rather than bytes.
+  std::uint64_t h = kFnv1aOffset;
+  for (TokenId t : prompt) h = (h ^ static_cast<std::uint32_t>(t)) * kFnv1aPrime;
   return h;
 }
 
