@@ -10,7 +10,7 @@ const config = simulationConfig({
   model: ModelArchitecture.fromName('llama-3.3-70b'),
   instanceType: AcceleratedInstanceType.fromName('p5.48xlarge'),
   weightPrecision: Precision.of('fp8'),
-  kvPrecision: Precision.of('fp8'),
+  kvCachePrecision: Precision.of('fp8'),
   maxContext: 16384,
   prefill: { replicas: 4, tensorParallel: tp },
   decode: { replicas: 2, tensorParallel: tp },

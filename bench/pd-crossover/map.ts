@@ -145,7 +145,7 @@ async function main(): Promise<void> {
         model,
         instanceType,
         weightPrecision: c.weights,
-        kvPrecision: c.kv,
+        kvCachePrecision: c.kv,
         maxContext: c.context,
         workload: {
           kind: 'single',

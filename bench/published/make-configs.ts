@@ -280,7 +280,7 @@ function wideEpConfigs(): Record<string, Record<string, unknown>> {
     const c = simulationConfig({
       model: ModelArchitecture.DEEPSEEK_V3,
       weightPrecision: Precision.FP8,
-      kvPrecision: Precision.FP8,
+      kvCachePrecision: Precision.FP8,
       maxContext: 8192,
       instanceType,
       maxNumSeqs: perRankSeqs,

@@ -159,7 +159,7 @@ export function weightPrecisionOf(point: PdPoint): Precision | undefined {
   return undefined;
 }
 
-export function kvPrecisionOf(point: PdPoint, weights: Precision | undefined): Precision {
+export function kvCachePrecisionOf(point: PdPoint, weights: Precision | undefined): Precision {
   const text = point.precision?.kv ?? '';
   if (/FP8/i.test(text)) return Precision.FP8;
   if (/BF16/i.test(text)) return Precision.BF16;
@@ -347,7 +347,7 @@ export function expressPoint(point: PdPoint): ExpressedPoint | UnexpressedPoint 
   if (reasons.length > 0 || !model || !instance || !metric || !agg || !pd) return { point, reasons };
 
   const weights = weightPrecisionOf(point) ?? model.nativePrecision;
-  const kv = kvPrecisionOf(point, weights);
+  const kv = kvCachePrecisionOf(point, weights);
   const profiles = {
     aggregated: EngineProfile.fromDescription(point.engine?.aggregated ?? point.engine?.both ?? ''),
     disaggregated: EngineProfile.fromDescription(point.engine?.disaggregated ?? point.engine?.both ?? ''),
@@ -366,7 +366,7 @@ export function expressPoint(point: PdPoint): ExpressedPoint | UnexpressedPoint 
       model,
       instanceType: instance,
       weightPrecision: weights,
-      kvPrecision: kv,
+      kvCachePrecision: kv,
       maxContext: Math.min(model.maxContext, 32768),
       ...(arm === 'aggregated' ? { aggregated: shape(topology.aggregated!) } : { prefill: shape(topology.prefill!), decode: shape(topology.decode!) }),
       // Every request through the prefill pool: the sources' P/D arms disaggregate every request.
@@ -474,7 +474,7 @@ export function expressTransfer(point: PdPoint): ExpressedTransfer | Unexpressed
   if (!pd) reasons.push(`the topology '${point.topology?.disaggregated ?? ''}' is not 'N prefill x TPn + N decode x TPn'`);
   if (reasons.length > 0 || !model || !instance || !pd) return { point, reasons };
   const weights = weightPrecisionOf(point) ?? model.nativePrecision;
-  const plan = planFor({ model, weightPrecision: weights, kvPrecision: kvPrecisionOf(point, weights), maxContext: model.maxContext }, instance,
+  const plan = planFor({ model, weightPrecision: weights, kvCachePrecision: kvCachePrecisionOf(point, weights), maxContext: model.maxContext }, instance,
     pd.prefill!.tensorParallel);
   const sections = costSections(plan, weights);
   const profile = EngineProfile.fromDescription(point.engine?.both ?? point.engine?.disaggregated ?? '');

@@ -202,7 +202,7 @@ export function expressRun(run: ValidationRun, dir: string): ExpressedRun | Unex
       model,
       instanceType,
       weightPrecision: Precision.BF16,
-      kvPrecision: Precision.BF16,
+      kvCachePrecision: Precision.BF16,
       maxContext: run.vllm.max_model_len,
       gpuMemoryUtilization: run.vllm.gpu_memory_utilization,
       kvBlockSize: run.vllm.block_size,

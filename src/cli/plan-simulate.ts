@@ -44,7 +44,7 @@ export interface PlanSearchInputs {
   readonly model: ModelArchitecture;
   readonly instanceType: AcceleratedInstanceType;
   readonly weightPrecision?: Precision;
-  readonly kvPrecision: Precision;
+  readonly kvCachePrecision: Precision;
   readonly maxContext: number;
   readonly tensorParallel?: number;
   readonly pricePerHour?: number;
@@ -81,7 +81,7 @@ export async function runPlanSearch(values: EngineFlagValues & Record<string, un
   const common = {
     model: inputs.model,
     weightPrecision: inputs.weightPrecision,
-    kvPrecision: inputs.kvPrecision,
+    kvCachePrecision: inputs.kvCachePrecision,
     maxContext: inputs.maxContext,
     gpuMemoryUtilization: inputs.scheduler.gpuMemoryUtilization,
     kvBlockSize: inputs.scheduler.kvBlockSize,

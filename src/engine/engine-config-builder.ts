@@ -41,7 +41,7 @@ export interface EngineModelInputs {
   /** @default - the checkpoint's own precision */
   readonly weightPrecision?: Precision;
   /** @default Precision.BF16 */
-  readonly kvPrecision?: Precision;
+  readonly kvCachePrecision?: Precision;
   /** Longest sequence (vLLM --max-model-len). */
   readonly maxContext: number;
   /**
@@ -113,7 +113,7 @@ function poolPlanOf(inputs: EngineModelInputs, instanceType: AcceleratedInstance
     instanceType,
     maxContext: inputs.maxContext,
     weightPrecision: inputs.weightPrecision,
-    kvPrecision: inputs.kvPrecision,
+    kvCachePrecision: inputs.kvCachePrecision,
     tensorParallel,
     ...(pipelineParallel !== undefined && pipelineParallel > 1 ? { pipelineParallel } : {}),
     gpuMemoryUtilization: inputs.gpuMemoryUtilization,

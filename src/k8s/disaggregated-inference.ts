@@ -566,7 +566,7 @@ function sizePools(
   const config = sizingError(where, () => plannerConfig({
     model: resolved.model,
     weightPrecision: resolved.weightPrecision,
-    kvPrecision: resolved.kvCachePrecision,
+    kvCachePrecision: resolved.kvCachePrecision,
     maxContext: resolved.maxContext,
     kvBlockSize: resolved.kvBlockSize,
     gpuMemoryUtilization: prefill.gpuMemoryUtilization,

@@ -60,7 +60,7 @@ export class KvCacheFootprint {
     const { model, precision } = props;
     if (!precision.supportedForKvCache) {
       const usable = Precision.all().filter(p => p.supportedForKvCache).map(p => p.name).join(', ');
-      throw new Error(`'kvPrecision' (${precision.name}) cannot hold a KV cache in vLLM; use one of ${usable}`);
+      throw new Error(`'kvCachePrecision' (${precision.name}) cannot hold a KV cache in vLLM; use one of ${usable}`);
     }
     this.model = model;
     this.precision = precision;

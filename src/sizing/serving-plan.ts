@@ -30,8 +30,14 @@ export interface ServingPlanProps extends RooflineEfficiency {
    */
   readonly denseWeightPrecision?: Precision;
   /**
-   * KV cache precision (vLLM `--kv-cache-dtype`).
+   * KV cache precision (vLLM `--kv-cache-dtype`), as the constructs name it.
    * @default Precision.BF16
+   */
+  readonly kvCachePrecision?: Precision;
+  /**
+   * The same as `kvCachePrecision`, under the name this prop had first.
+   * @default - kvCachePrecision
+   * @deprecated use `kvCachePrecision`, the name every construct uses
    */
   readonly kvPrecision?: Precision;
   /**
@@ -193,7 +199,7 @@ interface MemoryFit {
  *   model: ModelArchitecture.LLAMA_3_3_70B,
  *   instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
  *   weightPrecision: Precision.FP8,
- *   kvPrecision: Precision.FP8,
+ *   kvCachePrecision: Precision.FP8,
  *   maxContext: 8192,
  * });
  */
@@ -316,7 +322,7 @@ export class ServingPlan {
       instanceType,
       maxContext: props.maxContext,
       weights: WeightFootprint.of({ model, weightPrecision: props.weightPrecision, denseWeightPrecision: props.denseWeightPrecision }),
-      kvCache: KvCacheFootprint.of({ model, precision: props.kvPrecision ?? Precision.BF16 }),
+      kvCache: KvCacheFootprint.of({ model, precision: kvCachePrecisionOf(props) }),
       gpuMemoryUtilization: props.gpuMemoryUtilization ?? MemoryBudget.DEFAULT_GPU_MEMORY_UTILIZATION,
       runtimeReserveGib: props.runtimeReserveGib ?? MemoryBudget.DEFAULT_RUNTIME_RESERVE_GIB,
       activationReserveGib: props.activationReserveGib,
@@ -674,4 +680,13 @@ function collectNotes(r: Resolved, p: Parallelism): string[] {
     notes.push(`${model.slidingWindowLayers} of ${model.layers} layers keep only a ${r.kvCache.slidingWindow}-token window of KV cache per sequence`);
   }
   return notes;
+}
+
+/** The KV cache precision of `props`, under either name; both given and different is an error. */
+function kvCachePrecisionOf(props: ServingPlanProps): Precision {
+  if (props.kvCachePrecision !== undefined && props.kvPrecision !== undefined && props.kvCachePrecision !== props.kvPrecision) {
+    throw new Error(`'kvPrecision' (${props.kvPrecision.name}) and 'kvCachePrecision' (${props.kvCachePrecision.name}) name the same setting and disagree; `
+      + "pass only 'kvCachePrecision'");
+  }
+  return props.kvCachePrecision ?? props.kvPrecision ?? Precision.BF16;
 }

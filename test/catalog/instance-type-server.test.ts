@@ -85,7 +85,7 @@ describe('the engine configuration on a server outside EC2', () => {
   test('DistServe\'s OPT-13B on A100-80GB: FP16 weights of the two-matrix count, MHA KV, schema-valid P/D config', () => {
     // GIVEN DistServe's testbed: 8 x A100-80GB SXM per node, 25 Gbit/s between nodes
     const server = AcceleratedInstanceType.server({ accelerator: Accelerator.A100_80GB, acceleratorCount: 8, networkBandwidthGbps: 25 });
-    const inputs = { model: ModelArchitecture.OPT_13B, maxContext: 2048, kvPrecision: Precision.FP16 };
+    const inputs = { model: ModelArchitecture.OPT_13B, maxContext: 2048, kvCachePrecision: Precision.FP16 };
     // WHEN one TP1 replica is planned
     const { model, hardware } = costSections(planFor(inputs, server, 1));
     // THEN the weights are the counted 12.85B parameters at 2 bytes, the KV 2 x 40 x 5120 x 2 bytes a token

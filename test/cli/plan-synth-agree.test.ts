@@ -14,7 +14,7 @@ describe('plan and synth agree', () => {
     const checked: string[] = [];
     for (const tp of ParallelismRules.validTensorParallelSizes(model, type.acceleratorCount)) {
       const plan = ServingPlan.create({
-        model, instanceType: type, weightPrecision: Precision.BF16, kvPrecision: Precision.BF16, maxContext: 8192, tensorParallel: tp,
+        model, instanceType: type, weightPrecision: Precision.BF16, kvCachePrecision: Precision.BF16, maxContext: 8192, tensorParallel: tp,
       });
       if (!plan.fits) continue;
       const pods = Math.max(1, Math.floor(type.acceleratorCount / plan.layout.acceleratorsPerPod));

@@ -9,7 +9,7 @@ import { costSections, planFor, poolTemplate } from '../../src/engine/engine-con
 const DEEPSEEK = {
   model: ModelArchitecture.DEEPSEEK_V3,
   weightPrecision: Precision.FP8,
-  kvPrecision: Precision.FP8,
+  kvCachePrecision: Precision.FP8,
   maxContext: 8192,
 };
 

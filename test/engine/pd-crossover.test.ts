@@ -38,7 +38,7 @@ describe('pdCrossover on the planner', () => {
     model,
     instanceType: AcceleratedInstanceType.P5_48XLARGE,
     weightPrecision: Precision.BF16,
-    kvPrecision: Precision.BF16,
+    kvCachePrecision: Precision.BF16,
     maxContext: 4096,
     workload: { requests: 200, arrival: { process: 'poisson', ratePerSecond: 4 }, inputTokens: { distribution: 'lognormal', mean: 1500, stddev: 600 }, outputTokens: { distribution: 'lognormal', mean: 200, stddev: 100 } },
     slo: { ttftSeconds: 1, tpotSeconds: 0.03 },

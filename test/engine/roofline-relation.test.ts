@@ -44,7 +44,7 @@ describe('the simulator\'s step is plan\'s roofline at the step model\'s efficie
       for (const [name, typeName, tp] of CASES) {
         const model = ModelArchitecture.fromName(name);
         const type = AcceleratedInstanceType.fromName(typeName);
-        const inputs = { model, weightPrecision, kvPrecision: Precision.of(kv), maxContext: Math.min(8192, model.maxContext) };
+        const inputs = { model, weightPrecision, kvCachePrecision: Precision.of(kv), maxContext: Math.min(8192, model.maxContext) };
         // GIVEN the simulator's replica and the roofline at the step model's efficiencies
         const t = poolTemplate(planFor(inputs, type, tp), weightPrecision);
         const steps = await costModel({ model: t.model, hardware: t.hardware, parallel: t.parallel, efficiency: t.efficiency } as never,

@@ -121,7 +121,7 @@ describe('engine configuration builder', () => {
   test('builds schema-valid simulate and plan configurations from catalog objects', () => {
     const ajv = new Ajv2020({ allErrors: true, strict: true });
     const validate = ajv.compile(JSON.parse(fs.readFileSync(SCHEMA, 'utf8')));
-    const common = { model, weightPrecision: Precision.FP8, kvPrecision: Precision.FP8, maxContext: 8192, workload: { requests: 10 } };
+    const common = { model, weightPrecision: Precision.FP8, kvCachePrecision: Precision.FP8, maxContext: 8192, workload: { requests: 10 } };
     const pools = { prefill: { replicas: 2, tensorParallel: 2 }, decode: { replicas: 1, tensorParallel: 4 } };
     const sim = simulationConfig({ ...common, instanceType, ...pools });
     expect(validate(sim)).toBe(true);
@@ -153,7 +153,7 @@ describe('engine configuration builder', () => {
       model: ModelArchitecture.fromName('llama-3.1-8b'),
       instanceType: AcceleratedInstanceType.P5_48XLARGE,
       weightPrecision: Precision.BF16,
-      kvPrecision: Precision.BF16,
+      kvCachePrecision: Precision.BF16,
       maxContext: 4096,
       aggregated: { replicas: 1, tensorParallel: 1 },
       workload,

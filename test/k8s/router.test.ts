@@ -33,7 +33,7 @@ describe('router', () => {
       instanceType: AcceleratedInstanceType.P5EN_48XLARGE,
       maxContext: 32768,
       weightPrecision: Precision.FP8,
-      kvPrecision: Precision.FP8,
+      kvCachePrecision: Precision.FP8,
       tensorParallel: 4,
     });
     // THEN the ConfigMap holds the construct's configuration: the router's sections and nothing else

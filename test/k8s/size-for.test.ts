@@ -22,7 +22,7 @@ describe('DisaggregatedInference sizeFor', () => {
     const expected = await plan(plannerConfig({
       model: ModelArchitecture.LLAMA_3_3_70B,
       weightPrecision: Precision.FP8,
-      kvPrecision: Precision.FP8,
+      kvCachePrecision: Precision.FP8,
       maxContext: 32768,
       instanceType: p5en,
       decodeInstanceType: p5en,
@@ -57,7 +57,7 @@ describe('DisaggregatedInference sizeFor', () => {
     const config = plannerConfig({
       model: ModelArchitecture.LLAMA_3_3_70B,
       weightPrecision: Precision.FP8,
-      kvPrecision: Precision.FP8,
+      kvCachePrecision: Precision.FP8,
       maxContext: 32768,
       instanceType: p5en,
       decodeInstanceType: p5en,

@@ -70,6 +70,6 @@ describe('KvCacheFootprint', () => {
 
   test.each([Precision.INT4, Precision.INT8, Precision.FP4])('a KV cache in %s is rejected with the usable precisions', precision => {
     expect(() => KvCacheFootprint.of({ model: ModelArchitecture.MISTRAL_7B, precision }))
-      .toThrow(new RegExp(`'kvPrecision' \\(${precision.name}\\) cannot hold a KV cache in vLLM; use one of bf16, fp16, fp8`));
+      .toThrow(new RegExp(`'kvCachePrecision' \\(${precision.name}\\) cannot hold a KV cache in vLLM; use one of bf16, fp16, fp8`));
   });
 });

@@ -11,7 +11,7 @@ const defaultDeployment: ServingPlanProps = {
   model: LLAMA_70B,
   instanceType: P5EN,
   weightPrecision: Precision.FP8,
-  kvPrecision: Precision.FP8,
+  kvCachePrecision: Precision.FP8,
   maxContext: 8192,
 };
 
@@ -35,6 +35,15 @@ describe('ServingPlan', () => {
     expect(() => ServingPlan.assertFits(props)).toThrow(/llama-3.3-70b does not fit p5.48xlarge:\n- 'tensorParallel' \(1\) leaves too little memory/);
   });
 
+  test('the KV cache precision has the constructs\' name; the first name still works and a disagreement is an error', () => {
+    const base = { model: ModelArchitecture.LLAMA_3_1_8B, instanceType: AcceleratedInstanceType.fromName('p5.48xlarge'), maxContext: 8192, tensorParallel: 1 };
+    expect(ServingPlan.create({ ...base, kvCachePrecision: Precision.FP8 }).kvCache.precision).toBe(Precision.FP8);
+    expect(ServingPlan.create({ ...base, kvPrecision: Precision.FP8 }).kvCache.precision).toBe(Precision.FP8);
+    expect(ServingPlan.create({ ...base, kvPrecision: Precision.FP8, kvCachePrecision: Precision.FP8 }).kvCache.precision).toBe(Precision.FP8);
+    expect(() => ServingPlan.create({ ...base, kvPrecision: Precision.FP8, kvCachePrecision: Precision.BF16 }))
+      .toThrow("'kvPrecision' (fp8) and 'kvCachePrecision' (bf16) name the same setting and disagree; pass only 'kvCachePrecision'");
+  });
+
   test('the default deployment fits at the smallest tensor-parallel size', () => {
     const plan = ServingPlan.assertFits(defaultDeployment);
     expect(plan.fits).toBe(true);
@@ -55,7 +64,7 @@ describe('ServingPlan', () => {
   });
 
   test('a small device makes the plan choose a larger tensor-parallel size', () => {
-    const plan = ServingPlan.create({ ...defaultDeployment, instanceType: P5, weightPrecision: Precision.BF16, kvPrecision: Precision.BF16 });
+    const plan = ServingPlan.create({ ...defaultDeployment, instanceType: P5, weightPrecision: Precision.BF16, kvCachePrecision: Precision.BF16 });
     expect(plan.fits).toBe(true);
     expect(plan.parallelism.tensorParallel).toBe(2);
     const tp1 = plan.tensorParallelOptions.find(o => o.tensorParallel === 1)!;
@@ -128,7 +137,7 @@ describe('ServingPlan', () => {
       [{ kvBlockSize: 0 }, /'kvBlockSize' \(0\)/],
       [{ pricePerHour: -1 }, /'pricePerHour' \(-1\)/],
       [{ tensorParallel: 0 }, /'tensorParallel' \(0\)/],
-      [{ kvPrecision: Precision.INT4 }, /'kvPrecision' \(int4\) cannot hold a KV cache/],
+      [{ kvCachePrecision: Precision.INT4 }, /'kvCachePrecision' \(int4\) cannot hold a KV cache/],
       [{ maxNumBatchedTokens: -5 }, /'maxNumBatchedTokens' \(-5\)/],
       [{ maxNumSeqs: 0 }, /'maxNumSeqs' \(0\)/],
       [{ batchSizes: [0] }, /'batchSize' \(0\)/],
@@ -188,8 +197,8 @@ describe('ServingPlan', () => {
       const props: ServingPlanProps = {
         model, instanceType: AcceleratedInstanceType.P6_B200_48XLARGE, weightPrecision: Precision.FP8, tensorParallel: 8, maxContext: 4096,
       };
-      const bf16 = ServingPlan.create({ ...props, kvPrecision: Precision.BF16 });
-      const fp8 = ServingPlan.create({ ...props, kvPrecision: Precision.FP8 });
+      const bf16 = ServingPlan.create({ ...props, kvCachePrecision: Precision.BF16 });
+      const fp8 = ServingPlan.create({ ...props, kvCachePrecision: Precision.FP8 });
       if (bf16.kvTokens === 0) continue; // does not fit at all
       expect(fp8.kvTokens).toBeGreaterThanOrEqual(2 * bf16.kvTokens);
       expect(fp8.kvTokens).toBeLessThanOrEqual(2 * bf16.kvTokens + 1);

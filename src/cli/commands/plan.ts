@@ -111,7 +111,7 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
     model,
     instanceType,
     weightPrecision: weightsName.toLowerCase() === 'native' ? undefined : precision('--weight-precision', weightsName),
-    kvPrecision: kvPrecision(values['kv-cache-precision'] ?? defaultKvPrecision(weightsFlag)),
+    kvCachePrecision: kvCachePrecision(values['kv-cache-precision'] ?? defaultKvPrecision(weightsFlag)),
     maxContext: integer('--max-context', values['max-context']) ?? defaultContext(model),
     tensorParallel: integer('--tp', values.tp),
     pipelineParallel: integer('--pp', values.pp),
@@ -145,7 +145,7 @@ async function runPlan(argv: string[], io: CliIo): Promise<number> {
       model,
       instanceType,
       weightPrecision: props.weightPrecision,
-      kvPrecision: props.kvPrecision!,
+      kvCachePrecision: props.kvCachePrecision!,
       maxContext: props.maxContext,
       tensorParallel: props.tensorParallel,
       pricePerHour: props.pricePerHour,
@@ -282,7 +282,7 @@ function precision(flag: string, name: string): Precision {
   }
 }
 
-function kvPrecision(name: string): Precision {
+function kvCachePrecision(name: string): Precision {
   // vLLM's 'auto' keeps the KV cache in the activation dtype: BF16 for every catalog model.
   const p = name.toLowerCase() === 'auto' ? Precision.BF16 : precision('--kv-cache-precision', name);
   if (!p.supportedForKvCache) {

@@ -150,7 +150,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       model,
       instanceType,
       weightPrecision,
-      kvPrecision,
+      kvCachePrecision,
       maxContext,
       pipelineParallel: pp,
       gpuMemoryUtilization: scheduler.gpuMemoryUtilization,
@@ -169,7 +169,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     return ep !== undefined && ep > 1 ? { expertParallel: ep } : {};
   };
   const weightPrecision = weights.toLowerCase() === 'native' ? undefined : lookup('--weight-precision', weights, Precision.of);
-  const kvPrecision = lookup('--kv-cache-precision', values['kv-cache-precision'] ?? defaultKvPrecision(weightsFlag), Precision.of);
+  const kvCachePrecision = lookup('--kv-cache-precision', values['kv-cache-precision'] ?? defaultKvPrecision(weightsFlag), Precision.of);
   const maxContext = int('--max-context', values['max-context'], defaultContext(model));
   let config: SimulationConfig;
   try {
@@ -177,7 +177,7 @@ async function runSimulate(argv: string[], io: CliIo): Promise<number> {
       model,
       instanceType,
       weightPrecision,
-      kvPrecision,
+      kvCachePrecision,
       maxContext,
       gpuMemoryUtilization: scheduler.gpuMemoryUtilization,
       kvBlockSize: scheduler.kvBlockSize,

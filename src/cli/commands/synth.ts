@@ -301,7 +301,7 @@ function specFrom(values: SynthValues): DeploymentSpec {
     context,
     // The pods `disagg plan` describes without --tp (one rule for every command).
     tensorParallel: positiveInt('tp', values.tp, defaultTensorParallel({
-      model, instanceType, weightPrecision: weights, kvPrecision: kv, maxContext: context, pipelineParallel, gpuMemoryUtilization,
+      model, instanceType, weightPrecision: weights, kvCachePrecision: kv, maxContext: context, pipelineParallel, gpuMemoryUtilization,
     })),
     prefillTensorParallel: positiveInt('prefill-tp', values['prefill-tp'], undefined),
     decodeTensorParallel: positiveInt('decode-tp', values['decode-tp'], undefined),
@@ -402,7 +402,7 @@ function poolPlan(spec: DeploymentSpec, role: 'prefill' | 'decode', tensorParall
     instanceType: spec.instanceType,
     maxContext: spec.context,
     weightPrecision: spec.weights,
-    kvPrecision: spec.kv,
+    kvCachePrecision: spec.kv,
     tensorParallel,
     ...(pp !== undefined ? { pipelineParallel: pp } : {}),
     ...(spec.gpuMemoryUtilization !== undefined ? { gpuMemoryUtilization: spec.gpuMemoryUtilization } : {}),

@@ -86,7 +86,7 @@ export function planPool(
     instanceType: type,
     maxContext: inputs.maxContext,
     weightPrecision: inputs.weightPrecision,
-    kvPrecision: inputs.kvCachePrecision,
+    kvCachePrecision: inputs.kvCachePrecision,
     tensorParallel,
     pipelineParallel: options.pipelineParallel,
     gpuMemoryUtilization: options.gpuMemoryUtilization,
