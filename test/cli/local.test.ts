@@ -94,7 +94,10 @@ describe('disagg local', () => {
       expect(d).toMatchObject({ servedModelName: 'meta-llama/Llama-3.3-70B-Instruct', kvBlockSize: 16, policy: 'kv-aware' });
       // AND each sim-worker's cost model is the engine-config builder's for one decode replica
       const inputs = {
-        model: ModelArchitecture.LLAMA_3_3_70B, weightPrecision: Precision.FP8, kvCachePrecision: Precision.FP8, maxContext: DEFAULT_DEPLOYMENT.context,
+        model: ModelArchitecture.LLAMA_3_3_70B,
+        weightPrecision: Precision.FP8,
+        kvCachePrecision: Precision.FP8,
+        maxContext: DEFAULT_DEPLOYMENT.context,
       };
       const plan = planFor(inputs, AcceleratedInstanceType.P5EN_48XLARGE, DEFAULT_DEPLOYMENT.tensorParallel);
       expect(workerConfig(d.pools[0])).toEqual(costSections(plan, Precision.FP8));
