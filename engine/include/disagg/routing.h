@@ -288,6 +288,11 @@ struct RoutingError {
 /// The policy names make_routing_policy() accepts.
 std::span<const std::string_view> routing_policy_names();
 
+/// The engine's name of a policy as a deployment's configuration names it ("kv-aware" -> "llm-d",
+/// "least-loaded" -> "least-load", the constructs' RoutingPolicy names); any other name unchanged.
+/// The one alias map: the router's and the simulator's configuration readers both call it.
+std::string_view routing_policy_engine_name(std::string_view name);
+
 /// Whether policy `name` reads cached prefixes (a KvBlockIndex or its own history): false for
 /// "round-robin" and "least-load", true for the others.
 bool routing_policy_reads_prefixes(std::string_view name);

@@ -353,6 +353,12 @@ Expected<void, RoutingError> validate(const PolicyOptions& o) {
 
 std::span<const std::string_view> routing_policy_names() { return kPolicyNames; }
 
+std::string_view routing_policy_engine_name(std::string_view name) {
+  if (name == "kv-aware") return "llm-d";
+  if (name == "least-loaded") return "least-load";
+  return name;
+}
+
 bool routing_policy_reads_prefixes(std::string_view name) {
   return name != "round-robin" && name != "least-load";
 }

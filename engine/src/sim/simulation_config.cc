@@ -479,10 +479,8 @@ Expected<SimulationSetup, std::string> read_setup(const JsonValue& doc, bool poo
   if (const JsonValue* pol = nullptr; rd.object(doc, "", "policy", &pol) && pol) {
     std::string name = "round-robin";
     if (!rd.string(*pol, "policy", "name", &name)) return unexpected(rd.error);
-    // The ConfigMap's names map onto the engine's policies.
-    if (name == "kv-aware") name = "llm-d";
-    else if (name == "least-loaded") name = "least-load";
-    router.policy = name;
+    // The ConfigMap's names map onto the engine's policies (the router reads them alike).
+    router.policy = std::string(routing_policy_engine_name(name));
     if (const JsonValue* wts = nullptr; rd.object(*pol, "policy", "weights", &wts) && wts) {
       if (!rd.number(*wts, "policy.weights", "prefix", &router.options.prefix_weight, 0) ||
           !rd.number(*wts, "policy.weights", "queue", &router.options.queue_weight, 0) ||

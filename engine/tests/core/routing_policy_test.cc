@@ -64,6 +64,19 @@ TEST(RoutingPolicies, EveryNameIsCreatableAndNamesItself) {
   EXPECT_EQ(routing_policy_names().size(), 6u);
 }
 
+TEST(RoutingPolicies, TheConfigurationsNamesMapOntoTheEnginesOnce) {
+  // The constructs' RoutingPolicy names; the router's and the simulator's readers both map them here.
+  EXPECT_EQ(routing_policy_engine_name("kv-aware"), "llm-d");
+  EXPECT_EQ(routing_policy_engine_name("least-loaded"), "least-load");
+  // Every engine name passes unchanged and is creatable after the mapping.
+  for (const auto name : routing_policy_names()) EXPECT_EQ(routing_policy_engine_name(name), name);
+  for (const auto alias : {"kv-aware", "least-loaded"}) {
+    EXPECT_TRUE(make_routing_policy(routing_policy_engine_name(alias), PolicyOptions{}).has_value()) << alias;
+  }
+  // An unknown name stays itself, so the reader's error names what the user wrote.
+  EXPECT_EQ(routing_policy_engine_name("fastest"), "fastest");
+}
+
 TEST(RoutingPolicies, NeverChooseUnhealthyOrOtherRoleAndAgreeWithScore) {
   // GIVEN random pools (mixed roles, health, loads, KV use) and random prefixes in the index
   KvBlockIndex index = make_index();

@@ -228,11 +228,7 @@ std::uint16_t dns_kv_events_port(const DnsPoolSpec& pool, std::size_t port_index
   return static_cast<std::uint16_t>(pool.kv_events_port + port_index);
 }
 
-std::string engine_policy_name(const std::string& name) {
-  if (name == "kv-aware") return "llm-d";
-  if (name == "least-loaded") return "least-load";
-  return name;
-}
+std::string engine_policy_name(const std::string& name) { return std::string(routing_policy_engine_name(name)); }
 
 Expected<std::pair<std::string, std::uint16_t>, std::string> parse_http_url(const std::string& url) {
   constexpr std::string_view scheme = "http://";

@@ -191,8 +191,7 @@ struct RouterConfig {
 /// model's, the simulator's) are ignored. Error: a message naming the field, value and fix.
 Expected<void, std::string> apply_config_json(const nlohmann::json& doc, RouterConfig& config);
 
-/// Maps the ConfigMap's policy names onto the engine's ("kv-aware" -> "llm-d", "least-loaded" ->
-/// "least-load"); others pass unchanged.
+/// Maps the ConfigMap's policy names onto the engine's (routing_policy_engine_name, disagg/routing.h).
 std::string engine_policy_name(const std::string& name);
 
 /// Parses flags (argv[0] = the role name); reads --config first, then applies the other flags.
