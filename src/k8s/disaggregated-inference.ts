@@ -208,35 +208,14 @@ export class DisaggregatedInference extends Construct {
     const poolTypes = [props.prefill, props.prefillExpertParallel, props.decode, props.decodeExpertParallel]
       .flatMap(o => (o === undefined ? [] : [o.instanceType]));
     const resolved = resolveModel(where, props, props.model.name.replace(/\./g, '-'), poolTypes);
-    const { name, model, weightPrecision, kvCachePrecision, maxContext, kvBlockSize, servedModelName, modelCache } = resolved;
+    const { name, model, weightPrecision, kvCachePrecision, maxContext, kvBlockSize, modelCache } = resolved;
     this.name = name;
     const namespace = props.namespace ?? Chart.of(this).namespace;
-    const threshold = props.disaggregationThresholdTokens ?? 512;
-    if (!(Number.isInteger(threshold) && threshold >= 0)) {
-      throw new Error(`${where}: 'disaggregationThresholdTokens' (${threshold}) must be an integer >= 0; 0 sends every request through prefill`);
-    }
-    const routerReplicas = props.routerReplicas ?? 2;
-    if (!(Number.isInteger(routerReplicas) && routerReplicas >= 1)) {
-      throw new Error(`${where}: 'routerReplicas' (${routerReplicas}) must be a positive integer; use 2 for availability`);
-    }
-    if (props.apiKeys !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(props.apiKeys.name)) {
-      throw new Error(`${where}: 'apiKeys.name' ('${props.apiKeys.name}') must be a Kubernetes Secret name (lower case, digits, '-' and '.'), e.g. 'llm-api-keys'`);
-    }
-    if (props.apiKeys?.key !== undefined && !/^[-._a-zA-Z0-9]+$/.test(props.apiKeys.key)) {
-      throw new Error(`${where}: 'apiKeys.key' ('${props.apiKeys.key}') must be a Secret data key (letters, digits, '-', '_' and '.'), e.g. 'keys'`);
-    }
-    const sideOf = (role: 'prefill' | 'decode'): { options?: InferencePoolOptions; ep?: ExpertParallelPoolOptions } => {
-      const options = props[role];
-      const ep = role === 'prefill' ? props.prefillExpertParallel : props.decodeExpertParallel;
-      if ((options === undefined) === (ep === undefined)) {
-        throw new Error(`${where}: set exactly one of '${role}' (a tensor-parallel pool) and '${role}ExpertParallel' (an expert-parallel pool); ` +
-          `${options === undefined ? 'neither' : 'both'} given`);
-      }
-      return { options, ep };
-    };
-    const sides = { prefill: sideOf('prefill'), decode: sideOf('decode') };
-    const namespaceForScaling = props.namespace ?? Chart.of(this).namespace;
-    const scaling = resolvePoolScaling(where, props, sides, namespaceForScaling);
+    const { threshold, routerReplicas, maxOutputTokens } = checkDeploymentProps(where, props, maxContext);
+
+    // The two sides: which kind of pool each is, its autoscaling, its size (sizeFor) and plan.
+    const sides = { prefill: sideOf(where, props, 'prefill'), decode: sideOf(where, props, 'decode') };
+    const scaling = resolvePoolScaling(where, props, sides, namespace);
     this._autoscaling = scaling;
     checkVendors(where, {
       prefill: { type: (sides.prefill.options ?? sides.prefill.ep!).instanceType, field: sides.prefill.options ? 'prefill' : 'prefillExpertParallel' },
@@ -257,29 +236,68 @@ export class DisaggregatedInference extends Construct {
         if (side.ep) side.ep = { ...side.ep, replicas: min };
       }
     }
-    const maxOutputTokens = props.maxOutputTokens;
-    if (maxOutputTokens !== undefined && !(Number.isInteger(maxOutputTokens) && maxOutputTokens >= 1 && maxOutputTokens <= maxContext)) {
-      throw new Error(`${where}: 'maxOutputTokens' (${maxOutputTokens}) must be a whole number from 1 to maxContext (${maxContext})`);
-    }
-
-    if (scaling.decode && maxOutputTokens === undefined) {
-      // Scale-downs are routine here: a grace sized for a maxContext-long answer keeps a leaving pod's
-      // node (and, under a Cluster Autoscaler, its scale-down) waiting that long for a stream that may exist.
-      const tpot = props.slo?.tpotSeconds ?? DEFAULT_DRAIN_TPOT_SECONDS;
-      const grace = Math.ceil(DRAIN_DNS_SECONDS + 1.5 * maxContext * tpot + DRAIN_MARGIN_SECONDS);
-      if (grace > 3600) {
-        this.warn('disagg:longDrain', `a leaving decode pod may take up to ${grace} s to finish its streams (terminationGracePeriodSeconds: ` +
-          `a ${maxContext}-token answer, maxContext, at 1.5 x ${tpot} s per token), and each scale-down holds its node that long in the worst case; ` +
-          "set 'maxOutputTokens' to the longest output your clients ask for (vLLM's max_tokens)");
-      }
-    }
+    if (scaling.decode && maxOutputTokens === undefined) this.warnLongDrain(props, maxContext);
     const inputs = { where, model, maxContext, weightPrecision, kvCachePrecision, kvBlockSize, prequantizedCheckpoint: resolved.prequantized };
-    const planned = {
+    const planned: PlannedSides = {
       prefill: sides.prefill.options ? planPool('prefill', sides.prefill.options, inputs) : undefined,
       decode: sides.decode.options ? planPool('decode', sides.decode.options, inputs) : undefined,
     };
+    this.nixlBackend = this.resolveNixlBackend(where, props, planned, sides);
+    const neuron = (planned.prefill?.options.instanceType ?? sides.prefill.ep!.instanceType).isNeuron;
+    if (neuron) {
+      this.neuronWarnings(props, resolved.prequantized);
+    }
+    if (props.runWorkersAsNonRoot && modelCache.kind === 'host-path') {
+      this.warn('disagg:nonRootHostPath', 'non-root workers cannot write a hostPath model cache that the kubelet creates root-owned; use ModelCache.podLocal() or pre-create the directory');
+    }
 
-    // KV transfer: NIXL over libfabric needs EFA on both pools.
+    // The workers: their ServiceAccount (the router has its own, private/router.ts) and both pools.
+    workloadServiceAccount(this, 'ServiceAccount', {
+      name, namespace, labels: componentLabels(name, 'serving'), annotations: props.serviceAccountAnnotations, reads: resolved.source,
+    });
+    const ctx = this.workerContext(props, resolved, neuron);
+    this.prefillServiceName = `${name}-prefill`;
+    this.decodeServiceName = `${name}-decode`;
+    const pools = {
+      prefill: this.pool('prefill', props, sides, planned, ctx, namespace, scaling, resolved.checkpointBytes),
+      decode: this.pool('decode', props, sides, planned, ctx, namespace, scaling, resolved.checkpointBytes),
+    };
+    this.prefill = pools.prefill;
+    this.decode = pools.decode;
+    const prefill = planOf(pools.prefill);
+    const decode = planOf(pools.decode);
+    this.prefillIsMultiNode = prefill.multiNode;
+    this.decodeIsMultiNode = decode.multiNode;
+    this.prefillTensorParallel = prefill.parallelism.tensorParallel;
+    this.decodeTensorParallel = decode.parallelism.tensorParallel;
+    if (props.slo) {
+      checkSloReachable(where, props.slo, prefill, decode, threshold, maxContext);
+    }
+
+    // The router, the autoscalers on its pressure, the gateway and the network policies.
+    const router = this.router(props, resolved, pools, namespace, scaling, threshold, routerReplicas, ctx.startupSeconds);
+    this._router = router.plan;
+    this.routerServiceName = router.serviceName;
+    this.routerConfig = router.configJson;
+    this.addAutoscalers(props, pools, scaling, namespace);
+    this.expose(props, pools, namespace);
+  }
+
+  /** A decode pod's drain may run for a maxContext-long answer: say so when that is long. */
+  private warnLongDrain(props: DisaggregatedInferenceProps, maxContext: number): void {
+    // Scale-downs are routine here: a grace sized for a maxContext-long answer keeps a leaving pod's
+    // node (and, under a Cluster Autoscaler, its scale-down) waiting that long for a stream that may exist.
+    const tpot = props.slo?.tpotSeconds ?? DEFAULT_DRAIN_TPOT_SECONDS;
+    const grace = Math.ceil(DRAIN_DNS_SECONDS + 1.5 * maxContext * tpot + DRAIN_MARGIN_SECONDS);
+    if (grace > 3600) {
+      this.warn('disagg:longDrain', `a leaving decode pod may take up to ${grace} s to finish its streams (terminationGracePeriodSeconds: ` +
+        `a ${maxContext}-token answer, maxContext, at 1.5 x ${tpot} s per token), and each scale-down holds its node that long in the worst case; ` +
+        "set 'maxOutputTokens' to the longest output your clients ask for (vLLM's max_tokens)");
+    }
+  }
+
+  /** KV transfer: NIXL over libfabric needs EFA on both pools (and Neuron has nothing else). */
+  private resolveNixlBackend(where: string, props: DisaggregatedInferenceProps, planned: PlannedSides, sides: Sides): string {
     const efaOf = (role: 'prefill' | 'decode'): { type: AcceleratedInstanceType; efa: number } => {
       const plan = planned[role];
       if (plan) return { type: plan.options.instanceType, efa: plan.efaInterfacesPerPod };
@@ -295,52 +313,39 @@ export class DisaggregatedInference extends Construct {
       throw new Error(`${where}: 'kvTransfer' (nixl-libfabric) needs EFA on both pools, but ${lacking} has none; ` +
         'use an EFA instance type or KvTransfer.NIXL_UCX');
     }
-    this.nixlBackend = transfer.nixlBackend ?? (efaBoth ? 'LIBFABRIC' : 'UCX');
-    const neuron = efa.prefill.type.isNeuron;
-    if (neuron && this.nixlBackend !== 'LIBFABRIC') {
+    const backend = transfer.nixlBackend ?? (efaBoth ? 'LIBFABRIC' : 'UCX');
+    if (efa.prefill.type.isNeuron && backend !== 'LIBFABRIC') {
       // Neuron's P/D moves KV with NIXL over LIBFABRIC (EFA) only.
       const cause = transfer === KvTransfer.NIXL_UCX ? "'kvTransfer' (nixl-ucx)"
         : `${(['prefill', 'decode'] as const).filter(r => efa[r].efa === 0).map(r => `'${r}' (no EFA interfaces)`).join(' and ')}`;
       throw new Error(`${where}: ${cause}: vLLM Neuron moves KV cache between prefill and decode with NIXL over LIBFABRIC (EFA) only; ` +
         `use KvTransfer.AUTO or KvTransfer.NIXL_LIBFABRIC with EFA on both pools (${NEURON_DOCS.disaggregated})`);
     }
-    if (this.nixlBackend === 'UCX') {
+    if (backend === 'UCX') {
       this.warn('disagg:tcpKvTransfer', 'KV cache moves over NIXL/UCX on TCP: without EFA a long prompt\'s KV transfer can take longer than ' +
         'prefilling it on the decode pod; prefer EFA instance types for both pools');
     }
-    if (neuron) {
-      this.neuronWarnings(props, resolved.prequantized);
-    }
-    if (props.runWorkersAsNonRoot && modelCache.kind === 'host-path') {
-      this.warn('disagg:nonRootHostPath', 'non-root workers cannot write a hostPath model cache that the kubelet creates root-owned; use ModelCache.podLocal() or pre-create the directory');
-    }
+    return backend;
+  }
 
-    const meta = (objectName: string, labels: Record<string, string>, extra?: Partial<k8s.ObjectMeta>): k8s.ObjectMeta => strip({
-      name: objectName, namespace, labels: { ...labels, [APP_PART_OF]: 'disagg' }, ...extra,
-    });
-
-    // The workers' ServiceAccount; the router has its own (private/router.ts).
-    workloadServiceAccount(this, 'ServiceAccount', {
-      name, namespace, labels: componentLabels(name, 'serving'), annotations: props.serviceAccountAnnotations, reads: resolved.source,
-    });
-
-    const kvLoadFailurePolicy = (props.kvLoadFailurePolicy ?? KvLoadFailurePolicy.FAIL).value;
-    const ctx: WorkerContext = {
-      instance: name,
-      model,
+  /** What every worker pod of both pools shares. */
+  private workerContext(props: DisaggregatedInferenceProps, resolved: ReturnType<typeof resolveModel>, neuron: boolean): WorkerContext {
+    return {
+      instance: resolved.name,
+      model: resolved.model,
       source: resolved.source,
-      servedModelName,
+      servedModelName: resolved.servedModelName,
       image: props.image,
       imagePullPolicy: props.imagePullPolicy,
-      serviceAccountName: name,
-      maxContext,
-      weightPrecision,
-      kvCachePrecision,
+      serviceAccountName: resolved.name,
+      maxContext: resolved.maxContext,
+      weightPrecision: resolved.weightPrecision,
+      kvCachePrecision: resolved.kvCachePrecision,
       prequantizedCheckpoint: resolved.prequantized,
-      kvBlockSize,
+      kvBlockSize: resolved.kvBlockSize,
       nixlBackend: this.nixlBackend,
-      kvLoadFailurePolicy,
-      modelCache,
+      kvLoadFailurePolicy: (props.kvLoadFailurePolicy ?? KvLoadFailurePolicy.FAIL).value,
+      modelCache: resolved.modelCache,
       runAsNonRoot: props.runWorkersAsNonRoot ?? false,
       efaHugePages: props.efaHugePages ?? true,
       vllmVersion: resolveVllmVersion(props),
@@ -349,75 +354,72 @@ export class DisaggregatedInference extends Construct {
       startupSeconds: resolved.startupSeconds + (neuron && props.startupOverheadSeconds === undefined ? NEURON_COMPILE_SECONDS : 0),
       zone: props.zone,
       drainTpotSeconds: props.slo?.tpotSeconds,
-      maxOutputTokens,
+      maxOutputTokens: props.maxOutputTokens,
     };
-    const dns = (svc: string) => (namespace ? `${svc}.${namespace}.svc.cluster.local` : svc);
-    this.prefillServiceName = `${name}-prefill`;
-    this.decodeServiceName = `${name}-decode`;
-    const checkpointGib = resolved.checkpointBytes / 2 ** 30;
-    const poolOf = (role: 'prefill' | 'decode'): WorkerPool | ExpertParallelPool => {
-      const objectName = role === 'prefill' ? this.prefillServiceName : this.decodeServiceName;
-      const constructId = role === 'prefill' ? 'Prefill' : 'Decode';
-      const plan = planned[role];
-      if (plan) {
-        return new WorkerPool(this, constructId, {
-          plan, ctx, meta, objectName, labels: componentLabels(name, role), checkpointGib, autoscaled: scaling[role] !== undefined,
-        });
-      }
-      const ep = sides[role].ep!;
-      const { prefill: _p, decode: _d, prefillExpertParallel: _pe, decodeExpertParallel: _de, ...common } = props;
-      const epProps: ExpertParallelPoolProps & HiddenPoolProps = {
-        ...common,
-        ...ep,
-        // The deployment's block size: both sides and the router agree on it (kv-block-size.ts).
-        kvBlockSize,
-        role: role === 'prefill' ? PoolRole.PREFILL : PoolRole.DECODE,
-        name: objectName,
-        namespace,
-        serviceAccountName: name,
-        // Per rank by default, as a standalone pool: the router then sees, and routes to, every rank's cache.
-        endpoints: ep.endpoints ?? DataParallelEndpoints.PER_RANK,
-        [FIELD_PREFIX]: `${role}ExpertParallel`,
-        [NIXL_BACKEND]: this.nixlBackend,
-        [KV_LOAD_FAILURE_POLICY]: kvLoadFailurePolicy,
-        [INSTANCE]: name,
-        [DRAIN_TPOT]: props.slo?.tpotSeconds,
-      };
-      const pool = new ExpertParallelPool(this, constructId, epProps);
-      this.warnings.push(...pool.warnings);
-      return pool;
+  }
+
+  /** One side's pool: a tensor-parallel WorkerPool, or an ExpertParallelPool as a part of this deployment. */
+  private pool(role: 'prefill' | 'decode', props: DisaggregatedInferenceProps, sides: Sides, planned: PlannedSides, ctx: WorkerContext,
+    namespace: string | undefined, scaling: Partial<Record<'prefill' | 'decode', ResolvedAutoscaling>>, checkpointBytes: number): WorkerPool | ExpertParallelPool {
+    const objectName = role === 'prefill' ? this.prefillServiceName : this.decodeServiceName;
+    const constructId = role === 'prefill' ? 'Prefill' : 'Decode';
+    const plan = planned[role];
+    if (plan) {
+      return new WorkerPool(this, constructId, {
+        plan,
+        ctx,
+        meta: metaIn(namespace),
+        objectName,
+        labels: componentLabels(this.name, role),
+        checkpointGib: checkpointBytes / 2 ** 30,
+        autoscaled: scaling[role] !== undefined,
+      });
+    }
+    const ep = sides[role].ep!;
+    const { prefill: _p, decode: _d, prefillExpertParallel: _pe, decodeExpertParallel: _de, ...common } = props;
+    const epProps: ExpertParallelPoolProps & HiddenPoolProps = {
+      ...common,
+      ...ep,
+      // The deployment's block size: both sides and the router agree on it (kv-block-size.ts).
+      kvBlockSize: ctx.kvBlockSize,
+      role: role === 'prefill' ? PoolRole.PREFILL : PoolRole.DECODE,
+      name: objectName,
+      namespace,
+      serviceAccountName: this.name,
+      // Per rank by default, as a standalone pool: the router then sees, and routes to, every rank's cache.
+      endpoints: ep.endpoints ?? DataParallelEndpoints.PER_RANK,
+      [FIELD_PREFIX]: `${role}ExpertParallel`,
+      [NIXL_BACKEND]: this.nixlBackend,
+      [KV_LOAD_FAILURE_POLICY]: ctx.kvLoadFailurePolicy,
+      [INSTANCE]: this.name,
+      [DRAIN_TPOT]: props.slo?.tpotSeconds,
     };
-    const pools = { prefill: poolOf('prefill'), decode: poolOf('decode') };
-    this.prefill = pools.prefill;
-    this.decode = pools.decode;
-    const planOf = (pool: WorkerPool | ExpertParallelPool) => (pool instanceof ExpertParallelPool ? pool._plan : pool.plan);
+    const pool = new ExpertParallelPool(this, constructId, epProps);
+    this.warnings.push(...pool.warnings);
+    return pool;
+  }
+
+  /** The router: its configuration (with the pools' capacity for the pressure), Deployment, Service and PodDisruptionBudget. */
+  private router(props: DisaggregatedInferenceProps, resolved: ReturnType<typeof resolveModel>, pools: Pools, namespace: string | undefined,
+    scaling: Partial<Record<'prefill' | 'decode', ResolvedAutoscaling>>, threshold: number, routerReplicas: number, startupSeconds: number,
+  ): { plan: RouterPlan; serviceName: string; configJson: string } {
+    const name = this.name;
+    const dns = dnsIn(namespace);
     const prefill = planOf(pools.prefill);
     const decode = planOf(pools.decode);
-    this.prefillIsMultiNode = prefill.multiNode;
-    this.decodeIsMultiNode = decode.multiNode;
-    this.prefillTensorParallel = prefill.parallelism.tensorParallel;
-    this.decodeTensorParallel = decode.parallelism.tensorParallel;
-    if (props.slo) {
-      checkSloReachable(where, props.slo, prefill, decode, threshold, maxContext);
-    }
-    // Endpoints the router sees per replica: every rank of a per-rank expert-parallel group.
-    const endpointsPerReplica = (pool: WorkerPool | ExpertParallelPool) =>
-      (pool instanceof ExpertParallelPool && pool.endpoints === DataParallelEndpoints.PER_RANK ? pool.dataParallel : 1);
     const coldStart = (['prefill', 'decode'] as const).some(r => scaling[r]?.scaleToZero)
-      ? Math.ceil(NODE_START_SECONDS + ctx.startupSeconds) : undefined;
+      ? Math.ceil(NODE_START_SECONDS + startupSeconds) : undefined;
     const routerAutoscaling: RouterAutoscaling | undefined = props.slo ? {
       slo: { ttftSeconds: props.slo.ttftSeconds, tpotSeconds: props.slo.tpotSeconds },
-      prefill: prefillCapacity(prefill, maxContext, endpointsPerReplica(pools.prefill)),
+      prefill: prefillCapacity(prefill, resolved.maxContext, endpointsPerReplica(pools.prefill)),
       decode: decodeCapacity(decode, endpointsPerReplica(pools.decode)),
     } : undefined;
-
-    // Router: configuration, Deployment, Service, PodDisruptionBudget.
     const routerTokenizer = props.routerTokenizer ?? RouterTokenizer.fromModelSource();
-    this._router = planRouter({
-      servedModelName,
-      weightPrecision,
-      kvBlockSize,
-      maxModelLen: maxContext,
+    const plan = planRouter({
+      servedModelName: resolved.servedModelName,
+      weightPrecision: resolved.weightPrecision,
+      kvBlockSize: resolved.kvBlockSize,
+      maxModelLen: resolved.maxContext,
       // A restarted router loads its index from a running peer instead of starting cold.
       peersHost: routerReplicas > 1 ? dns(`${name}-router-peers`) : undefined,
       apiKeysFile: props.apiKeys ? `${ROUTER_API_KEYS_DIR}/keys` : undefined,
@@ -449,14 +451,16 @@ export class DisaggregatedInference extends Construct {
       imagePullPolicy: props.imagePullPolicy,
       serviceAccountAnnotations: props.serviceAccountAnnotations,
       replicas: routerReplicas,
-      config: this._router.config,
+      config: plan.config,
       tokenizer: { from: routerTokenizer, modelSource: resolved.source },
       apiKeys: props.apiKeys,
     });
-    this.routerServiceName = router.serviceName;
-    this.routerConfig = router.configJson;
+    return { plan, serviceName: router.serviceName, configJson: router.configJson };
+  }
 
-    // One autoscaler per autoscaled pool, on the router's pressure for that pool.
+  /** One autoscaler per autoscaled pool, on the router's pressure for that pool. */
+  private addAutoscalers(props: DisaggregatedInferenceProps, pools: Pools, scaling: Partial<Record<'prefill' | 'decode', ResolvedAutoscaling>>,
+    namespace: string | undefined): void {
     for (const role of ['prefill', 'decode'] as const) {
       const s = scaling[role];
       if (s === undefined) continue;
@@ -471,24 +475,29 @@ export class DisaggregatedInference extends Construct {
           : { apiVersion: 'apps/v1', kind: 'Deployment', name: objectName },
         pool: role,
         // KEDA's operator polls from its own namespace: the router's full DNS name.
-        scalingUrl: `http://${dns(this.routerServiceName)}:${ROUTER_SERVICE_PORT}/scaling`,
+        scalingUrl: `http://${dnsIn(namespace)(this.routerServiceName)}:${ROUTER_SERVICE_PORT}/scaling`,
         routerService: this.routerServiceName,
-        metadata: meta(objectName, componentLabels(name, role)),
+        metadata: metaIn(namespace)(objectName, componentLabels(this.name, role)),
       });
     }
+  }
 
+  /** The gateway objects the exposure asks for, the warnings an open one earns, and the network policies. */
+  private expose(props: DisaggregatedInferenceProps, pools: Pools, namespace: string | undefined): void {
+    const name = this.name;
+    const exposure = props.gateway ?? GatewayExposure.none();
     addGatewayObjects(this, {
-      exposure: props.gateway ?? GatewayExposure.none(),
+      exposure,
       name,
       namespace,
       routerService: this.routerServiceName,
       // An expert-parallel decode side serves from every pod per rank (leaders only with a single
       // endpoint); a multi-node tensor-parallel replica from its leader.
-      decodeSelector: pools.decode instanceof ExpertParallelPool ? pools.decode._servingSelector : servingSelector(componentLabels(name, 'decode'), decode),
+      decodeSelector: pools.decode instanceof ExpertParallelPool ? pools.decode._servingSelector
+        : servingSelector(componentLabels(name, 'decode'), planOf(pools.decode)),
       labels: componentLabels(name, 'gateway'),
       targetPorts: pools.decode instanceof ExpertParallelPool ? pools.decode.httpPorts : undefined,
     });
-    const exposure = props.gateway ?? GatewayExposure.none();
     if (exposure.newGateway?.loadBalancerScheme === 'internet-facing') {
       if (exposure.newGateway.tls === undefined) {
         this.warn('disagg:plainHttpGateway', 'the gateway is internet-facing and speaks plain HTTP: prompts and completions cross the internet '
@@ -662,6 +671,69 @@ function checkVendors(where: string, sides: Record<'prefill' | 'decode', { type:
       throw new Error(`${where}: ${problem}`);
     }
   }
+}
+
+/** One side as the props give it: a tensor-parallel pool's options or an expert-parallel pool's. */
+type Side = { options?: InferencePoolOptions; ep?: ExpertParallelPoolOptions };
+type Sides = Record<'prefill' | 'decode', Side>;
+type PlannedSides = Record<'prefill' | 'decode', ReturnType<typeof planPool> | undefined>;
+type Pools = Record<'prefill' | 'decode', WorkerPool | ExpertParallelPool>;
+
+/** Exactly one pool kind per side. */
+function sideOf(where: string, props: DisaggregatedInferenceProps, role: 'prefill' | 'decode'): Side {
+  const options = props[role];
+  const ep = role === 'prefill' ? props.prefillExpertParallel : props.decodeExpertParallel;
+  if ((options === undefined) === (ep === undefined)) {
+    throw new Error(`${where}: set exactly one of '${role}' (a tensor-parallel pool) and '${role}ExpertParallel' (an expert-parallel pool); ` +
+      `${options === undefined ? 'neither' : 'both'} given`);
+  }
+  return { options, ep };
+}
+
+/** The deployment-wide props checked, with their defaults. */
+function checkDeploymentProps(where: string, props: DisaggregatedInferenceProps, maxContext: number):
+{ threshold: number; routerReplicas: number; maxOutputTokens?: number } {
+  const threshold = props.disaggregationThresholdTokens ?? 512;
+  if (!(Number.isInteger(threshold) && threshold >= 0)) {
+    throw new Error(`${where}: 'disaggregationThresholdTokens' (${threshold}) must be an integer >= 0; 0 sends every request through prefill`);
+  }
+  const routerReplicas = props.routerReplicas ?? 2;
+  if (!(Number.isInteger(routerReplicas) && routerReplicas >= 1)) {
+    throw new Error(`${where}: 'routerReplicas' (${routerReplicas}) must be a positive integer; use 2 for availability`);
+  }
+  if (props.apiKeys !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(props.apiKeys.name)) {
+    throw new Error(`${where}: 'apiKeys.name' ('${props.apiKeys.name}') must be a Kubernetes Secret name (lower case, digits, '-' and '.'), e.g. 'llm-api-keys'`);
+  }
+  if (props.apiKeys?.key !== undefined && !/^[-._a-zA-Z0-9]+$/.test(props.apiKeys.key)) {
+    throw new Error(`${where}: 'apiKeys.key' ('${props.apiKeys.key}') must be a Secret data key (letters, digits, '-', '_' and '.'), e.g. 'keys'`);
+  }
+  const maxOutputTokens = props.maxOutputTokens;
+  if (maxOutputTokens !== undefined && !(Number.isInteger(maxOutputTokens) && maxOutputTokens >= 1 && maxOutputTokens <= maxContext)) {
+    throw new Error(`${where}: 'maxOutputTokens' (${maxOutputTokens}) must be a whole number from 1 to maxContext (${maxContext})`);
+  }
+  return { threshold, routerReplicas, maxOutputTokens };
+}
+
+/** A pool's plan, whichever kind it is. */
+function planOf(pool: WorkerPool | ExpertParallelPool) {
+  return pool instanceof ExpertParallelPool ? pool._plan : pool.plan;
+}
+
+/** Endpoints the router sees per replica: every rank of a per-rank expert-parallel group. */
+function endpointsPerReplica(pool: WorkerPool | ExpertParallelPool): number {
+  return pool instanceof ExpertParallelPool && pool.endpoints === DataParallelEndpoints.PER_RANK ? pool.dataParallel : 1;
+}
+
+/** A Service's name as the pods of `namespace` reach it. */
+function dnsIn(namespace: string | undefined): (svc: string) => string {
+  return svc => (namespace ? `${svc}.${namespace}.svc.cluster.local` : svc);
+}
+
+/** Object metadata in `namespace`, labelled as part of disagg. */
+function metaIn(namespace: string | undefined) {
+  return (objectName: string, labels: Record<string, string>, extra?: Partial<k8s.ObjectMeta>): k8s.ObjectMeta => strip({
+    name: objectName, namespace, labels: { ...labels, [APP_PART_OF]: 'disagg' }, ...extra,
+  });
 }
 
 /** The router Service's port (private/router.ts). */
