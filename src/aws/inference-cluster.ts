@@ -394,15 +394,34 @@ export class InferenceCluster extends Construct {
     this.gatewayInfrastructureAnnotations = LoadBalancerAnnotations.networkLoadBalancer(
       this.addons.istio?.ingressScheme ?? LoadBalancerScheme.INTERNAL);
 
-    // --- EKS add-ons -------------------------------------------------------------------------
-    if (enabled(this.addons.vpcCni)) {
-      // The network policy agent enforces the NetworkPolicies workloads emit (NetworkIsolation); without it they are inert.
-      this.vpcCni = this.eksAddon('VpcCni', 'vpc-cni', this.addons.vpcCni, AddonVersions.VPC_CNI, { enableNetworkPolicy: 'true' });
+    // --- EKS add-ons, then Helm add-ons, in the order they install ---------------------------
+    const core = this.installEksAddons();
+    this.vpcCni = core.vpcCni;
+    this.podIdentityAgent = core.podIdentityAgent;
+    this.nodeMonitoringAgent = core.nodeMonitoringAgent;
+    const loadBalancerController = this.installLoadBalancerController(core.podIdentityAgent);
+    this.installDevicePlugins();
+    this.installDraDrivers();
+    this.installLeaderWorkerSet();
+    this.installKeda();
+    const gatewayCrds = this.installGatewayApiCrds();
+    this.installInferenceExtensionCrds();
+    this.ingressScheme = this.installIstio(gatewayCrds, loadBalancerController);
+
+    if (this.addons.clusterAutoscaler?.enabled === true) {
+      this.installClusterAutoscaler();
     }
-    const podIdentity = enabled(this.addons.podIdentityAgent)
+  }
+
+  /** The EKS-managed add-ons: VPC CNI (with network policies), Pod Identity, CoreDNS, kube-proxy, node monitoring. */
+  private installEksAddons(): { vpcCni?: eks.Addon; podIdentityAgent?: eks.Addon; nodeMonitoringAgent?: eks.CfnAddon } {
+    // The network policy agent enforces the NetworkPolicies workloads emit (NetworkIsolation); without it they are inert.
+    const vpcCni = enabled(this.addons.vpcCni)
+      ? this.eksAddon('VpcCni', 'vpc-cni', this.addons.vpcCni, AddonVersions.VPC_CNI, { enableNetworkPolicy: 'true' })
+      : undefined;
+    const podIdentityAgent = enabled(this.addons.podIdentityAgent)
       ? this.eksAddon('PodIdentityAgent', 'eks-pod-identity-agent', this.addons.podIdentityAgent, AddonVersions.POD_IDENTITY_AGENT)
       : undefined;
-    this.podIdentityAgent = podIdentity;
     // CoreDNS and kube-proxy as EKS add-ons, so that EKS updates them with the control plane; CoreDNS's pods
     // need the system nodes to become ready.
     for (const [addonId, name, options] of [['CoreDns', 'coredns', this.addons.coreDns], ['KubeProxy', 'kube-proxy', this.addons.kubeProxy]] as const) {
@@ -410,35 +429,38 @@ export class InferenceCluster extends Construct {
         this.eksAddon(addonId, name, options, undefined).node.addDependency(this.systemNodegroup);
       }
     }
-    if (enabled(this.addons.nodeMonitoringAgent)) {
-      this.nodeMonitoringAgent = this.nodeMonitoringAgentAddon(this.addons.nodeMonitoringAgent);
-    }
+    const nodeMonitoringAgent = enabled(this.addons.nodeMonitoringAgent) ? this.nodeMonitoringAgentAddon(this.addons.nodeMonitoringAgent) : undefined;
+    return { vpcCni, podIdentityAgent, nodeMonitoringAgent };
+  }
 
-    // --- Helm add-ons ------------------------------------------------------------------------
-    let loadBalancerController: LoadBalancerController | undefined;
-    if (enabled(this.addons.loadBalancerController)) {
-      if (!podIdentity) {
-        Annotations.of(this).addWarningV2('disagg:podIdentityAgentOff',
-          'the Load Balancer Controller gets its IAM role through EKS Pod Identity, but addons.podIdentityAgent is off; '
-          + 'install the agent yourself or the controller cannot call AWS APIs.');
-      }
-      loadBalancerController = new LoadBalancerController(this, 'LoadBalancerController', {
-        cluster: this.cluster,
-        chartVersion: version(this.addons.loadBalancerController, AddonVersions.LOAD_BALANCER_CONTROLLER),
-      });
-      loadBalancerController.chart.node.addDependency(this.systemNodegroup);
-      if (podIdentity) {
-        loadBalancerController.chart.node.addDependency(podIdentity);
-      }
-      // The controller's admission webhooks see the Services and Pods a workload creates: apply
-      // workloads once the controller answers (its chart is installed with wait: true).
-      this.workloadPrerequisites.push(loadBalancerController.chart);
-      // Deleted after every workload and gateway chart, before the controller: waits for their NLBs to go.
-      this.loadBalancerCleanup = new LoadBalancerCleanup(this, 'LoadBalancerCleanup', { clusterName: this.cluster.clusterName, vpc: this.vpc });
-      this.loadBalancerCleanup.resource.node.addDependency(loadBalancerController.chart);
-      this.workloadPrerequisites.push(this.loadBalancerCleanup.resource);
+  /** AWS Load Balancer Controller (NLBs for the gateways), and the cleanup that waits for their NLBs on delete. */
+  private installLoadBalancerController(podIdentity: eks.Addon | undefined): LoadBalancerController | undefined {
+    if (!enabled(this.addons.loadBalancerController)) return undefined;
+    if (!podIdentity) {
+      Annotations.of(this).addWarningV2('disagg:podIdentityAgentOff',
+        'the Load Balancer Controller gets its IAM role through EKS Pod Identity, but addons.podIdentityAgent is off; '
+        + 'install the agent yourself or the controller cannot call AWS APIs.');
     }
+    const loadBalancerController = new LoadBalancerController(this, 'LoadBalancerController', {
+      cluster: this.cluster,
+      chartVersion: version(this.addons.loadBalancerController, AddonVersions.LOAD_BALANCER_CONTROLLER),
+    });
+    loadBalancerController.chart.node.addDependency(this.systemNodegroup);
+    if (podIdentity) {
+      loadBalancerController.chart.node.addDependency(podIdentity);
+    }
+    // The controller's admission webhooks see the Services and Pods a workload creates: apply
+    // workloads once the controller answers (its chart is installed with wait: true).
+    this.workloadPrerequisites.push(loadBalancerController.chart);
+    // Deleted after every workload and gateway chart, before the controller: waits for their NLBs to go.
+    this.loadBalancerCleanup = new LoadBalancerCleanup(this, 'LoadBalancerCleanup', { clusterName: this.cluster.clusterName, vpc: this.vpc });
+    this.loadBalancerCleanup.resource.node.addDependency(loadBalancerController.chart);
+    this.workloadPrerequisites.push(this.loadBalancerCleanup.resource);
+    return loadBalancerController;
+  }
 
+  /** The NVIDIA and EFA device plugins. */
+  private installDevicePlugins(): void {
     if (enabled(this.addons.nvidiaDevicePlugin)) {
       this.helm('NvidiaDevicePlugin', {
         chart: 'nvidia-device-plugin',
@@ -468,8 +490,10 @@ export class InferenceCluster extends Construct {
         },
       });
     }
+  }
 
-    // --- DRA drivers (EKS: device-management pages) ---------------------------------------------
+  /** The DRA drivers the add-ons opt into (EKS: device-management pages). */
+  private installDraDrivers(): void {
     if (this.addons.nvidiaDraDriver?.enabled === true) {
       this.installNvidiaDra();
     }
@@ -480,7 +504,10 @@ export class InferenceCluster extends Construct {
       // Same chart as the Neuron device plugin, which checkDraAddons made sure is off.
       this.neuronChart = this.helm('NeuronDraDriver', neuronDraChart(this.addons.neuronDraDriver));
     }
+  }
 
+  /** LeaderWorkerSet, for multi-node replicas. */
+  private installLeaderWorkerSet(): void {
     if (enabled(this.addons.leaderWorkerSet)) {
       const lws = this.helm('LeaderWorkerSet', {
         // OCI charts: the kubectl handler pulls `repository` (which names the chart) and ignores `chart`.
@@ -495,7 +522,10 @@ export class InferenceCluster extends Construct {
       lws.node.addDependency(this.systemNodegroup);
       this.workloadPrerequisites.push(lws);
     }
+  }
 
+  /** KEDA, for the pools' SLO autoscaling. */
+  private installKeda(): void {
     if (enabled(this.addons.keda)) {
       // SLO autoscaling of the pools (ScaledObjects on the router's /scaling). Its CRDs come with the
       // chart; --wait holds the release until the operator and its webhooks are ready, so the
@@ -521,31 +551,36 @@ export class InferenceCluster extends Construct {
       keda.node.addDependency(this.systemNodegroup);
       this.workloadPrerequisites.push(keda);
     }
+  }
 
-    let gatewayCrds: eks.HelmChart | undefined;
-    if (enabled(this.addons.gatewayApiCrds)) {
-      // Gateway API publishes no Helm chart of its own; Envoy Gateway's CRD chart packages the
-      // standard-channel CRDs of the Gateway API release it is built on (v1.9.x -> v1.6.1).
-      gatewayCrds = this.helm('GatewayApiCrds', {
-        chart: 'gateway-crds-helm',
-        repository: 'oci://docker.io/envoyproxy/gateway-crds-helm',
-        version: version(this.addons.gatewayApiCrds, AddonVersions.GATEWAY_API_CRDS_CHART),
-        release: 'gateway-api-crds',
-        namespace: 'kube-system',
-        // The CRDs are templates of this chart, so Helm's --wait holds the release until each CRD
-        // is Established (helm pkg/kube/ready.go, crdReady): Gateway and HTTPRoute objects of a
-        // workload applied after it cannot race the API server.
-        wait: true,
-        values: {
-          crds: {
-            gatewayAPI: { enabled: true, channel: 'standard' },
-            envoyGateway: { enabled: false },
-          },
+  /** The Gateway API's standard-channel CRDs. */
+  private installGatewayApiCrds(): eks.HelmChart | undefined {
+    if (!enabled(this.addons.gatewayApiCrds)) return undefined;
+    // Gateway API publishes no Helm chart of its own; Envoy Gateway's CRD chart packages the
+    // standard-channel CRDs of the Gateway API release it is built on (v1.9.x -> v1.6.1).
+    const gatewayCrds = this.helm('GatewayApiCrds', {
+      chart: 'gateway-crds-helm',
+      repository: 'oci://docker.io/envoyproxy/gateway-crds-helm',
+      version: version(this.addons.gatewayApiCrds, AddonVersions.GATEWAY_API_CRDS_CHART),
+      release: 'gateway-api-crds',
+      namespace: 'kube-system',
+      // The CRDs are templates of this chart, so Helm's --wait holds the release until each CRD
+      // is Established (helm pkg/kube/ready.go, crdReady): Gateway and HTTPRoute objects of a
+      // workload applied after it cannot race the API server.
+      wait: true,
+      values: {
+        crds: {
+          gatewayAPI: { enabled: true, channel: 'standard' },
+          envoyGateway: { enabled: false },
         },
-      });
-      this.workloadPrerequisites.push(gatewayCrds);
-    }
+      },
+    });
+    this.workloadPrerequisites.push(gatewayCrds);
+    return gatewayCrds;
+  }
 
+  /** The Gateway API Inference Extension's CRDs, applied by a Job the workloads wait for. */
+  private installInferenceExtensionCrds(): void {
     if (enabled(this.addons.inferenceExtensionCrds)) {
       const crdVersion = version(this.addons.inferenceExtensionCrds, AddonVersions.INFERENCE_EXTENSION);
       const job = this.cluster.addManifest('InferenceExtensionCrds', ...inferenceExtensionCrdJob({
@@ -568,66 +603,67 @@ export class InferenceCluster extends Construct {
       established.node.addDependency(job);
       this.workloadPrerequisites.push(established);
     }
+  }
 
+  /** Istio with the Inference Extension, and its ingress gateway; the gateway's scheme, if one was installed. */
+  private installIstio(gatewayCrds: eks.HelmChart | undefined,
+    loadBalancerController: LoadBalancerController | undefined): LoadBalancerScheme | undefined {
     const istio = this.addons.istio;
-    if (enabled(istio)) {
-      const istioVersion = version(istio, AddonVersions.ISTIO);
-      const repository = 'https://istio-release.storage.googleapis.com/charts';
-      const base = this.helm('IstioBase', {
-        chart: 'base',
+    if (!enabled(istio)) return undefined;
+    const istioVersion = version(istio, AddonVersions.ISTIO);
+    const repository = 'https://istio-release.storage.googleapis.com/charts';
+    const base = this.helm('IstioBase', {
+      chart: 'base',
+      repository,
+      version: istioVersion,
+      release: 'istio-base',
+      namespace: 'istio-system',
+      createNamespace: true,
+      values: { defaultRevision: 'default' },
+    });
+    const istiod = this.helm('Istiod', {
+      chart: 'istiod',
+      repository,
+      version: istioVersion,
+      release: 'istiod',
+      namespace: 'istio-system',
+      wait: true,
+      values: { pilot: { env: { ENABLE_GATEWAY_API_INFERENCE_EXTENSION: 'true' } } },
+    });
+    istiod.node.addDependency(base, this.systemNodegroup);
+    if (gatewayCrds) {
+      istiod.node.addDependency(gatewayCrds);
+    }
+    this.workloadPrerequisites.push(istiod);
+
+    if (istio?.ingressGateway ?? true) {
+      const ingressScheme = istio?.ingressScheme ?? LoadBalancerScheme.INTERNAL;
+      const gateway = this.helm('IstioIngressGateway', {
+        chart: 'gateway',
         repository,
         version: istioVersion,
-        release: 'istio-base',
-        namespace: 'istio-system',
+        release: 'istio-ingressgateway',
+        namespace: 'istio-ingress',
         createNamespace: true,
-        values: { defaultRevision: 'default' },
-      });
-      const istiod = this.helm('Istiod', {
-        chart: 'istiod',
-        repository,
-        version: istioVersion,
-        release: 'istiod',
-        namespace: 'istio-system',
-        wait: true,
-        values: { pilot: { env: { ENABLE_GATEWAY_API_INFERENCE_EXTENSION: 'true' } } },
-      });
-      istiod.node.addDependency(base, this.systemNodegroup);
-      if (gatewayCrds) {
-        istiod.node.addDependency(gatewayCrds);
-      }
-      this.workloadPrerequisites.push(istiod);
-
-      if (istio?.ingressGateway ?? true) {
-        this.ingressScheme = istio?.ingressScheme ?? LoadBalancerScheme.INTERNAL;
-        const gateway = this.helm('IstioIngressGateway', {
-          chart: 'gateway',
-          repository,
-          version: istioVersion,
-          release: 'istio-ingressgateway',
-          namespace: 'istio-ingress',
-          createNamespace: true,
-          values: {
-            service: {
-              type: 'LoadBalancer',
-              // Handled by the AWS Load Balancer Controller: an NLB targeting pod IPs.
-              annotations: LoadBalancerAnnotations.networkLoadBalancer(this.ingressScheme),
-            },
+        values: {
+          service: {
+            type: 'LoadBalancer',
+            // Handled by the AWS Load Balancer Controller: an NLB targeting pod IPs.
+            annotations: LoadBalancerAnnotations.networkLoadBalancer(ingressScheme),
           },
-        });
-        gateway.node.addDependency(istiod);
-        if (loadBalancerController) {
-          gateway.node.addDependency(loadBalancerController.chart, this.loadBalancerCleanup!.resource);
-        } else {
-          Annotations.of(this).addWarningV2('disagg:noLoadBalancerController',
-            'the Istio ingress gateway asks for an NLB through AWS Load Balancer Controller annotations, but '
-            + 'addons.loadBalancerController is off; without a controller the in-tree provider creates a Classic Load Balancer.');
-        }
+        },
+      });
+      gateway.node.addDependency(istiod);
+      if (loadBalancerController) {
+        gateway.node.addDependency(loadBalancerController.chart, this.loadBalancerCleanup!.resource);
+      } else {
+        Annotations.of(this).addWarningV2('disagg:noLoadBalancerController',
+          'the Istio ingress gateway asks for an NLB through AWS Load Balancer Controller annotations, but '
+          + 'addons.loadBalancerController is off; without a controller the in-tree provider creates a Classic Load Balancer.');
       }
+      return ingressScheme;
     }
-
-    if (this.addons.clusterAutoscaler?.enabled === true) {
-      this.installClusterAutoscaler();
-    }
+    return undefined;
   }
 
   /** The accelerated node groups added so far. */
