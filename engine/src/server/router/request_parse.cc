@@ -5,6 +5,7 @@
 #include "disagg/json_parse.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace disagg::router {
 
@@ -54,6 +55,8 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
                                                 GenerateRequest& out, std::vector<TokenId>& tokens,
                                                 std::string& scratch, const PromptTokenizer* tokenizer) {
   if (!body.is_object()) return bad("the request body must be a JSON object", "");
+  // The checks run in this order; the sim-worker's request_validation.cc runs the same ones in the
+  // same order, with the same answers (tests/router/request_errors_differential_test.cc).
   const text::ModelText* model = tokenizer ? tokenizer->model : nullptr;
   auto m = body.find("model");
   if (m == body.end() || !m->is_string() || m->get_ref<const std::string&>().empty()) {
@@ -83,10 +86,19 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
   for (const char* key : {"max_completion_tokens", "max_tokens"}) {
     auto it = body.find(key);
     if (it == body.end() || it->is_null()) continue;
-    if (!it->is_number_integer() || it->get<std::int64_t>() < 1) {
-      return bad(std::string("'") + key + "' must be a whole number >= 1", key);
+    if (!it->is_number_integer()) return bad(std::string("'") + key + "' must be a whole number >= 1", key);
+    // Above int64 (a uint64 literal): no context is that long; kept at the int64 maximum, and the
+    // worker, which knows its context length, refuses it.
+    if (it->is_number_unsigned()) {
+      constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+      out.max_tokens = static_cast<std::int64_t>(std::min(it->get<std::uint64_t>(), kMax));
+    } else {
+      out.max_tokens = it->get<std::int64_t>();
     }
-    out.max_tokens = it->get<std::int64_t>();
+    // vLLM's SamplingParams check, in its words (the field named as the client spelled it).
+    if (out.max_tokens < 1) {
+      return bad(std::string(key) + " must be at least 1, got " + std::to_string(out.max_tokens) + ".", key);
+    }
     break;
   }
   const std::size_t before = tokens.size();

@@ -21,6 +21,7 @@
 #include "disagg/fake_tokenizer.h"
 #include "disagg/expected.h"
 #include "disagg/json_depth.h"
+#include "server/http/openai_error.h"
 
 namespace disagg::text {
 class ModelText;
@@ -41,13 +42,8 @@ using disagg::fake_token_id;
 using disagg::fake_tokenize;
 using disagg::kFakeVocabSize;
 
-/// An error answered to the client in OpenAI's shape.
-struct ApiError {
-  unsigned status = 400;
-  std::string message;
-  std::string param;
-  std::string code;
-};
+/// An error answered to the client in OpenAI's shape (the one type the sim-worker answers with too).
+using ApiError = http::ApiError;
 
 /// What the router needs of a request.
 struct GenerateRequest {

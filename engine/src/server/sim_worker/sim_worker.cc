@@ -14,6 +14,7 @@
 #include "disagg/json_parse.h"
 #include "fake_tokenizer.h"
 #include "model_text.h"
+#include "request_validation.h"
 #include "server/http/http_server.h"
 #include "server/http/openai_error.h"
 #include "server/http/sse.h"
@@ -49,27 +50,6 @@ std::uint64_t splitmix64(std::uint64_t x) {
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
-
-// A refused request: HTTP status and the OpenAI error fields.
-struct ApiError {
-  unsigned status = 400;
-  std::string message;
-  std::string param;
-  std::string code;
-};
-
-// A generation request after validation.
-struct Generation {
-  bool chat = false;
-  bool stream = false;
-  bool include_usage = false;
-  std::int32_t max_tokens = 16;
-  std::vector<TokenId> prompt;
-  RequestKind kind = RequestKind::full;
-  std::string lora_name;  // the adapter the request names; empty: the base model
-  std::int32_t lora_id = 0;
-  std::string cache_salt;
-};
 
 // What a response needs to know about its request (the JSON is built outside coroutines:
 // g++ 12 miscompiles braced initializer lists inside coroutine bodies).
@@ -214,183 +194,10 @@ struct SimWorker::Impl {
 
   Task<void> handle(http::Request& req, ResponseWriter& w);
   Task<void> generate(http::Request& req, ResponseWriter& w, bool chat);
-  Expected<Generation, ApiError> parse(const Body& body, bool chat) const;
   Task<void> tokenize(http::Request& req, ResponseWriter& w, bool detokenize);
-  /// Appends the prompt tokens of a chat request to `out`, as vLLM computes them.
-  Expected<void, ApiError> chat_prompt(const Body& body, std::vector<TokenId>& out) const;
-  /// The vocabulary size token ids are checked against.
-  std::int64_t vocab_size() const {
-    return model_text ? static_cast<std::int64_t>(model_text->tokenizer().vocab_size()) : kFakeVocabSize;
-  }
   void count_sent(std::int64_t tokens);
   json kv_params_for(const RequestState& st, const std::string& request_id) const;
 };
-
-// ---- request parsing ------------------------------------------------------------------------
-
-// One scratch per HTTP thread for the real tokenizer.
-static text::EncodeScratch& encode_scratch() {
-  thread_local text::EncodeScratch scratch;
-  return scratch;
-}
-
-Expected<void, ApiError> SimWorker::Impl::chat_prompt(const Body& body, std::vector<TokenId>& out) const {
-  if (model_text) {
-    std::string prompt;
-    auto done = model_text->chat_tokens(body, encode_scratch(), prompt, out);
-    if (!done) return unexpected(ApiError{400, done.error(), "messages", ""});
-    return {};
-  }
-  auto msgs = body.find("messages");
-  if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
-    return unexpected(ApiError{400, "'messages' must be a non-empty array of {role, content}", "messages", ""});
-  }
-  std::string text;
-  FakeChatPrompt prompt(text);
-  for (const Body& m : *msgs) {
-    const auto role = m.find("role");  // end() when m is not an object
-    if (!m.is_object() || role == m.end() || !role->is_string()) {
-      return unexpected(ApiError{400, "every message needs a string 'role'", "messages", ""});
-    }
-    prompt.begin_message().append(role->get_ref<const std::string&>());
-    if (auto c = m.find("content"); c != m.end() && !c->is_null()) {
-      if (c->is_string()) {
-        prompt.add_part().append(c->get_ref<const std::string&>());
-      } else if (c->is_array()) {
-        for (const Body& part : *c) {  // text parts; others are skipped
-          if (!part.is_object()) continue;
-          const auto type = part.find("type");
-          const auto x = part.find("text");
-          if (type == part.end() || !type->is_string() || *type != "text" || x == part.end() || !x->is_string()) {
-            continue;
-          }
-          prompt.add_part().append(x->get_ref<const std::string&>());
-        }
-      } else {
-        return unexpected(ApiError{400, "message 'content' must be a string or an array of parts", "messages", ""});
-      }
-    }
-    prompt.end_message();
-  }
-  fake_tokenize(prompt.finish(), out);
-  return {};
-}
-
-Expected<Generation, ApiError> SimWorker::Impl::parse(const Body& body, bool chat) const {
-  Generation g;
-  g.chat = chat;
-  if (!body.is_object()) return unexpected(ApiError{400, "the request body must be a JSON object", "", ""});
-  if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
-    if (!m->is_string()) return unexpected(ApiError{400, "'model' must be a string", "model", ""});
-    const auto adapter = std::find(config.lora_adapters.begin(), config.lora_adapters.end(), m->get<std::string>());
-    if (adapter != config.lora_adapters.end()) {
-      g.lora_name = *adapter;
-      g.lora_id = static_cast<std::int32_t>(adapter - config.lora_adapters.begin()) + 1;
-    } else if (m->get<std::string>() != config.model_name) {
-      return unexpected(ApiError{404,
-                                 "The model `" + m->get<std::string>() +
-                                     "` does not exist; this worker serves `" + config.model_name + "`",
-                                 "model", "model_not_found"});
-    }
-  }
-  // vLLM's check_cache_salt_support: a non-empty string when given.
-  if (auto cs = body.find("cache_salt"); cs != body.end() && !cs->is_null()) {
-    if (!cs->is_string() || cs->get_ref<const std::string&>().empty()) {
-      return unexpected(ApiError{400, "Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt", ""});
-    }
-    g.cache_salt = cs->get<std::string>();
-  }
-  if (auto n = body.find("n"); n != body.end() && !n->is_null() && !(n->is_number_integer() && *n == 1)) {
-    return unexpected(ApiError{400, "'n' must be 1: sim-worker generates one choice", "n", ""});
-  }
-  if (auto s = body.find("stream"); s != body.end() && !s->is_null()) {
-    if (!s->is_boolean()) return unexpected(ApiError{400, "'stream' must be a boolean", "stream", ""});
-    g.stream = s->get<bool>();
-  }
-  if (auto so = body.find("stream_options"); so != body.end() && so->is_object()) {
-    if (auto iu = so->find("include_usage"); iu != so->end() && iu->is_boolean()) g.include_usage = *iu;
-  }
-  // Prompt.
-  if (chat) {
-    if (auto done = chat_prompt(body, g.prompt); !done) return unexpected(done.error());
-  } else {
-    auto p = body.find("prompt");
-    if (p == body.end() || p->is_null()) {
-      return unexpected(ApiError{400, "'prompt' is required (a string or an array of token ids)", "prompt", ""});
-    }
-    const Body* one = &*p;
-    if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) one = &(*p)[0];
-    const std::int64_t vocab = vocab_size();
-    if (one->is_string()) {
-      if (model_text) {
-        const auto special = body.find("add_special_tokens");
-        model_text->completion_tokens(one->get_ref<const std::string&>(),
-                                      special == body.end() || !special->is_boolean() || special->get<bool>(), encode_scratch(),
-                                      g.prompt);
-      } else {
-        fake_tokenize(one->get_ref<const std::string&>(), g.prompt);
-      }
-    } else if (one->is_array() && std::all_of(one->begin(), one->end(), [vocab](const Body& t) {
-                 return t.is_number_integer() && t.get<std::int64_t>() >= 0 && t.get<std::int64_t>() < vocab;
-               })) {
-      for (const Body& t : *one) g.prompt.push_back(t.get<TokenId>());
-    } else {
-      return unexpected(ApiError{400,
-                                 "'prompt' must be a string, one-element array, or an array of token ids "
-                                 "in [0, " + std::to_string(vocab) + "); batches are not supported",
-                                 "prompt", ""});
-    }
-  }
-  if (g.prompt.empty()) return unexpected(ApiError{400, "the prompt is empty", chat ? "messages" : "prompt", ""});
-  // Output length.
-  const Body* mt = nullptr;
-  for (const char* key : {"max_completion_tokens", "max_tokens"}) {
-    if (auto it = body.find(key); it != body.end() && !it->is_null()) {
-      mt = &*it;
-      break;
-    }
-  }
-  if (mt != nullptr) {
-    if (!mt->is_number_integer() || mt->get<std::int64_t>() < 1 || mt->get<std::int64_t>() > config.max_model_len) {
-      return unexpected(ApiError{400, "'max_tokens' must be a whole number in [1, " +
-                                          std::to_string(config.max_model_len) + "]", "max_tokens", ""});
-    }
-    g.max_tokens = mt->get<std::int32_t>();
-  } else {
-    g.max_tokens = chat ? config.default_max_tokens : 16;  // OpenAI's completions default is 16
-  }
-  // P/D handshake.
-  if (auto kv = body.find("kv_transfer_params"); kv != body.end() && kv->is_object()) {
-    const bool remote_decode = kv->value("do_remote_decode", false);
-    const bool remote_prefill = kv->value("do_remote_prefill", false);
-    if (remote_decode) {
-      if (config.role != WorkerRole::prefill) {
-        return unexpected(ApiError{400, "kv_transfer_params.do_remote_decode needs a prefill worker; this one is " +
-                                            std::string(to_string(config.role)), "kv_transfer_params", ""});
-      }
-      g.kind = RequestKind::prefill_only;
-    } else if (remote_prefill) {
-      if (config.role != WorkerRole::decode) {
-        return unexpected(ApiError{400, "kv_transfer_params.do_remote_prefill needs a decode worker; this one is " +
-                                            std::string(to_string(config.role)), "kv_transfer_params", ""});
-      }
-      // Without the prefill side's blocks, vLLM prefills locally; so do we.
-      auto ids = kv->find("remote_block_ids");
-      if (ids != kv->end() && ids->is_array()) g.kind = RequestKind::remote_kv;
-    }
-  }
-  const std::int64_t total = static_cast<std::int64_t>(g.prompt.size()) +
-                             (g.kind == RequestKind::prefill_only ? 1 : g.max_tokens);
-  if (total > config.max_model_len) {
-    return unexpected(ApiError{400, "This model's maximum context length is " + std::to_string(config.max_model_len) +
-                                        " tokens. However, you requested " + std::to_string(total) + " tokens (" +
-                                        std::to_string(g.prompt.size()) + " in the prompt, " +
-                                        std::to_string(total - static_cast<std::int64_t>(g.prompt.size())) +
-                                        " in the completion). Please reduce the length of the prompt or completion.",
-                               "max_tokens", ""});
-  }
-  return g;
-}
 
 // ---- responses ------------------------------------------------------------------------------
 
@@ -434,7 +241,7 @@ Task<void> SimWorker::Impl::tokenize(http::Request& req, ResponseWriter& w, bool
     co_return;
   }
   if (model_text) {
-    auto answer = model_text->serve_tokenize(body, detokenize, config.max_model_len, encode_scratch());
+    auto answer = model_text->serve_tokenize(body, detokenize, config.max_model_len, thread_encode_scratch());
     if (!answer) {
       co_await w.send_error(answer.error().status, answer.error().message, answer.error().param);
       co_return;
@@ -478,17 +285,8 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
       co_return;
     }
   }
-  // The depth first: nlohmann builds any nesting, one heap node per level (json_depth.h).
-  if (!json_depth_within(req.body(), kMaxRequestJsonDepth)) {
-    co_await w.send_error(400, json_depth_error(kMaxRequestJsonDepth), "", "json_too_deep");
-    co_return;
-  }
-  Body body;
-  if (!parse_json(req.body(), body)) {
-    co_await w.send_error(400, "the request body is not valid JSON");
-    co_return;
-  }
-  auto parsed = parse(body, chat);
+  // The depth check, the parse and every field (request_validation.h).
+  auto parsed = validate_generate_request(req.body(), chat, config, model_text ? &*model_text : nullptr);
   if (!parsed) {
     const ApiError& e = parsed.error();
     co_await w.send_error(e.status, e.message, e.param, e.code);
