@@ -3,9 +3,9 @@
 #include "model_text.h"
 
 #include "disagg/json_parse.h"
+#include "server/http/openai_request.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace disagg::router {
 
@@ -82,25 +82,10 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
     }
     out.cache_salt = extra_key_digest(cs->get_ref<const std::string&>());
   }
-  out.max_tokens = 0;
-  for (const char* key : {"max_completion_tokens", "max_tokens"}) {
-    auto it = body.find(key);
-    if (it == body.end() || it->is_null()) continue;
-    if (!it->is_number_integer()) return bad(std::string("'") + key + "' must be a whole number >= 1", key);
-    // Above int64 (a uint64 literal): no context is that long; kept at the int64 maximum, and the
-    // worker, which knows its context length, refuses it.
-    if (it->is_number_unsigned()) {
-      constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-      out.max_tokens = static_cast<std::int64_t>(std::min(it->get<std::uint64_t>(), kMax));
-    } else {
-      out.max_tokens = it->get<std::int64_t>();
-    }
-    // vLLM's SamplingParams check, in its words (the field named as the client spelled it).
-    if (out.max_tokens < 1) {
-      return bad(std::string(key) + " must be at least 1, got " + std::to_string(out.max_tokens) + ".", key);
-    }
-    break;
-  }
+  // Output bound: the rule the sim-worker reads too (http/openai_request.h).
+  const auto bound = http::read_output_bound(body);
+  if (!bound) return unexpected(bound.error());
+  out.max_tokens = bound->tokens;
   const std::size_t before = tokens.size();
   if (chat) {
     auto msgs = body.find("messages");

@@ -1,13 +1,13 @@
 #include "request_validation.h"
 
 #include <algorithm>
-#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "disagg/json_depth.h"
 #include "disagg/json_parse.h"
 #include "fake_tokenizer.h"
 #include "model_text.h"
+#include "server/http/openai_request.h"
 
 namespace disagg::sim_worker {
 
@@ -94,23 +94,11 @@ Expected<Generation, ApiError> validate(const Body& body, bool chat, const SimWo
     }
     g.cache_salt = cs->get<std::string>();
   }
-  // Output length: max_completion_tokens, else max_tokens; vLLM's SamplingParams words for < 1.
-  const char* max_key = nullptr;
-  std::int64_t max_tokens = 0;
-  for (const char* key : {"max_completion_tokens", "max_tokens"}) {
-    auto it = body.find(key);
-    if (it == body.end() || it->is_null()) continue;
-    if (!it->is_number_integer()) return bad(std::string("'") + key + "' must be a whole number >= 1", key);
-    if (it->is_number_unsigned()) {
-      constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-      max_tokens = static_cast<std::int64_t>(std::min(it->get<std::uint64_t>(), kMax));
-    } else {
-      max_tokens = it->get<std::int64_t>();
-    }
-    if (max_tokens < 1) return bad(std::string(key) + " must be at least 1, got " + std::to_string(max_tokens) + ".", key);
-    max_key = key;
-    break;
-  }
+  // Output length: the rule the router reads too (http/openai_request.h).
+  const auto bound = http::read_output_bound(body);
+  if (!bound) return unexpected(bound.error());
+  const char* max_key = bound->field;
+  const std::int64_t max_tokens = bound->tokens;
   // Prompt.
   bool batch = false;
   if (chat) {
