@@ -30,7 +30,7 @@ describe('engine/\'s CMake lookups', () => {
 
     // THEN the servers' libraries are there, each where it is written
     expect(keys).toEqual(expect.arrayContaining([
-      'find_package(Boost)', 'pkg_check_modules(libzmq)', 'find_path(zmq.hpp)', 'find_path(msgpack.hpp)',
+      'find_package(Boost)', 'find_path(zmq.h)', 'find_library(zmq)', 'find_path(zmq.hpp)', 'find_path(msgpack.hpp)',
       'pkg_check_modules(libpcre2-8)', 'find_library(libutf8proc.a)', 'find_library(libtcmalloc_minimal.a)',
     ]));
     expect(lookups.find((l) => l.names.includes('msgpack.hpp'))).toMatchObject({

@@ -226,7 +226,7 @@ export function neededLookups(lookups: CmakeLookup[]): CmakeLookup[] {
   return lookups.filter((l) => l.required || !l.quiet);
 }
 
-/** `find_path(msgpack.hpp)`, `pkg_check_modules(libzmq)`: the key of PROVIDERS. */
+/** `find_path(msgpack.hpp)`, `pkg_check_modules(libpcre2-8)`: the key of PROVIDERS. */
 export function lookupKeys(lookup: CmakeLookup): string[] {
   return lookup.names.map((n) => `${lookup.command}(${n})`);
 }
@@ -276,7 +276,8 @@ export const PROVIDERS: Provider[] = [
   { lookup: 'find_package(nlohmann_json)', file: '*/nlohmann_json/nlohmann_jsonConfig.cmake', packages: { 'debian-12': 'nlohmann-json3-dev', 'ubuntu-22.04': 'nlohmann-json3-dev', 'ubuntu-24.04': 'nlohmann-json3-dev' } },
   // FindBoost reads boost/version.hpp.
   { lookup: 'find_package(Boost)', file: '/usr/include/boost/version.hpp', packages: { 'debian-12': 'libboost-dev', 'ubuntu-22.04': 'libboost-dev', 'ubuntu-24.04': 'libboost-dev' } },
-  { lookup: 'pkg_check_modules(libzmq)', file: '*/pkgconfig/libzmq.pc', packages: { 'debian-12': 'libzmq3-dev', 'ubuntu-22.04': 'libzmq3-dev', 'ubuntu-24.04': 'libzmq3-dev' } },
+  { lookup: 'find_path(zmq.h)', file: '/usr/include/zmq.h', packages: { 'debian-12': 'libzmq3-dev', 'ubuntu-22.04': 'libzmq3-dev', 'ubuntu-24.04': 'libzmq3-dev' } },
+  { lookup: 'find_library(zmq)', file: '*/libzmq.so', packages: { 'debian-12': 'libzmq3-dev', 'ubuntu-22.04': 'libzmq3-dev', 'ubuntu-24.04': 'libzmq3-dev' } },
   { lookup: 'find_path(zmq.hpp)', file: '/usr/include/zmq.hpp', packages: { 'debian-12': 'cppzmq-dev', 'ubuntu-22.04': 'libzmq3-dev', 'ubuntu-24.04': 'cppzmq-dev' } },
   { lookup: 'find_path(msgpack.hpp)', file: '/usr/include/msgpack.hpp', packages: { 'debian-12': 'libmsgpack-cxx-dev', 'ubuntu-22.04': 'libmsgpack-dev', 'ubuntu-24.04': 'libmsgpack-cxx-dev' } },
   { lookup: 'pkg_check_modules(libpcre2-8)', file: '*/pkgconfig/libpcre2-8.pc', packages: { 'debian-12': 'libpcre2-dev', 'ubuntu-22.04': 'libpcre2-dev', 'ubuntu-24.04': 'libpcre2-dev' } },
