@@ -3,7 +3,7 @@
 // nlohmann::json parses nesting of any depth, one heap node per level: a 4 MB body of `[` built a
 // 4,000,000-level document and about 250 MB of heap per request. The router and the sim-worker
 // call json_depth_within() on every body before a full parse and answer 400 beyond
-// kMaxRequestJsonDepth, the bound of the core's own reader (json_value.h) and of the router's
+// kMaxRequestJsonDepth, the bound of the engine's one parser (json_parse.h) and of the router's
 // fast scan (request_scan.h). One pass, no allocation, header-only so that every server and fuzz
 // target shares it without another library.
 #pragma once
@@ -14,9 +14,13 @@
 
 namespace disagg {
 
-/// Deepest nesting of arrays and objects a request body may have; the outermost array or object
-/// is level 1. OpenAI requests need 5 (messages -> message -> content parts -> part -> value).
-inline constexpr std::size_t kMaxRequestJsonDepth = 64;
+/// Deepest nesting of arrays and objects of any JSON document the engine reads (json_parse.h's
+/// parser, for requests and configuration alike); the outermost array or object is level 1.
+inline constexpr std::size_t kMaxJsonDepth = 64;
+
+/// The same bound for request bodies, checked by this scan before any parse. OpenAI requests need
+/// 5 (messages -> message -> content parts -> part -> value).
+inline constexpr std::size_t kMaxRequestJsonDepth = kMaxJsonDepth;
 
 /// Whether no array or object in `text`, read as JSON, is nested deeper than `max_depth` levels.
 /// Brackets inside strings do not count (a backslash escapes the next byte there, as in JSON). The

@@ -6,9 +6,11 @@
 // JSON.stringify produced with it, so both apply exactly the same field mapping
 // (disagg/simulation_config.h).
 //
-// RFC 8259 with these limits: nesting at most kMaxJsonDepth, documents at most kMaxJsonBytes,
-// duplicate object keys refused, numbers as IEEE doubles (from_chars; out-of-range refused). Object
-// members keep their order. Not for hot paths: every value owns its children.
+// The grammar is the engine's one JSON parser (json_parse.h: RFC 8259, well-formed UTF-8, nesting
+// at most kMaxJsonDepth, numbers as strtod reads them, not finite refused), built by
+// JsonValueBuilder, which refuses a repeated object key and keeps numbers as IEEE doubles.
+// Documents are at most kMaxJsonBytes. Object members keep their order. Not for hot paths: every
+// value owns its children.
 #pragma once
 
 #include <cstddef>
@@ -19,11 +21,13 @@
 #include <vector>
 
 #include "disagg/expected.h"
+#include "disagg/json_depth.h"
 
 namespace disagg {
 
-inline constexpr std::size_t kMaxJsonDepth = 64;
 inline constexpr std::size_t kMaxJsonBytes = 64u << 20;
+
+class JsonValueBuilder;
 
 /// One parsed JSON value.
 class JsonValue {
@@ -60,6 +64,8 @@ class JsonValue {
   std::string dump() const;
 
  private:
+  friend class JsonValueBuilder;  // builds values in place as the parser reads them
+
   Type type_ = Type::null;
   bool bool_ = false;
   double number_ = 0;
@@ -68,7 +74,7 @@ class JsonValue {
   std::vector<Member> members_;
 };
 
-/// Parses `text` as one JSON document (whitespace around it allowed).
+/// Parses `text` as one JSON document (whitespace around it allowed), json_parse.h's grammar.
 /// Failure: a message with the line and column, e.g. "line 3, column 7: expected ':' after an object key".
 Expected<JsonValue, std::string> parse_json(std::string_view text);
 

@@ -1,10 +1,9 @@
 #include "disagg/json_value.h"
 
-#include "disagg/utf8.h"
+#include "disagg/json_parse.h"
 
 #include <charconv>
 #include <cmath>
-#include <system_error>
 
 namespace disagg {
 
@@ -106,248 +105,78 @@ std::string JsonValue::dump() const {
   return "null";
 }
 
-namespace {
-
-// Recursive descent over the text; the first error wins and stops the parse.
-class Parser {
+// Builds JsonValues for json_parse.h's parser: numbers as doubles, a repeated key refused.
+class JsonValueBuilder {
  public:
-  explicit Parser(std::string_view text) : s_(text) {}
+  using Value = JsonValue;
+  static constexpr bool kNulEndsInput = false;
 
-  Expected<JsonValue, std::string> document() {
-    skip_ws();
-    JsonValue v;
-    if (!value(v, 0)) return unexpected(error_);
-    skip_ws();
-    if (pos_ != s_.size()) {
-      fail("unexpected text after the JSON value");
-      return unexpected(error_);
-    }
-    return v;
+  void null(JsonValue& v) { v = JsonValue(); }
+  void boolean(JsonValue& v, bool b) { v = JsonValue::make_bool(b); }
+  bool number(JsonValue& v, const JsonNumberText& n) {
+    double d = 0;
+    if (!json_number_value(n.text, d)) return false;
+    v = JsonValue::make_number(d);
+    return true;
   }
+  std::string& string(JsonValue& v) {
+    v = JsonValue::make_string(std::string());
+    return v.string_;
+  }
+  void object(JsonValue& v) { v = JsonValue::make_object({}); }
+  JsonValue* member(JsonValue& object, const std::string& key) {
+    for (const JsonValue::Member& m : object.members_) {
+      if (m.first == key) {
+        duplicate_ = key;
+        return nullptr;
+      }
+    }
+    return &object.members_.emplace_back(key, JsonValue()).second;
+  }
+  void array(JsonValue& v) { v = JsonValue::make_array({}); }
+  JsonValue& element(JsonValue& array) { return array.items_.emplace_back(); }
+
+  const std::string& duplicate() const { return duplicate_; }
 
  private:
-  bool fail(std::string_view what) {
-    std::size_t line = 1, col = 1;
-    for (std::size_t i = 0; i < pos_ && i < s_.size(); ++i) {
-      if (s_[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    error_ = "line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + std::string(what);
-    return false;
-  }
-  void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
-  }
-  bool literal(std::string_view word) {
-    if (s_.substr(pos_, word.size()) != word) return fail("invalid literal; expected true, false or null");
-    pos_ += word.size();
-    return true;
-  }
-
-  bool value(JsonValue& out, std::size_t depth) {
-    if (depth > kMaxJsonDepth) return fail("nesting deeper than 64 levels");
-    if (pos_ >= s_.size()) return fail("unexpected end of input; expected a value");
-    const char c = s_[pos_];
-    if (c == '{') return object(out, depth);
-    if (c == '[') return array(out, depth);
-    if (c == '"') {
-      std::string str;
-      if (!string(str)) return false;
-      out = JsonValue::make_string(std::move(str));
-      return true;
-    }
-    if (c == 't') {
-      if (!literal("true")) return false;
-      out = JsonValue::make_bool(true);
-      return true;
-    }
-    if (c == 'f') {
-      if (!literal("false")) return false;
-      out = JsonValue::make_bool(false);
-      return true;
-    }
-    if (c == 'n') {
-      if (!literal("null")) return false;
-      out = JsonValue();
-      return true;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return number(out);
-    return fail(std::string("unexpected character '") + c + "'; expected a value");
-  }
-
-  bool number(JsonValue& out) {
-    const std::size_t start = pos_;
-    if (s_[pos_] == '-') ++pos_;
-    auto digits = [&] {
-      const std::size_t d = pos_;
-      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') ++pos_;
-      return pos_ - d;
-    };
-    if (pos_ < s_.size() && s_[pos_] == '0') {
-      ++pos_;
-    } else if (digits() == 0) {
-      return fail("invalid number");
-    }
-    if (pos_ < s_.size() && s_[pos_] == '.') {
-      ++pos_;
-      if (digits() == 0) return fail("invalid number: digits expected after '.'");
-    }
-    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
-      if (digits() == 0) return fail("invalid number: digits expected in the exponent");
-    }
-    double d = 0;
-    const auto res = std::from_chars(s_.data() + start, s_.data() + pos_, d);
-    if (res.ec != std::errc() || !std::isfinite(d)) {
-      pos_ = start;
-      return fail("number out of range");
-    }
-    out = JsonValue::make_number(d);
-    return true;
-  }
-
-  bool hex4(std::uint32_t& out) {
-    if (pos_ + 4 > s_.size()) return fail("truncated \\u escape");
-    out = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char h = s_[pos_++];
-      out <<= 4;
-      if (h >= '0' && h <= '9') out |= static_cast<std::uint32_t>(h - '0');
-      else if (h >= 'a' && h <= 'f') out |= static_cast<std::uint32_t>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') out |= static_cast<std::uint32_t>(h - 'A' + 10);
-      else return fail("invalid hex digit in a \\u escape");
-    }
-    return true;
-  }
-
-  bool string(std::string& out) {
-    ++pos_;  // opening quote
-    while (true) {
-      if (pos_ >= s_.size()) return fail("unterminated string");
-      const char c = s_[pos_];
-      if (c == '"') {
-        ++pos_;
-        return true;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) return fail("control character in a string; escape it");
-      if (c != '\\') {
-        out += c;
-        ++pos_;
-        continue;
-      }
-      if (++pos_ >= s_.size()) return fail("unterminated escape");
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          std::uint32_t cp = 0;
-          if (!hex4(cp)) return false;
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            std::uint32_t lo = 0;
-            if (s_.substr(pos_, 2) != "\\u") return fail("lone high surrogate in a \\u escape");
-            pos_ += 2;
-            if (!hex4(lo)) return false;
-            if (lo < 0xDC00 || lo > 0xDFFF) return fail("invalid low surrogate in a \\u escape");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            return fail("lone low surrogate in a \\u escape");
-          }
-          append_utf8(static_cast<char32_t>(cp), out);
-          break;
-        }
-        default: return fail(std::string("invalid escape '\\") + e + "'");
-      }
-    }
-  }
-
-  bool array(JsonValue& out, std::size_t depth) {
-    ++pos_;
-    std::vector<JsonValue> items;
-    skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == ']') {
-      ++pos_;
-      out = JsonValue::make_array(std::move(items));
-      return true;
-    }
-    while (true) {
-      skip_ws();
-      JsonValue v;
-      if (!value(v, depth + 1)) return false;
-      items.push_back(std::move(v));
-      skip_ws();
-      if (pos_ >= s_.size()) return fail("unterminated array; expected ',' or ']'");
-      if (s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (s_[pos_] == ']') {
-        ++pos_;
-        out = JsonValue::make_array(std::move(items));
-        return true;
-      }
-      return fail("expected ',' or ']' in an array");
-    }
-  }
-
-  bool object(JsonValue& out, std::size_t depth) {
-    ++pos_;
-    std::vector<JsonValue::Member> members;
-    skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == '}') {
-      ++pos_;
-      out = JsonValue::make_object(std::move(members));
-      return true;
-    }
-    while (true) {
-      skip_ws();
-      if (pos_ >= s_.size() || s_[pos_] != '"') return fail("expected a string key in an object");
-      const std::size_t key_pos = pos_;
-      std::string key;
-      if (!string(key)) return false;
-      for (const auto& m : members) {
-        if (m.first == key) {
-          pos_ = key_pos;
-          return fail("duplicate key \"" + key + "\"");
-        }
-      }
-      skip_ws();
-      if (pos_ >= s_.size() || s_[pos_] != ':') return fail("expected ':' after an object key");
-      ++pos_;
-      skip_ws();
-      JsonValue v;
-      if (!value(v, depth + 1)) return false;
-      members.emplace_back(std::move(key), std::move(v));
-      skip_ws();
-      if (pos_ >= s_.size()) return fail("unterminated object; expected ',' or '}'");
-      if (s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (s_[pos_] == '}') {
-        ++pos_;
-        out = JsonValue::make_object(std::move(members));
-        return true;
-      }
-      return fail("expected ',' or '}' in an object");
-    }
-  }
-
-  std::string_view s_;
-  std::size_t pos_ = 0;
-  std::string error_;
+  std::string duplicate_;  // the key member() refused
 };
+
+namespace {
+
+// What went wrong, in words, with what stands at the offset where that helps.
+std::string describe(JsonErrc code, std::string_view text, std::size_t at, const JsonValueBuilder& builder) {
+  const bool at_end = at >= text.size();
+  const auto byte_there = [&] { return at_end ? std::string("end of input") : std::string("'").append(1, text[at]).append("'"); };
+  switch (code) {
+    case JsonErrc::none: break;
+    case JsonErrc::partial_bom: return "a partial UTF-8 byte order mark";
+    case JsonErrc::expected_value:
+      return at_end ? "unexpected end of input; expected a value" : std::string("unexpected character ") + byte_there() + "; expected a value";
+    case JsonErrc::invalid_literal: return "invalid literal; expected true, false or null";
+    case JsonErrc::invalid_number: return "invalid number";
+    case JsonErrc::invalid_fraction: return "invalid number: digits expected after '.'";
+    case JsonErrc::invalid_exponent: return "invalid number: digits expected in the exponent";
+    case JsonErrc::number_out_of_range: return "number out of range";
+    case JsonErrc::unterminated_string: return "unterminated string";
+    case JsonErrc::control_in_string: return "control character in a string; escape it";
+    case JsonErrc::invalid_escape: return std::string("invalid escape '\\").append(1, text[at]).append("'");
+    case JsonErrc::invalid_unicode_escape: return "invalid \\u escape; four hex digits expected";
+    case JsonErrc::lone_high_surrogate: return "lone high surrogate in a \\u escape";
+    case JsonErrc::lone_low_surrogate: return "lone low surrogate in a \\u escape";
+    case JsonErrc::invalid_utf8: return "a string is not valid UTF-8";
+    case JsonErrc::expected_key: return "expected a string key in an object";
+    case JsonErrc::expected_colon: return "expected ':' after an object key";
+    case JsonErrc::expected_array_separator:
+      return at_end ? "unterminated array; expected ',' or ']'" : "expected ',' or ']' in an array";
+    case JsonErrc::expected_object_separator:
+      return at_end ? "unterminated object; expected ',' or '}'" : "expected ',' or '}' in an object";
+    case JsonErrc::too_deep: return std::string("nesting deeper than ") + std::to_string(kMaxJsonDepth) + " levels";
+    case JsonErrc::trailing_text: return "unexpected text after the JSON value";
+    case JsonErrc::duplicate_key: return std::string("duplicate key ") + json_quote(builder.duplicate());
+  }
+  return "invalid JSON";
+}
 
 }  // namespace
 
@@ -356,7 +185,21 @@ Expected<JsonValue, std::string> parse_json(std::string_view text) {
     return unexpected("the document has " + std::to_string(text.size()) + " bytes; at most " +
                       std::to_string(kMaxJsonBytes) + " are accepted");
   }
-  return Parser(text).document();
+  JsonValueBuilder builder;
+  JsonValue out;
+  JsonParseError error;
+  if (parse_json_with(text, builder, out, static_cast<int>(kMaxJsonDepth), &error)) return out;
+  std::size_t line = 1, col = 1;
+  for (std::size_t i = 0; i < error.offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return unexpected(std::string("line ") + std::to_string(line) + ", column " + std::to_string(col) + ": " +
+                    describe(error.code, text, error.offset, builder));
 }
 
 }  // namespace disagg

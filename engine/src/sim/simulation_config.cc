@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "disagg/cost_model_config.h"
+#include "disagg/routing_policy_config.h"
 
 namespace disagg {
 
@@ -476,36 +477,24 @@ Expected<SimulationSetup, std::string> read_setup(const JsonValue& doc, bool poo
 
   // Policy.
   RouterSpec& router = out.config.router;
-  if (const JsonValue* pol = nullptr; rd.object(doc, "", "policy", &pol) && pol) {
-    std::string name = "round-robin";
-    if (!rd.string(*pol, "policy", "name", &name)) return unexpected(rd.error);
-    // The ConfigMap's names map onto the engine's policies (the router reads them alike).
-    router.policy = std::string(routing_policy_engine_name(name));
-    if (const JsonValue* wts = nullptr; rd.object(*pol, "policy", "weights", &wts) && wts) {
-      if (!rd.number(*wts, "policy.weights", "prefix", &router.options.prefix_weight, 0) ||
-          !rd.number(*wts, "policy.weights", "queue", &router.options.queue_weight, 0) ||
-          !rd.number(*wts, "policy.weights", "kvUsage", &router.options.kv_utilization_weight, 0)) {
-        return unexpected(rd.error);
+  if (const JsonValue* pol = doc.find("policy"); pol != nullptr && !pol->is_null()) {
+    // The router process's reader of the section (disagg/routing_policy_config.h), its type too.
+    auto section = read_routing_policy_section(*pol, router.options);
+    if (!section) return unexpected(section.error());
+    router.policy = section->policy;
+    router.options = section->options;
+    if (section->min_uncached_prompt_tokens) router.decider.min_uncached_tokens = *section->min_uncached_prompt_tokens;
+    if (section->prefix_source) {
+      // auto: the index when the router has the served model's tokenizer (router.tokenizer), as the
+      // router decides at start (a tokenizer that fails to load is the router's own failure).
+      bool tokenizer = false;
+      if (const JsonValue* rt = doc.find("router"); rt != nullptr && rt->is_object()) {
+        const JsonValue* t = rt->find("tokenizer");
+        tokenizer = t != nullptr && !t->is_null();
       }
+      router.precise_prefix = *section->prefix_source == PrefixSource::index ||
+                              (*section->prefix_source == PrefixSource::automatic && tokenizer);
     }
-    if (const JsonValue* dis = nullptr; rd.object(*pol, "policy", "disaggregation", &dis) && dis) {
-      if (!rd.integer(*dis, "policy.disaggregation", "minUncachedPromptTokens", &router.decider.min_uncached_tokens, 0)) {
-        return unexpected(rd.error);
-      }
-    }
-    if (const JsonValue* opts = nullptr; rd.object(*pol, "policy", "options", &opts) && opts) {
-      for (const auto& [key, value] : opts->members()) {
-        if (!value.is_number()) return unexpected("'policy.options." + key + "' (" + value.dump() + ") must be a number");
-        auto set = set_policy_option(router.options, key, value.as_number());
-        if (!set) return unexpected(set.error().message);
-      }
-    }
-    std::string source = "index";
-    if (!rd.string(*pol, "policy", "prefixSource", &source)) return unexpected(rd.error);
-    if (source != "index" && source != "history") {
-      return unexpected("'policy.prefixSource' (\"" + source + "\") must be index (precise, event-fed) or history (approximate)");
-    }
-    router.precise_prefix = source == "index";
   }
   if (!rd.error.empty()) return unexpected(rd.error);
 

@@ -47,15 +47,35 @@ TEST(JsonValue, RefusesMalformedInputWithPosition) {
   }
 }
 
+TEST(JsonValue, ReadsTheEnginesOneGrammar) {
+  // GIVEN what json_parse.h's grammar decides for every document the engine reads
+  // THEN a configuration file gets the same rules as a request body: UTF-8 checked, a byte order
+  // mark skipped, numbers as strtod reads them (underflow is 0), nothing after the value
+  auto bad_utf8 = parse_json("{\"model\": \"\xc0\xaf\"}");
+  ASSERT_FALSE(bad_utf8);
+  EXPECT_EQ(bad_utf8.error(), "line 1, column 12: a string is not valid UTF-8");
+  auto bom = parse_json("\xef\xbb\xbf{\"a\": 1}");
+  ASSERT_TRUE(bom) << bom.error();
+  EXPECT_EQ(bom->dump(), "{\"a\":1}");
+  auto tiny = parse_json("[1e-400, 2.5e-324]");
+  ASSERT_TRUE(tiny) << tiny.error();
+  EXPECT_EQ(tiny->items()[0].as_number(), 0.0);
+  auto nul = parse_json(std::string("{}\0", 3));
+  ASSERT_FALSE(nul);
+  EXPECT_EQ(nul.error(), "line 1, column 3: unexpected text after the JSON value");
+}
+
 TEST(JsonValue, BoundsNesting) {
   std::string deep(100, '[');
   deep += std::string(100, ']');
   auto v = parse_json(deep);
   ASSERT_FALSE(v);
   EXPECT_NE(v.error().find("nesting deeper than 64"), std::string::npos);
-  std::string ok(60, '[');
-  ok += std::string(60, ']');
-  EXPECT_TRUE(parse_json(ok));
+  // AND the bound is kMaxJsonDepth arrays or objects, the outermost level 1, as for requests
+  EXPECT_TRUE(parse_json(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']')));
+  auto one_more = parse_json(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']'));
+  ASSERT_FALSE(one_more);
+  EXPECT_EQ(one_more.error(), "line 1, column 65: nesting deeper than 64 levels");
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 // (ASan/UBSan), an accepted request names a served model and has prompt tokens in the fake
 // vocabulary, a refusal is a 400 or 404 with a message, parsing the same bytes twice agrees, and
 // the router's fast scan (request_scan.h) accepts only bodies the slow path accepts, with the same
-// result, and parse_json (json_parse.h, the router's parser) gives nlohmann's verdict and document.
+// result, and parse_json_into (json_parse.h, the router's parser) gives nlohmann's verdict and document.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -68,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (disagg::json_depth_within(text, disagg::kMaxRequestJsonDepth)) {
     const auto want = disagg::router::RequestJson::parse(text, nullptr, /*allow_exceptions=*/false);
     disagg::router::RequestJson got;
-    const bool ok = disagg::parse_json(text, got);
+    const bool ok = disagg::parse_json_into(text, got);
     if (ok == want.is_discarded()) __builtin_trap();
     if (ok && (got != want || got.dump() != want.dump())) __builtin_trap();
   }

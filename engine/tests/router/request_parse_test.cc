@@ -33,6 +33,19 @@ TEST(RequestParse, AcceptsCompletionsAndChat) {
   EXPECT_EQ(t.size(), 4u);  // hell o worl d
 }
 
+TEST(RequestParse, ARequestWithoutAModelGoesToTheBaseModelAsVllmServesIt) {
+  // GIVEN requests naming no model: absent, null or empty (vLLM serves its base model to each)
+  for (const json& body : {json{{"prompt", "x"}}, json{{"model", nullptr}, {"prompt", "x"}}, json{{"model", ""}, {"prompt", "x"}}}) {
+    GenerateRequest g;
+    std::vector<TokenId> t;
+    // WHEN the router reads one
+    auto r = parse(body, false, g, t);
+    // THEN it routes it as the first served name, the base model
+    ASSERT_TRUE(r) << body.dump() << ": " << r.error().message;
+    EXPECT_EQ(g.model, "llama") << body.dump();
+  }
+}
+
 TEST(RequestParse, RefusesWithFieldAndStatus) {
   GenerateRequest g;
   std::vector<TokenId> t;
@@ -44,7 +57,6 @@ TEST(RequestParse, RefusesWithFieldAndStatus) {
   };
   const std::vector<Case> cases = {
       {json::array(), false, 400, ""},
-      {json{{"prompt", "x"}}, false, 400, "model"},
       {json{{"model", 3}, {"prompt", "x"}}, false, 400, "model"},
       {json{{"model", "gpt-4"}, {"prompt", "x"}}, false, 404, "model"},
       {json{{"model", "llama"}}, false, 400, "prompt"},

@@ -152,7 +152,7 @@ TEST(RouterConfig, RefusalsNameTheFieldAndTheFix) {
       {R"({"router": {"servedModelName": ""}})", "'router.servedModelName'"},
       {R"({"policy": {"name": "fastest"}})", "'policy.name' (\"fastest\") is not a routing policy"},
       {R"({"policy": {"weights": {"prefix": -1}}})", "'policy.weights.prefix'"},
-      {R"({"policy": {"weights": {"latency": 1}}})", "'policy.weights.latency' is not a weight"},
+      {R"({"policy": {"weights": {"latency": 1}}})", "'policy.weights.latency' is not a field here; use prefix, queue, kvUsage"},
       {R"({"policy": {"options": {"noSuchKnob": 1}}})", "'policy.options.noSuchKnob'"},
       {R"({"policy": {"prefixSource": "guess"}})", "'policy.prefixSource' (\"guess\")"},
       {R"({"pools": [{"name": "x", "role": "mixer"}]})", "'pools[0].role' (\"mixer\") must be both"},
@@ -495,9 +495,9 @@ TEST(RouterDns, MultiPortPoolYieldsOneEndpointPerAddressAndPort) {
 }
 
 TEST(RouterConfig, PolicyNamesMapOntoTheEngines) {
-  EXPECT_EQ(engine_policy_name("kv-aware"), "llm-d");
-  EXPECT_EQ(engine_policy_name("least-loaded"), "least-load");
-  EXPECT_EQ(engine_policy_name("round-robin"), "round-robin");
+  EXPECT_EQ(routing_policy_engine_name("kv-aware"), "llm-d");
+  EXPECT_EQ(routing_policy_engine_name("least-loaded"), "least-load");
+  EXPECT_EQ(routing_policy_engine_name("round-robin"), "round-robin");
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ Expected<json, ApiError> parse_request_json(std::string_view body) {
   }
   // The same document json::parse builds, at a fraction of its cost (json_parse.h).
   json doc;
-  if (!parse_json(body, doc)) return bad("the request body is not valid JSON", "");
+  if (!parse_json_into(body, doc)) return bad("the request body is not valid JSON", "");
   return doc;
 }
 
@@ -59,10 +59,16 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
   // same order, with the same answers (tests/router/request_errors_differential_test.cc).
   const text::ModelText* model = tokenizer ? tokenizer->model : nullptr;
   auto m = body.find("model");
-  if (m == body.end() || !m->is_string() || m->get_ref<const std::string&>().empty()) {
-    return bad("'model' is required: a string naming a served model", "model");
+  const bool named = m != body.end() && !m->is_null();
+  if (named && !m->is_string()) return bad("'model' is required: a string naming a served model", "model");
+  if (!named || m->get_ref<const std::string&>().empty()) {
+    // vLLM serves its base model, the first name it serves, to a request without a model name
+    // (null or "" included); so does the router, routing it as that model.
+    if (models.empty()) return bad("'model' is required: a string naming a served model", "model");
+    out.model = models.front();
+  } else {
+    out.model = m->get<std::string>();
   }
-  out.model = m->get<std::string>();
   if (std::find(models.begin(), models.end(), out.model) == models.end()) {
     std::string known;
     for (const std::string& name : models) known += (known.empty() ? "" : ", ") + name;

@@ -228,8 +228,6 @@ std::uint16_t dns_kv_events_port(const DnsPoolSpec& pool, std::size_t port_index
   return static_cast<std::uint16_t>(pool.kv_events_port + port_index);
 }
 
-std::string engine_policy_name(const std::string& name) { return std::string(routing_policy_engine_name(name)); }
-
 Expected<std::pair<std::string, std::uint16_t>, std::string> parse_http_url(const std::string& url) {
   constexpr std::string_view scheme = "http://";
   if (url.rfind(scheme, 0) != 0) {
@@ -357,7 +355,7 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
       auto added = add_lora_adapter(c, "--lora-adapter", v);
       if (!added) return unexpected(added.error());
     } else if (flag == "--policy") {
-      const std::string engine = engine_policy_name(v);
+      const std::string engine(routing_policy_engine_name(v));
       bool known = false;
       for (std::string_view n : routing_policy_names()) known = known || n == engine;
       if (!known) return bad("is not a policy; use round-robin, least-load, llm-d, sglang, dynamo or disagg");

@@ -191,9 +191,6 @@ struct RouterConfig {
 /// model's, the simulator's) are ignored. Error: a message naming the field, value and fix.
 Expected<void, std::string> apply_config_json(const nlohmann::json& doc, RouterConfig& config);
 
-/// Maps the ConfigMap's policy names onto the engine's (routing_policy_engine_name, disagg/routing.h).
-std::string engine_policy_name(const std::string& name);
-
 /// Parses flags (argv[0] = the role name); reads --config first, then applies the other flags.
 /// `help` is set for --help. Error: a message naming the flag or field, the value and the fix.
 Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, bool* help);

@@ -7,6 +7,8 @@
 #include <tuple>
 #include <vector>
 
+#include "disagg/json_value.h"
+#include "disagg/routing_policy_config.h"
 #include "router_config.h"
 #include "router_config_detail.h"
 
@@ -226,9 +228,9 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
   if (!doc.is_object()) return unexpected(std::string("the configuration must be a JSON object"));
   const json* router = nullptr;
   const json* policy = nullptr;
-  if (!object_or_absent(doc, "router", &router, err) || !object_or_absent(doc, "policy", &policy, err)) {
-    return unexpected(err);
-  }
+  if (!object_or_absent(doc, "router", &router, err)) return unexpected(err);
+  // (the section's reader checks its type, in the simulator's words)
+  if (auto p = doc.find("policy"); p != doc.end() && !p->is_null()) policy = &*p;
   if (router != nullptr) {
     std::int64_t port = c.port, bs = c.block_size;
     double timeout = static_cast<double>(c.request_timeout_ms) / 1000.0;
@@ -297,60 +299,19 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
     if (!model.empty()) c.served_models.insert(c.served_models.begin(), model);
   }
   if (policy != nullptr) {
-    std::string name;
-    if (!get_string(*policy, "policy.", "name", &name, err)) return unexpected(err);
-    if (!name.empty()) {
-      const std::string engine = engine_policy_name(name);
-      bool known = false;
-      for (std::string_view n : routing_policy_names()) known = known || n == engine;
-      if (!known) {
-        std::string all;
-        for (std::string_view n : routing_policy_names()) all += (all.empty() ? "" : ", ") + std::string(n);
-        return unexpected("'policy.name' (\"" + name + "\") is not a routing policy; use kv-aware, least-loaded or one of " + all);
-      }
-      c.policy = engine;
-    }
-    if (auto w = policy->find("weights"); w != policy->end() && !w->is_null()) {
-      if (!w->is_object()) return unexpected(std::string("'policy.weights' must be an object"));
-      for (const auto& [key, option] : {std::pair{"prefix", "prefixWeight"}, std::pair{"queue", "queueWeight"},
-                                        std::pair{"kvUsage", "kvUtilizationWeight"}}) {
-        auto it = w->find(key);
-        if (it == w->end() || it->is_null()) continue;
-        if (!it->is_number()) return unexpected("'policy.weights." + std::string(key) + "' (" + quoted(*it) + ") must be a number >= 0");
-        auto set = set_policy_option(c.options, option, it->get<double>());
-        if (!set) return unexpected("'policy.weights." + std::string(key) + "': " + set.error().message);
-      }
-      for (auto it = w->begin(); it != w->end(); ++it) {
-        if (it.key() != "prefix" && it.key() != "queue" && it.key() != "kvUsage") {
-          return unexpected("'policy.weights." + it.key() + "' is not a weight; use prefix, queue or kvUsage");
-        }
-      }
-    }
-    if (auto o = policy->find("options"); o != policy->end() && !o->is_null()) {
-      if (!o->is_object()) return unexpected(std::string("'policy.options' must be an object of numbers"));
-      for (auto it = o->begin(); it != o->end(); ++it) {
-        if (!it->is_number()) return unexpected("'policy.options." + it.key() + "' (" + quoted(*it) + ") must be a number");
-        auto set = set_option(c, it.key(), it->get<double>());
-        if (!set) return unexpected("'policy.options." + it.key() + "': " + set.error().message);
-      }
-    }
-    if (auto d = policy->find("disaggregation"); d != policy->end() && !d->is_null()) {
-      if (!d->is_object()) return unexpected(std::string("'policy.disaggregation' must be an object"));
-      if (!get_int(*d, "policy.disaggregation.", "minUncachedPromptTokens", 0, 1LL << 40,
-                   &c.decider.min_uncached_tokens, err)) {
-        return unexpected(err);
-      }
-    }
-    std::string source;
-    if (!get_string(*policy, "policy.", "prefixSource", &source, err)) return unexpected(err);
-    if (!source.empty()) {
-      if (source != "index" && source != "history" && source != "auto") {
-        return unexpected("'policy.prefixSource' (\"" + source +
-                          "\") must be index (KV events), history (approximate) or auto (index with router.tokenizer, "
-                          "else history)");
-      }
-      c.prefix_auto = source == "auto";
-      c.precise_prefix = c.prefix_auto ? std::optional<bool>() : std::optional<bool>(source == "index");
+    // The one reader of the section (disagg/routing_policy_config.h, the simulator's too), over the
+    // same JSON read by the engine's one grammar.
+    auto section_doc = parse_json(policy->dump());
+    if (!section_doc) return unexpected("'policy': " + section_doc.error());
+    auto section = read_routing_policy_section(*section_doc, c.options);
+    if (!section) return unexpected(section.error());
+    c.policy = section->policy;
+    c.options = section->options;
+    c.max_endpoints_given = c.max_endpoints_given || section->max_endpoints_given;
+    if (section->min_uncached_prompt_tokens) c.decider.min_uncached_tokens = *section->min_uncached_prompt_tokens;
+    if (section->prefix_source) {
+      c.prefix_auto = *section->prefix_source == PrefixSource::automatic;
+      c.precise_prefix = c.prefix_auto ? std::optional<bool>() : std::optional<bool>(*section->prefix_source == PrefixSource::index);
     }
   }
   if (auto a = doc.find("autoscaling"); a != doc.end() && !a->is_null()) {

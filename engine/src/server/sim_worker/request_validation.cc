@@ -14,7 +14,7 @@ namespace disagg::sim_worker {
 namespace {
 
 // A request's document: ordered, because the chat template sees keys in the client's order (tojson
-// of tool schemas), and parsed once, by parse_json (json_parse.h).
+// of tool schemas), and parsed once, by parse_json_into (json_parse.h).
 using Body = nlohmann::ordered_json;
 
 Unexpected<ApiError> bad(std::string message, std::string param) {
@@ -67,8 +67,8 @@ Expected<Generation, ApiError> validate(const Body& body, bool chat, const SimWo
   g.chat = chat;
   // ---- The router's rules, in its order and with its answers (request_parse.cc).
   if (!body.is_object()) return bad("the request body must be a JSON object", "");
-  // vLLM serves its base model to a request without a model name (null or "" included); the router,
-  // which must know the model to route, refuses those.
+  // vLLM serves its base model to a request without a model name (null or "" included); the router
+  // routes those as its first served name, the base model.
   if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
     if (!m->is_string()) return bad("'model' is required: a string naming a served model", "model");
     const std::string& name = m->get_ref<const std::string&>();
@@ -209,7 +209,7 @@ Expected<Generation, ApiError> validate_generate_request(std::string_view body, 
     return unexpected(ApiError{400, json_depth_error(kMaxRequestJsonDepth), "", "json_too_deep"});
   }
   Body doc;
-  if (!parse_json(body, doc)) return bad("the request body is not valid JSON", "");
+  if (!parse_json_into(body, doc)) return bad("the request body is not valid JSON", "");
   return validate(doc, chat, config, model_text);
 }
 

@@ -27,7 +27,7 @@ namespace {
 
 using json = nlohmann::json;
 // A request's document: ordered, because the chat template sees keys in the client's order (tojson
-// of tool schemas), and parsed once, by parse_json (json_parse.h).
+// of tool schemas), and parsed once, by parse_json_into (json_parse.h).
 using Body = nlohmann::ordered_json;
 using http::Header;
 using http::ResponseWriter;
@@ -230,7 +230,7 @@ Task<void> SimWorker::Impl::tokenize(http::Request& req, ResponseWriter& w, bool
     co_return;
   }
   Body body;
-  if (!parse_json(req.body(), body) || !body.is_object()) {
+  if (!parse_json_into(req.body(), body) || !body.is_object()) {
     co_await w.send_error(400, "the request body must be a JSON object");
     co_return;
   }
