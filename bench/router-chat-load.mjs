@@ -51,7 +51,7 @@ const blockSize = Number(values['block-size']);
 const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const paragraphs = ['README.md', 'engine/README.md', 'engine/src/server/router/README.md']
+const paragraphs = ['README.md', 'engine/README.md', 'engine/src/servers/router/README.md']
   .flatMap((f) => readFileSync(path.join(root, f), 'utf8').split(/\n\n+/))
   .filter((p) => p.trim().length > 0);
 

@@ -19,7 +19,7 @@ const rounds = Number(process.env.ROUNDS ?? 8);
 const repeat = Number(process.env.REPEAT ?? 30);
 const targetTokens = 8192;
 
-const text = ['README.md', 'engine/README.md', 'engine/src/server/router/README.md']
+const text = ['README.md', 'engine/README.md', 'engine/src/servers/router/README.md']
   .map((f) => readFileSync(path.join(root, f), 'utf8')).join('\n\n');
 const paragraphs = text.split(/\n\n+/);
 

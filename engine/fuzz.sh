@@ -17,11 +17,11 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -DDISAGG_FUZZ=ON -DDISAGG_BUILD_TEST
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 # target  path in the build tree  -max_len
 targets=(
-  "disagg_kvstore_resp_fuzz src/server/kvstore 16384"
-  "disagg_kv_event_decoder_fuzz src/server/router 8192"
-  "disagg_request_parse_fuzz src/server/router 8192"
-  "disagg_http_parse_fuzz src/server/http 4096"
-  "disagg_json_depth_fuzz src/server/http 4096"
+  "disagg_kvstore_resp_fuzz src/servers/kvstore 16384"
+  "disagg_kv_event_decoder_fuzz src/servers/router 8192"
+  "disagg_request_parse_fuzz src/servers/router 8192"
+  "disagg_http_parse_fuzz src/lib/http 4096"
+  "disagg_json_depth_fuzz src/lib/http 4096"
 )
 names=()
 for t in "${targets[@]}"; do names+=("${t%% *}"); done

@@ -1,4 +1,4 @@
-// Generates engine/src/server/text/unicode_classes.inc: the code points of each Unicode property
+// Generates engine/src/lib/text/unicode_classes.inc: the code points of each Unicode property
 // class that tokenizer.json pre-tokenizer patterns use (\p{L}, \p{N}, \p{P}, ...), exactly as
 // Hugging Face's tokenizers (Oniguruma, with its own Unicode version) matches them, read from the
 // reference itself: a one-rule tokenizer that removes the class's code points is run over every

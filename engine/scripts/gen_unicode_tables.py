@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates engine/src/server/text/unicode_after_9.inc and nfc_unstable.inc from Debian's
+"""Generates engine/src/lib/text/unicode_after_9.inc and nfc_unstable.inc from Debian's
 unicode-data package.
 
 Hugging Face's tokenizers normalize with Unicode 9.0 tables (its unicode-normalization-alignments

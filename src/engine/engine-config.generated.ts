@@ -561,7 +561,7 @@ export interface DisaggEngineConfiguration {
     dataParallelRank?: number;
   }[];
   /**
-   * SLO autoscaling. The router reads slo, prefill and decode: the SLO and the capacity model its per-pool scaling signals (GET /scaling, disagg_router_pool_* on /metrics) are computed against (engine/src/server/router/README.md, Scaling signals). Given at all, the router also holds a request that finds no ready endpoint of its pool (up to router.queueTimeoutSeconds) so that a pool scaled to zero can come back. Absent: the signals use the defaults below. The simulator reads its own keys of this block.
+   * SLO autoscaling. The router reads slo, prefill and decode: the SLO and the capacity model its per-pool scaling signals (GET /scaling, disagg_router_pool_* on /metrics) are computed against (engine/src/servers/router/README.md, Scaling signals). Given at all, the router also holds a request that finds no ready endpoint of its pool (up to router.queueTimeoutSeconds) so that a pool scaled to zero can come back. Absent: the signals use the defaults below. The simulator reads its own keys of this block.
    */
   autoscaling?: {
     $comment?: string;

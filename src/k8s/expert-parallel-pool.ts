@@ -566,7 +566,7 @@ function epScript(s: EpShape, kind: 'leader' | 'worker'): string {
   // plus the global data-parallel rank (vllm/distributed/kv_events.py, offset_endpoint_port, given
   // parallel_config.data_parallel_index); configuring 5557 - START makes local rank j of every pod
   // publish on 5557 + j, next to its HTTP port 8000 + j, which is what the router derives
-  // (engine/src/server/router/router_config.h, dns_kv_events_port). The topic names the rank's HTTP endpoint.
+  // (engine/src/servers/router/router_config.h, dns_kv_events_port). The topic names the rank's HTTP endpoint.
   const events = JSON.stringify({ ...kvEventsConfig('@MODEL@'), endpoint: 'tcp://*:%s', replay_endpoint: 'tcp://*:%s', topic: 'kv@%s:%s@%s' });
   return [
     start,

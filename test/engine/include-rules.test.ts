@@ -2,26 +2,28 @@
 // src/: a rule shared across a boundary lives below it, so nothing reaches upwards.
 //   core     engine/include/disagg, engine/src/core: the rules (cost model, routing, pressure, ...)
 //   sim      engine/src/sim: the simulator, over core
-//   lib      engine/src/server/{http,text,config,kv_events}: libraries the servers share, over core
-//   server   engine/src/server/{router,sim_worker,kvstore}: I/O loops, over core and lib; none
-//            includes another server
-//   cmd      engine/src/cli, engine/src/main.cc: the command-line front ends, over anything
+//   lib      engine/src/lib/<name>: libraries the servers share (http, text, config, kv_events), over
+//            core and other libraries
+//   server   engine/src/servers/<name>: I/O loops (router, sim_worker, kvstore), over core and lib;
+//            none includes another server
+//   cmd      engine/src/cmd: main.cc and the command-line front ends, over anything
 //   addon    engine/src/addon: the Node binding, over core (and so sim's public header)
 // Nothing includes cmd or addon.
 import * as fs from 'fs';
 import * as path from 'path';
 
 const ENGINE = path.resolve(__dirname, '..', '..', 'engine');
-const LIBS = ['http', 'text', 'config', 'kv_events'];
 
 type Tier = 'core' | 'sim' | `lib:${string}` | `server:${string}` | 'cmd' | 'addon';
 
 function tierOf(rel: string): Tier | undefined {
   if (rel.startsWith('include/disagg/') || rel.startsWith('src/core/')) return 'core';
   if (rel.startsWith('src/sim/')) return 'sim';
-  const server = /^src\/server\/([^/]+)\//.exec(rel);
-  if (server) return LIBS.includes(server[1]) ? `lib:${server[1]}` : `server:${server[1]}`;
-  if (rel.startsWith('src/cli/') || rel === 'src/main.cc') return 'cmd';
+  const lib = /^src\/lib\/([^/]+)\//.exec(rel);
+  if (lib) return `lib:${lib[1]}`;
+  const server = /^src\/servers\/([^/]+)\//.exec(rel);
+  if (server) return `server:${server[1]}`;
+  if (rel.startsWith('src/cmd/')) return 'cmd';
   if (rel.startsWith('src/addon/')) return 'addon';
   return undefined;
 }
@@ -103,8 +105,8 @@ describe('engine tiers', () => {
     expect(allowed('cmd', 'addon')).toBe(false);
     expect(allowed('server:router', 'lib:text')).toBe(true);
     expect(allowed('cmd', 'server:router')).toBe(true);
-    expect(tierOf('src/server/router/router.cc')).toBe('server:router');
-    expect(tierOf('src/server/text/jinja/parser.cc')).toBe('lib:text');
+    expect(tierOf('src/servers/router/router.cc')).toBe('server:router');
+    expect(tierOf('src/lib/text/jinja/parser.cc')).toBe('lib:text');
     expect(tierOf('include/disagg/pool_pressure.h')).toBe('core');
   });
 });

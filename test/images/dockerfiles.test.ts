@@ -11,7 +11,7 @@ import { EngineImageVariant } from '../../src/aws/engine-image';
 // Static checks of images/*/Dockerfile: Docker cannot run here, so these read the files.
 
 const REPO = path.resolve(__dirname, '..', '..');
-const MAIN_CC = path.join(REPO, 'engine', 'src', 'main.cc');
+const MAIN_CC = path.join(REPO, 'engine', 'src', 'cmd', 'main.cc');
 /** Roles that our manifests start with `disagg-engine <role>`. */
 const MANIFEST_ROLES = ['router', 'sim-worker', 'kvstore'];
 const REQUIRED_LABELS = [
@@ -212,7 +212,7 @@ describe.each(VARIANTS.map((v) => [v.name, v] as const))('images/%s/Dockerfile',
 
   test('installs the libraries the engine\'s servers build and run with', () => {
     // GIVEN the libraries engine/ requires (the images label router and sim-worker roles, which need them)
-    const cmake = ['CMakeLists.txt', 'src/server/http/CMakeLists.txt', 'src/server/router/CMakeLists.txt', 'src/server/sim_worker/CMakeLists.txt']
+    const cmake = ['CMakeLists.txt', 'src/lib/http/CMakeLists.txt', 'src/servers/router/CMakeLists.txt', 'src/servers/sim_worker/CMakeLists.txt']
       .map((f) => fs.readFileSync(path.join(REPO, 'engine', f), 'utf8')).join('\n');
     expect(cmake).toMatch(/find_package\(Boost [^)]*REQUIRED\)/);
     expect(cmake).toMatch(/find_path\([A-Z_]+ zmq\.h REQUIRED\)/);
@@ -227,9 +227,9 @@ describe.each(VARIANTS.map((v) => [v.name, v] as const))('images/%s/Dockerfile',
     const runtimeApt = text.split('\n').filter((l) => /apt-get install|ENGINE_RUNTIME_PACKAGES=/.test(l)).join('\n');
     // THEN the builder has Boost, libzmq, cppzmq and msgpack-cxx (the configure step fails without
     // them), and gperftools' static tcmalloc; the runtime has libzmq's shared library
-    // AND PCRE2 and utf8proc (the router's tokenizer, engine/src/server/text), linked statically by
+    // AND PCRE2 and utf8proc (the router's tokenizer, engine/src/lib/text), linked statically by
     // the build script, so no runtime package (their names differ between the bases) is needed
-    const textCmake = fs.readFileSync(path.join(REPO, 'engine', 'src', 'server', 'text', 'CMakeLists.txt'), 'utf8');
+    const textCmake = fs.readFileSync(path.join(REPO, 'engine', 'src', 'lib', 'text', 'CMakeLists.txt'), 'utf8');
     expect(textCmake).toMatch(/pkg_check_modules\(DISAGG_PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8\)/);
     expect(textCmake).toMatch(/pkg_check_modules\(DISAGG_UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc\)/);
     expect(fs.readFileSync(path.join(REPO, 'images', 'common', 'build-engine.sh'), 'utf8')).toMatch(/-DDISAGG_STATIC_TEXT_LIBS=ON/);
@@ -303,7 +303,7 @@ describe.each(VARIANTS.map((v) => [v.name, v] as const))('images/%s/Dockerfile',
     // eslint-disable-next-line no-console
     console.warn(`skipping the role dispatch check: ${path.relative(REPO, MAIN_CC)} does not exist yet`);
   }
-  (hasMain ? test : test.skip)('names only roles that engine/src/main.cc dispatches', () => {
+  (hasMain ? test : test.skip)('names only roles that engine/src/cmd/main.cc dispatches', () => {
     // GIVEN the roles the image's label promises
     const labels = effectiveLabels(file, runtime, argValues(file, runtime, arches(variant)[0]));
     const roles = (labels['dev.disagg.engine.roles'] ?? '').split(',').filter((r) => r !== '');

@@ -6,7 +6,9 @@ import {
 } from '../../src';
 
 // The router's JSON reader (its flags live in router_config.cc).
-const ROUTER_CONFIG_CC = path.resolve(__dirname, '..', '..', 'engine', 'src', 'server', 'router', 'router_config_json.cc');
+const ROUTER_CONFIG_CC = path.resolve(__dirname, '..', '..', 'engine', 'src', 'servers', 'router', 'router_config_json.cc');
+// The policy section's reader, shared with the simulator.
+const POLICY_CONFIG_CC = path.resolve(__dirname, '..', '..', 'engine', 'src', 'core', 'routing_policy_config.cc');
 
 describe('router', () => {
   test('Deployment runs `disagg-engine router` with the ConfigMap mounted, non-root, read-only root', () => {
@@ -96,9 +98,9 @@ describe('router', () => {
     expect(decode.cost.parallel?.tensorParallel).toBe(4);
   });
 
-  test('config: every key is one `disagg-engine router` reads (engine/src/server/router/router_config_json.cc)', () => {
-    // GIVEN the keys the router's configuration reader names (its whole-word string literals)
-    const reader = fs.readFileSync(ROUTER_CONFIG_CC, 'utf8');
+  test('config: every key is one `disagg-engine router` reads (router_config_json.cc, routing_policy_config.cc)', () => {
+    // GIVEN the keys the router's configuration readers name (their whole-word string literals)
+    const reader = fs.readFileSync(ROUTER_CONFIG_CC, 'utf8') + fs.readFileSync(POLICY_CONFIG_CC, 'utf8');
     const read = new Set([...reader.matchAll(/"([A-Za-z][A-Za-z0-9]*)"/g)].map(m => m[1]));
     expect(read).toContain('servedModelName');
     // WHEN the construct writes its configuration, with a per-rank expert-parallel side as well

@@ -1,7 +1,7 @@
 // End to end: the real `disagg-engine sim-worker` binary on loopback, driven by the official
 // `openai` npm SDK (completions and chat, streaming and not), curl for raw HTTP errors, plain
 // fetch for the P/D handshake and metrics, and signals / failure injection for faults.
-// KV events (ZMQ) are verified by the GoogleTest suite (engine/tests/server/sim_worker_test.cc),
+// KV events (ZMQ) are verified by the GoogleTest suite (engine/tests/servers/sim_worker/sim_worker_test.cc),
 // since no ZMQ client is installed for Node.
 import OpenAI from 'openai';
 import { CONFIG, curl, describeIfRoles, EngineProcess, startEngine } from './util';

@@ -1,6 +1,6 @@
 // disagg/pool_pressure.h — a pool's SLO pressure, the one signal the scaling rule (disagg/autoscaler.h)
 // reads. Written once: the router computes it from what it observes of its endpoints
-// (server/router/scaling_signals.cc), the simulator from its replicas' state (sim/simulator_autoscale.cc); each
+// (servers/router/scaling_signals.cc), the simulator from its replicas' state (sim/simulator_autoscale.cc); each
 // caller fills a load below and both get the same number for the same load.
 //
 // Prefill pools: the larger of

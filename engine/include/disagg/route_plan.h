@@ -21,7 +21,7 @@
 //      that failed before its worker answered, and on_finished() for each leg's end when the policy
 //      tracks_finished().
 // Neither the router nor the simulator keeps a routing sequence of its own, so a simulated policy
-// is the deployed one, decision for decision (engine/tests/router/route_plan_differential_test.cc).
+// is the deployed one, decision for decision (engine/tests/servers/router/route_plan_differential_test.cc).
 //
 // Positions in the span are what RouteDecision::index reports; endpoint ids are what the policy's
 // state and the session table key on. Preconditions: those of RoutingPolicy (routing.h): at most

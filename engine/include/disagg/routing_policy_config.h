@@ -3,7 +3,7 @@
 // The router process (`disagg-engine router --config`) and the simulator (`simulate|plan --config`,
 // the addon) read the same file the constructs write (engine/schema/engine-config.schema.json,
 // `policy`): this is their one reader, so a file routes in the simulation as it routes in the
-// deployment. engine/tests/router/policy_config_differential_test.cc reads the same files through
+// deployment. engine/tests/servers/router/policy_config_differential_test.cc reads the same files through
 // both front ends.
 #pragma once
 

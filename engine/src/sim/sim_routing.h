@@ -1,6 +1,6 @@
 // sim_routing.h — the simulator's side of the one routing sequence (disagg/route_plan.h), kept
 // apart from the event loop so that a test can drive it beside the router's (the differential test
-// in engine/tests/router/route_plan_differential_test.cc).
+// in engine/tests/servers/router/route_plan_differential_test.cc).
 //
 // It owns one EndpointState per worker (position = worker index = endpoint id) and the legs in
 // flight per worker (EndpointState::routed_requests): a request's main leg from apply() until its

@@ -249,7 +249,7 @@ export interface RankEndpoint extends StaticRouterEndpoint {
 
 /**
  * The endpoints of one pod of an expert-parallel pool, as the router derives them from the pool's
- * `discovery.ports` and `kvEvents.port` (engine/src/server/router/router_config.h,
+ * `discovery.ports` and `kvEvents.port` (engine/src/servers/router/router_config.h,
  * dns_kv_events_port): the rank on ports[j] is an endpoint, publishing KV events on
  * kvEvents.port + j. Locally each pod's ports are moved as a block to `httpBase` (ports[j] - ports[0]
  * above it) and its KV-event ports to `kvBase`. As the pool's pod script does, the rank is

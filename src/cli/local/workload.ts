@@ -91,7 +91,7 @@ const LETTERS = 'abcdefghijklmnopqrstuvwxyz';
 
 /**
  * `tokens` words of 2 to 4 letters. The sim-worker's tokenizer makes one token of each such word
- * (engine/src/server/sim_worker/fake_tokenizer.h), so the count is exact.
+ * (engine/src/servers/sim_worker/fake_tokenizer.h), so the count is exact.
  */
 function words(next: () => number, tokens: number): string {
   const out: string[] = [];

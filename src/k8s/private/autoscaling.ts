@@ -208,7 +208,7 @@ export interface AutoscalerInputs {
 
 /**
  * The labels an HPA selects this deployment's pressure of one pool with. The router labels its gauges
- * only with `pool` (engine/src/server/router/scaling_signals.cc, write_pool_signals), so every router
+ * only with `pool` (engine/src/servers/router/scaling_signals.cc, write_pool_signals), so every router
  * in the cluster exports `disagg_router_pool_slo_pressure{pool="decode"}`; the scrape adds the target's
  * labels, and a Service scrape (a prometheus-operator ServiceMonitor, or a scrape config relabelling
  * `__meta_kubernetes_service_name`) gives `service`, the router's Service name, unique in its namespace.

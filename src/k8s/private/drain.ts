@@ -5,7 +5,7 @@ import { PoolPlan } from './pool-plan';
  * Scale-down that loses nothing, on the pod side (issue 24 contract, section 3): when a worker pod is
  * deleted it leaves the Service's ready endpoints at once; its `preStop` hook first sleeps while the
  * router's DNS discovery drops it (CoreDNS answers a headless Service with a 5 s TTL, and the router
- * re-resolves every `refresh_seconds`, 5 s: engine/src/server/router/router_config.h), then runs
+ * re-resolves every `refresh_seconds`, 5 s: engine/src/servers/router/router_config.h), then runs
  * `disagg-engine drain-wait`, which polls the worker's Prometheus page until
  * `vllm:num_requests_running + vllm:num_requests_waiting` has been 0 for `--quiet-s` seconds; on a
  * prefill pod (`--held-kv`) also until `vllm:kv_cache_usage_perc` is 0, i.e. the decode pods have read

@@ -7,7 +7,7 @@ import { PORTS } from './labels';
 import { PoolPlan } from './pool-plan';
 
 /**
- * The `router` keys `disagg-engine router` reads (engine/src/server/router/router_config.cc,
+ * The `router` keys `disagg-engine router` reads (engine/src/servers/router/router_config.cc,
  * apply_config_json): the schema's `kvTransfer` is informational and stays out.
  */
 export type RouterSection = Pick<EngineRouterSection, 'listenPort' | 'servedModelName' | 'kvBlockSize' | 'maxModelLen' | 'requestTimeoutSeconds' | 'queueTimeoutSeconds'

@@ -202,7 +202,7 @@ interface TokenizerParts {
   readonly init: k8s.Container[];
 }
 
-// Files the router reads (engine/src/server/text/model_text.cc); the last is optional.
+// Files the router reads (engine/src/lib/text/model_text.cc); the last is optional.
 const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja'];
 
 /**
