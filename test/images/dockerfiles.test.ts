@@ -212,7 +212,8 @@ describe.each(VARIANTS.map((v) => [v.name, v] as const))('images/%s/Dockerfile',
 
   test('installs the libraries the engine\'s servers build and run with', () => {
     // GIVEN the libraries engine/ requires (the images label router and sim-worker roles, which need them)
-    const cmake = ['CMakeLists.txt', 'src/lib/http/CMakeLists.txt', 'src/servers/router/CMakeLists.txt', 'src/servers/sim_worker/CMakeLists.txt']
+    const cmake = ['CMakeLists.txt', 'src/lib/http/CMakeLists.txt', 'src/lib/kv_events/CMakeLists.txt', 'src/servers/router/CMakeLists.txt',
+      'src/servers/sim_worker/CMakeLists.txt']
       .map((f) => fs.readFileSync(path.join(REPO, 'engine', f), 'utf8')).join('\n');
     expect(cmake).toMatch(/find_package\(Boost [^)]*REQUIRED\)/);
     expect(cmake).toMatch(/find_path\([A-Z_]+ zmq\.h REQUIRED\)/);

@@ -34,7 +34,7 @@ describe('engine/\'s CMake lookups', () => {
       'pkg_check_modules(libpcre2-8)', 'find_library(libutf8proc.a)', 'find_library(libtcmalloc_minimal.a)',
     ]));
     expect(lookups.find((l) => l.names.includes('msgpack.hpp'))).toMatchObject({
-      file: 'engine/src/servers/sim_worker/CMakeLists.txt', required: true,
+      file: 'engine/src/lib/kv_events/CMakeLists.txt', required: true,
     });
     // AND what only the tests (GoogleTest) and the addon (node) need is left out
     expect(keys).not.toContain('find_package(GTest)');
@@ -111,7 +111,7 @@ describe('the package lists', () => {
     expect(problems).toEqual([expect.stringMatching(new RegExp([
       '^images/engine-slim/Dockerfile: its builder installs images/common/engine-build-packages\\.debian-12\\.txt, ',
       'which lacks libmsgpack-cxx-dev \\(provides find_path\\(msgpack\\.hpp\\) on debian-12, ',
-      'needed by engine/src/servers/sim_worker/CMakeLists\\.txt:\\d+ find_path\\(DISAGG_MSGPACK_INCLUDE msgpack\\.hpp REQUIRED\\)\\); ',
+      'needed by engine/src/lib/kv_events/CMakeLists\\.txt:\\d+ find_path\\(DISAGG_MSGPACK_INCLUDE msgpack\\.hpp REQUIRED\\)\\); ',
       'fix: add a line \'libmsgpack-cxx-dev\' to images/common/engine-build-packages\\.debian-12\\.txt$',
     ].join('')))]);
   });

@@ -54,7 +54,7 @@ export function defaultKvBlockSize(model: ModelArchitecture, instanceTypes: Acce
  * backend forces on the pools' accelerators (64 on Hopper and Blackwell), else vLLM's 16.
  *
  * The router takes the same size. Its BlockKeyer would accept publisher blocks that are a multiple of
- * its own (64-token events give four 16-token keys; engine/src/servers/router/block_keyer.h), but vLLM
+ * its own (64-token events give four 16-token keys; engine/src/lib/kv_events/block_keyer.h), but vLLM
  * reuses a prefix only in whole 64-token blocks, so a 16-token router index would credit up to 48
  * uncacheable tokens per match and hold four times the entries.
  *

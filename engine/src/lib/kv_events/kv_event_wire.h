@@ -1,7 +1,7 @@
 // kv_event_wire.h — the one description of vLLM's KV-event wire format: frame layout, sequence
 // numbers, replay request and end marker, event tags and the field order of every struct. The
-// sim-worker's encoder (sim_worker/kv_events.cc) writes by it, the router's decoder and subscriber
-// (router/kv_event_decoder.cc, router/kv_event_subscriber.cc) read by it.
+// sim-worker's encoder (lib/kv_events/kv_event_publisher.cc) writes by it, the router's decoder and subscriber
+// (lib/kv_events/kv_event_decoder.cc, router/kv_event_subscriber.cc) read by it.
 //
 // Frames (REFERENCE.md section 5; vllm/distributed/kv_events.py, ZmqEventPublisher):
 //   publish  PUB multipart [topic, seq, payload]; seq numbers a publisher's batches 0, 1, 2, ...

@@ -24,7 +24,7 @@
 
 #include "disagg/expected.h"
 #include "disagg/kv_block_index.h"
-#include "block_keyer.h"
+#include "lib/kv_events/block_keyer.h"
 #include "disagg/route_plan.h"
 #include "endpoint_health.h"
 #include "kv_event_subscriber.h"

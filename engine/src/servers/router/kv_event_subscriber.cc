@@ -6,7 +6,7 @@
 #include <optional>
 #include <zmq.hpp>
 
-#include "kv_event_sequence.h"
+#include "lib/kv_events/kv_event_sequence.h"
 #include "lib/kv_events/kv_event_wire.h"
 
 namespace disagg::router {

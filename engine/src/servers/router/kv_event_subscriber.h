@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "disagg/kv_block_index.h"
-#include "kv_event_decoder.h"
+#include "lib/kv_events/kv_event_decoder.h"
 #include "router_metrics.h"
 
 namespace disagg::router {

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "disagg/scheduler.h"
-#include "kv_events.h"
+#include "lib/kv_events/kv_event_publisher.h"
 #include "prometheus.h"
 #include "lib/http/wake_signal.h"
 

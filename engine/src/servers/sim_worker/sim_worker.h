@@ -19,7 +19,7 @@
 #include "disagg/cost_model.h"
 #include "disagg/expected.h"
 #include "disagg/scheduler.h"
-#include "kv_events.h"
+#include "lib/kv_events/kv_event_publisher.h"
 
 namespace disagg::sim_worker {
 

@@ -14,7 +14,7 @@
 
 #include "disagg/json_depth.h"
 #include "fake_tokenizer.h"
-#include "kv_events.h"
+#include "lib/kv_events/kv_event_publisher.h"
 #include "prometheus.h"
 #include "lib/http/http_client.h"
 #include "sim_worker.h"

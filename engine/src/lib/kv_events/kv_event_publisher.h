@@ -1,4 +1,4 @@
-// kv_events.h — KV-cache events in vLLM's wire format, published over ZMQ.
+// kv_event_publisher.h — KV-cache events in vLLM's wire format, published over ZMQ.
 //
 // The wire format (frames, sequence numbers, replay and its end marker, event tags, field order)
 // is described once, in lib/kv_events/kv_event_wire.h; this encoder writes by it and the

@@ -1,4 +1,4 @@
-#include "kv_events.h"
+#include "kv_event_publisher.h"
 
 #include <chrono>
 #include <msgpack.hpp>
