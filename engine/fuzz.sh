@@ -19,7 +19,7 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -DDISAGG_FUZZ=ON -DDISAGG_BUILD_TEST
 targets=(
   "disagg_kvstore_resp_fuzz src/servers/kvstore 16384"
   "disagg_kv_event_decoder_fuzz src/lib/kv_events 8192"
-  "disagg_request_parse_fuzz src/servers/router 8192"
+  "disagg_request_parse_fuzz src/lib/openai 8192"
   "disagg_http_parse_fuzz src/lib/http 4096"
   "disagg_json_depth_fuzz src/lib/http 4096"
 )

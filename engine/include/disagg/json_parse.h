@@ -26,7 +26,7 @@
 // Contract for NlohmannBuilder: for every input, parse_json_into(text, out) succeeds exactly when
 // `BasicJson::parse(text, nullptr, false)` gives a document nested at most `max_depth` levels, and
 // then `out` equals it, member order and number types included (nlohmann::ordered_json keeps the
-// order). engine/tests/servers/router/json_parse_test.cc and the request fuzz target check it against
+// order). engine/tests/core/json_parse_test.cc and the request fuzz target check it against
 // nlohmann, and check the two builders against each other.
 //
 // Why not nlohmann's parser for requests: its lexer reads one byte at a time and copies each into

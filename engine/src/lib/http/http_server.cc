@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "memory_release.h"
-#include "openai_error.h"
+#include "lib/openai/openai_error.h"
 #include "serialize.h"
 #include "write_now.h"
 

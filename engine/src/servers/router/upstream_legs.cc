@@ -9,8 +9,8 @@
 #include "client_close.h"
 #include "retry_policy.h"
 #include "router_log.h"
-#include "lib/http/openai_error.h"
-#include "lib/http/sse.h"
+#include "lib/openai/openai_error.h"
+#include "lib/openai/sse.h"
 
 namespace disagg::router {
 

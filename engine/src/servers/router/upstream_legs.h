@@ -27,7 +27,7 @@
 
 #include "disagg/routing.h"
 #include "endpoint_table.h"
-#include "request_parse.h"
+#include "lib/openai/request_parse.h"
 #include "router_config.h"
 #include "router_metrics.h"
 #include "lib/http/http_client.h"

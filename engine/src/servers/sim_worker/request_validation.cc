@@ -7,7 +7,7 @@
 #include "disagg/json_parse.h"
 #include "fake_tokenizer.h"
 #include "model_text.h"
-#include "lib/http/openai_request.h"
+#include "lib/openai/openai_request.h"
 
 namespace disagg::sim_worker {
 

@@ -17,7 +17,7 @@
 #include "disagg/expected.h"
 #include "disagg/scheduler.h"
 #include "disagg/block_hash.h"
-#include "lib/http/openai_error.h"
+#include "lib/openai/openai_error.h"
 #include "sim_worker.h"
 
 namespace disagg::text {

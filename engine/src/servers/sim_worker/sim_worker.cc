@@ -16,8 +16,8 @@
 #include "model_text.h"
 #include "request_validation.h"
 #include "lib/http/http_server.h"
-#include "lib/http/openai_error.h"
-#include "lib/http/sse.h"
+#include "lib/openai/openai_error.h"
+#include "lib/openai/sse.h"
 #include "sim_engine.h"
 #include "sim_worker_main.h"
 

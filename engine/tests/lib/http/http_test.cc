@@ -15,8 +15,8 @@
 
 #include "lib/http/http_client.h"
 #include "lib/http/http_server.h"
-#include "lib/http/openai_error.h"
-#include "lib/http/sse.h"
+#include "lib/openai/openai_error.h"
+#include "lib/openai/sse.h"
 #include "lib/http/wake_signal.h"
 #include "server_fixture.h"
 

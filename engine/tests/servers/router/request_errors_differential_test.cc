@@ -28,8 +28,8 @@
 
 #include "disagg/json_depth.h"
 #include "model_text.h"
-#include "request_parse.h"
-#include "request_scan.h"
+#include "lib/openai/request_parse.h"
+#include "lib/openai/request_scan.h"
 #include "request_validation.h"
 
 namespace disagg::router {

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "disagg/block_hash.h"
-#include "request_parse.h"
+#include "lib/openai/request_parse.h"
 
 #ifdef DISAGG_HAVE_SIM_WORKER
 #include "fake_tokenizer.h"

@@ -3,7 +3,7 @@
 #include "model_text.h"
 
 #include "disagg/json_parse.h"
-#include "lib/http/openai_request.h"
+#include "lib/openai/openai_request.h"
 
 #include <algorithm>
 

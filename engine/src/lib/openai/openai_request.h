@@ -10,7 +10,7 @@
 #include <string>
 
 #include "disagg/expected.h"
-#include "lib/http/openai_error.h"
+#include "lib/openai/openai_error.h"
 
 namespace disagg::http {
 

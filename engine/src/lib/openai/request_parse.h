@@ -21,7 +21,7 @@
 #include "disagg/fake_tokenizer.h"
 #include "disagg/expected.h"
 #include "disagg/json_depth.h"
-#include "lib/http/openai_error.h"
+#include "lib/openai/openai_error.h"
 
 namespace disagg::text {
 class ModelText;
