@@ -40,6 +40,10 @@ namespace disagg {
 /// KV (and slot) utilization at which a decode pool counts as full: pressure 1.
 inline constexpr double kPoolKvFull = 0.9;
 
+/// How the rule reads an observation that is missing or broken (NaN, an infinity from a zero
+/// divisor): as 0, so a pool with no data asks for nothing rather than everything.
+inline double finite_or_zero(double v) { return std::isfinite(v) ? v : 0; }
+
 /// A prefill pool's load, as its caller measures it.
 struct PrefillLoad {
   std::int32_t ready_replicas = 0;         ///< replicas serving (> 0 for a pressure of this rule)

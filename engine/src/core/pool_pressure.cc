@@ -5,10 +5,6 @@
 
 namespace disagg {
 
-namespace {
-double finite_or_zero(double v) { return std::isfinite(v) ? v : 0; }
-}  // namespace
-
 double decode_step_seconds(const CostModel& model, double batch, double context_tokens) {
   const auto whole = [&model, context_tokens](std::int64_t b) {
     return model.decode_batch_time(b, static_cast<std::int64_t>(static_cast<double>(b) * context_tokens)).total_seconds;

@@ -14,8 +14,6 @@ namespace disagg::router {
 
 namespace {
 
-double finite_or_zero(double v) { return std::isfinite(v) ? v : 0; }
-
 PoolSignals common(const PoolObservation& o) {
   PoolSignals s;
   s.ready_endpoints = o.ready_endpoints;
