@@ -45,4 +45,20 @@ Expected<OutputBound, ApiError> read_output_bound(const Json& body) {
   return OutputBound{};
 }
 
+/// vLLM's rule for `stream_options` (validate_stream_options in its protocol): refused with 400
+/// when it is set (truthy as Python reads JSON: not null, false, 0, "", [] or {}) and `stream` is
+/// not true, in vLLM's words.
+template <class Json>
+Expected<void, ApiError> check_stream_options(const Json& body, bool stream) {
+  auto it = body.find("stream_options");
+  if (it == body.end() || stream) return {};
+  const Json& v = *it;
+  const bool truthy = v.is_object() || v.is_array() || v.is_string() ? !v.empty()
+                      : v.is_boolean()                                ? v.template get<bool>()
+                      : v.is_number()                                 ? v.template get<double>() != 0
+                                                                      : false;
+  if (!truthy) return {};
+  return unexpected(ApiError{400, "Stream options can only be defined when `stream=True`.", "stream_options", ""});
+}
+
 }  // namespace disagg::http

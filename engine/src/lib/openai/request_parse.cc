@@ -80,6 +80,7 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
     if (!s->is_boolean()) return bad("'stream' must be a boolean", "stream");
     out.stream = s->get<bool>();
   }
+  if (auto so = http::check_stream_options(body, out.stream); !so) return unexpected(so.error());
   // vLLM's check_cache_salt_support: a non-empty string when given.
   out.cache_salt = 0;
   if (auto cs = body.find("cache_salt"); cs != body.end() && !cs->is_null()) {

@@ -418,15 +418,16 @@ bool scan(std::string_view body, bool chat, std::span<const std::string> models,
           std::vector<TokenId>& tokens, std::string& scratch, const PromptTokenizer* tokenizer) {
   const bool real = tokenizer && tokenizer->model;
   if (chat && real) return false;  // the chat template needs the whole document
-  Value model, stream, max_tokens, max_completion_tokens, prompt, messages;
-  bool has_model = false, has_stream = false, has_max = false, has_max_completion = false, has_prompt = false,
-       has_messages = false;
+  Value model, stream, stream_options, max_tokens, max_completion_tokens, prompt, messages;
+  bool has_model = false, has_stream = false, has_stream_options = false, has_max = false, has_max_completion = false,
+       has_prompt = false, has_messages = false;
   Scanner s(body);
   const bool object = s.members(
       [&](const Value& key, const Value& val) {
         if (key.escaped) return false;  // might spell one of the keys below
         if (key.raw == "model") return take(model, has_model, val);
         if (key.raw == "stream") return take(stream, has_stream, val);
+        if (key.raw == "stream_options") return take(stream_options, has_stream_options, val);
         if (key.raw == "max_tokens") return take(max_tokens, has_max, val);
         if (key.raw == "max_completion_tokens") return take(max_completion_tokens, has_max_completion, val);
         if (key.raw == "prompt") return take(prompt, has_prompt, val);
@@ -448,6 +449,8 @@ bool scan(std::string_view body, bool chat, std::span<const std::string> models,
     if (stream.kind != Kind::boolean_true && stream.kind != Kind::boolean_false) return false;
     out.stream = stream.kind == Kind::boolean_true;
   }
+  // stream_options without stream: the full reader decides (vLLM refuses it when truthy).
+  if (has_stream_options && stream_options.kind != Kind::null && !out.stream) return false;
 
   out.max_tokens = 0;
   for (const auto& [has, v] : {std::pair<bool, const Value*>{has_max_completion, &max_completion_tokens},

@@ -87,6 +87,7 @@ Expected<Generation, ApiError> validate(const Body& body, bool chat, const SimWo
     if (!s->is_boolean()) return bad("'stream' must be a boolean", "stream");
     g.stream = s->get<bool>();
   }
+  if (auto so = http::check_stream_options(body, g.stream); !so) return unexpected(so.error());
   // vLLM's check_cache_salt_support: a non-empty string when given.
   if (auto cs = body.find("cache_salt"); cs != body.end() && !cs->is_null()) {
     if (!cs->is_string() || cs->get_ref<const std::string&>().empty()) {
