@@ -19,7 +19,9 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 # libgtest/libgmock: engine tests; redis-server/redis-tools: real Redis clients and the peer for
 # kvstore tests and benchmarks; nginx-light: the proxy peer in the router benchmark; curl: raw-HTTP
 # tests; clang + libclang-rt-14-dev: libFuzzer targets (engine/fuzz.sh); python3-jinja2: the
-# reference renderer in the chat-template differential test.
+# reference renderer in the chat-template differential test; clang-format: the engine's format check
+# (engine/scripts/format.sh --check, in .ci/run); prometheus: promtool checks and tests the alert rules,
+# and a real Prometheus scrapes a local run in the monitoring tests.
 distro=${DISAGG_DISTRO:-}
 if [ -z "$distro" ] && [ -r /etc/os-release ]; then
   distro=$(. /etc/os-release && echo "${ID:-}-${VERSION_ID:-}")
@@ -32,7 +34,7 @@ fi
 mapfile -t packages < <(sed 's/#.*//' "$engine_list" | tr -s ' \t' '\n' | sed '/^$/d')
 [ ${#packages[@]} -gt 0 ] || { echo "[setup] $engine_list lists no packages" >&2; exit 1; }
 packages+=(libgtest-dev libgmock-dev redis-server redis-tools nginx-light curl clang libclang-rt-14-dev
-  python3-jinja2)
+  python3-jinja2 clang-format prometheus)
 if [ "${1:-}" = --list-packages ]; then
   printf '%s\n' "${packages[@]}"
   exit 0

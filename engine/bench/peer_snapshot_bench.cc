@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
     else if (f == "--runs") o.runs = static_cast<int>(v);
     else if (f == "--timeout-ms") o.timeout_ms = v;
     else {
-      std::fprintf(stderr, "unknown flag %s; see the comment at the top of engine/bench/peer_snapshot_bench.cc\n", f.c_str());
+      std::fprintf(stderr, "unknown flag %s; see the comment at the top of engine/bench/peer_snapshot_bench.cc\n",
+                   f.c_str());
       return 2;
     }
   }
@@ -136,8 +137,8 @@ int main(int argc, char** argv) {
   }
   PeerSnapshotLimits limits;  // as Router::create() sizes them
   limits.max_blocks = o.blocks;
-  limits.max_bytes = 64 + o.blocks * (2 + 8 + 8 * kPeerSnapshotMaxKeysPerBlock) +
-                     kMaxRoutingEndpoints * (kPeerSnapshotMaxLabel + 32);
+  limits.max_bytes =
+      64 + o.blocks * (2 + 8 + 8 * kPeerSnapshotMaxKeysPerBlock) + kMaxRoutingEndpoints * (kPeerSnapshotMaxLabel + 32);
 
   RouterMetrics serving_metrics;
   auto serving = make_table(serving_metrics, o.blocks, o.keys);
@@ -194,8 +195,8 @@ int main(int argc, char** argv) {
     if (!fetched) run.fetch_error = fetched.error();
     runs.push_back(run);
     std::fprintf(stderr, "run %d: build %.0f, encode %.0f, decode %.0f, load %.0f, fetch %.0f ms%s%s\n", r + 1,
-                 run.build, run.encode, run.decode, run.load, run.fetch, run.fetched ? "" : " (failed: ",
-                 run.fetched ? "" : (run.fetch_error + ")").c_str());
+                 run.build, run.encode, run.decode, run.load, run.fetch,
+                 run.fetched ? "" : " (failed: ", run.fetched ? "" : (run.fetch_error + ")").c_str());
   }
   (*server)->stop();
 
@@ -206,11 +207,12 @@ int main(int argc, char** argv) {
   };
   const bool all_fetched = std::all_of(runs.begin(), runs.end(), [](const Run& r) { return r.fetched; });
   const double transfer = med(&Run::fetch) - med(&Run::build) - med(&Run::encode) - med(&Run::decode);
-  std::printf("| blocks | endpoints | keys/block | bytes | build (lock held) ms | encode ms | decode ms | load ms | "
-              "fetch over loopback ms | of it transfer ms |\n");
+  std::printf(
+      "| blocks | endpoints | keys/block | bytes | build (lock held) ms | encode ms | decode ms | load ms | "
+      "fetch over loopback ms | of it transfer ms |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  std::printf("| %zu | %d | %d | %zu | %.0f | %.0f | %.0f | %.0f | %s%.0f | %.0f |\n", runs[0].blocks, o.endpoints, o.keys,
-              runs[0].bytes, med(&Run::build), med(&Run::encode), med(&Run::decode), med(&Run::load),
+  std::printf("| %zu | %d | %d | %zu | %.0f | %.0f | %.0f | %.0f | %s%.0f | %.0f |\n", runs[0].blocks, o.endpoints,
+              o.keys, runs[0].bytes, med(&Run::build), med(&Run::encode), med(&Run::decode), med(&Run::load),
               all_fetched ? "" : "failed after ", med(&Run::fetch), all_fetched ? transfer : 0.0);
   std::printf("(medians of %d runs; loaded %zu blocks; peer timeout %lld ms)\n", o.runs, runs[0].loaded,
               static_cast<long long>(o.timeout_ms));

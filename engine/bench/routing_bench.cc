@@ -60,8 +60,8 @@ Setup build(int endpoints, std::int64_t entries) {
   return s;
 }
 
-double ns_per_decision(RoutingPolicy& policy, const Setup& s, int endpoints, int prompt_tokens,
-                       int decisions, bool routed) {
+double ns_per_decision(RoutingPolicy& policy, const Setup& s, int endpoints, int prompt_tokens, int decisions,
+                       bool routed) {
   std::vector<EndpointState> eps(static_cast<std::size_t>(endpoints));
   std::mt19937_64 rng(7);
   for (int i = 0; i < endpoints; ++i) {

@@ -34,7 +34,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--workload")) kind = argv[i + 1];
     else if (!std::strcmp(argv[i], "--summary")) summary = std::atoi(argv[i + 1]) != 0;
     else {
-      std::fprintf(stderr, "disagg-sim-bench: unknown flag '%s'; use --seconds, --rate, --workers, --policy, --workload, --summary\n", argv[i]);
+      std::fprintf(
+          stderr,
+          "disagg-sim-bench: unknown flag '%s'; use --seconds, --rate, --workers, --policy, --workload, --summary\n",
+          argv[i]);
       return 2;
     }
   }
@@ -113,15 +116,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   const disagg::MetricsSummary& m = result->summary;
-  std::printf("| traffic | workers | policy | requests | events | steps | wall s | cpu s | simulated req/wall s | "
-              "TTFT p50/p99 ms | TPOT p50/p99 ms | prefix hit | mean util |\n");
+  std::printf(
+      "| traffic | workers | policy | requests | events | steps | wall s | cpu s | simulated req/wall s | "
+      "TTFT p50/p99 ms | TPOT p50/p99 ms | prefix hit | mean util |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  std::printf("| %.0f s x %.0f req/s, %s | %d | %s | %lld | %lld | %lld | %.2f | %.2f | %.0f | "
-              "%.1f / %.1f | %.1f / %.1f | %.3f | %.3f |\n",
-              seconds, rate, kind == "chat" ? "chat, 4 turns" : "ISL 1k / OSL 256", workers, policy.c_str(), static_cast<long long>(m.completed),
-              static_cast<long long>(result->events), static_cast<long long>(result->steps), wall, cpu,
-              static_cast<double>(m.completed) / wall, m.ttft.p50 * 1e3, m.ttft.p99 * 1e3,
-              m.tpot.p50 * 1e3, m.tpot.p99 * 1e3, m.prefix_hit_rate[0], m.mean_utilization);
+  std::printf(
+      "| %.0f s x %.0f req/s, %s | %d | %s | %lld | %lld | %lld | %.2f | %.2f | %.0f | "
+      "%.1f / %.1f | %.1f / %.1f | %.3f | %.3f |\n",
+      seconds, rate, kind == "chat" ? "chat, 4 turns" : "ISL 1k / OSL 256", workers, policy.c_str(),
+      static_cast<long long>(m.completed), static_cast<long long>(result->events),
+      static_cast<long long>(result->steps), wall, cpu, static_cast<double>(m.completed) / wall, m.ttft.p50 * 1e3,
+      m.ttft.p99 * 1e3, m.tpot.p50 * 1e3, m.tpot.p99 * 1e3, m.prefix_hit_rate[0], m.mean_utilization);
   if (summary) std::printf("%s\n", disagg::to_json(m).c_str());
   return 0;
 }

@@ -70,7 +70,7 @@ for (const name of CLASSES) {
   const spelled = r.map(([a, b]) => (a === b ? hex(a) : `${hex(a)}-${hex(b)}`)).join('');
   body += `    {"${name}", "${spelled}"},\n`;
 }
-// White space, for the check in tokenizer.cc that its explicit \s set is the reference's.
+// White space, for the check in tokenizer_load.cc that its explicit \s set is the reference's.
 const ws = await members('\\s');
 const out = path.join(here, '..', 'src', 'server', 'text', 'unicode_classes.inc');
 writeFileSync(out,

@@ -36,11 +36,11 @@ namespace disagg {
 
 /// One pool's scaling limits and windows (the contract's names in brackets).
 struct AutoscalePolicy {
-  std::int32_t min_replicas = 1;   ///< [minReplicas] >= 0
-  std::int32_t max_replicas = 1;   ///< [maxReplicas] >= max(min, 1)
-  double target = 0.95;            ///< [target] pressure to hold; > 0 (1: the SLO; the constructs' default)
-  double tolerance = 0.1;          ///< [tolerance] HPA's; >= 0
-  double scale_up_stabilization_seconds = 0;      ///< >= 0
+  std::int32_t min_replicas = 1;              ///< [minReplicas] >= 0
+  std::int32_t max_replicas = 1;              ///< [maxReplicas] >= max(min, 1)
+  double target = 0.95;                       ///< [target] pressure to hold; > 0 (1: the SLO; the constructs' default)
+  double tolerance = 0.1;                     ///< [tolerance] HPA's; >= 0
+  double scale_up_stabilization_seconds = 0;  ///< >= 0
   double scale_down_stabilization_seconds = 300;  ///< >= 0
   bool scale_to_zero = false;                     ///< [scaleToZero]
   double idle_seconds_before_zero = 600;          ///< [idleSecondsBeforeZero] KEDA cooldownPeriod

@@ -281,15 +281,15 @@ struct StepTime {
 
 /// Why a CostModelParams was refused.
 enum class CostModelErrc {
-  missing_field,           ///< a required field is absent from the configuration
-  wrong_type,              ///< a field or section has the wrong JSON type
-  not_positive,            ///< must be > 0
-  negative,                ///< must be >= 0
-  not_a_fraction,          ///< must be in (0, 1]
-  not_an_integer,          ///< must be a whole number
-  not_a_whole_number,      ///< must be a whole number >= 0
-  interconnect_required,   ///< tensorParallel > 1 needs hardware.interconnectBytesPerSecond > 0
-  out_of_range,            ///< outside the range another field sets (e.g. expertsPerToken > experts)
+  missing_field,          ///< a required field is absent from the configuration
+  wrong_type,             ///< a field or section has the wrong JSON type
+  not_positive,           ///< must be > 0
+  negative,               ///< must be >= 0
+  not_a_fraction,         ///< must be in (0, 1]
+  not_an_integer,         ///< must be a whole number
+  not_a_whole_number,     ///< must be a whole number >= 0
+  interconnect_required,  ///< tensorParallel > 1 needs hardware.interconnectBytesPerSecond > 0
+  out_of_range,           ///< outside the range another field sets (e.g. expertsPerToken > experts)
 };
 
 /// Stable lower-case name of an error code, e.g. "not_positive".
@@ -357,9 +357,7 @@ class CostModel {
   double kv_transfer_bytes(std::int64_t tokens) const;
 
   /// Seconds to move the KV cache of `tokens` tokens from a prefill to a decode replica.
-  double kv_transfer_seconds(std::int64_t tokens) const {
-    return transfer_seconds(kv_transfer_bytes(tokens));
-  }
+  double kv_transfer_seconds(std::int64_t tokens) const { return transfer_seconds(kv_transfer_bytes(tokens)); }
 
  private:
   explicit CostModel(const CostModelParams& params) : params_(params) {}

@@ -12,7 +12,9 @@ inline constexpr std::uint64_t kFnv1aOffset = 0xcbf29ce484222325ULL;
 inline constexpr std::uint64_t kFnv1aPrime = 0x100000001b3ULL;
 
 /// One byte into a running FNV-1a hash.
-constexpr std::uint64_t fnv1a_step(std::uint64_t h, unsigned char byte) { return (h ^ byte) * kFnv1aPrime; }
+constexpr std::uint64_t fnv1a_step(std::uint64_t h, unsigned char byte) {
+  return (h ^ byte) * kFnv1aPrime;
+}
 
 /// FNV-1a of `bytes`, from FNV's offset basis or a caller's seed. No allocation.
 constexpr std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t seed = kFnv1aOffset) {

@@ -58,27 +58,27 @@ namespace disagg {
 /// Why a parse failed, at JsonParseError::offset.
 enum class JsonErrc : std::uint8_t {
   none,
-  partial_bom,           // EF not followed by BB BF at the start
-  expected_value,        // a byte (or the end) where a value must start
-  invalid_literal,       // t/f/n not spelling true, false or null
-  invalid_number,        // a sign without digits, "01" style leftovers are trailing_text
-  invalid_fraction,      // no digit after '.'
-  invalid_exponent,      // no digit in the exponent
-  number_out_of_range,   // not finite as a double (the offset is the number's first byte)
-  unterminated_string,   // the end inside a string
-  control_in_string,     // a raw byte below 0x20 inside a string
-  invalid_escape,        // '\' followed by anything but " \ / b f n r t u (the offset is the byte after '\')
-  invalid_unicode_escape,// \u not followed by four hex digits
-  lone_high_surrogate,   // \uD800-\uDBFF not followed by \uDC00-\uDFFF
-  lone_low_surrogate,    // \uDC00-\uDFFF first
-  invalid_utf8,          // a byte sequence that is not well-formed UTF-8
-  expected_key,          // an object member not starting with '"'
-  expected_colon,        // no ':' after a key
+  partial_bom,                // EF not followed by BB BF at the start
+  expected_value,             // a byte (or the end) where a value must start
+  invalid_literal,            // t/f/n not spelling true, false or null
+  invalid_number,             // a sign without digits, "01" style leftovers are trailing_text
+  invalid_fraction,           // no digit after '.'
+  invalid_exponent,           // no digit in the exponent
+  number_out_of_range,        // not finite as a double (the offset is the number's first byte)
+  unterminated_string,        // the end inside a string
+  control_in_string,          // a raw byte below 0x20 inside a string
+  invalid_escape,             // '\' followed by anything but " \ / b f n r t u (the offset is the byte after '\')
+  invalid_unicode_escape,     // \u not followed by four hex digits
+  lone_high_surrogate,        // \uD800-\uDBFF not followed by \uDC00-\uDFFF
+  lone_low_surrogate,         // \uDC00-\uDFFF first
+  invalid_utf8,               // a byte sequence that is not well-formed UTF-8
+  expected_key,               // an object member not starting with '"'
+  expected_colon,             // no ':' after a key
   expected_array_separator,   // neither ',' nor ']' after an element
   expected_object_separator,  // neither ',' nor '}' after a member
-  too_deep,              // an array or object past max_depth (the offset is its bracket)
-  trailing_text,         // something other than whitespace after the value
-  duplicate_key,         // the builder refused a repeated key (the offset is the key's quote)
+  too_deep,                   // an array or object past max_depth (the offset is its bracket)
+  trailing_text,              // something other than whitespace after the value
+  duplicate_key,              // the builder refused a repeated key (the offset is the key's quote)
 };
 
 /// Where and why a parse failed.
@@ -90,7 +90,7 @@ struct JsonParseError {
 /// A number's text as the grammar read it, for the builder to convert.
 struct JsonNumberText {
   std::string_view text;
-  bool integer = false;   // no fraction, no exponent
+  bool integer = false;  // no fraction, no exponent
   bool negative = false;
 };
 
@@ -163,7 +163,8 @@ class Parser {
   }
 
   bool literal(const char* word, std::ptrdiff_t n) {
-    if (end_ - p_ < n || std::memcmp(p_, word, static_cast<std::size_t>(n)) != 0) return fail(JsonErrc::invalid_literal);
+    if (end_ - p_ < n || std::memcmp(p_, word, static_cast<std::size_t>(n)) != 0)
+      return fail(JsonErrc::invalid_literal);
     p_ += n;
     return true;
   }

@@ -102,13 +102,11 @@ class KvBlockIndex {
   /// Records that `endpoint` holds each of `hashes` in `tier`. A known entry moves to the most
   /// recently stored position; a new one may evict (see the file comment). Duplicate hashes in one
   /// call are fine. Failure modes (index unchanged): invalid_endpoint, invalid_tier.
-  Expected<void, IndexErrc> apply_stored(EndpointId endpoint, KvTier tier,
-                                         std::span<const BlockHash> hashes);
+  Expected<void, IndexErrc> apply_stored(EndpointId endpoint, KvTier tier, std::span<const BlockHash> hashes);
 
   /// Records that `endpoint` no longer holds `hashes` in `tier`; unknown entries are ignored.
   /// Failure modes (index unchanged): invalid_endpoint, invalid_tier.
-  Expected<void, IndexErrc> apply_removed(EndpointId endpoint, KvTier tier,
-                                          std::span<const BlockHash> hashes);
+  Expected<void, IndexErrc> apply_removed(EndpointId endpoint, KvTier tier, std::span<const BlockHash> hashes);
 
   /// Drops every entry of `endpoint` in every tier (AllBlocksCleared, endpoint gone, or an event
   /// gap). Returns how many entries were dropped; 0 for an out-of-range id.
@@ -120,8 +118,7 @@ class KvBlockIndex {
   /// For every endpoint id e < min(out.size(), max_endpoints), writes to out[e] the longest prefix
   /// of `hashes` that e holds (each block in any tier) and its split by fastest tier; ids beyond
   /// that are not reported. Returns the longest overlap over all endpoints. Never allocates.
-  std::int32_t longest_prefix(std::span<const BlockHash> hashes,
-                              std::span<PrefixOverlap> out) const noexcept;
+  std::int32_t longest_prefix(std::span<const BlockHash> hashes, std::span<PrefixOverlap> out) const noexcept;
 
   /// Whether `endpoint` holds `hash` in `tier`. False for out-of-range arguments.
   bool contains(EndpointId endpoint, KvTier tier, BlockHash hash) const noexcept;
@@ -192,8 +189,8 @@ class KvBlockIndex {
   // through `next`. Per-endpoint LRU lists are circular with a sentinel record per endpoint after
   // the entries (index max_entries + endpoint; only its LRU links are used).
   struct Entry {
-    std::int32_t node = -1;      // -1 when free
-    std::int32_t next = -1;      // next entry of the same node, or next free entry
+    std::int32_t node = -1;  // -1 when free
+    std::int32_t next = -1;  // next entry of the same node, or next free entry
     std::int32_t lru_prev = -1;
     std::int32_t lru_next = -1;
     std::uint8_t endpoint = 0;

@@ -119,8 +119,7 @@ class KvBlockPool {
   /// new blocks, into out[0, p.total_blocks()) and returns p.total_blocks(). New blocks hold no
   /// hash until publish(). `hashes` must be the span the plan was made with.
   /// Failure modes (pool unchanged): stale_plan, out_of_blocks, output_too_small.
-  Expected<std::int32_t, PoolErrc> commit(const PoolPlan& p, std::span<const BlockHash> hashes,
-                                          std::span<BlockId> out);
+  Expected<std::int32_t, PoolErrc> commit(const PoolPlan& p, std::span<const BlockHash> hashes, std::span<BlockId> out);
 
   /// Records that in-use block `id` now holds the full block with `hash`, making it reusable.
   /// Returns true when indexed; false when another block already holds `hash` (this one then

@@ -59,9 +59,9 @@ struct MetricsSummary {
   std::int64_t rejected = 0;    ///< refused at a full queue or as too long
   double duration_seconds = 0;  ///< first arrival to last finish
   LatencyStats ttft, tpot, itl, e2e;
-  std::int64_t good = 0;        ///< completed requests meeting both SLOs
-  double goodput_share = 0;     ///< good / submitted
-  double goodput_rate = 0;      ///< good / duration (requests/s)
+  std::int64_t good = 0;          ///< completed requests meeting both SLOs
+  double goodput_share = 0;       ///< good / submitted
+  double goodput_rate = 0;        ///< good / duration (requests/s)
   double request_throughput = 0;  ///< completed / duration
   double output_token_throughput = 0;
   double input_token_throughput = 0;
@@ -130,8 +130,7 @@ class MetricsCollector {
   const std::vector<RequestRecord>& records() const { return records_; }
 
   /// `first_arrival` and `busy_seconds` (per worker) come from the driver.
-  MetricsSummary summarize(const Slo& slo, double first_arrival,
-                           const std::vector<double>& busy_seconds) const;
+  MetricsSummary summarize(const Slo& slo, double first_arrival, const std::vector<double>& busy_seconds) const;
 
  private:
   std::vector<RequestRecord> records_;

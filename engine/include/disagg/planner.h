@@ -119,19 +119,19 @@ struct PlanCandidate {
   std::int32_t decode_replicas = 0;   ///< aggregated: the replicas
   std::int32_t accelerators = 0;
   double cost_per_hour = 0;
-  std::int32_t order = 0;             ///< enumeration order (last tie-break)
+  std::int32_t order = 0;  ///< enumeration order (last tie-break)
 
-  double bound_rate = 0;       ///< roofline bound of the arrival rate
-  std::int32_t cap_index = -1; ///< search cap on the grid (slack x bound)
+  double bound_rate = 0;        ///< roofline bound of the arrival rate
+  std::int32_t cap_index = -1;  ///< search cap on the grid (slack x bound)
   CandidateStatus status = CandidateStatus::infeasible;
   std::int32_t knee_index = -1;
-  double goodput_rate = 0;     ///< grid rate at the knee (0: no rate on the grid meets the SLO)
-  bool capped = false;         ///< passed at the cap: the goodput may be higher
-  double score = 0;            ///< goodput x 3600 / cost_per_hour
+  double goodput_rate = 0;  ///< grid rate at the knee (0: no rate on the grid meets the SLO)
+  bool capped = false;      ///< passed at the cap: the goodput may be higher
+  double score = 0;         ///< goodput x 3600 / cost_per_hour
   bool meets_required = true;
   std::int32_t simulations = 0;
   bool has_summary = false;
-  MetricsSummary summary;      ///< the run at the knee rate (has_summary)
+  MetricsSummary summary;  ///< the run at the knee rate (has_summary)
 };
 
 struct PlanProgress {
@@ -202,8 +202,7 @@ class CandidateEvaluator {
   /// Roofline bound of the arrival rate (0: the candidate can never meet the SLO).
   virtual double bound_rate(const PlanCandidate& candidate) = 0;
   /// Whether the target share meets the SLOs at `rate`; fills *summary when it ran a simulation.
-  virtual Expected<bool, PlanError> passes(const PlanCandidate& candidate, double rate,
-                                           MetricsSummary* summary) = 0;
+  virtual Expected<bool, PlanError> passes(const PlanCandidate& candidate, double rate, MetricsSummary* summary) = 0;
   /// Whether passes() may run on several threads at once (then search_plan uses PlannerSpec::threads).
   virtual bool thread_safe() const { return false; }
 };
@@ -225,13 +224,12 @@ Expected<PlanResult, PlanError> search_plan(const PlannerSpec& spec, CandidateEv
 /// required rate is at least the trace's own. A trace workload without `trace` is refused.
 /// Deterministic for a seed.
 Expected<PlanResult, PlanError> run_planner(const PlannerSpec& spec, const SimulationConfig& base,
-                                            const WorkloadSpec& workload,
-                                            const PlanProgressFn& progress = {},
+                                            const WorkloadSpec& workload, const PlanProgressFn& progress = {},
                                             const PlanTrace* trace = nullptr);
 
 /// Roofline bound of a candidate's arrival rate for `workload` under `slo` (see the header comment).
-double roofline_bound_rate(const PlannerSpec& spec, const PlanCandidate& candidate,
-                           const WorkloadSpec& workload, const Slo& slo);
+double roofline_bound_rate(const PlannerSpec& spec, const PlanCandidate& candidate, const WorkloadSpec& workload,
+                           const Slo& slo);
 
 /// The simulation of one candidate at one rate (pools from the options, router and SLO from `base`).
 SimulationConfig candidate_config(const PlannerSpec& spec, const PlanCandidate& candidate,

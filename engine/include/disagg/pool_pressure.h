@@ -42,18 +42,20 @@ inline constexpr double kPoolKvFull = 0.9;
 
 /// How the rule reads an observation that is missing or broken (NaN, an infinity from a zero
 /// divisor): as 0, so a pool with no data asks for nothing rather than everything.
-inline double finite_or_zero(double v) { return std::isfinite(v) ? v : 0; }
+inline double finite_or_zero(double v) {
+  return std::isfinite(v) ? v : 0;
+}
 
 /// A prefill pool's load, as its caller measures it.
 struct PrefillLoad {
-  std::int32_t ready_replicas = 0;         ///< replicas serving (> 0 for a pressure of this rule)
-  double queued_requests = 0;              ///< requests held for lack of a ready replica
-  double pending_prompt_tokens = 0;        ///< prompt tokens waiting for, or in, prefill on the ready replicas
-  double mean_prompt_tokens = 0;           ///< recent mean prompt
-  double prompt_cv2 = 1;                   ///< squared coefficient of variation of the prompts
-  double prompt_tokens_per_second = 0;     ///< arriving
-  double capacity_tokens_per_second = 0;   ///< prefill rate of the ready replicas together
-  double fixed_seconds = 0;                ///< latency besides the prefill (API server, first step)
+  std::int32_t ready_replicas = 0;        ///< replicas serving (> 0 for a pressure of this rule)
+  double queued_requests = 0;             ///< requests held for lack of a ready replica
+  double pending_prompt_tokens = 0;       ///< prompt tokens waiting for, or in, prefill on the ready replicas
+  double mean_prompt_tokens = 0;          ///< recent mean prompt
+  double prompt_cv2 = 1;                  ///< squared coefficient of variation of the prompts
+  double prompt_tokens_per_second = 0;    ///< arriving
+  double capacity_tokens_per_second = 0;  ///< prefill rate of the ready replicas together
+  double fixed_seconds = 0;               ///< latency besides the prefill (API server, first step)
   double ttft_slo_seconds = 1;
 };
 
@@ -112,7 +114,8 @@ DecodePressure decode_pressure(const DecodeLoad& load, StepSeconds&& step) {
     slots = running / (full * ready) * (now > 0 && at_full > 0 ? at_full / now : 1.0);
   }
   const double kv = std::clamp(finite(load.kv_utilization), 0.0, 1.0);
-  r.pressure = finite(std::max({r.predicted_tpot_seconds / load.tpot_slo_seconds, kv / kPoolKvFull, slots / kPoolKvFull}));
+  r.pressure =
+      finite(std::max({r.predicted_tpot_seconds / load.tpot_slo_seconds, kv / kPoolKvFull, slots / kPoolKvFull}));
   return r;
 }
 

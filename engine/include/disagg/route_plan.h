@@ -140,9 +140,7 @@ class RoutePlanner {
   const RoutePlanConfig& config() const { return config_; }
 
   /// The role of the endpoint a request goes to first: decode (P/D) or aggregated.
-  EndpointRole main_role() const {
-    return config_.disaggregated ? EndpointRole::decode : EndpointRole::aggregated;
-  }
+  EndpointRole main_role() const { return config_.disaggregated ? EndpointRole::decode : EndpointRole::aggregated; }
 
  private:
   struct Session {

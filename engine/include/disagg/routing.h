@@ -158,8 +158,7 @@ class RoutingPolicy {
                      std::span<double> out) const noexcept = 0;
 
   /// The eligible endpoint of least cost (ties: see the file comment), or index -1. Never allocates.
-  virtual RouteDecision choose(const RouteRequest& request,
-                               std::span<const EndpointState> endpoints) const noexcept;
+  virtual RouteDecision choose(const RouteRequest& request, std::span<const EndpointState> endpoints) const noexcept;
 
   /// The request was dispatched to `chosen`. Approximate policies learn from it here; may allocate
   /// nothing beyond what create-time bounds allow.
@@ -196,7 +195,6 @@ class RoutingPolicy {
   /// Whether on_finished() does anything. A policy that overrides it must return true; a caller
   /// that would take a lock only to call it (the router, once per request) skips both when false.
   virtual bool tracks_finished() const noexcept { return false; }
-
 };
 
 /// Knobs of every policy; each policy reads its own. Keys for set_policy_option() in brackets.
@@ -293,20 +291,25 @@ std::span<const std::string_view> routing_policy_names();
 /// The one alias map: the router's and the simulator's configuration readers both call it.
 std::string_view routing_policy_engine_name(std::string_view name);
 
+/// Whether `engine_name` (after routing_policy_engine_name) is one of routing_policy_names().
+bool routing_policy_known(std::string_view engine_name);
+
+/// routing_policy_names() as error messages list them: "round-robin, least-load, ... or disagg".
+std::string routing_policy_names_text();
+
 /// Whether policy `name` reads cached prefixes (a KvBlockIndex or its own history): false for
 /// "round-robin" and "least-load", true for the others.
 bool routing_policy_reads_prefixes(std::string_view name);
 
 /// Sets the option named `key` (the bracketed names in PolicyOptions, e.g. "prefixWeight").
 /// Failure modes: unknown_option, invalid_option (options unchanged).
-Expected<void, RoutingError> set_policy_option(PolicyOptions& options, std::string_view key,
-                                               double value);
+Expected<void, RoutingError> set_policy_option(PolicyOptions& options, std::string_view key, double value);
 
 /// Makes the policy `name` with `options` (validated here). Approximate histories are allocated
 /// now, sized max_endpoints x history_blocks_per_endpoint. Failure modes: unknown_policy,
 /// invalid_option.
-Expected<std::unique_ptr<RoutingPolicy>, RoutingError> make_routing_policy(
-    std::string_view name, const PolicyOptions& options = {});
+Expected<std::unique_ptr<RoutingPolicy>, RoutingError> make_routing_policy(std::string_view name,
+                                                                           const PolicyOptions& options = {});
 
 // ---- prefill/decode decider ---------------------------------------------------------------------
 

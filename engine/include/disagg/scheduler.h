@@ -206,22 +206,21 @@ struct StepPlan {
 
 /// Counters since create().
 struct SchedulerStats {
-  std::int64_t steps = 0;              ///< non-empty steps completed
+  std::int64_t steps = 0;  ///< non-empty steps completed
   std::int64_t preemptions = 0;
   std::int64_t prompt_tokens_queried = 0;  ///< prompt tokens looked up at first admission
   std::int64_t prompt_tokens_hit = 0;      ///< of those, found in the prefix cache
   std::int64_t prompt_tokens_loaded = 0;   ///< of those, loaded from lower tiers (tier_load)
-  std::int64_t prefill_tokens = 0;     ///< tokens computed by prefill chunks (recompute included)
-  std::int64_t decode_tokens = 0;      ///< tokens computed by decode steps
+  std::int64_t prefill_tokens = 0;         ///< tokens computed by prefill chunks (recompute included)
+  std::int64_t decode_tokens = 0;          ///< tokens computed by decode steps
   std::int64_t finished = 0;
-  std::int64_t aborted = 0;            ///< sequences abort() retired before they finished
+  std::int64_t aborted = 0;  ///< sequences abort() retired before they finished
 };
 
 class Scheduler {
  public:
   /// Validates `config`, creates the KV pool and sizes every buffer. Failure: invalid_config.
-  static Expected<Scheduler, SchedErrc> create(const SchedulerConfig& config,
-                                               const CostModel& cost_model);
+  static Expected<Scheduler, SchedErrc> create(const SchedulerConfig& config, const CostModel& cost_model);
 
   /// Queues a request at the back of the waiting queue and returns its handle.
   /// Failure modes: queue_full, wrong_role, invalid_request, too_long.
@@ -271,9 +270,7 @@ class Scheduler {
   /// must outlive the scheduler's use. Sizes a scratch buffer (one entry per pool block) now.
   void set_tier_hook(KvTierHook* hook);
 
-  std::int32_t num_running() const {
-    return static_cast<std::int32_t>(running_.size()) + num_pulling_ + num_loading_;
-  }
+  std::int32_t num_running() const { return static_cast<std::int32_t>(running_.size()) + num_pulling_ + num_loading_; }
   std::int32_t num_waiting() const { return waiting_count_; }
   std::int32_t num_held() const { return num_held_; }
   /// Sequences submitted and not yet finished (held ones excluded).
@@ -292,17 +289,17 @@ class Scheduler {
     std::span<const BlockHash> hashes;
     std::int32_t prompt = 0;
     std::int32_t max_output = 0;
-    std::int32_t output = 0;    // tokens sampled so far
-    std::int32_t computed = 0;  // tokens whose KV is cached
-    std::int32_t published = 0; // leading blocks that hold their hash
-    std::int32_t shared = 0;    // leading hashes announced to the pool listener
-    std::int32_t scheduled = 0; // tokens of the pending step
-    std::int32_t loading = 0;   // blocks being loaded from lower tiers (state loading)
+    std::int32_t output = 0;     // tokens sampled so far
+    std::int32_t computed = 0;   // tokens whose KV is cached
+    std::int32_t published = 0;  // leading blocks that hold their hash
+    std::int32_t shared = 0;     // leading hashes announced to the pool listener
+    std::int32_t scheduled = 0;  // tokens of the pending step
+    std::int32_t loading = 0;    // blocks being loaded from lower tiers (state loading)
     std::int32_t preemptions = 0;
     RequestKind kind = RequestKind::full;
     SeqState state = SeqState::free;
-    bool queried = false;       // prefix lookup counted in stats
-    bool deferred = false;      // submitted while a plan was pending (async scheduling)
+    bool queried = false;   // prefix lookup counted in stats
+    bool deferred = false;  // submitted while a plan was pending (async scheduling)
     std::vector<BlockId> blocks;
   };
 
@@ -332,19 +329,19 @@ class Scheduler {
   std::vector<SeqHandle> waiting_;
   std::int32_t waiting_head_ = 0;
   std::int32_t waiting_count_ = 0;
-  std::int32_t deferred_count_ = 0;    // waiting sequences with Seq::deferred (at the queue's tail)
-  std::vector<SeqHandle> running_;     // admission order; newest at the back
-  std::vector<SeqHandle> scheduled_;   // of the pending step
+  std::int32_t deferred_count_ = 0;   // waiting sequences with Seq::deferred (at the queue's tail)
+  std::vector<SeqHandle> running_;    // admission order; newest at the back
+  std::vector<SeqHandle> scheduled_;  // of the pending step
   std::int32_t num_pulling_ = 0;
   std::int32_t num_loading_ = 0;
   KvTierHook* tier_hook_ = nullptr;
-  std::vector<KvTier> tier_scratch_;   // tiers of a lookup's hits; one entry per pool block
+  std::vector<KvTier> tier_scratch_;  // tiers of a lookup's hits; one entry per pool block
   std::int32_t num_held_ = 0;
   bool plan_pending_ = false;
   StepPlan plan_;
   std::vector<SchedEvent> plan_events_;
   std::vector<SchedEvent> done_events_;
-  std::vector<SeqHandle> scratch_;     // running list rebuild
+  std::vector<SeqHandle> scratch_;  // running list rebuild
   std::vector<BlockHash> empty_hashes_;
   SchedulerStats stats_;
 };

@@ -103,12 +103,12 @@ struct KvTierSpec {
 /// are downloaded to the node's NVMe, then read from it into GPU memory; a bandwidth of 0 skips
 /// that leg (weights already local, or streamed). Defaults: engine/README.md, "Autoscaling".
 struct ProvisioningSpec {
-  double node_start_seconds = 0;     ///< instance launch to a Ready node (0 when a node is warm)
-  double image_pull_seconds = 0;     ///< the serving image onto the node
-  double checkpoint_bytes = 0;       ///< the model's weights, bytes
+  double node_start_seconds = 0;        ///< instance launch to a Ready node (0 when a node is warm)
+  double image_pull_seconds = 0;        ///< the serving image onto the node
+  double checkpoint_bytes = 0;          ///< the model's weights, bytes
   double network_bytes_per_second = 0;  ///< download of the checkpoint (0: not downloaded)
   double nvme_bytes_per_second = 0;     ///< read of the checkpoint from local NVMe (0: not read)
-  double engine_start_seconds = 0;   ///< engine start: profiling, CUDA graphs, warm-up
+  double engine_start_seconds = 0;      ///< engine start: profiling, CUDA graphs, warm-up
   double seconds() const {
     return node_start_seconds + image_pull_seconds + engine_start_seconds +
            (network_bytes_per_second > 0 ? checkpoint_bytes / network_bytes_per_second : 0) +
@@ -217,10 +217,10 @@ struct PoolScaleReport {
   std::int32_t gpus_per_replica = 1;  ///< tensor-parallel x pipeline-parallel size
   /// Replica-seconds x GPUs from 0 to the horizon: provisioning, serving and draining replicas.
   double gpu_seconds = 0;
-  std::int32_t peak_replicas = 0;     ///< most replicas billed at once
-  std::int64_t scale_ups = 0;         ///< replicas started
-  std::int64_t scale_downs = 0;       ///< replicas removed (drained or cancelled while provisioning)
-  double provision_seconds = 0;       ///< one replica's provisioning time (ProvisioningSpec::seconds)
+  std::int32_t peak_replicas = 0;  ///< most replicas billed at once
+  std::int64_t scale_ups = 0;      ///< replicas started
+  std::int64_t scale_downs = 0;    ///< replicas removed (drained or cancelled while provisioning)
+  double provision_seconds = 0;    ///< one replica's provisioning time (ProvisioningSpec::seconds)
   /// Requests that finished on a replica after it began draining (their work was not lost).
   std::int64_t drained_requests = 0;
   /// Work a replica still held when it was switched off: always 0 (a draining replica is switched
@@ -231,8 +231,8 @@ struct PoolScaleReport {
 /// One time window of a scaling report (requests by arrival time).
 struct ScaleWindow {
   double start_seconds = 0;
-  std::int64_t arrivals = 0;   ///< requests that arrived in the window
-  std::int64_t good = 0;       ///< of those, completed meeting both SLOs
+  std::int64_t arrivals = 0;       ///< requests that arrived in the window
+  std::int64_t good = 0;           ///< of those, completed meeting both SLOs
   std::int64_t prompt_tokens = 0;  ///< prompt tokens of those arrivals
   /// 90th percentiles over the window's arrivals that completed (NaN when none did): TTFT, and TPOT
   /// of those with two or more output tokens. What a staged or autoscaled run's latency looked like
@@ -263,15 +263,15 @@ struct SimError {
 
 struct SimulationResult {
   MetricsSummary summary;
-  std::int64_t events = 0;             ///< events processed
-  std::int64_t steps = 0;              ///< non-empty steps, all workers
+  std::int64_t events = 0;  ///< events processed
+  std::int64_t steps = 0;   ///< non-empty steps, all workers
   /// Client-visible tokens: sampled by decode and aggregated workers, and the first tokens a decode
   /// pool with first_token_at transfer or prefill takes from the prefill workers.
   std::int64_t tokens_sampled = 0;
   std::int64_t blocks_in_use_at_end = 0;  ///< 0 when every request finished (no leak)
   std::int64_t unfinished = 0;
-  double end_seconds = 0;              ///< virtual time of the last event
-  bool has_scaling = false;            ///< config.autoscale.report
+  double end_seconds = 0;    ///< virtual time of the last event
+  bool has_scaling = false;  ///< config.autoscale.report
   ScalingReport scaling;
 };
 

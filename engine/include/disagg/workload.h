@@ -81,9 +81,9 @@ namespace disagg {
 struct LengthDist {
   enum class Kind : std::uint8_t { fixed, uniform, lognormal };
   Kind kind = Kind::fixed;
-  double mean = 1024;    ///< fixed value, or mean of lognormal
-  double stddev = 0;     ///< lognormal only
-  std::int32_t min = 1;  ///< clamp (and uniform's lower bound)
+  double mean = 1024;          ///< fixed value, or mean of lognormal
+  double stddev = 0;           ///< lognormal only
+  std::int32_t min = 1;        ///< clamp (and uniform's lower bound)
   std::int32_t max = 1 << 20;  ///< clamp (and uniform's upper bound)
 };
 
@@ -100,7 +100,7 @@ inline constexpr std::size_t kMaxArrivalStages = 1024;
 struct ArrivalProcess {
   enum class Kind : std::uint8_t { poisson, gamma, mmpp, constant };
   Kind kind = Kind::poisson;
-  double rate_per_second = 1;     ///< unused when stages are given
+  double rate_per_second = 1;      ///< unused when stages are given
   double cv = 2;                   ///< gamma: coefficient of variation of the gaps
   double burst_factor = 4;         ///< mmpp: burst rate / base rate (> 1)
   double burst_share = 0.2;        ///< mmpp: share of time in bursts, in (0, 1)
@@ -131,7 +131,7 @@ struct WorkloadSpec {
   /// ignored. The driver reports every end with Workload::complete(). 0: open loop.
   std::int32_t concurrency = 0;
   ArrivalProcess arrival;
-  LengthDist input;   ///< new text of the first prompt (tokens)
+  LengthDist input;                                                ///< new text of the first prompt (tokens)
   LengthDist output{LengthDist::Kind::fixed, 256, 0, 1, 1 << 20};  ///< tokens to generate
   /// Token ids are drawn from [0, vocab).
   std::int32_t vocab = 32000;
@@ -141,9 +141,9 @@ struct WorkloadSpec {
   /// turns contain it.
   bool fresh_text = true;
   // --- tenants ---
-  std::int32_t tenants = 0;              ///< 0: no system prompt
+  std::int32_t tenants = 0;  ///< 0: no system prompt
   std::int32_t system_prompt_tokens = 0;
-  double zipf_exponent = 1.0;            ///< tenant k (1-based) has weight 1 / k^s
+  double zipf_exponent = 1.0;  ///< tenant k (1-based) has weight 1 / k^s
   TenantPopularity popularity = TenantPopularity::zipf;
   /// Kind single, tenants > 0: users per tenant, each with one fixed question (0: fresh text per
   /// request). tenants x users_per_tenant <= kMaxPromptSlots.
@@ -164,10 +164,10 @@ struct WorkloadSpec {
 /// Trace replay options.
 struct TraceSpec {
   std::int32_t trace_block_tokens = 512;  ///< tokens per hash id (Mooncake: 512)
-  double time_scale = 1.0;   ///< arrival = (timestamp - first timestamp) / 1000 * time_scale
+  double time_scale = 1.0;                ///< arrival = (timestamp - first timestamp) / 1000 * time_scale
   std::int64_t max_records = 10'000'000;
   std::int32_t vocab = 32000;
-  std::uint64_t seed = 1;    ///< for tokens not covered by hash_ids
+  std::uint64_t seed = 1;  ///< for tokens not covered by hash_ids
 };
 
 inline constexpr std::size_t kMaxTraceLineBytes = 1 << 20;

@@ -68,16 +68,15 @@ bool read_probe_int(Napi::Value v, std::string_view field, std::int64_t* out, st
   const double d = v.As<Napi::Number>().DoubleValue();
   if (!(d >= 1 && d <= static_cast<double>(disagg::CostProbes::kMaxProbeValue)) ||
       d != static_cast<double>(static_cast<std::int64_t>(d))) {
-    *err = "'probes." + std::string(field) + "' (" + v.ToString().Utf8Value() +
-           ") must be a whole number from 1 to 1e9";
+    *err =
+        "'probes." + std::string(field) + "' (" + v.ToString().Utf8Value() + ") must be a whole number from 1 to 1e9";
     return false;
   }
   *out = static_cast<std::int64_t>(d);
   return true;
 }
 
-bool read_probe_list(Napi::Object probes, const char* field, std::vector<std::int64_t>* out,
-                     std::string* err) {
+bool read_probe_list(Napi::Object probes, const char* field, std::vector<std::int64_t>* out, std::string* err) {
   Napi::Value v = probes.Get(field);
   if (v.IsEmpty()) return false;
   if (v.IsUndefined() || v.IsNull()) return true;  // keep the default list
@@ -124,8 +123,7 @@ bool read_probes(Napi::Value arg, disagg::CostProbes* probes, std::string* err) 
 // Computes the report off the JavaScript thread and settles the promise.
 class CostWorker final : public Napi::AsyncWorker {
  public:
-  CostWorker(Napi::Env env, Napi::Promise::Deferred deferred, disagg::CostModel model,
-             disagg::CostProbes probes)
+  CostWorker(Napi::Env env, Napi::Promise::Deferred deferred, disagg::CostModel model, disagg::CostProbes probes)
       : Napi::AsyncWorker(env, "disagg:costModel"),
         deferred_(std::move(deferred)),
         model_(model),
@@ -134,9 +132,7 @@ class CostWorker final : public Napi::AsyncWorker {
   void Execute() override {
     try {
       json_ = disagg::to_json(disagg::build_cost_report(model_, probes_));
-    } catch (const std::exception& e) {
-      SetError(std::string("costModel: ") + e.what());
-    } catch (...) {
+    } catch (const std::exception& e) { SetError(std::string("costModel: ") + e.what()); } catch (...) {
       SetError("costModel: unexpected failure");
     }
   }
@@ -174,17 +170,13 @@ Napi::Value CostModel(const Napi::CallbackInfo& info) {
     if (!read_probes(info.Length() > 1 ? info[1] : env.Undefined(), &probes, &err)) {
       return reject(env, deferred, err);
     }
-    if (auto valid = disagg::validate(probes); !valid) {
-      return reject(env, deferred, valid.error().message());
-    }
+    if (auto valid = disagg::validate(probes); !valid) { return reject(env, deferred, valid.error().message()); }
     auto model = disagg::read_cost_model(JsSource(info[0].As<Napi::Object>()));
     if (!model) return reject(env, deferred, model.error().message());
     auto* worker = new CostWorker(env, deferred, *model, std::move(probes));
     worker->Queue();  // the worker deletes itself after OnOK/OnError
     return deferred.Promise();
-  } catch (const std::exception& e) {
-    return reject(env, deferred, std::string("costModel: ") + e.what());
-  }
+  } catch (const std::exception& e) { return reject(env, deferred, std::string("costModel: ") + e.what()); }
 }
 
 Napi::Value Version(const Napi::CallbackInfo& info) {

@@ -101,8 +101,9 @@ class PoolAutoscalerWrap final : public Napi::ObjectWrap<PoolAutoscalerWrap> {
       // lastRequest may be -Infinity (never); the others must be finite.
       if (info.Length() <= i || !info[i].IsNumber() ||
           (i < 4 && !std::isfinite(info[i].As<Napi::Number>().DoubleValue()))) {
-        Napi::TypeError::New(env, "evaluate(now, ready, requested, pressure, lastRequest): finite numbers "
-                                  "(lastRequest may be -Infinity)")
+        Napi::TypeError::New(env,
+                             "evaluate(now, ready, requested, pressure, lastRequest): finite numbers "
+                             "(lastRequest may be -Infinity)")
             .ThrowAsJavaScriptException();
         return env.Undefined();
       }
@@ -113,8 +114,8 @@ class PoolAutoscalerWrap final : public Napi::ObjectWrap<PoolAutoscalerWrap> {
           .ThrowAsJavaScriptException();
       return env.Undefined();
     }
-    const std::int32_t desired = rule_->evaluate(a[0], static_cast<std::int32_t>(a[1]),
-                                                 static_cast<std::int32_t>(a[2]), a[3], a[4]);
+    const std::int32_t desired =
+        rule_->evaluate(a[0], static_cast<std::int32_t>(a[1]), static_cast<std::int32_t>(a[2]), a[3], a[4]);
     return Napi::Number::New(env, desired);
   }
 

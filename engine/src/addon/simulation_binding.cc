@@ -72,7 +72,8 @@ disagg::Expected<std::string, std::string> run_job(const Job& job, const std::fu
         disagg::SimulationSetup s = job.setup;
         s.workload.arrival.rate_per_second = job.rates[i];
         auto summary = disagg::simulate_to_json(s);
-        if (!summary) return disagg::unexpected("at " + disagg::json_number(job.rates[i]) + " requests/s: " + summary.error());
+        if (!summary)
+          return disagg::unexpected("at " + disagg::json_number(job.rates[i]) + " requests/s: " + summary.error());
         if (i) out += ',';
         out += "{\"ratePerSecond\":" + disagg::json_number(job.rates[i]) + ",\"summary\":" + *summary + "}";
         report(Progress{static_cast<std::int32_t>(i + 1), static_cast<std::int32_t>(job.rates.size()),
@@ -105,9 +106,12 @@ disagg::Expected<Job, std::string> make_job(const std::string& text, Job::Kind k
     if (!spec) return disagg::unexpected(std::string(fn) + ": " + spec.error());
     job.planner = std::move(*spec);
   } else if (job.setup.from_trace && kind == Job::Kind::sweep) {
-    return disagg::unexpected(std::string(fn) + ": 'workload.kind' (\"trace\") has its own arrival rate and cannot be swept; use simulate()");
+    return disagg::unexpected(
+        std::string(fn) + ": 'workload.kind' (\"trace\") has its own arrival rate and cannot be swept; use simulate()");
   } else if (!job.setup.workload.arrival.stages.empty() && kind == Job::Kind::sweep) {
-    return disagg::unexpected(std::string(fn) + ": 'workload.arrival.stages' fix their own arrival rates and cannot be swept; use simulate()");
+    return disagg::unexpected(
+        std::string(fn) +
+        ": 'workload.arrival.stages' fix their own arrival rates and cannot be swept; use simulate()");
   }
   return job;
 }
@@ -115,7 +119,9 @@ disagg::Expected<Job, std::string> make_job(const std::string& text, Job::Kind k
 class SimulationWorker final : public Napi::AsyncProgressQueueWorker<Progress> {
  public:
   SimulationWorker(Napi::Env env, Napi::Promise::Deferred deferred, Job job, Napi::Function on_progress)
-      : Napi::AsyncProgressQueueWorker<Progress>(env, "disagg:simulate"), deferred_(std::move(deferred)), job_(std::move(job)) {
+      : Napi::AsyncProgressQueueWorker<Progress>(env, "disagg:simulate"),
+        deferred_(std::move(deferred)),
+        job_(std::move(job)) {
     if (!on_progress.IsEmpty()) on_progress_ = Napi::Persistent(on_progress);
   }
 
@@ -129,9 +135,7 @@ class SimulationWorker final : public Napi::AsyncProgressQueueWorker<Progress> {
       }
     } catch (const std::exception& e) {
       SetError(std::string("disagg engine: unexpected failure: ") + e.what());
-    } catch (...) {
-      SetError("disagg engine: unexpected failure");
-    }
+    } catch (...) { SetError("disagg engine: unexpected failure"); }
   }
 
   void OnProgress(const Progress* data, size_t count) override {
@@ -180,7 +184,8 @@ Napi::Value reject(Napi::Env env, Napi::Promise::Deferred& deferred, const std::
 }
 
 // Reads the optional progress callback at `index`; false (with *err) when it is not a function.
-bool read_callback(const Napi::CallbackInfo& info, size_t index, const char* fn, Napi::Function* out, std::string* err) {
+bool read_callback(const Napi::CallbackInfo& info, size_t index, const char* fn, Napi::Function* out,
+                   std::string* err) {
   if (info.Length() <= index || info[index].IsUndefined() || info[index].IsNull()) return true;
   if (!info[index].IsFunction()) {
     *err = std::string(fn) + ": 'onProgress' must be a function or undefined";
@@ -194,7 +199,10 @@ Napi::Value start(const Napi::CallbackInfo& info, Job::Kind kind, const char* fn
   Napi::Env env = info.Env();
   auto deferred = Napi::Promise::Deferred::New(env);
   if (info.Length() < 1 || !info[0].IsString()) {
-    return reject(env, deferred, std::string(fn) + ": 'config' must be the JSON text of an engine configuration (engine/schema/engine-config.schema.json)");
+    return reject(
+        env, deferred,
+        std::string(fn) +
+            ": 'config' must be the JSON text of an engine configuration (engine/schema/engine-config.schema.json)");
   }
   const std::string text = info[0].As<Napi::String>().Utf8Value();
   if (env.IsExceptionPending()) return reject(env, deferred, fn);
@@ -204,7 +212,9 @@ Napi::Value start(const Napi::CallbackInfo& info, Job::Kind kind, const char* fn
     callback_index = 2;
     if (info.Length() < 2 || !info[1].IsArray() || info[1].As<Napi::Array>().Length() == 0 ||
         info[1].As<Napi::Array>().Length() > 64) {
-      return reject(env, deferred, std::string(fn) + ": 'rates' must be an array of 1 to 64 arrival rates (requests/s), e.g. [1, 2, 4]");
+      return reject(
+          env, deferred,
+          std::string(fn) + ": 'rates' must be an array of 1 to 64 arrival rates (requests/s), e.g. [1, 2, 4]");
     }
     Napi::Array a = info[1].As<Napi::Array>();
     for (uint32_t i = 0; i < a.Length(); ++i) {
@@ -212,8 +222,9 @@ Napi::Value start(const Napi::CallbackInfo& info, Job::Kind kind, const char* fn
       if (v.IsEmpty()) return reject(env, deferred, fn);
       const double r = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : 0;
       if (!(r > 0) || !std::isfinite(r)) {
-        return reject(env, deferred, std::string(fn) + ": 'rates[" + std::to_string(i) + "]' (" + v.ToString().Utf8Value() +
-                                         ") must be a positive number of requests/s");
+        return reject(env, deferred,
+                      std::string(fn) + ": 'rates[" + std::to_string(i) + "]' (" + v.ToString().Utf8Value() +
+                          ") must be a positive number of requests/s");
       }
       rates.push_back(r);
     }
@@ -229,16 +240,23 @@ Napi::Value start(const Napi::CallbackInfo& info, Job::Kind kind, const char* fn
   return deferred.Promise();
 }
 
-Napi::Value Simulate(const Napi::CallbackInfo& info) { return start(info, Job::Kind::simulate, "simulate"); }
-Napi::Value SimulateSweep(const Napi::CallbackInfo& info) { return start(info, Job::Kind::sweep, "simulateSweep"); }
-Napi::Value Plan(const Napi::CallbackInfo& info) { return start(info, Job::Kind::plan, "plan"); }
+Napi::Value Simulate(const Napi::CallbackInfo& info) {
+  return start(info, Job::Kind::simulate, "simulate");
+}
+Napi::Value SimulateSweep(const Napi::CallbackInfo& info) {
+  return start(info, Job::Kind::sweep, "simulateSweep");
+}
+Napi::Value Plan(const Napi::CallbackInfo& info) {
+  return start(info, Job::Kind::plan, "plan");
+}
 
 // Synchronous planning for synthesis-time callers (constructors cannot await). Blocks the calling
 // thread for the whole search.
 Napi::Value PlanSync(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsString()) {
-    Napi::Error::New(env, "planSync: 'config' must be the JSON text of an engine configuration").ThrowAsJavaScriptException();
+    Napi::Error::New(env, "planSync: 'config' must be the JSON text of an engine configuration")
+        .ThrowAsJavaScriptException();
     return env.Undefined();
   }
   std::optional<std::string> failure;
@@ -252,9 +270,7 @@ Napi::Value PlanSync(const Napi::CallbackInfo& info) {
       if (!out) failure = out.error();
       else json = std::move(*out);
     }
-  } catch (const std::exception& e) {
-    failure = std::string("planSync: unexpected failure: ") + e.what();
-  }
+  } catch (const std::exception& e) { failure = std::string("planSync: unexpected failure: ") + e.what(); }
   if (failure) {
     Napi::Error::New(env, *failure).ThrowAsJavaScriptException();
     return env.Undefined();
@@ -272,7 +288,8 @@ Napi::Value ProbeWindowSeconds(const Napi::CallbackInfo& info) {
   double v[4];
   for (std::size_t i = 0; i < 4; ++i) {
     if (info.Length() <= i || !info[i].IsNumber()) {
-      Napi::TypeError::New(env, "probeWindowSeconds(minSeconds, ttftSeconds, tpotSeconds, meanOutputTokens): four numbers")
+      Napi::TypeError::New(env,
+                           "probeWindowSeconds(minSeconds, ttftSeconds, tpotSeconds, meanOutputTokens): four numbers")
           .ThrowAsJavaScriptException();
       return env.Undefined();
     }

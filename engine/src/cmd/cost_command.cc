@@ -88,8 +88,7 @@ int run_cost_command(int argc, char** argv) {
 
   std::ifstream in(config_path);
   if (!in) {
-    std::cerr << "disagg-engine cost: cannot read '" << config_path << "': " << std::strerror(errno)
-              << "\n";
+    std::cerr << "disagg-engine cost: cannot read '" << config_path << "': " << std::strerror(errno) << "\n";
     return 1;
   }
   nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);

@@ -39,7 +39,8 @@ constexpr std::string_view kUsage =
 #endif
     "  kvstore      shared KV-cache store speaking the Redis protocol\n"
 #ifdef DISAGG_HAVE_ROUTER
-    "  drain-wait   wait until a worker has no request in flight (preStop): drain-wait --metrics-url URL --timeout-s N\n"
+    "  drain-wait   wait until a worker has no request in flight (preStop): drain-wait --metrics-url URL --timeout-s "
+    "N\n"
 #endif
     "  cost         print the cost model's step times: cost --config FILE.json\n"
     "  simulate     simulate a deployment on a virtual clock: simulate --config FILE.json\n"
@@ -52,8 +53,7 @@ constexpr std::string_view kUsage =
     "Run `disagg-engine <role> --help` for a role's flags.\n";
 
 [[maybe_unused]] int not_built(std::string_view role) {
-  std::cerr << "disagg-engine: role '" << role
-            << "' is not built in this version; available: cost, simulate, version"
+  std::cerr << "disagg-engine: role '" << role << "' is not built in this version; available: cost, simulate, version"
 #ifdef DISAGG_HAVE_KVSTORE
             << ", kvstore"
 #endif

@@ -71,7 +71,8 @@ struct Templates {
   bool tool_use_developer = false;
 };
 
-bool compile_into(std::optional<ChatTemplate>& slot, bool& developer, const std::string& source, const std::string& what) {
+bool compile_into(std::optional<ChatTemplate>& slot, bool& developer, const std::string& source,
+                  const std::string& what) {
   auto compiled = ChatTemplate::compile(source);
   if (!compiled) {
     std::cerr << "render-chat: the chat template " << what << " does not compile: " << compiled.error().message << "\n";
@@ -135,7 +136,9 @@ int run_render_chat_command(int argc, char** argv) {
       if (template_file.empty()) {
         const auto ct = config.find("chat_template");
         if (ct != config.end() && ct->is_string()) {
-          if (!compile_into(templates.default_template, templates.default_developer, ct->get<std::string>(), "in " + path)) return 1;
+          if (!compile_into(templates.default_template, templates.default_developer, ct->get<std::string>(),
+                            "in " + path))
+            return 1;
         } else if (ct != config.end() && ct->is_array()) {
           for (const auto& entry : *ct) {
             if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") ||
@@ -143,19 +146,20 @@ int run_render_chat_command(int argc, char** argv) {
               continue;
             }
             const std::string name = entry["name"].get<std::string>();
-            if (name == "default" &&
-                !compile_into(templates.default_template, templates.default_developer, entry["template"].get<std::string>(), "'default' in " + path)) {
+            if (name == "default" && !compile_into(templates.default_template, templates.default_developer,
+                                                   entry["template"].get<std::string>(), "'default' in " + path)) {
               return 1;
             }
-            if (name == "tool_use" &&
-                !compile_into(templates.tool_use, templates.tool_use_developer, entry["template"].get<std::string>(), "'tool_use' in " + path)) {
+            if (name == "tool_use" && !compile_into(templates.tool_use, templates.tool_use_developer,
+                                                    entry["template"].get<std::string>(), "'tool_use' in " + path)) {
               return 1;
             }
           }
         } else {
           std::string jinja;
           if (read_file(dir + "/chat_template.jinja", jinja) &&
-              !compile_into(templates.default_template, templates.default_developer, jinja, "in " + dir + "/chat_template.jinja")) {
+              !compile_into(templates.default_template, templates.default_developer, jinja,
+                            "in " + dir + "/chat_template.jinja")) {
             return 1;
           }
         }
@@ -197,9 +201,11 @@ int run_render_chat_command(int argc, char** argv) {
                                                            : &*templates.tool_use;
       if (openai_requests) {
         const char* format = t->content_format() == ContentFormat::kOpenAI ? "openai" : "string";
-        const auto fail = [&](const std::string& message) { write_line({{"error", message}, {"content_format", format}}); };
-        const bool developer =
-            templates.tool_use && t == &*templates.tool_use ? templates.tool_use_developer : templates.default_developer;
+        const auto fail = [&](const std::string& message) {
+          write_line({{"error", message}, {"content_format", format}});
+        };
+        const bool developer = templates.tool_use && t == &*templates.tool_use ? templates.tool_use_developer
+                                                                               : templates.default_developer;
         auto built = chat_template_context(request, *t, developer);
         if (!built) {
           fail(built.error());

@@ -121,7 +121,8 @@ int run_tokenize_command(int argc, char** argv) {
     for (long r = 0; r < repeat; ++r) {
       const auto start = std::chrono::steady_clock::now();
       once();
-      times.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+      times.push_back(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
     }
     std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
     return times[times.size() / 2];

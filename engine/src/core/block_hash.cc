@@ -31,8 +31,7 @@ BlockHash hash_block(BlockHash parent, std::span<const TokenId> tokens) noexcept
   // and the router hashes every prompt). The lanes' multiplies overlap, and they do not depend on
   // the parent, so a prompt's next block is hashed while this one's result is still being
   // combined: only the last three mixes wait for the parent.
-  std::uint64_t lane[4] = {0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL,
-                           0xa54ff53a5f1d36f1ULL};
+  std::uint64_t lane[4] = {0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL};
   const std::size_t n = tokens.size();
   const std::size_t words = n / 2;
   const TokenId* t = tokens.data();

@@ -40,15 +40,9 @@ std::string CostModelError::message() const {
   switch (code) {
     case CostModelErrc::missing_field: rule = quoted + " is required"; break;
     case CostModelErrc::wrong_type: rule = quoted + " has the wrong type"; break;
-    case CostModelErrc::not_positive:
-      rule = quoted + " (" + format_number(value) + ") must be > 0";
-      break;
-    case CostModelErrc::negative:
-      rule = quoted + " (" + format_number(value) + ") must be >= 0";
-      break;
-    case CostModelErrc::not_a_fraction:
-      rule = quoted + " (" + format_number(value) + ") must be in (0, 1]";
-      break;
+    case CostModelErrc::not_positive: rule = quoted + " (" + format_number(value) + ") must be > 0"; break;
+    case CostModelErrc::negative: rule = quoted + " (" + format_number(value) + ") must be >= 0"; break;
+    case CostModelErrc::not_a_fraction: rule = quoted + " (" + format_number(value) + ") must be in (0, 1]"; break;
     case CostModelErrc::not_an_integer:
       rule = quoted + " (" + format_number(value) + ") must be a whole number >= 1";
       break;
@@ -58,9 +52,7 @@ std::string CostModelError::message() const {
     case CostModelErrc::interconnect_required:
       rule = quoted + " (" + format_number(value) + ") must be > 0 when parallel.tensorParallel > 1";
       break;
-    case CostModelErrc::out_of_range:
-      rule = quoted + " (" + format_number(value) + ") is out of range";
-      break;
+    case CostModelErrc::out_of_range: rule = quoted + " (" + format_number(value) + ") is out of range"; break;
   }
   return hint.empty() ? rule : rule + "; " + std::string(hint);
 }
@@ -72,15 +64,9 @@ bool violates(FieldConstraint c, double v, CostModelErrc* code) {
   // NaN and infinities fail every rule: !(v > 0) is true for NaN.
   const bool finite = std::isfinite(v);
   switch (c) {
-    case FieldConstraint::positive:
-      *code = CostModelErrc::not_positive;
-      return !finite || !(v > 0);
-    case FieldConstraint::non_negative:
-      *code = CostModelErrc::negative;
-      return !finite || !(v >= 0);
-    case FieldConstraint::fraction:
-      *code = CostModelErrc::not_a_fraction;
-      return !finite || !(v > 0 && v <= 1);
+    case FieldConstraint::positive: *code = CostModelErrc::not_positive; return !finite || !(v > 0);
+    case FieldConstraint::non_negative: *code = CostModelErrc::negative; return !finite || !(v >= 0);
+    case FieldConstraint::fraction: *code = CostModelErrc::not_a_fraction; return !finite || !(v > 0 && v <= 1);
     case FieldConstraint::positive_integer:
       *code = CostModelErrc::not_an_integer;
       return !finite || !(v >= 1) || v != std::floor(v) || v > 1 << 20;
@@ -98,11 +84,13 @@ std::optional<CostModelError> check_expert_parallel(const CostModelParams& p) {
     return E{CostModelErrc::out_of_range, field, v, std::move(hint)};
   };
   if (p.moe_layers > p.layers) {
-    return err("model.moeLayers", p.moe_layers, "pass at most model.layers (" + format_number(p.layers) + "), or 0 for every layer");
+    return err("model.moeLayers", p.moe_layers,
+               "pass at most model.layers (" + format_number(p.layers) + "), or 0 for every layer");
   }
   if (p.routed_active_parameters > p.active_parameters) {
     return err("model.routedActiveParameters", p.routed_active_parameters,
-               "pass the routed experts' part of model.activeParameters (" + format_number(p.active_parameters) + "), not more");
+               "pass the routed experts' part of model.activeParameters (" + format_number(p.active_parameters) +
+                   "), not more");
   }
   if (p.expert_imbalance != 0 && !(p.expert_imbalance >= 1)) {
     return err("efficiency.expertImbalance", p.expert_imbalance,
@@ -116,7 +104,8 @@ std::optional<CostModelError> check_expert_parallel(const CostModelParams& p) {
   const long group = static_cast<long>(p.tensor_parallel) * p.data_parallel;
   if (ep > 1 && ep != group) {
     return err("parallel.expertParallel", ep,
-               "pass tensorParallel x dataParallel (" + std::to_string(group) + "): every rank of the replica holds a share of the experts");
+               "pass tensorParallel x dataParallel (" + std::to_string(group) +
+                   "): every rank of the replica holds a share of the experts");
   }
   if (p.data_parallel > 1 && ep != group) {
     return err("parallel.dataParallel", p.data_parallel,
@@ -124,11 +113,13 @@ std::optional<CostModelError> check_expert_parallel(const CostModelParams& p) {
                    std::to_string(group) + "): data-parallel ranks form one replica only with expert parallelism");
   }
   if (p.redundant_experts > 0 && ep == 1) {
-    return err("parallel.redundantExperts", p.redundant_experts, "pass 0: redundant experts need parallel.expertParallel > 1");
+    return err("parallel.redundantExperts", p.redundant_experts,
+               "pass 0: redundant experts need parallel.expertParallel > 1");
   }
   if (ep > 1) {
     if (!(p.experts >= 1)) {
-      return err("parallel.expertParallel", ep, "pass 1 for a dense model, or set model.experts: expert parallelism needs routed experts");
+      return err("parallel.expertParallel", ep,
+                 "pass 1 for a dense model, or set model.experts: expert parallelism needs routed experts");
     }
     const double physical = p.experts + p.redundant_experts;
     if (std::fmod(physical, ep) != 0) {
@@ -137,13 +128,15 @@ std::optional<CostModelError> check_expert_parallel(const CostModelParams& p) {
                      "): each rank must hold a whole number of experts");
     }
     if (!(p.interconnect_bytes_per_second > 0)) {
-      return E{CostModelErrc::interconnect_required, "hardware.interconnectBytesPerSecond", p.interconnect_bytes_per_second,
+      return E{CostModelErrc::interconnect_required, "hardware.interconnectBytesPerSecond",
+               p.interconnect_bytes_per_second,
                "pass the per-accelerator NVLink/NeuronLink bandwidth in bytes/s; the all-to-all uses it inside a node"};
     }
     if (ep > p.scale_up_domain && !(p.scale_out_bytes_per_second > 0)) {
-      return err("hardware.scaleOutBytesPerSecond", p.scale_out_bytes_per_second,
-                 "pass one accelerator's share of the node's EFA in bytes/s (p5en: 5e10): an expert-parallel group of " +
-                     std::to_string(ep) + " spans scale-up domains of " + std::to_string(p.scale_up_domain));
+      return err(
+          "hardware.scaleOutBytesPerSecond", p.scale_out_bytes_per_second,
+          "pass one accelerator's share of the node's EFA in bytes/s (p5en: 5e10): an expert-parallel group of " +
+              std::to_string(ep) + " spans scale-up domains of " + std::to_string(p.scale_up_domain));
     }
   }
   return std::nullopt;
@@ -154,25 +147,27 @@ std::optional<CostModelError> check_pipeline_parallel(const CostModelParams& p) 
   const int pp = p.pipeline_parallel;
   if (pp == 1) return std::nullopt;
   const auto err = [pp](std::string hint) {
-    return CostModelError{CostModelErrc::out_of_range, "parallel.pipelineParallel", static_cast<double>(pp), std::move(hint)};
+    return CostModelError{CostModelErrc::out_of_range, "parallel.pipelineParallel", static_cast<double>(pp),
+                          std::move(hint)};
   };
   if (pp > p.layers) {
     return err("pass at most model.layers (" + format_number(p.layers) + ") stages: each stage holds whole layers");
   }
   if (p.expert_parallel > 1 || p.data_parallel > 1) {
-    return err("pass 1 with expertParallel or dataParallel > 1: pipeline stages of an expert-parallel group are not modelled");
+    return err(
+        "pass 1 with expertParallel or dataParallel > 1: pipeline stages of an expert-parallel group are not modelled");
   }
   const long ranks = static_cast<long>(p.tensor_parallel) * pp;
   if (ranks <= p.scale_up_domain && !(p.interconnect_bytes_per_second > 0)) {
-    return CostModelError{CostModelErrc::interconnect_required, "hardware.interconnectBytesPerSecond",
-                          p.interconnect_bytes_per_second,
-                          "pass the per-accelerator NVLink/NeuronLink bandwidth in bytes/s; pipeline stages send activations over it"};
+    return CostModelError{
+        CostModelErrc::interconnect_required, "hardware.interconnectBytesPerSecond", p.interconnect_bytes_per_second,
+        "pass the per-accelerator NVLink/NeuronLink bandwidth in bytes/s; pipeline stages send activations over it"};
   }
   if (ranks > p.scale_up_domain && !(p.scale_out_bytes_per_second > 0)) {
     return CostModelError{CostModelErrc::out_of_range, "hardware.scaleOutBytesPerSecond", p.scale_out_bytes_per_second,
                           "pass one accelerator's share of the node's EFA in bytes/s (p5en: 5e10): a replica of " +
-                              std::to_string(ranks) + " ranks spans scale-up domains of " + std::to_string(p.scale_up_domain) +
-                              ", so its stages send activations over it"};
+                              std::to_string(ranks) + " ranks spans scale-up domains of " +
+                              std::to_string(p.scale_up_domain) + ", so its stages send activations over it"};
   }
   return std::nullopt;
 }
@@ -183,12 +178,11 @@ std::optional<CostModelError> check_pipeline_parallel(const CostModelParams& p) 
 double micro_batch_share(const StepBatch& b, int pp) {
   const std::int64_t sequences = b.sequences();
   if (pp <= 1 || sequences <= 1) return 1.0;
-  const double by_sequences =
-      static_cast<double>((sequences + pp - 1) / pp) / static_cast<double>(sequences);
-  const double chunk = b.prefill_sequences > 0 ? static_cast<double>(b.prefill_tokens) /
-                                                     static_cast<double>(b.prefill_sequences) /
-                                                     static_cast<double>(b.tokens())
-                                               : 0.0;
+  const double by_sequences = static_cast<double>((sequences + pp - 1) / pp) / static_cast<double>(sequences);
+  const double chunk = b.prefill_sequences > 0
+                           ? static_cast<double>(b.prefill_tokens) / static_cast<double>(b.prefill_sequences) /
+                                 static_cast<double>(b.tokens())
+                           : 0.0;
   return std::min(1.0, std::max(by_sequences, chunk));
 }
 
@@ -199,29 +193,31 @@ Expected<CostModel, CostModelError> CostModel::create(const CostModelParams& par
     const double v = f.get(params);
     CostModelErrc code{};
     if (violates(f.constraint, v, &code)) {
-      return unexpected(CostModelError{code, std::string(f.section) + "." + std::string(f.key), v,
-                                       std::string(f.hint)});
+      return unexpected(
+          CostModelError{code, std::string(f.section) + "." + std::string(f.key), v, std::string(f.hint)});
     }
   }
   if (params.tensor_parallel > 1 && !(params.interconnect_bytes_per_second > 0)) {
-    return unexpected(CostModelError{
-        CostModelErrc::interconnect_required, "hardware.interconnectBytesPerSecond",
-        params.interconnect_bytes_per_second,
-        "pass the per-accelerator NVLink/NeuronLink bandwidth in bytes/s, or use tensorParallel 1"});
+    return unexpected(
+        CostModelError{CostModelErrc::interconnect_required, "hardware.interconnectBytesPerSecond",
+                       params.interconnect_bytes_per_second,
+                       "pass the per-accelerator NVLink/NeuronLink bandwidth in bytes/s, or use tensorParallel 1"});
   }
   if (params.experts > 0 || params.experts_per_token > 0 || params.expert_weight_bytes_per_rank > 0) {
     if (!(params.experts >= 1)) {
-      return unexpected(CostModelError{CostModelErrc::out_of_range, "model.experts", params.experts,
-                                       "pass the routed experts per MoE layer (e.g. 8), or 0 with the other expert fields 0"});
+      return unexpected(
+          CostModelError{CostModelErrc::out_of_range, "model.experts", params.experts,
+                         "pass the routed experts per MoE layer (e.g. 8), or 0 with the other expert fields 0"});
     }
     if (!(params.experts_per_token >= 1 && params.experts_per_token <= params.experts)) {
       return unexpected(CostModelError{CostModelErrc::out_of_range, "model.expertsPerToken", params.experts_per_token,
                                        "pass the experts each token selects, between 1 and model.experts"});
     }
-    if (!(params.expert_weight_bytes_per_rank > 0 && params.expert_weight_bytes_per_rank <= params.weight_bytes_per_rank)) {
-      return unexpected(CostModelError{CostModelErrc::out_of_range, "model.expertWeightBytesPerRank",
-                                       params.expert_weight_bytes_per_rank,
-                                       "pass the routed experts' bytes per rank, > 0 and at most model.weightBytesPerRank"});
+    if (!(params.expert_weight_bytes_per_rank > 0 &&
+          params.expert_weight_bytes_per_rank <= params.weight_bytes_per_rank)) {
+      return unexpected(CostModelError{
+          CostModelErrc::out_of_range, "model.expertWeightBytesPerRank", params.expert_weight_bytes_per_rank,
+          "pass the routed experts' bytes per rank, > 0 and at most model.weightBytesPerRank"});
     }
   }
   if (auto e = check_expert_parallel(params)) return unexpected(std::move(*e));
@@ -229,8 +225,7 @@ Expected<CostModel, CostModelError> CostModel::create(const CostModelParams& par
   CostModelParams resolved = params;
   if (resolved.experts > 0 && resolved.moe_layers == 0) resolved.moe_layers = resolved.layers;
   if (resolved.expert_imbalance == 0) {
-    resolved.expert_imbalance =
-        resolved.redundant_experts > 0 ? kDefaultExpertImbalanceEplb : kDefaultExpertImbalance;
+    resolved.expert_imbalance = resolved.redundant_experts > 0 ? kDefaultExpertImbalanceEplb : kDefaultExpertImbalance;
   }
   if (resolved.attention_width == 0) resolved.attention_width = resolved.hidden_size;
   if (resolved.attention_flops_per_second == 0) resolved.attention_flops_per_second = resolved.peak_flops_per_second;
@@ -273,9 +268,8 @@ StepTime CostModel::step_time(const StepBatch& b) const {
                       attention_flops / tp / (p.attention_flops_per_second * p.compute_efficiency);
 
   // Weights are streamed once per step; KV is read for prior context and written for new tokens.
-  const double kv_tokens = (static_cast<double>(b.prefill_prior_tokens + b.decode_context_tokens) +
-                            static_cast<double>(tokens)) *
-                           share;
+  const double kv_tokens =
+      (static_cast<double>(b.prefill_prior_tokens + b.decode_context_tokens) + static_cast<double>(tokens)) * share;
   double weights = p.weight_bytes_per_rank;
   if (p.experts > 0) {
     // Expected share of the experts that `tokens` independent top-k selections touch.
@@ -292,9 +286,8 @@ StepTime CostModel::step_time(const StepBatch& b) const {
     const double all_reduces = 2.0 * p.layers;
     const double payload = n / dp * p.hidden_size * p.activation_bytes;
     const double wire = 2.0 * (tp - 1.0) / tp * payload;
-    t.communication_seconds =
-        all_reduces * (wire / (p.interconnect_bytes_per_second * p.interconnect_efficiency) +
-                       p.interconnect_latency_seconds);
+    t.communication_seconds = all_reduces * (wire / (p.interconnect_bytes_per_second * p.interconnect_efficiency) +
+                                             p.interconnect_latency_seconds);
   }
   if (ep) {
     // Dispatch and combine per MoE layer: each rank sends its tokens' top-k activations to the
@@ -329,8 +322,7 @@ StepTime CostModel::step_time(const StepBatch& b) const {
   }
   t.overhead_seconds = p.step_overhead_seconds + p.layers * p.layer_overhead_seconds +
                        static_cast<double>(b.sequences()) * p.sequence_overhead_seconds;
-  t.total_seconds = std::max(t.compute_seconds, t.memory_seconds) + t.communication_seconds +
-                    t.overhead_seconds;
+  t.total_seconds = std::max(t.compute_seconds, t.memory_seconds) + t.communication_seconds + t.overhead_seconds;
   return t;
 }
 
@@ -344,13 +336,13 @@ StepTime CostModel::decode_batch_time(std::int64_t sequences, std::int64_t conte
 
 double CostModel::transfer_seconds(double bytes) const {
   if (!(bytes > 0)) return 0;
-  return params_.kv_transfer_latency_seconds +
-         bytes / (params_.fabric_bytes_per_second * params_.fabric_efficiency);
+  return params_.kv_transfer_latency_seconds + bytes / (params_.fabric_bytes_per_second * params_.fabric_efficiency);
 }
 
 double kv_replica_bytes_per_token(const CostModelParams& p) {
   if (!(p.kv_bytes_per_token_per_rank > 0)) return p.kv_bytes_per_token;
-  return p.kv_bytes_per_token_per_rank * static_cast<double>(p.tensor_parallel) * static_cast<double>(p.pipeline_parallel);
+  return p.kv_bytes_per_token_per_rank * static_cast<double>(p.tensor_parallel) *
+         static_cast<double>(p.pipeline_parallel);
 }
 
 double CostModel::kv_transfer_bytes(std::int64_t tokens) const {

@@ -7,12 +7,10 @@ namespace disagg {
 
 namespace {
 
-Expected<void, CostModelError> check_list(const std::vector<std::int64_t>& values,
-                                          std::string_view name) {
+Expected<void, CostModelError> check_list(const std::vector<std::int64_t>& values, std::string_view name) {
   const std::string field = "probes." + std::string(name);
   if (values.empty() || values.size() > CostProbes::kMaxProbePoints) {
-    return unexpected(CostModelError{CostModelErrc::wrong_type, field,
-                                     static_cast<double>(values.size()),
+    return unexpected(CostModelError{CostModelErrc::wrong_type, field, static_cast<double>(values.size()),
                                      "pass a list of 1 to 64 values"});
   }
   for (std::int64_t v : values) {
@@ -26,8 +24,8 @@ Expected<void, CostModelError> check_list(const std::vector<std::int64_t>& value
 
 Expected<void, CostModelError> check_value(std::int64_t v, std::string_view name) {
   if (v < 1 || v > CostProbes::kMaxProbeValue) {
-    return unexpected(CostModelError{CostModelErrc::not_positive, "probes." + std::string(name),
-                                     static_cast<double>(v), "pass a whole number from 1 to 1e9"});
+    return unexpected(CostModelError{CostModelErrc::not_positive, "probes." + std::string(name), static_cast<double>(v),
+                                     "pass a whole number from 1 to 1e9"});
   }
   return {};
 }
@@ -83,9 +81,7 @@ void write_time(JsonWriter& w, const StepTime& t) {
 Expected<void, CostModelError> validate(const CostProbes& probes) {
   if (auto r = check_list(probes.prefill_tokens, "prefillTokens"); !r) return r;
   if (auto r = check_list(probes.decode_batches, "decodeBatches"); !r) return r;
-  if (auto r = check_value(probes.context_tokens_per_sequence, "contextTokensPerSequence"); !r) {
-    return r;
-  }
+  if (auto r = check_value(probes.context_tokens_per_sequence, "contextTokensPerSequence"); !r) { return r; }
   if (auto r = check_value(probes.mixed_chunk_tokens, "mixedChunkTokens"); !r) return r;
   return check_list(probes.transfer_tokens, "transferTokens");
 }
@@ -94,12 +90,8 @@ CostReport build_cost_report(const CostModel& model, const CostProbes& probes) {
   CostReport r;
   r.tensor_parallel = model.params().tensor_parallel;
   const std::int64_t ctx = probes.context_tokens_per_sequence;
-  for (std::int64_t n : probes.prefill_tokens) {
-    r.prefill.push_back({n, model.prefill_chunk_time(n, 0)});
-  }
-  for (std::int64_t b : probes.decode_batches) {
-    r.decode.push_back({b, ctx, model.decode_batch_time(b, b * ctx)});
-  }
+  for (std::int64_t n : probes.prefill_tokens) { r.prefill.push_back({n, model.prefill_chunk_time(n, 0)}); }
+  for (std::int64_t b : probes.decode_batches) { r.decode.push_back({b, ctx, model.decode_batch_time(b, b * ctx)}); }
   for (std::int64_t b : probes.decode_batches) {
     StepBatch batch;
     batch.add_prefill_chunk(probes.mixed_chunk_tokens, 0).add_decodes(b, b * ctx);
@@ -113,8 +105,8 @@ CostReport build_cost_report(const CostModel& model, const CostProbes& probes) {
 
 std::string to_json(const CostReport& report) {
   std::string out;
-  out.reserve(256 + 200 * (report.prefill.size() + report.decode.size() + report.mixed.size() +
-                           report.kv_transfer.size()));
+  out.reserve(256 +
+              200 * (report.prefill.size() + report.decode.size() + report.mixed.size() + report.kv_transfer.size()));
   JsonWriter w(out);
   w.raw("{");
   w.key("tensorParallel");

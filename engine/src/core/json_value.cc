@@ -147,12 +147,15 @@ namespace {
 // What went wrong, in words, with what stands at the offset where that helps.
 std::string describe(JsonErrc code, std::string_view text, std::size_t at, const JsonValueBuilder& builder) {
   const bool at_end = at >= text.size();
-  const auto byte_there = [&] { return at_end ? std::string("end of input") : std::string("'").append(1, text[at]).append("'"); };
+  const auto byte_there = [&] {
+    return at_end ? std::string("end of input") : std::string("'").append(1, text[at]).append("'");
+  };
   switch (code) {
     case JsonErrc::none: break;
     case JsonErrc::partial_bom: return "a partial UTF-8 byte order mark";
     case JsonErrc::expected_value:
-      return at_end ? "unexpected end of input; expected a value" : std::string("unexpected character ") + byte_there() + "; expected a value";
+      return at_end ? "unexpected end of input; expected a value"
+                    : std::string("unexpected character ") + byte_there() + "; expected a value";
     case JsonErrc::invalid_literal: return "invalid literal; expected true, false or null";
     case JsonErrc::invalid_number: return "invalid number";
     case JsonErrc::invalid_fraction: return "invalid number: digits expected after '.'";

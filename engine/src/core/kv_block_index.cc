@@ -11,7 +11,9 @@ namespace {
 
 constexpr std::int64_t kMaxIndexEntries = std::int64_t{1} << 28;
 
-bool valid_tier(KvTier tier) { return static_cast<int>(tier) < kKvTierCount; }
+bool valid_tier(KvTier tier) {
+  return static_cast<int>(tier) < kKvTierCount;
+}
 
 // Calls f(bit) for every set bit of `mask`, lowest first.
 template <class F>
@@ -44,16 +46,14 @@ std::string_view to_string(IndexErrc code) {
 }
 
 Expected<KvBlockIndex, IndexErrc> KvBlockIndex::create(const KvIndexConfig& config) {
-  if (config.max_endpoints < 1 || config.max_endpoints > kMaxRoutingEndpoints ||
-      config.max_entries < 1 || config.max_entries > kMaxIndexEntries ||
-      config.max_entries_per_endpoint < 0 ||
+  if (config.max_endpoints < 1 || config.max_endpoints > kMaxRoutingEndpoints || config.max_entries < 1 ||
+      config.max_entries > kMaxIndexEntries || config.max_entries_per_endpoint < 0 ||
       config.max_entries_per_endpoint > config.max_entries) {
     return unexpected(IndexErrc::invalid_config);
   }
   KvBlockIndex index;
   index.config_ = config;
-  index.per_endpoint_cap_ =
-      config.max_entries_per_endpoint == 0 ? config.max_entries : config.max_entries_per_endpoint;
+  index.per_endpoint_cap_ = config.max_entries_per_endpoint == 0 ? config.max_entries : config.max_entries_per_endpoint;
   const auto n = static_cast<std::size_t>(config.max_entries);
   const auto lists = n + static_cast<std::size_t>(config.max_endpoints);
 
@@ -108,7 +108,8 @@ void KvBlockIndex::prefetch_ahead(std::span<const BlockHash> hashes, std::size_t
   // requested earlier), so several misses are in flight, as longest_prefix() does.
   constexpr std::size_t kAhead = 8;
   if (i == 0) {
-    for (std::size_t j = 0; j < kAhead && j < hashes.size(); ++j) __builtin_prefetch(&slots_[fingerprint_of(hashes[j]) & slot_mask_]);
+    for (std::size_t j = 0; j < kAhead && j < hashes.size(); ++j)
+      __builtin_prefetch(&slots_[fingerprint_of(hashes[j]) & slot_mask_]);
   }
   if (i + kAhead < hashes.size()) __builtin_prefetch(&slots_[fingerprint_of(hashes[i + kAhead]) & slot_mask_]);
   if (i + kAhead / 2 < hashes.size()) {
@@ -122,8 +123,7 @@ std::int32_t KvBlockIndex::find_node(BlockHash hash) const noexcept {
   return probe(hash, &slot);
 }
 
-std::int32_t KvBlockIndex::find_entry(std::int32_t node, EndpointId endpoint,
-                                      KvTier tier) const noexcept {
+std::int32_t KvBlockIndex::find_entry(std::int32_t node, EndpointId endpoint, KvTier tier) const noexcept {
   for (std::int32_t e = nodes_[static_cast<std::size_t>(node)].head; e >= 0;
        e = entries_[static_cast<std::size_t>(e)].next) {
     const Entry& x = entries_[static_cast<std::size_t>(e)];
@@ -357,8 +357,8 @@ std::int64_t KvBlockIndex::clear(EndpointId endpoint, KvTier tier) {
 
 std::int32_t KvBlockIndex::longest_prefix(std::span<const BlockHash> hashes,
                                           std::span<PrefixOverlap> out) const noexcept {
-  const auto reported = static_cast<int>(
-      std::min<std::size_t>(out.size(), static_cast<std::size_t>(config_.max_endpoints)));
+  const auto reported =
+      static_cast<int>(std::min<std::size_t>(out.size(), static_cast<std::size_t>(config_.max_endpoints)));
   for (int e = 0; e < reported; ++e) out[static_cast<std::size_t>(e)] = PrefixOverlap{};
   if (reported == 0) return 0;
   // `alive`: endpoints that hold every block so far. An endpoint's prefix ends where it drops out.
@@ -397,9 +397,8 @@ std::int32_t KvBlockIndex::longest_prefix(std::span<const BlockHash> hashes,
     if (node < 0) break;
     const Node& nd = nodes_[static_cast<std::size_t>(node)];
     const std::uint64_t any = nd.gpu | nd.lower;
-    for_each_bit(alive & ~any, [&](int e) {
-      out[static_cast<std::size_t>(e)].blocks = static_cast<std::int32_t>(depth);
-    });
+    for_each_bit(alive & ~any,
+                 [&](int e) { out[static_cast<std::size_t>(e)].blocks = static_cast<std::int32_t>(depth); });
     alive &= any;
     if (alive == 0) break;
     // Blocks held only in lower tiers count in the fastest of them (cold masks, rarely read).

@@ -35,8 +35,7 @@ constexpr std::uint32_t spread32(std::uint64_t x) noexcept {
 
 }  // namespace
 
-Expected<KvBlockPool, PoolErrc> KvBlockPool::create(std::int32_t num_blocks,
-                                                    std::int32_t block_size) {
+Expected<KvBlockPool, PoolErrc> KvBlockPool::create(std::int32_t num_blocks, std::int32_t block_size) {
   if (num_blocks < 1 || num_blocks > kMaxBlocks) return unexpected(PoolErrc::invalid_capacity);
   if (block_size < 1) return unexpected(PoolErrc::invalid_block_size);
   KvBlockPool pool;
@@ -80,7 +79,9 @@ void KvBlockPool::list_unlink(std::int32_t id) {
   prev_[i] = next_[i] = id;
 }
 
-std::uint32_t KvBlockPool::fingerprint_of(BlockHash hash) { return spread32(hash); }
+std::uint32_t KvBlockPool::fingerprint_of(BlockHash hash) {
+  return spread32(hash);
+}
 
 std::size_t KvBlockPool::probe(BlockHash hash, BlockId* found) const {
   const std::uint32_t fp = fingerprint_of(hash);
@@ -110,8 +111,7 @@ void KvBlockPool::index_erase(BlockId id) {
     const Slot moved = slots_[j];
     if (moved.id == kNoBlock) break;
     const std::size_t home = moved.fingerprint & slot_mask_;
-    const bool home_in_range =
-        hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    const bool home_in_range = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
     if (!home_in_range) {
       slots_[hole] = moved;
       hole = j;
@@ -157,21 +157,17 @@ PoolPlan KvBlockPool::plan(std::span<const BlockHash> hashes, std::int32_t block
     if (ref_[static_cast<std::size_t>(id)] == 0) ++p.revived_blocks;
   }
   p.new_blocks = blocks_total - p.cached_blocks;
-  const std::int64_t available =
-      static_cast<std::int64_t>(free_empty_) + free_cached_ - p.revived_blocks;
+  const std::int64_t available = static_cast<std::int64_t>(free_empty_) + free_cached_ - p.revived_blocks;
   p.fits = p.new_blocks <= available;
   p.evictions = p.fits ? std::max(0, p.new_blocks - free_empty_) : 0;
   return p;
 }
 
-Expected<std::int32_t, PoolErrc> KvBlockPool::commit(const PoolPlan& p,
-                                                     std::span<const BlockHash> hashes,
+Expected<std::int32_t, PoolErrc> KvBlockPool::commit(const PoolPlan& p, std::span<const BlockHash> hashes,
                                                      std::span<BlockId> out) {
   if (p.generation != generation_) return unexpected(PoolErrc::stale_plan);
   if (!p.fits) return unexpected(PoolErrc::out_of_blocks);
-  if (out.size() < static_cast<std::size_t>(p.total_blocks())) {
-    return unexpected(PoolErrc::output_too_small);
-  }
+  if (out.size() < static_cast<std::size_t>(p.total_blocks())) { return unexpected(PoolErrc::output_too_small); }
   if (hashes.size() < static_cast<std::size_t>(p.cached_blocks)) {
     // Not the span the plan was made with; refuse rather than guess.
     return unexpected(PoolErrc::stale_plan);
@@ -257,8 +253,7 @@ void KvBlockPool::index_private(std::span<const BlockId> blocks) {
 }
 
 bool KvBlockPool::check_ids(std::span<const BlockId> blocks) const {
-  return std::all_of(blocks.begin(), blocks.end(),
-                     [this](BlockId id) { return id >= 0 && id < num_blocks_; });
+  return std::all_of(blocks.begin(), blocks.end(), [this](BlockId id) { return id >= 0 && id < num_blocks_; });
 }
 
 Expected<void, PoolErrc> KvBlockPool::retain(std::span<const BlockId> blocks) {
@@ -346,9 +341,7 @@ Expected<void, std::string> KvBlockPool::check_invariants() const {
       const auto u = static_cast<std::size_t>(id);
       if (prev_[u] != prev) return "free list link broken at " + std::to_string(id);
       if (ref_[u] != 0) return "in-use block " + std::to_string(id) + " on a free list";
-      if ((cached_flag_[u] != 0) != want_cached) {
-        return "block " + std::to_string(id) + " on the wrong free list";
-      }
+      if ((cached_flag_[u] != 0) != want_cached) { return "block " + std::to_string(id) + " on the wrong free list"; }
       prev = id;
       if (++len > num_blocks_) return "free list cycles";
     }

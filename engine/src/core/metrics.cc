@@ -18,9 +18,9 @@ double percentile_sorted(const std::vector<double>& sorted, double p) {
 namespace {
 
 std::size_t bucket_count() {
-  return static_cast<std::size_t>(
-             std::ceil(std::log(LatencyHistogram::kMax / LatencyHistogram::kMin) /
-                       std::log(LatencyHistogram::kGrowth))) + 1;
+  return static_cast<std::size_t>(std::ceil(std::log(LatencyHistogram::kMax / LatencyHistogram::kMin) /
+                                            std::log(LatencyHistogram::kGrowth))) +
+         1;
 }
 
 double bucket_upper(std::size_t i) {

@@ -31,8 +31,8 @@ PrefillPressure prefill_pressure(const PrefillLoad& load) {
   r.sustainable_utilization =
       prefill_sustainable_utilization(load.ready_replicas, finite_or_zero(service), cv2, fixed, load.ttft_slo_seconds);
   const double arriving = std::max(0.0, finite_or_zero(load.prompt_tokens_per_second));
-  r.pressure = finite_or_zero(std::max(r.predicted_ttft_seconds / load.ttft_slo_seconds,
-                                       arriving / capacity / r.sustainable_utilization));
+  r.pressure = finite_or_zero(
+      std::max(r.predicted_ttft_seconds / load.ttft_slo_seconds, arriving / capacity / r.sustainable_utilization));
   return r;
 }
 

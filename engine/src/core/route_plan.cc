@@ -15,9 +15,9 @@ using routing_detail::considered;
 Expected<RoutePlanner, RoutingError> RoutePlanner::create(std::string_view policy_name, const PolicyOptions& options,
                                                           const RoutePlanConfig& config) {
   if (config.session_slots < 1 || config.session_slots > (1 << 22)) {
-    return unexpected(RoutingError{RoutingErrc::invalid_option,
-                                   "'sessionSlots' (" + std::to_string(config.session_slots) +
-                                       ") must be in [1, 4194304]; e.g. 16384"});
+    return unexpected(RoutingError{
+        RoutingErrc::invalid_option,
+        "'sessionSlots' (" + std::to_string(config.session_slots) + ") must be in [1, 4194304]; e.g. 16384"});
   }
   auto policy = make_routing_policy(policy_name, options);
   if (!policy) return unexpected(std::move(policy).error());
@@ -110,7 +110,7 @@ RoutePlan RoutePlanner::plan_route(const RouteRequest& request, std::span<const 
 }
 
 std::size_t RoutePlanner::explain_route(const RouteRequest& request, std::span<const EndpointState> endpoints,
-                                       std::span<CandidateView> out) const noexcept {
+                                        std::span<CandidateView> out) const noexcept {
   std::array<EndpointState, kMaxRoutingEndpoints> projected;
   const std::span<const EndpointState> st = project(endpoints, projected);
   const std::size_t n = std::min(st.size(), out.size());

@@ -65,7 +65,11 @@ class LeastLoad final : public RoutingPolicy {
 
 }  // namespace
 
-std::unique_ptr<RoutingPolicy> make_round_robin() { return std::make_unique<RoundRobin>(); }
-std::unique_ptr<RoutingPolicy> make_least_load() { return std::make_unique<LeastLoad>(); }
+std::unique_ptr<RoutingPolicy> make_round_robin() {
+  return std::make_unique<RoundRobin>();
+}
+std::unique_ptr<RoutingPolicy> make_least_load() {
+  return std::make_unique<LeastLoad>();
+}
 
 }  // namespace disagg::routing_detail

@@ -38,8 +38,7 @@ class ExpectedTtft final : public PrefixAwarePolicy {
       source().overlaps(request, overlaps, std::size_t{chosen.id} + 1);
       const double prompt = static_cast<double>(request.prompt_tokens);
       const double block_size = request.block_size > 0 ? request.block_size : 1;
-      const double reused =
-          std::min(prompt, block_size * weighted_cached_blocks(overlaps[chosen.id], options()));
+      const double reused = std::min(prompt, block_size * weighted_cached_blocks(overlaps[chosen.id], options()));
       double& share = uncached_share_[chosen.id];
       share += kShareWeight * ((prompt - reused) / prompt - share);
     }
@@ -47,8 +46,8 @@ class ExpectedTtft final : public PrefixAwarePolicy {
   }
 
  protected:
-  void costs(const RouteRequest& request, std::span<const EndpointState> endpoints,
-             const OverlapArray& overlaps, std::span<double> out) const noexcept override {
+  void costs(const RouteRequest& request, std::span<const EndpointState> endpoints, const OverlapArray& overlaps,
+             std::span<double> out) const noexcept override {
     std::int64_t min_load = INT64_MAX;
     for (const EndpointState& e : endpoints) {
       if (eligible(e, request)) min_load = std::min(min_load, e.load());
@@ -65,8 +64,7 @@ class ExpectedTtft final : public PrefixAwarePolicy {
         continue;
       }
       const PrefixOverlap& ov = overlap_of(overlaps, e);
-      const double rate = e.prefill_tokens_per_second > 0 ? e.prefill_tokens_per_second
-                                                          : o.prefill_tokens_per_second;
+      const double rate = e.prefill_tokens_per_second > 0 ? e.prefill_tokens_per_second : o.prefill_tokens_per_second;
       const double reused = std::min(prompt, block_size * weighted_cached_blocks(ov, o));
       const double share = e.id < kMaxRoutingEndpoints ? uncached_share_[e.id] : 1.0;
       const double queue = share * static_cast<double>(e.inflight_prefill_tokens) / rate +

@@ -16,8 +16,8 @@ class DynamoCost final : public PrefixAwarePolicy {
   std::string_view name() const noexcept override { return "dynamo"; }
 
  protected:
-  void costs(const RouteRequest& request, std::span<const EndpointState> endpoints,
-             const OverlapArray& overlaps, std::span<double> out) const noexcept override {
+  void costs(const RouteRequest& request, std::span<const EndpointState> endpoints, const OverlapArray& overlaps,
+             std::span<double> out) const noexcept override {
     const double block_size = request.block_size > 0 ? request.block_size : 1;
     const auto request_blocks = static_cast<double>(prompt_blocks(request));
     const PolicyOptions& o = options();
@@ -29,8 +29,7 @@ class DynamoCost final : public PrefixAwarePolicy {
       }
       const double prefill = request_blocks + static_cast<double>(e.inflight_prefill_tokens) / block_size;
       const double cached = o.overlap_credit * weighted_cached_blocks(overlap_of(overlaps, e), o);
-      const double decode =
-          e.total_kv_blocks > 0 ? static_cast<double>(e.total_kv_blocks - e.free_kv_blocks) : 0.0;
+      const double decode = e.total_kv_blocks > 0 ? static_cast<double>(e.total_kv_blocks - e.free_kv_blocks) : 0.0;
       out[i] = prefill - cached + decode;
     }
   }

@@ -28,7 +28,9 @@ inline std::size_t considered(std::span<const EndpointState> endpoints) {
 std::int32_t argmin_rotated(std::span<const double> costs, std::uint64_t seed) noexcept;
 
 /// Position of a role in per-role policy state.
-inline std::size_t role_slot(EndpointRole role) { return static_cast<std::size_t>(role) % 3; }
+inline std::size_t role_slot(EndpointRole role) {
+  return static_cast<std::size_t>(role) % 3;
+}
 
 /// Seed of the tie rotation: the session key, or the request id.
 inline std::uint64_t tie_seed(const RouteRequest& r) {
@@ -116,8 +118,7 @@ class PrefixSource {
   /// than the largest id the caller will read, so a small pool does not pay for 64 ids); returns
   /// the longest of those overlaps. Precise: per endpoint, the longer of the index's overlap and
   /// the pending routes' at r.now_ms.
-  std::int32_t overlaps(const RouteRequest& r, OverlapArray& out,
-                        std::size_t id_limit) const noexcept;
+  std::int32_t overlaps(const RouteRequest& r, OverlapArray& out, std::size_t id_limit) const noexcept;
 
   /// Entries the source attributes to `id` (the size of its "tree" for "sglang"). Precise: the
   /// index's alone.
@@ -146,9 +147,7 @@ class PrefixSource {
 /// kMaxRoutingEndpoints: the `id_limit` of PrefixSource::overlaps() for them.
 inline std::size_t id_limit(std::span<const EndpointState> endpoints) noexcept {
   std::size_t limit = 0;
-  for (const EndpointState& e : endpoints) {
-    limit = std::max<std::size_t>(limit, std::size_t{e.id} + 1);
-  }
+  for (const EndpointState& e : endpoints) { limit = std::max<std::size_t>(limit, std::size_t{e.id} + 1); }
   return std::min<std::size_t>(limit, kMaxRoutingEndpoints);
 }
 
@@ -169,8 +168,7 @@ class PrefixAwarePolicy : public RoutingPolicy {
 
   void score(const RouteRequest& request, std::span<const EndpointState> endpoints,
              std::span<double> out) const noexcept override;
-  RouteDecision choose(const RouteRequest& request,
-                       std::span<const EndpointState> endpoints) const noexcept override;
+  RouteDecision choose(const RouteRequest& request, std::span<const EndpointState> endpoints) const noexcept override;
   void on_routed(const RouteRequest& request, const EndpointState& chosen) override {
     source_.learn(request, chosen.id);
   }

@@ -15,8 +15,8 @@ class LlmdWeighted final : public PrefixAwarePolicy {
   std::string_view name() const noexcept override { return "llm-d"; }
 
  protected:
-  void costs(const RouteRequest& request, std::span<const EndpointState> endpoints,
-             const OverlapArray& overlaps, std::span<double> out) const noexcept override {
+  void costs(const RouteRequest& request, std::span<const EndpointState> endpoints, const OverlapArray& overlaps,
+             std::span<double> out) const noexcept override {
     // Queue scorer: min-max normalized waiting requests over the eligible endpoints.
     std::int32_t min_waiting = INT32_MAX;
     std::int32_t max_waiting = 0;
@@ -33,10 +33,9 @@ class LlmdWeighted final : public PrefixAwarePolicy {
         out[i] = kIneligible;
         continue;
       }
-      const double queue = max_waiting > min_waiting
-                               ? static_cast<double>(max_waiting - e.waiting_requests) /
-                                     static_cast<double>(max_waiting - min_waiting)
-                               : 1.0;
+      const double queue = max_waiting > min_waiting ? static_cast<double>(max_waiting - e.waiting_requests) /
+                                                           static_cast<double>(max_waiting - min_waiting)
+                                                     : 1.0;
       const double kv = 1.0 - std::clamp(e.kv_usage, 0.0, 1.0);
       // Precise mode weighs blocks in lower tiers by their credit; the history holds GPU only.
       const double prefix = blocks > 0 ? weighted_cached_blocks(overlap_of(overlaps, e), o) / blocks : 0.0;

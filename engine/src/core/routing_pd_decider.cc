@@ -22,10 +22,8 @@ PdReason PdDecider::decide(std::int64_t prompt_tokens, std::int64_t cached_token
     if (!e.healthy || e.role != EndpointRole::prefill) continue;
     any_prefill = true;
     const bool saturated =
-        (config_.saturation_prefill_tokens > 0 &&
-         e.inflight_prefill_tokens >= config_.saturation_prefill_tokens) ||
-        (config_.saturation_waiting_requests > 0 &&
-         e.waiting_requests >= config_.saturation_waiting_requests);
+        (config_.saturation_prefill_tokens > 0 && e.inflight_prefill_tokens >= config_.saturation_prefill_tokens) ||
+        (config_.saturation_waiting_requests > 0 && e.waiting_requests >= config_.saturation_waiting_requests);
     if (!saturated) return PdReason::disaggregate;
   }
   return any_prefill ? PdReason::prefill_saturated : PdReason::no_prefill_endpoint;

@@ -158,8 +158,7 @@ PrefixSource::PrefixSource(const PolicyOptions& options) : index_(options.index)
   }
 }
 
-std::int32_t PrefixSource::overlaps(const RouteRequest& r, OverlapArray& out,
-                                    std::size_t id_limit) const noexcept {
+std::int32_t PrefixSource::overlaps(const RouteRequest& r, OverlapArray& out, std::size_t id_limit) const noexcept {
   const KvBlockIndex& index = history_ ? *history_ : *index_;
   const std::size_t limit = std::min(id_limit, out.size());
   // Ids the index does not cover read as "no prefix".
@@ -185,8 +184,8 @@ void PrefixSource::learn(const RouteRequest& r, EndpointId id) {
 }
 
 double weighted_cached_blocks(const PrefixOverlap& o, const PolicyOptions& options) noexcept {
-  return o.by_tier[0] + options.cpu_tier_credit * o.by_tier[1] +
-         options.disk_tier_credit * o.by_tier[2] + options.remote_tier_credit * o.by_tier[3];
+  return o.by_tier[0] + options.cpu_tier_credit * o.by_tier[1] + options.disk_tier_credit * o.by_tier[2] +
+         options.remote_tier_credit * o.by_tier[3];
 }
 
 void PrefixAwarePolicy::score(const RouteRequest& request, std::span<const EndpointState> endpoints,
@@ -263,8 +262,8 @@ std::string_view to_string(RoutingErrc code) {
 
 namespace {
 
-constexpr std::array<std::string_view, 6> kPolicyNames = {
-    "round-robin", "least-load", "llm-d", "sglang", "dynamo", "disagg"};
+constexpr std::array<std::string_view, 6> kPolicyNames = {"round-robin", "least-load", "llm-d",
+                                                          "sglang",      "dynamo",     "disagg"};
 
 std::string join_names() {
   std::string s;
@@ -305,8 +304,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 constexpr std::string_view kHistoryRule =
     "must be an integer in [1, 4194304]; e.g. 31250 (llm-d's approximate prefix index per server)";
-constexpr std::string_view kEndpointsRule =
-    "must be an integer in [1, 64]; pass the number of endpoints in the pool";
+constexpr std::string_view kEndpointsRule = "must be an integer in [1, 64]; pass the number of endpoints in the pool";
 
 constexpr std::array<OptionRow, 17> kDoubleOptions = {{
     {"queueWeight", &PolicyOptions::queue_weight, 0, kInf, "must be >= 0; e.g. 2 (llm-d default)"},
@@ -319,7 +317,8 @@ constexpr std::array<OptionRow, 17> kDoubleOptions = {{
     {"cpuTierCredit", &PolicyOptions::cpu_tier_credit, 0, 1, "must be in [0, 1]; e.g. 0.8"},
     {"diskTierCredit", &PolicyOptions::disk_tier_credit, 0, 1, "must be in [0, 1]; e.g. 0.5"},
     {"remoteTierCredit", &PolicyOptions::remote_tier_credit, 0, 1, "must be in [0, 1]; e.g. 0.3"},
-    {"prefillTokensPerSecond", &PolicyOptions::prefill_tokens_per_second, 1e-9, kInf, "must be > 0; pass the pool's prefill throughput in tokens/s, e.g. 10000"},
+    {"prefillTokensPerSecond", &PolicyOptions::prefill_tokens_per_second, 1e-9, kInf,
+     "must be > 0; pass the pool's prefill throughput in tokens/s, e.g. 10000"},
     {"requestQueueSeconds", &PolicyOptions::request_queue_seconds, 0, kInf, "must be >= 0; e.g. 0.002"},
     {"kvPressureKnee", &PolicyOptions::kv_pressure_knee, 0, 0.999, "must be in [0, 0.999]; e.g. 0.8"},
     {"kvPressureSeconds", &PolicyOptions::kv_pressure_seconds, 0, kInf, "must be >= 0; e.g. 1"},
@@ -335,12 +334,11 @@ Expected<void, RoutingError> validate(const PolicyOptions& o) {
     if (!std::isfinite(v) || v < row.lo || v > row.hi) return unexpected(invalid(row.key, v, row.rule));
   }
   if (o.max_endpoints < 1 || o.max_endpoints > kMaxRoutingEndpoints) {
-    return unexpected(invalid("maxEndpoints", o.max_endpoints,
-                              kEndpointsRule));
+    return unexpected(invalid("maxEndpoints", o.max_endpoints, kEndpointsRule));
   }
   if (o.history_blocks_per_endpoint < 1 || o.history_blocks_per_endpoint > (1 << 22)) {
-    return unexpected(invalid("historyBlocksPerEndpoint", static_cast<double>(o.history_blocks_per_endpoint),
-                              kHistoryRule));
+    return unexpected(
+        invalid("historyBlocksPerEndpoint", static_cast<double>(o.history_blocks_per_endpoint), kHistoryRule));
   }
   if (o.history_blocks_per_endpoint * o.max_endpoints > (std::int64_t{1} << 28)) {
     return unexpected(invalid("historyBlocksPerEndpoint", static_cast<double>(o.history_blocks_per_endpoint),
@@ -351,12 +349,31 @@ Expected<void, RoutingError> validate(const PolicyOptions& o) {
 
 }  // namespace
 
-std::span<const std::string_view> routing_policy_names() { return kPolicyNames; }
+std::span<const std::string_view> routing_policy_names() {
+  return kPolicyNames;
+}
 
 std::string_view routing_policy_engine_name(std::string_view name) {
   if (name == "kv-aware") return "llm-d";
   if (name == "least-loaded") return "least-load";
   return name;
+}
+
+bool routing_policy_known(std::string_view engine_name) {
+  for (std::string_view n : routing_policy_names()) {
+    if (n == engine_name) return true;
+  }
+  return false;
+}
+
+std::string routing_policy_names_text() {
+  const auto names = routing_policy_names();
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out.append(i + 1 == names.size() ? " or " : ", ");
+    out.append(names[i]);
+  }
+  return out;
 }
 
 bool routing_policy_reads_prefixes(std::string_view name) {
@@ -380,9 +397,7 @@ Expected<void, RoutingError> set_policy_option(PolicyOptions& options, std::stri
     next.max_endpoints = static_cast<int>(value);
     known = true;
   } else if (key == "historyBlocksPerEndpoint") {
-    if (!is_integer(value) || value < 1 || value > (1 << 22)) {
-      return unexpected(invalid(key, value, kHistoryRule));
-    }
+    if (!is_integer(value) || value < 1 || value > (1 << 22)) { return unexpected(invalid(key, value, kHistoryRule)); }
     next.history_blocks_per_endpoint = static_cast<std::int64_t>(value);
     known = true;
   }
@@ -403,7 +418,7 @@ Expected<void, RoutingError> set_policy_option(PolicyOptions& options, std::stri
 }
 
 Expected<std::unique_ptr<RoutingPolicy>, RoutingError> make_routing_policy(std::string_view name,
-                                                                         const PolicyOptions& options) {
+                                                                           const PolicyOptions& options) {
   if (auto ok = validate(options); !ok) return unexpected(ok.error());
   if (name == "round-robin") return make_round_robin();
   if (name == "least-load") return make_least_load();

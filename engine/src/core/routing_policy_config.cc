@@ -23,7 +23,9 @@ Expected<void, std::string> only_known(const JsonValue& object, std::string_view
   for (const auto& [key, value] : object.members()) {
     bool ok = false;
     for (std::string_view k : known) ok = ok || k == key;
-    if (!ok) return unexpected(std::string("'").append(at).append(key).append("' is not a field here; use ").append(one_of(known)));
+    if (!ok)
+      return unexpected(
+          std::string("'").append(at).append(key).append("' is not a field here; use ").append(one_of(known)));
   }
   return {};
 }
@@ -37,31 +39,28 @@ Expected<RoutingPolicySection, std::string> read_routing_policy_section(const Js
   if (!policy.is_object()) {
     return unexpected("'policy' (" + policy.dump() + ") must be an object, e.g. {\"name\": \"kv-aware\"}");
   }
-  if (auto known = only_known(policy, "policy.", {"$comment", "name", "weights", "options", "disaggregation", "prefixSource"});
+  if (auto known =
+          only_known(policy, "policy.", {"$comment", "name", "weights", "options", "disaggregation", "prefixSource"});
       !known) {
     return unexpected(known.error());
   }
 
   if (const JsonValue* name = policy.find("name"); name != nullptr && !name->is_null()) {
-    std::string all;
-    for (std::string_view n : routing_policy_names()) {
-      if (!all.empty()) all += ", ";
-      all += n;
-    }
     if (!name->is_string() || name->as_string().empty()) {
-      return unexpected("'policy.name' (" + name->dump() + ") must be a policy's name: kv-aware, least-loaded or one of " + all);
+      return unexpected("'policy.name' (" + name->dump() + ") must be a policy's name: kv-aware, least-loaded or " +
+                        routing_policy_names_text());
     }
     const std::string_view engine = routing_policy_engine_name(name->as_string());
-    bool known = false;
-    for (std::string_view n : routing_policy_names()) known = known || n == engine;
-    if (!known) {
-      return unexpected(std::string("'policy.name' (\"") + name->as_string() + "\") is not a routing policy; use kv-aware, least-loaded or one of " + all);
+    if (!routing_policy_known(engine)) {
+      return unexpected(std::string("'policy.name' (\"") + name->as_string() +
+                        "\") is not a routing policy; use kv-aware, least-loaded or " + routing_policy_names_text());
     }
     out.policy = std::string(engine);
   }
 
   if (const JsonValue* weights = policy.find("weights"); weights != nullptr && !weights->is_null()) {
-    if (!weights->is_object()) return unexpected("'policy.weights' (" + weights->dump() + ") must be an object of prefix, queue and kvUsage");
+    if (!weights->is_object())
+      return unexpected("'policy.weights' (" + weights->dump() + ") must be an object of prefix, queue and kvUsage");
     for (const auto& [key, option] : {std::pair{"prefix", "prefixWeight"}, std::pair{"queue", "queueWeight"},
                                       std::pair{"kvUsage", "kvUtilizationWeight"}}) {
       const JsonValue* w = weights->find(key);
@@ -72,15 +71,18 @@ Expected<RoutingPolicySection, std::string> read_routing_policy_section(const Js
       auto set = set_policy_option(out.options, option, w->as_number());
       if (!set) return unexpected(std::string("'policy.weights.") + key + "': " + set.error().message);
     }
-    if (auto known = only_known(*weights, "policy.weights.", {"prefix", "queue", "kvUsage"}); !known) return unexpected(known.error());
+    if (auto known = only_known(*weights, "policy.weights.", {"prefix", "queue", "kvUsage"}); !known)
+      return unexpected(known.error());
   }
 
   if (const JsonValue* options = policy.find("options"); options != nullptr && !options->is_null()) {
     if (!options->is_object()) {
-      return unexpected("'policy.options' (" + options->dump() + ") must be an object of numbers, e.g. {\"prefixWeight\": 3}");
+      return unexpected("'policy.options' (" + options->dump() +
+                        ") must be an object of numbers, e.g. {\"prefixWeight\": 3}");
     }
     for (const auto& [key, value] : options->members()) {
-      if (!value.is_number()) return unexpected(std::string("'policy.options.") + key + "' (" + value.dump() + ") must be a number");
+      if (!value.is_number())
+        return unexpected(std::string("'policy.options.") + key + "' (" + value.dump() + ") must be a number");
       auto set = set_policy_option(out.options, key, value.as_number());
       if (!set) return unexpected(std::string("'policy.options.") + key + "': " + set.error().message);
       if (key == "maxEndpoints") out.max_endpoints_given = true;
@@ -89,13 +91,16 @@ Expected<RoutingPolicySection, std::string> read_routing_policy_section(const Js
 
   if (const JsonValue* dis = policy.find("disaggregation"); dis != nullptr && !dis->is_null()) {
     if (!dis->is_object()) return unexpected("'policy.disaggregation' (" + dis->dump() + ") must be an object");
-    if (auto known = only_known(*dis, "policy.disaggregation.", {"minUncachedPromptTokens"}); !known) return unexpected(known.error());
+    if (auto known = only_known(*dis, "policy.disaggregation.", {"minUncachedPromptTokens"}); !known)
+      return unexpected(known.error());
     if (const JsonValue* min = dis->find("minUncachedPromptTokens"); min != nullptr && !min->is_null()) {
       constexpr double kMax = static_cast<double>(1LL << 40);
-      if (!min->is_number() || min->as_number() < 0 || min->as_number() > kMax || std::floor(min->as_number()) != min->as_number()) {
-        return unexpected("'policy.disaggregation.minUncachedPromptTokens' (" + min->dump() +
-                          ") must be a whole number in [0, 1099511627776]: prompts with fewer uncached tokens prefill on "
-                          "their decode endpoint");
+      if (!min->is_number() || min->as_number() < 0 || min->as_number() > kMax ||
+          std::floor(min->as_number()) != min->as_number()) {
+        return unexpected(
+            "'policy.disaggregation.minUncachedPromptTokens' (" + min->dump() +
+            ") must be a whole number in [0, 1099511627776]: prompts with fewer uncached tokens prefill on "
+            "their decode endpoint");
       }
       out.min_uncached_prompt_tokens = static_cast<std::int64_t>(min->as_number());
     }
@@ -110,8 +115,9 @@ Expected<RoutingPolicySection, std::string> read_routing_policy_section(const Js
     } else if (s == "auto") {
       out.prefix_source = PrefixSource::automatic;
     } else {
-      return unexpected("'policy.prefixSource' (" + source->dump() +
-                        ") must be index (KV events), history (approximate) or auto (index with router.tokenizer, else history)");
+      return unexpected(
+          "'policy.prefixSource' (" + source->dump() +
+          ") must be index (KV events), history (approximate) or auto (index with router.tokenizer, else history)");
     }
   }
   return out;

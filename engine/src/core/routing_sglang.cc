@@ -29,8 +29,8 @@ class SglangCacheAware final : public PrefixAwarePolicy {
   std::string_view name() const noexcept override { return "sglang"; }
 
  protected:
-  void costs(const RouteRequest& request, std::span<const EndpointState> endpoints,
-             const OverlapArray& overlaps, std::span<double> out) const noexcept override {
+  void costs(const RouteRequest& request, std::span<const EndpointState> endpoints, const OverlapArray& overlaps,
+             std::span<double> out) const noexcept override {
     std::int64_t min_load = INT64_MAX;
     std::int64_t max_load = 0;
     const auto blocks = static_cast<std::int64_t>(request.block_hashes.size());

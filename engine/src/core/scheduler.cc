@@ -50,10 +50,9 @@ std::string_view to_string(SchedEventKind kind) {
   return "unknown";
 }
 
-Expected<Scheduler, SchedErrc> Scheduler::create(const SchedulerConfig& config,
-                                                 const CostModel& cost_model) {
-  if (config.max_num_seqs < 1 || config.max_num_batched_tokens < 1 || config.max_waiting < 1 ||
-      config.num_blocks < 1 || config.block_size < 1) {
+Expected<Scheduler, SchedErrc> Scheduler::create(const SchedulerConfig& config, const CostModel& cost_model) {
+  if (config.max_num_seqs < 1 || config.max_num_batched_tokens < 1 || config.max_waiting < 1 || config.num_blocks < 1 ||
+      config.block_size < 1) {
     return unexpected(SchedErrc::invalid_config);
   }
   auto pool = KvBlockPool::create(config.num_blocks, config.block_size);
@@ -64,8 +63,8 @@ Expected<Scheduler, SchedErrc> Scheduler::create(const SchedulerConfig& config,
 Scheduler::Scheduler(const SchedulerConfig& config, const CostModel& cost, KvBlockPool pool)
     : config_(config), cost_(cost), pool_(std::move(pool)) {
   // Slots: waiting + running + held (held ones are bounded by refusing submits when no slot is free).
-  const std::size_t slots = static_cast<std::size_t>(config.max_waiting) +
-                            2 * static_cast<std::size_t>(config.max_num_seqs);
+  const std::size_t slots =
+      static_cast<std::size_t>(config.max_waiting) + 2 * static_cast<std::size_t>(config.max_num_seqs);
   seqs_.resize(slots);
   free_slots_.reserve(slots);
   for (std::size_t i = slots; i-- > 0;) free_slots_.push_back(static_cast<SeqHandle>(i));
@@ -84,10 +83,9 @@ Expected<SeqHandle, SchedErrc> Scheduler::submit(const SchedRequest& r) {
   if (r.prompt_tokens < 1 || (r.kind != RequestKind::prefill_only && r.output_tokens < 1)) {
     return unexpected(SchedErrc::invalid_request);
   }
-  const bool accepted =
-      r.kind == RequestKind::full ||
-      (r.kind == RequestKind::prefill_only && config_.role == WorkerRole::prefill) ||
-      (r.kind == RequestKind::remote_kv && config_.role == WorkerRole::decode);
+  const bool accepted = r.kind == RequestKind::full ||
+                        (r.kind == RequestKind::prefill_only && config_.role == WorkerRole::prefill) ||
+                        (r.kind == RequestKind::remote_kv && config_.role == WorkerRole::decode);
   if (!accepted) return unexpected(SchedErrc::wrong_role);
   const std::int32_t output = r.kind == RequestKind::prefill_only ? 1 : r.output_tokens;
   // The last sampled token's KV is never computed, so the sequence needs prompt + output - 1 slots.
@@ -95,9 +93,7 @@ Expected<SeqHandle, SchedErrc> Scheduler::submit(const SchedRequest& r) {
   if (pool_.blocks_for_tokens(std::max<std::int64_t>(tokens, 1)) > pool_.total_blocks()) {
     return unexpected(SchedErrc::too_long);
   }
-  if (waiting_count_ >= config_.max_waiting || free_slots_.empty()) {
-    return unexpected(SchedErrc::queue_full);
-  }
+  if (waiting_count_ >= config_.max_waiting || free_slots_.empty()) { return unexpected(SchedErrc::queue_full); }
   const SeqHandle h = free_slots_.back();
   free_slots_.pop_back();
   Seq& s = seqs_[static_cast<std::size_t>(h)];
@@ -194,9 +190,8 @@ bool Scheduler::try_admit(SeqHandle h, std::int32_t* budget) {
     if (*budget < config_.max_num_batched_tokens) return false;
     new_tokens = known - hit_tokens;
   }
-  const std::int32_t blocks_total = s.kind == RequestKind::remote_kv
-                                        ? pool_.blocks_for_tokens(s.prompt)
-                                        : pool_.blocks_for_tokens(hit_tokens + new_tokens);
+  const std::int32_t blocks_total = s.kind == RequestKind::remote_kv ? pool_.blocks_for_tokens(s.prompt)
+                                                                     : pool_.blocks_for_tokens(hit_tokens + new_tokens);
   const std::span<const BlockHash> hit_hashes = lookup.first(static_cast<std::size_t>(hits));
   const PoolPlan p = pool_.plan(hit_hashes, blocks_total);
   if (!p.fits) return false;
@@ -265,8 +260,8 @@ Expected<const StepPlan*, SchedErrc> Scheduler::next_step() {
     s.scheduled = want;
     budget -= want;
     scheduled_.push_back(h);
-    const bool decoding = want == 1 && s.computed + 1 == known_tokens(s) &&
-                          (s.output > 0 || s.kind == RequestKind::remote_kv);
+    const bool decoding =
+        want == 1 && s.computed + 1 == known_tokens(s) && (s.output > 0 || s.kind == RequestKind::remote_kv);
     if (decoding) {
       plan_.batch.add_decodes(1, s.computed);
     } else {
@@ -309,8 +304,8 @@ const StepPlan* Scheduler::finish_plan() {
 }
 
 void Scheduler::publish_full_blocks(Seq& s, bool offload) {
-  const std::size_t full = std::min({static_cast<std::size_t>(s.computed / config_.block_size),
-                                     s.hashes.size(), s.blocks.size()});
+  const std::size_t full =
+      std::min({static_cast<std::size_t>(s.computed / config_.block_size), s.hashes.size(), s.blocks.size()});
   const std::size_t first = static_cast<std::size_t>(s.published);
   for (std::size_t i = first; i < full; ++i) {
     // false (another block holds this hash) is fine: this block then frees as empty.
@@ -377,16 +372,15 @@ Expected<std::span<const SchedEvent>, SchedErrc> Scheduler::complete_step() {
   bool any_finished = false;
   for (const SeqHandle h : scheduled_) {
     Seq& s = seqs_[static_cast<std::size_t>(h)];
-    const bool decoding = s.scheduled == 1 && s.computed + 1 == known_tokens(s) &&
-                          (s.output > 0 || s.kind == RequestKind::remote_kv);
+    const bool decoding =
+        s.scheduled == 1 && s.computed + 1 == known_tokens(s) && (s.output > 0 || s.kind == RequestKind::remote_kv);
     (decoding ? stats_.decode_tokens : stats_.prefill_tokens) += s.scheduled;
     s.computed += s.scheduled;
     s.scheduled = 0;
     publish_full_blocks(s, true);
     if (s.computed < known_tokens(s)) continue;  // a prefill chunk that is not the last one
     ++s.output;
-    done_events_.push_back({s.output == 1 ? SchedEventKind::first_token : SchedEventKind::token, h,
-                            s.id, s.output});
+    done_events_.push_back({s.output == 1 ? SchedEventKind::first_token : SchedEventKind::token, h, s.id, s.output});
     if (s.output < s.max_output) continue;
     done_events_.push_back({SchedEventKind::finished, h, s.id, s.output});
     any_finished = true;
@@ -516,16 +510,15 @@ Expected<void, std::string> Scheduler::check_invariants() const {
     }
     if (s.state != SeqState::waiting &&
         static_cast<std::int32_t>(s.blocks.size()) < pool_.blocks_for_tokens(s.computed)) {
-      return unexpected("sequence " + std::to_string(h) + " computed " + std::to_string(s.computed) +
-                        " tokens in " + std::to_string(s.blocks.size()) + " blocks");
+      return unexpected("sequence " + std::to_string(h) + " computed " + std::to_string(s.computed) + " tokens in " +
+                        std::to_string(s.blocks.size()) + " blocks");
     }
     for (const BlockId b : s.blocks) ++refs[static_cast<std::size_t>(b)];
   }
   for (std::int32_t b = 0; b < pool_.total_blocks(); ++b) {
     if (refs[static_cast<std::size_t>(b)] != pool_.ref_count(b)) {
-      return unexpected("block " + std::to_string(b) + " has ref count " +
-                        std::to_string(pool_.ref_count(b)) + " but " +
-                        std::to_string(refs[static_cast<std::size_t>(b)]) + " block-table entries");
+      return unexpected("block " + std::to_string(b) + " has ref count " + std::to_string(pool_.ref_count(b)) +
+                        " but " + std::to_string(refs[static_cast<std::size_t>(b)]) + " block-table entries");
     }
   }
   if (running != static_cast<std::int32_t>(running_.size()) || pulling != num_pulling_ || loading != num_loading_ ||

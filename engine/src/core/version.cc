@@ -6,6 +6,8 @@
 
 namespace disagg {
 
-std::string_view engine_version() noexcept { return DISAGG_VERSION; }
+std::string_view engine_version() noexcept {
+  return DISAGG_VERSION;
+}
 
 }  // namespace disagg

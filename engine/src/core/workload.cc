@@ -26,9 +26,13 @@ std::string_view to_string(WorkloadErrc code) {
 
 // ---- Rng ----------------------------------------------------------------------------------------
 
-double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+double Rng::uniform() {
+  return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
 
-double Rng::exponential(double mean) { return -mean * std::log1p(-uniform()); }
+double Rng::exponential(double mean) {
+  return -mean * std::log1p(-uniform());
+}
 
 double Rng::normal() {
   // Box-Muller; one of the pair is dropped to keep the generator stateless beyond its counter.
@@ -119,7 +123,8 @@ class LineParser {
         }
         r.has_session = true;
       } else {
-        if (!skip_scalar_or_flat_array()) return fail("unsupported value of '" + key + "' (nested objects are not allowed)");
+        if (!skip_scalar_or_flat_array())
+          return fail("unsupported value of '" + key + "' (nested objects are not allowed)");
       }
       skip_ws();
       if (eat('}')) break;
@@ -157,8 +162,11 @@ class LineParser {
         const char e = s_[pos_++];
         // Escapes are kept verbatim except \" and \\: keys we read never contain others.
         if (e == '"' || e == '\\' || e == '/') out->push_back(e);
-        else if (e == 'u') { if (pos_ + 4 > s_.size()) return false; out->append(s_.substr(pos_, 4)); pos_ += 4; }
-        else out->push_back(e);
+        else if (e == 'u') {
+          if (pos_ + 4 > s_.size()) return false;
+          out->append(s_.substr(pos_, 4));
+          pos_ += 4;
+        } else out->push_back(e);
       } else if (static_cast<unsigned char>(c) < 0x20) {
         return false;
       } else {
@@ -182,15 +190,22 @@ class LineParser {
     std::string ignored;
     double d = 0;
     if (peek() == '"') return read_string(&ignored);
-    if (s_.substr(pos_, 4) == "null" || s_.substr(pos_, 4) == "true") { pos_ += 4; return true; }
-    if (s_.substr(pos_, 5) == "false") { pos_ += 5; return true; }
+    if (s_.substr(pos_, 4) == "null" || s_.substr(pos_, 4) == "true") {
+      pos_ += 4;
+      return true;
+    }
+    if (s_.substr(pos_, 5) == "false") {
+      pos_ += 5;
+      return true;
+    }
     if (eat('[')) {
       skip_ws();
       if (eat(']')) return true;
       while (true) {
         skip_ws();
-        if (peek() == '"') { if (!read_string(&ignored)) return false; }
-        else if (!read_number(&d)) return false;
+        if (peek() == '"') {
+          if (!read_string(&ignored)) return false;
+        } else if (!read_number(&d)) return false;
         skip_ws();
         if (eat(']')) return true;
         if (!eat(',')) return false;
@@ -365,7 +380,8 @@ struct Workload::Impl {
       const ArrivalStage& s = a.stages[stage];
       const double end = stage_start + s.duration_seconds;
       if (constant) {
-        if (++stage_arrivals < stage_count(s)) return stage_start + static_cast<double>(stage_arrivals) / s.rate_per_second;
+        if (++stage_arrivals < stage_count(s))
+          return stage_start + static_cast<double>(stage_arrivals) / s.rate_per_second;
       } else {
         const double next = t + gap(t, s.rate_per_second);
         if (next < end) return next;
@@ -593,12 +609,18 @@ Workload::Workload(Workload&&) noexcept = default;
 Workload& Workload::operator=(Workload&&) noexcept = default;
 Workload::~Workload() = default;
 
-bool Workload::next(WorkloadRequest& out) { return impl_->is_trace ? impl_->next_trace(out) : impl_->next(out); }
-bool Workload::closed_loop() const { return !impl_->is_trace && impl_->spec.concurrency > 0; }
+bool Workload::next(WorkloadRequest& out) {
+  return impl_->is_trace ? impl_->next_trace(out) : impl_->next(out);
+}
+bool Workload::closed_loop() const {
+  return !impl_->is_trace && impl_->spec.concurrency > 0;
+}
 void Workload::complete(double now) {
   if (closed_loop()) impl_->complete(now);
 }
-std::uint64_t Workload::emitted() const { return impl_->emitted; }
+std::uint64_t Workload::emitted() const {
+  return impl_->emitted;
+}
 
 Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
   auto bad = [](std::string m) { return unexpected(WorkloadError{WorkloadErrc::invalid_spec, std::move(m)}); };
@@ -612,7 +634,8 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
   if (!(a.rate_per_second > 0)) {
     return bad("'workload.arrival.ratePerSecond' (" + std::to_string(a.rate_per_second) + ") must be > 0");
   }
-  if (a.kind == ArrivalProcess::Kind::gamma && !(a.cv > 0)) return bad("'workload.arrival.cv' must be > 0, e.g. 2 for bursty");
+  if (a.kind == ArrivalProcess::Kind::gamma && !(a.cv > 0))
+    return bad("'workload.arrival.cv' must be > 0, e.g. 2 for bursty");
   if (a.kind == ArrivalProcess::Kind::mmpp &&
       (!(a.burst_factor > 1) || !(a.burst_share > 0 && a.burst_share < 1) || !(a.mean_burst_seconds > 0))) {
     return bad("'workload.arrival' mmpp needs burstFactor > 1, burstShare in (0, 1) and meanBurstSeconds > 0");
@@ -643,8 +666,10 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
                  json_number(stages_end) + " s)");
     }
   }
-  for (auto [name, d] : {std::pair{"workload.inputTokens", &spec.input}, {"workload.outputTokens", &spec.output},
-                         {"workload.chat.turns", &spec.turns}, {"workload.chat.followupInputTokens", &spec.followup_input},
+  for (auto [name, d] : {std::pair{"workload.inputTokens", &spec.input},
+                         {"workload.outputTokens", &spec.output},
+                         {"workload.chat.turns", &spec.turns},
+                         {"workload.chat.followupInputTokens", &spec.followup_input},
                          {"workload.agentic.toolOutputTokens", &spec.tool_output}}) {
     if (auto m = check_length(name, *d); !m.empty()) return bad(m);
   }
@@ -653,7 +678,8 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
     return bad("'workload.tenants' needs count >= 0 and, when > 0, systemPromptTokens >= 1");
   }
   if (static_cast<std::int64_t>(spec.tenants) * spec.system_prompt_tokens > kMaxStoredPromptTokens) {
-    return bad("'workload.tenants' x systemPromptTokens exceeds 67,108,864 tokens; use fewer or shorter system prompts");
+    return bad(
+        "'workload.tenants' x systemPromptTokens exceeds 67,108,864 tokens; use fewer or shorter system prompts");
   }
   if (spec.users_per_tenant < 0 ||
       (spec.users_per_tenant > 0 && (spec.tenants < 1 || spec.kind != WorkloadKind::single))) {
@@ -664,8 +690,10 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
     return bad("'workload.tenants' count (" + std::to_string(spec.tenants) + ") x usersPerTenant (" +
                std::to_string(spec.users_per_tenant) + ") exceeds 1,048,576 prompts; use fewer tenants or users");
   }
-  if (spec.kind == WorkloadKind::chat && !(spec.think_time_seconds > 0)) return bad("'workload.chat.thinkTimeSeconds' must be > 0");
-  if (spec.concurrency < 0 || spec.concurrency > (1 << 20) || (spec.concurrency > 0 && spec.kind != WorkloadKind::single)) {
+  if (spec.kind == WorkloadKind::chat && !(spec.think_time_seconds > 0))
+    return bad("'workload.chat.thinkTimeSeconds' must be > 0");
+  if (spec.concurrency < 0 || spec.concurrency > (1 << 20) ||
+      (spec.concurrency > 0 && spec.kind != WorkloadKind::single)) {
     return bad("'workload.concurrency' (" + std::to_string(spec.concurrency) +
                ") must be in [0, 1048576], and > 0 only with kind single (a closed loop of one-shot requests)");
   }
@@ -674,8 +702,9 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
                ") is a closed loop, which has no arrival rate; drop 'workload.arrival.stages' or the concurrency");
   }
   if (spec.concurrency > 0 && spec.max_requests == 0) {
-    return bad("'workload.concurrency' needs 'workload.requests' > 0: a closed loop whose requests are all "
-               "refused would not advance the clock");
+    return bad(
+        "'workload.concurrency' needs 'workload.requests' > 0: a closed loop whose requests are all "
+        "refused would not advance the clock");
   }
   if (spec.kind == WorkloadKind::agentic &&
       (spec.fanout < 1 || spec.fanout > 1024 || spec.depth < 1 || !(spec.step_gap_seconds > 0))) {
@@ -737,7 +766,8 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
       }
       if (stored > kMaxStoredPromptTokens) {
         return bad("'workload.tenants.usersPerTenant' (" + std::to_string(spec.users_per_tenant) +
-                   ") x inputTokens and the system prompts exceed 67,108,864 stored tokens; use fewer users or shorter questions");
+                   ") x inputTokens and the system prompts exceed 67,108,864 stored tokens; use fewer users or shorter "
+                   "questions");
       }
       impl->questions.resize(static_cast<std::size_t>(slots));
       for (std::size_t q = 0; q < lengths.size(); ++q) {
@@ -756,8 +786,8 @@ Expected<Workload, WorkloadError> Workload::create(const WorkloadSpec& spec) {
     }
   }
   if (spec.concurrency > 0) {
-    const std::int64_t first = spec.max_requests > 0 ? std::min<std::int64_t>(spec.concurrency, spec.max_requests)
-                                                     : spec.concurrency;
+    const std::int64_t first =
+        spec.max_requests > 0 ? std::min<std::int64_t>(spec.concurrency, spec.max_requests) : spec.concurrency;
     for (std::int64_t c = 0; c < first; ++c) impl->complete(0);
   }
   return Workload(std::move(impl));
@@ -781,16 +811,18 @@ Expected<Workload, WorkloadError> Workload::from_trace(std::string_view text, co
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     auto rec = parse_trace_line(line);
     if (!rec) {
-      return unexpected(WorkloadError{WorkloadErrc::trace_syntax,
-                                      "trace line " + std::to_string(line_no) + ", " + rec.error()});
+      return unexpected(
+          WorkloadError{WorkloadErrc::trace_syntax, "trace line " + std::to_string(line_no) + ", " + rec.error()});
     }
     if (!impl->records.empty() && rec->timestamp_ms < impl->records.back().timestamp_ms) {
-      return unexpected(WorkloadError{WorkloadErrc::trace_syntax,
-                                      "trace line " + std::to_string(line_no) + ": timestamp goes backwards; sort the trace by timestamp"});
+      return unexpected(WorkloadError{
+          WorkloadErrc::trace_syntax,
+          "trace line " + std::to_string(line_no) + ": timestamp goes backwards; sort the trace by timestamp"});
     }
     if (static_cast<std::int64_t>(impl->records.size()) >= spec.max_records) {
-      return unexpected(WorkloadError{WorkloadErrc::trace_limit,
-                                      "trace has more than " + std::to_string(spec.max_records) + " records; raise maxRecords or cut the trace"});
+      return unexpected(WorkloadError{
+          WorkloadErrc::trace_limit,
+          "trace has more than " + std::to_string(spec.max_records) + " records; raise maxRecords or cut the trace"});
     }
     impl->records.push_back(std::move(*rec));
   }

@@ -25,7 +25,8 @@ double prefill_sustainable_utilization(std::int32_t replicas, double service_sec
   constexpr double kFloor = 0.05;
   const std::int32_t c = std::max<std::int32_t>(1, replicas);
   const double budget = slo_seconds - service_seconds - fixed_seconds;  // the wait the SLO leaves
-  if (!(service_seconds > 0) || !(budget > 0) || !std::isfinite(budget)) return service_seconds > 0 ? kFloor : 1.0 - 1e-9;
+  if (!(service_seconds > 0) || !(budget > 0) || !std::isfinite(budget))
+    return service_seconds > 0 ? kFloor : 1.0 - 1e-9;
   const double stretch = (1 + std::max(0.0, std::isfinite(service_cv2) ? service_cv2 : 0.0)) / 2;
   const double miss = 1 - std::clamp(quantile, 0.5, 0.999999);
   // P(wait > budget) = C(c, a) x exp(-(c - a) x budget / (service x stretch)), increasing in the
@@ -57,20 +58,26 @@ Expected<PoolAutoscaler, std::string> PoolAutoscaler::create(const AutoscalePoli
   }
   if (p.min_replicas < 0) return bad("minReplicas", p.min_replicas, "must be >= 0");
   if (p.max_replicas < std::max(p.min_replicas, 1)) {
-    return bad("maxReplicas", p.max_replicas, "must be >= max(minReplicas, 1) (minReplicas is " + std::to_string(p.min_replicas) + ")");
+    return bad("maxReplicas", p.max_replicas,
+               "must be >= max(minReplicas, 1) (minReplicas is " + std::to_string(p.min_replicas) + ")");
   }
-  if (!(p.target > 0) || !std::isfinite(p.target)) return bad("target", p.target, "must be > 0; 1 is the SLO, 0.95 (the default) leaves 5% headroom");
-  if (!(p.tolerance >= 0) || !std::isfinite(p.tolerance)) return bad("tolerance", p.tolerance, "must be >= 0; HPA's is 0.1");
-  for (const auto& [key, v] : {std::pair<const char*, double>{"scaleUpStabilizationSeconds", p.scale_up_stabilization_seconds},
-                               {"scaleDownStabilizationSeconds", p.scale_down_stabilization_seconds}}) {
+  if (!(p.target > 0) || !std::isfinite(p.target))
+    return bad("target", p.target, "must be > 0; 1 is the SLO, 0.95 (the default) leaves 5% headroom");
+  if (!(p.tolerance >= 0) || !std::isfinite(p.tolerance))
+    return bad("tolerance", p.tolerance, "must be >= 0; HPA's is 0.1");
+  for (const auto& [key, v] :
+       {std::pair<const char*, double>{"scaleUpStabilizationSeconds", p.scale_up_stabilization_seconds},
+        {"scaleDownStabilizationSeconds", p.scale_down_stabilization_seconds}}) {
     if (!(v >= 0) || !std::isfinite(v)) return bad(key, v, "must be >= 0");
     if (autoscale_history_entries(v, interval) > kMaxAutoscaleHistory) {
-      return bad(key, v, "spans more than " + std::to_string(kMaxAutoscaleHistory) +
-                             " evaluations; give a shorter window or a longer evaluationIntervalSeconds");
+      return bad(key, v,
+                 "spans more than " + std::to_string(kMaxAutoscaleHistory) +
+                     " evaluations; give a shorter window or a longer evaluationIntervalSeconds");
     }
   }
   if (!(p.idle_seconds_before_zero >= 0) || !std::isfinite(p.idle_seconds_before_zero)) {
-    return bad("idleSecondsBeforeZero", p.idle_seconds_before_zero, "must be >= 0; KEDA's cooldownPeriod default is 300, the contract's 600");
+    return bad("idleSecondsBeforeZero", p.idle_seconds_before_zero,
+               "must be >= 0; KEDA's cooldownPeriod default is 300, the contract's 600");
   }
   const double window = std::max(p.scale_up_stabilization_seconds, p.scale_down_stabilization_seconds);
   return PoolAutoscaler(p, autoscale_history_entries(window, interval));

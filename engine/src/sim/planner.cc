@@ -17,7 +17,9 @@
 
 namespace disagg {
 
-double RateGrid::rate(int index) const { return min_rate * std::pow(growth, index); }
+double RateGrid::rate(int index) const {
+  return min_rate * std::pow(growth, index);
+}
 
 int RateGrid::index_at_most(double r) const {
   if (!(r >= min_rate)) return -1;
@@ -102,17 +104,26 @@ std::string_view to_string(CandidateStatus status) {
 
 namespace {
 
-bool serves_prefill(OptionRole r) { return r == OptionRole::any || r == OptionRole::prefill; }
-bool serves_decode(OptionRole r) { return r == OptionRole::any || r == OptionRole::decode; }
-bool serves_aggregated(OptionRole r) { return r == OptionRole::any || r == OptionRole::aggregated; }
+bool serves_prefill(OptionRole r) {
+  return r == OptionRole::any || r == OptionRole::prefill;
+}
+bool serves_decode(OptionRole r) {
+  return r == OptionRole::any || r == OptionRole::decode;
+}
+bool serves_aggregated(OptionRole r) {
+  return r == OptionRole::any || r == OptionRole::aggregated;
+}
 
-PlanError spec_error(std::string m) { return PlanError{PlanErrc::invalid_spec, std::move(m)}; }
+PlanError spec_error(std::string m) {
+  return PlanError{PlanErrc::invalid_spec, std::move(m)};
+}
 
 }  // namespace
 
 Expected<void, PlanError> validate(const PlannerSpec& spec) {
   if (spec.options.empty()) {
-    return unexpected(spec_error("'planner.tensorParallelOptions' is empty; give one pool template per tensor-parallel size"));
+    return unexpected(
+        spec_error("'planner.tensorParallelOptions' is empty; give one pool template per tensor-parallel size"));
   }
   if (spec.max_accelerators < 1 || spec.min_accelerators < 1 || spec.min_accelerators > spec.max_accelerators) {
     return unexpected(spec_error("'planner.minAccelerators' (" + std::to_string(spec.min_accelerators) +
@@ -120,20 +131,24 @@ Expected<void, PlanError> validate(const PlannerSpec& spec) {
                                  std::to_string(spec.max_accelerators) + ")"));
   }
   if (!(spec.target_share > 0 && spec.target_share <= 1)) {
-    return unexpected(spec_error("'planner.targetShare' (" + json_number(spec.target_share) + ") must be in (0, 1]; e.g. 0.9"));
+    return unexpected(
+        spec_error("'planner.targetShare' (" + json_number(spec.target_share) + ") must be in (0, 1]; e.g. 0.9"));
   }
   if (!(spec.grid.min_rate > 0) || !(spec.grid.growth > 1.0005) || !(spec.grid.growth <= 2)) {
     return unexpected(spec_error("'planner.rateResolution' (" + json_number(spec.grid.growth - 1) +
                                  ") must be in [0.001, 1] and 'planner.minRatePerSecond' > 0; e.g. 0.05 and 0.05"));
   }
   if (!(spec.probe_seconds >= 0)) {
-    return unexpected(spec_error("'planner.probeSeconds' (" + json_number(spec.probe_seconds) + ") must be >= 0; e.g. 30"));
+    return unexpected(
+        spec_error("'planner.probeSeconds' (" + json_number(spec.probe_seconds) + ") must be >= 0; e.g. 30"));
   }
   if (!(spec.bound_slack >= 1)) {
-    return unexpected(spec_error("'planner.boundSlack' (" + json_number(spec.bound_slack) + ") must be >= 1; e.g. 1.5"));
+    return unexpected(
+        spec_error("'planner.boundSlack' (" + json_number(spec.bound_slack) + ") must be >= 1; e.g. 1.5"));
   }
   if (!spec.aggregated && !spec.disaggregated) {
-    return unexpected(spec_error("'planner.modes' allows neither aggregated nor disaggregated serving; give at least one"));
+    return unexpected(
+        spec_error("'planner.modes' allows neither aggregated nor disaggregated serving; give at least one"));
   }
   std::int32_t smallest = spec.options.front().accelerators_per_replica;
   for (std::size_t i = 0; i < spec.options.size(); ++i) {
@@ -144,7 +159,8 @@ Expected<void, PlanError> validate(const PlannerSpec& spec) {
                                    "]' needs acceleratorsPerReplica >= 1 and pricePerAcceleratorHour > 0"));
     }
     if (auto cm = CostModel::create(o.pool.cost); !cm) {
-      return unexpected(spec_error("'planner.tensorParallelOptions[" + std::to_string(i) + "]': " + cm.error().message()));
+      return unexpected(
+          spec_error("'planner.tensorParallelOptions[" + std::to_string(i) + "]': " + cm.error().message()));
     }
   }
   const std::int32_t least = spec.disaggregated && !spec.aggregated ? 2 * smallest : smallest;
@@ -261,7 +277,8 @@ ReplicaSpeed speed_of(const PoolSpec& pool, const WorkloadShape& shape, const Sl
   r.prefill_tokens_per_second = t_prefill > 0 ? chunk * pool.cost.pipeline_parallel / t_prefill : 0;
   const auto ctx = static_cast<std::int64_t>(shape.fresh_prompt_tokens);
   const double kv_tokens = static_cast<double>(pool.scheduler.num_blocks) * pool.scheduler.block_size;
-  const std::int64_t kv_limit = static_cast<std::int64_t>(kv_tokens / (shape.fresh_prompt_tokens + shape.output_tokens));
+  const std::int64_t kv_limit =
+      static_cast<std::int64_t>(kv_tokens / (shape.fresh_prompt_tokens + shape.output_tokens));
   std::int64_t hi = std::min<std::int64_t>(pool.scheduler.max_num_seqs, std::max<std::int64_t>(1, kv_limit));
   auto step = [&](std::int64_t b) { return cm->decode_batch_time(b, b * ctx).total_seconds; };
   if (shape.output_tokens <= 1) {
@@ -281,7 +298,8 @@ ReplicaSpeed speed_of(const PoolSpec& pool, const WorkloadShape& shape, const Sl
 
 }  // namespace
 
-double roofline_bound_rate(const PlannerSpec& spec, const PlanCandidate& c, const WorkloadSpec& workload, const Slo& slo) {
+double roofline_bound_rate(const PlannerSpec& spec, const PlanCandidate& c, const WorkloadSpec& workload,
+                           const Slo& slo) {
   const WorkloadShape shape = shape_of(workload);
   const ReplicaSpeed dec = speed_of(spec.options[c.decode_option].pool, shape, slo);
   double requests_per_second = 0;
@@ -295,8 +313,9 @@ double roofline_bound_rate(const PlannerSpec& spec, const PlanCandidate& c, cons
     const ReplicaSpeed pre = speed_of(spec.options[c.prefill_option].pool, shape, slo);
     if (dec.decode_tokens_per_second <= 0) return 0;
     const double decode_rate = c.decode_replicas * dec.decode_tokens_per_second / shape.output_tokens;
-    const double prefill_rate = (c.prefill_replicas * pre.prefill_tokens_per_second +
-                                 c.decode_replicas * dec.prefill_tokens_per_second) / shape.fresh_prompt_tokens;
+    const double prefill_rate =
+        (c.prefill_replicas * pre.prefill_tokens_per_second + c.decode_replicas * dec.prefill_tokens_per_second) /
+        shape.fresh_prompt_tokens;
     requests_per_second = std::min(decode_rate, prefill_rate);
   }
   return requests_per_second / shape.requests_per_arrival;
@@ -338,9 +357,8 @@ Expected<PlanResult, PlanError> search_plan(const PlannerSpec& spec, CandidateEv
   auto cap_score = [&](const PlanCandidate& c) {
     return c.cap_index < 0 ? 0.0 : score_of(spec.grid.rate(c.cap_index), c.cost_per_hour);
   };
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return cap_score(all[a]) > cap_score(all[b]);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return cap_score(all[a]) > cap_score(all[b]); });
 
   // Best scores among candidates reaching the required rate, highest first, at most rank_depth.
   std::vector<double> top;
@@ -484,7 +502,8 @@ Expected<PlanResult, PlanError> search_plan(const PlannerSpec& spec, CandidateEv
     else if (c.status == CandidateStatus::pruned) ++result.pruned;
     else ++result.infeasible;
   }
-  if (spec.keep > 0 && static_cast<std::int32_t>(all.size()) > spec.keep) all.resize(static_cast<std::size_t>(spec.keep));
+  if (spec.keep > 0 && static_cast<std::int32_t>(all.size()) > spec.keep)
+    all.resize(static_cast<std::size_t>(spec.keep));
   result.candidates = std::move(all);
   return result;
 }
@@ -545,7 +564,8 @@ class SimulatorEvaluator final : public CandidateEvaluator {
 
 Expected<PlanTrace, PlanError> load_plan_trace(const std::string& path, const TraceSpec& spec) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return unexpected(spec_error("'workload.trace.path' (" + path + ") cannot be read; give a JSONL trace file"));
+  if (!in)
+    return unexpected(spec_error("'workload.trace.path' (" + path + ") cannot be read; give a JSONL trace file"));
   PlanTrace t;
   t.spec = spec;
   t.jsonl.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -597,8 +617,7 @@ Expected<PlanResult, PlanError> run_planner(const PlannerSpec& given, const Simu
                                             const PlanTrace* trace) {
   PlannerSpec spec = given;
   spec.probe_seconds = probe_window_seconds(
-      given.probe_seconds, base.slo,
-      trace != nullptr ? trace->mean_output_tokens : shape_of(workload).output_tokens);
+      given.probe_seconds, base.slo, trace != nullptr ? trace->mean_output_tokens : shape_of(workload).output_tokens);
   const auto finish = [&](Expected<PlanResult, PlanError> r) {
     if (r) r->probe_seconds = spec.probe_seconds;
     return r;
@@ -621,16 +640,19 @@ Expected<PlanResult, PlanError> run_planner(const PlannerSpec& given, const Simu
     return finish(std::move(result));
   }
   if (workload.kind == WorkloadKind::trace) {
-    return unexpected(spec_error("'workload.kind' (\"trace\") is planned from its file: pass the trace "
-                                 "(load_plan_trace) to run_planner"));
+    return unexpected(
+        spec_error("'workload.kind' (\"trace\") is planned from its file: pass the trace "
+                   "(load_plan_trace) to run_planner"));
   }
   if (!workload.arrival.stages.empty()) {
-    return unexpected(spec_error("'workload.arrival.stages' cannot be planned: stages fix their own arrival rates, and "
-                                 "the planner searches the rate; plan with one ratePerSecond, then check the result "
-                                 "with `simulate` on the stages"));
+    return unexpected(
+        spec_error("'workload.arrival.stages' cannot be planned: stages fix their own arrival rates, and "
+                   "the planner searches the rate; plan with one ratePerSecond, then check the result "
+                   "with `simulate` on the stages"));
   }
   if (workload.max_requests <= 0 && workload.duration_seconds <= 0) {
-    return unexpected(spec_error("'workload.requests' must be > 0 for planning (each probe simulates that many requests); e.g. 500"));
+    return unexpected(
+        spec_error("'workload.requests' must be > 0 for planning (each probe simulates that many requests); e.g. 500"));
   }
   SimulatorEvaluator evaluator(spec, base, workload, nullptr);
   return finish(search_plan(spec, evaluator, progress));
@@ -654,7 +676,8 @@ void put_pool(std::string& o, const PlannerSpec& spec, const char* role, int opt
 std::string to_json(const PlanResult& r, const PlannerSpec& spec) {
   std::string o = "{\"total\":" + std::to_string(r.total) + ",\"evaluated\":" + std::to_string(r.evaluated) +
                   ",\"pruned\":" + std::to_string(r.pruned) + ",\"infeasible\":" + std::to_string(r.infeasible) +
-                  ",\"simulations\":" + std::to_string(r.simulations) + ",\"targetShare\":" + json_number(spec.target_share) +
+                  ",\"simulations\":" + std::to_string(r.simulations) +
+                  ",\"targetShare\":" + json_number(spec.target_share) +
                   ",\"probeSeconds\":" + json_number(r.probe_seconds > 0 ? r.probe_seconds : spec.probe_seconds) +
                   ",\"grid\":{\"minRatePerSecond\":" + json_number(spec.grid.min_rate) +
                   ",\"rateResolution\":" + json_number(spec.grid.growth - 1) + "}";

@@ -114,7 +114,8 @@ struct Reader {
     if (!v->is_number()) return fail(cat({"'", full(path, key), "' (", v->dump(), ") must be a number"}));
     const double d = v->as_number();
     if (!std::isfinite(d) || (exclusive ? d <= min : d < min)) {
-      return fail(cat({"'", full(path, key), "' (", v->dump(), ") must be ", exclusive ? "> " : ">= ", json_number(min)}));
+      return fail(
+          cat({"'", full(path, key), "' (", v->dump(), ") must be ", exclusive ? "> " : ">= ", json_number(min)}));
     }
     *out = d;
     return true;
@@ -197,16 +198,20 @@ bool read_stages(Reader& rd, const JsonValue& arrival, std::vector<ArrivalStage>
   if (!arr || arr->is_null()) return true;
   if (!arr->is_array() || arr->items().empty() || arr->items().size() > kMaxArrivalStages) {
     return rd.fail("'" + ap + "' (" + arr->dump() + ") must be an array of 1 to " + std::to_string(kMaxArrivalStages) +
-                   " stages, e.g. [{\"ratePerSecond\": 8, \"durationSeconds\": 600}, {\"ratePerSecond\": 20, \"durationSeconds\": 600}]");
+                   " stages, e.g. [{\"ratePerSecond\": 8, \"durationSeconds\": 600}, {\"ratePerSecond\": 20, "
+                   "\"durationSeconds\": 600}]");
   }
   for (std::size_t i = 0; i < arr->items().size(); ++i) {
     const JsonValue& sj = arr->items()[i];
     const std::string sp = ap + "[" + std::to_string(i) + "]";
-    if (!sj.is_object()) return rd.fail("'" + sp + "' (" + sj.dump() + ") must be an object {\"ratePerSecond\": R, \"durationSeconds\": S}");
+    if (!sj.is_object())
+      return rd.fail("'" + sp + "' (" + sj.dump() +
+                     ") must be an object {\"ratePerSecond\": R, \"durationSeconds\": S}");
     if (!rd.known_keys(sj, sp, {"ratePerSecond", "durationSeconds"})) return false;
     for (const auto* key : {"ratePerSecond", "durationSeconds"}) {
       const JsonValue* v = sj.find(key);
-      if (!v || v->is_null()) return rd.fail("'" + sp + "." + key + "' is required; give both ratePerSecond and durationSeconds");
+      if (!v || v->is_null())
+        return rd.fail("'" + sp + "." + key + "' is required; give both ratePerSecond and durationSeconds");
     }
     ArrivalStage st;
     if (!rd.number(sj, sp, "ratePerSecond", &st.rate_per_second, 0, true) ||
@@ -220,8 +225,9 @@ bool read_stages(Reader& rd, const JsonValue& arrival, std::vector<ArrivalStage>
 
 bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, SimulationSetup* out) {
   const std::string p = "workload";
-  if (!rd.known_keys(w, p, {"kind", "requests", "durationSeconds", "concurrency", "arrival", "inputTokens",
-                            "outputTokens", "vocab", "tenants", "api", "chat", "agentic", "trace"})) {
+  if (!rd.known_keys(w, p,
+                     {"kind", "requests", "durationSeconds", "concurrency", "arrival", "inputTokens", "outputTokens",
+                      "vocab", "tenants", "api", "chat", "agentic", "trace"})) {
     return false;
   }
   WorkloadSpec& s = out->workload;
@@ -233,17 +239,18 @@ bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, Simulatio
   else if (kind == "agentic") s.kind = WorkloadKind::agentic;
   else if (kind == "trace") s.kind = WorkloadKind::trace;
   else return rd.fail("'workload.kind' (\"" + kind + "\") must be single, chat, agentic or trace");
-  if (!rd.integer(w, p, "requests", &s.max_requests, 0) || !rd.number(w, p, "durationSeconds", &s.duration_seconds, 0) ||
-      !rd.integer(w, p, "concurrency", &s.concurrency, 0) ||
-      !rd.integer(w, p, "vocab", &s.vocab, 2) || !rd.length(w, p, "inputTokens", &s.input) ||
-      !rd.length(w, p, "outputTokens", &s.output)) {
+  if (!rd.integer(w, p, "requests", &s.max_requests, 0) ||
+      !rd.number(w, p, "durationSeconds", &s.duration_seconds, 0) ||
+      !rd.integer(w, p, "concurrency", &s.concurrency, 0) || !rd.integer(w, p, "vocab", &s.vocab, 2) ||
+      !rd.length(w, p, "inputTokens", &s.input) || !rd.length(w, p, "outputTokens", &s.output)) {
     return false;
   }
   const JsonValue* o = nullptr;
   if (!rd.object(w, p, "arrival", &o)) return false;
   if (o) {
     const std::string ap = "workload.arrival";
-    if (!rd.known_keys(*o, ap, {"process", "ratePerSecond", "cv", "burstFactor", "burstShare", "meanBurstSeconds", "stages"})) {
+    if (!rd.known_keys(*o, ap,
+                       {"process", "ratePerSecond", "cv", "burstFactor", "burstShare", "meanBurstSeconds", "stages"})) {
       return false;
     }
     std::string proc = "poisson";
@@ -254,7 +261,8 @@ bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, Simulatio
     else if (proc == "constant") s.arrival.kind = ArrivalProcess::Kind::constant;
     else return rd.fail("'workload.arrival.process' (\"" + proc + "\") must be poisson, gamma, mmpp or constant");
     if (!rd.number(*o, ap, "ratePerSecond", &s.arrival.rate_per_second, 0, true) ||
-        !rd.number(*o, ap, "cv", &s.arrival.cv, 0, true) || !rd.number(*o, ap, "burstFactor", &s.arrival.burst_factor, 1, true) ||
+        !rd.number(*o, ap, "cv", &s.arrival.cv, 0, true) ||
+        !rd.number(*o, ap, "burstFactor", &s.arrival.burst_factor, 1, true) ||
         !rd.number(*o, ap, "burstShare", &s.arrival.burst_share, 0, true) ||
         !rd.number(*o, ap, "meanBurstSeconds", &s.arrival.mean_burst_seconds, 0, true) ||
         !read_stages(rd, *o, &s.arrival.stages)) {
@@ -269,17 +277,20 @@ bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, Simulatio
     std::string popularity = "zipf";
     std::int64_t users = 0;
     if (!rd.known_keys(*o, tp, {"count", "systemPromptTokens", "zipfExponent", "popularity", "usersPerTenant"}) ||
-        !rd.integer(*o, tp, "count", &s.tenants, 0) || !rd.integer(*o, tp, "systemPromptTokens", &s.system_prompt_tokens, 0) ||
+        !rd.integer(*o, tp, "count", &s.tenants, 0) ||
+        !rd.integer(*o, tp, "systemPromptTokens", &s.system_prompt_tokens, 0) ||
         !rd.number(*o, tp, "zipfExponent", &s.zipf_exponent, 0) || !rd.string(*o, tp, "popularity", &popularity) ||
         !rd.integer(*o, tp, "usersPerTenant", &users, 0)) {
       return false;
     }
     if (popularity == "zipf") s.popularity = TenantPopularity::zipf;
     else if (popularity == "equal") s.popularity = TenantPopularity::equal;
-    else return rd.fail("'workload.tenants.popularity' (\"" + popularity + "\") must be zipf (weights 1/k^zipfExponent) or equal (tenants in turn)");
+    else
+      return rd.fail("'workload.tenants.popularity' (\"" + popularity +
+                     "\") must be zipf (weights 1/k^zipfExponent) or equal (tenants in turn)");
     if (users > kMaxPromptSlots) {
-      return rd.fail("'workload.tenants.usersPerTenant' (" + std::to_string(users) + ") must be <= " +
-                     std::to_string(kMaxPromptSlots) + "; use fewer users");
+      return rd.fail("'workload.tenants.usersPerTenant' (" + std::to_string(users) +
+                     ") must be <= " + std::to_string(kMaxPromptSlots) + "; use fewer users");
     }
     s.users_per_tenant = static_cast<std::int32_t>(users);
   }
@@ -287,9 +298,13 @@ bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, Simulatio
   if (!rd.string(w, p, "api", &api)) return false;
   if (api == "completions") s.api = PromptApi::completions;
   else if (api == "chat") s.api = PromptApi::chat;
-  else return rd.fail("'workload.api' (\"" + api + "\") must be completions (the prompt as given) or chat (with the chat template's tokens)");
+  else
+    return rd.fail("'workload.api' (\"" + api +
+                   "\") must be completions (the prompt as given) or chat (with the chat template's tokens)");
   if (s.api == PromptApi::chat && s.kind == WorkloadKind::trace) {
-    return rd.fail("'workload.api' (\"chat\") does not apply to kind trace: a trace's input_length already counts every prompt token; drop api");
+    return rd.fail(
+        "'workload.api' (\"chat\") does not apply to kind trace: a trace's input_length already counts every prompt "
+        "token; drop api");
   }
   if (!rd.object(w, p, "chat", &o)) return false;
   if (o) {
@@ -313,13 +328,15 @@ bool read_workload(Reader& rd, const JsonValue& w, std::uint64_t seed, Simulatio
   }
   if (!rd.object(w, p, "trace", &o)) return false;
   if (s.kind == WorkloadKind::trace) {
-    if (!o) return rd.fail("'workload.trace' is required when 'workload.kind' is trace; give {\"path\": \"FILE.jsonl\"}");
+    if (!o)
+      return rd.fail("'workload.trace' is required when 'workload.kind' is trace; give {\"path\": \"FILE.jsonl\"}");
     const std::string tp = "workload.trace";
     out->from_trace = true;
     out->trace.seed = seed;
     out->trace.vocab = s.vocab;
     if (!rd.known_keys(*o, tp, {"path", "blockTokens", "timeScale", "maxRecords"}) ||
-        !rd.string(*o, tp, "path", &out->trace_path) || !rd.integer(*o, tp, "blockTokens", &out->trace.trace_block_tokens, 1) ||
+        !rd.string(*o, tp, "path", &out->trace_path) ||
+        !rd.integer(*o, tp, "blockTokens", &out->trace.trace_block_tokens, 1) ||
         !rd.number(*o, tp, "timeScale", &out->trace.time_scale, 0, true) ||
         !rd.integer(*o, tp, "maxRecords", &out->trace.max_records, 1)) {
       return false;
@@ -336,14 +353,17 @@ bool read_kv_tiers(Reader& rd, const JsonValue& pj, const std::string& p, std::v
   if (!arr || arr->is_null()) return true;
   const std::string ap = Reader::full(p, "kvTiers");
   if (!arr->is_array()) {
-    return rd.fail("'" + ap + "' (" + arr->dump() + ") must be an array, e.g. [{\"tier\": \"host\", \"capacityBytes\": 5e11, \"readBytesPerSecond\": 5e10, \"writeBytesPerSecond\": 5e10}]");
+    return rd.fail("'" + ap + "' (" + arr->dump() +
+                   ") must be an array, e.g. [{\"tier\": \"host\", \"capacityBytes\": 5e11, \"readBytesPerSecond\": "
+                   "5e10, \"writeBytesPerSecond\": 5e10}]");
   }
   for (std::size_t j = 0; j < arr->items().size(); ++j) {
     const JsonValue& tj = arr->items()[j];
     const std::string tp = ap + "[" + std::to_string(j) + "]";
     if (!tj.is_object()) return rd.fail("'" + tp + "' (" + tj.dump() + ") must be an object");
-    if (!rd.known_keys(tj, tp, {"tier", "capacityBytes", "readBytesPerSecond", "writeBytesPerSecond", "latencySeconds",
-                               "maxWriteBacklogSeconds"},
+    if (!rd.known_keys(tj, tp,
+                       {"tier", "capacityBytes", "readBytesPerSecond", "writeBytesPerSecond", "latencySeconds",
+                        "maxWriteBacklogSeconds"},
                        "engine/README.md, Lower KV tiers")) {
       return false;
     }
@@ -387,11 +407,11 @@ bool read_pool(Reader& rd, const JsonValue& doc, const JsonValue& pj, const std:
   if (!rd.integer(pj, p, "maxConcurrencyPerReplica", &sc.max_num_seqs, 1) ||
       !rd.integer(pj, p, "maxBatchedTokens", &sc.max_num_batched_tokens, 1) ||
       !rd.integer(pj, p, "maxWaitingRequests", &sc.max_waiting, 1) ||
-      !rd.number(pj, p, "kvTokensPerReplica", &kv_tokens, 0) || !rd.number(pj, p, "kvCacheBytesPerRank", &kv_bytes, 0) ||
+      !rd.number(pj, p, "kvTokensPerReplica", &kv_tokens, 0) ||
+      !rd.number(pj, p, "kvCacheBytesPerRank", &kv_bytes, 0) ||
       !rd.boolean(pj, p, "prefixCaching", &sc.enable_prefix_caching) ||
       !rd.boolean(pj, p, "chunkedPrefill", &sc.chunked_prefill) ||
-      !rd.boolean(pj, p, "asyncScheduling", &sc.async_scheduling) ||
-      !read_kv_tiers(rd, pj, p, &spec->kv_tiers)) {
+      !rd.boolean(pj, p, "asyncScheduling", &sc.async_scheduling) || !read_kv_tiers(rd, pj, p, &spec->kv_tiers)) {
     return false;
   }
   std::string first_token = "decode-step";
@@ -425,11 +445,13 @@ bool read_pool_autoscaling(Reader& rd, const JsonValue& pj, const std::string& p
   out->enabled = true;
   AutoscalePolicy& pol = out->policy;
   pol.max_replicas = -1;
-  if (!rd.known_keys(*a, ap, {"minReplicas", "maxReplicas", "target", "tolerance", "scaleUpStabilizationSeconds",
-                              "scaleDownStabilizationSeconds", "scaleToZero", "idleSecondsBeforeZero", "provisioning"},
+  if (!rd.known_keys(*a, ap,
+                     {"minReplicas", "maxReplicas", "target", "tolerance", "scaleUpStabilizationSeconds",
+                      "scaleDownStabilizationSeconds", "scaleToZero", "idleSecondsBeforeZero", "provisioning"},
                      "engine/README.md, Autoscaling") ||
-      !rd.integer(*a, ap, "minReplicas", &pol.min_replicas, 0) || !rd.integer(*a, ap, "maxReplicas", &pol.max_replicas, 1) ||
-      !rd.number(*a, ap, "target", &pol.target, 0, true) || !rd.number(*a, ap, "tolerance", &pol.tolerance, 0) ||
+      !rd.integer(*a, ap, "minReplicas", &pol.min_replicas, 0) ||
+      !rd.integer(*a, ap, "maxReplicas", &pol.max_replicas, 1) || !rd.number(*a, ap, "target", &pol.target, 0, true) ||
+      !rd.number(*a, ap, "tolerance", &pol.tolerance, 0) ||
       !rd.number(*a, ap, "scaleUpStabilizationSeconds", &pol.scale_up_stabilization_seconds, 0) ||
       !rd.number(*a, ap, "scaleDownStabilizationSeconds", &pol.scale_down_stabilization_seconds, 0) ||
       !rd.boolean(*a, ap, "scaleToZero", &pol.scale_to_zero) ||
@@ -447,8 +469,10 @@ bool read_pool_autoscaling(Reader& rd, const JsonValue& pj, const std::string& p
   if (!rd.object(*a, ap, "provisioning", &pv)) return false;
   if (!pv) return true;
   const std::string pp = ap + ".provisioning";
-  return rd.known_keys(*pv, pp, {"nodeStartSeconds", "imagePullSeconds", "checkpointBytes", "networkBytesPerSecond",
-                                 "nvmeBytesPerSecond", "engineStartSeconds"}, "engine/README.md, Autoscaling") &&
+  return rd.known_keys(*pv, pp,
+                       {"nodeStartSeconds", "imagePullSeconds", "checkpointBytes", "networkBytesPerSecond",
+                        "nvmeBytesPerSecond", "engineStartSeconds"},
+                       "engine/README.md, Autoscaling") &&
          rd.number(*pv, pp, "nodeStartSeconds", &v.node_start_seconds, 0) &&
          rd.number(*pv, pp, "imagePullSeconds", &v.image_pull_seconds, 0) &&
          rd.number(*pv, pp, "checkpointBytes", &v.checkpoint_bytes, 0) &&
@@ -521,7 +545,8 @@ Expected<SimulationSetup, std::string> read_setup(const JsonValue& doc, bool poo
   if (const JsonValue* as = nullptr; rd.object(doc, "", "autoscaling", &as) && as) {
     AutoscaleRun& ar = out.config.autoscale;
     ar.report = true;
-    if (!rd.known_keys(*as, "autoscaling", {"slo", "prefill", "decode", "evaluationIntervalSeconds", "windowSeconds", "horizonSeconds"},
+    if (!rd.known_keys(*as, "autoscaling",
+                       {"slo", "prefill", "decode", "evaluationIntervalSeconds", "windowSeconds", "horizonSeconds"},
                        "engine/README.md, Autoscaling") ||
         !rd.number(*as, "autoscaling", "evaluationIntervalSeconds", &ar.evaluation_interval_seconds, 0, true) ||
         !rd.number(*as, "autoscaling", "windowSeconds", &ar.window_seconds, 0, true) ||
@@ -535,7 +560,9 @@ Expected<SimulationSetup, std::string> read_setup(const JsonValue& doc, bool poo
   const JsonValue* pools = doc.find("pools");
   if (pools_required || (pools && !pools->is_null())) {
     if (!pools || !pools->is_array() || pools->items().empty()) {
-      return unexpected(std::string("'pools' must be a non-empty array; e.g. [{\"name\": \"workers\", \"role\": \"both\", \"replicas\": 4, \"kvTokensPerReplica\": 400000}]"));
+      return unexpected(
+          std::string("'pools' must be a non-empty array; e.g. [{\"name\": \"workers\", \"role\": \"both\", "
+                      "\"replicas\": 4, \"kvTokensPerReplica\": 400000}]"));
     }
     for (std::size_t i = 0; i < pools->items().size(); ++i) {
       const JsonValue& pj = pools->items()[i];
@@ -561,16 +588,23 @@ Expected<SimulationSetup, std::string> read_setup(const JsonValue& doc, bool poo
   // Workload.
   const JsonValue* w = nullptr;
   if (!rd.object(doc, "", "workload", &w)) return unexpected(rd.error);
-  if (!w) return unexpected(std::string("'workload' is required; e.g. {\"kind\": \"single\", \"requests\": 1000, \"arrival\": {\"ratePerSecond\": 10}}"));
+  if (!w)
+    return unexpected(
+        std::string("'workload' is required; e.g. {\"kind\": \"single\", \"requests\": 1000, \"arrival\": "
+                    "{\"ratePerSecond\": 10}}"));
   if (!read_workload(rd, *w, seed, &out)) return unexpected(rd.error);
   return out;
 }
 
 }  // namespace
 
-Expected<SimulationSetup, std::string> read_simulation(const JsonValue& doc) { return read_setup(doc, true); }
+Expected<SimulationSetup, std::string> read_simulation(const JsonValue& doc) {
+  return read_setup(doc, true);
+}
 
-Expected<SimulationSetup, std::string> read_simulation_base(const JsonValue& doc) { return read_setup(doc, false); }
+Expected<SimulationSetup, std::string> read_simulation_base(const JsonValue& doc) {
+  return read_setup(doc, false);
+}
 
 Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
   Reader rd;
@@ -578,12 +612,15 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
   const JsonValue* pl = nullptr;
   if (!rd.object(doc, "", "planner", &pl)) return unexpected(rd.error);
   if (!pl) {
-    return unexpected(std::string("'planner' is required; e.g. {\"maxAccelerators\": 16, \"tensorParallelOptions\": [{\"tensorParallel\": 4, ...}]} (engine/README.md, Planner)"));
+    return unexpected(
+        std::string("'planner' is required; e.g. {\"maxAccelerators\": 16, \"tensorParallelOptions\": "
+                    "[{\"tensorParallel\": 4, ...}]} (engine/README.md, Planner)"));
   }
   const std::string p = "planner";
-  if (!rd.known_keys(*pl, p, {"maxAccelerators", "minAccelerators", "modes", "targetShare", "minRatePerSecond",
-                              "rateResolution", "boundSlack", "requiredRatePerSecond", "pricePerAcceleratorHour",
-                              "prune", "keep", "probeSeconds", "rankDepth", "threads", "tensorParallelOptions"},
+  if (!rd.known_keys(*pl, p,
+                     {"maxAccelerators", "minAccelerators", "modes", "targetShare", "minRatePerSecond",
+                      "rateResolution", "boundSlack", "requiredRatePerSecond", "pricePerAcceleratorHour", "prune",
+                      "keep", "probeSeconds", "rankDepth", "threads", "tensorParallelOptions"},
                      "engine/README.md, Planner")) {
     return unexpected(rd.error);
   }
@@ -594,8 +631,8 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
       !rd.number(*pl, p, "targetShare", &spec.target_share, 0, true) ||
       !rd.at_most(*pl, p, "targetShare", spec.target_share, 1) ||
       !rd.number(*pl, p, "minRatePerSecond", &spec.grid.min_rate, 0, true) ||
-      !rd.number(*pl, p, "rateResolution", &resolution, 0.001) || !rd.at_most(*pl, p, "rateResolution", resolution, 1) ||
-      !rd.number(*pl, p, "boundSlack", &spec.bound_slack, 1) ||
+      !rd.number(*pl, p, "rateResolution", &resolution, 0.001) ||
+      !rd.at_most(*pl, p, "rateResolution", resolution, 1) || !rd.number(*pl, p, "boundSlack", &spec.bound_slack, 1) ||
       !rd.number(*pl, p, "requiredRatePerSecond", &spec.required_rate, 0) ||
       !rd.number(*pl, p, "pricePerAcceleratorHour", &price, 0, true) || !rd.boolean(*pl, p, "prune", &spec.prune) ||
       !rd.integer(*pl, p, "keep", &spec.keep, 0) || !rd.number(*pl, p, "probeSeconds", &spec.probe_seconds, 0) ||
@@ -605,7 +642,8 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
   spec.grid.growth = 1 + resolution;
   if (const JsonValue* modes = pl->find("modes"); modes && !modes->is_null()) {
     if (!modes->is_array() || modes->items().empty()) {
-      return unexpected("'planner.modes' (" + modes->dump() + ") must be a non-empty array of \"aggregated\" and \"disaggregated\"");
+      return unexpected("'planner.modes' (" + modes->dump() +
+                        ") must be a non-empty array of \"aggregated\" and \"disaggregated\"");
     }
     spec.aggregated = spec.disaggregated = false;
     for (const JsonValue& m : modes->items()) {
@@ -617,17 +655,37 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
   const std::int32_t block_size = read_block_size(rd, doc);
   const JsonValue* opts = pl->find("tensorParallelOptions");
   if (!opts || !opts->is_array() || opts->items().empty()) {
-    return unexpected(std::string("'planner.tensorParallelOptions' must be a non-empty array of pool templates, one per tensor-parallel size, e.g. [{\"label\": \"tp4\", \"tensorParallel\": 4, \"weightBytesPerRank\": 17638426624, \"kvTokensPerReplica\": 1000000}]"));
+    return unexpected(
+        std::string("'planner.tensorParallelOptions' must be a non-empty array of pool templates, one per "
+                    "tensor-parallel size, e.g. [{\"label\": \"tp4\", \"tensorParallel\": 4, \"weightBytesPerRank\": "
+                    "17638426624, \"kvTokensPerReplica\": 1000000}]"));
   }
   for (std::size_t i = 0; i < opts->items().size(); ++i) {
     const JsonValue& oj = opts->items()[i];
     const std::string op = "planner.tensorParallelOptions[" + std::to_string(i) + "]";
     if (!oj.is_object()) return unexpected("'" + op + "' (" + oj.dump() + ") must be an object");
-    if (!rd.known_keys(oj, op, {"label", "role", "tensorParallel", "weightBytesPerRank", "acceleratorsPerReplica",
-                                "pricePerAcceleratorHour", "model", "hardware", "parallel", "efficiency",
-                                "kvTokensPerReplica", "kvCacheBytesPerRank", "maxConcurrencyPerReplica",
-                                "maxBatchedTokens", "maxWaitingRequests", "prefixCaching", "chunkedPrefill", "asyncScheduling",
-                                "kvTiers", "pipelineParallel", "firstTokenAt"},
+    if (!rd.known_keys(oj, op,
+                       {"label",
+                        "role",
+                        "tensorParallel",
+                        "weightBytesPerRank",
+                        "acceleratorsPerReplica",
+                        "pricePerAcceleratorHour",
+                        "model",
+                        "hardware",
+                        "parallel",
+                        "efficiency",
+                        "kvTokensPerReplica",
+                        "kvCacheBytesPerRank",
+                        "maxConcurrencyPerReplica",
+                        "maxBatchedTokens",
+                        "maxWaitingRequests",
+                        "prefixCaching",
+                        "chunkedPrefill",
+                        "asyncScheduling",
+                        "kvTiers",
+                        "pipelineParallel",
+                        "firstTokenAt"},
                        "engine/README.md, Planner")) {
       return unexpected(rd.error);
     }
@@ -644,8 +702,8 @@ Expected<PlannerSpec, std::string> read_planner(const JsonValue& doc) {
     if (!read_pool(rd, doc, oj, op, block_size, &o.pool)) return unexpected(rd.error);
     if (o.label.empty()) o.label = "tp" + std::to_string(o.pool.cost.tensor_parallel);
     o.pool.name = o.label;
-    o.accelerators_per_replica = static_cast<std::int32_t>(std::min<std::int64_t>(
-        std::int64_t{o.pool.cost.tensor_parallel} * o.pool.cost.pipeline_parallel, INT32_MAX));
+    o.accelerators_per_replica = static_cast<std::int32_t>(
+        std::min<std::int64_t>(std::int64_t{o.pool.cost.tensor_parallel} * o.pool.cost.pipeline_parallel, INT32_MAX));
     if (!rd.integer(oj, op, "acceleratorsPerReplica", &o.accelerators_per_replica, 1) ||
         !rd.number(oj, op, "pricePerAcceleratorHour", &o.price_per_accelerator_hour, 0, true)) {
       return unexpected(rd.error);
@@ -689,7 +747,8 @@ Expected<std::string, std::string> simulate_to_json(const SimulationSetup& setup
 }
 
 std::string scaling_to_json(const ScalingReport& r, const MetricsSummary& summary) {
-  std::string o = "{\"horizonSeconds\":" + json_number(r.horizon_seconds) + ",\"windowSeconds\":" + json_number(r.window_seconds);
+  std::string o =
+      "{\"horizonSeconds\":" + json_number(r.horizon_seconds) + ",\"windowSeconds\":" + json_number(r.window_seconds);
   double gpu_seconds = 0;
   std::int64_t lost = 0;
   o += ",\"pools\":[";
@@ -699,16 +758,20 @@ std::string scaling_to_json(const ScalingReport& r, const MetricsSummary& summar
     lost += p.lost_on_scale_down;
     if (i) o += ',';
     o += "{\"name\":" + json_quote(p.name) + ",\"role\":\"" +
-         (p.role == WorkerRole::prefill ? "prefill" : p.role == WorkerRole::decode ? "decode" : "both") +
-         "\",\"gpusPerReplica\":" + std::to_string(p.gpus_per_replica) + ",\"gpuHours\":" + json_number(p.gpu_seconds / 3600) +
-         ",\"peakReplicas\":" + std::to_string(p.peak_replicas) + ",\"scaleUps\":" + std::to_string(p.scale_ups) +
-         ",\"scaleDowns\":" + std::to_string(p.scale_downs) + ",\"provisionSeconds\":" + json_number(p.provision_seconds) +
+         (p.role == WorkerRole::prefill  ? "prefill"
+          : p.role == WorkerRole::decode ? "decode"
+                                         : "both") +
+         "\",\"gpusPerReplica\":" + std::to_string(p.gpus_per_replica) +
+         ",\"gpuHours\":" + json_number(p.gpu_seconds / 3600) + ",\"peakReplicas\":" + std::to_string(p.peak_replicas) +
+         ",\"scaleUps\":" + std::to_string(p.scale_ups) + ",\"scaleDowns\":" + std::to_string(p.scale_downs) +
+         ",\"provisionSeconds\":" + json_number(p.provision_seconds) +
          ",\"drainedRequests\":" + std::to_string(p.drained_requests) +
          ",\"lostOnScaleDown\":" + std::to_string(p.lost_on_scale_down) + "}";
   }
   o += "],\"gpuHours\":" + json_number(gpu_seconds / 3600) + ",\"lostOnScaleDown\":" + std::to_string(lost) +
-       ",\"heldForCapacity\":" + std::to_string(r.held_for_capacity) + ",\"goodRequests\":" + std::to_string(summary.good) +
-       ",\"goodPerGpuHour\":" + json_number(gpu_seconds > 0 ? static_cast<double>(summary.good) / (gpu_seconds / 3600) : 0);
+       ",\"heldForCapacity\":" + std::to_string(r.held_for_capacity) +
+       ",\"goodRequests\":" + std::to_string(summary.good) + ",\"goodPerGpuHour\":" +
+       json_number(gpu_seconds > 0 ? static_cast<double>(summary.good) / (gpu_seconds / 3600) : 0);
   // Windows as columns: start, arrivals, good, prompt tokens, and per pool the mean replicas billed / ready.
   auto column = [&](const char* key, auto get) {
     o += ",\"" + std::string(key) + "\":[";

@@ -117,11 +117,11 @@ void Simulator::Impl::hash_request(Flight& fl, const WorkloadRequest& r) {
   // give them values unique to this request instead of hashing their tokens. They occupy the
   // cache (and get evicted) like vLLM's, but never match another request, so they are private
   // (no index work, no KV events) unless the policy counts index entries.
-  const std::size_t shared_tokens =
-      r.shared_prefix_tokens < 0 ? r.prompt.size()
-                                 : std::min(r.prompt.size(), static_cast<std::size_t>(r.shared_prefix_tokens));
-  const std::size_t n = hash_blocks(std::span<const TokenId>(r.prompt).first(shared_tokens), bs,
-                                    kRootBlockHash, fl.hashes);
+  const std::size_t shared_tokens = r.shared_prefix_tokens < 0
+                                        ? r.prompt.size()
+                                        : std::min(r.prompt.size(), static_cast<std::size_t>(r.shared_prefix_tokens));
+  const std::size_t n =
+      hash_blocks(std::span<const TokenId>(r.prompt).first(shared_tokens), bs, kRootBlockHash, fl.hashes);
   fl.shared_blocks = announce_private ? static_cast<std::int32_t>(total) : static_cast<std::int32_t>(n);
   BlockHash h = n > 0 ? fl.hashes[n - 1] : kRootBlockHash;
   const std::uint64_t salt = mix64(r.index + 0x5bd1e995ULL);
@@ -422,7 +422,8 @@ void Simulator::Impl::finish(double now, std::int32_t f) {
 
 Expected<SimulationResult, SimError> Simulator::run(Workload& workload, const SimProgressFn& progress) {
   Impl& s = *impl_;
-  if (s.ran) return unexpected(SimError{SimErrc::invalid_config, "run() was already called on this Simulator; create another"});
+  if (s.ran)
+    return unexpected(SimError{SimErrc::invalid_config, "run() was already called on this Simulator; create another"});
   s.ran = true;
   WorkloadRequest pending;
   bool have_pending = workload.next(pending);

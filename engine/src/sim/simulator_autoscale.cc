@@ -78,7 +78,8 @@ double Simulator::Impl::pressure(const PoolRun& pr) const {
   load.tpot_slo_seconds = config.slo.tpot_seconds;
   // The cost model's step at the mean context.
   const double context = pr.prompt_mean + pr.output_mean / 2;
-  return decode_pressure(load, [&cm, context](double batch) { return decode_step_seconds(cm, batch, context); }).pressure;
+  return decode_pressure(load, [&cm, context](double batch) { return decode_step_seconds(cm, batch, context); })
+      .pressure;
 }
 
 void Simulator::Impl::on_tick(double now) {
@@ -99,8 +100,8 @@ void Simulator::Impl::on_tick(double now) {
     for (std::int32_t k = desired; k < requested; ++k) stop_replica(now, pr);
   }
   // The rule keeps running while work remains, and to the horizon (scale-down after the load).
-  const bool work = arrivals_pending || in_flight > 0 || !held.empty() || !admission_queue.empty() ||
-                    draining_total > 0;
+  const bool work =
+      arrivals_pending || in_flight > 0 || !held.empty() || !admission_queue.empty() || draining_total > 0;
   bool provisioning = false;
   for (const PoolRun& pr : pools) provisioning = provisioning || pr.provisioning > 0;
   const double next = now + config.autoscale.evaluation_interval_seconds;
@@ -141,7 +142,9 @@ void Simulator::Impl::stop_replica(double now, PoolRun& pr) {
   std::int32_t pick = -1;
   for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
     const Worker& w = workers[static_cast<std::size_t>(i)];
-    if (w.state == SlotState::provisioning && (pick < 0 || w.ready_at > workers[static_cast<std::size_t>(pick)].ready_at)) pick = i;
+    if (w.state == SlotState::provisioning &&
+        (pick < 0 || w.ready_at > workers[static_cast<std::size_t>(pick)].ready_at))
+      pick = i;
   }
   if (pick >= 0) {
     workers[static_cast<std::size_t>(pick)].state = SlotState::off;
@@ -153,7 +156,8 @@ void Simulator::Impl::stop_replica(double now, PoolRun& pr) {
   for (std::int32_t i = pr.first; i < pr.first + pr.slots; ++i) {
     const Worker& w = workers[static_cast<std::size_t>(i)];
     if (w.state != SlotState::ready) continue;
-    const std::int64_t load = std::int64_t{w.sched.num_unfinished()} + eps()[static_cast<std::size_t>(i)].routed_requests;
+    const std::int64_t load =
+        std::int64_t{w.sched.num_unfinished()} + eps()[static_cast<std::size_t>(i)].routed_requests;
     if (pick < 0 || load < least) {
       pick = i;
       least = load;
@@ -232,7 +236,8 @@ void Simulator::Impl::report_scaling(double now) {
       const std::int64_t w = window_of(rec.arrival);
       if (w < 0 || w >= static_cast<std::int64_t>(r.windows.size())) continue;
       ttft[static_cast<std::size_t>(w)].push_back(rec.first_token - rec.arrival);
-      if (rec.output_tokens >= 2) tpot[static_cast<std::size_t>(w)].push_back((rec.finish - rec.first_token) / (rec.output_tokens - 1));
+      if (rec.output_tokens >= 2)
+        tpot[static_cast<std::size_t>(w)].push_back((rec.finish - rec.first_token) / (rec.output_tokens - 1));
     }
     for (std::size_t w = 0; w < r.windows.size(); ++w) {
       std::sort(ttft[w].begin(), ttft[w].end());

@@ -39,7 +39,14 @@ namespace disagg::sim_detail {
 // the API server's time per request (efficiency.requestOverheadSeconds).
 // autoscale_tick: the scaling rule runs; replica_ready: a provisioning replica starts serving.
 enum class EvKind : std::uint8_t {
-  arrival, step_done, transfer_done, tier_load_done, deliver, deliver_decode, autoscale_tick, replica_ready
+  arrival,
+  step_done,
+  transfer_done,
+  tier_load_done,
+  deliver,
+  deliver_decode,
+  autoscale_tick,
+  replica_ready
 };
 
 // A worker slot of an autoscaled pool: off (no replica), provisioning (billed, not serving),
@@ -102,7 +109,7 @@ class WorkerTiers final : public KvTierHook {
   WorkerTiers(const double* clock, double block_bytes, TierTotals* totals)
       : clock_(clock), block_bytes_(block_bytes), totals_(totals) {}
 
-  std::array<Link, kKvTierCount> links;  // [0] (gpu) unused
+  std::array<Link, kKvTierCount> links;                        // [0] (gpu) unused
   std::array<std::unique_ptr<KvTierCache>, kKvTierCount> own;  // host and disk caches
 
   std::int32_t lookup(std::span<const BlockHash> hashes, std::span<KvTier> tiers) override;
@@ -154,7 +161,7 @@ struct Simulator::Impl {
     std::optional<CostModel> cost;
     double last_request = -1e300;
     double prompt_mean = 0, output_mean = 0;  // EWMA over arrivals (the "one mean prompt")
-    double prompt_square_mean = 0;             // EWMA of prompt² (the prompts' spread, for the queueing bound)
+    double prompt_square_mean = 0;            // EWMA of prompt² (the prompts' spread, for the queueing bound)
     bool seen = false;
     // Prompt tokens arriving per second: those of the last interval, smoothed over about a minute.
     std::int64_t tokens_since_tick = 0;
@@ -225,10 +232,10 @@ struct Simulator::Impl {
 
   // --- autoscaling (see disagg/simulator.h; all bounded by the pools' slots and the report's windows) ---
   std::vector<PoolRun> pools;
-  bool autoscaled = false;       // some pool has a rule
-  bool arrivals_pending = false; // the workload may still yield requests
+  bool autoscaled = false;        // some pool has a rule
+  bool arrivals_pending = false;  // the workload may still yield requests
   std::int32_t draining_total = 0;
-  double accounted_to = 0;       // GPU time and window means are integrated up to here
+  double accounted_to = 0;  // GPU time and window means are integrated up to here
   // Requests held because a role they need has no ready replica (at most router.max_queue).
   std::deque<Queued> held;
 
@@ -281,7 +288,8 @@ struct Simulator::Impl {
       const double prompt = static_cast<double>(r.prompt.size());
       const double output = static_cast<double>(r.output_tokens);
       pr.prompt_mean = pr.seen ? pr.prompt_mean + kAlpha * (prompt - pr.prompt_mean) : prompt;
-      pr.prompt_square_mean = pr.seen ? pr.prompt_square_mean + kAlpha * (prompt * prompt - pr.prompt_square_mean) : prompt * prompt;
+      pr.prompt_square_mean =
+          pr.seen ? pr.prompt_square_mean + kAlpha * (prompt * prompt - pr.prompt_square_mean) : prompt * prompt;
       pr.output_mean = pr.seen ? pr.output_mean + kAlpha * (output - pr.output_mean) : output;
       pr.seen = true;
       pr.tokens_since_tick += static_cast<std::int64_t>(r.prompt.size());

@@ -46,7 +46,9 @@ std::string tier_name(KvTier t) {
   return "unknown";
 }
 
-std::string num(double v) { return json_number(v); }
+std::string num(double v) {
+  return json_number(v);
+}
 
 // Checks the lower tiers of every pool (messages in the JSON configuration's terms) and returns
 // the blocks each tier entry holds (per worker; the store's total for remote), pool by pool.
@@ -69,16 +71,18 @@ Expected<std::vector<std::vector<std::int64_t>>, std::string> check_tiers(const 
         return unexpected(f + ".tier' (" + tier_name(t.tier) + ") must be host, disk or remote");
       }
       if (rank <= last) {
-        return unexpected("'pools[" + std::to_string(i) + "].kvTiers' lists " + tier_name(t.tier) +
-                          " after " + tier_name(static_cast<KvTier>(last)) +
+        return unexpected("'pools[" + std::to_string(i) + "].kvTiers' lists " + tier_name(t.tier) + " after " +
+                          tier_name(static_cast<KvTier>(last)) +
                           "; list host, disk, remote in that order, each at most once");
       }
       last = rank;
       if (!(t.read_bytes_per_second > 0) || !std::isfinite(t.read_bytes_per_second)) {
-        return unexpected(f + ".readBytesPerSecond' (" + num(t.read_bytes_per_second) + ") must be > 0; e.g. 5e10 for host memory over PCIe Gen5 x16");
+        return unexpected(f + ".readBytesPerSecond' (" + num(t.read_bytes_per_second) +
+                          ") must be > 0; e.g. 5e10 for host memory over PCIe Gen5 x16");
       }
       if (!(t.write_bytes_per_second > 0) || !std::isfinite(t.write_bytes_per_second)) {
-        return unexpected(f + ".writeBytesPerSecond' (" + num(t.write_bytes_per_second) + ") must be > 0; e.g. 5e10 for host memory over PCIe Gen5 x16");
+        return unexpected(f + ".writeBytesPerSecond' (" + num(t.write_bytes_per_second) +
+                          ") must be > 0; e.g. 5e10 for host memory over PCIe Gen5 x16");
       }
       if (!(t.latency_seconds >= 0) || !std::isfinite(t.latency_seconds)) {
         return unexpected(f + ".latencySeconds' (" + num(t.latency_seconds) + ") must be >= 0");
@@ -104,7 +108,8 @@ Expected<std::vector<std::vector<std::int64_t>>, std::string> check_tiers(const 
         if (remote_capacity >= 0 && t.capacity_bytes != remote_capacity) {
           return unexpected(f + ".capacityBytes' (" + num(t.capacity_bytes) +
                             ") differs from the remote store's capacity in pools[" + std::to_string(remote_pool) +
-                            "] (" + num(remote_capacity) + "); the store is shared: give every pool the same capacityBytes");
+                            "] (" + num(remote_capacity) +
+                            "); the store is shared: give every pool the same capacityBytes");
         }
         remote_capacity = t.capacity_bytes;
         remote_pool = i;
@@ -114,9 +119,10 @@ Expected<std::vector<std::vector<std::int64_t>>, std::string> check_tiers(const 
         total += nb * p.replicas;
       }
       if (total > kMaxSimTierBlocks) {
-        return unexpected(f + ".capacityBytes' (" + num(t.capacity_bytes) + ") brings the lower tiers of all workers to " +
-                          std::to_string(total) + " KV blocks; the simulator holds at most " +
-                          std::to_string(kMaxSimTierBlocks) + " (about 50 bytes each); give smaller capacities");
+        return unexpected(f + ".capacityBytes' (" + num(t.capacity_bytes) +
+                          ") brings the lower tiers of all workers to " + std::to_string(total) +
+                          " KV blocks; the simulator holds at most " + std::to_string(kMaxSimTierBlocks) +
+                          " (about 50 bytes each); give smaller capacities");
       }
     }
   }
@@ -153,19 +159,23 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
     total_blocks += slots * p.scheduler.num_blocks;
   }
   if (aggregated > 0 && (prefill > 0 || decode > 0)) {
-    return bad("'pools' mixes role 'both' with 'prefill'/'decode'; simulate either aggregated or disaggregated serving");
+    return bad(
+        "'pools' mixes role 'both' with 'prefill'/'decode'; simulate either aggregated or disaggregated serving");
   }
   if (aggregated == 0 && (prefill == 0 || decode == 0)) {
-    return bad("'pools' needs a 'prefill' and a 'decode' pool for disaggregated serving (or one pool with role 'both')");
+    return bad(
+        "'pools' needs a 'prefill' and a 'decode' pool for disaggregated serving (or one pool with role 'both')");
   }
   if (total_workers > kMaxRoutingEndpoints) {
-    return bad("'pools' declare " + std::to_string(total_workers) + " replicas in all (an autoscaled pool counts 2 x maxReplicas: "
+    return bad("'pools' declare " + std::to_string(total_workers) +
+               " replicas in all (an autoscaled pool counts 2 x maxReplicas: "
                "replicas draining beside new ones); the router tracks at most " +
                std::to_string(kMaxRoutingEndpoints) + " endpoints; use fewer, larger replicas");
   }
   const AutoscaleRun& ar = config.autoscale;
   if (!(ar.evaluation_interval_seconds > 0) || !std::isfinite(ar.evaluation_interval_seconds)) {
-    return bad("'autoscaling.evaluationIntervalSeconds' (" + num(ar.evaluation_interval_seconds) + ") must be > 0; HPA evaluates every 15 s");
+    return bad("'autoscaling.evaluationIntervalSeconds' (" + num(ar.evaluation_interval_seconds) +
+               ") must be > 0; HPA evaluates every 15 s");
   }
   if (!(ar.window_seconds > 0) || !std::isfinite(ar.window_seconds)) {
     return bad("'autoscaling.windowSeconds' (" + num(ar.window_seconds) + ") must be > 0, e.g. 300");
@@ -174,8 +184,9 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
     return bad("'autoscaling.horizonSeconds' (" + num(ar.horizon_seconds) + ") must be >= 0 (0: the run's end)");
   }
   if (ar.horizon_seconds / ar.window_seconds > static_cast<double>(kMaxScaleWindows)) {
-    return bad("'autoscaling.windowSeconds' (" + num(ar.window_seconds) + ") cuts the horizon of " + num(ar.horizon_seconds) +
-               " s into more than " + std::to_string(kMaxScaleWindows) + " windows; give wider windows");
+    return bad("'autoscaling.windowSeconds' (" + num(ar.window_seconds) + ") cuts the horizon of " +
+               num(ar.horizon_seconds) + " s into more than " + std::to_string(kMaxScaleWindows) +
+               " windows; give wider windows");
   }
   std::vector<std::optional<PoolAutoscaler>> scalers(config.pools.size());
   for (std::size_t i = 0; i < config.pools.size(); ++i) {
@@ -191,10 +202,13 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
                                  {"networkBytesPerSecond", v.network_bytes_per_second},
                                  {"nvmeBytesPerSecond", v.nvme_bytes_per_second},
                                  {"engineStartSeconds", v.engine_start_seconds}}) {
-      if (!(x >= 0) || !std::isfinite(x)) return bad("'" + f + ".provisioning." + key + "' (" + num(x) + ") must be >= 0");
+      if (!(x >= 0) || !std::isfinite(x))
+        return bad("'" + f + ".provisioning." + key + "' (" + num(x) + ") must be >= 0");
     }
     if (!config.pools[i].kv_tiers.empty()) {
-      return bad("'" + f + "': autoscaled pools cannot have kvTiers yet (a new replica's host and disk tiers would start warm); drop one of them");
+      return bad("'" + f +
+                 "': autoscaled pools cannot have kvTiers yet (a new replica's host and disk tiers would start warm); "
+                 "drop one of them");
     }
     scalers[i].emplace(std::move(*sc));
   }
@@ -267,7 +281,8 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
     if (scalers[i]) {
       const AutoscalePolicy& ap = p.autoscaling.policy;
       pr.slots = 2 * ap.max_replicas;
-      initial = std::clamp(p.replicas, ap.scale_to_zero ? ap.min_replicas : std::max(ap.min_replicas, 1), ap.max_replicas);
+      initial =
+          std::clamp(p.replicas, ap.scale_to_zero ? ap.min_replicas : std::max(ap.min_replicas, 1), ap.max_replicas);
       pr.scaler = std::move(scalers[i]);
       pr.report.provision_seconds = p.autoscaling.provisioning.seconds();
       impl->autoscaled = true;
@@ -321,7 +336,9 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
         if (t.tier == KvTier::remote) {
           if (!impl->remote_store) {
             auto c = KvTierCache::create(nb);
-            if (!c) return bad("'pools[" + std::to_string(i) + "].kvTiers[" + std::to_string(j) + "].capacityBytes': cannot size the remote store");
+            if (!c)
+              return bad("'pools[" + std::to_string(i) + "].kvTiers[" + std::to_string(j) +
+                         "].capacityBytes': cannot size the remote store");
             impl->remote_store = std::make_unique<KvTierCache>(std::move(*c));
             if (impl->index) {
               impl->tier_feeds.push_back(std::make_unique<TierIndexFeed>(&*impl->index, KvTier::remote));
@@ -333,7 +350,9 @@ Expected<Simulator, SimError> Simulator::create(const SimulationConfig& config) 
           feed = remote_feed[k];
         } else {
           auto c = KvTierCache::create(nb);
-          if (!c) return bad("'pools[" + std::to_string(i) + "].kvTiers[" + std::to_string(j) + "].capacityBytes': cannot size the tier");
+          if (!c)
+            return bad("'pools[" + std::to_string(i) + "].kvTiers[" + std::to_string(j) +
+                       "].capacityBytes': cannot size the tier");
           w.tiers->own[k] = std::make_unique<KvTierCache>(std::move(*c));
           cache = w.tiers->own[k].get();
           if (impl->index) {

@@ -18,7 +18,9 @@ namespace disagg {
 namespace {
 
 // The round-numbers model (test_fixtures.h): every expected value below can be checked by hand.
-CostModelParams simple_params() { return test::round_params(); }
+CostModelParams simple_params() {
+  return test::round_params();
+}
 
 // An expert-parallel MoE over two scale-up domains of 8 (as cost_model_test.cc's
 // ExpertParallelAllToAllByHand): its dispatch and combine cross nodes, so they pay fabricLatencySeconds.
@@ -169,7 +171,8 @@ std::string pd_doc(const std::string& top, const std::string& decode_hardware) {
   return R"({
     "model": {"weightBytesPerRank": 16e9, "kvBytesPerToken": 131072, "activeParameters": 8e9, "layers": 32, "hiddenSize": 4096},
     "hardware": {"peakFlopsPerSecond": 9.89e14, "hbmBytesPerSecond": 3.35e12, "fabricBytesPerSecond": 4e10,
-                 "interconnectBytesPerSecond": 4.5e11)" + top + R"(},
+                 "interconnectBytesPerSecond": 4.5e11)" +
+         top + R"(},
     "pools": [{"name": "p", "role": "prefill", "replicas": 1, "kvTokensPerReplica": 200000},
               {"name": "d", "role": "decode", "replicas": 1, "kvTokensPerReplica": 200000)" +
          (decode_hardware.empty() ? "" : ", \"hardware\": " + decode_hardware) + R"(}],

@@ -17,7 +17,9 @@ namespace disagg {
 namespace {
 
 // The round-numbers model (test_fixtures.h): every expected value below can be checked by hand.
-CostModelParams simple_params() { return test::round_params(); }
+CostModelParams simple_params() {
+  return test::round_params();
+}
 
 CostModel make(const CostModelParams& p) {
   auto m = CostModel::create(p);
@@ -119,7 +121,8 @@ TEST(CostModel, SequenceOverheadIsChargedPerPrefillChunkAndDecodeSequence) {
   empty_chunk.add_prefill_chunk(0, 10).add_decodes(2, 100);
   EXPECT_EQ(empty_chunk.sequences(), 2);
   // AND at the default 0 nothing changes (bit for bit)
-  EXPECT_EQ(make(simple_params()).decode_batch_time(4, 1000).total_seconds, without.decode_batch_time(4, 1000).total_seconds);
+  EXPECT_EQ(make(simple_params()).decode_batch_time(4, 1000).total_seconds,
+            without.decode_batch_time(4, 1000).total_seconds);
   EXPECT_EQ(CostModelParams{}.sequence_overhead_seconds, 0);
 }
 
@@ -278,8 +281,11 @@ TEST(CostModel, RefusesInconsistentExpertParallelism) {
     const char* says;
   };
   const Case cases[] = {
-      {[](CostModelParams& p) { p.expert_parallel = 12; p.data_parallel = 12; }, CostModelErrc::out_of_range,
-       "parallel.expertParallel", "whole number of experts"},
+      {[](CostModelParams& p) {
+         p.expert_parallel = 12;
+         p.data_parallel = 12;
+       },
+       CostModelErrc::out_of_range, "parallel.expertParallel", "whole number of experts"},
       {[](CostModelParams& p) { p.expert_parallel = 8; }, CostModelErrc::out_of_range, "parallel.expertParallel",
        "tensorParallel x dataParallel (16)"},
       {[](CostModelParams& p) { p.expert_parallel = 1; }, CostModelErrc::out_of_range, "parallel.dataParallel",
@@ -288,12 +294,20 @@ TEST(CostModel, RefusesInconsistentExpertParallelism) {
        "hardware.scaleOutBytesPerSecond", "spans scale-up domains of 8"},
       {[](CostModelParams& p) { p.interconnect_bytes_per_second = 0; }, CostModelErrc::interconnect_required,
        "hardware.interconnectBytesPerSecond", "inside a node"},
-      {[](CostModelParams& p) { p.experts = 0; p.experts_per_token = 0; p.expert_weight_bytes_per_rank = 0; },
+      {[](CostModelParams& p) {
+         p.experts = 0;
+         p.experts_per_token = 0;
+         p.expert_weight_bytes_per_rank = 0;
+       },
        CostModelErrc::out_of_range, "parallel.expertParallel", "dense model"},
-      {[](CostModelParams& p) { p.expert_parallel = 1; p.data_parallel = 1; p.redundant_experts = 4; },
+      {[](CostModelParams& p) {
+         p.expert_parallel = 1;
+         p.data_parallel = 1;
+         p.redundant_experts = 4;
+       },
        CostModelErrc::out_of_range, "parallel.redundantExperts", "expertParallel > 1"},
-      {[](CostModelParams& p) { p.expert_imbalance = 0.5; }, CostModelErrc::out_of_range,
-       "efficiency.expertImbalance", ">= 1"},
+      {[](CostModelParams& p) { p.expert_imbalance = 0.5; }, CostModelErrc::out_of_range, "efficiency.expertImbalance",
+       ">= 1"},
       {[](CostModelParams& p) { p.all_to_all_overlap = 1.5; }, CostModelErrc::out_of_range,
        "efficiency.allToAllOverlap", "between 0"},
       {[](CostModelParams& p) { p.moe_layers = 11; }, CostModelErrc::out_of_range, "model.moeLayers", "at most"},
@@ -380,8 +394,7 @@ TEST(CostModel, MixedStepReadsWeightsOnce) {
   const StepTime decode = m.decode_batch_time(8, 8 * 500);
   // THEN compute adds up, memory shares the weight read, and the total lies between max and sum
   expect_rel(both.compute_seconds, prefill.compute_seconds + decode.compute_seconds);
-  expect_rel(both.memory_seconds,
-             prefill.memory_seconds + decode.memory_seconds - 1e9 / (1e11 * 0.5));
+  expect_rel(both.memory_seconds, prefill.memory_seconds + decode.memory_seconds - 1e9 / (1e11 * 0.5));
   EXPECT_GE(both.total_seconds, std::max(prefill.total_seconds, decode.total_seconds));
   EXPECT_LE(both.total_seconds, prefill.total_seconds + decode.total_seconds);
 }
@@ -433,23 +446,19 @@ TEST(CostModel, RefusesEachBadFieldByName) {
   const BadField cases[] = {
       {[](CostModelParams& p) { p.weight_bytes_per_rank = 0; }, CostModelErrc::not_positive,
        "model.weightBytesPerRank"},
-      {[](CostModelParams& p) { p.kv_bytes_per_token = -1; }, CostModelErrc::not_positive,
-       "model.kvBytesPerToken"},
+      {[](CostModelParams& p) { p.kv_bytes_per_token = -1; }, CostModelErrc::not_positive, "model.kvBytesPerToken"},
       {[](CostModelParams& p) { p.kv_bytes_per_token_per_rank = -1; }, CostModelErrc::negative,
        "model.kvBytesPerTokenPerRank"},
       {[](CostModelParams& p) { p.layers = 2.5; }, CostModelErrc::not_an_integer, "model.layers"},
-      {[](CostModelParams& p) { p.peak_flops_per_second = std::nan(""); },
-       CostModelErrc::not_positive, "hardware.peakFlopsPerSecond"},
+      {[](CostModelParams& p) { p.peak_flops_per_second = std::nan(""); }, CostModelErrc::not_positive,
+       "hardware.peakFlopsPerSecond"},
       {[](CostModelParams& p) { p.hbm_bytes_per_second = std::numeric_limits<double>::infinity(); },
        CostModelErrc::not_positive, "hardware.hbmBytesPerSecond"},
       {[](CostModelParams& p) { p.fabric_latency_seconds = -1e-6; }, CostModelErrc::negative,
        "hardware.fabricLatencySeconds"},
-      {[](CostModelParams& p) { p.tensor_parallel = 0; }, CostModelErrc::not_an_integer,
-       "parallel.tensorParallel"},
-      {[](CostModelParams& p) { p.compute_efficiency = 1.5; }, CostModelErrc::not_a_fraction,
-       "efficiency.compute"},
-      {[](CostModelParams& p) { p.memory_efficiency = 0; }, CostModelErrc::not_a_fraction,
-       "efficiency.memory"},
+      {[](CostModelParams& p) { p.tensor_parallel = 0; }, CostModelErrc::not_an_integer, "parallel.tensorParallel"},
+      {[](CostModelParams& p) { p.compute_efficiency = 1.5; }, CostModelErrc::not_a_fraction, "efficiency.compute"},
+      {[](CostModelParams& p) { p.memory_efficiency = 0; }, CostModelErrc::not_a_fraction, "efficiency.memory"},
       {[](CostModelParams& p) { p.tensor_parallel = 8; }, CostModelErrc::interconnect_required,
        "hardware.interconnectBytesPerSecond"},
   };
@@ -517,9 +526,9 @@ class MapSource final : public ConfigSource {
 
 MapSource required_only() {
   MapSource s;
-  s.numbers = {{"model.weightBytesPerRank", 1e9},   {"model.kvBytesPerToken", 1e5},
-               {"model.activeParameters", 1e9},     {"model.layers", 10},
-               {"model.hiddenSize", 1000},          {"hardware.peakFlopsPerSecond", 1e12},
+  s.numbers = {{"model.weightBytesPerRank", 1e9},    {"model.kvBytesPerToken", 1e5},
+               {"model.activeParameters", 1e9},      {"model.layers", 10},
+               {"model.hiddenSize", 1000},           {"hardware.peakFlopsPerSecond", 1e12},
                {"hardware.hbmBytesPerSecond", 1e11}, {"hardware.fabricBytesPerSecond", 1e10}};
   return s;
 }
@@ -595,16 +604,13 @@ TEST(CostReport, JsonHoldsTheExactStepTimes) {
   EXPECT_EQ(doc["tensorParallel"], 2);
   ASSERT_EQ(doc["prefill"].size(), 2u);
   EXPECT_EQ(doc["prefill"][1]["tokens"], 1000);
-  EXPECT_EQ(doc["prefill"][1]["totalSeconds"].get<double>(),
-            m.prefill_chunk_time(1000, 0).total_seconds);
+  EXPECT_EQ(doc["prefill"][1]["totalSeconds"].get<double>(), m.prefill_chunk_time(1000, 0).total_seconds);
   EXPECT_EQ(doc["decode"][1]["sequences"], 16);
   EXPECT_EQ(doc["decode"][1]["contextTokensPerSequence"], 500);
-  EXPECT_EQ(doc["decode"][1]["memorySeconds"].get<double>(),
-            m.decode_batch_time(16, 16 * 500).memory_seconds);
+  EXPECT_EQ(doc["decode"][1]["memorySeconds"].get<double>(), m.decode_batch_time(16, 16 * 500).memory_seconds);
   StepBatch mixed;
   mixed.add_prefill_chunk(64, 0).add_decodes(16, 16 * 500);
-  EXPECT_EQ(doc["mixed"][1]["communicationSeconds"].get<double>(),
-            m.step_time(mixed).communication_seconds);
+  EXPECT_EQ(doc["mixed"][1]["communicationSeconds"].get<double>(), m.step_time(mixed).communication_seconds);
   EXPECT_EQ(doc["mixed"][1]["allToAllSeconds"].get<double>(), 0);
   EXPECT_EQ(doc["kvTransfer"][0]["bytes"].get<double>(), 1e8);
   EXPECT_EQ(doc["kvTransfer"][0]["seconds"].get<double>(), m.kv_transfer_seconds(1000));

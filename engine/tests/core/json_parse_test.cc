@@ -46,20 +46,100 @@ template <class Json>
 
 TEST(JsonParse, AgreesOnEdgeCases) {
   const std::vector<std::string> cases = {
-      "", " ", "{}", "[]", "{ }", "[ ]", "null", "true", "false", "nul", "tru", "falsey", "0", "-0", "-0.0", "01", "-",
-      "1.", ".5", "+1", "1e", "1e+", "1E-2", "1e400", "-1e400", "1e-400", "2.5e-324", "18446744073709551615",
-      "18446744073709551616", "-9223372036854775808", "-9223372036854775809", "123456789012345678901234567890",
-      "0.1", "3.141592653589793238462643383279", "1.7976931348623157e308", "[1,]", "[,1]", "{\"a\":1,}",
-      "{\"a\" 1}", "{a:1}", "{\"a\":1 \"b\":2}", "[1 2]", "\"abc", "\"a\\\"b\"", "\"\\/\\b\\f\\n\\r\\t\"",
-      "\"\\x\"", "\"\\u00e9\"", "\"\\u00E9\"", "\"\\u0000\"", "\"\\ud83d\\ude00\"", "\"\\ud83d\"", "\"\\ud83dx\"",
-      "\"\\ude00\"", "\"\\ud83d\\u0041\"", "\"\\u12\"", "\"\\u12g4\"", "\"\t\"", "\"\x01\"", "\"\x7f\"",
-      "\"\xc3\xa9\"", "\"\xc0\xaf\"", "\"\xc1\xbf\"", "\"\xe0\x80\xaf\"", "\"\xe0\xa0\x80\"", "\"\xed\xa0\x80\"",
-      "\"\xed\x9f\xbf\"", "\"\xf0\x8f\xbf\xbf\"", "\"\xf0\x90\x80\x80\"", "\"\xf4\x8f\xbf\xbf\"",
-      "\"\xf4\x90\x80\x80\"", "\"\xf5\x80\x80\x80\"", "\"\xff\"", "\"\xe2\x82\"", "\"\xe2\x82\xac\"",
-      "\xef\xbb\xbf{}", "\xef\xbb{}", "\xef{}", " \xef\xbb\xbf{}", "{} ", "{} x", "{}{}", "\n\r\t [1] \n",
-      "[1]\x0b", "{\"a\":1,\"b\":2,\"a\":3}", "{\"b\":1,\"a\":2}", "{\"a\":{\"a\":{}}}", "[[[[[]]]]]",
-      "/* c */ {}", "{} // c", std::string("[1]\0", 4), std::string("\"a\0b\"", 5), "[\"12345678\\\"\"]",
-      "\"0123456789abcdef0123456789abcdef\"", "\"0123456789\\nabcdef0123456789abcdef\xc3\xa9tail\"",
+      "",
+      " ",
+      "{}",
+      "[]",
+      "{ }",
+      "[ ]",
+      "null",
+      "true",
+      "false",
+      "nul",
+      "tru",
+      "falsey",
+      "0",
+      "-0",
+      "-0.0",
+      "01",
+      "-",
+      "1.",
+      ".5",
+      "+1",
+      "1e",
+      "1e+",
+      "1E-2",
+      "1e400",
+      "-1e400",
+      "1e-400",
+      "2.5e-324",
+      "18446744073709551615",
+      "18446744073709551616",
+      "-9223372036854775808",
+      "-9223372036854775809",
+      "123456789012345678901234567890",
+      "0.1",
+      "3.141592653589793238462643383279",
+      "1.7976931348623157e308",
+      "[1,]",
+      "[,1]",
+      "{\"a\":1,}",
+      "{\"a\" 1}",
+      "{a:1}",
+      "{\"a\":1 \"b\":2}",
+      "[1 2]",
+      "\"abc",
+      "\"a\\\"b\"",
+      "\"\\/\\b\\f\\n\\r\\t\"",
+      "\"\\x\"",
+      "\"\\u00e9\"",
+      "\"\\u00E9\"",
+      "\"\\u0000\"",
+      "\"\\ud83d\\ude00\"",
+      "\"\\ud83d\"",
+      "\"\\ud83dx\"",
+      "\"\\ude00\"",
+      "\"\\ud83d\\u0041\"",
+      "\"\\u12\"",
+      "\"\\u12g4\"",
+      "\"\t\"",
+      "\"\x01\"",
+      "\"\x7f\"",
+      "\"\xc3\xa9\"",
+      "\"\xc0\xaf\"",
+      "\"\xc1\xbf\"",
+      "\"\xe0\x80\xaf\"",
+      "\"\xe0\xa0\x80\"",
+      "\"\xed\xa0\x80\"",
+      "\"\xed\x9f\xbf\"",
+      "\"\xf0\x8f\xbf\xbf\"",
+      "\"\xf0\x90\x80\x80\"",
+      "\"\xf4\x8f\xbf\xbf\"",
+      "\"\xf4\x90\x80\x80\"",
+      "\"\xf5\x80\x80\x80\"",
+      "\"\xff\"",
+      "\"\xe2\x82\"",
+      "\"\xe2\x82\xac\"",
+      "\xef\xbb\xbf{}",
+      "\xef\xbb{}",
+      "\xef{}",
+      " \xef\xbb\xbf{}",
+      "{} ",
+      "{} x",
+      "{}{}",
+      "\n\r\t [1] \n",
+      "[1]\x0b",
+      "{\"a\":1,\"b\":2,\"a\":3}",
+      "{\"b\":1,\"a\":2}",
+      "{\"a\":{\"a\":{}}}",
+      "[[[[[]]]]]",
+      "/* c */ {}",
+      "{} // c",
+      std::string("[1]\0", 4),
+      std::string("\"a\0b\"", 5),
+      "[\"12345678\\\"\"]",
+      "\"0123456789abcdef0123456789abcdef\"",
+      "\"0123456789\\nabcdef0123456789abcdef\xc3\xa9tail\"",
       "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true,\"max_tokens\":5}",
   };
   for (const std::string& text : cases) EXPECT_TRUE(same(text));
@@ -106,9 +186,21 @@ class Generator {
   }
 
   void number(std::string& out) {
-    static const char* kNumbers[] = {"0", "-0", "7", "-12", "3.5", "-0.25", "1e3", "2E-7", "6.02e+23",
-                                     "18446744073709551615", "18446744073709551616", "-9223372036854775808",
-                                     "-9223372036854775809", "0.1", "123456789.987654321"};
+    static const char* kNumbers[] = {"0",
+                                     "-0",
+                                     "7",
+                                     "-12",
+                                     "3.5",
+                                     "-0.25",
+                                     "1e3",
+                                     "2E-7",
+                                     "6.02e+23",
+                                     "18446744073709551615",
+                                     "18446744073709551616",
+                                     "-9223372036854775808",
+                                     "-9223372036854775809",
+                                     "0.1",
+                                     "123456789.987654321"};
     out += kNumbers[pick(15)];
   }
 
@@ -166,7 +258,8 @@ TEST(JsonParse, AgreesOnMutatedAndTruncatedDocuments) {
   Generator gen(7);
   std::mt19937 rng(11);
   // Bytes that matter to a JSON lexer, and some that do not.
-  const std::string alphabet = std::string("\"\\{}[]:,.-+eE0123456789 \t\n\rtrufalsn/u") + "\x00\x01\x1f\x7f\x80\xbf\xc2\xe0\xed\xef\xf0\xf4\xf5\xff";
+  const std::string alphabet = std::string("\"\\{}[]:,.-+eE0123456789 \t\n\rtrufalsn/u") +
+                               "\x00\x01\x1f\x7f\x80\xbf\xc2\xe0\xed\xef\xf0\xf4\xf5\xff";
   int accepted = 0;
   for (int i = 0; i < 4000; ++i) {
     std::string doc = gen.document();
@@ -175,7 +268,9 @@ TEST(JsonParse, AgreesOnMutatedAndTruncatedDocuments) {
     switch (i % 4) {
       case 0: doc[at(rng)] = alphabet[std::uniform_int_distribution<std::size_t>(0, alphabet.size() - 1)(rng)]; break;
       case 1: doc.resize(at(rng)); break;
-      case 2: doc.insert(at(rng), 1, alphabet[std::uniform_int_distribution<std::size_t>(0, alphabet.size() - 1)(rng)]); break;
+      case 2:
+        doc.insert(at(rng), 1, alphabet[std::uniform_int_distribution<std::size_t>(0, alphabet.size() - 1)(rng)]);
+        break;
       default: doc.erase(at(rng), 1); break;
     }
     ASSERT_TRUE(same(doc));
@@ -220,8 +315,9 @@ TEST(JsonParse, TheTwoBuildersReadTheSameBytesAlike) {
   std::mt19937 rng(5);
   const std::string alphabet = std::string("\"\\{}[]:,.-+eE0123456789 \t\nu") + "\x00\x01\x80\xc2\xed\xef\xff";
   int both = 0, neither = 0, duplicates = 0, nul_ends = 0;
-  std::vector<std::string> docs = {std::string("[1]\0", 4), std::string("{}\0x", 4), "{\"a\":1,\"a\":2}", "\xef\xbb\xbf[2]",
-                                   "1e-400", "1e400", "\"\xc0\xaf\""};
+  std::vector<std::string> docs = {
+      std::string("[1]\0", 4), std::string("{}\0x", 4), "{\"a\":1,\"a\":2}", "\xef\xbb\xbf[2]", "1e-400", "1e400",
+      "\"\xc0\xaf\""};
   for (int i = 0; i < 6000; ++i) {
     std::string doc = gen.document();
     if (i % 2 == 1 && !doc.empty()) {
@@ -236,8 +332,8 @@ TEST(JsonParse, TheTwoBuildersReadTheSameBytesAlike) {
     const bool request_ok = disagg::parse_json_into(doc, request);
     if (config && request_ok) {
       ++both;
-      ASSERT_TRUE(same_document(*config, request)) << ::testing::PrintToString(doc) << ": " << config->dump() << " vs "
-                                                   << request.dump();
+      ASSERT_TRUE(same_document(*config, request))
+          << ::testing::PrintToString(doc) << ": " << config->dump() << " vs " << request.dump();
       continue;
     }
     if (!config && !request_ok) {

@@ -35,12 +35,12 @@ TEST(JsonValue, RefusesMalformedInputWithPosition) {
     const char* text;
     const char* message;
   };
-  for (const Case& c : {Case{"{\"a\" 1}", "line 1, column 6: expected ':'"},
-                        Case{"{\"a\": 1,\n \"a\": 2}", "line 2, column 2: duplicate key \"a\""},
-                        Case{"[1, 2", "unterminated array"}, Case{"01", "unexpected text after"},
-                        Case{"1e999", "number out of range"}, Case{"\"\\x\"", "invalid escape"},
-                        Case{"[tru]", "invalid literal"}, Case{"", "unexpected end of input"},
-                        Case{"\"\\ud800\"", "lone high surrogate"}, Case{"{} {}", "unexpected text after"}}) {
+  for (const Case& c :
+       {Case{"{\"a\" 1}", "line 1, column 6: expected ':'"},
+        Case{"{\"a\": 1,\n \"a\": 2}", "line 2, column 2: duplicate key \"a\""}, Case{"[1, 2", "unterminated array"},
+        Case{"01", "unexpected text after"}, Case{"1e999", "number out of range"}, Case{"\"\\x\"", "invalid escape"},
+        Case{"[tru]", "invalid literal"}, Case{"", "unexpected end of input"},
+        Case{"\"\\ud800\"", "lone high surrogate"}, Case{"{} {}", "unexpected text after"}}) {
     auto v = parse_json(c.text);
     ASSERT_FALSE(v) << c.text;
     EXPECT_NE(v.error().find(c.message), std::string::npos) << c.text << " -> " << v.error();

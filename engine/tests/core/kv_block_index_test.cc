@@ -313,8 +313,10 @@ TEST_P(KvBlockIndexDifferential, MatchesReferenceModel) {
       std::int32_t ref_longest = 0;
       for (int e = 0; e < shape.endpoints; ++e) {
         const PrefixOverlap want = ref.prefix(e, hashes);
-        ASSERT_EQ(out[static_cast<std::size_t>(e)].blocks, want.blocks) << "seed " << seed << " step " << step << " ep " << e;
-        ASSERT_EQ(out[static_cast<std::size_t>(e)].by_tier, want.by_tier) << "seed " << seed << " step " << step << " ep " << e;
+        ASSERT_EQ(out[static_cast<std::size_t>(e)].blocks, want.blocks)
+            << "seed " << seed << " step " << step << " ep " << e;
+        ASSERT_EQ(out[static_cast<std::size_t>(e)].by_tier, want.by_tier)
+            << "seed " << seed << " step " << step << " ep " << e;
         ref_longest = std::max(ref_longest, want.blocks);
       }
       ASSERT_EQ(longest, ref_longest);
@@ -332,10 +334,10 @@ TEST_P(KvBlockIndexDifferential, MatchesReferenceModel) {
   EXPECT_GT(index.evictions(), 0u) << "the shapes are small enough that the bounds must bite";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Seeds, KvBlockIndexDifferential,
-    ::testing::Combine(::testing::Values(1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u),
-                       ::testing::Values(Shape{4, 40, 0}, Shape{8, 64, 12}, Shape{64, 200, 8}, Shape{3, 500, 90})));
+INSTANTIATE_TEST_SUITE_P(Seeds, KvBlockIndexDifferential,
+                         ::testing::Combine(::testing::Values(1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u),
+                                            ::testing::Values(Shape{4, 40, 0}, Shape{8, 64, 12}, Shape{64, 200, 8},
+                                                              Shape{3, 500, 90})));
 
 }  // namespace
 }  // namespace disagg

@@ -231,11 +231,9 @@ TEST_P(KvBlockPoolDifferential, AgreesWithReferenceOnSeededRandomSequences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, KvBlockPoolDifferential,
-                         ::testing::Values(Shape{8, 1}, Shape{48, 4}, Shape{200, 16}),
+INSTANTIATE_TEST_SUITE_P(Shapes, KvBlockPoolDifferential, ::testing::Values(Shape{8, 1}, Shape{48, 4}, Shape{200, 16}),
                          [](const auto& shape) {
-                           return std::to_string(shape.param.blocks) + "x" +
-                                  std::to_string(shape.param.block_size);
+                           return std::to_string(shape.param.blocks) + "x" + std::to_string(shape.param.block_size);
                          });
 
 // Long run, labelled "soak" by CMake and excluded from the default ctest run.

@@ -118,8 +118,8 @@ class ReferencePool {
   }
 
   int used() const {
-    return static_cast<int>(std::count_if(blocks_.begin(), blocks_.end(),
-                                          [](const auto& kv) { return kv.second.ref > 0; }));
+    return static_cast<int>(
+        std::count_if(blocks_.begin(), blocks_.end(), [](const auto& kv) { return kv.second.ref > 0; }));
   }
   int free_blocks() const { return static_cast<int>(empty_.size() + lru_.size()); }
   int free_cached() const { return static_cast<int>(lru_.size()); }

@@ -16,8 +16,7 @@ KvBlockPool make_pool(std::int32_t blocks, std::int32_t block_size = 16) {
 }
 
 // Plans and commits; returns the block ids (empty when the plan does not fit).
-std::vector<BlockId> allocate(KvBlockPool& pool, const std::vector<BlockHash>& hashes,
-                              std::int32_t blocks) {
+std::vector<BlockId> allocate(KvBlockPool& pool, const std::vector<BlockHash>& hashes, std::int32_t blocks) {
   const PoolPlan plan = pool.plan(hashes, blocks);
   if (!plan.fits) return {};
   std::vector<BlockId> ids(static_cast<std::size_t>(plan.total_blocks()));
@@ -26,8 +25,7 @@ std::vector<BlockId> allocate(KvBlockPool& pool, const std::vector<BlockHash>& h
   return ids;
 }
 
-void publish_all(KvBlockPool& pool, const std::vector<BlockId>& ids,
-                 const std::vector<BlockHash>& hashes) {
+void publish_all(KvBlockPool& pool, const std::vector<BlockId>& ids, const std::vector<BlockHash>& hashes) {
   for (std::size_t i = 0; i < hashes.size(); ++i) {
     auto r = pool.publish(ids[i], hashes[i]);
     ASSERT_TRUE(r.has_value());
@@ -41,8 +39,7 @@ void expect_sound(const KvBlockPool& pool) {
 
 TEST(KvBlockPool, CreateRefusesBadSizes) {
   EXPECT_EQ(KvBlockPool::create(0, 16).error(), PoolErrc::invalid_capacity);
-  EXPECT_EQ(KvBlockPool::create(KvBlockPool::kMaxBlocks + 1, 16).error(),
-            PoolErrc::invalid_capacity);
+  EXPECT_EQ(KvBlockPool::create(KvBlockPool::kMaxBlocks + 1, 16).error(), PoolErrc::invalid_capacity);
   EXPECT_EQ(KvBlockPool::create(8, 0).error(), PoolErrc::invalid_block_size);
   EXPECT_EQ(to_string(PoolErrc::stale_plan), "stale_plan");
 }
@@ -329,12 +326,8 @@ TEST(KvBlockPool, IndexSurvivesHeavyChurnOnCollidingSlots) {
     publish_all(pool, ids, h);
     ASSERT_TRUE(pool.release(ids));
     // THEN after every round the latest 16 hashes (and only they) are found
-    for (BlockHash x : h) {
-      ASSERT_TRUE(pool.contains(x));
-    }
-    if (round > 0) {
-      ASSERT_FALSE(pool.contains(h[0] - 1));
-    }
+    for (BlockHash x : h) { ASSERT_TRUE(pool.contains(x)); }
+    if (round > 0) { ASSERT_FALSE(pool.contains(h[0] - 1)); }
     expect_sound(pool);
   }
 }

@@ -16,7 +16,9 @@ double brute_percentile(const std::vector<double>& v, double p) {
     const auto at_most = std::count_if(v.begin(), v.end(), [&](double y) { return y <= x; });
     bool smallest = true;
     for (double y : v) {
-      if (y < x && static_cast<double>(std::count_if(v.begin(), v.end(), [&](double z) { return z <= y; })) >= p * v.size()) smallest = false;
+      if (y < x && static_cast<double>(std::count_if(
+                       v.begin(), v.end(), [&](double z) { return z <= y; })) >= p * v.size())
+        smallest = false;
     }
     if (static_cast<double>(at_most) >= p * static_cast<double>(v.size()) && smallest) return x;
   }

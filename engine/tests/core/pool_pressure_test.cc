@@ -26,7 +26,9 @@ PrefillLoad prefill_example() {
 }
 
 // The router's linear step: 12 ms + 0.2 ms per sequence.
-double linear_step(double batch) { return 0.012 + 0.0002 * batch; }
+double linear_step(double batch) {
+  return 0.012 + 0.0002 * batch;
+}
 
 TEST(PoolPressure, PrefillIsTheWorseOfPredictedTtftAndUtilizationOverWhatThePoolSustains) {
   PrefillLoad l = prefill_example();

@@ -266,7 +266,8 @@ TEST(RoutePlanner, ExplainRouteShowsWhatThePlanWeighed) {
   PolicyOptions options;
   options.max_endpoints = 4;
   RoutePlanner planner = make("llm-d", {}, options);
-  std::vector<EndpointState> eps = endpoints({EndpointRole::aggregated, EndpointRole::aggregated, EndpointRole::aggregated});
+  std::vector<EndpointState> eps =
+      endpoints({EndpointRole::aggregated, EndpointRole::aggregated, EndpointRole::aggregated});
   eps[2].healthy = false;
   // GIVEN a prompt routed once (the history now places it on one endpoint)
   const Prompt p = unique_prompt(7, 512);

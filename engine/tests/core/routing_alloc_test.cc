@@ -27,8 +27,7 @@ TEST(RoutingAllocation, ChooseScoreAndLongestPrefixNeverAllocate) {
     eps[i].total_kv_blocks = 1000;
     eps[i].free_kv_blocks = 500;
     const std::size_t depth = (i * 13) % hashes.size();
-    ASSERT_TRUE(index.apply_stored(eps[i].id, static_cast<KvTier>(i % 4),
-                                   std::span(hashes).first(depth)).has_value());
+    ASSERT_TRUE(index.apply_stored(eps[i].id, static_cast<KvTier>(i % 4), std::span(hashes).first(depth)).has_value());
   }
   RouteRequest r;
   r.block_hashes = hashes;

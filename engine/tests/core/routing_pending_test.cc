@@ -64,9 +64,8 @@ std::unique_ptr<RoutingPolicy> make(std::string_view name, const KvBlockIndex& i
 // Routes `hashes` as request `id` at `now_ms` with `policy` and returns the decision; `twin`, when
 // given, learns the same route (so that state other than the prefix source, such as "disagg"'s
 // uncached share per endpoint, stays alike in both).
-RouteDecision route(RoutingPolicy& policy, const std::vector<EndpointState>& eps,
-                    const std::vector<BlockHash>& hashes, std::uint64_t id, std::int64_t now_ms,
-                    RoutingPolicy* twin = nullptr) {
+RouteDecision route(RoutingPolicy& policy, const std::vector<EndpointState>& eps, const std::vector<BlockHash>& hashes,
+                    std::uint64_t id, std::int64_t now_ms, RoutingPolicy* twin = nullptr) {
   const RouteRequest r = request_for(hashes, id, now_ms);
   const RouteDecision d = policy.choose(r, eps);
   if (!d.ok()) return d;
@@ -104,7 +103,8 @@ TEST(PendingRoutes, RoutedPromptIsPreferredWithinTheTtlBeforeAnyKvEvent) {
     // THEN identical requests (other ids, so other tie seeds) follow it until just before the TTL,
     // with its 32 blocks believed cached
     for (std::uint64_t id = 2; id <= 9; ++id) {
-      const RouteDecision d = policy->choose(request_for(prompt, id, 10'000 + 250 * static_cast<std::int64_t>(id - 2)), eps);
+      const RouteDecision d =
+          policy->choose(request_for(prompt, id, 10'000 + 250 * static_cast<std::int64_t>(id - 2)), eps);
       EXPECT_EQ(d.index, first.index) << name << " request " << id;
       EXPECT_EQ(d.cached_blocks, 32) << name << " request " << id;
     }
@@ -406,11 +406,15 @@ TEST(PendingRoutes, APrefillLegFailureForgetsThePrefillRouteOnly) {
   RoutePlanConfig config;
   config.disaggregated = true;
   config.decider.min_uncached_tokens = 1;
-  auto planner = std::move(RoutePlanner::create("llm-d", [&] {
-                   PolicyOptions o;
-                   o.index = &index;
-                   return o;
-                 }(), config)).value();
+  auto planner = std::move(RoutePlanner::create(
+                               "llm-d",
+                               [&] {
+                                 PolicyOptions o;
+                                 o.index = &index;
+                                 return o;
+                               }(),
+                               config))
+                     .value();
   const auto prompt = chain(1000, 24);
   const RouteRequest r = request_for(prompt, 1, 10'000);
   const RoutePlan plan = planner.plan_route(r, eps);

@@ -75,6 +75,13 @@ TEST(RoutingPolicies, TheConfigurationsNamesMapOntoTheEnginesOnce) {
   }
   // An unknown name stays itself, so the reader's error names what the user wrote.
   EXPECT_EQ(routing_policy_engine_name("fastest"), "fastest");
+  // Known: exactly the engine's names (an alias only after the mapping); listed in one sentence.
+  for (const auto name : routing_policy_names()) EXPECT_TRUE(routing_policy_known(name)) << name;
+  EXPECT_FALSE(routing_policy_known("kv-aware"));
+  EXPECT_FALSE(routing_policy_known("fastest"));
+  const std::string text = routing_policy_names_text();
+  EXPECT_EQ(text.find(std::string(routing_policy_names().front())), 0u);
+  EXPECT_NE(text.find(" or " + std::string(routing_policy_names().back())), std::string::npos);
 }
 
 TEST(RoutingPolicies, NeverChooseUnhealthyOrOtherRoleAndAgreeWithScore) {

@@ -207,8 +207,7 @@ class ReferenceScheduler {
   };
   using Ev = std::tuple<int, std::uint64_t, int>;  // kind, id, value
 
-  ReferenceScheduler(int blocks, int bs, int seqs, int budget)
-      : pool_(blocks), bs_(bs), seqs_(seqs), budget_(budget) {}
+  ReferenceScheduler(int blocks, int bs, int seqs, int budget) : pool_(blocks), bs_(bs), seqs_(seqs), budget_(budget) {}
 
   void submit(Req r) {
     const std::uint64_t id = r.id;
@@ -275,8 +274,10 @@ class ReferenceScheduler {
       Req& r = reqs_[id];
       r.computed += r.scheduled;
       r.scheduled = 0;
-      const int full = std::min<int>({r.computed / bs_, static_cast<int>(r.hashes.size()), static_cast<int>(r.blocks.size())});
-      for (int b = r.published; b < full; ++b) pool_.publish(r.blocks[static_cast<std::size_t>(b)], r.hashes[static_cast<std::size_t>(b)]);
+      const int full =
+          std::min<int>({r.computed / bs_, static_cast<int>(r.hashes.size()), static_cast<int>(r.blocks.size())});
+      for (int b = r.published; b < full; ++b)
+        pool_.publish(r.blocks[static_cast<std::size_t>(b)], r.hashes[static_cast<std::size_t>(b)]);
       r.published = std::max(r.published, full);
       if (r.computed < r.prompt + r.output) continue;
       ++r.output;
@@ -686,7 +687,8 @@ TEST(SchedulerNoChunkedPrefill, RandomStreamsKeepTheInvariants) {
     int submitted = 0, finished = 0;
     for (int step = 0; step < 600; ++step) {
       if (coin(rng) == 0 && submitted < 150) {
-        if (s.submit({static_cast<std::uint64_t>(submitted), RequestKind::full, prompt(rng), output(rng), none})) ++submitted;
+        if (s.submit({static_cast<std::uint64_t>(submitted), RequestKind::full, prompt(rng), output(rng), none}))
+          ++submitted;
       }
       (void)*s.next_step();
       const auto done = s.complete_step();
@@ -739,8 +741,7 @@ TEST_P(SchedulerAsync, ARequestArrivingDuringAStepMissesThePlanMadeBeforeIt) {
   EXPECT_TRUE(s.check_invariants().has_value());
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, SchedulerAsync,
-                         ::testing::Values(AsyncCase{true, {2}}, AsyncCase{false, {1}}),
+INSTANTIATE_TEST_SUITE_P(Modes, SchedulerAsync, ::testing::Values(AsyncCase{true, {2}}, AsyncCase{false, {1}}),
                          [](const auto& param_info) { return param_info.param.async_scheduling ? "Async" : "Sync"; });
 
 TEST(SchedulerAsyncIdle, AnIdleEngineTakesTheNewcomerAtOnce) {

@@ -173,7 +173,8 @@ TEST_P(SchedulerTiersRandom, ConservesRequestsAndBlocksWithLoadsInFlight) {
       hash_blocks(tokens, bs, kRootBlockHash, h);
       hash_store.push_back(h);
       if (s.submit({next_id, RequestKind::full, static_cast<int>(tokens.size()), 1 + static_cast<int>(rng() % 25),
-                    hash_store.back()}).has_value()) {
+                    hash_store.back()})
+              .has_value()) {
         ++submitted;
       }
       ++next_id;
@@ -201,8 +202,8 @@ TEST_P(SchedulerTiersRandom, ConservesRequestsAndBlocksWithLoadsInFlight) {
       if (e.kind == SchedEventKind::finished) ++finished[e.id];
     }
     // THEN the block accounting holds after every step
-    ASSERT_TRUE(s.check_invariants().has_value()) << "seed " << seed << " step " << step << ": "
-                                                  << s.check_invariants().error();
+    ASSERT_TRUE(s.check_invariants().has_value())
+        << "seed " << seed << " step " << step << ": " << s.check_invariants().error();
     ASSERT_LE(s.pool().used_blocks(), blocks);
   }
   for (auto& [h, n] : loading) ASSERT_TRUE(s.tier_load_ready(h).has_value());

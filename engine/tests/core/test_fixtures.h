@@ -31,7 +31,9 @@ inline CostModelParams model_params(double step_overhead_seconds = 0) {
   return p;
 }
 
-inline CostModel cost_model() { return *CostModel::create(model_params()); }
+inline CostModel cost_model() {
+  return *CostModel::create(model_params());
+}
 
 /// A model of round numbers, so that every expected value can be checked by hand: 1e9 weight bytes,
 /// 1e5 KV bytes per token, 1e9 parameters, 10 layers of width 1000; 1e12 FLOP/s, 1e11 B/s of HBM and

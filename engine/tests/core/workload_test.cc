@@ -112,7 +112,8 @@ TEST(Workload, WithoutFreshTextOnlyTheFreshTokensDiffer) {
     // AND the fresh text is left 0 (the drawn stream has random tokens there)
     const auto fresh_end = b.prompt.begin() + shared + (b.prompt.size() > static_cast<std::size_t>(shared) + 8 ? 8 : 0);
     EXPECT_TRUE(std::all_of(b.prompt.begin() + shared, fresh_end, [](TokenId t) { return t == 0; }));
-    with_fresh += std::any_of(a.prompt.begin() + shared, a.prompt.begin() + shared + 8, [](TokenId t) { return t != 0; });
+    with_fresh +=
+        std::any_of(a.prompt.begin() + shared, a.prompt.begin() + shared + 8, [](TokenId t) { return t != 0; });
   }
   EXPECT_FALSE(lean.next(b));
   EXPECT_GT(with_fresh, 190);
@@ -166,7 +167,8 @@ TEST(Workload, AgenticBranchesShareTheContextAndTenantsShareSystemPrompts) {
     if (prompts.size() < 2) continue;
     // Branches of one round share everything but the tool output (fixed at 256 tokens).
     const std::size_t shared = prompts[0].size() - 256;
-    for (auto& p : prompts) ASSERT_TRUE(std::equal(prompts[0].begin(), prompts[0].begin() + static_cast<std::ptrdiff_t>(shared), p.begin()));
+    for (auto& p : prompts)
+      ASSERT_TRUE(std::equal(prompts[0].begin(), prompts[0].begin() + static_cast<std::ptrdiff_t>(shared), p.begin()));
   }
   EXPECT_GT(tenant_count[0], tenant_count[1]);  // Zipf: tenant 0 is the most popular
 }
@@ -175,7 +177,8 @@ TEST(Workload, TraceReplaySharesBlocksByHashId) {
   const std::string text =
       "{\"timestamp\": 1000, \"input_length\": 20, \"output_length\": 5, \"hash_ids\": [1, 2, 3]}\n"
       "\n"
-      "{\"timestamp_ms\": 1500, \"input_length\": 12, \"output_length\": 2, \"hash_ids\": [1, 9], \"session_id\": \"abc\", \"extra\": [1, 2]}\n";
+      "{\"timestamp_ms\": 1500, \"input_length\": 12, \"output_length\": 2, \"hash_ids\": [1, 9], \"session_id\": "
+      "\"abc\", \"extra\": [1, 2]}\n";
   TraceSpec ts;
   ts.trace_block_tokens = 8;
   auto w = Workload::from_trace(text, ts).value();
@@ -205,9 +208,7 @@ TEST(Workload, SharedPrefixIsTheSystemPromptForOneShotRequests) {
     ASSERT_EQ(r.shared_prefix_tokens, 64);
     const std::vector<TokenId> prefix(r.prompt.begin(), r.prompt.begin() + 64);
     auto [it, fresh] = seen.emplace(r.tenant, prefix);
-    if (!fresh) {
-      EXPECT_EQ(it->second, prefix);
-    }
+    if (!fresh) { EXPECT_EQ(it->second, prefix); }
   }
   // AND a chat turn shares its whole prompt (the next turn extends it)
   spec.kind = WorkloadKind::chat;
@@ -257,11 +258,14 @@ TEST(Workload, TraceAndSpecErrorsNameTheField) {
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().message.find("line 1"), std::string::npos);
   EXPECT_NE(bad.error().message.find("output_length"), std::string::npos);
-  EXPECT_FALSE(parse_trace_line("{\"timestamp_ms\": 1, \"input_length\": 2, \"output_length\": 3, \"x\": {}}").has_value());
+  EXPECT_FALSE(
+      parse_trace_line("{\"timestamp_ms\": 1, \"input_length\": 2, \"output_length\": 3, \"x\": {}}").has_value());
   EXPECT_FALSE(parse_trace_line("{\"timestamp_ms\": 1, \"input_length\": 2.5, \"output_length\": 3}").has_value());
   EXPECT_FALSE(parse_trace_line("{\"timestamp_ms\": 1, \"input_length\": 2, \"output_length\": 3} x").has_value());
   EXPECT_FALSE(Workload::from_trace("{\"timestamp_ms\": 5, \"input_length\": 2, \"output_length\": 3}\n"
-                                    "{\"timestamp_ms\": 4, \"input_length\": 2, \"output_length\": 3}\n", {}).has_value());
+                                    "{\"timestamp_ms\": 4, \"input_length\": 2, \"output_length\": 3}\n",
+                                    {})
+                   .has_value());
   WorkloadSpec spec;
   spec.arrival.rate_per_second = 0;
   auto e = Workload::create(spec);
@@ -320,7 +324,8 @@ TEST(Workload, StagesSwitchTheRateWhereTheyMeetAndEndTheRun) {
   spec.arrival.kind = ArrivalProcess::Kind::poisson;
   spec.arrival.stages = {{50, 200}, {200, 100}};
   const auto ps = all_of(spec);
-  const auto in_first = std::count_if(ps.begin(), ps.end(), [](const WorkloadRequest& r) { return r.arrival_seconds < 200; });
+  const auto in_first =
+      std::count_if(ps.begin(), ps.end(), [](const WorkloadRequest& r) { return r.arrival_seconds < 200; });
   EXPECT_NEAR(static_cast<double>(in_first) / 200, 50, 50 * 0.03);
   EXPECT_NEAR(static_cast<double>(ps.size() - static_cast<std::size_t>(in_first)) / 100, 200, 200 * 0.03);
   EXPECT_LT(ps.back().arrival_seconds, 300.0);
@@ -403,12 +408,13 @@ TEST(Workload, SharedTokensAreEqualWithinAGroupAndUniqueTokensNeverShared) {
     ASSERT_EQ(r.shared_prefix_tokens, 40);
     const std::vector<TokenId> head(r.prompt.begin(), r.prompt.begin() + 40);
     auto [it, fresh] = system.emplace(r.tenant, head);
-    if (!fresh) {
-      EXPECT_EQ(it->second, head);
-    }
+    if (!fresh) { EXPECT_EQ(it->second, head); }
     // AND no other request holds its question (compared a 16-token block at a time: what a cache sees)
     for (std::size_t b = 40; b + 16 <= r.prompt.size(); b += 16) {
-      EXPECT_TRUE(questions.insert({r.prompt.begin() + static_cast<std::ptrdiff_t>(b), r.prompt.begin() + static_cast<std::ptrdiff_t>(b) + 16}).second);
+      EXPECT_TRUE(questions
+                      .insert({r.prompt.begin() + static_cast<std::ptrdiff_t>(b),
+                               r.prompt.begin() + static_cast<std::ptrdiff_t>(b) + 16})
+                      .second);
     }
   }
   EXPECT_NE(system[0], system[1]);
@@ -422,9 +428,7 @@ TEST(Workload, SharedTokensAreEqualWithinAGroupAndUniqueTokensNeverShared) {
     EXPECT_EQ(r.shared_prefix_tokens, static_cast<std::int32_t>(r.prompt.size()));
     EXPECT_EQ(std::vector<TokenId>(r.prompt.begin(), r.prompt.begin() + 40), system[r.tenant]);
     auto [it, fresh] = prompt_of.emplace(std::pair{r.tenant, r.user}, r.prompt);
-    if (!fresh) {
-      EXPECT_EQ(it->second, r.prompt);
-    }
+    if (!fresh) { EXPECT_EQ(it->second, r.prompt); }
     distinct.insert(std::vector<TokenId>(r.prompt.begin() + 40, r.prompt.end()));
   }
   EXPECT_EQ(prompt_of.size(), 6u);
@@ -474,7 +478,8 @@ TEST(Workload, StageUserAndApiErrorsNameTheFieldAndTheFix) {
   EXPECT_EQ(error(spec), "'workload.arrival.stages[1].durationSeconds' (-1) must be > 0 seconds");
   spec.arrival.stages = {{8, 600}};
   spec.duration_seconds = 60;
-  EXPECT_NE(error(spec).find("'workload.durationSeconds' (60) and 'workload.arrival.stages' both end the run; drop durationSeconds"),
+  EXPECT_NE(error(spec).find(
+                "'workload.durationSeconds' (60) and 'workload.arrival.stages' both end the run; drop durationSeconds"),
             std::string::npos);
   spec.duration_seconds = 0;
   spec.concurrency = 4;
@@ -482,8 +487,9 @@ TEST(Workload, StageUserAndApiErrorsNameTheFieldAndTheFix) {
   spec.concurrency = 0;
   spec.arrival.stages.clear();
   spec.users_per_tenant = 5;
-  EXPECT_NE(error(spec).find("'workload.tenants.usersPerTenant' (5) must be 0, or > 0 with 'workload.tenants.count' >= 1"),
-            std::string::npos);
+  EXPECT_NE(
+      error(spec).find("'workload.tenants.usersPerTenant' (5) must be 0, or > 0 with 'workload.tenants.count' >= 1"),
+      std::string::npos);
   spec.tenants = 2;
   spec.system_prompt_tokens = 10;
   spec.kind = WorkloadKind::chat;

@@ -70,10 +70,10 @@ TEST(Autoscaler, ScaleUpWindowTakesTheLowestRecentRecommendation) {
   AutoscalePolicy p = policy(1, 10);
   p.scale_up_stabilization_seconds = 30;
   PoolAutoscaler s = scaler(p);
-  EXPECT_EQ(s.evaluate(0, 2, 2, 0.8, 0), 2);     // recommendation 2 (in tolerance)
-  EXPECT_EQ(s.evaluate(15, 2, 2, 3.2, 15), 2);   // 8 now, but 2 is in the 30 s window
+  EXPECT_EQ(s.evaluate(0, 2, 2, 0.8, 0), 2);    // recommendation 2 (in tolerance)
+  EXPECT_EQ(s.evaluate(15, 2, 2, 3.2, 15), 2);  // 8 now, but 2 is in the 30 s window
   EXPECT_EQ(s.evaluate(30, 2, 2, 3.2, 30), 2);
-  EXPECT_EQ(s.evaluate(45, 2, 2, 3.2, 45), 8);   // the 2 left the window
+  EXPECT_EQ(s.evaluate(45, 2, 2, 3.2, 45), 8);  // the 2 left the window
 }
 
 TEST(Autoscaler, ScalesToZeroAfterTheIdleCooldownAndBackOnPressure) {
@@ -253,10 +253,13 @@ std::string llama70b_tp4(const std::string& pools, const std::string& workload, 
     "efficiency": {"compute": 0.6, "memory": 0.85, "layerOverheadSeconds": 4e-05, "stepOverheadSeconds": 0.0005,
                    "requestOverheadSeconds": 0.008},
     "policy": {"name": "kv-aware"},
-    "pools": )" + pools + R"(,
-    "workload": )" + workload + R"(,
+    "pools": )" +
+         pools + R"(,
+    "workload": )" +
+         workload + R"(,
     "slo": {"ttftSeconds": 2, "tpotSeconds": 0.05},
-    "autoscaling": )" + autoscaling + R"(,
+    "autoscaling": )" +
+         autoscaling + R"(,
     "seed": 7
   })";
 }
@@ -275,7 +278,8 @@ TEST(SimulatorAutoscaling, ADecodePoolAtASteadyLoadDoesNotFlapBetweenOneAndTwoRe
   // output tokens per second, 1 would be beyond the target (one replica's 256 sequences at 22 ms a
   // step make ~11,500 tokens/s; 32 x 300 = 9,600 is 0.84 of that, 0.93 against 0.9)
   auto doc = parse_json(llama70b_tp4(
-      "[" + tp4_pool("prefill", 4) + ", " + tp4_pool("decode", 2, R"({"minReplicas": 1, "maxReplicas": 4, "target": 0.8})") + "]",
+      "[" + tp4_pool("prefill", 4) + ", " +
+          tp4_pool("decode", 2, R"({"minReplicas": 1, "maxReplicas": 4, "target": 0.8})") + "]",
       R"({"kind": "single", "arrival": {"process": "poisson", "stages": [{"ratePerSecond": 32, "durationSeconds": 1200}]},
           "inputTokens": {"distribution": "lognormal", "mean": 2000, "stddev": 1000, "min": 64, "max": 12000},
           "outputTokens": {"distribution": "lognormal", "mean": 300, "stddev": 200, "min": 8, "max": 2000}})",
@@ -315,9 +319,10 @@ TEST(SimulatorAutoscaling, ALongPromptSurgeGrowsPrefillAndLeavesDecodeAtItsKvNee
   }
   const std::string scaled = R"({"minReplicas": 1, "maxReplicas": 16, "provisioning": {"checkpointBytes": 70600000000,
       "networkBytesPerSecond": 6250000000, "nvmeBytesPerSecond": 16000000000}})";
-  auto doc = parse_json(llama70b_tp4("[" + tp4_pool("prefill", 3, scaled) + ", " + tp4_pool("decode", 1, scaled) + "]",
-                                     R"({"kind": "trace", "trace": {"path": "surge.jsonl", "maxRecords": 100000}})",
-                                     R"({"horizonSeconds": 2400, "windowSeconds": 300, "evaluationIntervalSeconds": 15})"));
+  auto doc =
+      parse_json(llama70b_tp4("[" + tp4_pool("prefill", 3, scaled) + ", " + tp4_pool("decode", 1, scaled) + "]",
+                              R"({"kind": "trace", "trace": {"path": "surge.jsonl", "maxRecords": 100000}})",
+                              R"({"horizonSeconds": 2400, "windowSeconds": 300, "evaluationIntervalSeconds": 15})"));
   ASSERT_TRUE(doc.has_value());
   auto setup = read_simulation(*doc);
   ASSERT_TRUE(setup.has_value()) << (setup ? "" : setup.error());

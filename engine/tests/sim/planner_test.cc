@@ -23,9 +23,7 @@ TEST(RateGrid, IndexAtMostInvertsRate) {
   for (int i = 0; i < 300; ++i) {
     EXPECT_EQ(g.index_at_most(g.rate(i)), i);
     EXPECT_EQ(g.index_at_most(g.rate(i) * 1.0001), i);
-    if (i > 0) {
-      EXPECT_EQ(g.index_at_most(g.rate(i) * 0.9999), i - 1);
-    }
+    if (i > 0) { EXPECT_EQ(g.index_at_most(g.rate(i) * 0.9999), i - 1); }
   }
 }
 
@@ -137,9 +135,7 @@ TEST(PlannerSearch, PruningGivesTheSameBestAsExhaustiveSearch) {
       std::map<int, int> knees;
       for (const auto& c : full->candidates) knees[c.order] = c.knee_index;
       for (const auto& c : pruned->candidates) {
-        if (c.status == CandidateStatus::evaluated) {
-          EXPECT_EQ(c.knee_index, knees[c.order]);
-        }
+        if (c.status == CandidateStatus::evaluated) { EXPECT_EQ(c.knee_index, knees[c.order]); }
       }
       // AND pruning saved probes, and the exhaustive best really is the maximum score
       // (pruning needs a candidate that reaches the required rate to compare against)
@@ -151,9 +147,7 @@ TEST(PlannerSearch, PruningGivesTheSameBestAsExhaustiveSearch) {
         ++runs_that_pruned;
       }
       for (const auto& c : full->candidates) {
-        if (c.meets_required == b.meets_required) {
-          EXPECT_LE(c.score, b.score);
-        }
+        if (c.meets_required == b.meets_required) { EXPECT_LE(c.score, b.score); }
       }
     }
   }
@@ -193,7 +187,8 @@ TEST(PlannerSearch, ParallelSpeculationGivesTheSequentialResultToTheDigit) {
         auto parallel = search_plan(spec, many);
         ASSERT_TRUE(parallel);
         // THEN every candidate, status, knee, probe count and summary is the same
-        EXPECT_EQ(to_json(*parallel, spec), to_json(*sequential, spec)) << "budget " << budget << ", " << threads << " threads";
+        EXPECT_EQ(to_json(*parallel, spec), to_json(*sequential, spec))
+            << "budget " << budget << ", " << threads << " threads";
         EXPECT_EQ(parallel->simulations, sequential->simulations);
         // AND speculation probes at least what the sequential search did (more when a top moved)
         EXPECT_GE(many.probes.load(), one.probes.load());
@@ -241,14 +236,15 @@ std::string planner_doc(const std::string& options, int max_acc, const char* mod
     "workload": {"kind": "single", "requests": 150, "inputTokens": {"mean": 1024}, "outputTokens": {"mean": 64}},
     "slo": {"ttftSeconds": 1, "tpotSeconds": 0.03},
     "seed": 3,
-    "planner": {"maxAccelerators": )") + std::to_string(max_acc) + ", \"modes\": " + modes +
-         ", \"rateResolution\": 0.1, \"tensorParallelOptions\": [" + options + "]}}";
+    "planner": {"maxAccelerators": )") +
+         std::to_string(max_acc) + ", \"modes\": " + modes + ", \"rateResolution\": 0.1, \"tensorParallelOptions\": [" +
+         options + "]}}";
 }
 
 TEST(Planner, PicksTheFasterAcceleratorAtTheSamePrice) {
   // GIVEN two options at the same price, the second with twice the HBM bandwidth
-  auto doc = parse_json(planner_doc(option_json("slow", 3.35e12, 1) + ", " + option_json("fast", 6.7e12, 1), 2,
-                                    R"(["aggregated"])"));
+  auto doc = parse_json(
+      planner_doc(option_json("slow", 3.35e12, 1) + ", " + option_json("fast", 6.7e12, 1), 2, R"(["aggregated"])"));
   ASSERT_TRUE(doc) << doc.error();
   auto setup = read_simulation_base(*doc);
   ASSERT_TRUE(setup) << setup.error();
@@ -298,13 +294,15 @@ TEST(PlannerTrace, ATraceIsPlannedAtItsOwnRateAndScaledForTheProbes) {
   {
     std::ofstream out(path);
     for (int i = 0; i < 400; ++i) {
-      out << "{\"timestamp_ms\": " << i * 500 << ", \"input_length\": 1024, \"output_length\": 64, \"hash_ids\": [1, 2, 3, 4, "
-          << 100 + i << "]}\n";
+      out << "{\"timestamp_ms\": " << i * 500
+          << ", \"input_length\": 1024, \"output_length\": 64, \"hash_ids\": [1, 2, 3, 4, " << 100 + i << "]}\n";
     }
   }
   std::string text = planner_doc(option_json("tp1", 3.35e12, 1), 2, R"(["aggregated"])");
-  const std::string single = R"({"kind": "single", "requests": 150, "inputTokens": {"mean": 1024}, "outputTokens": {"mean": 64}})";
-  text.replace(text.find(single), single.size(), R"({"kind": "trace", "trace": {"path": ")" + path + R"(", "blockTokens": 16}})");
+  const std::string single =
+      R"({"kind": "single", "requests": 150, "inputTokens": {"mean": 1024}, "outputTokens": {"mean": 64}})";
+  text.replace(text.find(single), single.size(),
+               R"({"kind": "trace", "trace": {"path": ")" + path + R"(", "blockTokens": 16}})");
   auto doc = parse_json(text);
   ASSERT_TRUE(doc) << doc.error();
   auto setup = read_simulation_base(*doc);
@@ -335,7 +333,8 @@ TEST(PlannerTrace, ATraceIsPlannedAtItsOwnRateAndScaledForTheProbes) {
   }
   auto one = load_plan_trace(path, setup->trace);
   ASSERT_FALSE(one);
-  EXPECT_NE(one.error().message.find("at least two records at different times"), std::string::npos) << one.error().message;
+  EXPECT_NE(one.error().message.find("at least two records at different times"), std::string::npos)
+      << one.error().message;
 }
 
 TEST(Planner, RefusesBadSpecsNamingTheField) {
@@ -347,17 +346,20 @@ TEST(Planner, RefusesBadSpecsNamingTheField) {
   const std::string ok = option_json("tp1", 3.35e12, 1);
   auto r = read(planner_doc(ok, 1, R"(["disaggregated"])"));
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().find("'planner.maxAccelerators' (1) is below the smallest deployment (2"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("'planner.maxAccelerators' (1) is below the smallest deployment (2"), std::string::npos)
+      << r.error();
   r = read(planner_doc(ok, 4, R"(["both"])"));
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().find("'planner.modes' holds \"both\""), std::string::npos) << r.error();
   r = read(planner_doc("{\"tensorParallel\": 2, \"kvTokensPerReplica\": 1000, \"colour\": 1}", 4, R"(["aggregated"])"));
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().find("'planner.tensorParallelOptions[0].colour' is not a known key"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("'planner.tensorParallelOptions[0].colour' is not a known key"), std::string::npos)
+      << r.error();
   r = read(planner_doc("{\"tensorParallel\": 2}", 4, R"(["aggregated"])"));
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().find("'planner.tensorParallelOptions[0].kvTokensPerReplica' (0) must hold at least one block"),
-            std::string::npos) << r.error();
+            std::string::npos)
+      << r.error();
 }
 
 }  // namespace

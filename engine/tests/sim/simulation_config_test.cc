@@ -16,7 +16,8 @@ std::string doc_with(const std::string& workload) {
     "model": {"weightBytesPerRank": 16e9, "kvBytesPerToken": 131072, "activeParameters": 8e9, "layers": 32, "hiddenSize": 4096},
     "hardware": {"peakFlopsPerSecond": 9.89e14, "hbmBytesPerSecond": 3.35e12, "fabricBytesPerSecond": 4e10},
     "pools": [{"name": "w", "role": "both", "replicas": 1, "kvTokensPerReplica": 200000}],
-    "workload": )" + workload + "}";
+    "workload": )" +
+         workload + "}";
 }
 
 Expected<SimulationSetup, std::string> read(const std::string& workload) {
@@ -66,7 +67,8 @@ TEST(SimulationConfig, ReadsConstantStagesSharedPromptsAndApi) {
 
 TEST(SimulationConfig, StagedRunSimulatesEveryStagesRequests) {
   // GIVEN 2/s for 5 s then 4/s for 5 s, evenly spaced
-  auto setup = read(R"({"arrival": {"process": "constant", "stages": [{"ratePerSecond": 2, "durationSeconds": 5}, {"ratePerSecond": 4, "durationSeconds": 5}]},
+  auto setup = read(
+      R"({"arrival": {"process": "constant", "stages": [{"ratePerSecond": 2, "durationSeconds": 5}, {"ratePerSecond": 4, "durationSeconds": 5}]},
     "inputTokens": {"mean": 64}, "outputTokens": {"mean": 8}})");
   ASSERT_TRUE(setup) << setup.error();
   auto json = simulate_to_json(*setup);
@@ -82,7 +84,8 @@ TEST(SimulationConfig, RefusesBadWorkloadKeysNamingTheFieldTheValueAndTheFix) {
   EXPECT_EQ(error_of(R"({"arrival": {"stages": {"ratePerSecond": 8}}})"),
             "'workload.arrival.stages' ({\"ratePerSecond\":8}) must be an array of 1 to 1024 stages, e.g. "
             "[{\"ratePerSecond\": 8, \"durationSeconds\": 600}, {\"ratePerSecond\": 20, \"durationSeconds\": 600}]");
-  EXPECT_EQ(error_of(R"({"arrival": {"stages": []}})").substr(0, 55), "'workload.arrival.stages' ([]) must be an array of 1 to");
+  EXPECT_EQ(error_of(R"({"arrival": {"stages": []}})").substr(0, 55),
+            "'workload.arrival.stages' ([]) must be an array of 1 to");
   EXPECT_EQ(error_of(R"({"arrival": {"stages": [{"ratePerSecond": 8}]}})"),
             "'workload.arrival.stages[0].durationSeconds' is required; give both ratePerSecond and durationSeconds");
   EXPECT_EQ(error_of(R"({"arrival": {"stages": [{"ratePerSecond": 0, "durationSeconds": 60}]}})"),
@@ -92,14 +95,16 @@ TEST(SimulationConfig, RefusesBadWorkloadKeysNamingTheFieldTheValueAndTheFix) {
   EXPECT_NE(error_of(R"({"arrival": {"stages": [{"ratePerSecond": 1, "durationSeconds": 60, "rampSeconds": 5}]}})")
                 .find("'workload.arrival.stages[0].rampSeconds' is not a known key"),
             std::string::npos);
-  EXPECT_EQ(error_of(R"({"tenants": {"count": 3, "systemPromptTokens": 10, "popularity": "pareto"}})"),
-            "'workload.tenants.popularity' (\"pareto\") must be zipf (weights 1/k^zipfExponent) or equal (tenants in turn)");
+  EXPECT_EQ(
+      error_of(R"({"tenants": {"count": 3, "systemPromptTokens": 10, "popularity": "pareto"}})"),
+      "'workload.tenants.popularity' (\"pareto\") must be zipf (weights 1/k^zipfExponent) or equal (tenants in turn)");
   EXPECT_EQ(error_of(R"({"tenants": {"count": 3, "systemPromptTokens": 10, "usersPerTenant": -1}})"),
             "'workload.tenants.usersPerTenant' (-1) must be >= 0");
   EXPECT_EQ(error_of(R"({"tenants": {"count": 3, "systemPromptTokens": 10, "usersPerTenant": 1e9}})"),
             "'workload.tenants.usersPerTenant' (1000000000) must be <= 1048576; use fewer users");
   EXPECT_EQ(error_of(R"({"api": "responses"})"),
-            "'workload.api' (\"responses\") must be completions (the prompt as given) or chat (with the chat template's tokens)");
+            "'workload.api' (\"responses\") must be completions (the prompt as given) or chat (with the chat "
+            "template's tokens)");
   EXPECT_EQ(error_of(R"({"kind": "trace", "api": "chat", "trace": {"path": "x.jsonl"}})"),
             "'workload.api' (\"chat\") does not apply to kind trace: a trace's input_length already counts every "
             "prompt token; drop api");
@@ -108,8 +113,9 @@ TEST(SimulationConfig, RefusesBadWorkloadKeysNamingTheFieldTheValueAndTheFix) {
   ASSERT_TRUE(both) << both.error();
   auto run = simulate_to_json(*both);
   ASSERT_FALSE(run);
-  EXPECT_EQ(run.error(), "'workload.durationSeconds' (30) and 'workload.arrival.stages' both end the run; drop "
-                         "durationSeconds (the stages end at 600 s)");
+  EXPECT_EQ(run.error(),
+            "'workload.durationSeconds' (30) and 'workload.arrival.stages' both end the run; drop "
+            "durationSeconds (the stages end at 600 s)");
 }
 
 TEST(SimulationConfig, PlannerRefusesStagesItCannotSearch) {

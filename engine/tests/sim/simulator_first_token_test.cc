@@ -63,9 +63,7 @@ void expect_times(const SimulationResult& r, double ttft, double e2e, int output
   // Every token the client sees is counted once, and the gaps between them are the ITL samples.
   EXPECT_EQ(r.tokens_sampled, output);
   EXPECT_EQ(r.summary.itl.count, output - 1);
-  if (output > 1) {
-    EXPECT_NEAR(r.summary.tpot.mean, (e2e - ttft) / (output - 1), 1e-9);
-  }
+  if (output > 1) { EXPECT_NEAR(r.summary.tpot.mean, (e2e - ttft) / (output - 1), 1e-9); }
   EXPECT_EQ(r.blocks_in_use_at_end, 0);
 }
 
@@ -151,7 +149,8 @@ TEST(SimulatorFirstToken, EveryModeConservesRequestsTokensAndBlocksUnderLoad) {
     EXPECT_EQ(r.summary.completed, 300);
     EXPECT_GT(r.summary.disaggregated, 0);
     EXPECT_EQ(r.blocks_in_use_at_end, 0);
-    const auto tokens = static_cast<std::int64_t>(std::llround(r.summary.output_token_throughput * r.summary.duration_seconds));
+    const auto tokens =
+        static_cast<std::int64_t>(std::llround(r.summary.output_token_throughput * r.summary.duration_seconds));
     EXPECT_EQ(r.tokens_sampled, tokens);
     EXPECT_LE(r.summary.ttft.p50, r.summary.e2e.p50);
   }
@@ -163,7 +162,8 @@ TEST(SimulatorFirstToken, ReadFromTheDecodePoolOfTheConfiguration) {
       "model": {"weightBytesPerRank": 16e9, "kvBytesPerToken": 131072, "activeParameters": 8e9, "layers": 32, "hiddenSize": 4096},
       "hardware": {"peakFlopsPerSecond": 9.89e14, "hbmBytesPerSecond": 3.35e12, "fabricBytesPerSecond": 4e10},
       "pools": [{"name": "p", "role": "prefill", "replicas": 1, "kvTokensPerReplica": 200000},
-                {"name": "d", "role": "decode", "replicas": 1, "kvTokensPerReplica": 200000)" + decode_extra + R"(}],
+                {"name": "d", "role": "decode", "replicas": 1, "kvTokensPerReplica": 200000)" +
+           decode_extra + R"(}],
       "workload": {"requests": 1}})";
   };
   // GIVEN each spelling, and none
@@ -185,7 +185,8 @@ TEST(SimulatorFirstToken, ReadFromTheDecodePoolOfTheConfiguration) {
   auto refused = read_simulation(*bad);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error(),
-            "'pools[1].firstTokenAt' (\"router\") must be decode-step (vLLM), transfer (DistServe, SGLang) or prefill (TensorRT-LLM)");
+            "'pools[1].firstTokenAt' (\"router\") must be decode-step (vLLM), transfer (DistServe, SGLang) or prefill "
+            "(TensorRT-LLM)");
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ std::string doc_with(const std::string& pool, const std::string& parallel = "") 
     "hardware": {"peakFlopsPerSecond": 9.89e14, "hbmBytesPerSecond": 3.35e12, "fabricBytesPerSecond": 4e10,
                  "interconnectBytesPerSecond": 3e11},)" +
          parallel + R"(
-    "pools": [{"name": "w", "role": "both", "replicas": 1)" + pool + R"(}],
+    "pools": [{"name": "w", "role": "both", "replicas": 1)" +
+         pool + R"(}],
     "workload": {"requests": 1}})";
 }
 
@@ -103,7 +104,8 @@ TEST(SimulatorPipeline, ConfigurationReadsStagesRescalesWeightsAndSumsKvOverStag
   auto top = read(R"(, "kvTokensPerReplica": 100000)", R"("parallel": {"pipelineParallel": 4},)");
   ASSERT_TRUE(top) << top.error();
   EXPECT_EQ(top->config.pools[0].cost.pipeline_parallel, 4);
-  auto both = read(R"(, "pipelineParallel": 2, "kvTokensPerReplica": 100000)", R"("parallel": {"pipelineParallel": 4},)");
+  auto both =
+      read(R"(, "pipelineParallel": 2, "kvTokensPerReplica": 100000)", R"("parallel": {"pipelineParallel": 4},)");
   ASSERT_TRUE(both) << both.error();
   EXPECT_EQ(both->config.pools[0].cost.pipeline_parallel, 2);
   // the top level's 16 GB per rank are those of 4 stages: the pool's 2 stages hold twice as much

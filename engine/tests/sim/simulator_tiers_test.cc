@@ -143,7 +143,8 @@ std::string tier_doc(const std::string& pools) {
     "model": {"weightBytesPerRank": 16e9, "kvBytesPerToken": 131072, "activeParameters": 8e9, "layers": 32, "hiddenSize": 4096},
     "hardware": {"peakFlopsPerSecond": 9.89e14, "hbmBytesPerSecond": 3.35e12, "fabricBytesPerSecond": 4e10},
     "workload": {"kind": "single", "requests": 10},
-    "pools": )" + pools + "}";
+    "pools": )" +
+         pools + "}";
 }
 
 std::string error_of(const std::string& pools) {
@@ -156,11 +157,13 @@ std::string error_of(const std::string& pools) {
 }
 
 TEST(SimulatorTiers, RefusesBadTiersNamingTheFieldTheValueAndTheFix) {
-  const std::string host = R"({"tier": "host", "capacityBytes": 1e10, "readBytesPerSecond": 5e10, "writeBytesPerSecond": 5e10})";
-  const std::string disk = R"({"tier": "disk", "capacityBytes": 1e11, "readBytesPerSecond": 6e9, "writeBytesPerSecond": 3e9})";
+  const std::string host =
+      R"({"tier": "host", "capacityBytes": 1e10, "readBytesPerSecond": 5e10, "writeBytesPerSecond": 5e10})";
+  const std::string disk =
+      R"({"tier": "disk", "capacityBytes": 1e11, "readBytesPerSecond": 6e9, "writeBytesPerSecond": 3e9})";
   auto pool_with = [](const std::string& tiers, const char* role = "both") {
-    return std::string(R"({"name": "p", "role": ")") + role + R"(", "replicas": 2, "kvTokensPerReplica": 100000, "kvTiers": [)" +
-           tiers + "]}";
+    return std::string(R"({"name": "p", "role": ")") + role +
+           R"(", "replicas": 2, "kvTokensPerReplica": 100000, "kvTiers": [)" + tiers + "]}";
   };
   // GIVEN valid tiers THEN no error, and the JSON shape round-trips into the struct
   {
@@ -174,28 +177,48 @@ TEST(SimulatorTiers, RefusesBadTiersNamingTheFieldTheValueAndTheFix) {
     EXPECT_TRUE(Simulator::create(setup->config).has_value());
   }
   // WHEN a tier is unknown, out of order, too small, missing a bandwidth, or has an unknown key
-  EXPECT_EQ(error_of("[" + pool_with(R"({"tier": "ssd", "capacityBytes": 1e10, "readBytesPerSecond": 1, "writeBytesPerSecond": 1})") + "]"),
-            "'pools[0].kvTiers[0].tier' (\"ssd\") must be host, disk or remote");
+  EXPECT_EQ(
+      error_of(
+          "[" +
+          pool_with(R"({"tier": "ssd", "capacityBytes": 1e10, "readBytesPerSecond": 1, "writeBytesPerSecond": 1})") +
+          "]"),
+      "'pools[0].kvTiers[0].tier' (\"ssd\") must be host, disk or remote");
   EXPECT_EQ(error_of("[" + pool_with(disk + ", " + host) + "]"),
             "'pools[0].kvTiers' lists host after disk; list host, disk, remote in that order, each at most once");
   EXPECT_EQ(error_of("[" + pool_with(host + ", " + host) + "]"),
             "'pools[0].kvTiers' lists host after host; list host, disk, remote in that order, each at most once");
-  EXPECT_EQ(error_of("[" + pool_with(R"({"tier": "host", "capacityBytes": 1000, "readBytesPerSecond": 5e10, "writeBytesPerSecond": 5e10})") + "]"),
-            "'pools[0].kvTiers[0].capacityBytes' (1000) must hold at least one KV block of 2097152 bytes "
-            "(16 tokens x 131072 bytes per token)");
+  EXPECT_EQ(
+      error_of(
+          "[" +
+          pool_with(
+              R"({"tier": "host", "capacityBytes": 1000, "readBytesPerSecond": 5e10, "writeBytesPerSecond": 5e10})") +
+          "]"),
+      "'pools[0].kvTiers[0].capacityBytes' (1000) must hold at least one KV block of 2097152 bytes "
+      "(16 tokens x 131072 bytes per token)");
   EXPECT_EQ(error_of("[" + pool_with(R"({"tier": "disk", "capacityBytes": 1e11, "writeBytesPerSecond": 3e9})") + "]"),
             "'pools[0].kvTiers[0].readBytesPerSecond' is required for the disk tier (bytes/s)");
-  EXPECT_EQ(error_of("[" + pool_with(R"({"tier": "host", "capacityBytes": 1e10, "readBytesPerSecond": 0, "writeBytesPerSecond": 5e10})") + "]"),
-            "'pools[0].kvTiers[0].readBytesPerSecond' (0) must be > 0");
+  EXPECT_EQ(
+      error_of("[" +
+               pool_with(
+                   R"({"tier": "host", "capacityBytes": 1e10, "readBytesPerSecond": 0, "writeBytesPerSecond": 5e10})") +
+               "]"),
+      "'pools[0].kvTiers[0].readBytesPerSecond' (0) must be > 0");
   EXPECT_NE(error_of("[" + pool_with(R"({"tier": "host", "capacity": 1e10})") + "]")
                 .find("'pools[0].kvTiers[0].capacity' is not a known key"),
             std::string::npos);
-  EXPECT_EQ(error_of("[" + pool_with(R"({"tier": "host", "capacityBytes": 1e16, "readBytesPerSecond": 5e10, "writeBytesPerSecond": 5e10})") + "]"),
-            "'pools[0].kvTiers[0].capacityBytes' (1e+16) is 4768371582 KV blocks; the simulator holds at most "
-            "268435456 per tier; give less (a tier larger than the workload's working set behaves the same)");
+  EXPECT_EQ(
+      error_of(
+          "[" +
+          pool_with(
+              R"({"tier": "host", "capacityBytes": 1e16, "readBytesPerSecond": 5e10, "writeBytesPerSecond": 5e10})") +
+          "]"),
+      "'pools[0].kvTiers[0].capacityBytes' (1e+16) is 4768371582 KV blocks; the simulator holds at most "
+      "268435456 per tier; give less (a tier larger than the workload's working set behaves the same)");
   // AND two pools that give the shared remote store different capacities
-  const std::string remote_a = R"({"tier": "remote", "capacityBytes": 1e11, "readBytesPerSecond": 1e10, "writeBytesPerSecond": 1e10})";
-  const std::string remote_b = R"({"tier": "remote", "capacityBytes": 2e11, "readBytesPerSecond": 1e10, "writeBytesPerSecond": 1e10})";
+  const std::string remote_a =
+      R"({"tier": "remote", "capacityBytes": 1e11, "readBytesPerSecond": 1e10, "writeBytesPerSecond": 1e10})";
+  const std::string remote_b =
+      R"({"tier": "remote", "capacityBytes": 2e11, "readBytesPerSecond": 1e10, "writeBytesPerSecond": 1e10})";
   EXPECT_EQ(error_of("[" + pool_with(remote_a, "prefill") + ", " + pool_with(remote_b, "decode") + "]"),
             "'pools[1].kvTiers[0].capacityBytes' (2e+11) differs from the remote store's capacity in pools[0] "
             "(1e+11); the store is shared: give every pool the same capacityBytes");

@@ -82,7 +82,7 @@ std::optional<ConnectionPool::Taken> ConnectionPool::take(const std::string& end
       return Taken{std::move(*c.socket), std::move(c.deadline)};
     }
     let_go(std::move(c.deadline));  // its timer belongs to the other context
-    if (c.socket) {  // parked from another io_context or strand: move the descriptor over
+    if (c.socket) {                 // parked from another io_context or strand: move the descriptor over
       c.v6 = c.socket->local_endpoint(ec).address().is_v6();
       if (ec) continue;
       c.fd = c.socket->release(ec);
@@ -100,8 +100,7 @@ std::optional<ConnectionPool::Taken> ConnectionPool::take(const std::string& end
   return std::nullopt;
 }
 
-void ConnectionPool::put(const std::string& endpoint, tcp::socket socket,
-                         std::shared_ptr<detail::Deadline> deadline) {
+void ConnectionPool::put(const std::string& endpoint, tcp::socket socket, std::shared_ptr<detail::Deadline> deadline) {
   // put() runs on the connection's own context (ClientStream::recycle): a deadline that is not
   // kept is cancelled here and now, so that its wait does not keep the context running.
   const auto cancel = [&deadline] {
@@ -242,9 +241,7 @@ void DeadlineTick::operator()(const boost::system::error_code& ec) const {
 
 }  // namespace
 
-ClientStream::ClientStream(ClientOptions options)
-    : options_(options),
-      chunks_(options.max_header_bytes) {
+ClientStream::ClientStream(ClientOptions options) : options_(options), chunks_(options.max_header_bytes) {
   // Not zero-filled: filling 16 KiB per request was a tenth of the router's CPU time.
   cap_ = std::max<std::size_t>(options_.read_chunk_bytes, 1024);
   buf_ = static_cast<char*>(detail::take_block(cap_));
@@ -307,9 +304,9 @@ Task<void> ClientStream::read_more(boost::system::error_code& ec, bool after_wri
     co_return;
   }
   // Right after the request: no recv until the answer is there. Otherwise (no reactor) Asio's read.
-  end_ += co_await async_read_response(*socket_, after_write ? options_.one_thread_reactor : SocketReactor(),
-                                       net::buffer(buf_ + end_, cap_ - end_),
-                                       net::redirect_error(net::use_awaitable, ec));
+  end_ +=
+      co_await async_read_response(*socket_, after_write ? options_.one_thread_reactor : SocketReactor(),
+                                   net::buffer(buf_ + end_, cap_ - end_), net::redirect_error(net::use_awaitable, ec));
 }
 
 Expected<std::string_view, ClientError> ClientStream::take_piece() {
@@ -342,17 +339,15 @@ Expected<std::string_view, ClientError> ClientStream::take_piece() {
       n = end_ - begin_;
       begin_ = end_;
       break;
-    case BodyKind::none:
-      done_ = true;
-      break;
+    case BodyKind::none: done_ = true; break;
   }
   if (begin_ == end_) begin_ = end_ = base_;  // nothing left unparsed: the next read starts at base_
   return Result(std::string_view(buf_ + start, n));
 }
 
 void ClientStream::recycle() {
-  if (options_.pool == nullptr || !done_ || !head_.keep_alive || end_ != begin_ || cancelled_ ||
-      !socket_ || !socket_->is_open()) {
+  if (options_.pool == nullptr || !done_ || !head_.keep_alive || end_ != begin_ || cancelled_ || !socket_ ||
+      !socket_->is_open()) {
     return;
   }
   // The deadline goes with the connection, its wait (if any) still pending: the next request on it
@@ -412,9 +407,10 @@ WireRequest make_request(ClientRequest& request, const std::string& where, bool 
 
 }  // namespace
 
-Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
-    net::any_io_executor executor, std::string host, std::uint16_t port, ClientRequest request,
-    ClientOptions options) {
+Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(net::any_io_executor executor,
+                                                                              std::string host, std::uint16_t port,
+                                                                              ClientRequest request,
+                                                                              ClientOptions options) {
   using Stream = std::unique_ptr<ClientStream>;
   boost::system::error_code ec;
   const std::string where = host + ":" + std::to_string(port);
@@ -450,12 +446,12 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
       resolve_timer.async_wait([&resolver](const boost::system::error_code& e) {
         if (!e) resolver.cancel();
       });
-      const auto endpoints = co_await resolver.async_resolve(
-          host, std::to_string(port), net::redirect_error(net::use_awaitable, ec));
+      const auto endpoints =
+          co_await resolver.async_resolve(host, std::to_string(port), net::redirect_error(net::use_awaitable, ec));
       resolve_timer.cancel();
       if (ec) {
-        const ClientErrc code = ec == net::error::operation_aborted ? ClientErrc::connect_timeout
-                                                                  : ClientErrc::resolve_failed;
+        const ClientErrc code =
+            ec == net::error::operation_aborted ? ClientErrc::connect_timeout : ClientErrc::resolve_failed;
         co_return client_error<Stream>(code, where + ": " + ec.message(), true);
       }
       if (s->cancelled_) co_return client_error<Stream>(ClientErrc::cancelled, where, true);
@@ -505,8 +501,7 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
         }
         s->base_ = s->begin_ = head_end;
         s->remaining_ = s->head_.content_length;
-        s->done_ = s->head_.body == BodyKind::none ||
-                   (s->head_.body == BodyKind::length && s->remaining_ == 0);
+        s->done_ = s->head_.body == BodyKind::none || (s->head_.body == BodyKind::length && s->remaining_ == 0);
         if (s->done_) s->recycle();
         co_return Expected<Stream, ClientError>(std::move(s));
       }
@@ -515,8 +510,9 @@ Task<Expected<std::unique_ptr<ClientStream>, ClientError>> ClientStream::open(
       co_return client_error<Stream>(ClientErrc::protocol_error, where + ": " + std::string(to_string(bad)), true);
     }
     if (ec == net::error::no_buffer_space) {
-      co_return client_error<Stream>(ClientErrc::protocol_error, where + ": response header over " +
-                                     std::to_string(options.max_header_bytes) + " bytes", true);
+      co_return client_error<Stream>(
+          ClientErrc::protocol_error,
+          where + ": response header over " + std::to_string(options.max_header_bytes) + " bytes", true);
     }
     // A pooled connection the upstream closed unseen (the pool does not probe them) fails before
     // any response byte: resend once on a new connection; the upstream never saw the request.
@@ -575,12 +571,10 @@ std::string_view ClientResponse::header(std::string_view name) const {
   return {};
 }
 
-Task<Expected<ClientResponse, ClientError>> fetch(net::any_io_executor executor, std::string host,
-                                                  std::uint16_t port, ClientRequest request,
-                                                  ClientOptions options) {
+Task<Expected<ClientResponse, ClientError>> fetch(net::any_io_executor executor, std::string host, std::uint16_t port,
+                                                  ClientRequest request, ClientOptions options) {
   using Result = Expected<ClientResponse, ClientError>;
-  auto opened = co_await ClientStream::open(executor, std::move(host), port, std::move(request),
-                                            options);
+  auto opened = co_await ClientStream::open(executor, std::move(host), port, std::move(request), options);
   if (!opened) co_return Result(unexpected(opened.error()));
   ClientStream& s = **opened;
   ClientResponse out;
@@ -591,9 +585,8 @@ Task<Expected<ClientResponse, ClientError>> fetch(net::any_io_executor executor,
     if (!piece) co_return Result(unexpected(piece.error()));
     if (piece->empty()) break;
     if (out.body.size() + piece->size() > options.max_body_bytes) {
-      co_return client_error<ClientResponse>(
-          ClientErrc::body_too_large, "over " + std::to_string(options.max_body_bytes) + " bytes",
-          false);
+      co_return client_error<ClientResponse>(ClientErrc::body_too_large,
+                                             "over " + std::to_string(options.max_body_bytes) + " bytes", false);
     }
     out.body.append(*piece);
   }

@@ -84,9 +84,9 @@ struct Deadline {
   explicit Deadline(const net::any_io_executor& executor) : timer(executor) {}
   net::steady_timer timer;
   std::chrono::steady_clock::time_point at = std::chrono::steady_clock::time_point::max();
-  bool armed = false;            ///< a wait is pending
-  bool expired = false;          ///< it fired and cancelled the socket's operations
-  tcp::socket* socket = nullptr; ///< cancelled when the deadline passes; nullptr: stream gone
+  bool armed = false;             ///< a wait is pending
+  bool expired = false;           ///< it fired and cancelled the socket's operations
+  tcp::socket* socket = nullptr;  ///< cancelled when the deadline passes; nullptr: stream gone
 };
 }  // namespace detail
 
@@ -124,8 +124,7 @@ class ConnectionPool {
   std::optional<Taken> take(const std::string& endpoint, const net::any_io_executor& executor);
   /// Parks an open connection (closes it when the endpoint already has max_idle_per_endpoint),
   /// with its deadline (kept only with keep_registered; it must have no socket and no deadline).
-  void put(const std::string& endpoint, tcp::socket socket,
-           std::shared_ptr<detail::Deadline> deadline = nullptr);
+  void put(const std::string& endpoint, tcp::socket socket, std::shared_ptr<detail::Deadline> deadline = nullptr);
   /// Closes every idle connection to `endpoint` (e.g. an endpoint that left DNS: its entries
   /// would otherwise stay until a take() for it that never comes).
   void drop(const std::string& endpoint);
@@ -136,9 +135,9 @@ class ConnectionPool {
 
  private:
   struct Idle {
-    std::optional<tcp::socket> socket;  // keep_registered
+    std::optional<tcp::socket> socket;           // keep_registered
     std::shared_ptr<detail::Deadline> deadline;  // keep_registered: its timer, on the same context
-    int fd = -1;                        // otherwise
+    int fd = -1;                                 // otherwise
     bool v6 = false;
     std::chrono::steady_clock::time_point since;
   };
@@ -149,8 +148,8 @@ class ConnectionPool {
 };
 
 enum class ClientErrc {
-  resolve_failed,      ///< the host name did not resolve
-  connect_failed,      ///< refused, unreachable, reset while connecting
+  resolve_failed,  ///< the host name did not resolve
+  connect_failed,  ///< refused, unreachable, reset while connecting
   connect_timeout,
   write_failed,        ///< the request could not be sent
   first_byte_timeout,  ///< no complete response header in time
@@ -195,9 +194,10 @@ class ClientStream {
  public:
   /// Connects to host:port, sends `request` and reads the response header (1xx responses are
   /// skipped).
-  static Task<Expected<std::unique_ptr<ClientStream>, ClientError>> open(
-      net::any_io_executor executor, std::string host, std::uint16_t port, ClientRequest request,
-      ClientOptions options = {});
+  static Task<Expected<std::unique_ptr<ClientStream>, ClientError>> open(net::any_io_executor executor,
+                                                                         std::string host, std::uint16_t port,
+                                                                         ClientRequest request,
+                                                                         ClientOptions options = {});
 
   unsigned status() const { return head_.status; }
   /// The response head (fields by name: headers()["Content-Type"]); valid for the stream's life.
@@ -260,8 +260,7 @@ struct ClientResponse {
 };
 
 /// open() + read the whole body (at most options.max_body_bytes).
-Task<Expected<ClientResponse, ClientError>> fetch(net::any_io_executor executor, std::string host,
-                                                  std::uint16_t port, ClientRequest request,
-                                                  ClientOptions options = {});
+Task<Expected<ClientResponse, ClientError>> fetch(net::any_io_executor executor, std::string host, std::uint16_t port,
+                                                  ClientRequest request, ClientOptions options = {});
 
 }  // namespace disagg::http

@@ -23,10 +23,16 @@ struct Classes {
 };
 constexpr Classes kClasses;
 
-bool is_token(char c) { return kClasses.token[static_cast<unsigned char>(c)]; }
-bool is_value(char c) { return kClasses.value[static_cast<unsigned char>(c)]; }
+bool is_token(char c) {
+  return kClasses.token[static_cast<unsigned char>(c)];
+}
+bool is_value(char c) {
+  return kClasses.value[static_cast<unsigned char>(c)];
+}
 
-char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c; }
+char lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c;
+}
 
 // The end of a run of field-value characters from p: eight bytes at a time while none of them is a
 // control character or DEL (most of a head), then byte by byte (HTAB, which is allowed, and the
@@ -72,8 +78,8 @@ std::string_view trim(std::string_view s) {
 
 // Parses "HTTP/d.d" at p; sets version (10 or 11). Returns the position after it or nullptr.
 const char* parse_version(const char* p, const char* end, unsigned& version, ParseError& err) {
-  if (end - p < 8 || std::memcmp(p, "HTTP/", 5) != 0 || p[6] != '.' || p[5] < '0' || p[5] > '9' ||
-      p[7] < '0' || p[7] > '9') {
+  if (end - p < 8 || std::memcmp(p, "HTTP/", 5) != 0 || p[6] != '.' || p[5] < '0' || p[5] > '9' || p[7] < '0' ||
+      p[7] > '9') {
     return nullptr;
   }
   if (p[5] != '1') {
@@ -166,8 +172,7 @@ ParseError interpret_fields(Head& out) {
       case 6:
         if (token_is(f.name, "expect")) out.expect_continue = iequals(f.value, "100-continue");
         break;
-      default:
-        break;
+      default: break;
     }
   }
   if (has_te && (has_length || !chunked_last)) return ParseError::bad_transfer_encoding;
@@ -209,7 +214,8 @@ std::string_view to_string(ParseError e) {
     case ParseError::bad_field: return "malformed header field line";
     case ParseError::too_many_fields: return "too many header fields";
     case ParseError::bad_content_length: return "malformed or conflicting Content-Length";
-    case ParseError::bad_transfer_encoding: return "Transfer-Encoding with Content-Length, or chunked is not the last coding";
+    case ParseError::bad_transfer_encoding:
+      return "Transfer-Encoding with Content-Length, or chunked is not the last coding";
     case ParseError::unsupported_transfer_encoding: return "unsupported transfer coding (only chunked is)";
     case ParseError::bad_chunk: return "malformed chunked body";
     case ParseError::chunk_line_too_long: return "chunk size line or trailer section too long";
@@ -255,8 +261,7 @@ std::size_t find_head_end(std::string_view data, std::size_t& searched) {
     const char* lf = static_cast<const char*>(hit);
     // "\r\n\r\n" ends the head; so does a bare-LF empty line, which the parser then refuses
     // (otherwise such a head would only end at the size limit).
-    if ((lf - start >= 1 && lf[-1] == '\n') ||
-        (lf - start >= 3 && lf[-1] == '\r' && lf[-2] == '\n')) {
+    if ((lf - start >= 1 && lf[-1] == '\n') || (lf - start >= 3 && lf[-1] == '\r' && lf[-2] == '\n')) {
       return static_cast<std::size_t>(lf + 1 - begin);
     }
     p = lf + 1;
@@ -274,7 +279,7 @@ ParseError parse_request_head(std::string_view head, Head& out) {
   out.method = std::string_view(method, static_cast<std::size_t>(p - method));
   const char* target = ++p;
   // Any visible character (origin-form, absolute-form, authority-form or "*"); no whitespace.
-  while (p < end && static_cast<unsigned char>(*p) > 0x20 && *p != 0x7f) ++p;
+  while (p<end&& static_cast<unsigned char>(*p)> 0x20 && *p != 0x7f) ++p;
   if (p == target || p >= end || *p != ' ') return ParseError::bad_request_line;
   out.target = std::string_view(target, static_cast<std::size_t>(p - target));
   ++p;
@@ -325,8 +330,7 @@ ParseError parse_response_head(std::string_view head, Head& out, bool head_reque
   return ParseError::none;
 }
 
-ChunkedDecoder::Result ChunkedDecoder::decode(const char* in, std::size_t in_size, char* out,
-                                              std::size_t out_size) {
+ChunkedDecoder::Result ChunkedDecoder::decode(const char* in, std::size_t in_size, char* out, std::size_t out_size) {
   Result r;
   const char* p = in;
   const char* const end = in + in_size;
@@ -401,12 +405,8 @@ ChunkedDecoder::Result ChunkedDecoder::decode(const char* in, std::size_t in_siz
         if (remaining_ == 0) state_ = State::data_cr;
         break;
       }
-      case State::data_cr:
-        expect('\r', State::data_lf);
-        break;
-      case State::data_lf:
-        expect('\n', State::size);
-        break;
+      case State::data_cr: expect('\r', State::data_lf); break;
+      case State::data_lf: expect('\n', State::size); break;
       case State::trailer:
         if (c == '\r') {
           ++p;
@@ -426,12 +426,9 @@ ChunkedDecoder::Result ChunkedDecoder::decode(const char* in, std::size_t in_siz
         }
         break;
       case State::trailer_lf:
-      case State::final_lf:
-        expect('\n', state_ == State::final_lf ? State::done : State::trailer);
-        break;
+      case State::final_lf: expect('\n', state_ == State::final_lf ? State::done : State::trailer); break;
       case State::done:
-      case State::failed:
-        break;
+      case State::failed: break;
     }
   }
   r.consumed = static_cast<std::size_t>(p - in);

@@ -29,16 +29,16 @@ namespace disagg::http {
 
 enum class ParseError : std::uint8_t {
   none,
-  bad_request_line,       ///< not `METHOD SP target SP HTTP/1.x CRLF`
-  bad_status_line,        ///< not `HTTP/1.x SP 3DIGIT [SP reason] CRLF`
-  bad_version,            ///< HTTP/2 and later (or garbage after "HTTP/")
-  bad_field,              ///< a field line that is not `token ":" OWS value OWS CRLF`
-  too_many_fields,        ///< more than Head::kMaxFields
-  bad_content_length,     ///< not digits, too large, or two different values
-  bad_transfer_encoding,  ///< Transfer-Encoding with Content-Length, or chunked not last
+  bad_request_line,               ///< not `METHOD SP target SP HTTP/1.x CRLF`
+  bad_status_line,                ///< not `HTTP/1.x SP 3DIGIT [SP reason] CRLF`
+  bad_version,                    ///< HTTP/2 and later (or garbage after "HTTP/")
+  bad_field,                      ///< a field line that is not `token ":" OWS value OWS CRLF`
+  too_many_fields,                ///< more than Head::kMaxFields
+  bad_content_length,             ///< not digits, too large, or two different values
+  bad_transfer_encoding,          ///< Transfer-Encoding with Content-Length, or chunked not last
   unsupported_transfer_encoding,  ///< a transfer coding other than chunked (gzip, ...)
-  bad_chunk,              ///< malformed chunk size line, data not followed by CRLF, bad trailer
-  chunk_line_too_long,    ///< a chunk size line or the trailer section over its limit
+  bad_chunk,                      ///< malformed chunk size line, data not followed by CRLF, bad trailer
+  chunk_line_too_long,            ///< a chunk size line or the trailer section over its limit
 };
 std::string_view to_string(ParseError e);
 
@@ -138,16 +138,16 @@ class ChunkedDecoder {
 
  private:
   enum class State : std::uint8_t {
-    size,        // hex digits of the size
-    extension,   // after the size: extensions or whitespace up to CR
-    size_lf,     // LF after the size line's CR
-    data,        // `remaining_` data bytes
-    data_cr,     // CR after the data
-    data_lf,     // LF after the data
-    trailer,     // start of a trailer line (or the final CRLF)
+    size,          // hex digits of the size
+    extension,     // after the size: extensions or whitespace up to CR
+    size_lf,       // LF after the size line's CR
+    data,          // `remaining_` data bytes
+    data_cr,       // CR after the data
+    data_lf,       // LF after the data
+    trailer,       // start of a trailer line (or the final CRLF)
     trailer_line,  // inside a trailer field line
-    trailer_lf,  // LF ending a trailer line
-    final_lf,    // LF of the final empty line
+    trailer_lf,    // LF ending a trailer line
+    final_lf,      // LF of the final empty line
     done,
     failed,
   };

@@ -110,7 +110,9 @@ ResponseWriter::ResponseWriter(beast::tcp_stream& stream, const Request& request
       version_(request.version()),
       keep_alive_(keep_alive) {}
 
-ResponseWriter::~ResponseWriter() { unwatch_close(); }
+ResponseWriter::~ResponseWriter() {
+  unwatch_close();
+}
 
 std::string& ResponseWriter::head_buffer() {
   std::string& head = watch_ != nullptr ? watch_->head : own_head_;
@@ -228,15 +230,13 @@ Task<bool> ResponseWriter::send(unsigned status, std::string_view body, std::str
   co_return !broken_;
 }
 
-Task<bool> ResponseWriter::send_error(unsigned status, std::string_view message,
-                                      std::string_view param, std::string_view code,
-                                      std::span<const Header> headers) {
-  co_return co_await send(status, openai_error_body(status, message, param, code),
-                          "application/json", headers);
+Task<bool> ResponseWriter::send_error(unsigned status, std::string_view message, std::string_view param,
+                                      std::string_view code, std::span<const Header> headers) {
+  co_return co_await send(status, openai_error_body(status, message, param, code), "application/json", headers);
 }
 
-Task<bool> ResponseWriter::start_stream(unsigned status, std::string_view content_type,
-                                        std::span<const Header> headers, std::string_view first) {
+Task<bool> ResponseWriter::start_stream(unsigned status, std::string_view content_type, std::span<const Header> headers,
+                                        std::string_view first) {
   if (state_ != State::none || broken_) co_return false;
   state_ = State::streaming;
   std::string& head = head_buffer();
@@ -340,7 +340,7 @@ void arm_read_timer(const std::shared_ptr<Conn>& c);
 void on_read_timer(const std::shared_ptr<Conn>& c, Clock::time_point at, const boost::system::error_code& ec) {
   if (ec || !c->timer_armed || at != c->timer_at) return;  // cancelled, or replaced by an earlier wait
   c->timer_armed = false;
-  if (!c->read_pending || c->stream == nullptr) return;    // no read now: the next one arms again
+  if (!c->read_pending || c->stream == nullptr) return;  // no read now: the next one arms again
   if (Clock::now() < c->read_deadline) {
     arm_read_timer(c);  // the deadline moved on (a body read made progress)
     return;
@@ -355,8 +355,7 @@ void arm_read_timer(const std::shared_ptr<Conn>& c) {
   c->timer_armed = true;
   c->timer_at = c->read_deadline;
   c->read_timer.expires_at(c->timer_at);  // a later wait pending is cancelled (operation_aborted)
-  c->read_timer.async_wait(
-      [c, at = c->timer_at](const boost::system::error_code& ec) { on_read_timer(c, at, ec); });
+  c->read_timer.async_wait([c, at = c->timer_at](const boost::system::error_code& ec) { on_read_timer(c, at, ec); });
 }
 
 // Reads some bytes into `buf`, waiting at most until `deadline`: past it the read fails with
@@ -368,8 +367,7 @@ Task<std::size_t> read_before(const std::shared_ptr<Conn>& c, net::mutable_buffe
   c->read_pending = true;
   c->read_expired = false;
   arm_read_timer(c);
-  const std::size_t n =
-      co_await c->stream->socket().async_read_some(buf, net::redirect_error(net::use_awaitable, ec));
+  const std::size_t n = co_await c->stream->socket().async_read_some(buf, net::redirect_error(net::use_awaitable, ec));
   c->read_pending = false;
   if (ec && c->read_expired) ec = net::error::timed_out;
   co_return n;
@@ -412,21 +410,23 @@ Task<void> reply_and_close(const std::shared_ptr<Conn>& c, const ServerOptions& 
 }  // namespace
 
 HttpServer::HttpServer(net::io_context& ioc, ServerOptions options, Handler handler)
-    : ioc_(ioc), options_(std::move(options)), handler_(std::move(handler)), acceptor_(ioc),
+    : ioc_(ioc),
+      options_(std::move(options)),
+      handler_(std::move(handler)),
+      acceptor_(ioc),
       release_timer_(net::make_strand(ioc)) {}
 
 HttpServer::~HttpServer() = default;
 
-Expected<std::unique_ptr<HttpServer>, ServerError> HttpServer::create(net::io_context& ioc,
-                                                                      ServerOptions options,
+Expected<std::unique_ptr<HttpServer>, ServerError> HttpServer::create(net::io_context& ioc, ServerOptions options,
                                                                       Handler handler) {
   std::unique_ptr<HttpServer> s(new HttpServer(ioc, std::move(options), std::move(handler)));
   const std::string where = s->options_.host + ":" + std::to_string(s->options_.port);
   boost::system::error_code ec;
   const auto addr = net::ip::make_address(s->options_.host, ec);
   if (ec) {
-    return unexpected(ServerError{"'--host' (" + s->options_.host +
-                                  ") is not an IP address; pass e.g. 127.0.0.1 or 0.0.0.0"});
+    return unexpected(
+        ServerError{"'--host' (" + s->options_.host + ") is not an IP address; pass e.g. 127.0.0.1 or 0.0.0.0"});
   }
   const tcp::endpoint ep(addr, s->options_.port);
   s->acceptor_.open(ep.protocol(), ec);
@@ -461,9 +461,9 @@ Task<void> HttpServer::accept_loop() {
   while (!draining()) {
     boost::system::error_code ec;
     // A single-threaded context needs no strand (see ServerOptions::connection_contexts).
-    const net::any_io_executor strand =
-        contexts.empty() ? net::any_io_executor(net::make_strand(ioc_))
-                         : net::any_io_executor(contexts[next++ % contexts.size()]->get_executor());
+    const net::any_io_executor strand = contexts.empty()
+                                            ? net::any_io_executor(net::make_strand(ioc_))
+                                            : net::any_io_executor(contexts[next++ % contexts.size()]->get_executor());
     tcp::socket socket(strand);
     co_await acceptor_.async_accept(socket, net::redirect_error(net::use_awaitable, ec));
     if (ec) {
@@ -590,8 +590,7 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn, b
     // searched once, however the head arrives.
     std::size_t searched = 0;
     std::size_t head_end = 0;
-    while ((head_end = find_head_end(buffered(buffer), searched)) == 0 &&
-           buffer.size() <= options_.max_header_bytes) {
+    while ((head_end = find_head_end(buffered(buffer), searched)) == 0 && buffer.size() <= options_.max_header_bytes) {
       if (head_deadline == Clock::time_point::max()) head_deadline = Clock::now() + options_.header_timeout;
       const std::size_t n = co_await read_before(conn, buffer.prepare(read_size(buffer)), head_deadline, ec);
       buffer.commit(n);
@@ -610,10 +609,10 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn, b
     }
     conn->idle = false;
     if (head_end == 0 || head_end > options_.max_header_bytes) {
-      co_await reply_and_close(conn, options_, 431,
-                               "request header is larger than the limit of " +
-                                   std::to_string(options_.max_header_bytes) + " bytes",
-                               Linger::yes);
+      co_await reply_and_close(
+          conn, options_, 431,
+          "request header is larger than the limit of " + std::to_string(options_.max_header_bytes) + " bytes",
+          Linger::yes);
       break;
     }
     const ParseError bad = req.assign_head(buffered(buffer).substr(0, head_end));
@@ -627,13 +626,12 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn, b
     if (hdr.body == BodyKind::length && hdr.content_length > options_.max_body_bytes) {
       co_await reply_and_close(conn, options_, 413,
                                "request body (" + std::to_string(hdr.content_length) +
-                                   " bytes) is larger than the limit of " +
-                                   std::to_string(options_.max_body_bytes) + " bytes",
+                                   " bytes) is larger than the limit of " + std::to_string(options_.max_body_bytes) +
+                                   " bytes",
                                Linger::yes);
       break;
     }
-    if (hdr.expect_continue && hdr.version >= 11 && hdr.body != BodyKind::none &&
-        buffer.size() == 0) {
+    if (hdr.expect_continue && hdr.version >= 11 && hdr.body != BodyKind::none && buffer.size() == 0) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       const std::array<net::const_buffer, 1> cont = {net::buffer(kContinue.data(), kContinue.size())};
       const std::size_t sent = write_now(stream.socket(), cont, ec);
@@ -674,21 +672,20 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn, b
           break;
         }
         if (chunks.done()) break;
-        buffer.commit(co_await read_before(conn, buffer.prepare(read_size(buffer)),
-                                           Clock::now() + options_.body_timeout, ec));
+        buffer.commit(
+            co_await read_before(conn, buffer.prepare(read_size(buffer)), Clock::now() + options_.body_timeout, ec));
         if (ec) break;
       }
       if (refuse == 400) {
-        co_await reply_and_close(conn, options_, 400, "malformed HTTP request: malformed chunked body",
-                                 Linger::yes);
+        co_await reply_and_close(conn, options_, 400, "malformed HTTP request: malformed chunked body", Linger::yes);
         break;
       }
     }
     if (refuse == 413) {
-      co_await reply_and_close(conn, options_, 413,
-                               "request body is larger than the limit of " +
-                                   std::to_string(options_.max_body_bytes) + " bytes",
-                               Linger::yes);
+      co_await reply_and_close(
+          conn, options_, 413,
+          "request body is larger than the limit of " + std::to_string(options_.max_body_bytes) + " bytes",
+          Linger::yes);
       break;
     }
     if (ec) {
@@ -696,8 +693,7 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn, b
         // Lingers: a client that was only slow, and resumes, still reads why it was cut off.
         co_await reply_and_close(conn, options_, 408,
                                  "request body not received in time: no byte for " +
-                                     std::to_string(options_.body_timeout.count()) +
-                                     " ms (the server's body timeout)",
+                                     std::to_string(options_.body_timeout.count()) + " ms (the server's body timeout)",
                                  Linger::yes);
       }
       break;  // otherwise the client left
@@ -710,13 +706,11 @@ Task<void> HttpServer::session(tcp::socket socket, std::shared_ptr<Conn> conn, b
     std::exception_ptr failure;
     try {
       co_await handler_(req, writer);
-    } catch (...) {
-      failure = std::current_exception();
-    }
+    } catch (...) { failure = std::current_exception(); }
     if (!writer.responded() && !writer.broken()) {
       writer.close_after();
-      co_await writer.send_error(500, failure ? "internal error while handling the request"
-                                              : "the handler sent no response");
+      co_await writer.send_error(
+          500, failure ? "internal error while handling the request" : "the handler sent no response");
     } else if (failure || (writer.streaming() && !writer.broken())) {
       writer.abort();  // a half-written response cannot be completed
     }
@@ -759,8 +753,7 @@ void HttpServer::drain(std::function<void()> on_drained) {
 Task<void> HttpServer::drain_wait(std::function<void()> on_drained) {
   const auto deadline = std::chrono::steady_clock::now() + options_.drain_timeout;
   net::steady_timer timer(ioc_);
-  while (active_.load(std::memory_order_acquire) > 0 &&
-         std::chrono::steady_clock::now() < deadline) {
+  while (active_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < deadline) {
     timer.expires_after(std::chrono::milliseconds(20));
     boost::system::error_code ec;
     co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));

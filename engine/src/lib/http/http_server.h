@@ -190,13 +190,13 @@ class CloseCallback {
 struct CloseWatch {
   explicit CloseWatch(net::any_io_executor executor)
       : reactor(SocketReactor::of(executor)), idle_timer(std::move(executor)) {}
-  SocketReactor reactor;           ///< of the connection's io_context (read_response.h)
-  beast::flat_buffer buffer;       ///< the connection's read buffer
-  tcp::socket* socket = nullptr;   ///< while the connection's session runs
-  bool reading = false;            ///< a read of the next request is pending on the socket
-  bool read_failed = false;        ///< that read met EOF, a reset or a cancel: the connection is done
-  bool armed = false;              ///< a watch is on: a failed read calls on_close
-  bool closed = false;             ///< the client closed or reset the connection during the request
+  SocketReactor reactor;          ///< of the connection's io_context (read_response.h)
+  beast::flat_buffer buffer;      ///< the connection's read buffer
+  tcp::socket* socket = nullptr;  ///< while the connection's session runs
+  bool reading = false;           ///< a read of the next request is pending on the socket
+  bool read_failed = false;       ///< that read met EOF, a reset or a cancel: the connection is done
+  bool armed = false;             ///< a watch is on: a failed read calls on_close
+  bool closed = false;            ///< the client closed or reset the connection during the request
   detail::CloseCallback on_close;
   /// The session, when it waits for the read after its response.
   std::optional<net::async_result<net::use_awaitable_t<>, void()>::handler_type> waiter;
@@ -226,9 +226,8 @@ class ResponseWriter {
  public:
   /// `draining`: when set by the time the header goes out, the response says Connection: close.
   /// `close_watch`: the connection's slot for watch_close() (none: watch_close() does nothing).
-  ResponseWriter(beast::tcp_stream& stream, const Request& request, bool keep_alive,
-                 const ServerOptions& options, const std::atomic<bool>* draining = nullptr,
-                 std::shared_ptr<CloseWatch> close_watch = nullptr);
+  ResponseWriter(beast::tcp_stream& stream, const Request& request, bool keep_alive, const ServerOptions& options,
+                 const std::atomic<bool>* draining = nullptr, std::shared_ptr<CloseWatch> close_watch = nullptr);
   ~ResponseWriter();
   ResponseWriter(const ResponseWriter&) = delete;
   ResponseWriter& operator=(const ResponseWriter&) = delete;
@@ -236,8 +235,7 @@ class ResponseWriter {
   /// Sends a complete response. Returns false when the client is gone. `body` is not copied: it
   /// must stay valid until the returned task completes (a temporary in the co_await expression
   /// does; a proxy can send from its upstream's buffer).
-  Task<bool> send(unsigned status, std::string_view body,
-                  std::string_view content_type = "application/json",
+  Task<bool> send(unsigned status, std::string_view body, std::string_view content_type = "application/json",
                   std::span<const Header> headers = {});
   /// Sends an OpenAI error body (see openai_error.h).
   Task<bool> send_error(unsigned status, std::string_view message, std::string_view param = {},
@@ -245,8 +243,7 @@ class ResponseWriter {
 
   /// Starts a chunked response (text/event-stream by default, no caching). `first`, when not
   /// empty, is the first chunk, sent in the same write as the header. False: client gone.
-  Task<bool> start_stream(unsigned status = 200,
-                          std::string_view content_type = "text/event-stream",
+  Task<bool> start_stream(unsigned status = 200, std::string_view content_type = "text/event-stream",
                           std::span<const Header> headers = {}, std::string_view first = {});
   /// Sends `data` as one chunk (empty data is skipped). False: client gone or write timed out.
   Task<bool> write(std::string_view data);
@@ -302,16 +299,13 @@ class ResponseWriter {
 
 template <class F>
 void ResponseWriter::watch_close(F on_close) {
-  if (watch_ == nullptr || watch_->armed || broken_ || state_ == State::sent ||
-      state_ == State::finished) {
-    return;
-  }
+  if (watch_ == nullptr || watch_->armed || broken_ || state_ == State::sent || state_ == State::finished) { return; }
   if (watch_->read_failed) {  // the client left before the watch began
     watch_->closed = true;
     on_close();
     return;
   }
-  start_next_read(watch_);  // usually pending already (keep-alive requests)
+  start_next_read(watch_);       // usually pending already (keep-alive requests)
   if (!watch_->reading) return;  // pipelined bytes buffered: the client is there
   watch_->on_close.emplace(std::move(on_close));
   watch_->armed = true;
@@ -329,8 +323,7 @@ class HttpServer {
  public:
   /// Binds and listens now (so the port is known and bind errors surface here); accepting starts
   /// with start(). The io_context must outlive the server.
-  static Expected<std::unique_ptr<HttpServer>, ServerError> create(net::io_context& ioc,
-                                                                   ServerOptions options,
+  static Expected<std::unique_ptr<HttpServer>, ServerError> create(net::io_context& ioc, ServerOptions options,
                                                                    Handler handler);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

@@ -112,8 +112,7 @@ class ReadOp : public ad::reactor_op {
     ad::handler_work<Handler, IoExecutor> work(std::move(o->work_));
     // The handler moves out and the memory is freed before the upcall, which may start the next
     // read in the same (recycled) memory.
-    ad::binder2<Handler, boost::system::error_code, std::size_t> call(o->handler_, o->ec_,
-                                                                      o->bytes_transferred_);
+    ad::binder2<Handler, boost::system::error_code, std::size_t> call(o->handler_, o->ec_, o->bytes_transferred_);
     o->~ReadOp();
     boost_asio_handler_alloc_helpers::deallocate(o, sizeof(ReadOp), call.handler_);
     if (owner != nullptr) {
@@ -122,8 +121,7 @@ class ReadOp : public ad::reactor_op {
     }
   }
 
-  static ReadOp* make(int fd, net::mutable_buffer buffer, bool draining, Handler&& handler,
-                       const IoExecutor& io_ex) {
+  static ReadOp* make(int fd, net::mutable_buffer buffer, bool draining, Handler&& handler, const IoExecutor& io_ex) {
     void* memory = boost_asio_handler_alloc_helpers::allocate(sizeof(ReadOp), handler);
     return new (memory) ReadOp(fd, buffer, draining, std::move(handler), io_ex);
   }
@@ -160,9 +158,13 @@ class SocketReactor {
   static SocketReactor of(const net::any_io_executor& executor) {
     return SocketReactor(net::query(executor, net::execution::context));
   }
-  explicit operator bool() const { return reactor_ != nullptr; }
+  explicit operator bool() const {
+    return reactor_ != nullptr;
+  }
 #if DISAGG_READ_RESPONSE_OP
-  read_response_detail::ad::reactor* get() const { return reactor_; }
+  read_response_detail::ad::reactor* get() const {
+    return reactor_;
+  }
 #endif
 
  private:

@@ -24,8 +24,7 @@ namespace disagg::http {
 class WakeSignal {
  public:
   /// `executor` must be the strand (or single-threaded executor) the consumer runs on.
-  explicit WakeSignal(net::any_io_executor executor)
-      : state_(std::make_shared<State>(std::move(executor))) {}
+  explicit WakeSignal(net::any_io_executor executor) : state_(std::make_shared<State>(std::move(executor))) {}
 
   /// Thread-safe; cheap when no wake-up is pending.
   void notify() const {

@@ -22,8 +22,7 @@ namespace disagg::http {
 /// operations work in either mode). Sets `ec` on a real failure (reset, broken pipe); a full send
 /// buffer is not a failure: it returns what was sent, possibly 0.
 template <class ConstBufferSequence>
-std::size_t write_now(tcp::socket& socket, const ConstBufferSequence& buffers,
-                      boost::system::error_code& ec) {
+std::size_t write_now(tcp::socket& socket, const ConstBufferSequence& buffers, boost::system::error_code& ec) {
   ec = {};
   if (!socket.non_blocking()) {
     socket.non_blocking(true, ec);

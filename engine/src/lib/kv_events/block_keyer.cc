@@ -25,8 +25,7 @@ BlockKeyer::Zeroed<T> BlockKeyer::zeroed(std::size_t n) {
   return Zeroed<T>(static_cast<T*>(p));
 }
 
-BlockKeyer::BlockKeyer(std::int32_t router_block_size, std::size_t capacity)
-    : router_block_size_(router_block_size) {
+BlockKeyer::BlockKeyer(std::int32_t router_block_size, std::size_t capacity) : router_block_size_(router_block_size) {
   key_cap_ = block_cap_ = std::max<std::size_t>(capacity, kMaxKeysPerBlock);
   std::size_t slots = 2;
   while (slots < 2 * block_cap_) slots *= 2;  // at most half full: short probe runs
@@ -108,8 +107,9 @@ BlockKeyer::Skip BlockKeyer::stored(const KvEventRecord& e, std::span<const Bloc
   if (e.keyed_beyond_tokens) return Skip::beyond_tokens;
   const std::size_t per_block = tokens.size() / hashes.size();
   const auto b_r = static_cast<std::size_t>(router_block_size_);
-  if ((e.block_size > 0 && per_block != static_cast<std::size_t>(e.block_size)) || per_block * hashes.size() != tokens.size() ||
-      per_block % b_r != 0 || per_block / b_r > static_cast<std::size_t>(kMaxKeysPerBlock)) {
+  if ((e.block_size > 0 && per_block != static_cast<std::size_t>(e.block_size)) ||
+      per_block * hashes.size() != tokens.size() || per_block % b_r != 0 ||
+      per_block / b_r > static_cast<std::size_t>(kMaxKeysPerBlock)) {
     return Skip::block_size;
   }
   BlockHash parent = chain_root(e.lora, e.cache_salt);

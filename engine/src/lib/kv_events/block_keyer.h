@@ -142,13 +142,13 @@ class BlockKeyer {
   std::int32_t group_ = -1;  // the routing group, once learned
   std::size_t key_cap_ = 0;
   std::size_t block_cap_ = 0;
-  Zeroed<BlockHash> keys_;         // key ring of key_cap_
-  Zeroed<Block> blocks_;           // block ring of block_cap_, in insertion order
-  Zeroed<std::uint32_t> table_;    // publisher hash -> 1 + index in blocks_; 0 when free
-  std::size_t mask_ = 0;           // the table's size - 1
-  std::uint64_t key_head_ = 0;        // keys appended so far
-  std::uint64_t block_head_ = 0;      // blocks appended so far
-  std::uint64_t block_tail_ = 0;      // the oldest block still in the rings
+  Zeroed<BlockHash> keys_;        // key ring of key_cap_
+  Zeroed<Block> blocks_;          // block ring of block_cap_, in insertion order
+  Zeroed<std::uint32_t> table_;   // publisher hash -> 1 + index in blocks_; 0 when free
+  std::size_t mask_ = 0;          // the table's size - 1
+  std::uint64_t key_head_ = 0;    // keys appended so far
+  std::uint64_t block_head_ = 0;  // blocks appended so far
+  std::uint64_t block_tail_ = 0;  // the oldest block still in the rings
   std::size_t live_ = 0;
 };
 

@@ -30,7 +30,9 @@ std::string_view to_string(KvDecodeErrc code) {
 
 namespace {
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+char lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -63,8 +65,8 @@ class Reader {
   // numbers its value. Containers' elements follow.
   struct Head {
     Kind kind = Kind::nil;
-    std::uint64_t u = 0;   // uint value, or container length
-    std::int64_t i = 0;    // sint value
+    std::uint64_t u = 0;  // uint value, or container length
+    std::int64_t i = 0;   // sint value
     double f = 0;
     std::string_view bytes;  // str / bin / ext payload
   };
@@ -80,7 +82,11 @@ class Reader {
     std::uint64_t v = 0;
     switch (b) {
       case 0xc0: h.kind = Kind::nil; return true;
-      case 0xc2: case 0xc3: h.kind = Kind::boolean; h.u = b & 1; return true;
+      case 0xc2:
+      case 0xc3:
+        h.kind = Kind::boolean;
+        h.u = b & 1;
+        return true;
       case 0xc4: return be(1, v) && take_bytes(h, Kind::bin, v);
       case 0xc5: return be(2, v) && take_bytes(h, Kind::bin, v);
       case 0xc6: return be(4, v) && take_bytes(h, Kind::bin, v);
@@ -211,19 +217,23 @@ BlockHash fold_bytes(std::string_view b) {
 // A hash value from an already-read head.
 bool hash_of(const Head& h, BlockHash& out) {
   switch (h.kind) {
-    case Kind::uint: case Kind::sint: out = h.u; return true;
-    case Kind::bin: case Kind::str: out = fold_bytes(h.bytes); return true;
+    case Kind::uint:
+    case Kind::sint: out = h.u; return true;
+    case Kind::bin:
+    case Kind::str: out = fold_bytes(h.bytes); return true;
     default: return false;
   }
 }
 
 // A map-like event's keys are read before its tag may be known, as BlockStored fields.
-static_assert([] {
-  for (kv_wire::RemovedField f : kv_wire::kRemovedFieldsAll) {
-    if (!kv_wire::field_named(kv_wire::kStoredFieldsAll, kv_wire::field_name(f))) return false;
-  }
-  return true;
-}(), "every BlockRemoved field must also be a BlockStored field");
+static_assert(
+    [] {
+      for (kv_wire::RemovedField f : kv_wire::kRemovedFieldsAll) {
+        if (!kv_wire::field_named(kv_wire::kStoredFieldsAll, kv_wire::field_name(f))) return false;
+      }
+      return true;
+    }(),
+    "every BlockRemoved field must also be a BlockStored field");
 
 class Decoder {
  public:
@@ -478,9 +488,7 @@ class Decoder {
 
   // The tier of the medium and, for the storage tiers, the locality (vLLM PR #48281): "LOCAL" ->
   // disk, "REMOTE" or unspecified -> remote (vLLM never infers it; the lower credit is the safe side).
-  void finish_tier(KvEventRecord& e) {
-    e.tier = tier_from_medium(medium_, locality_);
-  }
+  void finish_tier(KvEventRecord& e) { e.tier = tier_from_medium(medium_, locality_); }
 
   // One field's value; the fields the router does not use are skipped.
   bool stored_field(kv_wire::StoredField f, KvEventRecord& e) {
@@ -599,7 +607,7 @@ class Decoder {
     bool lora_id = false;
     std::uint64_t first[2] = {0, 0};  // the first block's strings, in order
     std::uint32_t first_count = 0;
-    std::uint64_t rest = 0;           // the one string later blocks carry
+    std::uint64_t rest = 0;  // the one string later blocks carry
     bool rest_mismatch = false;
   };
   std::string_view medium_, locality_;
@@ -611,8 +619,7 @@ class Decoder {
 
 }  // namespace
 
-Expected<void, KvDecodeError> decode_kv_event_batch(std::span<const std::uint8_t> bytes,
-                                                    KvEventBatch& out,
+Expected<void, KvDecodeError> decode_kv_event_batch(std::span<const std::uint8_t> bytes, KvEventBatch& out,
                                                     const KvDecodeLimits& limits) {
   out.clear();
   Decoder d(bytes, out, limits);
@@ -630,8 +637,8 @@ KvCacheKind cache_kind_from_name(std::string_view name) {
       lower.find("encoder") != std::string::npos) {
     return KvCacheKind::other;
   }
-  if (lower.find("full") != std::string::npos || lower.find("mla") != std::string::npos ||
-      lower == "attention" || lower == "attentionspec") {
+  if (lower.find("full") != std::string::npos || lower.find("mla") != std::string::npos || lower == "attention" ||
+      lower == "attentionspec") {
     return KvCacheKind::full_attention;
   }
   return KvCacheKind::other;
@@ -642,8 +649,7 @@ KvTier tier_from_medium(std::string_view medium, std::string_view locality) {
     return KvTier::gpu;
   }
   if (iequals(medium, "CPU") || iequals(medium, "host")) return KvTier::cpu;
-  if (iequals(medium, "DISK") || iequals(medium, "SSD") || iequals(medium, "NVME") ||
-      iequals(medium, "LOCAL_DISK")) {
+  if (iequals(medium, "DISK") || iequals(medium, "SSD") || iequals(medium, "NVME") || iequals(medium, "LOCAL_DISK")) {
     return KvTier::disk;
   }
   // vLLM's storage tiers (STORAGE since PR #48123; FS and OBJ before it, PR #47923) say where

@@ -140,8 +140,7 @@ KvCacheKind cache_kind_from_name(std::string_view name);
 
 /// Decodes one msgpack EventBatch into `out` (cleared first). On error `out` holds what was decoded
 /// before the error; callers drop the whole batch. Never throws.
-Expected<void, KvDecodeError> decode_kv_event_batch(std::span<const std::uint8_t> bytes,
-                                                    KvEventBatch& out,
+Expected<void, KvDecodeError> decode_kv_event_batch(std::span<const std::uint8_t> bytes, KvEventBatch& out,
                                                     const KvDecodeLimits& limits = {});
 
 /// The tier of a vLLM `medium` string and its `locality` (empty: unspecified; see the file comment).

@@ -23,7 +23,8 @@ void pack_hashes(Packer& pk, const std::vector<BlockHash>& hashes) {
 // A struct's header: an array of its fields (an event's tag first) or a map of as many entries.
 void pack_struct(Packer& pk, KvEventEncoding enc, std::size_t entries) {
   const auto n = static_cast<std::uint32_t>(entries);
-  if (enc == KvEventEncoding::map_like) pk.pack_map(n); else pk.pack_array(n);
+  if (enc == KvEventEncoding::map_like) pk.pack_map(n);
+  else pk.pack_array(n);
 }
 
 // A field's key (map-like only); the value follows.
@@ -70,7 +71,8 @@ void pack_event(Packer& pk, const KvEvent& e, KvEventEncoding enc) {
         switch (f) {
           case StoredField::block_hashes: pack_hashes(pk, e.block_hashes); break;
           case StoredField::parent_block_hash:
-            if (e.parent_block_hash) pk.pack_uint64(*e.parent_block_hash); else pk.pack_nil();
+            if (e.parent_block_hash) pk.pack_uint64(*e.parent_block_hash);
+            else pk.pack_nil();
             break;
           case StoredField::token_ids:
             pk.pack_array(static_cast<std::uint32_t>(e.token_ids.size()));
@@ -79,10 +81,12 @@ void pack_event(Packer& pk, const KvEvent& e, KvEventEncoding enc) {
           case StoredField::block_size: pk.pack_int32(e.block_size); break;
           case StoredField::medium: pack_str(pk, kv_wire::kMediumGpu); break;
           case StoredField::lora_id:
-            if (e.lora_name.empty()) pk.pack_nil(); else pk.pack_int32(e.lora_id);
+            if (e.lora_name.empty()) pk.pack_nil();
+            else pk.pack_int32(e.lora_id);
             break;
           case StoredField::lora_name:
-            if (e.lora_name.empty()) pk.pack_nil(); else pack_str(pk, e.lora_name);
+            if (e.lora_name.empty()) pk.pack_nil();
+            else pack_str(pk, e.lora_name);
             break;
           case StoredField::extra_keys:
           case StoredField::group_idx:
@@ -150,8 +154,7 @@ struct KvEventPublisher::Impl {
 KvEventPublisher::KvEventPublisher(KvEventPublisherOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
 
-Expected<std::unique_ptr<KvEventPublisher>, std::string> KvEventPublisher::create(
-    KvEventPublisherOptions options) {
+Expected<std::unique_ptr<KvEventPublisher>, std::string> KvEventPublisher::create(KvEventPublisherOptions options) {
   std::unique_ptr<KvEventPublisher> p(new KvEventPublisher(std::move(options)));
   try {
     p->impl_->pub.set(zmq::sockopt::sndhwm, p->options_.hwm);
@@ -177,12 +180,13 @@ Expected<std::unique_ptr<KvEventPublisher>, std::string> KvEventPublisher::creat
   return p;
 }
 
-KvEventPublisher::~KvEventPublisher() { stop(); }
+KvEventPublisher::~KvEventPublisher() {
+  stop();
+}
 
 void KvEventPublisher::publish(std::vector<KvEvent> events) {
   if (events.empty()) return;
-  const double ts =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   {
     std::lock_guard lock(mu_);
     if (stopping_ || queue_.size() >= options_.max_queue) {
@@ -251,8 +255,7 @@ void KvEventPublisher::run() {
     bool stop_now = false;
     {
       std::unique_lock lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(im.replay ? 5 : 100),
-                   [&] { return !queue_.empty() || stopping_; });
+      cv_.wait_for(lock, std::chrono::milliseconds(im.replay ? 5 : 100), [&] { return !queue_.empty() || stopping_; });
       batch.swap(queue_);
       stop_now = stopping_;
     }
@@ -263,9 +266,7 @@ void KvEventPublisher::run() {
         im.pub.send(zmq::buffer(options_.topic), zmq::send_flags::sndmore);
         im.pub.send(zmq::buffer(encode_seq(seq)), zmq::send_flags::sndmore);
         im.pub.send(zmq::buffer(payload), zmq::send_flags::dontwait);
-      } catch (const zmq::error_t&) {
-        dropped_.fetch_add(1, std::memory_order_relaxed);
-      }
+      } catch (const zmq::error_t&) { dropped_.fetch_add(1, std::memory_order_relaxed); }
       published_.fetch_add(1, std::memory_order_relaxed);
       if (im.replay) {
         im.buffer.emplace_back(seq, std::move(payload));

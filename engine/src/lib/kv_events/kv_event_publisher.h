@@ -90,8 +90,7 @@ struct KvEventPublisherOptions {
 /// Owns the ZMQ sockets and a sender thread; publish() only queues (thread-safe, non-blocking).
 class KvEventPublisher {
  public:
-  static Expected<std::unique_ptr<KvEventPublisher>, std::string> create(
-      KvEventPublisherOptions options);
+  static Expected<std::unique_ptr<KvEventPublisher>, std::string> create(KvEventPublisherOptions options);
   ~KvEventPublisher();
   KvEventPublisher(const KvEventPublisher&) = delete;
   KvEventPublisher& operator=(const KvEventPublisher&) = delete;

@@ -90,8 +90,7 @@ constexpr std::optional<std::int64_t> decode_seq(std::span<const std::uint8_t> b
   return static_cast<std::int64_t>(v);
 }
 inline std::optional<std::int64_t> decode_seq(std::string_view bytes) {
-  return decode_seq(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()),
-                                                  bytes.size()));
+  return decode_seq(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
 }
 
 /// One replay answer, viewing the frames it was parsed from.
@@ -186,23 +185,29 @@ enum class StoredField : std::uint8_t {
   locality,
 };
 /// The fields every publisher writes (the sim-worker's encoder writes exactly these).
-inline constexpr std::array<StoredField, 7> kStoredFields = {
-    StoredField::block_hashes, StoredField::parent_block_hash, StoredField::token_ids,
-    StoredField::block_size,   StoredField::lora_id,           StoredField::medium,
-    StoredField::lora_name};
+inline constexpr std::array<StoredField, 7> kStoredFields = {StoredField::block_hashes, StoredField::parent_block_hash,
+                                                             StoredField::token_ids,    StoredField::block_size,
+                                                             StoredField::lora_id,      StoredField::medium,
+                                                             StoredField::lora_name};
 /// Every field a reader accepts, in declaration order (array_like positions).
-inline constexpr std::array<StoredField, 12> kStoredFieldsAll = {
-    StoredField::block_hashes, StoredField::parent_block_hash, StoredField::token_ids,
-    StoredField::block_size,   StoredField::lora_id,           StoredField::medium,
-    StoredField::lora_name,    StoredField::extra_keys,        StoredField::group_idx,
-    StoredField::kv_cache_spec_kind, StoredField::kv_cache_spec_sliding_window, StoredField::locality};
+inline constexpr std::array<StoredField, 12> kStoredFieldsAll = {StoredField::block_hashes,
+                                                                 StoredField::parent_block_hash,
+                                                                 StoredField::token_ids,
+                                                                 StoredField::block_size,
+                                                                 StoredField::lora_id,
+                                                                 StoredField::medium,
+                                                                 StoredField::lora_name,
+                                                                 StoredField::extra_keys,
+                                                                 StoredField::group_idx,
+                                                                 StoredField::kv_cache_spec_kind,
+                                                                 StoredField::kv_cache_spec_sliding_window,
+                                                                 StoredField::locality};
 
 /// BlockRemoved fields after the tag, in declaration order (group_idx and locality defaulted).
 enum class RemovedField : std::uint8_t { block_hashes, medium, group_idx, locality };
-inline constexpr std::array<RemovedField, 2> kRemovedFields = {RemovedField::block_hashes,
-                                                               RemovedField::medium};
-inline constexpr std::array<RemovedField, 4> kRemovedFieldsAll = {
-    RemovedField::block_hashes, RemovedField::medium, RemovedField::group_idx, RemovedField::locality};
+inline constexpr std::array<RemovedField, 2> kRemovedFields = {RemovedField::block_hashes, RemovedField::medium};
+inline constexpr std::array<RemovedField, 4> kRemovedFieldsAll = {RemovedField::block_hashes, RemovedField::medium,
+                                                                  RemovedField::group_idx, RemovedField::locality};
 
 /// Field names (the keys of the map_like encoding).
 constexpr std::string_view field_name(BatchField f) {

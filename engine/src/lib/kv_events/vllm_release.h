@@ -33,7 +33,7 @@ struct VllmRelease {
   Encoding batch = Encoding::array_like;   ///< EventBatch
   Encoding events = Encoding::array_like;  ///< BlockStored, BlockRemoved, AllBlocksCleared
   ReplayFraming replay = ReplayFraming::seq_payload;
-  std::string_view source;                 ///< why this row (PR numbers)
+  std::string_view source;  ///< why this row (PR numbers)
 };
 
 inline constexpr std::array<VllmRelease, 3> kVllmReleases = {{

@@ -15,8 +15,8 @@ std::string_view openai_error_type(unsigned status) {
   return status >= 500 ? "server_error" : "invalid_request_error";
 }
 
-std::string openai_error_body(unsigned status, std::string_view message, std::string_view param,
-                              std::string_view code, std::string_view type) {
+std::string openai_error_body(unsigned status, std::string_view message, std::string_view param, std::string_view code,
+                              std::string_view type) {
   nlohmann::json err = {
       {"message", std::string(message)},
       {"type", std::string(type.empty() ? openai_error_type(status) : type)},
@@ -24,8 +24,7 @@ std::string openai_error_body(unsigned status, std::string_view message, std::st
       {"code", code.empty() ? nlohmann::json(nullptr) : nlohmann::json(std::string(code))},
   };
   // Invalid UTF-8 (e.g. echoed from a malformed request) is replaced rather than thrown.
-  return nlohmann::json{{"error", std::move(err)}}.dump(-1, ' ', false,
-                                                        nlohmann::json::error_handler_t::replace);
+  return nlohmann::json{{"error", std::move(err)}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace disagg::http

@@ -16,8 +16,8 @@ namespace disagg::http {
 
 /// A request's output bound and the field that gave it.
 struct OutputBound {
-  std::int64_t tokens = 0;       ///< 0 when the request sets neither field
-  const char* field = nullptr;   ///< "max_completion_tokens" or "max_tokens"; null when unset
+  std::int64_t tokens = 0;      ///< 0 when the request sets neither field
+  const char* field = nullptr;  ///< "max_completion_tokens" or "max_tokens"; null when unset
 };
 
 /// max_completion_tokens, else max_tokens (the first one set; null counts as unset). Refuses a
@@ -39,7 +39,9 @@ Expected<OutputBound, ApiError> read_output_bound(const Json& body) {
     } else {
       n = it->template get<std::int64_t>();
     }
-    if (n < 1) return unexpected(ApiError{400, std::string(key) + " must be at least 1, got " + std::to_string(n) + ".", key, ""});
+    if (n < 1)
+      return unexpected(
+          ApiError{400, std::string(key) + " must be at least 1, got " + std::to_string(n) + ".", key, ""});
     return OutputBound{n, key};
   }
   return OutputBound{};
@@ -54,9 +56,9 @@ Expected<void, ApiError> check_stream_options(const Json& body, bool stream) {
   if (it == body.end() || stream) return {};
   const Json& v = *it;
   const bool truthy = v.is_object() || v.is_array() || v.is_string() ? !v.empty()
-                      : v.is_boolean()                                ? v.template get<bool>()
-                      : v.is_number()                                 ? v.template get<double>() != 0
-                                                                      : false;
+                      : v.is_boolean()                               ? v.template get<bool>()
+                      : v.is_number()                                ? v.template get<double>() != 0
+                                                                     : false;
   if (!truthy) return {};
   return unexpected(ApiError{400, "Stream options can only be defined when `stream=True`.", "stream_options", ""});
 }

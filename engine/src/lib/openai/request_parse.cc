@@ -30,9 +30,7 @@ bool add_content(const json& c, FakeChatPrompt& prompt) {
     if (!part.is_object()) continue;
     auto t = part.find("type");
     auto x = part.find("text");
-    if (t == part.end() || !t->is_string() || *t != "text" || x == part.end() || !x->is_string()) {
-      continue;
-    }
+    if (t == part.end() || !t->is_string() || *t != "text" || x == part.end() || !x->is_string()) { continue; }
     prompt.add_part().append(x->get_ref<const std::string&>());
   }
   return true;
@@ -50,8 +48,7 @@ Expected<json, ApiError> parse_request_json(std::string_view body) {
   return doc;
 }
 
-Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
-                                                std::span<const std::string> models,
+Expected<void, ApiError> parse_generate_request(const json& body, bool chat, std::span<const std::string> models,
                                                 GenerateRequest& out, std::vector<TokenId>& tokens,
                                                 std::string& scratch, const PromptTokenizer* tokenizer) {
   if (!body.is_object()) return bad("the request body must be a JSON object", "");
@@ -72,8 +69,8 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
   if (std::find(models.begin(), models.end(), out.model) == models.end()) {
     std::string known;
     for (const std::string& name : models) known += (known.empty() ? "" : ", ") + name;
-    return unexpected(ApiError{404, "The model `" + out.model + "` does not exist; served: " + known,
-                               "model", "model_not_found"});
+    return unexpected(
+        ApiError{404, "The model `" + out.model + "` does not exist; served: " + known, "model", "model_not_found"});
   }
   out.stream = false;
   if (auto s = body.find("stream"); s != body.end() && !s->is_null()) {
@@ -129,8 +126,8 @@ Expected<void, ApiError> parse_generate_request(const json& body, bool chat,
       if (model) {
         const auto special = body.find("add_special_tokens");
         model->completion_tokens(one->get_ref<const std::string&>(),
-                                 special == body.end() || !special->is_boolean() || special->get<bool>(), *tokenizer->scratch,
-                                 tokens);
+                                 special == body.end() || !special->is_boolean() || special->get<bool>(),
+                                 *tokenizer->scratch, tokens);
       } else {
         fake_tokenize(one->get_ref<const std::string&>(), tokens);
       }

@@ -37,9 +37,9 @@ struct PromptTokenizer {
   text::EncodeScratch* scratch = nullptr;  ///< this thread's
 };
 
-using disagg::FakeChatPrompt;
 using disagg::fake_token_id;
 using disagg::fake_tokenize;
+using disagg::FakeChatPrompt;
 using disagg::kFakeVocabSize;
 
 /// An error answered to the client in OpenAI's shape (the one type the sim-worker answers with too).
@@ -77,8 +77,7 @@ Expected<RequestJson, ApiError> parse_request_json(std::string_view body);
 /// max_tokens, a cache_salt that is not a non-empty string (as vLLM), empty prompt, a chat template
 /// error, token ids outside the vocabulary), 404
 /// (unknown model; code "model_not_found").
-Expected<void, ApiError> parse_generate_request(const RequestJson& body, bool chat,
-                                                std::span<const std::string> models,
+Expected<void, ApiError> parse_generate_request(const RequestJson& body, bool chat, std::span<const std::string> models,
                                                 GenerateRequest& out, std::vector<TokenId>& tokens,
                                                 std::string& scratch, const PromptTokenizer* tokenizer = nullptr);
 

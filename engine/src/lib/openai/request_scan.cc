@@ -25,9 +25,9 @@ enum class Kind : std::uint8_t { string, number, object, array, boolean_true, bo
 struct Value {
   Kind kind = Kind::null;
   std::string_view raw;
-  bool escaped = false;          // a string with a backslash escape
-  bool unicode_escape = false;   // ... of which at least one is \uXXXX
-  bool integer = false;          // a number without fraction or exponent
+  bool escaped = false;         // a string with a backslash escape
+  bool unicode_escape = false;  // ... of which at least one is \uXXXX
+  bool integer = false;         // a number without fraction or exponent
 };
 
 // Bytes a string holds as they are: printable ASCII other than the quote and the backslash.
@@ -45,14 +45,20 @@ inline bool plain8(const char* p) {
   std::uint64_t x;
   std::memcpy(&x, p, 8);
   const auto zero_byte = [](std::uint64_t v) { return (v - kOnes) & ~v & kHigh; };
-  const std::uint64_t special = (x & kHigh) | ((x - kOnes * 0x20) & ~x & kHigh) |
-                                zero_byte(x ^ (kOnes * '"')) | zero_byte(x ^ (kOnes * '\\'));
+  const std::uint64_t special =
+      (x & kHigh) | ((x - kOnes * 0x20) & ~x & kHigh) | zero_byte(x ^ (kOnes * '"')) | zero_byte(x ^ (kOnes * '\\'));
   return special == 0;
 }
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool is_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_hex(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 unsigned hex_value(char c) {
   if (is_digit(c)) return static_cast<unsigned>(c - '0');
   if (c >= 'a' && c <= 'f') return static_cast<unsigned>(c - 'a' + 10);
@@ -297,7 +303,8 @@ bool take(Value& slot, bool& seen, const Value& value) {
   return true;
 }
 
-bool tokenize_text(const Value& v, std::vector<TokenId>& tokens, std::string& scratch, const PromptTokenizer* tokenizer) {
+bool tokenize_text(const Value& v, std::vector<TokenId>& tokens, std::string& scratch,
+                   const PromptTokenizer* tokenizer) {
   std::string_view text = v.raw;
   if (v.escaped) {
     scratch.clear();
@@ -313,8 +320,9 @@ bool tokenize_text(const Value& v, std::vector<TokenId>& tokens, std::string& sc
 }
 
 bool token_ids(const Value& array, std::vector<TokenId>& tokens, const PromptTokenizer* tokenizer) {
-  const std::int64_t limit =
-      tokenizer && tokenizer->model ? static_cast<std::int64_t>(tokenizer->model->tokenizer().vocab_size()) - 1 : 0x7fffffff;
+  const std::int64_t limit = tokenizer && tokenizer->model
+                                 ? static_cast<std::int64_t>(tokenizer->model->tokenizer().vocab_size()) - 1
+                                 : 0x7fffffff;
   Scanner s(array.raw);
   return s.elements(
       [&](const Value& t) {
@@ -433,7 +441,7 @@ bool scan(std::string_view body, bool chat, std::span<const std::string> models,
         if (key.raw == "prompt") return take(prompt, has_prompt, val);
         if (key.raw == "messages") return take(messages, has_messages, val);
         if (real && key.raw == "add_special_tokens") return false;  // the slow path reads it
-        if (key.raw == "cache_salt") return false;                   // and keys the request by it
+        if (key.raw == "cache_salt") return false;                  // and keys the request by it
         return true;
       },
       0);
@@ -466,16 +474,16 @@ bool scan(std::string_view body, bool chat, std::span<const std::string> models,
   if (chat) {
     if (!has_messages || !chat_prompt(messages, tokens, scratch)) return false;
   } else {
-    if (!has_prompt || prompt.kind == Kind::null || !completion_prompt(prompt, tokens, scratch, tokenizer)) return false;
+    if (!has_prompt || prompt.kind == Kind::null || !completion_prompt(prompt, tokens, scratch, tokenizer))
+      return false;
   }
   return tokens.size() != before;
 }
 
 }  // namespace
 
-bool scan_generate_request(std::string_view body, bool chat, std::span<const std::string> models,
-                           GenerateRequest& out, std::vector<TokenId>& tokens, std::string& scratch,
-                           const PromptTokenizer* tokenizer) {
+bool scan_generate_request(std::string_view body, bool chat, std::span<const std::string> models, GenerateRequest& out,
+                           std::vector<TokenId>& tokens, std::string& scratch, const PromptTokenizer* tokenizer) {
   const std::size_t before = tokens.size();
   if (scan(body, chat, models, out, tokens, scratch, tokenizer)) return true;
   tokens.resize(before);

@@ -31,8 +31,8 @@ namespace disagg::router {
 /// `tokens` or `scratch` grow past their capacity.
 /// With the served model's `tokenizer`, chat requests (whose render needs the whole document) and
 /// requests that set add_special_tokens are declined; so are requests with a cache_salt.
-bool scan_generate_request(std::string_view body, bool chat, std::span<const std::string> models,
-                           GenerateRequest& out, std::vector<TokenId>& tokens, std::string& scratch,
+bool scan_generate_request(std::string_view body, bool chat, std::span<const std::string> models, GenerateRequest& out,
+                           std::vector<TokenId>& tokens, std::string& scratch,
                            const PromptTokenizer* tokenizer = nullptr);
 
 }  // namespace disagg::router

@@ -19,16 +19,16 @@
 namespace disagg::text {
 
 using jinja_detail::Body;
+using jinja_detail::detect_content_format;
+using jinja_detail::from_json;
 using jinja_detail::Lexer;
+using jinja_detail::parse_template;
 using jinja_detail::PyError;
 using jinja_detail::Renderer;
 using jinja_detail::SyntaxFailure;
 using jinja_detail::Token;
-using jinja_detail::Value;
-using jinja_detail::detect_content_format;
-using jinja_detail::from_json;
-using jinja_detail::parse_template;
 using jinja_detail::valid_utf8;
+using jinja_detail::Value;
 
 namespace {
 
@@ -55,7 +55,8 @@ struct ChatTemplate::Program {
 
 Expected<ChatTemplate, TemplateError> ChatTemplate::compile(std::string_view source) {
   try {
-    if (!valid_utf8(source)) return unexpected(TemplateError{"TemplateSyntaxError: the template is not valid UTF-8", 0, 0});
+    if (!valid_utf8(source))
+      return unexpected(TemplateError{"TemplateSyntaxError: the template is not valid UTF-8", 0, 0});
     auto program = std::make_shared<Program>();
     program->lexer = std::make_unique<Lexer>(source);
     std::vector<Token> tokens = program->lexer->run();
@@ -63,9 +64,9 @@ Expected<ChatTemplate, TemplateError> ChatTemplate::compile(std::string_view sou
     program->content_format = detect_content_format(program->body);
     return ChatTemplate(std::move(program));
   } catch (const SyntaxFailure& f) {
-    return unexpected(TemplateError{"line " + std::to_string(f.line) + ":" + std::to_string(f.column) +
-                                        ": TemplateSyntaxError: " + f.message,
-                                    f.line, f.column});
+    return unexpected(TemplateError{
+        "line " + std::to_string(f.line) + ":" + std::to_string(f.column) + ": TemplateSyntaxError: " + f.message,
+        f.line, f.column});
   } catch (const PyError& e) {
     return unexpected(TemplateError{e.type + ": " + e.message, 0, 0});
   } catch (const std::bad_alloc&) {
@@ -84,12 +85,13 @@ ContentFormat ChatTemplate::content_format() const {
 }
 
 Expected<std::string, TemplateError> ChatTemplate::render(const nlohmann::ordered_json& context,
-                                                         const RenderLimits& limits) const {
+                                                          const RenderLimits& limits) const {
   if (!program_) return unexpected(TemplateError{"InternalError: an empty ChatTemplate", 0, 0});
   const Program& program = *program_;
   std::optional<Renderer> renderer;
   try {
-    if (!context.is_object()) return unexpected(TemplateError{"TypeError: the render context must be a JSON object", 0, 0});
+    if (!context.is_object())
+      return unexpected(TemplateError{"TypeError: the render context must be a JSON object", 0, 0});
     Value ctx = from_json(context, 1, limits.max_context_depth);
     renderer.emplace(*program.lexer, limits, std::move(ctx));
     return renderer->run(program.body);

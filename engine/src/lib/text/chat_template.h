@@ -95,8 +95,7 @@ class ChatTemplate {
   /// any other keyword arguments (`enable_thinking`, `date_string`, ...). `context` must be an
   /// object; a variable it lacks is jinja2's Undefined. Thread-safe.
   Expected<std::string, TemplateError> render(const nlohmann::ordered_json& context) const;
-  Expected<std::string, TemplateError> render(const nlohmann::ordered_json& context,
-                                              const RenderLimits& limits) const;
+  Expected<std::string, TemplateError> render(const nlohmann::ordered_json& context, const RenderLimits& limits) const;
 
   /// The content format vLLM detects for this template, computed once at compile from the parsed
   /// template as vLLM's `_detect_content_format` (vllm/renderers/hf.py) computes it from jinja2's

@@ -40,18 +40,18 @@ ojson get_or_null(const ojson& object, const char* key) {
 
 // The part types of vLLM's MM_PARSER_MAP (vllm/renderers/chat_utils/mm_parser_map.py).
 constexpr std::array<std::string_view, 16> kPartTypes = {
-    "text", "thinking", "input_text", "output_text", "input_image", "image_url", "image_embeds", "audio_embeds",
-    "video_embeds", "prompt_embeds", "image_pil", "audio_url", "input_audio", "refusal", "video_url",
-    "tool_reference"};
+    "text",         "thinking",     "input_text",   "output_text",   "input_image", "image_url",
+    "image_embeds", "audio_embeds", "video_embeds", "prompt_embeds", "image_pil",   "audio_url",
+    "input_audio",  "refusal",      "video_url",    "tool_reference"};
 // The keys that type a part without `type`, in the order vLLM tries them.
-constexpr std::array<const char*, 10> kDirectKeys = {"image_url",  "image_pil",   "image_embeds", "audio_embeds",
-                                                     "video_embeds", "prompt_embeds", "audio_url", "input_audio",
-                                                     "video_url",  "tool_reference"};
+constexpr std::array<const char*, 10> kDirectKeys = {"image_url",    "image_pil",     "image_embeds", "audio_embeds",
+                                                     "video_embeds", "prompt_embeds", "audio_url",    "input_audio",
+                                                     "video_url",    "tool_reference"};
 // Every key of vLLM's content part types (ChatCompletionContentPartParam's TypedDicts); other keys
 // of a part are carried into its "openai" form (_collect_extra_fields).
 constexpr std::array<std::string_view, 17> kKnownPartKeys = {
-    "type", "text", "image_url", "input_audio", "file", "refusal", "audio_url", "video_url", "image_pil", "uuid",
-    "image_embeds", "audio_embeds", "video_embeds", "data", "thinking", "closed", "name"};
+    "type", "text",         "image_url",    "input_audio",  "file", "refusal",  "audio_url", "video_url", "image_pil",
+    "uuid", "image_embeds", "audio_embeds", "video_embeds", "data", "thinking", "closed",    "name"};
 constexpr std::string_view kPromptEmbedsPlaceholder = "<prompt_embeds>";
 constexpr std::string_view kBillingHeader = "x-anthropic-billing-header";
 
@@ -220,7 +220,8 @@ Expected<ojson, std::string> normalize_message(const ojson& m, std::size_t index
     }
     if (kind == "prompt_embeds") {
       if (!truthy(content)) {
-        return unexpected(at + ": prompt_embeds content part requires a non-empty `data` field with base64-encoded tensor bytes.");
+        return unexpected(
+            at + ": prompt_embeds content part requires a non-empty `data` field with base64-encoded tensor bytes.");
       }
       if (openai) {
         list.push_back(ojson{{"type", "text"}, {"text", kPromptEmbedsPlaceholder}});
@@ -367,7 +368,8 @@ void developer_to_system(ojson& conversation) {
 
 // pydantic's model_dump of vLLM's ChatCompletionToolsParam list.
 Expected<ojson, std::string> dump_tools(const ojson& tools) {
-  if (!tools.is_array()) return unexpected(std::string("'tools' must be an array of {type: \"function\", function: {...}}"));
+  if (!tools.is_array())
+    return unexpected(std::string("'tools' must be an array of {type: \"function\", function: {...}}"));
   ojson out = ojson::array();
   for (std::size_t k = 0; k < tools.size(); ++k) {
     const ojson& tool = tools[k];
@@ -376,11 +378,14 @@ Expected<ojson, std::string> dump_tools(const ojson& tools) {
     if (tool.contains("type") && tool["type"] != "function") return unexpected(where + ".type must be \"function\"");
     const auto fn = tool.find("function");
     if (fn == tool.end() || !fn->is_object()) return unexpected(where + ".function must be an object with a 'name'");
-    if (!fn->contains("name") || !(*fn)["name"].is_string()) return unexpected(where + ".function.name must be a string");
+    if (!fn->contains("name") || !(*fn)["name"].is_string())
+      return unexpected(where + ".function.name must be a string");
     const ojson description = get_or_null(*fn, "description");
-    if (!description.is_null() && !description.is_string()) return unexpected(where + ".function.description must be a string or null");
+    if (!description.is_null() && !description.is_string())
+      return unexpected(where + ".function.description must be a string or null");
     const ojson parameters = get_or_null(*fn, "parameters");
-    if (!parameters.is_null() && !parameters.is_object()) return unexpected(where + ".function.parameters must be an object or null");
+    if (!parameters.is_null() && !parameters.is_object())
+      return unexpected(where + ".function.parameters must be an object or null");
     ojson f{{"name", (*fn)["name"]}, {"description", description}, {"parameters", parameters}};
     for (const auto& [key, value] : fn->items()) {
       if (key != "name" && key != "description" && key != "parameters") f[key] = value;
@@ -500,8 +505,10 @@ Expected<ModelText, std::string> ModelText::load(const std::string& dir) {
     std::ostringstream text;
     text << in.rdbuf();
     const ojson config = ojson::parse(text.str(), nullptr, false);
-    if (config.is_discarded() || !config.is_object()) return unexpected(dir + "/tokenizer_config.json is not a JSON object");
-    for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"}) {
+    if (config.is_discarded() || !config.is_object())
+      return unexpected(dir + "/tokenizer_config.json is not a JSON object");
+    for (const char* key :
+         {"bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"}) {
       if (config.contains(key) && !token_text(config[key]).empty()) specials[key] = token_text(config[key]);
     }
     if (config.contains("additional_special_tokens") && config["additional_special_tokens"].is_array()) {
@@ -511,8 +518,9 @@ Expected<ModelText, std::string> ModelText::load(const std::string& dir) {
     }
     // transformers writes int(1e30) (VERY_LARGE_INTEGER) when the length is unknown: only a
     // length a model could have counts.
-    if (const auto m = config.find("model_max_length");
-        m != config.end() && m->is_number_integer() && m->get<std::int64_t>() >= 1 && m->get<std::int64_t>() <= (1LL << 31) - 1) {
+    if (const auto m = config.find("model_max_length"); m != config.end() && m->is_number_integer() &&
+                                                        m->get<std::int64_t>() >= 1 &&
+                                                        m->get<std::int64_t>() <= (1LL << 31) - 1) {
       model_max_length = m->get<std::int64_t>();
     }
     if (const auto t = config.find("chat_template"); t != config.end()) {
@@ -547,8 +555,8 @@ Expected<ModelText, std::string> ModelText::load(const std::string& dir) {
     (name == "default" ? chat_template : tool_template) = std::move(compiled).value();
     (name == "default" ? chat_developer : tool_developer) = developer_role_in_template(source);
   }
-  ModelText loaded(std::move(tokenizer).value(), std::move(chat_template), std::move(tool_template), std::move(specials),
-                   chat_developer, tool_developer);
+  ModelText loaded(std::move(tokenizer).value(), std::move(chat_template), std::move(tool_template),
+                   std::move(specials), chat_developer, tool_developer);
   loaded.model_max_length_ = model_max_length;
   return loaded;
 }
@@ -558,8 +566,8 @@ void ModelText::completion_tokens(std::string_view prompt, bool add_special_toke
   tokenizer_.encode(prompt, add_special_tokens, scratch, out);
 }
 
-Expected<void, std::string> ModelText::chat_tokens(const nlohmann::ordered_json& body, EncodeScratch& scratch, std::string& prompt,
-                                                   std::vector<TokenId>& out) const {
+Expected<void, std::string> ModelText::chat_tokens(const nlohmann::ordered_json& body, EncodeScratch& scratch,
+                                                   std::string& prompt, std::vector<TokenId>& out) const {
   const bool use_tool_template = request_has_tools(body) && tool_template_;
   const ChatTemplate* chosen = use_tool_template ? &*tool_template_ : chat_template_ ? &*chat_template_ : nullptr;
   bool developer = use_tool_template ? tool_developer_ : chat_developer_;
@@ -595,8 +603,10 @@ Expected<void, std::string> ModelText::chat_tokens(const nlohmann::ordered_json&
   return {};
 }
 
-Expected<nlohmann::json, ModelText::EndpointError> ModelText::serve_tokenize(const nlohmann::ordered_json& body, bool detokenize, std::int64_t max_model_len,
-                                                                            EncodeScratch& scratch) const {
+Expected<nlohmann::json, ModelText::EndpointError> ModelText::serve_tokenize(const nlohmann::ordered_json& body,
+                                                                             bool detokenize,
+                                                                             std::int64_t max_model_len,
+                                                                             EncodeScratch& scratch) const {
   using json = nlohmann::json;
   if (detokenize) {
     const auto tokens = body.find("tokens");
@@ -610,21 +620,26 @@ Expected<nlohmann::json, ModelText::EndpointError> ModelText::serve_tokenize(con
       }
       ids.push_back(t.get<TokenId>());
     }
-    if (!ok) return unexpected(EndpointError{400, "'tokens' must be an array of token ids in [0, " + std::to_string(vocab) + ")", "tokens"});
+    if (!ok)
+      return unexpected(
+          EndpointError{400, "'tokens' must be an array of token ids in [0, " + std::to_string(vocab) + ")", "tokens"});
     return json{{"prompt", tokenizer_.decode(ids, false)}};
   }
   std::vector<TokenId> ids;
   if (body.contains("messages")) {
     std::string prompt;
-    if (auto done = chat_tokens(body, scratch, prompt, ids); !done) return unexpected(EndpointError{400, done.error(), "messages"});
+    if (auto done = chat_tokens(body, scratch, prompt, ids); !done)
+      return unexpected(EndpointError{400, done.error(), "messages"});
   } else if (const auto p = body.find("prompt"); p != body.end() && p->is_string()) {
     const auto special = body.find("add_special_tokens");
-    completion_tokens(p->get_ref<const std::string&>(), special == body.end() || !special->is_boolean() || special->get<bool>(),
-                      scratch, ids);
+    completion_tokens(p->get_ref<const std::string&>(),
+                      special == body.end() || !special->is_boolean() || special->get<bool>(), scratch, ids);
   } else {
     return unexpected(EndpointError{400, "a tokenize request needs 'prompt' (a string) or 'messages'", "prompt"});
   }
-  json out{{"count", ids.size()}, {"max_model_len", max_model_len > 0 ? json(max_model_len) : json()}, {"tokens", ids},
+  json out{{"count", ids.size()},
+           {"max_model_len", max_model_len > 0 ? json(max_model_len) : json()},
+           {"tokens", ids},
            {"token_strs", nullptr}};
   if (const auto strs = body.find("return_token_strs"); strs != body.end() && strs->is_boolean() && strs->get<bool>()) {
     json list = json::array();

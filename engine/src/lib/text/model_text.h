@@ -108,9 +108,8 @@ class ModelText {
     std::string message;
     std::string param;
   };
-  Expected<nlohmann::json, EndpointError> serve_tokenize(const nlohmann::ordered_json& body,
-                                                         bool detokenize, std::int64_t max_model_len,
-                                                         EncodeScratch& scratch) const;
+  Expected<nlohmann::json, EndpointError> serve_tokenize(const nlohmann::ordered_json& body, bool detokenize,
+                                                         std::int64_t max_model_len, EncodeScratch& scratch) const;
 
   /// Renders a chat request (`body` holds `messages` and the optional fields above) into `prompt`
   /// and appends its ids to `out`. `add_special_tokens` is vLLM's request field (default false).
@@ -118,8 +117,8 @@ class ModelText {
   /// (error: it does not compile, or is not a string), so a router keys such a request by the
   /// tokens vLLM will cache for it. `body` is an ordered_json because key order shows in a render (tojson of tool schemas,
   /// items()): parse the request with nlohmann::ordered_json::parse.
-  Expected<void, std::string> chat_tokens(const nlohmann::ordered_json& body, EncodeScratch& scratch, std::string& prompt,
-                                          std::vector<TokenId>& out) const;
+  Expected<void, std::string> chat_tokens(const nlohmann::ordered_json& body, EncodeScratch& scratch,
+                                          std::string& prompt, std::vector<TokenId>& out) const;
 
  private:
   ModelText(Tokenizer tokenizer, std::optional<ChatTemplate> chat_template, std::optional<ChatTemplate> tool_template,
@@ -134,8 +133,8 @@ class ModelText {
   Tokenizer tokenizer_;
   std::optional<ChatTemplate> chat_template_;
   std::optional<ChatTemplate> tool_template_;  // "tool_use" of a named template list
-  nlohmann::ordered_json specials_;  // bos_token, eos_token, unk_token, pad_token: the template's variables
-  bool chat_developer_ = false;      // developer_role_in_template() of each template's source
+  nlohmann::ordered_json specials_;            // bos_token, eos_token, unk_token, pad_token: the template's variables
+  bool chat_developer_ = false;                // developer_role_in_template() of each template's source
   bool tool_developer_ = false;
   std::int64_t model_max_length_ = 0;
 };

@@ -87,7 +87,7 @@ class SegmentCache {
     std::uint64_t hash = 0;
     std::uint64_t start = 0;  // absolute ring position (bytes written before it)
     std::uint32_t text_bytes = 0;
-    std::uint32_t ids = 0;    // 0: empty (a cached segment of >= kMinBytes bytes has ids)
+    std::uint32_t ids = 0;  // 0: empty (a cached segment of >= kMinBytes bytes has ids)
   };
 
   // An entry's bytes are intact while the ring has not come round to them again.

@@ -76,8 +76,7 @@ class Tokenizer {
 
   /// Appends the ids of `text` to `out`. `add_special_tokens` applies the post-processor (e.g. the
   /// BOS token), as `encode(text, add_special_tokens=True)` does.
-  void encode(std::string_view text, bool add_special_tokens, EncodeScratch& scratch,
-              std::vector<TokenId>& out) const;
+  void encode(std::string_view text, bool add_special_tokens, EncodeScratch& scratch, std::vector<TokenId>& out) const;
 
   /// The text of `ids`, as the tokenizer's decoder produces it; ids outside the vocabulary are
   /// skipped. With `skip_special_tokens`, special added tokens are left out.

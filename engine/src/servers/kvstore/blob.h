@@ -46,9 +46,7 @@ class Blob {
   [[nodiscard]] bool empty_handle() const { return rep_ == nullptr; }
   [[nodiscard]] std::size_t size() const { return rep_ == nullptr ? 0 : rep_->size; }
   [[nodiscard]] char* data() { return rep_ == nullptr ? nullptr : reinterpret_cast<char*>(rep_ + 1); }
-  [[nodiscard]] const char* data() const {
-    return rep_ == nullptr ? nullptr : reinterpret_cast<const char*>(rep_ + 1);
-  }
+  [[nodiscard]] const char* data() const { return rep_ == nullptr ? nullptr : reinterpret_cast<const char*>(rep_ + 1); }
   [[nodiscard]] std::string_view view() const { return {data(), size()}; }
 
  private:

@@ -57,7 +57,8 @@ class CommandTable {
 
   static void ping(CommandExecutor&, const Args& a, Session*, ReplyQueue* out) {
     if (a.size() > 2) return wrong_arity(a, out);
-    if (a.size() == 2) out->bulk(a[1]); else out->simple("PONG");
+    if (a.size() == 2) out->bulk(a[1]);
+    else out->simple("PONG");
   }
   static void echo(CommandExecutor&, const Args& a, Session*, ReplyQueue* out) { out->bulk(a[1]); }
 
@@ -74,7 +75,8 @@ class CommandTable {
     } else {
       st = x.store_->get(a[1], now, &value);
     }
-    if (st == StoreStatus::kOk) out->bulk(value); else out->null_bulk();
+    if (st == StoreStatus::kOk) out->bulk(value);
+    else out->null_bulk();
   }
 
   static void set(CommandExecutor& x, const Args& a, Session*, ReplyQueue* out) {
@@ -121,7 +123,8 @@ class CommandTable {
     out->array(a.size() - 1);
     for (std::size_t i = 1; i < a.size(); ++i) {
       Blob value;
-      if (x.store_->get(a[i], now, &value) == StoreStatus::kOk) out->bulk(value); else out->null_bulk();
+      if (x.store_->get(a[i], now, &value) == StoreStatus::kOk) out->bulk(value);
+      else out->null_bulk();
     }
   }
 
@@ -201,9 +204,7 @@ class CommandTable {
     const std::int64_t now = CommandExecutor::now_ms();
     std::vector<std::string> found;
     std::uint64_t cursor = 0;
-    do {
-      cursor = x.store_->scan(cursor, 4096, pattern, now, &found);
-    } while (cursor != 0);
+    do { cursor = x.store_->scan(cursor, 4096, pattern, now, &found); } while (cursor != 0);
     out->array(found.size());
     for (const std::string& k : found) out->bulk(k);
   }
@@ -257,7 +258,9 @@ class CommandTable {
     const StoreStats& st = s.stats();
     std::string text;
     text.reserve(1024);
-    const auto kv = [&text](const char* k, const std::string& v) { text.append(k).append(":").append(v).append("\r\n"); };
+    const auto kv = [&text](const char* k, const std::string& v) {
+      text.append(k).append(":").append(v).append("\r\n");
+    };
     text.append("# Server\r\n");
     kv("redis_version", "7.0.0");
     kv("disagg_kvstore_version", "0.1.0");
@@ -308,7 +311,8 @@ class CommandTable {
       out->array(a.size() - 2);
       for (std::size_t i = 2; i < a.size(); ++i) {
         const CommandSpec* c = find(a[i]);
-        if (c != nullptr) command_info(*c, out); else out->null_bulk();
+        if (c != nullptr) command_info(*c, out);
+        else out->null_bulk();
       }
       return;
     }
@@ -347,7 +351,8 @@ class CommandTable {
   static void client(CommandExecutor& x, const Args& a, Session* s, ReplyQueue* out) {
     if (iequals(a[1], "SETNAME") && a.size() == 3) {
       for (char c : a[2]) {
-        if (c <= ' ' || c > '~') return x.error(out, "ERR Client names cannot contain spaces, newlines or special characters.");
+        if (c <= ' ' || c > '~')
+          return x.error(out, "ERR Client names cannot contain spaces, newlines or special characters.");
       }
       s->name.assign(a[2]);
       return out->simple("OK");
@@ -365,8 +370,9 @@ class CommandTable {
   static void auth(CommandExecutor& x, const Args& a, Session* s, ReplyQueue* out) {
     if (a.size() > 3) return wrong_arity(a, out);
     if (x.config_->requirepass.empty()) {
-      return x.error(out, "ERR AUTH <password> called without any password configured for the default user. "
-                          "Are you sure your configuration is correct?");
+      return x.error(out,
+                     "ERR AUTH <password> called without any password configured for the default user. "
+                     "Are you sure your configuration is correct?");
     }
     const std::string_view user = a.size() == 3 ? a[1] : std::string_view("default");
     const std::string_view pass = a.back();
@@ -382,7 +388,8 @@ class CommandTable {
     if (a.size() >= 2) {
       std::int64_t ver = 0;
       if (!to_int64(a[1], &ver)) return x.error(out, "ERR Protocol version is not an integer or out of range");
-      if (ver != 2) return x.error(out, "NOPROTO unsupported protocol version; this server speaks RESP2 only (use HELLO 2)");
+      if (ver != 2)
+        return x.error(out, "NOPROTO unsupported protocol version; this server speaks RESP2 only (use HELLO 2)");
       i = 2;
     }
     for (; i < a.size(); ++i) {
@@ -403,9 +410,10 @@ class CommandTable {
       }
     }
     if (!x.config_->requirepass.empty() && !s->authenticated) {
-      return x.error(out, "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-                          "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
-                          "select the RESP protocol version at the same time");
+      return x.error(out,
+                     "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+                     "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+                     "select the RESP protocol version at the same time");
     }
     out->array(14);
     out->bulk("server");
@@ -536,7 +544,8 @@ void CommandExecutor::reply_store_status(StoreStatus st, ReplyQueue* out) {
                             ") or key exceeds 65536 bytes");
     case StoreStatus::kNoSpace:
       return error(out, "OOM value does not fit the memory tier (--memory-bytes " +
-                            std::to_string(config_->store.memory_bytes) + ") nor the disk tier; add --disk-dir/--disk-bytes or raise the budgets");
+                            std::to_string(config_->store.memory_bytes) +
+                            ") nor the disk tier; add --disk-dir/--disk-bytes or raise the budgets");
     case StoreStatus::kIoError: return error(out, "ERR disk tier I/O error; see the server log");
     case StoreStatus::kNotFound:
     case StoreStatus::kPending: return out->null_bulk();
@@ -589,7 +598,8 @@ void CommandExecutor::execute(const std::vector<std::string_view>& args, Session
 void CommandExecutor::finish_get(Session* session, DiskError error, Blob loaded, ReplyQueue* out) {
   Blob value;
   const StoreStatus st = store_->finish_get(session->pending_read, error, std::move(loaded), now_ms(), &value);
-  if (st == StoreStatus::kOk) out->bulk(value); else out->null_bulk();
+  if (st == StoreStatus::kOk) out->bulk(value);
+  else out->null_bulk();
   session->read_pending = false;
   session->pending_read = DiskRead{};
   counters_->latency_get.observe(monotonic_seconds() - session->pending_since);

@@ -39,8 +39,7 @@ std::uint32_t crc_portable(std::uint32_t crc, const unsigned char* p, std::size_
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("sse4.2"))) std::uint32_t crc_sse42(std::uint32_t crc, const unsigned char* p,
-                                                          std::size_t n) {
+__attribute__((target("sse4.2"))) std::uint32_t crc_sse42(std::uint32_t crc, const unsigned char* p, std::size_t n) {
   std::uint64_t c = crc;
   while (n >= 8) {
     std::uint64_t word;

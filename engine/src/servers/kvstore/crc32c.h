@@ -10,6 +10,8 @@ namespace disagg::kvstore {
 /// instruction when the CPU has it, a table-driven fallback otherwise; both give the same result.
 std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t size);
 
-inline std::uint32_t crc32c(const void* data, std::size_t size) { return crc32c_extend(0, data, size); }
+inline std::uint32_t crc32c(const void* data, std::size_t size) {
+  return crc32c_extend(0, data, size);
+}
 
 }  // namespace disagg::kvstore

@@ -28,9 +28,9 @@ class DiskReader {
   struct Job {
     std::uint64_t cookie = 0;  ///< the caller's tag (the server uses the client id)
     DiskRead read;
-    int fd = -1;               ///< owned: closed by the reader once read
+    int fd = -1;  ///< owned: closed by the reader once read
     DiskError error = DiskError::kIo;
-    Blob value;                ///< set when error == kOk
+    Blob value;  ///< set when error == kOk
   };
 
   /// `before_read` (may be empty) runs on the I/O thread before each read: a test hook that makes

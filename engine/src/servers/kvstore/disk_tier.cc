@@ -53,8 +53,8 @@ bool pv_all(int fd, iovec* iov, int count, std::uint64_t off) {
     --count;
   }
   while (count > 0) {
-    const ssize_t w = kWrite ? ::pwritev(fd, iov, count, static_cast<off_t>(off))
-                             : ::preadv(fd, iov, count, static_cast<off_t>(off));
+    const ssize_t w =
+        kWrite ? ::pwritev(fd, iov, count, static_cast<off_t>(off)) : ::preadv(fd, iov, count, static_cast<off_t>(off));
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return false;
     off += static_cast<std::uint64_t>(w);
@@ -72,8 +72,12 @@ bool pv_all(int fd, iovec* iov, int count, std::uint64_t off) {
   return true;
 }
 
-bool pwritev_all(int fd, iovec* iov, int count, std::uint64_t off) { return pv_all<true>(fd, iov, count, off); }
-bool preadv_all(int fd, iovec* iov, int count, std::uint64_t off) { return pv_all<false>(fd, iov, count, off); }
+bool pwritev_all(int fd, iovec* iov, int count, std::uint64_t off) {
+  return pv_all<true>(fd, iov, count, off);
+}
+bool preadv_all(int fd, iovec* iov, int count, std::uint64_t off) {
+  return pv_all<false>(fd, iov, count, off);
+}
 
 std::uint32_t record_crc(const Header& h, std::string_view key, std::string_view value) {
   std::uint32_t crc = crc32c_extend(0, &h.key_len, kCrcCoveredHeader);
@@ -252,8 +256,7 @@ RecoveryReport DiskTier::recover(const std::function<void(const RecoveredRecord&
   return report;
 }
 
-DiskError DiskTier::append(std::string_view key, std::string_view value, std::int64_t expire_at_ms,
-                           DiskLocation* out) {
+DiskError DiskTier::append(std::string_view key, std::string_view value, std::int64_t expire_at_ms, DiskLocation* out) {
   if (key.size() > kMaxKeyBytes || value.size() > config_.max_value_bytes) return DiskError::kTooLarge;
   const std::uint64_t bytes = record_bytes(key.size(), value.size());
   auto it = segments_.find(active_);
@@ -262,12 +265,11 @@ DiskError DiskTier::append(std::string_view key, std::string_view value, std::in
     it = segments_.find(active_);
   }
   Segment& seg = it->second;
-  Header h{kLiveMagic, 0, static_cast<std::uint32_t>(key.size()), static_cast<std::uint32_t>(value.size()),
+  Header h{kLiveMagic,   0,          static_cast<std::uint32_t>(key.size()), static_cast<std::uint32_t>(value.size()),
            expire_at_ms, next_seq_++};
   h.crc = record_crc(h, key, value);
-  iovec iov[3] = {{&h, sizeof(h)},
-                  {const_cast<char*>(key.data()), key.size()},
-                  {const_cast<char*>(value.data()), value.size()}};
+  iovec iov[3] = {
+      {&h, sizeof(h)}, {const_cast<char*>(key.data()), key.size()}, {const_cast<char*>(value.data()), value.size()}};
   if (!pwritev_all(seg.fd, iov, 3, seg.size)) {
     // A partial record may be on disk; it fails its checksum on recovery. Skip past it.
     seg.size += bytes;
@@ -311,8 +313,8 @@ int DiskTier::dup_segment_fd(std::uint32_t segment) const {
   return it == segments_.end() ? -1 : ::fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
 }
 
-DiskError DiskTier::for_each_record(
-    std::uint32_t segment, const std::function<void(const DiskLocation&, std::string_view key)>& fn) const {
+DiskError DiskTier::for_each_record(std::uint32_t segment,
+                                    const std::function<void(const DiskLocation&, std::string_view key)>& fn) const {
   auto it = segments_.find(segment);
   if (it == segments_.end()) return DiskError::kIo;
   const Segment& seg = it->second;

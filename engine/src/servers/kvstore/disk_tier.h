@@ -87,8 +87,7 @@ class DiskTier {
 
   /// Appends a record to the active segment (rolling to a new one when full). Does not enforce the
   /// budget: the caller makes room first (see fits()).
-  DiskError append(std::string_view key, std::string_view value, std::int64_t expire_at_ms,
-                   DiskLocation* out);
+  DiskError append(std::string_view key, std::string_view value, std::int64_t expire_at_ms, DiskLocation* out);
 
   /// Reads the value at `location`, checking magic, key and checksum.
   DiskError read(const DiskLocation& location, std::string_view key, Blob* value) const;
@@ -148,8 +147,8 @@ class DiskTier {
   // The offset of the first record at or after `from` that passes check_record() with a sequence
   // number above `min_seq`, or `size` when there is none. Checks at most `*budget` record bytes
   // (decremented), so values that happen to hold magic numbers cannot make it quadratic.
-  std::uint64_t resync(int fd, std::uint64_t size, std::uint64_t from, std::uint64_t min_seq,
-                       std::uint64_t* budget, RecordHeader* h, std::vector<char>* body) const;
+  std::uint64_t resync(int fd, std::uint64_t size, std::uint64_t from, std::uint64_t min_seq, std::uint64_t* budget,
+                       RecordHeader* h, std::vector<char>* body) const;
   void remove_segment(std::map<std::uint32_t, Segment>::iterator it);
 
   DiskConfig config_;

@@ -33,7 +33,9 @@ std::uint64_t hash_key(std::string_view key) {
 
 KeyIndex::KeyIndex() : buckets_(kMinBuckets, nullptr) {}
 
-KeyIndex::~KeyIndex() { clear(); }
+KeyIndex::~KeyIndex() {
+  clear();
+}
 
 std::uint64_t KeyIndex::reverse_bits(std::uint64_t v) {
   v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);

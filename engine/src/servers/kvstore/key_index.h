@@ -41,10 +41,10 @@ struct Entry {
   std::string key;
   std::int64_t expire_at_ms = 0;  ///< Unix milliseconds; 0 = never.
   std::uint64_t value_size = 0;
-  std::uint32_t reads = 0;        ///< GET hits since the value was written (drives demotion).
+  std::uint32_t reads = 0;  ///< GET hits since the value was written (drives demotion).
   Tier tier = Tier::kNone;
-  Blob value;                     ///< Set when tier == kMemory.
-  DiskLocation disk;              ///< Set when tier == kDisk.
+  Blob value;         ///< Set when tier == kMemory.
+  DiskLocation disk;  ///< Set when tier == kDisk.
 };
 
 std::uint64_t hash_key(std::string_view key);

@@ -32,9 +32,9 @@ void LatencyHistogram::render(const std::string& name, const std::string& labels
     out->append(buf);
   }
   cumulative += counts_[kBounds.size()];
-  std::snprintf(buf, sizeof(buf), "%s_bucket{%s,le=\"+Inf\"} %llu\n%s_sum{%s} %.9g\n%s_count{%s} %llu\n",
-                name.c_str(), labels.c_str(), static_cast<unsigned long long>(cumulative), name.c_str(),
-                labels.c_str(), sum_, name.c_str(), labels.c_str(), static_cast<unsigned long long>(count_));
+  std::snprintf(buf, sizeof(buf), "%s_bucket{%s,le=\"+Inf\"} %llu\n%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name.c_str(),
+                labels.c_str(), static_cast<unsigned long long>(cumulative), name.c_str(), labels.c_str(), sum_,
+                name.c_str(), labels.c_str(), static_cast<unsigned long long>(count_));
   out->append(buf);
 }
 
@@ -57,7 +57,8 @@ std::string render_metrics(const TieredStore& store, const ServerCounters& c) {
   line(&out, "kvstore_budget_bytes", "tier=\"disk\"", d(store.disk_budget()));
   head(&out, "kvstore_disk_dead_bytes", "gauge", "Disk bytes of dead records awaiting compaction.");
   line(&out, "kvstore_disk_dead_bytes", "", d(store.disk_dead_bytes()));
-  head(&out, "kvstore_inflight_bytes", "gauge", "Memory reserved for values still arriving (within the memory budget).");
+  head(&out, "kvstore_inflight_bytes", "gauge",
+       "Memory reserved for values still arriving (within the memory budget).");
   line(&out, "kvstore_inflight_bytes", "", d(store.reserved_bytes()));
   head(&out, "kvstore_index_bytes", "gauge", "Memory held by index entries of disk-resident keys.");
   line(&out, "kvstore_index_bytes", "", d(store.index_bytes()));

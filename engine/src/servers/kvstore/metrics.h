@@ -12,8 +12,8 @@ namespace disagg::kvstore {
 /// Fixed-bucket latency histogram (seconds), Prometheus-style cumulative on output.
 class LatencyHistogram {
  public:
-  static constexpr std::array<double, 14> kBounds = {1e-6,   5e-6,   1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
-                                                     1e-3,   2.5e-3, 5e-3, 1e-2, 5e-2, 0.1,    1.0};
+  static constexpr std::array<double, 14> kBounds = {1e-6, 5e-6,   1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
+                                                     1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2, 0.1,    1.0};
   void observe(double seconds) {
     std::size_t i = 0;
     while (i < kBounds.size() && seconds > kBounds[i]) ++i;
@@ -35,10 +35,10 @@ struct ServerCounters {
   std::uint64_t connections_rejected = 0;  ///< over --max-clients
   std::uint64_t connections_current = 0;
   std::uint64_t commands = 0;
-  std::uint64_t errors = 0;                ///< error replies (unknown commands, limits, syntax)
-  std::uint64_t protocol_errors = 0;       ///< connections closed for a malformed stream
-  std::uint64_t rejected_requests = 0;     ///< refused at a header: values in flight would pass --memory-bytes
-  std::uint64_t pipeline_stalls = 0;       ///< times reading paused at --max-pipeline
+  std::uint64_t errors = 0;             ///< error replies (unknown commands, limits, syntax)
+  std::uint64_t protocol_errors = 0;    ///< connections closed for a malformed stream
+  std::uint64_t rejected_requests = 0;  ///< refused at a header: values in flight would pass --memory-bytes
+  std::uint64_t pipeline_stalls = 0;    ///< times reading paused at --max-pipeline
   std::uint64_t bytes_in = 0, bytes_out = 0;
   LatencyHistogram latency_get, latency_set, latency_other;
 };

@@ -68,7 +68,9 @@ void ReplyQueue::array(std::size_t count) {
   raw({buf, header(buf, '*', count)});
 }
 
-void ReplyQueue::null_bulk() { raw("$-1\r\n"); }
+void ReplyQueue::null_bulk() {
+  raw("$-1\r\n");
+}
 
 void ReplyQueue::bulk(std::string_view bytes) {
   char buf[32];

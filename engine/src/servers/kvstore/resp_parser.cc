@@ -30,7 +30,9 @@ bool parse_int(std::string_view text, long long* out) {
   return true;
 }
 
-bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+bool is_space(char c) {
+  return c == ' ' || (c >= '\t' && c <= '\r');
+}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -91,7 +93,11 @@ bool split_quoted(std::string_view line, std::string* out, std::vector<std::pair
         }
       } else {
         switch (c) {
-          case ' ': case '\n': case '\r': case '\t': case '\0': done = true; break;
+          case ' ':
+          case '\n':
+          case '\r':
+          case '\t':
+          case '\0': done = true; break;
           case '"': in_double = true; break;
           case '\'': in_single = true; break;
           default: out->push_back(c); break;
@@ -292,9 +298,7 @@ ParseStatus RespParser::parse(std::string_view data) {
           if (too_long) return fail("invalid bulk length");
           return ParseStatus::kNeedMore;
         }
-        if (data[pos_] != '$') {
-          return fail(std::string("expected '$', got '") + data[pos_] + "'");
-        }
+        if (data[pos_] != '$') { return fail(std::string("expected '$', got '") + data[pos_] + "'"); }
         if (data[cr + 1] != '\n') return fail("expected CRLF after bulk length");
         long long n = 0;
         if (!parse_int(data.substr(pos_ + 1, cr - pos_ - 1), &n) || n < 0) return fail("invalid bulk length");

@@ -137,12 +137,12 @@ class RespParser {
 
   ParserLimits limits_;
   State state_ = State::kStart;
-  std::size_t pos_ = 0;          // next byte to examine, relative to the buffer front
+  std::size_t pos_ = 0;  // next byte to examine, relative to the buffer front
   std::size_t args_expected_ = 0;
   std::size_t bulk_len_ = 0;
   std::size_t skip_remaining_ = 0;  // bytes of a refused argument (and CRLF) still to skip
   std::size_t request_bytes_ = 0;
-  bool rejected_ = false;        // refuse()d: skip the rest, then report kRejected
+  bool rejected_ = false;  // refuse()d: skip the rest, then report kRejected
   std::size_t consumed_ = 0;
   std::size_t wanted_ = 0;
   std::vector<std::pair<std::size_t, std::size_t>> offsets_;  // (offset, length) per argument

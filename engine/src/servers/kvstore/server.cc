@@ -24,7 +24,9 @@ namespace {
 
 enum : std::uint64_t { kListen = 1, kMetricsListen = 2, kWake = 3, kClient = 4, kMetricsClient = 5, kDiskDone = 6 };
 
-std::uint64_t tag(std::uint64_t kind, int fd) { return (kind << 32) | static_cast<std::uint32_t>(fd); }
+std::uint64_t tag(std::uint64_t kind, int fd) {
+  return (kind << 32) | static_cast<std::uint32_t>(fd);
+}
 
 constexpr std::size_t kReadChunk = 256u << 10;
 // Reads into the input buffer are this long unless the parser knows the command needs more. Kept
@@ -51,8 +53,8 @@ int listen_on(const std::string& bind, int port, int* bound_port, std::string* e
     return -1;
   }
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 1024) != 0) {
-    *error = std::string("cannot listen on ") + bind + ":" + std::to_string(port) + " (" + flag + "): " +
-             std::strerror(errno);
+    *error = std::string("cannot listen on ") + bind + ":" + std::to_string(port) + " (" + flag +
+             "): " + std::strerror(errno);
     ::close(fd);
     return -1;
   }
@@ -150,7 +152,7 @@ struct Server::Connection {
   bool stalled = false;        // at --max-pipeline: not reading until replies drain
   bool close_after_flush = false;
   bool peer_closed = false;
-  std::uint64_t reserved = 0;  // TieredStore::reserve()d for the command in flight (values arriving)
+  std::uint64_t reserved = 0;    // TieredStore::reserve()d for the command in flight (values arriving)
   bool finish_deferred = false;  // in Server::deferred_: finish_event() runs after this epoll batch
   std::uint32_t interest = 0;
   explicit Connection(const ParserLimits& limits) : parser(limits) {}
@@ -583,9 +585,10 @@ void Server::on_metrics_event(MetricsConnection* m, std::uint32_t events) {
       status = "404 Not Found";
       body = "not found; try GET /metrics\n";
     }
-    m->response = std::string("HTTP/1.1 ") + status +
-                  "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: " +
-                  std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+    m->response =
+        std::string("HTTP/1.1 ") + status +
+        "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\nConnection: close\r\n\r\n" + body;
     epoll_event ev{};
     ev.events = EPOLLOUT;
     ev.data.u64 = tag(kMetricsClient, m->fd);

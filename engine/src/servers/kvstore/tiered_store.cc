@@ -69,15 +69,18 @@ std::unique_ptr<TieredStore> TieredStore::open(const StoreConfig& config, std::i
 TieredStore::~TieredStore() = default;
 
 void TieredStore::lru_unlink(LruList* list, Entry* e) {
-  if (e->lru_prev != nullptr) e->lru_prev->lru_next = e->lru_next; else list->head = e->lru_next;
-  if (e->lru_next != nullptr) e->lru_next->lru_prev = e->lru_prev; else list->tail = e->lru_prev;
+  if (e->lru_prev != nullptr) e->lru_prev->lru_next = e->lru_next;
+  else list->head = e->lru_next;
+  if (e->lru_next != nullptr) e->lru_next->lru_prev = e->lru_prev;
+  else list->tail = e->lru_prev;
   e->lru_prev = e->lru_next = nullptr;
 }
 
 void TieredStore::lru_push_front(LruList* list, Entry* e) {
   e->lru_prev = nullptr;
   e->lru_next = list->head;
-  if (list->head != nullptr) list->head->lru_prev = e; else list->tail = e;
+  if (list->head != nullptr) list->head->lru_prev = e;
+  else list->tail = e;
   list->head = e;
 }
 
@@ -93,8 +96,7 @@ Entry* TieredStore::find_live(std::string_view key, std::int64_t now_ms) {
 
 void TieredStore::detach(Entry* e) {
   switch (e->tier) {
-    case Tier::kNone:
-      break;
+    case Tier::kNone: break;
     case Tier::kMemory:
       lru_unlink(&memory_lru_, e);
       memory_bytes_ -= memory_charge(e);
@@ -199,7 +201,9 @@ bool TieredStore::make_disk_room(std::uint64_t need) {
 
 bool TieredStore::compact(std::uint32_t segment) {
   // Collect the live records first: relocating while iterating would read our own appends.
-  struct Live { Entry* e; };
+  struct Live {
+    Entry* e;
+  };
   std::vector<Live> live;
   std::uint64_t found_bytes = 0;
   const DiskError err = disk_->for_each_record(segment, [&](const DiskLocation& loc, std::string_view key) {
@@ -286,7 +290,8 @@ StoreStatus TieredStore::finish_get(const DiskRead& read, DiskError err, Blob lo
   }
   if (err != DiskError::kOk) {
     // Never serve a record that fails its checks: drop the key and report a miss.
-    if (err == DiskError::kCorrupt) ++stats_.corrupt_reads; else ++stats_.disk_errors;
+    if (err == DiskError::kCorrupt) ++stats_.corrupt_reads;
+    else ++stats_.disk_errors;
     remove(e);
     ++stats_.misses;
     return StoreStatus::kNotFound;
@@ -362,7 +367,9 @@ bool TieredStore::del(std::string_view key, std::int64_t now_ms) {
   return true;
 }
 
-bool TieredStore::exists(std::string_view key, std::int64_t now_ms) { return find_live(key, now_ms) != nullptr; }
+bool TieredStore::exists(std::string_view key, std::int64_t now_ms) {
+  return find_live(key, now_ms) != nullptr;
+}
 
 std::int64_t TieredStore::ttl_ms(std::string_view key, std::int64_t now_ms) {
   const Entry* e = find_live(key, now_ms);

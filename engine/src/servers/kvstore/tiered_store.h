@@ -147,7 +147,9 @@ class TieredStore {
 
   static std::uint64_t memory_charge(const Entry* e) { return kEntryOverhead + e->key.size() + e->value_size; }
   static std::uint64_t index_charge(const Entry* e) { return kEntryOverhead + e->key.size(); }
-  static bool is_expired(const Entry* e, std::int64_t now_ms) { return e->expire_at_ms != 0 && e->expire_at_ms <= now_ms; }
+  static bool is_expired(const Entry* e, std::int64_t now_ms) {
+    return e->expire_at_ms != 0 && e->expire_at_ms <= now_ms;
+  }
 
   static void lru_unlink(LruList* list, Entry* e);
   static void lru_push_front(LruList* list, Entry* e);

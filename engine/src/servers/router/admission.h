@@ -40,8 +40,7 @@ class Admission {
     std::weak_ptr<Waiter> waiter_;
   };
 
-  Admission(std::int32_t max_active, std::int32_t max_queue)
-      : max_active_(max_active), max_queue_(max_queue) {}
+  Admission(std::int32_t max_active, std::int32_t max_queue) : max_active_(max_active), max_queue_(max_queue) {}
 
   /// Takes a free slot without waiting: true when one was free and nobody is queued (release() it
   /// once), false otherwise (then acquire() queues).
@@ -142,8 +141,8 @@ class Admission {
   const std::int32_t max_active_;
   const std::int32_t max_queue_;
   std::atomic<std::uint64_t> state_{0};
-  std::mutex mu_;                               // guards queue_ (and Waiter::granted)
-  std::deque<std::shared_ptr<Waiter>> queue_;   // size == queued_of(state_) while mu_ is held
+  std::mutex mu_;                              // guards queue_ (and Waiter::granted)
+  std::deque<std::shared_ptr<Waiter>> queue_;  // size == queued_of(state_) while mu_ is held
 };
 
 }  // namespace disagg::router

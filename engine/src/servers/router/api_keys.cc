@@ -14,7 +14,9 @@ namespace disagg::router {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
@@ -44,8 +46,9 @@ Expected<std::vector<std::string>, std::string> parse_api_keys(std::string_view 
     for (const char c : key) {
       const auto u = static_cast<unsigned char>(c);
       if (u < 0x20 || u == 0x7f) {
-        return unexpected(at + ": the key holds a control character, which no HTTP header can carry; "
-                               "write each key as printable text on a line of its own");
+        return unexpected(at +
+                          ": the key holds a control character, which no HTTP header can carry; "
+                          "write each key as printable text on a line of its own");
       }
     }
     if (keys.size() == kMaxApiKeys) {

@@ -22,7 +22,8 @@ namespace disagg::router {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: disagg-engine drain-wait --metrics-url http://HOST:PORT/metrics --timeout-s N [--quiet-s 2] [--poll-s 0.5]\n"
+    "usage: disagg-engine drain-wait --metrics-url http://HOST:PORT/metrics --timeout-s N [--quiet-s 2] [--poll-s "
+    "0.5]\n"
     "                                [--held-kv]\n"
     "Waits until the worker has no request in flight, for a Kubernetes preStop hook: returns once\n"
     "vllm:num_requests_running + vllm:num_requests_waiting (+ disagg:sim_worker_pending_kv_transfers)\n"
@@ -73,18 +74,23 @@ Expected<DrainWaitOptions, std::string> parse_drain_wait_args(int argc, char** a
       have_url = true;
     } else if (flag == "--timeout-s") {
       if (!parse_seconds(v, 0, &o.timeout_s)) {
-        return unexpected("'--timeout-s' (" + v + ") must be a number of seconds >= 0, e.g. the pod's grace period minus its preStop sleep");
+        return unexpected("'--timeout-s' (" + v +
+                          ") must be a number of seconds >= 0, e.g. the pod's grace period minus its preStop sleep");
       }
       have_timeout = true;
     } else if (flag == "--quiet-s") {
-      if (!parse_seconds(v, 0, &o.quiet_s)) return unexpected("'--quiet-s' (" + v + ") must be a number of seconds >= 0, e.g. 2");
+      if (!parse_seconds(v, 0, &o.quiet_s))
+        return unexpected("'--quiet-s' (" + v + ") must be a number of seconds >= 0, e.g. 2");
     } else if (flag == "--poll-s") {
-      if (!parse_seconds(v, 0.01, &o.poll_s)) return unexpected("'--poll-s' (" + v + ") must be a number of seconds >= 0.01, e.g. 0.5");
+      if (!parse_seconds(v, 0.01, &o.poll_s))
+        return unexpected("'--poll-s' (" + v + ") must be a number of seconds >= 0.01, e.g. 0.5");
     } else {
-      return unexpected("unknown flag '" + flag + "'; drain-wait takes --metrics-url, --timeout-s, --quiet-s, --poll-s and --held-kv");
+      return unexpected("unknown flag '" + flag +
+                        "'; drain-wait takes --metrics-url, --timeout-s, --quiet-s, --poll-s and --held-kv");
     }
   }
-  if (!have_url) return unexpected(std::string("'--metrics-url' is required, e.g. --metrics-url http://127.0.0.1:8000/metrics"));
+  if (!have_url)
+    return unexpected(std::string("'--metrics-url' is required, e.g. --metrics-url http://127.0.0.1:8000/metrics"));
   if (!have_timeout) return unexpected(std::string("'--timeout-s' is required, e.g. --timeout-s 120"));
   return o;
 }
@@ -141,7 +147,8 @@ DrainReading read_worker(const DrainWaitOptions& o) {
   bool ok = true;
   for (std::size_t sent = 0; ok && sent < request.size();) {
     pollfd p{fd, POLLOUT, 0};
-    const ssize_t n = ::poll(&p, 1, timeout_ms) == 1 ? ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL) : -1;
+    const ssize_t n =
+        ::poll(&p, 1, timeout_ms) == 1 ? ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL) : -1;
     if (n <= 0) ok = false;
     else sent += static_cast<std::size_t>(n);
   }
@@ -212,11 +219,13 @@ DrainWaitEnd drain_wait(const DrainWaitOptions& o, const std::function<DrainRead
     }
     if (now >= deadline) {
       say("timed out after " + format_seconds(o.timeout_s) + " s with " +
-          (last_busy && r.busy ? std::to_string(static_cast<long long>(*last_busy)) : std::string("an unknown number of")) +
+          (last_busy && r.busy ? std::to_string(static_cast<long long>(*last_busy))
+                               : std::string("an unknown number of")) +
           " requests in flight");
       return DrainWaitEnd::timed_out;
     }
-    const auto next = std::min(deadline, now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.poll_s)));
+    const auto next =
+        std::min(deadline, now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.poll_s)));
     std::this_thread::sleep_until(next);
   }
 }
@@ -232,8 +241,9 @@ int run_drain_wait(int argc, char** argv) {
     std::cerr << "disagg-engine drain-wait: " << o.error() << "\n";
     return 2;
   }
-  drain_wait(*o, [&] { return read_worker(*o); },
-             [](const std::string& line) { std::cout << "disagg-engine drain-wait: " << line << std::endl; });
+  drain_wait(
+      *o, [&] { return read_worker(*o); },
+      [](const std::string& line) { std::cout << "disagg-engine drain-wait: " << line << std::endl; });
   return 0;
 }
 

@@ -105,8 +105,7 @@ struct EndpointSlot {
 
 /// Whether the endpoint may receive requests at `now_ms`.
 inline bool routable(const EndpointSlot& e, std::int64_t now_ms) {
-  return e.up.load(std::memory_order_acquire) &&
-         now_ms >= e.ejected_until_ms.load(std::memory_order_acquire) &&
+  return e.up.load(std::memory_order_acquire) && now_ms >= e.ejected_until_ms.load(std::memory_order_acquire) &&
          e.draining_since_ms.load(std::memory_order_acquire) == 0;
 }
 
@@ -120,8 +119,7 @@ inline bool record_draining(EndpointSlot& e, std::int64_t now_ms) {
 
 /// A failure seen at `now_ms`. `definitive`: nothing listens (connection refused): down at once.
 /// Returns true when this failure ejected the endpoint.
-inline bool record_failure(EndpointSlot& e, std::int64_t now_ms, const HealthPolicy& policy,
-                           bool definitive) {
+inline bool record_failure(EndpointSlot& e, std::int64_t now_ms, const HealthPolicy& policy, bool definitive) {
   if (definitive) e.up.store(false, std::memory_order_release);
   const std::int32_t n = e.failures.fetch_add(1, std::memory_order_acq_rel) + 1;
   if (n >= policy.eject_after && now_ms >= e.ejected_until_ms.load(std::memory_order_acquire)) {
@@ -158,9 +156,7 @@ inline bool record_health(EndpointSlot& e, bool ok, std::int64_t now_ms, const H
     return false;
   }
   e.up.store(true, std::memory_order_release);
-  if (now_ms >= e.ejected_until_ms.load(std::memory_order_acquire)) {
-    e.failures.store(0, std::memory_order_release);
-  }
+  if (now_ms >= e.ejected_until_ms.load(std::memory_order_acquire)) { e.failures.store(0, std::memory_order_release); }
   return !was && routable(e, now_ms);
 }
 

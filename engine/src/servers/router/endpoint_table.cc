@@ -15,13 +15,14 @@ namespace {
 
 // An endpoint's name in logs, metrics and peer snapshots: host:port, [v6]:port.
 std::string label_of(const EndpointSpec& spec) {
-  return (spec.host.find(':') != std::string::npos ? "[" + spec.host + "]" : spec.host) + ":" + std::to_string(spec.port);
+  return (spec.host.find(':') != std::string::npos ? "[" + spec.host + "]" : spec.host) + ":" +
+         std::to_string(spec.port);
 }
 
 }  // namespace
 
 Expected<std::unique_ptr<EndpointTable>, std::string> EndpointTable::create(const RouterConfig& c,
-                                                                           RouterMetrics& metrics) {
+                                                                            RouterMetrics& metrics) {
   std::unique_ptr<EndpointTable> t(new EndpointTable(metrics, HealthPolicy{c.eject_after, c.eject_ms}));
 
   // Roles: P/D when any decode endpoint or pool is configured.
@@ -40,8 +41,8 @@ Expected<std::unique_ptr<EndpointTable>, std::string> EndpointTable::create(cons
     any_events = any_events || p.kv_events_port != 0;
   }
   if (t->need_prefill_ && !t->pd_mode_) {
-    return unexpected(std::string(
-        "prefill endpoints need decode endpoints to hand their KV to; add a decode pool or endpoint"));
+    return unexpected(
+        std::string("prefill endpoints need decode endpoints to hand their KV to; add a decode pool or endpoint"));
   }
   if (t->pd_mode_ && any_aggregated) {
     log_line("warning: aggregated endpoints are ignored while decode endpoints exist (P/D mode)");
@@ -219,7 +220,8 @@ void EndpointTable::on_kv_batch(EndpointId id, std::uint32_t generation, const K
       }
       case KvEventType::block_removed:
         keys.clear();
-        if (BlockKeyer* k = keyers_[id][static_cast<std::size_t>(e.tier)].get()) k->removed(batch.hashes_of(e), e.group, keys);
+        if (BlockKeyer* k = keyers_[id][static_cast<std::size_t>(e.tier)].get())
+          k->removed(batch.hashes_of(e), e.group, keys);
         if (!keys.empty()) (void)index_->apply_removed(id, e.tier, keys);
         // Entries stored as the publisher's hashes, if this endpoint ever stored any.
         if ((publisher_keyed_ids_ >> id) & 1U) (void)index_->apply_removed(id, e.tier, batch.hashes_of(e));
@@ -260,8 +262,8 @@ bool EndpointTable::rank_matches(EndpointId id, std::int32_t rank) {
   reset_keyers(id);
   publisher_keyed_ids_ &= ~(std::uint64_t{1} << id);
   log_line("KV events of " + s.label + " now name data-parallel rank " + std::to_string(rank) + " (was " +
-           std::to_string(s.data_parallel_rank) + "): another engine publishes there; its entries cleared: " +
-           std::to_string(dropped));
+           std::to_string(s.data_parallel_rank) +
+           "): another engine publishes there; its entries cleared: " + std::to_string(dropped));
   s.data_parallel_rank = rank;
   return true;
 }
@@ -284,7 +286,8 @@ void EndpointTable::snapshot(PeerSnapshot& out, std::size_t max_blocks, const st
   std::lock_guard lock(mu_);
   if (!index_) return;
   const auto wanted = [&](const EndpointSlot& s) {
-    return !s.spec.kv_events.empty() && (only == nullptr || std::find(only->begin(), only->end(), s.label) != only->end());
+    return !s.spec.kv_events.empty() &&
+           (only == nullptr || std::find(only->begin(), only->end(), s.label) != only->end());
   };
   // An equal share of the bound per endpoint, GPU tier first, so that no endpoint crowds out the others.
   std::size_t with_events = 0;
@@ -418,8 +421,10 @@ std::int64_t EndpointTable::load_peer_entry(EndpointId id) {
   const std::int64_t seq = it->last_seq;
   kv_seq_[id] = seq;
   metrics_.kv_warm_peer_blocks.fetch_add(loaded, std::memory_order_relaxed);
-  log_line("endpoint " + s.label + ": " + std::to_string(loaded) + " blocks loaded from the peer snapshot, KV events "
-           "resume after sequence " + std::to_string(seq));
+  log_line("endpoint " + s.label + ": " + std::to_string(loaded) +
+           " blocks loaded from the peer snapshot, KV events "
+           "resume after sequence " +
+           std::to_string(seq));
   peer_->endpoints.erase(it);
   if (peer_->endpoints.empty()) peer_.reset();
   return seq;
@@ -527,12 +532,9 @@ void EndpointTable::explain(const RouteRequest& rq, std::span<const EndpointStat
     if (v.eligible) c["cost"] = v.cost;
     candidates.push_back(std::move(c));
   }
-  nlohmann::json d = {{"policy", planner_->policy().name()},
-                      {"prefixSource", precise_ ? "index" : "history"},
-                      {"promptTokens", rq.prompt_tokens},
-                      {"promptBlocks", rq.block_hashes.size()},
-                      {"blockSize", rq.block_size},
-                      {"chosen", nullptr},
+  nlohmann::json d = {{"policy", planner_->policy().name()},  {"prefixSource", precise_ ? "index" : "history"},
+                      {"promptTokens", rq.prompt_tokens},     {"promptBlocks", rq.block_hashes.size()},
+                      {"blockSize", rq.block_size},           {"chosen", nullptr},
                       {"cachedBlocks", rp.main.cached_blocks}};
   if (rp.ok()) d["chosen"] = label(rp.main.endpoint);
   if (rp.session_kept) d["sessionKept"] = true;
@@ -647,7 +649,8 @@ void EndpointTable::health_checked(int id, std::uint32_t generation, bool ok, co
   // /health answers 503 when its engine died (EngineDeadError,
   // vllm/entrypoints/serve/instrumentator/health.py).
   if (says_draining && record_draining(s, now_ms())) {
-    log_line("endpoint " + s.label + " is draining (its health check says so): no new requests go there; those in flight finish");
+    log_line("endpoint " + s.label +
+             " is draining (its health check says so): no new requests go there; those in flight finish");
   }
   if (draining && s.draining_since_ms.load(std::memory_order_acquire) != 0) {
     s.checked.store(true, std::memory_order_release);
@@ -721,16 +724,19 @@ void EndpointTable::observe_pools(PoolObservation& prefill, PoolObservation& dec
 
 void EndpointTable::write_metrics(std::string& out) {
   std::lock_guard lock(mu_);
-  write_metric(out, "disagg_router_kv_index_entries", "gauge", "Entries (block x endpoint x tier) in the KV block index.",
-               "", index_ ? static_cast<double>(index_->size()) : 0);
+  write_metric(out, "disagg_router_kv_index_entries", "gauge",
+               "Entries (block x endpoint x tier) in the KV block index.", "",
+               index_ ? static_cast<double>(index_->size()) : 0);
   write_metric(out, "disagg_router_kv_index_evictions_total", "counter", "Index entries evicted by its bounds.", "",
                index_ ? static_cast<double>(index_->evictions()) : 0);
   // How complete the index is: publisher blocks keyed by the router's own hash of their token ids,
   // and those that could not be (by reason).
   write_metric(out, "disagg_router_kv_blocks_keyed_total", "counter",
-               "Stored KV blocks indexed under the router's own hash of their token ids.", "", static_cast<double>(keyed_blocks_));
-  out.append("# HELP disagg_router_kv_blocks_unkeyed_total Stored KV blocks not keyed by token ids, by reason "
-             "(no_tokens: indexed under the publisher's hash).\n# TYPE disagg_router_kv_blocks_unkeyed_total counter\n");
+               "Stored KV blocks indexed under the router's own hash of their token ids.", "",
+               static_cast<double>(keyed_blocks_));
+  out.append(
+      "# HELP disagg_router_kv_blocks_unkeyed_total Stored KV blocks not keyed by token ids, by reason "
+      "(no_tokens: indexed under the publisher's hash).\n# TYPE disagg_router_kv_blocks_unkeyed_total counter\n");
   for (std::size_t r = 1; r < BlockKeyer::kSkipCount; ++r) {
     out.append("disagg_router_kv_blocks_unkeyed_total{reason=\"")
         .append(to_string(static_cast<BlockKeyer::Skip>(r)))
@@ -747,21 +753,24 @@ void EndpointTable::write_metrics(std::string& out) {
     for (const auto& k : tiers) remembered += k ? k->size() : 0;
   }
   write_metric(out, "disagg_router_kv_key_map_entries", "gauge",
-               "Publisher block hashes the router remembers to translate removals and children.", "", static_cast<double>(remembered));
+               "Publisher block hashes the router remembers to translate removals and children.", "",
+               static_cast<double>(remembered));
   struct Family {
     const char* name;
     const char* type;
     const char* help;
   };
   constexpr std::array<Family, 15> families = {{
-      {"disagg_router_endpoint_healthy", "gauge", "1 when the endpoint receives requests (health check passed, not ejected)."},
+      {"disagg_router_endpoint_healthy", "gauge",
+       "1 when the endpoint receives requests (health check passed, not ejected)."},
       {"disagg_router_endpoint_inflight", "gauge", "Requests the router has in flight on the endpoint."},
       {"disagg_router_endpoint_running", "gauge", "vllm:num_requests_running last scraped."},
       {"disagg_router_endpoint_waiting", "gauge", "vllm:num_requests_waiting last scraped."},
       {"disagg_router_endpoint_kv_usage", "gauge", "vllm:kv_cache_usage_perc last scraped."},
       {"disagg_router_endpoint_kv_index_entries", "gauge", "KV block index entries of the endpoint."},
       {"disagg_router_endpoint_requests_total", "counter", "Requests (legs) routed to the endpoint."},
-      {"disagg_router_endpoint_ejections_total", "counter", "Times the endpoint was ejected after consecutive failures."},
+      {"disagg_router_endpoint_ejections_total", "counter",
+       "Times the endpoint was ejected after consecutive failures."},
       // Predicted against reported prefix hits: rate(predicted) / rate(prompt) is the hit rate the
       // router routed for; rate(worker hits) / rate(worker queries) the one the endpoint got.
       {"disagg_router_endpoint_prompt_tokens_total", "counter", "Prompt tokens of the legs routed to the endpoint."},
@@ -772,14 +781,16 @@ void EndpointTable::write_metrics(std::string& out) {
       {"disagg_router_endpoint_worker_prefix_cache_hits_total", "counter",
        "vllm:prefix_cache_hits_total last scraped from the endpoint (tokens; absent until scraped)."},
       {"disagg_router_endpoint_data_parallel_rank", "gauge",
-       "The data-parallel rank of the engine behind the endpoint (configured, else from its KV events; absent until known)."},
+       "The data-parallel rank of the engine behind the endpoint (configured, else from its KV events; absent until "
+       "known)."},
       // How much of the worker's cache the router knows (a warm restart fills it at once, a cold
       // one as blocks are stored again).
       {"disagg_router_endpoint_worker_kv_blocks", "gauge",
        "KV blocks the worker reports in use (vllm:kv_cache_usage_perc x num_gpu_blocks of vllm:cache_config_info), in "
        "router blocks (absent until scraped)."},
       {"disagg_router_endpoint_known_hit_ratio", "gauge",
-       "Of the prefix-cache hit tokens the worker reported between its last two scrapes with hits, the share the router "
+       "Of the prefix-cache hit tokens the worker reported between its last two scrapes with hits, the share the "
+       "router "
        "predicted when routing (its index knew those blocks there), at most 1; low after a cold restart (absent until "
        "known)."},
   }};

@@ -34,7 +34,9 @@ http::Task<void> HealthMonitor::probe(int id, std::uint32_t generation, std::str
   const bool draining = res && res->status == 503;
   const bool says_draining = draining && res->body.find("draining") != std::string::npos;
   table_.health_checked(id, generation, ok,
-                        ok ? std::string() : res ? "HTTP " + std::to_string(res->status) : res.error().message(),
+                        ok    ? std::string()
+                        : res ? "HTTP " + std::to_string(res->status)
+                              : res.error().message(),
                         started, draining, says_draining);
   table_.slot(id).probing.store(false);
 }

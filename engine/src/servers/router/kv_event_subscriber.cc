@@ -38,8 +38,7 @@ bool recv_multipart(zmq::socket_t& s, std::vector<std::string>& frames) {
     frames.emplace_back(static_cast<const char*>(part.data()), part.size());
     if (!part.more()) return true;
     if (frames.size() > 16) {  // not ours: drain the rest
-      while (part.more() && s.recv(part, zmq::recv_flags::none)) {
-      }
+      while (part.more() && s.recv(part, zmq::recv_flags::none)) {}
       return true;
     }
   }
@@ -77,16 +76,18 @@ struct KvEventSubscriber::Sub {
   std::optional<zmq::socket_t> socket;
   std::optional<zmq::socket_t> dealer;
   SequenceTracker seq;
-  std::optional<Replay> pending;  // at most one replay in flight per endpoint
+  std::optional<Replay> pending;        // at most one replay in flight per endpoint
   bool initial_replay_pending = false;  // the warm-start replay went unanswered: try once more
   bool resumed_without_replay = false;  // resumed from a peer snapshot, nothing filled the gap yet
-  bool malformed_logged = false;  // one log line per subscription; the counter counts them all
+  bool malformed_logged = false;        // one log line per subscription; the counter counts them all
 };
 
 KvEventSubscriber::KvEventSubscriber(KvEventSink& sink, RouterMetrics& metrics, KvSubscriberOptions options)
     : sink_(sink), metrics_(metrics), options_(options), impl_(std::make_unique<Impl>()) {}
 
-KvEventSubscriber::~KvEventSubscriber() { stop(); }
+KvEventSubscriber::~KvEventSubscriber() {
+  stop();
+}
 
 void KvEventSubscriber::start() {
   thread_ = std::thread([this] { run(); });
@@ -98,11 +99,11 @@ void KvEventSubscriber::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void KvEventSubscriber::add(EndpointId id, std::uint32_t generation, std::string endpoint,
-                            std::string replay, std::string topic_prefix, std::int64_t resume_seq) {
+void KvEventSubscriber::add(EndpointId id, std::uint32_t generation, std::string endpoint, std::string replay,
+                            std::string topic_prefix, std::int64_t resume_seq) {
   std::lock_guard lock(mu_);
-  commands_.push_back(Command{true, id, generation, std::move(endpoint), std::move(replay), std::move(topic_prefix),
-                              resume_seq});
+  commands_.push_back(
+      Command{true, id, generation, std::move(endpoint), std::move(replay), std::move(topic_prefix), resume_seq});
   cv_.notify_all();
 }
 
@@ -200,8 +201,8 @@ void KvEventSubscriber::read_replay(Sub& s) {
     if (reply->seq >= r.start && r.got.size() < 1'000'000) r.got.emplace_back(reply->seq, std::string(reply->payload));
   }
   if (any) {
-    r.deadline = std::min(r.hard_deadline, std::chrono::steady_clock::now() +
-                                               std::chrono::milliseconds(options_.replay_timeout_ms));
+    r.deadline = std::min(r.hard_deadline,
+                          std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms));
   }
 }
 
@@ -214,8 +215,7 @@ std::int64_t KvEventSubscriber::apply_replay(Sub& s, Replay& r) {
   // batch that showed the gap. What was lost may hold removals of blocks the index has: clear the
   // endpoint, then apply what is there (its stores are still true).
   const char* hole = nullptr;
-  if (r.mode != ReplayMode::initial &&
-      (got.empty() ? r.mode == ReplayMode::gap : got.front().first != r.start)) {
+  if (r.mode != ReplayMode::initial && (got.empty() ? r.mode == ReplayMode::gap : got.front().first != r.start)) {
     hole = "replay did not reach back to the gap";
   }
   for (std::size_t i = 1; hole == nullptr && i < got.size(); ++i) {
@@ -260,9 +260,7 @@ void KvEventSubscriber::finish_replay(Sub& s, bool ended) {
   const bool answered = ended || !r.got.empty();
   const std::int64_t last = answered ? apply_replay(s, r) : r.start - 1;
   switch (r.mode) {
-    case ReplayMode::resume:
-      s.resumed_without_replay = !answered;
-      return;
+    case ReplayMode::resume: s.resumed_without_replay = !answered; return;
     case ReplayMode::initial:
       if (r.held.empty()) {
         s.initial_replay_pending = !answered;
@@ -303,8 +301,7 @@ void KvEventSubscriber::handle(Sub& s, std::vector<std::string>& frames) {
 
 void KvEventSubscriber::on_live(Sub& s, std::vector<std::string>& frames, std::int64_t seq) {
   switch (s.seq.observe(seq)) {
-    case SeqVerdict::duplicate:
-      return;
+    case SeqVerdict::duplicate: return;
     case SeqVerdict::restart:
       metrics_.kv_restarts.fetch_add(1, std::memory_order_relaxed);
       sink_.on_kv_clear(s.id, s.generation, "publisher restarted");
@@ -330,8 +327,7 @@ void KvEventSubscriber::on_live(Sub& s, std::vector<std::string>& frames, std::i
       break;
     }
     case SeqVerdict::first:
-    case SeqVerdict::in_order:
-      break;
+    case SeqVerdict::in_order: break;
   }
   apply(s, frames[kv_wire::PublishFrame::payload], seq);
   s.seq.accept(seq);
@@ -368,8 +364,8 @@ void KvEventSubscriber::run() {
         s->socket->set(zmq::sockopt::subscribe, c.topic);
         s->socket->connect(c.endpoint);
       } catch (const zmq::error_t& e) {
-        std::fprintf(stderr, "disagg-engine router: cannot subscribe to KV events at %s: %s\n",
-                     c.endpoint.c_str(), e.what());
+        std::fprintf(stderr, "disagg-engine router: cannot subscribe to KV events at %s: %s\n", c.endpoint.c_str(),
+                     e.what());
         continue;
       }
       warm_start(*s, c.resume_seq);

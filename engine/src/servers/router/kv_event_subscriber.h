@@ -79,8 +79,8 @@ class KvEventSubscriber {
   /// earlier subscription of the same id). `replay`: ROUTER endpoint or empty. Thread-safe.
   /// `resume_seq`: the last sequence a peer's snapshot applied for this endpoint (its entries are
   /// in the index already), -1 for none (then a replay from the start of the publisher's buffer).
-  void add(EndpointId id, std::uint32_t generation, std::string endpoint, std::string replay,
-           std::string topic_prefix, std::int64_t resume_seq = -1);
+  void add(EndpointId id, std::uint32_t generation, std::string endpoint, std::string replay, std::string topic_prefix,
+           std::int64_t resume_seq = -1);
   /// Unsubscribes `id`. Thread-safe.
   void remove(EndpointId id);
 
@@ -127,9 +127,9 @@ class KvEventSubscriber {
   std::thread thread_;
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  KvEventBatch batch_;  // reused by the thread
+  KvEventBatch batch_;                      // reused by the thread
   std::vector<std::string> replay_frames_;  // reused by the thread
-  bool counting_warm_ = false;  // blocks applied now count as loaded by a warm-start replay
+  bool counting_warm_ = false;              // blocks applied now count as loaded by a warm-start replay
 };
 
 }  // namespace disagg::router

@@ -27,7 +27,9 @@ namespace {
 constexpr std::size_t kMaxRequestHead = 4096;
 constexpr std::size_t kMaxResponseHead = 4096;
 
-std::int64_t left_ms(std::int64_t deadline) { return std::max<std::int64_t>(deadline - now_ms(), 0); }
+std::int64_t left_ms(std::int64_t deadline) {
+  return std::max<std::int64_t>(deadline - now_ms(), 0);
+}
 
 // Waits for `events` on fd until `deadline` (now_ms() clock); false on timeout or error.
 bool wait_fd(int fd, short events, std::int64_t deadline) {
@@ -104,7 +106,9 @@ bool parse_endpoints_query(std::string_view query, std::vector<std::string>* out
   std::string label;
   for (std::size_t i = 0; i <= query.size(); ++i) {
     if (i == query.size() || query[i] == ',') {
-      if (label.empty() || label.size() > kPeerSnapshotMaxLabel || out->size() == static_cast<std::size_t>(kMaxRoutingEndpoints)) return false;
+      if (label.empty() || label.size() > kPeerSnapshotMaxLabel ||
+          out->size() == static_cast<std::size_t>(kMaxRoutingEndpoints))
+        return false;
       out->push_back(std::move(label));
       label.clear();
       continue;
@@ -194,7 +198,8 @@ Expected<std::string, std::string> fetch_one(const std::string& address, std::ui
       want = v;
       in.reserve(body_at + want);
     }
-    if (body_at != std::string::npos && in.size() > body_at + want) return unexpected(std::string("bytes after the snapshot"));
+    if (body_at != std::string::npos && in.size() > body_at + want)
+      return unexpected(std::string("bytes after the snapshot"));
   }
   return in.substr(body_at, want);
 }
@@ -236,7 +241,9 @@ Expected<std::unique_ptr<PeerSnapshotServer>, std::string> PeerSnapshotServer::c
   return p;
 }
 
-PeerSnapshotServer::~PeerSnapshotServer() { stop(); }
+PeerSnapshotServer::~PeerSnapshotServer() {
+  stop();
+}
 
 void PeerSnapshotServer::start() {
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
@@ -293,8 +300,9 @@ void PeerSnapshotServer::serve(int fd) {
     cached_at_ms_ = now_ms();
   }
   const std::string& body = some ? restricted : cached_;
-  const std::string out = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
-                          std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+  const std::string out =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\nConnection: close\r\n\r\n";
   if (send_all(fd, out, deadline)) send_all(fd, body, deadline);
 }
 

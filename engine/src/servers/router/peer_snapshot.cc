@@ -16,7 +16,8 @@ constexpr std::size_t kBlockFixedBytes = 1 + 1 + 8;
 template <class T>
 void put(std::string& out, T v) {
   char b[sizeof(T)];
-  for (std::size_t i = 0; i < sizeof(T); ++i) b[i] = static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xFF);
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    b[i] = static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xFF);
   out.append(b, sizeof(T));
 }
 
@@ -28,7 +29,8 @@ class Reader {
   bool get(T* v) {
     if (left() < sizeof(T)) return false;
     std::uint64_t x = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) x |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(b_[at_ + i])) << (8 * i);
+    for (std::size_t i = 0; i < sizeof(T); ++i)
+      x |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(b_[at_ + i])) << (8 * i);
     at_ += sizeof(T);
     *v = static_cast<T>(x);
     return true;
@@ -110,11 +112,13 @@ Expected<void, PeerSnapshotErrc> decode_peer_snapshot(std::string_view bytes, Pe
   std::uint32_t block_size = 0, endpoints = 0;
   if (!r.get(&version)) return unexpected(PeerSnapshotErrc::truncated);
   if (version != kPeerSnapshotVersion) return unexpected(PeerSnapshotErrc::bad_version);
-  if (!r.get(&out.instance) || !r.get(&block_size) || !r.get(&endpoints)) return unexpected(PeerSnapshotErrc::truncated);
+  if (!r.get(&out.instance) || !r.get(&block_size) || !r.get(&endpoints))
+    return unexpected(PeerSnapshotErrc::truncated);
   if (block_size == 0 || block_size > (1U << 20)) return unexpected(PeerSnapshotErrc::malformed);
   out.block_size = static_cast<std::int32_t>(block_size);
   if (endpoints > limits.max_endpoints) return unexpected(PeerSnapshotErrc::too_large);
-  if (static_cast<std::size_t>(endpoints) * kEndpointFixedBytes > r.left()) return unexpected(PeerSnapshotErrc::truncated);
+  if (static_cast<std::size_t>(endpoints) * kEndpointFixedBytes > r.left())
+    return unexpected(PeerSnapshotErrc::truncated);
   out.endpoints.resize(endpoints);
   std::size_t total_blocks = 0;
   for (PeerSnapshotEndpoint& e : out.endpoints) {
@@ -130,7 +134,8 @@ Expected<void, PeerSnapshotErrc> decode_peer_snapshot(std::string_view bytes, Pe
     if (e.last_seq < -1 || e.group < -1) return unexpected(PeerSnapshotErrc::malformed);
     total_blocks += blocks;
     if (total_blocks > limits.max_blocks) return unexpected(PeerSnapshotErrc::too_large);
-    if (static_cast<std::size_t>(blocks) * (kBlockFixedBytes + 8) > r.left()) return unexpected(PeerSnapshotErrc::truncated);
+    if (static_cast<std::size_t>(blocks) * (kBlockFixedBytes + 8) > r.left())
+      return unexpected(PeerSnapshotErrc::truncated);
     e.blocks.reserve(blocks);
     e.keys.reserve(blocks);
     for (std::uint32_t i = 0; i < blocks; ++i) {
@@ -141,8 +146,8 @@ Expected<void, PeerSnapshotErrc> decode_peer_snapshot(std::string_view bytes, Pe
         return unexpected(PeerSnapshotErrc::malformed);
       }
       if (r.left() < std::size_t{count} * 8) return unexpected(PeerSnapshotErrc::truncated);
-      e.blocks.push_back(PeerSnapshotBlock{static_cast<KvTier>(tier), count, publisher,
-                                           static_cast<std::uint32_t>(e.keys.size())});
+      e.blocks.push_back(
+          PeerSnapshotBlock{static_cast<KvTier>(tier), count, publisher, static_cast<std::uint32_t>(e.keys.size())});
       for (std::uint8_t k = 0; k < count; ++k) {
         BlockHash key = 0;
         r.get(&key);

@@ -36,9 +36,9 @@ inline constexpr std::size_t kPeerSnapshotMaxKeysPerBlock = 8;  // BlockKeyer::k
 inline constexpr std::size_t kPeerSnapshotMaxLabel = 255;
 
 struct PeerSnapshotLimits {
-  std::size_t max_bytes = 64u << 20;     ///< whole encoded snapshot
-  std::size_t max_endpoints = 64;        ///< kMaxRoutingEndpoints
-  std::size_t max_blocks = 2'000'000;    ///< blocks over all endpoints
+  std::size_t max_bytes = 64u << 20;   ///< whole encoded snapshot
+  std::size_t max_endpoints = 64;      ///< kMaxRoutingEndpoints
+  std::size_t max_blocks = 2'000'000;  ///< blocks over all endpoints
 };
 
 /// One block: its tier, the publisher's hash, and its router keys keys[first_key, first_key + key_count)

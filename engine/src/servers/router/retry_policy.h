@@ -24,8 +24,7 @@ enum class AttemptResult : std::uint8_t {
 /// Whether attempt number `attempt` (0 = the first) that ended with `result` may be followed by
 /// another one on a different endpoint.
 constexpr bool should_retry(AttemptResult result, int attempt, int max_retries, bool deadline_passed) {
-  const bool safe = result == AttemptResult::connect_failed ||
-                    result == AttemptResult::failed_before_response ||
+  const bool safe = result == AttemptResult::connect_failed || result == AttemptResult::failed_before_response ||
                     result == AttemptResult::status_5xx;
   return safe && attempt < max_retries && !deadline_passed;
 }

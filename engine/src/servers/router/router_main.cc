@@ -27,8 +27,8 @@ int run(int argc, char** argv) {
   }
   std::signal(SIGPIPE, SIG_IGN);
   std::cout << "disagg-engine router: listening on http://" << c.host << ":" << (*router)->port()
-            << " policy=" << c.policy << " endpoints=" << c.endpoints.size()
-            << " dns-pools=" << c.dns_pools.size() << " model=" << c.served_models.front() << std::endl;
+            << " policy=" << c.policy << " endpoints=" << c.endpoints.size() << " dns-pools=" << c.dns_pools.size()
+            << " model=" << c.served_models.front() << std::endl;
   (*router)->run();
   std::cout << "disagg-engine router: drained, exiting" << std::endl;
   return 0;

@@ -84,7 +84,9 @@ class SpinThenBlockMutex {
     }
   }
 
-  void wake_one() noexcept { futex(FUTEX_WAKE_PRIVATE, 1); }
+  void wake_one() noexcept {
+    futex(FUTEX_WAKE_PRIVATE, 1);
+  }
 
   void futex(int op, std::uint32_t value) noexcept {
     static_assert(sizeof(state_) == sizeof(std::uint32_t) && std::atomic<std::uint32_t>::is_always_lock_free);

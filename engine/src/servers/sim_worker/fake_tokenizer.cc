@@ -15,7 +15,6 @@ constexpr std::array<std::string_view, 48> kFillerWords = {
     "they", "you",  "were", "all",  "we",   "one",  "can",  "said", "its",  "more", "when", "will",
     "time", "each", "than", "many", "then", "them", "some", "into", "made", "over", "long", "down"};
 
-
 }  // namespace
 
 std::uint64_t filler_seed(std::span<const TokenId> prompt) {

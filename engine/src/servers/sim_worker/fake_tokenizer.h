@@ -18,9 +18,9 @@
 
 namespace disagg::sim_worker {
 
-using disagg::FakeChatPrompt;
 using disagg::fake_token_id;
 using disagg::fake_tokenize;
+using disagg::FakeChatPrompt;
 using disagg::kFakeVocabSize;
 
 /// Seed of a request's filler text: a hash of its prompt tokens.

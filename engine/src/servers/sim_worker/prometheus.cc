@@ -30,16 +30,22 @@ void PromHistogram::write(std::string& out, std::string_view name, std::string_v
   for (std::size_t i = 0; i <= bounds_.size(); ++i) {
     cumulative += counts_[i];
     const std::string le = i < bounds_.size() ? prom_number(bounds_[i]) : "+Inf";
-    out.append(name).append("_bucket{").append(labels).append(sep).append("le=\"").append(le)
-        .append("\"} ").append(std::to_string(cumulative)).append("\n");
+    out.append(name)
+        .append("_bucket{")
+        .append(labels)
+        .append(sep)
+        .append("le=\"")
+        .append(le)
+        .append("\"} ")
+        .append(std::to_string(cumulative))
+        .append("\n");
   }
   out.append(name).append("_sum{").append(labels).append("} ").append(prom_number(sum_)).append("\n");
-  out.append(name).append("_count{").append(labels).append("} ").append(std::to_string(count_))
-      .append("\n");
+  out.append(name).append("_count{").append(labels).append("} ").append(std::to_string(count_)).append("\n");
 }
 
-void write_prom_metric(std::string& out, std::string_view name, std::string_view type,
-                       std::string_view help, std::string_view labels, double value) {
+void write_prom_metric(std::string& out, std::string_view name, std::string_view type, std::string_view help,
+                       std::string_view labels, double value) {
   out.append("# HELP ").append(name).append(" ").append(help).append("\n");
   out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
   out.append(name).append("{").append(labels).append("} ").append(prom_number(value)).append("\n");

@@ -18,8 +18,7 @@ class PromHistogram {
   void observe(double v);
   /// Appends `# HELP`, `# TYPE` and the _bucket/_sum/_count lines with `labels` (e.g.
   /// `model_name="m"`).
-  void write(std::string& out, std::string_view name, std::string_view help,
-             std::string_view labels) const;
+  void write(std::string& out, std::string_view name, std::string_view help, std::string_view labels) const;
   std::uint64_t count() const { return count_; }
   double sum() const { return sum_; }
 
@@ -31,8 +30,8 @@ class PromHistogram {
 };
 
 /// Appends one sample of a counter or gauge with HELP and TYPE lines.
-void write_prom_metric(std::string& out, std::string_view name, std::string_view type,
-                       std::string_view help, std::string_view labels, double value);
+void write_prom_metric(std::string& out, std::string_view name, std::string_view type, std::string_view help,
+                       std::string_view labels, double value);
 
 /// A double in Prometheus text form (shortest round trip; +Inf/-Inf/NaN spelled out).
 std::string prom_number(double v);

@@ -79,8 +79,8 @@ Expected<Generation, ApiError> validate(const Body& body, bool chat, const SimWo
     } else if (!name.empty() && name != config.model_name) {
       std::string served = config.model_name;
       for (const std::string& a : config.lora_adapters) served.append(", ").append(a);
-      return unexpected(ApiError{404, "The model `" + name + "` does not exist; served: " + served, "model",
-                                 "model_not_found"});
+      return unexpected(
+          ApiError{404, "The model `" + name + "` does not exist; served: " + served, "model", "model_not_found"});
     }
   }
   if (auto s = body.find("stream"); s != body.end() && !s->is_null()) {
@@ -153,8 +153,9 @@ Expected<Generation, ApiError> validate(const Body& body, bool chat, const SimWo
   }
   if (max_key != nullptr) {
     if (max_tokens > config.max_model_len) {
-      return bad(std::string("'") + max_key + "' must be a whole number in [1, " + std::to_string(config.max_model_len) + "]",
-                 max_key);
+      return bad(
+          std::string("'") + max_key + "' must be a whole number in [1, " + std::to_string(config.max_model_len) + "]",
+          max_key);
     }
     g.max_tokens = static_cast<std::int32_t>(max_tokens);
   } else {
@@ -182,8 +183,8 @@ Expected<Generation, ApiError> validate(const Body& body, bool chat, const SimWo
       if (ids != kv->end() && ids->is_array()) g.kind = RequestKind::remote_kv;
     }
   }
-  const std::int64_t total = static_cast<std::int64_t>(g.prompt.size()) +
-                             (g.kind == RequestKind::prefill_only ? 1 : g.max_tokens);
+  const std::int64_t total =
+      static_cast<std::int64_t>(g.prompt.size()) + (g.kind == RequestKind::prefill_only ? 1 : g.max_tokens);
   if (total > config.max_model_len) {
     return bad("This model's maximum context length is " + std::to_string(config.max_model_len) +
                    " tokens. However, you requested " + std::to_string(total) + " tokens (" +

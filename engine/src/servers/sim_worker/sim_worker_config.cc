@@ -82,7 +82,9 @@ bool parse_num(std::string_view text, T* out) {
 
 }  // namespace
 
-const char* sim_worker_usage() { return kUsage; }
+const char* sim_worker_usage() {
+  return kUsage;
+}
 
 Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** argv, bool* help) {
   SimWorkerConfig c;
@@ -140,7 +142,8 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
     } else if (flag == "--kv-events-replay-port") {
       if (!parse_num(v, &c.kv_events_replay_port)) return bad(flag, v, "must be a port number (0 = off)");
     } else if (flag == "--kv-events-buffer-steps") {
-      if (!parse_num(v, &c.kv_events_buffer_steps) || c.kv_events_buffer_steps < 1 || c.kv_events_buffer_steps > 10'000'000) {
+      if (!parse_num(v, &c.kv_events_buffer_steps) || c.kv_events_buffer_steps < 1 ||
+          c.kv_events_buffer_steps > 10'000'000) {
         return bad(flag, v, "must be a whole number in 1..10000000 (vLLM's buffer_steps, 10000)");
       }
     } else if (flag == "--data-parallel-rank") {
@@ -203,26 +206,25 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
     }
   }
   if (c.config_path.empty()) {
-    return unexpected(std::string(
-        "'--config' is required: pass the engine configuration, e.g. "
-        "--config engine/examples/llama-3.3-70b-p5en.json"));
+    return unexpected(
+        std::string("'--config' is required: pass the engine configuration, e.g. "
+                    "--config engine/examples/llama-3.3-70b-p5en.json"));
   }
   const std::int64_t capacity = static_cast<std::int64_t>(c.kv_blocks) * c.block_size;
   if (c.max_model_len == 0) {
-    c.max_model_len = static_cast<std::int32_t>(
-        std::min<std::int64_t>(capacity, std::numeric_limits<std::int32_t>::max()));
+    c.max_model_len =
+        static_cast<std::int32_t>(std::min<std::int64_t>(capacity, std::numeric_limits<std::int32_t>::max()));
   } else if (c.max_model_len > capacity) {
-    return unexpected("'--max-model-len' (" + std::to_string(c.max_model_len) +
-                      ") exceeds the KV capacity of " + std::to_string(capacity) +
-                      " tokens (--kv-blocks x --block-size); lower it or add blocks");
+    return unexpected("'--max-model-len' (" + std::to_string(c.max_model_len) + ") exceeds the KV capacity of " +
+                      std::to_string(capacity) + " tokens (--kv-blocks x --block-size); lower it or add blocks");
   }
   // vLLM binds its KV-event sockets at the configured port plus the data-parallel rank.
   for (const auto& [flag, port] : {std::pair{"--kv-events-port", c.kv_events_port},
                                    std::pair{"--kv-events-replay-port", c.kv_events_replay_port}}) {
     if (port != 0 && port + c.data_parallel_rank > 65535) {
       return unexpected("'" + std::string(flag) + "' (" + std::to_string(port) + ") plus '--data-parallel-rank' (" +
-                        std::to_string(c.data_parallel_rank) + ") exceeds 65535; use a port <= " +
-                        std::to_string(65535 - c.data_parallel_rank));
+                        std::to_string(c.data_parallel_rank) +
+                        ") exceeds 65535; use a port <= " + std::to_string(65535 - c.data_parallel_rank));
     }
   }
   if (c.advertise_host.empty()) c.advertise_host = c.host;
@@ -231,9 +233,7 @@ Expected<SimWorkerConfig, std::string> parse_sim_worker_args(int argc, char** ar
 
 Expected<CostModel, std::string> load_cost_model(SimWorkerConfig& config) {
   std::ifstream in(config.config_path);
-  if (!in) {
-    return unexpected("cannot read '--config' (" + config.config_path + "): " + std::strerror(errno));
-  }
+  if (!in) { return unexpected("cannot read '--config' (" + config.config_path + "): " + std::strerror(errno)); }
   const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     return unexpected("'--config' (" + config.config_path + ") is not a JSON object");

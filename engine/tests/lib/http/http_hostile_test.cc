@@ -66,8 +66,10 @@ TEST_F(Hostile, ABodyOverTheLimitSentInFullStillGetsThe413) {
   tcp::socket s(io);
   s.connect(endpoint());
   const std::string body(16u << 20, 'x');
-  const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
-                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  const std::string head =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n";
   boost::system::error_code ec;
   net::write(s, std::array<net::const_buffer, 2>{net::buffer(head), net::buffer(body)}, ec);
   // THEN the write completes (the server read and discarded the body instead of resetting the
@@ -168,7 +170,8 @@ TEST_F(Hostile, AStalledBodyGets408) {
   // AND a body that keeps coming, each piece inside the timeout, is read in full
   tcp::socket t(io);
   t.connect(endpoint());
-  net::write(t, net::buffer(std::string("POST /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\nContent-Length: 4\r\n\r\n")));
+  net::write(t,
+             net::buffer(std::string("POST /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\nContent-Length: 4\r\n\r\n")));
   for (char c : std::string("wxyz")) {
     std::this_thread::sleep_for(50ms);
     net::write(t, net::buffer(&c, 1));

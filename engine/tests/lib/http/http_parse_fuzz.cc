@@ -18,9 +18,7 @@ using namespace disagg::http;
 
 void check_inside(std::string_view outer, std::string_view inner) {
   if (inner.empty()) return;
-  if (inner.data() < outer.data() || inner.data() + inner.size() > outer.data() + outer.size()) {
-    __builtin_trap();
-  }
+  if (inner.data() < outer.data() || inner.data() + inner.size() > outer.data() + outer.size()) { __builtin_trap(); }
 }
 
 void fuzz_head(std::string_view in, bool request) {

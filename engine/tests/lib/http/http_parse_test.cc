@@ -76,11 +76,9 @@ TEST(HttpParse, RefusesWhatTwoParsersCouldReadDifferently) {
       {"POST / HTTP/1.1\r\nContent-Length: 5, 5\r\n\r\n", ParseError::bad_content_length},
       {"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", ParseError::bad_content_length},
       {"POST / HTTP/1.1\r\nContent-Length: 1234567890123456789\r\n\r\n", ParseError::bad_content_length},
-      {"POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
-       ParseError::bad_transfer_encoding},
+      {"POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", ParseError::bad_transfer_encoding},
       {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", ParseError::bad_transfer_encoding},
-      {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
-       ParseError::unsupported_transfer_encoding},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", ParseError::unsupported_transfer_encoding},
       {"POST / HTTP/1.1\r\nTransfer-Encoding: ,\r\n\r\n", ParseError::bad_transfer_encoding},
   };
   for (const Case& c : cases) parse_request(c.bytes, c.error);
@@ -159,8 +157,8 @@ TEST(HttpParse, ResponseHeads) {
 }
 
 // Decodes `wire` in pieces cut at the given offsets, in place, as ClientStream does.
-std::string decode_split(const std::string& wire, const std::vector<std::size_t>& cuts, bool& done,
-                         ParseError& error, std::size_t& consumed) {
+std::string decode_split(const std::string& wire, const std::vector<std::size_t>& cuts, bool& done, ParseError& error,
+                         std::size_t& consumed) {
   ChunkedDecoder d(64);
   std::string out;
   std::string pending;
@@ -184,8 +182,7 @@ std::string decode_split(const std::string& wire, const std::vector<std::size_t>
 
 TEST(HttpParse, ChunkedBodiesDecodeInPlaceAtEverySplit) {
   // GIVEN a chunked body with an extension, upper-case hex, a trailer, and the next message after it
-  const std::string body =
-      "5;name=value\r\nhello\r\nA\r\n, chunked!\r\n1 \r\n?\r\n0\r\nX-Trailer: t\r\n\r\n";
+  const std::string body = "5;name=value\r\nhello\r\nA\r\n, chunked!\r\n1 \r\n?\r\n0\r\nX-Trailer: t\r\n\r\n";
   const std::string wire = body + "GET /next HTTP/1.1\r\n";
   // WHEN it is decoded whole, in every two-piece split, and a byte at a time
   std::vector<std::vector<std::size_t>> splits = {{}};
@@ -231,14 +228,14 @@ TEST(HttpParse, ChunkedDecoderRefusesMalformedFraming) {
     ParseError error;
   };
   const std::vector<Case> cases = {
-      {"x\r\n", ParseError::bad_chunk},                        // no hex digit
-      {"5\r\nhelloX\r\n", ParseError::bad_chunk},              // data not followed by CRLF
-      {"5\nhello\r\n", ParseError::bad_chunk},                 // bare LF after the size
-      {"1000000000000000\r\n", ParseError::bad_chunk},          // 16 hex digits: over 2^60
+      {"x\r\n", ParseError::bad_chunk},                                          // no hex digit
+      {"5\r\nhelloX\r\n", ParseError::bad_chunk},                                // data not followed by CRLF
+      {"5\nhello\r\n", ParseError::bad_chunk},                                   // bare LF after the size
+      {"1000000000000000\r\n", ParseError::bad_chunk},                           // 16 hex digits: over 2^60
       {"5;" + std::string(100, 'e') + "\r\n", ParseError::chunk_line_too_long},  // limit 64 below
       {"0\r\n" + std::string(100, 't') + "\r\n\r\n", ParseError::chunk_line_too_long},
-      {"0\r\nX: a\nb\r\n\r\n", ParseError::bad_chunk},          // bare LF in a trailer
-      {"3\x01\r\nabc\r\n", ParseError::bad_chunk},              // control character in the size line
+      {"0\r\nX: a\nb\r\n\r\n", ParseError::bad_chunk},  // bare LF in a trailer
+      {"3\x01\r\nabc\r\n", ParseError::bad_chunk},      // control character in the size line
   };
   for (const Case& c : cases) {
     ChunkedDecoder d(64);

@@ -111,8 +111,8 @@ class ServerFixture : public test::ServerFixture {
   T client(std::function<Task<T>(net::any_io_executor)> fn) {
     net::io_context io;
     std::optional<T> result;
-    net::co_spawn(io, [&]() -> Task<void> { result.emplace(co_await fn(io.get_executor())); },
-                  net::detached);
+    net::co_spawn(
+        io, [&]() -> Task<void> { result.emplace(co_await fn(io.get_executor())); }, net::detached);
     io.run();
     return std::move(*result);
   }
@@ -163,9 +163,9 @@ TEST_F(ServerFixture, AnswersMalformedRequestsWith400And431) {
 TEST_F(ServerFixture, ReadsChunkedBodiesAndAnswersExpectContinue) {
   start(echo_handler());
   // GIVEN a chunked body with an extension and a trailer, then a second request on the connection
-  const std::string res = raw(
-      "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nabc\r\n2\r\nde\r\n0\r\nT: v\r\n\r\n"
-      "GET /d HTTP/1.1\r\nConnection: close\r\n\r\n");
+  const std::string res =
+      raw("POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nabc\r\n2\r\nde\r\n0\r\nT: v\r\n\r\n"
+          "GET /d HTTP/1.1\r\nConnection: close\r\n\r\n");
   // THEN the handler sees the decoded body, and the next request is served after it
   EXPECT_NE(res.find("/c|abcde"), std::string::npos) << res;
   EXPECT_NE(res.find("/d|"), std::string::npos) << res;
@@ -190,9 +190,9 @@ TEST_F(ServerFixture, ReadsChunkedBodiesAndAnswersExpectContinue) {
 TEST_F(ServerFixture, KeepsConnectionsAlive) {
   start(echo_handler());
   // GIVEN two pipelined requests on one connection, the second asking to close
-  const std::string res = raw(
-      "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi"
-      "GET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+  const std::string res =
+      raw("POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi"
+          "GET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
   // THEN both are answered in order on the same connection
   const auto first = res.find("/a|hi");
   const auto second = res.find("/b|");
@@ -492,9 +492,7 @@ TEST_F(ServerFixture, DrainFinishesInFlightRequestsAndStopsAccepting) {
     co_await w.send(200, "done", "text/plain");
   });
   const std::uint16_t port = server_->port();
-  auto in_flight = std::async(std::launch::async, [this] {
-    return raw("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n");
-  });
+  auto in_flight = std::async(std::launch::async, [this] { return raw("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n"); });
   while (!entered) std::this_thread::sleep_for(1ms);
   // WHEN the server drains
   std::promise<void> drained;
@@ -688,8 +686,8 @@ class ScriptedUpstream {
 };
 
 // fetch() with `pool` of GET `target`; "body" or the error's code.
-Task<std::string> pooled_get(net::any_io_executor ex, std::uint16_t port, ConnectionPool& pool,
-                             std::string target, SocketReactor reactor) {
+Task<std::string> pooled_get(net::any_io_executor ex, std::uint16_t port, ConnectionPool& pool, std::string target,
+                             SocketReactor reactor) {
   ClientRequest req;
   req.target = std::move(target);
   ClientOptions opts;
@@ -707,11 +705,14 @@ std::string pooled_gets(std::uint16_t port, ConnectionPool& pool, std::vector<st
   net::io_context io(1);
   const SocketReactor reactor = one_thread_reads ? SocketReactor(io) : SocketReactor();
   std::string got;
-  net::co_spawn(io, [&]() -> Task<void> {
-    for (std::string& target : targets) {
-      got += co_await pooled_get(io.get_executor(), port, pool, std::move(target), reactor) + ";";
-    }
-  }, net::detached);
+  net::co_spawn(
+      io,
+      [&]() -> Task<void> {
+        for (std::string& target : targets) {
+          got += co_await pooled_get(io.get_executor(), port, pool, std::move(target), reactor) + ";";
+        }
+      },
+      net::detached);
   io.run();
   return got;
 }
@@ -719,8 +720,8 @@ std::string pooled_gets(std::uint16_t port, ConnectionPool& pool, std::vector<st
 TEST(PooledConnection, ClosedBeforeAnyByteIsResentOnceOnANewConnection) {
   // GIVEN an upstream that answers one request, then closes that kept-alive connection when the
   // second request arrives on it (as if it had timed it out unseen), then answers on a new one
-  ScriptedUpstream up({"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none", "",
-                       "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo"});
+  ScriptedUpstream up(
+      {"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none", "", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo"});
   ConnectionPool pool;
   // WHEN two requests run one after another over the pool
   const std::string got = pooled_gets(up.port(), pool, {"/a", "/b"});
@@ -735,8 +736,7 @@ TEST(PooledConnection, ClosedBeforeAnyByteIsResentOnceOnANewConnection) {
 TEST(PooledConnection, ClosedAfterAResponseByteIsNeverResent) {
   // GIVEN an upstream that answers one request, then sends part of a status line for the second
   // and closes the connection
-  ScriptedUpstream up({"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none",
-                       "~HTTP/1.1 200 OK\r\nContent-Le",
+  ScriptedUpstream up({"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none", "~HTTP/1.1 200 OK\r\nContent-Le",
                        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nthree"});
   ConnectionPool pool;
   // WHEN two requests run one after another over the pool
@@ -755,12 +755,12 @@ TEST_P(PooledConnectionReads, ClientReadsEveryResponseFraming) {
   // Content-Length body; a body delimited by closing the connection; a broken chunked body; and a
   // head larger than the client's 16 KiB read buffer
   const std::string big(20000, 'h');
-  ScriptedUpstream up({"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                       "3\r\none\r\n0\r\nT: x\r\n\r\n",
-                       "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo",
-                       "~HTTP/1.1 200 OK\r\n\r\nthree-until-close",
-                       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n",
-                       "HTTP/1.1 200 OK\r\nX-Big: " + big + "\r\nContent-Length: 4\r\n\r\nfour"});
+  ScriptedUpstream up(
+      {"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+       "3\r\none\r\n0\r\nT: x\r\n\r\n",
+       "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo", "~HTTP/1.1 200 OK\r\n\r\nthree-until-close",
+       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n",
+       "HTTP/1.1 200 OK\r\nX-Big: " + big + "\r\nContent-Length: 4\r\n\r\nfour"});
   ConnectionPool pool;
   // WHEN five requests run one after another over the pool
   const std::string got = pooled_gets(up.port(), pool, {"/1", "/2", "/3", "/4", "/5"}, GetParam());

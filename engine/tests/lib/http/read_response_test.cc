@@ -179,7 +179,8 @@ TEST(ReadResponse, EndOfFileCancelAndCloseComplete) {
     {
       net::io_context io(1);
       Pair p(io);
-      async_read_response(p.ours, SocketReactor(io), r.buffer(), [&](boost::system::error_code, std::size_t) { called = true; });
+      async_read_response(p.ours, SocketReactor(io), r.buffer(),
+                          [&](boost::system::error_code, std::size_t) { called = true; });
       pump(io);
     }
     EXPECT_FALSE(called);
@@ -191,13 +192,17 @@ TEST(ReadResponse, WorksAsACoroutineRead) {
   net::io_context io(1);
   Pair p(io);
   std::string answer;
-  net::co_spawn(io, [&]() -> Task<void> {
-    net::write(p.ours, net::buffer(std::string("ping")));
-    char buf[64];
-    boost::system::error_code ec;
-    const std::size_t n = co_await async_read_response(p.ours, SocketReactor(io), net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
-    answer.assign(buf, n);
-  }, net::detached);
+  net::co_spawn(
+      io,
+      [&]() -> Task<void> {
+        net::write(p.ours, net::buffer(std::string("ping")));
+        char buf[64];
+        boost::system::error_code ec;
+        const std::size_t n = co_await async_read_response(p.ours, SocketReactor(io), net::buffer(buf),
+                                                           net::redirect_error(net::use_awaitable, ec));
+        answer.assign(buf, n);
+      },
+      net::detached);
   pump(io);
   // WHEN the peer answers THEN the coroutine gets it
   p.send("pong");

@@ -42,7 +42,8 @@ TEST(BlockKeyer, KeysEqualTheRequestsHashesWhateverThePublishersHashAndBlockSize
   const auto t = tokens(256, 7);
   BlockKeyer keyer(16, 1024);
   std::vector<BlockHash> keys;
-  const std::vector<BlockHash> vllm = {0xa1b2c3d4e5f60718ULL, 0x1122334455667788ULL, 0xffffffffffffffffULL, 0x8000000000000001ULL};
+  const std::vector<BlockHash> vllm = {0xa1b2c3d4e5f60718ULL, 0x1122334455667788ULL, 0xffffffffffffffffULL,
+                                       0x8000000000000001ULL};
   ASSERT_EQ(keyer.stored(stored_event(64, 2, std::nullopt), std::span(vllm).first(2), std::span(t).first(128), keys),
             BlockKeyer::Skip::none);
   ASSERT_EQ(keyer.stored(stored_event(64, 2, vllm[1]), std::span(vllm).subspan(2), std::span(t).subspan(128), keys),
@@ -151,9 +152,9 @@ TEST(BlockKeyer, MatchesAModelOfItsBoundUnderRandomStoresAndRemovals) {
       const bool with_parent = rng() % 2 == 0;
       const BlockHash parent = rng() % 200;
       keys.clear();
-      const BlockKeyer::Skip skip = keyer.stored(stored_event(static_cast<std::int32_t>(16 * count), 1,
-                                                              with_parent ? std::optional(parent) : std::nullopt),
-                                                 std::vector<BlockHash>{h}, t, keys);
+      const BlockKeyer::Skip skip = keyer.stored(
+          stored_event(static_cast<std::int32_t>(16 * count), 1, with_parent ? std::optional(parent) : std::nullopt),
+          std::vector<BlockHash>{h}, t, keys);
       const ModelBlock* p = with_parent ? live_block(parent) : nullptr;
       if (with_parent && p == nullptr) {
         ASSERT_EQ(skip, BlockKeyer::Skip::unknown_parent) << "step " << step;

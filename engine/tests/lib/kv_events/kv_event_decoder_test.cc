@@ -72,8 +72,19 @@ TEST(KvEventDecoder, MapLikeWithUnknownKeysTagLastAndByteHashes) {
   const std::string h32(32, '\x5a');
   w.map(4).str("future_field").array(2).u64(1).map(1).str("x").nil();
   w.str("events").array(3);
-  w.map(5).str("block_hashes").array(2).bin(h8).bin(h32).str("medium").str("cpu").str("extra_keys").nil()
-      .str("lora_name").nil().str("type").str("BlockStored");
+  w.map(5)
+      .str("block_hashes")
+      .array(2)
+      .bin(h8)
+      .bin(h32)
+      .str("medium")
+      .str("cpu")
+      .str("extra_keys")
+      .nil()
+      .str("lora_name")
+      .nil()
+      .str("type")
+      .str("BlockStored");
   w.map(2).str("type").str("BlockRemoved").str("block_hashes").array(1).i64(-2);
   w.map(2).str("type").str("AllBlocksCleared").str("medium").str("GPU");
   w.str("ts").u64(5).str("data_parallel_rank").nil();
@@ -103,12 +114,54 @@ TEST(KvEventDecoder, CurrentVllmFieldsTokensGroupsAndKeysBeyondTokens) {
   Writer w;
   const std::string h32a(32, '\x11'), h32b(32, '\x22');
   w.array(3).f64(2.5).array(4);
-  w.array(12).str("BlockStored").array(2).bin(h32a).bin(h32b).nil().array(4).u64(7).u64(8).u64(9).u64(151643)
-      .u64(2).nil().str("GPU").nil().array(2).nil().nil().u64(1).str("SlidingWindowSpec").u64(4096);
+  w.array(12)
+      .str("BlockStored")
+      .array(2)
+      .bin(h32a)
+      .bin(h32b)
+      .nil()
+      .array(4)
+      .u64(7)
+      .u64(8)
+      .u64(9)
+      .u64(151643)
+      .u64(2)
+      .nil()
+      .str("GPU")
+      .nil()
+      .array(2)
+      .nil()
+      .nil()
+      .u64(1)
+      .str("SlidingWindowSpec")
+      .u64(4096);
   w.array(4).str("BlockRemoved").array(1).bin(h32a).str("GPU").u64(1);
-  w.map(6).str("type").str("BlockStored").str("block_hashes").array(1).u64(~0ULL).str("token_ids").array(2).u64(1).u64(2)
-      .str("lora_name").str("adapter-a").str("group_idx").u64(0).str("kv_cache_spec_kind").str("FullAttentionSpec");
-  w.map(3).str("type").str("BlockStored").str("block_hashes").array(1).u64(5).str("extra_keys").array(1).array(1).str("salt");
+  w.map(6)
+      .str("type")
+      .str("BlockStored")
+      .str("block_hashes")
+      .array(1)
+      .u64(~0ULL)
+      .str("token_ids")
+      .array(2)
+      .u64(1)
+      .u64(2)
+      .str("lora_name")
+      .str("adapter-a")
+      .str("group_idx")
+      .u64(0)
+      .str("kv_cache_spec_kind")
+      .str("FullAttentionSpec");
+  w.map(3)
+      .str("type")
+      .str("BlockStored")
+      .str("block_hashes")
+      .array(1)
+      .u64(5)
+      .str("extra_keys")
+      .array(1)
+      .array(1)
+      .str("salt");
   w.u64(3);
   KvEventBatch out;
   // WHEN decoded
@@ -174,15 +227,47 @@ TEST(KvEventDecoder, StorageTiersFollowTheirLocalityInEitherKeyOrder) {
   // before or after the medium, and without one
   Writer w;
   w.array(3).f64(1).array(5);
-  w.map(4).str("type").str("BlockStored").str("block_hashes").array(1).u64(1).str("medium").str("STORAGE")
-      .str("locality").str("LOCAL");
-  w.map(4).str("type").str("BlockStored").str("locality").str("LOCAL").str("block_hashes").array(1).u64(2)
-      .str("medium").str("FS");
-  w.map(4).str("type").str("BlockRemoved").str("block_hashes").array(1).u64(3).str("medium").str("STORAGE")
-      .str("locality").str("REMOTE");
+  w.map(4)
+      .str("type")
+      .str("BlockStored")
+      .str("block_hashes")
+      .array(1)
+      .u64(1)
+      .str("medium")
+      .str("STORAGE")
+      .str("locality")
+      .str("LOCAL");
+  w.map(4)
+      .str("type")
+      .str("BlockStored")
+      .str("locality")
+      .str("LOCAL")
+      .str("block_hashes")
+      .array(1)
+      .u64(2)
+      .str("medium")
+      .str("FS");
+  w.map(4)
+      .str("type")
+      .str("BlockRemoved")
+      .str("block_hashes")
+      .array(1)
+      .u64(3)
+      .str("medium")
+      .str("STORAGE")
+      .str("locality")
+      .str("REMOTE");
   w.map(3).str("type").str("BlockStored").str("block_hashes").array(1).u64(4).str("medium").str("STORAGE");
-  w.map(4).str("type").str("BlockStored").str("block_hashes").array(1).u64(5).str("medium").str("GPU")
-      .str("locality").str("REMOTE");
+  w.map(4)
+      .str("type")
+      .str("BlockStored")
+      .str("block_hashes")
+      .array(1)
+      .u64(5)
+      .str("medium")
+      .str("GPU")
+      .str("locality")
+      .str("REMOTE");
   w.u64(0);
   KvEventBatch out;
   ASSERT_TRUE(decode_kv_event_batch(bytes_of(w.bytes()), out));
@@ -201,17 +286,74 @@ TEST(KvEventDecoder, ExtraKeysARequestCannotNameAreKeptApart) {
   // blocks name another adapter, and (6) a LoRA with a salted first block, as vLLM writes it
   Writer w;
   w.array(3).f64(1).array(6);
-  w.map(3).str("type").str("BlockStored").str("block_hashes").array(1).u64(1).str("extra_keys").array(1).array(1)
-      .array(2).str("mm-hash").u64(0);
-  w.map(3).str("type").str("BlockStored").str("block_hashes").array(1).u64(2).str("extra_keys").array(1).array(1)
+  w.map(3)
+      .str("type")
+      .str("BlockStored")
+      .str("block_hashes")
+      .array(1)
+      .u64(1)
+      .str("extra_keys")
+      .array(1)
+      .array(1)
+      .array(2)
+      .str("mm-hash")
+      .u64(0);
+  w.map(3)
+      .str("type")
+      .str("BlockStored")
+      .str("block_hashes")
+      .array(1)
+      .u64(2)
+      .str("extra_keys")
+      .array(1)
+      .array(1)
       .bin(std::string(32, 'e'));
   w.map(3).str("type").str("BlockStored").str("block_hashes").array(1).u64(3).str("lora_id").u64(7);
-  w.map(4).str("type").str("BlockStored").str("block_hashes").array(1).u64(4).str("parent_block_hash").u64(3)
-      .str("extra_keys").array(1).array(1).str("salt");
-  w.map(4).str("type").str("BlockStored").str("block_hashes").array(2).u64(5).u64(6).str("lora_name").str("a")
-      .str("extra_keys").array(2).array(1).str("a").array(1).str("b");
-  w.map(5).str("type").str("BlockStored").str("extra_keys").array(2).array(2).str("a").str("s").array(1).str("a")
-      .str("block_hashes").array(2).u64(7).u64(8).str("lora_id").u64(1).str("lora_name").str("a");
+  w.map(4)
+      .str("type")
+      .str("BlockStored")
+      .str("block_hashes")
+      .array(1)
+      .u64(4)
+      .str("parent_block_hash")
+      .u64(3)
+      .str("extra_keys")
+      .array(1)
+      .array(1)
+      .str("salt");
+  w.map(4)
+      .str("type")
+      .str("BlockStored")
+      .str("block_hashes")
+      .array(2)
+      .u64(5)
+      .u64(6)
+      .str("lora_name")
+      .str("a")
+      .str("extra_keys")
+      .array(2)
+      .array(1)
+      .str("a")
+      .array(1)
+      .str("b");
+  w.map(5)
+      .str("type")
+      .str("BlockStored")
+      .str("extra_keys")
+      .array(2)
+      .array(2)
+      .str("a")
+      .str("s")
+      .array(1)
+      .str("a")
+      .str("block_hashes")
+      .array(2)
+      .u64(7)
+      .u64(8)
+      .str("lora_id")
+      .u64(1)
+      .str("lora_name")
+      .str("a");
   w.u64(0);
   KvEventBatch out;
   ASSERT_TRUE(decode_kv_event_batch(bytes_of(w.bytes()), out));
@@ -269,8 +411,17 @@ TEST(KvEventDecoder, LimitsBoundEventsHashesAndDepth) {
 TEST(KvEventDecoder, RandomCorruptionNeverCrashes) {
   Writer w;
   w.map(3).str("ts").f64(1).str("events").array(2);
-  w.map(4).str("type").str("BlockStored").str("block_hashes").array(2).u64(11).u64(12).str("parent_block_hash")
-      .u64(10).str("medium").str("GPU");
+  w.map(4)
+      .str("type")
+      .str("BlockStored")
+      .str("block_hashes")
+      .array(2)
+      .u64(11)
+      .u64(12)
+      .str("parent_block_hash")
+      .u64(10)
+      .str("medium")
+      .str("GPU");
   w.map(2).str("type").str("BlockRemoved").str("block_hashes").array(1).u64(11);
   w.str("data_parallel_rank").u64(0);
   std::mt19937_64 rng(7);

@@ -24,9 +24,9 @@ std::span<const std::uint8_t> bytes_of(const std::string& s) {
 }
 
 TEST(KvEventWire, SequenceRoundTrips) {
-  for (std::int64_t seq : {std::int64_t{0}, std::int64_t{1}, std::int64_t{255}, std::int64_t{256},
-                           std::int64_t{1} << 40, std::numeric_limits<std::int64_t>::max(),
-                           std::numeric_limits<std::int64_t>::min(), std::int64_t{-2}}) {
+  for (std::int64_t seq :
+       {std::int64_t{0}, std::int64_t{1}, std::int64_t{255}, std::int64_t{256}, std::int64_t{1} << 40,
+        std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min(), std::int64_t{-2}}) {
     const std::string frame = encode_seq(seq);
     EXPECT_EQ(frame.size(), kSeqBytes);
     EXPECT_EQ(decode_seq(frame), seq);
@@ -82,8 +82,8 @@ TEST(KvEventWire, TagsRoundTripAndUnknownTagsAreNotGuessed) {
 TEST(KvEventWire, FieldOrderIsVllmsDeclarationOrder) {
   std::vector<std::string_view> stored;
   for (StoredField f : kStoredFields) stored.push_back(field_name(f));
-  EXPECT_EQ(stored, (std::vector<std::string_view>{"block_hashes", "parent_block_hash", "token_ids",
-                                                   "block_size", "lora_id", "medium", "lora_name"}));
+  EXPECT_EQ(stored, (std::vector<std::string_view>{"block_hashes", "parent_block_hash", "token_ids", "block_size",
+                                                   "lora_id", "medium", "lora_name"}));
   EXPECT_EQ(field_at(kStoredFields, 5), StoredField::medium);
   EXPECT_FALSE(field_at(kStoredFields, 7).has_value());  // a newer publisher's extra_keys
   EXPECT_FALSE(field_at(kStoredFields, 256).has_value());
@@ -98,7 +98,9 @@ TEST(KvEventWire, FieldOrderIsVllmsDeclarationOrder) {
 std::string write_batch(Encoding enc, bool with_rank) {
   const bool map = enc == Encoding::map_like;
   Writer w;
-  auto begin = [&](std::size_t n) { map ? w.map(static_cast<std::uint32_t>(n)) : w.array(static_cast<std::uint32_t>(n)); };
+  auto begin = [&](std::size_t n) {
+    map ? w.map(static_cast<std::uint32_t>(n)) : w.array(static_cast<std::uint32_t>(n));
+  };
   auto key = [&](std::string_view k) {
     if (map) w.str(k);
   };
@@ -180,8 +182,7 @@ TEST(KvEventWire, TheDecoderReadsBothEncodingsWrittenByTheModule) {
       EXPECT_EQ(stored.parent, 10u);
       EXPECT_EQ(stored.block_size, 4);
       const auto hs = out.hashes_of(stored);
-      EXPECT_EQ(std::vector<BlockHash>(hs.begin(), hs.end()),
-                (std::vector<BlockHash>{11, 0xfedcba9876543210ULL}));
+      EXPECT_EQ(std::vector<BlockHash>(hs.begin(), hs.end()), (std::vector<BlockHash>{11, 0xfedcba9876543210ULL}));
       EXPECT_EQ(out.events[1].type, EventTag::block_removed);
       EXPECT_EQ(out.events[1].tier, KvTier::disk);
       ASSERT_EQ(out.hashes_of(out.events[1]).size(), 1u);

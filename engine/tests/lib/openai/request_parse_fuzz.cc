@@ -96,9 +96,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   const Outcome b = run(body, chat, tokens, scratch);
-  if (a.ok != b.ok || a.status != b.status || a.tokens != b.tokens ||
-      a.request.model != b.request.model || a.request.stream != b.request.stream ||
-      a.request.max_tokens != b.request.max_tokens) {
+  if (a.ok != b.ok || a.status != b.status || a.tokens != b.tokens || a.request.model != b.request.model ||
+      a.request.stream != b.request.stream || a.request.max_tokens != b.request.max_tokens) {
     __builtin_trap();
   }
   return 0;

@@ -65,7 +65,8 @@ const std::vector<std::pair<std::string, bool>>& corpus() {
   static const std::vector<std::pair<std::string, bool>> c = {
       {R"({"model":"llama","prompt":"w0 w1 w2 w3 w4","max_tokens":4,"stream":false})", false},
       {R"({"model": "llama", "prompt": "line one\nline \"two\"\t\\ end", "stream": true, "temperature": 0.7,
-          "stop": ["\n\n", null], "logit_bias": {"50256": -100}, "n": 1, "seed": -3, "top_p": 1e-2})", false},
+          "stop": ["\n\n", null], "logit_bias": {"50256": -100}, "n": 1, "seed": -3, "top_p": 1e-2})",
+       false},
       {R"({"model":"llama-alias","prompt":[1,2,3,2147483647],"max_completion_tokens":9,"max_tokens":3})", false},
       {R"({"model":"llama","prompt":[[5,6],[7]],"max_tokens":null,"stream":null})", false},
       {R"({"model":"llama","prompt":["first prompt","second"]})", false},
@@ -74,7 +75,8 @@ const std::vector<std::pair<std::string, bool>>& corpus() {
           {"role":"user","content":"Hi\nthere"},{"role":"assistant","content":null},
           {"role":"user","content":[{"type":"text","text":"part one"},{"type":"image_url","image_url":{"url":"x"}},
           "stray",{"type":"text","text":"part two"},{"text":"no type"}]}],"stream":true,
-          "stream_options":{"include_usage":true},"max_completion_tokens":16})", true},
+          "stream_options":{"include_usage":true},"max_completion_tokens":16})",
+       true},
       {R"(  {"messages":[{"content":"only","role":"user","name":"x"}],"model":"llama"}  )", true},
   };
   return c;
@@ -93,27 +95,27 @@ TEST(RequestScan, CommonRequestsTakeTheFastPathAndAgree) {
 TEST(RequestScan, DeclinesWhatItDoesNotHandle) {
   // GIVEN bodies that are invalid, or valid in ways the scan leaves to the slow path
   const std::vector<std::pair<std::string, bool>> cases = {
-      {R"({"model":"llama","prompt":"x",})", false},                     // trailing comma
-      {R"({"model":"llama","prompt":"x"} x)", false},                    // trailing bytes
-      {R"({"model":"llama","prompt":"a\u0062c"})", false},               // \u escape in the prompt
-      {R"({"model":"llama","model":"llama","prompt":"x"})", false},      // repeated key
-      {R"({"mod\u0065l":"llama","prompt":"x"})", false},                 // escaped key
-      {"\xef\xbb\xbf{\"model\":\"llama\",\"prompt\":\"x\"}", false},     // byte-order mark
-      {R"({"model":"llama","prompt":"x","t":1e999})", false},            // overflows a double
-      {R"({"model":"llama","prompt":"x","t":01})", false},               // leading zero
-      {"{\"model\":\"llama\",\"prompt\":\"\xc0\xaf\"}", false},          // overlong UTF-8
-      {"{\"model\":\"llama\",\"prompt\":\"\xed\xa0\x80\"}", false},      // UTF-8 surrogate
-      {"{\"model\":\"llama\",\"prompt\":\"a\tb\"}", false},              // raw control character
-      {R"({"model":"gpt-4","prompt":"x"})", false},                      // unknown model (404)
-      {R"({"model":"llama","prompt":"x","max_tokens":1.0})", false},     // not an integer
+      {R"({"model":"llama","prompt":"x",})", false},                  // trailing comma
+      {R"({"model":"llama","prompt":"x"} x)", false},                 // trailing bytes
+      {R"({"model":"llama","prompt":"a\u0062c"})", false},            // \u escape in the prompt
+      {R"({"model":"llama","model":"llama","prompt":"x"})", false},   // repeated key
+      {R"({"mod\u0065l":"llama","prompt":"x"})", false},              // escaped key
+      {"\xef\xbb\xbf{\"model\":\"llama\",\"prompt\":\"x\"}", false},  // byte-order mark
+      {R"({"model":"llama","prompt":"x","t":1e999})", false},         // overflows a double
+      {R"({"model":"llama","prompt":"x","t":01})", false},            // leading zero
+      {"{\"model\":\"llama\",\"prompt\":\"\xc0\xaf\"}", false},       // overlong UTF-8
+      {"{\"model\":\"llama\",\"prompt\":\"\xed\xa0\x80\"}", false},   // UTF-8 surrogate
+      {"{\"model\":\"llama\",\"prompt\":\"a\tb\"}", false},           // raw control character
+      {R"({"model":"gpt-4","prompt":"x"})", false},                   // unknown model (404)
+      {R"({"model":"llama","prompt":"x","max_tokens":1.0})", false},  // not an integer
       {R"({"model":"llama","prompt":"x","max_tokens":0})", false},
       {R"({"model":"llama","prompt":[1,-2]})", false},
-      {R"({"model":"llama","prompt":"   "})", false},                    // no tokens
+      {R"({"model":"llama","prompt":"   "})", false},  // no tokens
       {R"({"model":"llama","prompt":"x","stream":"yes"})", false},
       {R"({"model":"llama","messages":[]})", true},
       {R"({"model":"llama","messages":[{"role":"user","role":"user","content":"x"}]})", true},
       {R"({"model":"llama","messages":[{"role":"user","content":7}]})", true},
-      {R"([{"model":"llama","prompt":"x"}])", false},                    // not an object
+      {R"([{"model":"llama","prompt":"x"}])", false},  // not an object
       {"", false},
   };
   for (const auto& [body, chat] : cases) {

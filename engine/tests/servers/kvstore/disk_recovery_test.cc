@@ -115,7 +115,10 @@ TEST(DiskRecovery, TornTailsAtRandomOffsetsAreCutOff) {
     ASSERT_FALSE(segs.empty());
     std::filesystem::path victim = segs.back();
     for (auto it = segs.rbegin(); it != segs.rend(); ++it) {
-      if (std::filesystem::file_size(*it) > 0) { victim = *it; break; }
+      if (std::filesystem::file_size(*it) > 0) {
+        victim = *it;
+        break;
+      }
     }
     const auto size = std::filesystem::file_size(victim);
     std::mt19937_64 rng(seed * 77);

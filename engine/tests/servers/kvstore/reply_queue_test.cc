@@ -40,7 +40,10 @@ TEST(ReplyQueue, BytesOnTheWireAreTheRepliesInOrderAcrossPartialWrites) {
     std::string expected, got;
     for (int i = 0; i < 3000; ++i) {
       switch (rng() % 6) {
-        case 0: q.simple("OK"); expected += "+OK\r\n"; break;
+        case 0:
+          q.simple("OK");
+          expected += "+OK\r\n";
+          break;
         case 1: {
           const auto v = static_cast<std::int64_t>(rng() % 200000) - 100000;
           q.integer(v);
@@ -55,8 +58,14 @@ TEST(ReplyQueue, BytesOnTheWireAreTheRepliesInOrderAcrossPartialWrites) {
           expected += "$" + std::to_string(n) + "\r\n" + std::string(b.view()) + "\r\n";
           break;
         }
-        case 3: q.error("ERR bad\r\nthing"); expected += "-ERR bad  thing\r\n"; break;
-        case 4: q.null_bulk(); expected += "$-1\r\n"; break;
+        case 3:
+          q.error("ERR bad\r\nthing");
+          expected += "-ERR bad  thing\r\n";
+          break;
+        case 4:
+          q.null_bulk();
+          expected += "$-1\r\n";
+          break;
         case 5: {
           const std::size_t n = rng() % 5;
           q.array(n);

@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   limits.max_args = 1024;
   limits.max_request_bytes = 16384;
   limits.max_inline_bytes = 1024;
-  limits.direct_bulk_bytes = (data[0] & 0x80) ? 32 : 0;  // also explore payloads read into their own Blob
+  limits.direct_bulk_bytes = (data[0] & 0x80) ? 32 : 0;          // also explore payloads read into their own Blob
   limits.admit_above = (data[0] & 0x40) ? 64 : ~std::size_t{0};  // and admission, refusing every other ask
   disagg::kvstore::RespParser parser(limits);
   std::size_t asks = 0;

@@ -21,10 +21,10 @@ std::string encode(const Command& cmd) {
 
 struct Outcome {
   std::vector<Command> commands;
-  std::size_t payload_args = 0;  // arguments received into their own Blob (kPayload)
-  std::vector<std::string> errors;  // rejected commands, in order (as "!<message>" entries too)
+  std::size_t payload_args = 0;       // arguments received into their own Blob (kPayload)
+  std::vector<std::string> errors;    // rejected commands, in order (as "!<message>" entries too)
   std::vector<std::string> sequence;  // "C" for command, "R" for rejected, "P" for protocol error
-  std::size_t max_buffer = 0;  // the most bytes the caller had to keep at once
+  std::size_t max_buffer = 0;         // the most bytes the caller had to keep at once
 };
 
 // Feeds `input` in chunks whose sizes come from `cut`, the way a connection does: bytes of a
@@ -210,7 +210,8 @@ TEST(RespParser, OversizedValueIsRefusedBeforeItsBytesAreBuffered) {
   ParserLimits limits;
   limits.max_bulk_bytes = 10 * 1024;
   RespParser parser(limits);
-  const Outcome out = feed(parser, encode({"SET", "k", std::string(100 * 1024, 'x')}), [] { return std::size_t{4096}; });
+  const Outcome out =
+      feed(parser, encode({"SET", "k", std::string(100 * 1024, 'x')}), [] { return std::size_t{4096}; });
   // THEN the first piece (the header) ends the stream, with at most that piece buffered
   ASSERT_EQ(out.sequence, (std::vector<std::string>{"P"}));
   EXPECT_LE(out.max_buffer, 4096u);
@@ -252,7 +253,8 @@ TEST(RespParser, RefusedCommandIsSkippedUnbufferedAndTheStreamGoesOn) {
   RespParser parser(limits);
   const std::string input = encode({"SET", "k", std::string(1 << 20, 'x')}) + encode({"PING"});
   // WHEN fed in 8 KiB pieces
-  const Outcome out = feed(parser, input, [] { return std::size_t{8192}; }, [](std::size_t) { return false; });
+  const Outcome out = feed(
+      parser, input, [] { return std::size_t{8192}; }, [](std::size_t) { return false; });
   // THEN the SET ends as rejected with the refusal's message, the PING parses, and the caller never
   // held more than a piece of the value
   EXPECT_EQ(out.sequence, (std::vector<std::string>{"A1048580", "R", "C"}));
@@ -265,11 +267,11 @@ TEST(RespParser, RefusedCommandIsSkippedUnbufferedAndTheStreamGoesOn) {
 TEST(RespParser, MalformedInputIsAProtocolError) {
   // GIVEN several malformed streams
   const std::vector<std::string> bad = {
-      "*1\r\n+PING\r\n",          // element is not a bulk string
-      "*1\r\n$abc\r\n",           // non-numeric length
-      "*1\r\n$-5\r\nPING\r\n",    // negative bulk length
-      "*99999999999999\r\n",      // more arguments than allowed
-      "*1\r\n$4\r\nPINGxx",       // missing CRLF after data
+      "*1\r\n+PING\r\n",            // element is not a bulk string
+      "*1\r\n$abc\r\n",             // non-numeric length
+      "*1\r\n$-5\r\nPING\r\n",      // negative bulk length
+      "*99999999999999\r\n",        // more arguments than allowed
+      "*1\r\n$4\r\nPINGxx",         // missing CRLF after data
       "*1" + std::string(40, '1'),  // header line without end
   };
   for (const std::string& input : bad) {
@@ -353,7 +355,8 @@ TEST(RespParser, RefusedCommandDropsItsPayloads) {
   RespParser parser(limits);
   const std::string input = encode({"MSET", "a", std::string(200, 'a'), "b", std::string(200, 'b')}) + encode({"PING"});
   // WHEN it is fed in small pieces
-  const Outcome out = feed(parser, input, [] { return std::size_t{50}; }, [](std::size_t) { return false; });
+  const Outcome out = feed(
+      parser, input, [] { return std::size_t{50}; }, [](std::size_t) { return false; });
   // THEN the MSET is rejected, no payload survives it, and the stream goes on
   EXPECT_EQ(out.sequence, (std::vector<std::string>{"A406", "R", "C"}));
   EXPECT_EQ(out.payload_args, 0u);
@@ -367,7 +370,8 @@ TEST(RespParser, RefusedCommandLeavesNoStaleArgs) {
   RespParser parser(limits);
   const std::string input = "ab\n" + encode({std::string(4097, 'x')});
   // WHEN it is fed one byte at a time, dropping consumed and discardable bytes
-  const Outcome out = feed(parser, input, [] { return std::size_t{1}; }, [](std::size_t) { return false; });
+  const Outcome out = feed(
+      parser, input, [] { return std::size_t{1}; }, [](std::size_t) { return false; });
   // THEN both are seen, and args() never viewed bytes outside the current buffer: the rejected
   // command's are empty, not the inline command's views into bytes already consumed (feed checks)
   EXPECT_EQ(out.sequence, (std::vector<std::string>{"C", "A4097", "R"}));
@@ -399,8 +403,8 @@ TEST(RespParser, InlineQuotesSplitAsRedisDoes) {
 }
 
 TEST(RespParser, UnbalancedInlineQuotesAreAProtocolError) {
-  for (const std::string line : {"SET k \"abc\r\n", "SET k 'abc\r\n", "SET k \"abc\"def\r\n", "SET k 'a'b\n",
-                                 "ECHO \"trailing\\\"\n"}) {
+  for (const std::string line :
+       {"SET k \"abc\r\n", "SET k 'abc\r\n", "SET k \"abc\"def\r\n", "SET k 'a'b\n", "ECHO \"trailing\\\"\n"}) {
     const Outcome out = feed_all(line + "PING\r\n");
     ASSERT_EQ(out.sequence, (std::vector<std::string>{"P"})) << line;
     EXPECT_EQ(out.errors[0], "ERR Protocol error: unbalanced quotes in request") << line;

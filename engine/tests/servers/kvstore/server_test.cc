@@ -157,8 +157,8 @@ std::string info_field(Client& c, const std::string& field) {
 }
 
 std::string set_header(const std::string& key, std::size_t value_bytes) {
-  return "*3\r\n$3\r\nSET\r\n$" + std::to_string(key.size()) + "\r\n" + key + "\r\n$" +
-         std::to_string(value_bytes) + "\r\n";
+  return "*3\r\n$3\r\nSET\r\n$" + std::to_string(key.size()) + "\r\n" + key + "\r\n$" + std::to_string(value_bytes) +
+         "\r\n";
 }
 
 TEST(Server, ValuesInFlightAreBoundedByTheMemoryBudget) {

@@ -23,7 +23,7 @@ struct TierSetup {
   std::uint64_t memory_bytes;
   std::uint64_t disk_bytes;  // 0 = memory only
   std::uint32_t demote_min_reads;
-  bool lossless;             // budgets large enough (or demotion unconditional) that nothing is lost
+  bool lossless;  // budgets large enough (or demotion unconditional) that nothing is lost
 };
 
 class TieredStoreDifferential : public ::testing::TestWithParam<TierSetup> {};
@@ -87,14 +87,13 @@ TEST_P(TieredStoreDifferential, MatchesReferenceModel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Tiers, TieredStoreDifferential,
-    ::testing::Values(TierSetup{"MemoryOnlyRoomy", 64u << 20, 0, 2, true},
-                      TierSetup{"MemoryOnlyTight", 256u << 10, 0, 2, false},
-                      TierSetup{"SpillEverythingToDisk", 128u << 10, 64u << 20, 0, true},
-                      TierSetup{"DemoteReusedOnly", 128u << 10, 64u << 20, 2, false},
-                      TierSetup{"BothTiersTight", 96u << 10, 512u << 10, 0, false}),
-    [](const ::testing::TestParamInfo<TierSetup>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Tiers, TieredStoreDifferential,
+                         ::testing::Values(TierSetup{"MemoryOnlyRoomy", 64u << 20, 0, 2, true},
+                                           TierSetup{"MemoryOnlyTight", 256u << 10, 0, 2, false},
+                                           TierSetup{"SpillEverythingToDisk", 128u << 10, 64u << 20, 0, true},
+                                           TierSetup{"DemoteReusedOnly", 128u << 10, 64u << 20, 2, false},
+                                           TierSetup{"BothTiersTight", 96u << 10, 512u << 10, 0, false}),
+                         [](const ::testing::TestParamInfo<TierSetup>& info) { return info.param.name; });
 
 StoreConfig disk_config(const TempDir& dir, std::uint64_t memory, std::uint64_t disk, std::uint32_t min_reads) {
   StoreConfig cfg;
@@ -312,7 +311,8 @@ TEST(TieredStore, ScanMatchFilters) {
   store->set("item:1", "v", 0, 0);
   std::vector<std::string> keys;
   std::uint64_t cursor = 0;
-  do cursor = store->scan(cursor, 100, "user:*", 0, &keys); while (cursor != 0);
+  do cursor = store->scan(cursor, 100, "user:*", 0, &keys);
+  while (cursor != 0);
   EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()), (std::set<std::string>{"user:1", "user:2"}));
 }
 
@@ -329,13 +329,13 @@ TEST(GlobMatch, RedisPatterns) {
   EXPECT_TRUE(glob_match("a\\*", "a*"));
   EXPECT_FALSE(glob_match("a\\*", "ab"));
   // Redis's quirks (checked against redis-server 7.0, and by test/kvstore against the one installed):
-  EXPECT_FALSE(glob_match("*", ""));       // only the empty pattern matches an empty key
+  EXPECT_FALSE(glob_match("*", ""));  // only the empty pattern matches an empty key
   EXPECT_TRUE(glob_match("", ""));
-  EXPECT_TRUE(glob_match("a[bc", "ab"));   // a class left open runs to the end of the pattern
+  EXPECT_TRUE(glob_match("a[bc", "ab"));  // a class left open runs to the end of the pattern
   EXPECT_TRUE(glob_match("[^", "x"));
   EXPECT_TRUE(glob_match("a[b-]", "a]"));  // "b-]" is a range (']'..'b'), not "b" and "-"
   EXPECT_FALSE(glob_match("a[b-]", "a-"));
-  EXPECT_FALSE(glob_match("a[]", "a]"));   // "[]" is an empty class
+  EXPECT_FALSE(glob_match("a[]", "a]"));  // "[]" is an empty class
   EXPECT_TRUE(glob_match("a[\\]]", "a]"));
   EXPECT_TRUE(glob_match("h[z-a]llo", "hello"));  // ranges either way round
 }
@@ -346,7 +346,8 @@ TEST(TieredStore, ReservationsForValuesInFlightShareTheMemoryBudget) {
   cfg.memory_bytes = 1u << 20;
   std::string error;
   auto store = TieredStore::open(cfg, 0, &error);
-  for (int i = 0; i < 8; ++i) ASSERT_EQ(store->set("k" + std::to_string(i), std::string(100 << 10, 'v'), 0, 0), StoreStatus::kOk);
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(store->set("k" + std::to_string(i), std::string(100 << 10, 'v'), 0, 0), StoreStatus::kOk);
   // WHEN 600 KiB are reserved for a value still arriving
   ASSERT_TRUE(store->reserve(600 << 10));
   // THEN LRU entries made way, and stored plus reserved bytes stay within the budget

@@ -108,7 +108,8 @@ TEST(ApiKeysCheck, BearerKeysMatchExactly) {
     EXPECT_EQ(k.check(h), AuthResult::missing) << h;
   }
   // A prefix, an extension, another case, a key of the other's length: invalid.
-  for (const char* h : {"Bearer sk-alph", "Bearer sk-alphaa", "Bearer SK-ALPHA", "Bearer sk-alphx", "Bearer sk-beta-longe"}) {
+  for (const char* h :
+       {"Bearer sk-alph", "Bearer sk-alphaa", "Bearer SK-ALPHA", "Bearer sk-alphx", "Bearer sk-beta-longe"}) {
     EXPECT_EQ(k.check(h), AuthResult::invalid) << h;
   }
   // Longer than any key can be: compared all the same, and refused.

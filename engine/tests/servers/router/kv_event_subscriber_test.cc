@@ -202,8 +202,10 @@ TEST(KvEventSubscriber, GapIsFilledByAReplayFramedAsVllm026AndMalformedAnswersAr
   pub.send(l + 4);
   std::thread replayer([&] {
     pub.serve_replay(l + 1, l + 4, /*with_topic=*/true,
-                     {{"", seq8(l + 1)}, {"", "kv@test", seq8(l + 1), batch_for(l + 1), "x"},
-                      {"x", "kv@test", seq8(l + 1), batch_for(l + 1)}, {"", "kv@test", "1234", batch_for(l + 1)}});
+                     {{"", seq8(l + 1)},
+                      {"", "kv@test", seq8(l + 1), batch_for(l + 1), "x"},
+                      {"x", "kv@test", seq8(l + 1), batch_for(l + 1)},
+                      {"", "kv@test", "1234", batch_for(l + 1)}});
   });
   replayer.join();
   pub.send(l + 5);
@@ -356,8 +358,8 @@ TEST(KvEventSubscriber, AReplayAnswerWithAHoleClearsThenAppliesWhatItHas) {
   const auto log = wait_last(sink, s_(l + 5));
   ASSERT_GE(log.size(), 5u);
   const std::vector<std::string> tail(log.end() - 5, log.end());
-  EXPECT_EQ(tail, (std::vector<std::string>{"clear:replay answer lacks batches", s_(l + 1), s_(l + 2), s_(l + 4),
-                                            s_(l + 5)}))
+  EXPECT_EQ(tail,
+            (std::vector<std::string>{"clear:replay answer lacks batches", s_(l + 1), s_(l + 2), s_(l + 4), s_(l + 5)}))
       << ::testing::PrintToString(log);
   EXPECT_EQ(metrics.kv_replay_holes.load(), 1u);
   EXPECT_EQ(metrics.kv_replays.load(), 1u);

@@ -69,7 +69,8 @@ TEST(PeerSnapshot, BoundsAndMalformedFields) {
   const std::string good = encode_peer_snapshot(sample());
   PeerSnapshot out;
   // Too many bytes, endpoints or blocks for the limits.
-  EXPECT_EQ(decode_peer_snapshot(good, out, PeerSnapshotLimits{good.size() - 1, 64, 100}).error(), PeerSnapshotErrc::too_large);
+  EXPECT_EQ(decode_peer_snapshot(good, out, PeerSnapshotLimits{good.size() - 1, 64, 100}).error(),
+            PeerSnapshotErrc::too_large);
   EXPECT_EQ(decode_peer_snapshot(good, out, PeerSnapshotLimits{1 << 20, 1, 100}).error(), PeerSnapshotErrc::too_large);
   EXPECT_EQ(decode_peer_snapshot(good, out, PeerSnapshotLimits{1 << 20, 64, 1}).error(), PeerSnapshotErrc::too_large);
   // Not a snapshot, another version, bytes after the end.
@@ -97,7 +98,8 @@ TEST(PeerSnapshot, BoundsAndMalformedFields) {
   EXPECT_FALSE(decode_peer_snapshot(bad, out, PeerSnapshotLimits{1 << 20, 1u << 31, 1u << 31}).has_value());
   bad = good;
   for (std::size_t i = kTier - 4; i < kTier; ++i) bad[i] = static_cast<char>(0xff);
-  EXPECT_EQ(decode_peer_snapshot(bad, out, PeerSnapshotLimits{1 << 20, 64, std::size_t{1} << 40}).error(), PeerSnapshotErrc::truncated);
+  EXPECT_EQ(decode_peer_snapshot(bad, out, PeerSnapshotLimits{1 << 20, 64, std::size_t{1} << 40}).error(),
+            PeerSnapshotErrc::truncated);
 }
 
 TEST(PeerSnapshot, RandomMutationsNeverCrash) {
@@ -246,7 +248,8 @@ struct Serving {
   Serving() {
     const int id7 = a.table->add(worker(), false, "");
     a.table->on_kv_batch(static_cast<EndpointId>(id7), a.table->slot(id7).generation, stored(500, 3, std::nullopt, 40));
-    a.table->on_kv_batch(static_cast<EndpointId>(id7), a.table->slot(id7).generation, stored(503, 2, BlockHash{502}, 41));
+    a.table->on_kv_batch(static_cast<EndpointId>(id7), a.table->slot(id7).generation,
+                         stored(503, 2, BlockHash{502}, 41));
     EndpointSpec other = worker();
     other.host = "10.0.0.8";
     other.kv_events = "tcp://10.0.0.8:5557";
@@ -338,7 +341,8 @@ TEST(PeerLink, TheListenerAnswersTheWholeSnapshotOrSomeEndpointsOverLoopback) {
   const std::uint16_t port = (*server)->port();
   // WHEN a router asks for everything, then for two endpoints
   auto all = fetch_peer_snapshot("127.0.0.1", port, /*own_instance=*/2, 2'000, PeerSnapshotLimits{});
-  auto some = fetch_peer_snapshot("127.0.0.1", port, 2, 2'000, PeerSnapshotLimits{}, {"[fd00::1]:8001", "10.0.0.8:8000"});
+  auto some =
+      fetch_peer_snapshot("127.0.0.1", port, 2, 2'000, PeerSnapshotLimits{}, {"[fd00::1]:8001", "10.0.0.8:8000"});
   // THEN the first has the three endpoints, the second exactly the two named
   ASSERT_TRUE(all.has_value()) << all.error();
   EXPECT_EQ(all->endpoints.size(), 3U);

@@ -20,20 +20,31 @@ std::string simulation_doc(const std::string& sections) {
     "model": {"weightBytesPerRank": 16e9, "kvBytesPerToken": 131072, "activeParameters": 8e9, "layers": 32, "hiddenSize": 4096},
     "hardware": {"peakFlopsPerSecond": 9.89e14, "hbmBytesPerSecond": 3.35e12, "fabricBytesPerSecond": 4e10},
     "pools": [{"name": "w", "role": "both", "replicas": 1, "kvTokensPerReplica": 200000}],
-    "workload": {"requests": 10})" + (sections.empty() ? "" : ", " + sections) + "}";
+    "workload": {"requests": 10})" +
+         (sections.empty() ? "" : ", " + sections) + "}";
 }
 
 // Every PolicyOptions field the configuration can set, by its option key.
 std::vector<std::pair<std::string, double>> options_of(const PolicyOptions& o) {
-  return {{"maxEndpoints", o.max_endpoints}, {"historyBlocksPerEndpoint", static_cast<double>(o.history_blocks_per_endpoint)},
-          {"pendingBlocksMs", o.pending_blocks_ms}, {"queueWeight", o.queue_weight},
-          {"kvUtilizationWeight", o.kv_utilization_weight}, {"prefixWeight", o.prefix_weight},
-          {"cacheThreshold", o.cache_threshold}, {"balanceAbsThreshold", o.balance_abs_threshold},
-          {"balanceRelThreshold", o.balance_rel_threshold}, {"overlapCredit", o.overlap_credit},
-          {"cpuTierCredit", o.cpu_tier_credit}, {"diskTierCredit", o.disk_tier_credit},
-          {"remoteTierCredit", o.remote_tier_credit}, {"prefillTokensPerSecond", o.prefill_tokens_per_second},
-          {"requestQueueSeconds", o.request_queue_seconds}, {"kvPressureKnee", o.kv_pressure_knee},
-          {"kvPressureSeconds", o.kv_pressure_seconds}, {"guardRatio", o.guard_ratio}, {"guardSlack", o.guard_slack}};
+  return {{"maxEndpoints", o.max_endpoints},
+          {"historyBlocksPerEndpoint", static_cast<double>(o.history_blocks_per_endpoint)},
+          {"pendingBlocksMs", o.pending_blocks_ms},
+          {"queueWeight", o.queue_weight},
+          {"kvUtilizationWeight", o.kv_utilization_weight},
+          {"prefixWeight", o.prefix_weight},
+          {"cacheThreshold", o.cache_threshold},
+          {"balanceAbsThreshold", o.balance_abs_threshold},
+          {"balanceRelThreshold", o.balance_rel_threshold},
+          {"overlapCredit", o.overlap_credit},
+          {"cpuTierCredit", o.cpu_tier_credit},
+          {"diskTierCredit", o.disk_tier_credit},
+          {"remoteTierCredit", o.remote_tier_credit},
+          {"prefillTokensPerSecond", o.prefill_tokens_per_second},
+          {"requestQueueSeconds", o.request_queue_seconds},
+          {"kvPressureKnee", o.kv_pressure_knee},
+          {"kvPressureSeconds", o.kv_pressure_seconds},
+          {"guardRatio", o.guard_ratio},
+          {"guardSlack", o.guard_slack}};
 }
 
 struct Case {
@@ -53,7 +64,8 @@ TEST(PolicyConfigDifferential, TheRouterAndTheSimulatorReadOneFileAlike) {
        true},
       {"history", R"("policy": {"name": "sglang", "prefixSource": "history"})", true},
       {"index", R"("policy": {"name": "sglang", "prefixSource": "index"})", true},
-      {"auto with a tokenizer", R"("policy": {"name": "llm-d", "prefixSource": "auto"}, "router": {"tokenizer": "/models/qwen3"})", true},
+      {"auto with a tokenizer",
+       R"("policy": {"name": "llm-d", "prefixSource": "auto"}, "router": {"tokenizer": "/models/qwen3"})", true},
       {"auto without one", R"("policy": {"name": "llm-d", "prefixSource": "auto"})", true},
       {"no name: the schema's default", R"("policy": {"weights": {"prefix": 1}})", true},
       {"a comment", R"("policy": {"$comment": "tuned for chat", "name": "round-robin"})", true},
@@ -64,7 +76,8 @@ TEST(PolicyConfigDifferential, TheRouterAndTheSimulatorReadOneFileAlike) {
       {"unknown option", R"("policy": {"name": "llm-d", "options": {"prefixWieght": 1}})", false},
       {"option out of range", R"("policy": {"name": "llm-d", "options": {"maxEndpoints": 0}})", false},
       {"option not a number", R"("policy": {"name": "llm-d", "options": {"guardRatio": "2"}})", false},
-      {"fractional threshold", R"("policy": {"name": "disagg", "disaggregation": {"minUncachedPromptTokens": 1.5}})", false},
+      {"fractional threshold", R"("policy": {"name": "disagg", "disaggregation": {"minUncachedPromptTokens": 1.5}})",
+       false},
       {"unknown disaggregation key", R"("policy": {"name": "disagg", "disaggregation": {"minTokens": 1}})", false},
       {"unknown prefix source", R"("policy": {"name": "llm-d", "prefixSource": "exact"})", false},
       {"unknown policy key", R"("policy": {"name": "llm-d", "weight": {"prefix": 1}})", false},

@@ -27,7 +27,8 @@ Expected<void, ApiError> parse(const json& body, bool chat, GenerateRequest& g, 
 TEST(RequestParse, AcceptsCompletionsAndChat) {
   GenerateRequest g;
   std::vector<TokenId> t;
-  ASSERT_TRUE(parse(json{{"model", "llama"}, {"prompt", "hello world"}, {"stream", true}, {"max_tokens", 5}}, false, g, t));
+  ASSERT_TRUE(
+      parse(json{{"model", "llama"}, {"prompt", "hello world"}, {"stream", true}, {"max_tokens", 5}}, false, g, t));
   EXPECT_TRUE(g.stream);
   EXPECT_EQ(g.max_tokens, 5);
   EXPECT_EQ(t.size(), 4u);  // hell o worl d
@@ -35,7 +36,8 @@ TEST(RequestParse, AcceptsCompletionsAndChat) {
 
 TEST(RequestParse, ARequestWithoutAModelGoesToTheBaseModelAsVllmServesIt) {
   // GIVEN requests naming no model: absent, null or empty (vLLM serves its base model to each)
-  for (const json& body : {json{{"prompt", "x"}}, json{{"model", nullptr}, {"prompt", "x"}}, json{{"model", ""}, {"prompt", "x"}}}) {
+  for (const json& body :
+       {json{{"prompt", "x"}}, json{{"model", nullptr}, {"prompt", "x"}}, json{{"model", ""}, {"prompt", "x"}}}) {
     GenerateRequest g;
     std::vector<TokenId> t;
     // WHEN the router reads one
@@ -69,7 +71,8 @@ TEST(RequestParse, RefusesWithFieldAndStatus) {
       {json{{"model", "llama"}}, true, 400, "messages"},
       {json{{"model", "llama"}, {"messages", json::array()}}, true, 400, "messages"},
       {json{{"model", "llama"}, {"messages", json::array({json{{"content", "hi"}}})}}, true, 400, "messages"},
-      {json{{"model", "llama"}, {"messages", json::array({json{{"role", "user"}, {"content", 7}}})}}, true, 400, "messages"},
+      {json{{"model", "llama"}, {"messages", json::array({json{{"role", "user"}, {"content", 7}}})}}, true, 400,
+       "messages"},
   };
   for (const Case& c : cases) {
     auto r = parse(c.body, c.chat, g, t);
@@ -190,7 +193,8 @@ TEST(RequestParse, TokensAndBlockHashesEqualTheSimWorkers) {
     GenerateRequest g;
     std::vector<TokenId> chat_ours, chat_theirs;
     std::string scratch;
-    auto r = parse_generate_request(json{{"model", "llama"}, {"messages", messages}}, true, kModels, g, chat_ours, scratch);
+    auto r =
+        parse_generate_request(json{{"model", "llama"}, {"messages", messages}}, true, kModels, g, chat_ours, scratch);
     ASSERT_TRUE(r);
     sim_worker::fake_tokenize(template_text(sim_messages), chat_theirs);
     // THEN tokens are equal, so chained block hashes (one function, kRootBlockHash) are equal too
@@ -203,14 +207,15 @@ TEST(RequestParse, TokensAndBlockHashesEqualTheSimWorkers) {
 }
 
 TEST(RequestParse, ChatContentPartsRenderLikeTheSimWorker) {
-  const json parts = json::array({json{{"type", "text"}, {"text", "first part"}},
-                                  json{{"type", "image_url"}, {"image_url", "x"}},
-                                  json{{"type", "text"}, {"text", "second"}}});
+  const json parts =
+      json::array({json{{"type", "text"}, {"text", "first part"}}, json{{"type", "image_url"}, {"image_url", "x"}},
+                   json{{"type", "text"}, {"text", "second"}}});
   GenerateRequest g;
   std::vector<TokenId> ours, theirs;
   std::string scratch;
-  ASSERT_TRUE(parse_generate_request(json{{"model", "llama"}, {"messages", json::array({json{{"role", "user"}, {"content", parts}}})}},
-                                     true, kModels, g, ours, scratch));
+  ASSERT_TRUE(parse_generate_request(
+      json{{"model", "llama"}, {"messages", json::array({json{{"role", "user"}, {"content", parts}}})}}, true, kModels,
+      g, ours, scratch));
   sim_worker::fake_tokenize(template_text({{"user", "first part\nsecond"}}), theirs);
   EXPECT_EQ(ours, theirs);
 }

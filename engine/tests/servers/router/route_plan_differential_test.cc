@@ -29,14 +29,14 @@ const std::vector<Shape> kShapes = {
     {"aggregated", {EndpointRole::aggregated, EndpointRole::aggregated, EndpointRole::aggregated}},
     {"pd", {EndpointRole::prefill, EndpointRole::prefill, EndpointRole::decode, EndpointRole::decode}},
     {"pd-4p2d",
-     {EndpointRole::prefill, EndpointRole::prefill, EndpointRole::prefill, EndpointRole::prefill,
-      EndpointRole::decode, EndpointRole::decode}},
+     {EndpointRole::prefill, EndpointRole::prefill, EndpointRole::prefill, EndpointRole::prefill, EndpointRole::decode,
+      EndpointRole::decode}},
 };
 
 struct Leg {
   std::uint64_t request_id;
-  Pick pick;           // the router's
-  std::int32_t worker;  // the simulator's
+  Pick pick;                    // the router's
+  std::int32_t worker;          // the simulator's
   std::int64_t prefill_tokens;  // the simulator's queued prefill on `worker` until the leg ends
 };
 
@@ -219,9 +219,7 @@ void run_differential(const std::string& policy, const Shape& shape, bool precis
       const EndpointRole role = shape.roles[static_cast<std::size_t>(i)];
       EXPECT_GT((served[{role, i}]), 0) << "endpoint " << i << " (" << to_string(role) << ") got no work";
     }
-    if (pd) {
-      EXPECT_GT(disaggregated, 0);
-    }
+    if (pd) { EXPECT_GT(disaggregated, 0); }
   }
 }
 

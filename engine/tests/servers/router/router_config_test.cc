@@ -81,7 +81,8 @@ TEST(RouterConfig, AdmissionBoundFromTheFileAsTheSimulatorReadsIt) {
 
 TEST(RouterConfig, MaxModelLenAndLoraAdaptersFromTheFile) {
   // GIVEN the deployment's context length and its LoRA adapters in the router section
-  json doc = json::parse(R"({"router": {"maxModelLen": 32768, "loraAdapters": ["sql-lora", "chat-lora=/adapters/chat"]}})");
+  json doc =
+      json::parse(R"({"router": {"maxModelLen": 32768, "loraAdapters": ["sql-lora", "chat-lora=/adapters/chat"]}})");
   RouterConfig c;
   // WHEN read THEN they are /tokenize's max_model_len and the adapter names requests may use, with
   // their paths where given (NAME=PATH, as vLLM's --lora-modules)
@@ -90,9 +91,10 @@ TEST(RouterConfig, MaxModelLenAndLoraAdaptersFromTheFile) {
   EXPECT_EQ(c.lora_adapters, (std::vector<std::string>{"sql-lora", "chat-lora"}));
   EXPECT_EQ(c.lora_paths, (std::vector<std::string>{"", "/adapters/chat"}));
   // AND wrong values are refused by name
-  for (const char* bad : {R"({"router": {"maxModelLen": 0}})", R"({"router": {"loraAdapters": "sql-lora"}})",
-                          R"({"router": {"loraAdapters": [""]}})", R"({"router": {"loraAdapters": ["=/a"]}})",
-                          R"({"router": {"loraAdapters": ["a="]}})", R"({"router": {"loraAdapters": ["a", "a=/p"]}})"}) {
+  for (const char* bad :
+       {R"({"router": {"maxModelLen": 0}})", R"({"router": {"loraAdapters": "sql-lora"}})",
+        R"({"router": {"loraAdapters": [""]}})", R"({"router": {"loraAdapters": ["=/a"]}})",
+        R"({"router": {"loraAdapters": ["a="]}})", R"({"router": {"loraAdapters": ["a", "a=/p"]}})"}) {
     RouterConfig d;
     auto r = apply_config_json(json::parse(bad), d);
     ASSERT_FALSE(r) << bad;
@@ -152,7 +154,8 @@ TEST(RouterConfig, RefusalsNameTheFieldAndTheFix) {
       {R"({"router": {"servedModelName": ""}})", "'router.servedModelName'"},
       {R"({"policy": {"name": "fastest"}})", "'policy.name' (\"fastest\") is not a routing policy"},
       {R"({"policy": {"weights": {"prefix": -1}}})", "'policy.weights.prefix'"},
-      {R"({"policy": {"weights": {"latency": 1}}})", "'policy.weights.latency' is not a field here; use prefix, queue, kvUsage"},
+      {R"({"policy": {"weights": {"latency": 1}}})",
+       "'policy.weights.latency' is not a field here; use prefix, queue, kvUsage"},
       {R"({"policy": {"options": {"noSuchKnob": 1}}})", "'policy.options.noSuchKnob'"},
       {R"({"policy": {"prefixSource": "guess"}})", "'policy.prefixSource' (\"guess\")"},
       {R"({"pools": [{"name": "x", "role": "mixer"}]})", "'pools[0].role' (\"mixer\") must be both"},
@@ -194,14 +197,17 @@ TEST(RouterConfig, PeerFlags) {
   ASSERT_TRUE(b) << b.error();
   EXPECT_EQ(b->peers_host, "fd00::2");
   EXPECT_EQ(b->peers_port, 8200);
-  auto d = parse_flags({"--model-name", "m", "--dns-pool", "role=decode,host=d,port=8000,kv-port=5557,replay-port=5657"});
+  auto d =
+      parse_flags({"--model-name", "m", "--dns-pool", "role=decode,host=d,port=8000,kv-port=5557,replay-port=5657"});
   ASSERT_TRUE(d) << d.error();
   EXPECT_EQ(d->dns_pools[0].kv_replay_port, 5657);
   // Refused: peers without any port, and the peer listener on the API port
-  auto no_port = parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--peers", "router-peers"});
+  auto no_port =
+      parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--peers", "router-peers"});
   ASSERT_FALSE(no_port);
   EXPECT_NE(no_port.error().find("router.peers needs a port"), std::string::npos) << no_port.error();
-  auto same = parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--port", "8000", "--peer-port", "8000"});
+  auto same = parse_flags(
+      {"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--port", "8000", "--peer-port", "8000"});
   ASSERT_FALSE(same);
   EXPECT_NE(same.error().find("is the API port"), std::string::npos) << same.error();
 }
@@ -218,8 +224,9 @@ TEST(RouterConfig, ApiKeysFileFromTheFileOrAFlag) {
   ASSERT_TRUE(f) << f.error();
   EXPECT_EQ(f->api_key_file, "/k");
   // AND a block without a file, another shape, or an unknown key is refused by name
-  for (const char* bad : {R"({"router": {"apiKeys": {}}})", R"({"router": {"apiKeys": "/k"}})",
-                          R"({"router": {"apiKeys": {"file": ""}}})", R"({"router": {"apiKeys": {"file": "/k", "key": "x"}}})"}) {
+  for (const char* bad :
+       {R"({"router": {"apiKeys": {}}})", R"({"router": {"apiKeys": "/k"}})",
+        R"({"router": {"apiKeys": {"file": ""}}})", R"({"router": {"apiKeys": {"file": "/k", "key": "x"}}})"}) {
     RouterConfig d;
     auto refused = apply_config_json(json::parse(bad), d);
     ASSERT_FALSE(refused) << bad;
@@ -233,10 +240,11 @@ TEST(RouterConfig, LoraAdapterFlagsTakeAPathAsVllmsLoraModules) {
   ASSERT_TRUE(f) << f.error();
   EXPECT_EQ(f->lora_adapters, (std::vector<std::string>{"x", "y"}));
   EXPECT_EQ(f->lora_paths, (std::vector<std::string>{"/a/x", ""}));
-  auto dup = parse_flags({"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--lora-adapter", "x",
-                          "--lora-adapter", "x=/p"});
+  auto dup = parse_flags(
+      {"--model-name", "m", "--endpoint", "role=both,url=http://h:1", "--lora-adapter", "x", "--lora-adapter", "x=/p"});
   ASSERT_FALSE(dup);
-  EXPECT_NE(dup.error().find("'--lora-adapter' (\"x=/p\") names the adapter x again"), std::string::npos) << dup.error();
+  EXPECT_NE(dup.error().find("'--lora-adapter' (\"x=/p\") names the adapter x again"), std::string::npos)
+      << dup.error();
 }
 
 TEST(RouterConfig, FlagsOverrideTheFile) {
@@ -245,8 +253,8 @@ TEST(RouterConfig, FlagsOverrideTheFile) {
     std::ofstream out(path);
     out << construct_config().dump();
   }
-  auto c = parse_flags({"--config", path, "--port", "0", "--policy", "disagg", "--model-name", "other",
-                        "--endpoint", "role=decode,url=http://127.0.0.1:9000,kv=tcp://127.0.0.1:9001,replay=tcp://127.0.0.1:9002",
+  auto c = parse_flags({"--config", path, "--port", "0", "--policy", "disagg", "--model-name", "other", "--endpoint",
+                        "role=decode,url=http://127.0.0.1:9000,kv=tcp://127.0.0.1:9001,replay=tcp://127.0.0.1:9002",
                         "--policy-option", "guardSlack=4", "--session-header", "x-session-id"});
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(c->port, 0);
@@ -256,7 +264,7 @@ TEST(RouterConfig, FlagsOverrideTheFile) {
   EXPECT_EQ(c->endpoints[0].kv_replay, "tcp://127.0.0.1:9002");
   EXPECT_EQ(c->options.guard_slack, 4);
   EXPECT_FALSE(c->max_endpoints_given);  // the router may size the prefix history itself
-  EXPECT_EQ(c->dns_pools.size(), 2u);  // the file's pools stay
+  EXPECT_EQ(c->dns_pools.size(), 2u);    // the file's pools stay
   EXPECT_EQ(c->session_header, "x-session-id");
   std::remove(path.c_str());
 }
@@ -278,13 +286,16 @@ TEST(RouterConfig, PrefixSourceAutoIsDecidedByTheTokenizer) {
   RouterConfig bad;
   auto refused = apply_config_json(doc, bad);
   ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().find("'router.logDecisions' (\"yes\") must be true or false"), std::string::npos) << refused.error();
+  EXPECT_NE(refused.error().find("'router.logDecisions' (\"yes\") must be true or false"), std::string::npos)
+      << refused.error();
   // The flags: an explicit source clears auto, and auto clears an explicit one.
-  auto flags = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1", "--prefix-source", "auto", "--log-decisions", "on"});
+  auto flags = parse_flags(
+      {"--model-name", "m", "--endpoint", "url=http://h:1", "--prefix-source", "auto", "--log-decisions", "on"});
   ASSERT_TRUE(flags) << flags.error();
   EXPECT_TRUE(flags->prefix_auto);
   EXPECT_TRUE(flags->log_decisions);
-  auto index = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1", "--prefix-source", "auto", "--prefix-source", "index"});
+  auto index = parse_flags(
+      {"--model-name", "m", "--endpoint", "url=http://h:1", "--prefix-source", "auto", "--prefix-source", "index"});
   ASSERT_TRUE(index) << index.error();
   EXPECT_FALSE(index->prefix_auto);
   EXPECT_EQ(index->precise_prefix, std::optional<bool>(true));
@@ -324,7 +335,8 @@ TEST(RouterConfig, ClientConnectionLimitsAndTimeoutsAreFlags) {
   for (const char* flag : {"--max-connections", "--keepalive-timeout-ms", "--header-timeout-ms", "--body-timeout-ms"}) {
     auto zero = parse_flags({"--model-name", "m", "--endpoint", "url=http://h:1", flag, "0"});
     ASSERT_FALSE(zero) << flag;
-    EXPECT_NE(zero.error().find(std::string("'") + flag + "' (0) must be a whole number"), std::string::npos) << zero.error();
+    EXPECT_NE(zero.error().find(std::string("'") + flag + "' (0) must be a whole number"), std::string::npos)
+        << zero.error();
   }
 }
 
@@ -358,7 +370,8 @@ TEST(RouterConfig, FlagErrors) {
       {{"--model-name", "m", "--endpoint", "url=http://h:1", "--port"}, "'--port' needs a value"},
       {{"--model-name", "m", "--dns-pool", "role=decode,host=svc"}, "needs host=NAME and port=P"},
       {{"--config", "/nonexistent/x.json", "--model-name", "m"}, "cannot be read"},
-      {{"--model-name", "m", "--endpoint", "url=http://h:1", "--pin-threads", "yes"}, "'--pin-threads' (yes) must be on or off"},
+      {{"--model-name", "m", "--endpoint", "url=http://h:1", "--pin-threads", "yes"},
+       "'--pin-threads' (yes) must be on or off"},
   };
   for (const auto& [args, expect] : cases) {
     auto c = parse_flags(args);
@@ -398,11 +411,15 @@ TEST(RouterConfig, DnsPortListRefusals) {
   std::vector<std::uint16_t> too_many(65);
   for (std::size_t i = 0; i < too_many.size(); ++i) too_many[i] = static_cast<std::uint16_t>(9000 + i);
   const std::vector<Case> cases = {
-      {{{"port", 8000}, {"ports", {8000, 8001}}}, nullptr, "'pools[1].discovery.port' and 'pools[1].discovery.ports' are both set"},
+      {{{"port", 8000}, {"ports", {8000, 8001}}},
+       nullptr,
+       "'pools[1].discovery.port' and 'pools[1].discovery.ports' are both set"},
       {{{"ports", json::array()}}, nullptr, "'pools[1].discovery.ports' ([]) must be a list of 1 to 64 port numbers"},
       {{{"ports", too_many}}, nullptr, "must be a list of 1 to 64 port numbers"},
       {{{"ports", 8000}}, nullptr, "'pools[1].discovery.ports' (8000) must be a list"},
-      {{{"ports", {8000, 8001, 8000}}}, nullptr, "'pools[1].discovery.ports[2]' (8000) repeats 'pools[1].discovery.ports[0]'"},
+      {{{"ports", {8000, 8001, 8000}}},
+       nullptr,
+       "'pools[1].discovery.ports[2]' (8000) repeats 'pools[1].discovery.ports[0]'"},
       {{{"ports", {8000, 0}}}, nullptr, "'pools[1].discovery.ports[1]' (0) must be a whole number in [1, 65535]"},
       {{{"ports", {70000}}}, nullptr, "'pools[1].discovery.ports[0]' (70000)"},
       {{{"ports", {"8000"}}}, nullptr, "'pools[1].discovery.ports[0]' (\"8000\")"},

@@ -20,8 +20,8 @@ namespace disagg::router {
 namespace {
 
 TEST(RetryPolicy, OnlyBeforeTheFirstByteAndWithinBounds) {
-  for (AttemptResult r : {AttemptResult::connect_failed, AttemptResult::failed_before_response,
-                          AttemptResult::status_5xx}) {
+  for (AttemptResult r :
+       {AttemptResult::connect_failed, AttemptResult::failed_before_response, AttemptResult::status_5xx}) {
     EXPECT_TRUE(should_retry(r, 0, 2, false));
     EXPECT_TRUE(should_retry(r, 1, 2, false));
     EXPECT_FALSE(should_retry(r, 2, 2, false));  // out of retries
@@ -121,8 +121,7 @@ TEST(Admission, ManyThreadsNeverExceedTheLimitAndEveryWaiterIsServed) {
     }
     const int now = ++holding;
     int seen = most.load();
-    while (now > seen && !most.compare_exchange_weak(seen, now)) {
-    }
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {}
     http::net::steady_timer t(ioc, std::chrono::microseconds(50 * (i % 7)));
     co_await t.async_wait(http::net::use_awaitable);
     --holding;
@@ -187,7 +186,8 @@ TEST(SpinThenBlockMutex, AWaiterSleepsPastItsSpinAndIsWokenByTheUnlock) {
     got = true;
   });
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (mu.sleeps() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (mu.sleeps() == 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   // THEN the waiter went to sleep, and did not take the held lock
   EXPECT_GE(mu.sleeps(), 1U);
   EXPECT_FALSE(got.load());
@@ -255,7 +255,8 @@ TEST(RouterMetrics, ParsesVllmPrefixCacheCounters) {
   EXPECT_FALSE(l.found);  // no load gauges: the endpoint's load is not overwritten
   EXPECT_EQ(l.prefix_queries, 1024);
   EXPECT_EQ(l.prefix_hits, 640);
-  const ScrapedLoad old = parse_vllm_load("vllm:gpu_prefix_cache_hits_total 5\nvllm:gpu_prefix_cache_queries_total 9\n");
+  const ScrapedLoad old =
+      parse_vllm_load("vllm:gpu_prefix_cache_hits_total 5\nvllm:gpu_prefix_cache_queries_total 9\n");
   EXPECT_EQ(old.prefix_hits, 5);
   EXPECT_EQ(old.prefix_queries, 9);
 }
@@ -264,7 +265,8 @@ TEST(RouterMetrics, ParsesVllmPrefixCacheCounters) {
 // divides by); a label whose name only ends in the key does not count.
 TEST(RouterMetrics, ParsesVllmCacheConfigInfo) {
   const ScrapedLoad l = parse_vllm_load(
-      "vllm:cache_config_info{block_size=\"64\",cache_dtype=\"auto\",cpu_num_gpu_blocks=\"7\",num_gpu_blocks=\"28672\"} 1.0\n"
+      "vllm:cache_config_info{block_size=\"64\",cache_dtype=\"auto\",cpu_num_gpu_blocks=\"7\",num_gpu_blocks=\"28672\"}"
+      " 1.0\n"
       "vllm:kv_cache_usage_perc{engine=\"0\"} 0.25\n");
   EXPECT_EQ(l.num_gpu_blocks, 28672);
   EXPECT_EQ(l.gpu_block_size, 64);
@@ -278,12 +280,12 @@ TEST(RouterMetrics, PageHasEveryFamily) {
   m.error(ErrorCause::queue_full);
   std::string out;
   m.write(out);
-  for (const char* name : {"disagg_router_requests_total{route=\"chat\",outcome=\"ok\"} 0",
-                           "disagg_router_errors_total{cause=\"queue_full\"} 1",
-                           "disagg_router_decision_seconds_bucket{le=\"5e-06\"} 1",
-                           "disagg_router_decision_seconds_count 1", "disagg_router_ttft_seconds_count 0",
-                           "disagg_router_tpot_seconds_count 0", "disagg_router_overhead_seconds_count 0",
-                           "disagg_router_prefix_hit_blocks_total 0", "disagg_router_kv_events_gaps_total 0"}) {
+  for (const char* name :
+       {"disagg_router_requests_total{route=\"chat\",outcome=\"ok\"} 0",
+        "disagg_router_errors_total{cause=\"queue_full\"} 1", "disagg_router_decision_seconds_bucket{le=\"5e-06\"} 1",
+        "disagg_router_decision_seconds_count 1", "disagg_router_ttft_seconds_count 0",
+        "disagg_router_tpot_seconds_count 0", "disagg_router_overhead_seconds_count 0",
+        "disagg_router_prefix_hit_blocks_total 0", "disagg_router_kv_events_gaps_total 0"}) {
     EXPECT_NE(out.find(name), std::string::npos) << name;
   }
 }

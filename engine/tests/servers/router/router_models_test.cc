@@ -41,7 +41,8 @@ TEST(RouterModels, ListsTheServedModelThenEachLoraAdapterAsVllmDoes) {
   EXPECT_TRUE(data[2]["root"].is_null());
   EXPECT_EQ(data[2]["parent"], "m");
   // AND a request may name an adapter (its name, not NAME=PATH)
-  const Reply ok = call(router.port(), "POST", "/v1/completions", "", R"({"model":"sql-lora","prompt":"hi","max_tokens":1})");
+  const Reply ok =
+      call(router.port(), "POST", "/v1/completions", "", R"({"model":"sql-lora","prompt":"hi","max_tokens":1})");
   EXPECT_EQ(ok.status, 200) << ok.body;
   const Reply unknown =
       call(router.port(), "POST", "/v1/completions", "", R"({"model":"sql-lora=/adapters/sql","prompt":"hi"})");

@@ -40,7 +40,8 @@ TEST(AutoscalingConfig, ReadsTheContractsBlock) {
       "slo": {"ttftSeconds": 1.5, "tpotSeconds": 0.05},
       "prefill": {"tokensPerSecond": 12000, "fixedSeconds": 0},
       "decode": {"stepSecondsBase": 0.01, "stepSecondsPerSequence": 0.0003, "maxSequences": 128},
-      "minReplicas": 1}})"), c);
+      "minReplicas": 1}})"),
+                             c);
   ASSERT_TRUE(r) << r.error();
   EXPECT_TRUE(c.autoscaling.configured);
   EXPECT_DOUBLE_EQ(c.autoscaling.ttft_slo_seconds, 1.5);
@@ -65,8 +66,10 @@ TEST(AutoscalingConfig, RefusalsNameTheFieldTheValueAndTheFix) {
       {R"({"autoscaling": {"prefill": {"tokensPerSecond": -5}}})", {"'autoscaling.prefill.tokensPerSecond'", "(-5)"}},
       {R"({"autoscaling": {"prefill": {"fixedSeconds": -0.1}}})", {"'autoscaling.prefill.fixedSeconds'", ">= 0"}},
       {R"({"autoscaling": {"decode": {"stepSecondsBase": -1}}})", {"'autoscaling.decode.stepSecondsBase'", ">= 0"}},
-      {R"({"autoscaling": {"decode": {"stepSecondsPerSequence": -1}}})", {"'autoscaling.decode.stepSecondsPerSequence'", ">= 0"}},
-      {R"({"autoscaling": {"decode": {"maxSequences": -2}}})", {"'autoscaling.decode.maxSequences'", "(-2)", ">= 0", "e.g. 256"}},
+      {R"({"autoscaling": {"decode": {"stepSecondsPerSequence": -1}}})",
+       {"'autoscaling.decode.stepSecondsPerSequence'", ">= 0"}},
+      {R"({"autoscaling": {"decode": {"maxSequences": -2}}})",
+       {"'autoscaling.decode.maxSequences'", "(-2)", ">= 0", "e.g. 256"}},
       {R"({"autoscaling": {"slo": {"ttft": 2}}})", {"'autoscaling.slo.ttft'", "use ttftSeconds, tpotSeconds"}},
       {R"({"autoscaling": {"decode": {"slots": 2}}})", {"'autoscaling.decode.slots'", "maxSequences"}},
   };
@@ -113,7 +116,7 @@ TEST(ScalingSignals, DecodePressureIsTheWorseOfTpotAndKv) {
   const auto c = contract_example();
   PoolObservation o;
   o.ready_endpoints = 2;
-  o.running_sequences = 198;  // 99 per endpoint: 0.012 + 0.0002 x 100 = 0.032 s
+  o.running_sequences = 198;   // 99 per endpoint: 0.012 + 0.0002 x 100 = 0.032 s
   o.kv_utilization_sum = 0.9;  // mean 0.45
   PoolSignals s = decode_pool_signals(o, c);
   EXPECT_NEAR(s.predicted_tpot_seconds, 0.032, 1e-12);
@@ -180,10 +183,10 @@ TEST(ScalingSignals, MeanPromptIsTakenBetweenReads) {
   MeanPromptTracker t;
   const auto mean = [&t](double tokens, double requests) { return t.update(tokens, requests, 0).mean_prompt_tokens; };
   EXPECT_DOUBLE_EQ(mean(0, 0), 0);
-  EXPECT_DOUBLE_EQ(mean(1000, 10), 100);      // everything so far
-  EXPECT_DOUBLE_EQ(mean(1000, 10), 100);      // nothing new: the last mean
-  EXPECT_DOUBLE_EQ(mean(21000, 20), 2000);    // only the ten new ones
-  EXPECT_DOUBLE_EQ(mean(500, 5), 2000);       // an endpoint left: start over, keep the mean
+  EXPECT_DOUBLE_EQ(mean(1000, 10), 100);    // everything so far
+  EXPECT_DOUBLE_EQ(mean(1000, 10), 100);    // nothing new: the last mean
+  EXPECT_DOUBLE_EQ(mean(21000, 20), 2000);  // only the ten new ones
+  EXPECT_DOUBLE_EQ(mean(500, 5), 2000);     // an endpoint left: start over, keep the mean
   EXPECT_DOUBLE_EQ(mean(800, 8), 100);
 }
 
@@ -204,7 +207,8 @@ TEST(ScalingSignals, PromptSpreadIsTakenBetweenReadsAndSetsWhatAPoolSustains) {
   const auto c = contract_example();
   PoolObservation o;
   o.ready_endpoints = 1;
-  const PoolSignals spread = prefill_pool_signals(o, 2000, 16000, c, 1), steady = prefill_pool_signals(o, 2000, 16000, c, 0);
+  const PoolSignals spread = prefill_pool_signals(o, 2000, 16000, c, 1),
+                    steady = prefill_pool_signals(o, 2000, 16000, c, 0);
   EXPECT_GT(steady.sustainable_utilization, spread.sustainable_utilization);
   EXPECT_LT(steady.pressure, spread.pressure);
   o.ready_endpoints = 2;
@@ -220,7 +224,8 @@ TEST(ScalingSignals, PromptRateIsSmoothedOverAboutAMinuteWhateverTheReadInterval
     // THEN after ten minutes the rate is the arrival rate
     EXPECT_NEAR(rate, 1000, 1) << every;
     // AND a minute after the arrivals stop it has fallen by about e (the time constant)
-    for (double now = 600 + every; now <= 660 + 1e-9; now += every) rate = t.update(600'000, 600, now).prompt_tokens_per_second;
+    for (double now = 600 + every; now <= 660 + 1e-9; now += every)
+      rate = t.update(600'000, 600, now).prompt_tokens_per_second;
     EXPECT_NEAR(rate, 1000 / std::exp(1.0), 5) << every;
   }
 }
@@ -361,7 +366,8 @@ TEST(EndpointDraining, A503StopsRoutingWithoutAStrikeAndALaterPassingCheckClears
 // ---- drain-wait -----------------------------------------------------------------------------------
 
 TEST(DrainWait, ParsesFlagsAndRefusesBadOnes) {
-  const char* good[] = {"drain-wait", "--metrics-url", "http://127.0.0.1:8001/metrics", "--timeout-s", "90", "--quiet-s", "1.5"};
+  const char* good[] = {
+      "drain-wait", "--metrics-url", "http://127.0.0.1:8001/metrics", "--timeout-s", "90", "--quiet-s", "1.5"};
   bool help = false;
   auto o = parse_drain_wait_args(7, const_cast<char**>(good), &help);
   ASSERT_TRUE(o) << o.error();
@@ -405,7 +411,7 @@ TEST(DrainWait, HeldKvCountsBlocksInUseWithNoRequestAsBusy) {
   bool only = true;
   EXPECT_DOUBLE_EQ(*busy_requests(held, false, &only), 0);  // without --held-kv: idle
   EXPECT_FALSE(only);
-  EXPECT_DOUBLE_EQ(*busy_requests(held, true, &only), 1);   // with it: busy, and says why
+  EXPECT_DOUBLE_EQ(*busy_requests(held, true, &only), 1);  // with it: busy, and says why
   EXPECT_TRUE(only);
   // the blocks read and freed (cached blocks count as free): idle
   const std::string freed =
@@ -420,7 +426,8 @@ TEST(DrainWait, HeldKvCountsBlocksInUseWithNoRequestAsBusy) {
   EXPECT_DOUBLE_EQ(*busy_requests(running, true, &only), 3);
   EXPECT_FALSE(only);
   // the flag parses, takes no value, and the wait ends only once the blocks are free
-  const char* argv[] = {"drain-wait", "--held-kv", "--metrics-url", "http://127.0.0.1:8000/metrics", "--timeout-s", "30"};
+  const char* argv[] = {"drain-wait",  "--held-kv", "--metrics-url", "http://127.0.0.1:8000/metrics",
+                        "--timeout-s", "30"};
   bool help = false;
   auto o = parse_drain_wait_args(6, const_cast<char**>(argv), &help);
   ASSERT_TRUE(o) << o.error();
@@ -429,11 +436,15 @@ TEST(DrainWait, HeldKvCountsBlocksInUseWithNoRequestAsBusy) {
   o->poll_s = 0.01;
   int reads = 0;
   std::vector<std::string> said;
-  EXPECT_EQ(drain_wait(*o, [&] {
-    DrainReading r;
-    r.busy = busy_requests(reads++ < 3 ? held : freed, true, &r.held_kv_only);
-    return r;
-  }, [&](const std::string& line) { said.push_back(line); }), DrainWaitEnd::quiet);
+  EXPECT_EQ(drain_wait(
+                *o,
+                [&] {
+                  DrainReading r;
+                  r.busy = busy_requests(reads++ < 3 ? held : freed, true, &r.held_kv_only);
+                  return r;
+                },
+                [&](const std::string& line) { said.push_back(line); }),
+            DrainWaitEnd::quiet);
   EXPECT_GT(reads, 3);
   ASSERT_FALSE(said.empty());
   EXPECT_NE(said.front().find("KV blocks held for a transfer"), std::string::npos);
@@ -448,15 +459,32 @@ TEST(DrainWait, EndsWhenQuietWhenGoneOrAtTheTimeout) {
   const auto say = [&](const std::string& line) { said.push_back(line); };
   // Busy three times, then idle: quiet (not before it read 0).
   int reads = 0;
-  EXPECT_EQ(drain_wait(o, [&] { return DrainReading{reads++ < 3 ? 2.0 : 0.0, false}; }, say), DrainWaitEnd::quiet);
+  EXPECT_EQ(drain_wait(
+                o,
+                [&] {
+                  return DrainReading{reads++ < 3 ? 2.0 : 0.0, false};
+                },
+                say),
+            DrainWaitEnd::quiet);
   EXPECT_GT(reads, 3);
   // An unreadable page counts busy; a worker that stopped listening ends the wait.
   reads = 0;
-  EXPECT_EQ(drain_wait(o, [&] { return reads++ < 2 ? DrainReading{std::nullopt, false} : DrainReading{std::nullopt, true}; }, say),
+  EXPECT_EQ(drain_wait(
+                o,
+                [&] {
+                  return reads++ < 2 ? DrainReading{std::nullopt, false} : DrainReading{std::nullopt, true};
+                },
+                say),
             DrainWaitEnd::gone);
   // Always busy: the timeout.
   o.timeout_s = 0.05;
-  EXPECT_EQ(drain_wait(o, [] { return DrainReading{1.0, false}; }, say), DrainWaitEnd::timed_out);
+  EXPECT_EQ(drain_wait(
+                o,
+                [] {
+                  return DrainReading{1.0, false};
+                },
+                say),
+            DrainWaitEnd::timed_out);
   ASSERT_FALSE(said.empty());
   EXPECT_NE(said.back().find("timed out"), std::string::npos);
 }

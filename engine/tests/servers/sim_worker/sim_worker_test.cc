@@ -86,14 +86,17 @@ TEST(FakeTokenizer, MatchesTheRuleOnRandomText) {
     std::vector<TokenId> want = {7};
     std::size_t i = 0;
     while (i < text.size()) {
-      const auto space = [&](std::size_t k) { return std::string_view(" \t\n\r\f\v").find(text[k]) != std::string_view::npos; };
+      const auto space = [&](std::size_t k) {
+        return std::string_view(" \t\n\r\f\v").find(text[k]) != std::string_view::npos;
+      };
       if (space(i)) {
         ++i;
         continue;
       }
       std::size_t j = i;
       while (j < text.size() && !space(j)) ++j;
-      for (std::size_t k = i; k < j; k += 4) want.push_back(fake_token_id(std::string_view(text).substr(k, std::min<std::size_t>(4, j - k))));
+      for (std::size_t k = i; k < j; k += 4)
+        want.push_back(fake_token_id(std::string_view(text).substr(k, std::min<std::size_t>(4, j - k))));
       i = j;
     }
     ASSERT_EQ(got, want) << "round " << round;
@@ -256,7 +259,8 @@ std::uint16_t free_port() {
 template <class Model>
 auto create_on_free_kv_ports(SimWorkerConfig& c, const Model& model) {
   auto w = SimWorker::create(c, model);
-  for (int attempt = 0; attempt < 5 && !w.has_value() && w.error().find("Address already in use") != std::string::npos; ++attempt) {
+  for (int attempt = 0; attempt < 5 && !w.has_value() && w.error().find("Address already in use") != std::string::npos;
+       ++attempt) {
     c.kv_events_port = free_port();
     c.kv_events_replay_port = free_port();
     w = SimWorker::create(c, model);
@@ -369,8 +373,7 @@ TEST_F(SimWorkerKvEvents, SubscriberSeesStoredBlocksOfThePromptAndReplayWorks) {
   // WHEN a 9-word prompt (9 tokens: 2 full blocks + 1) is completed with 3 tokens
   const std::string prompt = "ab cd ef gh ij kl mn op qr";
   unsigned status = 0;
-  const auto res = post(port, "/v1/completions",
-                        {{"model", "m"}, {"prompt", prompt}, {"max_tokens", 3}}, &status);
+  const auto res = post(port, "/v1/completions", {{"model", "m"}, {"prompt", prompt}, {"max_tokens", 3}}, &status);
   ASSERT_EQ(status, 200u) << res.dump();
   EXPECT_EQ(res["usage"]["prompt_tokens"], 9);
   EXPECT_EQ(res["usage"]["completion_tokens"], 3);
@@ -473,8 +476,9 @@ TEST_F(SimWorkerKvEvents, ImitatesVllm026MapEventsLoraAndSaltExtraKeysAndReplayW
   // WHEN the LoRA adapter completes a salted 9-token prompt
   const std::string prompt = "ab cd ef gh ij kl mn op qr";
   unsigned status = 0;
-  const auto res = post(port, "/v1/completions",
-                        {{"model", "sql-lora"}, {"prompt", prompt}, {"max_tokens", 3}, {"cache_salt", "tenant-a"}}, &status);
+  const auto res =
+      post(port, "/v1/completions",
+           {{"model", "sql-lora"}, {"prompt", prompt}, {"max_tokens", 3}, {"cache_salt", "tenant-a"}}, &status);
   ASSERT_EQ(status, 200u) << res.dump();
 
   // THEN its BlockStored maps carry lora_name, lora_id and extra_keys as vLLM's: (lora, salt) for
@@ -489,13 +493,12 @@ TEST_F(SimWorkerKvEvents, ImitatesVllm026MapEventsLoraAndSaltExtraKeysAndReplayW
   const auto extra = first.at("extra_keys").as<std::vector<msgpack::object>>();
   ASSERT_GE(extra.size(), 1u);
   EXPECT_EQ(extra[0].as<std::vector<std::string>>(), (std::vector<std::string>{"sql-lora", "tenant-a"}));
-  if (extra.size() > 1) {
-    EXPECT_EQ(extra[1].as<std::vector<std::string>>(), (std::vector<std::string>{"sql-lora"}));
-  }
+  if (extra.size() > 1) { EXPECT_EQ(extra[1].as<std::vector<std::string>>(), (std::vector<std::string>{"sql-lora"})); }
   std::vector<TokenId> tokens;
   fake_tokenize(prompt, tokens);
   BlockHash expected[2];
-  ASSERT_EQ(hash_blocks(tokens, 4, chain_root(extra_key_digest("sql-lora"), extra_key_digest("tenant-a")), expected), 2u);
+  ASSERT_EQ(hash_blocks(tokens, 4, chain_root(extra_key_digest("sql-lora"), extra_key_digest("tenant-a")), expected),
+            2u);
   EXPECT_EQ(first.at("block_hashes").via.array.ptr[0].as<std::uint64_t>(), expected[0]);
   // AND an invalid cache_salt is refused as vLLM refuses it
   status = 0;
@@ -580,8 +583,10 @@ struct RawClient {
     socket.connect(http::tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
   }
   void post(const std::string& path, const std::string& body) {
-    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    const std::string req = "POST " + path +
+                            " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body;
     net::write(socket, net::buffer(req));
   }
   // Reads until `needle` was received (or the peer closed); returns what was read.
@@ -628,8 +633,8 @@ TEST_P(SimWorkerAbort, ClientThatLeavesFreesTheSequenceAndTheWorkerServesOn) {
   // WHEN a client asks for 4000 tokens and hangs up once it is running (streaming: after the
   // first tokens arrived)
   RawClient client(port);
-  const nlohmann::json body = {{"model", "m"}, {"prompt", "tell me a very long story about the sea"},
-                               {"max_tokens", 4000}, {"stream", stream}};
+  const nlohmann::json body = {
+      {"model", "m"}, {"prompt", "tell me a very long story about the sea"}, {"max_tokens", 4000}, {"stream", stream}};
   client.post("/v1/completions", body.dump());
   if (stream) {
     const std::string head = client.read_until("data: ");
@@ -659,7 +664,8 @@ TEST_P(SimWorkerAbort, ClientThatLeavesFreesTheSequenceAndTheWorkerServesOn) {
 
   // AND the worker still serves a new request
   unsigned status = 0;
-  const auto res = post(port, "/v1/completions", {{"model", "m"}, {"prompt", "and now a short one"}, {"max_tokens", 3}}, &status);
+  const auto res =
+      post(port, "/v1/completions", {{"model", "m"}, {"prompt", "and now a short one"}, {"max_tokens", 3}}, &status);
   EXPECT_EQ(status, 200u) << res.dump();
   EXPECT_EQ(res["usage"]["completion_tokens"], 3);
   const auto last = scrape(port);
@@ -727,7 +733,8 @@ TEST(SimWorkerHttp, ChatPartsOfOtherShapesAreSkippedNotA500) {
   const nlohmann::json parts = nlohmann::json::array(
       {{{"type", 7}, {"text", "x"}}, {{"type", "text"}}, {{"type", "text"}, {"text", "hello there"}}});
   const auto res = post(w.port, "/v1/chat/completions",
-                        {{"model", "m"}, {"max_tokens", 1},
+                        {{"model", "m"},
+                         {"max_tokens", 1},
                          {"messages", nlohmann::json::array({{{"role", "user"}, {"content", parts}}})}},
                         &status);
   // THEN the text part alone is the content, as the router renders it
@@ -741,9 +748,12 @@ TEST(SimWorkerHttp, ChatPartsOfOtherShapesAreSkippedNotA500) {
 }
 
 TEST(SimWorkerConfig, ConnectionLimitAndTimeoutsAreFlags) {
-  std::vector<std::string> args = {"sim-worker", "--config", "x.json", "--max-connections", "50",
-                                   "--keepalive-timeout-ms", "700", "--header-timeout-ms", "800",
-                                   "--body-timeout-ms", "900"};
+  std::vector<std::string> args = {"sim-worker", "--config",
+                                   "x.json",     "--max-connections",
+                                   "50",         "--keepalive-timeout-ms",
+                                   "700",        "--header-timeout-ms",
+                                   "800",        "--body-timeout-ms",
+                                   "900"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   bool help = false;

@@ -176,8 +176,8 @@ std::optional<double> parse_py_float(std::string_view text) {
     while (i < lower.size()) {
       if (lower[i] >= '0' && lower[i] <= '9') {
         clean.push_back(lower[i++]);
-      } else if (lower[i] == '_' && i > start && i + 1 < lower.size() && lower[i - 1] != '_' &&
-                 lower[i + 1] >= '0' && lower[i + 1] <= '9') {
+      } else if (lower[i] == '_' && i > start && i + 1 < lower.size() && lower[i - 1] != '_' && lower[i + 1] >= '0' &&
+                 lower[i + 1] <= '9') {
         ++i;
       } else {
         break;
@@ -219,7 +219,9 @@ std::optional<double> parse_py_float(std::string_view text) {
 
 namespace {
 
-[[noreturn]] void big_int() { unsupported("an integer beyond 64 bits (Python would use a big int)"); }
+[[noreturn]] void big_int() {
+  unsupported("an integer beyond 64 bits (Python would use a big int)");
+}
 int64_t add_i(int64_t a, int64_t b) {
   int64_t r = 0;
   if (__builtin_add_overflow(a, b, &r)) big_int();
@@ -270,7 +272,8 @@ int64_t mul_i(int64_t a, int64_t b) {
 }
 
 void check_size(std::size_t bytes, std::size_t limit) {
-  if (bytes > limit) raise("LimitError", "a string or list grew past the render limit of " + std::to_string(limit) + " bytes");
+  if (bytes > limit)
+    raise("LimitError", "a string or list grew past the render limit of " + std::to_string(limit) + " bytes");
 }
 
 std::string html_escape(std::string_view s) {
@@ -319,16 +322,19 @@ std::string percent_format(const std::string& fmt, const Value& rhs) {
     if (++i >= fmt.size()) raise("ValueError", "incomplete format");
     if (fmt[i] == '(') unsupported("%(name)-formatting");
     std::string flags;
-    while (i < fmt.size() && std::string_view("-+ #0").find(fmt[i]) != std::string_view::npos) flags.push_back(fmt[i++]);
+    while (i < fmt.size() && std::string_view("-+ #0").find(fmt[i]) != std::string_view::npos)
+      flags.push_back(fmt[i++]);
     int64_t width = 0;
     if (i < fmt.size() && fmt[i] == '*') unsupported("a '*' width in %-formatting");
-    while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') width = std::min<int64_t>(width * 10 + (fmt[i++] - '0'), 1 << 20);
+    while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9')
+      width = std::min<int64_t>(width * 10 + (fmt[i++] - '0'), 1 << 20);
     int64_t precision = -1;
     if (i < fmt.size() && fmt[i] == '.') {
       ++i;
       if (i < fmt.size() && fmt[i] == '*') unsupported("a '*' precision in %-formatting");
       precision = 0;
-      while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') precision = std::min<int64_t>(precision * 10 + (fmt[i++] - '0'), 1 << 20);
+      while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9')
+        precision = std::min<int64_t>(precision * 10 + (fmt[i++] - '0'), 1 << 20);
     }
     while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
     if (i >= fmt.size()) raise("ValueError", "incomplete format");
@@ -392,7 +398,8 @@ std::string percent_format(const std::string& fmt, const Value& rhs) {
         if (t < -9.2e18 || t > 9.2e18) unsupported("an integer beyond 64 bits");
         v = static_cast<long long>(t);
       } else {
-        type_error(std::string("%") + c + " format: " + (c == 'd' || c == 'i' || c == 'u' ? "a real number" : "an integer") +
+        type_error(std::string("%") + c +
+                   " format: " + (c == 'd' || c == 'i' || c == 'u' ? "a real number" : "an integer") +
                    " is required, not " + type_name(a));
       }
       const char conv = c == 'i' || c == 'u' ? 'd' : c;
@@ -402,7 +409,8 @@ std::string percent_format(const std::string& fmt, const Value& rhs) {
       } else {
         // Python prints negative hex/octal with a sign; C would print two's complement.
         const bool neg = v < 0;
-        const unsigned long long mag = neg ? 0ULL - static_cast<unsigned long long>(v) : static_cast<unsigned long long>(v);
+        const unsigned long long mag =
+            neg ? 0ULL - static_cast<unsigned long long>(v) : static_cast<unsigned long long>(v);
         std::string digits_spec = "%";
         if (flags.find('#') != std::string::npos) digits_spec += "#";
         if (precision >= 0) {
@@ -416,7 +424,10 @@ std::string percent_format(const std::string& fmt, const Value& rhs) {
           // Python's alternate octal prefix is 0o, C's a lone 0.
           body = "0o" + (body.size() > 1 ? body.substr(1) : std::string("0"));
         }
-        const std::string sign = neg ? "-" : flags.find('+') != std::string::npos ? "+" : flags.find(' ') != std::string::npos ? " " : "";
+        const std::string sign = neg                                    ? "-"
+                                 : flags.find('+') != std::string::npos ? "+"
+                                 : flags.find(' ') != std::string::npos ? " "
+                                                                        : "";
         const auto len = static_cast<int64_t>(sign.size() + body.size());
         if (width > len && !left && flags.find('0') != std::string::npos) {
           const std::size_t prefix = (flags.find('#') != std::string::npos) ? 2 : 0;
@@ -451,38 +462,35 @@ Value binop(BinOp op, const Value& a, const Value& b, std::size_t limit) {
   const bool nums = a.is_number() && b.is_number();
   switch (op) {
     case BinOp::kAdd: {
-      if (ints) {
-        return Value::integer(add_i(a.as_int(), b.as_int()));
-      }
+      if (ints) { return Value::integer(add_i(a.as_int(), b.as_int())); }
       if (nums) return Value::number(a.as_double() + b.as_double());
       if (a.t == VT::kStr && b.t == VT::kStr) {
         check_size(a.text().size() + b.text().size(), limit);
         if (a.markup || b.markup) {
-          return Value::str((a.markup ? a.text() : html_escape(a.text())) + (b.markup ? b.text() : html_escape(b.text())), true);
+          return Value::str(
+              (a.markup ? a.text() : html_escape(a.text())) + (b.markup ? b.text() : html_escape(b.text())), true);
         }
         return Value::str(a.text() + b.text());
       }
-      if (a.t == VT::kList && b.t == VT::kList && as_list(a).kind == as_list(b).kind && as_list(a).kind != SeqKind::kRange) {
+      if (a.t == VT::kList && b.t == VT::kList && as_list(a).kind == as_list(b).kind &&
+          as_list(a).kind != SeqKind::kRange) {
         std::vector<Value> items = as_list(a).items;
         check_size((items.size() + as_list(b).items.size()) * sizeof(Value), limit);
         items.insert(items.end(), as_list(b).items.begin(), as_list(b).items.end());
         return make_list(std::move(items), as_list(a).kind);
       }
       if (a.t == VT::kStr) type_error("can only concatenate str (not \"" + type_name(b) + "\") to str");
-      if (a.t == VT::kList && as_list(a).kind == SeqKind::kList) type_error("can only concatenate list (not \"" + type_name(b) + "\") to list");
+      if (a.t == VT::kList && as_list(a).kind == SeqKind::kList)
+        type_error("can only concatenate list (not \"" + type_name(b) + "\") to list");
       return bad();
     }
     case BinOp::kSub: {
-      if (ints) {
-        return Value::integer(sub_i(a.as_int(), b.as_int()));
-      }
+      if (ints) { return Value::integer(sub_i(a.as_int(), b.as_int())); }
       if (nums) return Value::number(a.as_double() - b.as_double());
       return bad();
     }
     case BinOp::kMul: {
-      if (ints) {
-        return Value::integer(mul_i(a.as_int(), b.as_int()));
-      }
+      if (ints) { return Value::integer(mul_i(a.as_int(), b.as_int())); }
       if (nums) return Value::number(a.as_double() * b.as_double());
       const Value* seq = a.is_intlike() ? &b : b.is_intlike() ? &a : nullptr;
       const Value* count = a.is_intlike() ? &a : &b;
@@ -538,7 +546,8 @@ Value binop(BinOp op, const Value& a, const Value& b, std::size_t limit) {
       }
       if (nums) {
         const double y = b.as_double();
-        if (y == 0) raise("ZeroDivisionError", op == BinOp::kFloorDiv ? "float floor division by zero" : "float modulo");
+        if (y == 0)
+          raise("ZeroDivisionError", op == BinOp::kFloorDiv ? "float floor division by zero" : "float modulo");
         const auto [q, m] = float_divmod(a.as_double(), y);
         return Value::number(op == BinOp::kFloorDiv ? q : m);
       }
@@ -566,7 +575,8 @@ Value binop(BinOp op, const Value& a, const Value& b, std::size_t limit) {
         if (x == 0 && y < 0) raise("ZeroDivisionError", "0.0 cannot be raised to a negative power");
         if (x < 0 && std::trunc(y) != y && std::isfinite(y)) unsupported("a complex result of **");
         const double r = std::pow(x, y);
-        if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) raise("OverflowError", "(34, 'Numerical result out of range')");
+        if (std::isinf(r) && std::isfinite(x) && std::isfinite(y))
+          raise("OverflowError", "(34, 'Numerical result out of range')");
         return Value::number(r);
       }
       return bad();

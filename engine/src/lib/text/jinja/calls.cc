@@ -20,7 +20,8 @@ namespace {
 
 Value dict_from_args(std::string_view fname, const Args& a) {
   auto d = new_dict();
-  if (a.pos.size() > 1) type_error(std::string(fname) + " expected at most 1 argument, got " + std::to_string(a.pos.size()));
+  if (a.pos.size() > 1)
+    type_error(std::string(fname) + " expected at most 1 argument, got " + std::to_string(a.pos.size()));
   if (a.pos.size() == 1) {
     const Value& src = a.pos[0];
     if (src.t == VT::kDict) {
@@ -151,10 +152,12 @@ Value Renderer::call_global(FuncObj& fn, Args& a) {
   switch (static_cast<G>(fn.id)) {
     case G::kRange: {
       if (!a.kw.empty()) type_error("range() takes no keyword arguments");
-      if (a.pos.empty() || a.pos.size() > 3) type_error("range expected at least 1 argument, got " + std::to_string(a.pos.size()));
+      if (a.pos.empty() || a.pos.size() > 3)
+        type_error("range expected at least 1 argument, got " + std::to_string(a.pos.size()));
       int64_t v[3] = {0, 0, 1};
       for (std::size_t k = 0; k < a.pos.size(); ++k) {
-        if (!a.pos[k].is_intlike()) type_error("'" + type_name(a.pos[k]) + "' object cannot be interpreted as an integer");
+        if (!a.pos[k].is_intlike())
+          type_error("'" + type_name(a.pos[k]) + "' object cannot be interpreted as an integer");
       }
       if (a.pos.size() == 1) {
         v[1] = a.pos[0].as_int();
@@ -167,7 +170,8 @@ Value Renderer::call_global(FuncObj& fn, Args& a) {
       int64_t n = 0;
       if (v[2] > 0 && v[0] < v[1]) n = (v[1] - v[0] - 1) / v[2] + 1;
       if (v[2] < 0 && v[0] > v[1]) n = (v[0] - v[1] - 1) / (-v[2]) + 1;
-      if (n > 100000) raise("OverflowError", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+      if (n > 100000)
+        raise("OverflowError", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
       std::vector<Value> items;
       items.reserve(static_cast<std::size_t>(n));
       for (int64_t k = 0; k < n; ++k) items.push_back(Value::integer(v[0] + k * v[2]));
@@ -178,8 +182,7 @@ Value Renderer::call_global(FuncObj& fn, Args& a) {
       l.step = v[2];
       return out;
     }
-    case G::kDict:
-      return dict_from_args("dict", a);
+    case G::kDict: return dict_from_args("dict", a);
     case G::kNamespace: {
       const Value d = dict_from_args("namespace", a);
       auto ns = std::make_shared<NamespaceObj>();
@@ -194,8 +197,7 @@ Value Renderer::call_global(FuncObj& fn, Args& a) {
       return j;
     }
     case G::kCycler:
-    case G::kLipsum:
-      unsupported("calling " + fn.name + "()");
+    case G::kLipsum: unsupported("calling " + fn.name + "()");
     case G::kRaiseException: {
       const auto p = bind("raise_exception", a, {{"message", std::nullopt}});
       raise("TemplateError", to_str(p[0]));
@@ -205,8 +207,7 @@ Value Renderer::call_global(FuncObj& fn, Args& a) {
       if (p[0].t != VT::kStr) type_error("strftime() argument 1 must be str, not " + type_name(p[0]));
       return Value::str(strftime_now(p[0].text()));
     }
-    case G::kCountOf:
-      break;
+    case G::kCountOf: break;
   }
   unsupported("this global");
 }
@@ -231,7 +232,8 @@ Value Renderer::dict_method(FuncObj& fn, Args& a) {
   switch (static_cast<DM>(fn.id)) {
     case DM::kGet: {
       if (!a.kw.empty()) type_error("get() takes no keyword arguments");
-      if (a.pos.empty() || a.pos.size() > 2) type_error("get expected at least 1 argument, got " + std::to_string(a.pos.size()));
+      if (a.pos.empty() || a.pos.size() > 2)
+        type_error("get expected at least 1 argument, got " + std::to_string(a.pos.size()));
       check_hashable(a.pos[0]);
       if (const Value* v = as_dict(self).get(a.pos[0])) return *v;
       return a.pos.size() == 2 ? a.pos[1] : Value::none();
@@ -241,7 +243,9 @@ Value Renderer::dict_method(FuncObj& fn, Args& a) {
     case DM::kValues: {
       if (!a.pos.empty() || !a.kw.empty()) type_error(fn.name + "() takes no arguments");
       auto w = std::make_shared<ViewObj>();
-      w->kind = fn.id == static_cast<int>(DM::kItems) ? ViewKind::kItems : fn.id == static_cast<int>(DM::kKeys) ? ViewKind::kKeys : ViewKind::kValues;
+      w->kind = fn.id == static_cast<int>(DM::kItems)  ? ViewKind::kItems
+                : fn.id == static_cast<int>(DM::kKeys) ? ViewKind::kKeys
+                                                       : ViewKind::kValues;
       w->dict = dict_ptr(self);
       return Value::object(VT::kView, std::move(w));
     }
@@ -249,8 +253,7 @@ Value Renderer::dict_method(FuncObj& fn, Args& a) {
       if (!a.pos.empty() || !a.kw.empty()) type_error("copy() takes no arguments");
       return make_dict(std::make_shared<DictObj>(as_dict(self)));
     }
-    default:
-      break;
+    default: break;
   }
   unsupported("calling " + fn.name + "()");
 }
@@ -260,15 +263,18 @@ Value Renderer::list_method(FuncObj& fn, Args& a) {
   if (!a.kw.empty()) type_error(fn.name + "() takes no keyword arguments");
   switch (static_cast<LM>(fn.id)) {
     case LM::kCount: {
-      if (a.pos.size() != 1) type_error("count() takes exactly one argument (" + std::to_string(a.pos.size()) + " given)");
+      if (a.pos.size() != 1)
+        type_error("count() takes exactly one argument (" + std::to_string(a.pos.size()) + " given)");
       int64_t n = 0;
       for (const auto& x : items) n += py_eq(x, a.pos[0]) ? 1 : 0;
       return Value::integer(n);
     }
     case LM::kIndex: {
-      if (a.pos.empty() || a.pos.size() > 3) type_error("index expected at least 1 argument, got " + std::to_string(a.pos.size()));
+      if (a.pos.empty() || a.pos.size() > 3)
+        type_error("index expected at least 1 argument, got " + std::to_string(a.pos.size()));
       const auto len = static_cast<int64_t>(items.size());
-      const auto [b, e] = span_args(len, a.pos.size() > 1 ? a.pos[1] : Value::none(), a.pos.size() > 2 ? a.pos[2] : Value::none());
+      const auto [b, e] =
+          span_args(len, a.pos.size() > 1 ? a.pos[1] : Value::none(), a.pos.size() > 2 ? a.pos[2] : Value::none());
       for (int64_t k = b; k < e; ++k) {
         if (py_eq(items[static_cast<std::size_t>(k)], a.pos[0])) return Value::integer(k);
       }
@@ -277,8 +283,7 @@ Value Renderer::list_method(FuncObj& fn, Args& a) {
     case LM::kCopy:
       if (!a.pos.empty()) type_error("copy() takes no arguments");
       return make_list(items);
-    default:
-      break;
+    default: break;
   }
   unsupported("calling " + fn.name + "()");
 }
@@ -324,25 +329,30 @@ Value Renderer::str_method(FuncObj& fn, Args& a) {
     return Value::boolean(true);
   };
   switch (m) {
-    case SM::kStrip: case SM::kLstrip: case SM::kRstrip: {
+    case SM::kStrip:
+    case SM::kLstrip:
+    case SM::kRstrip: {
       argc(0, 1);
       const Value chars = a.pos.empty() ? Value::none() : a.pos[0];
       return Value::str(py_strip(s, chars, m != SM::kRstrip, m != SM::kLstrip), mk);
     }
-    case SM::kSplit: case SM::kRsplit: {
+    case SM::kSplit:
+    case SM::kRsplit: {
       markup_unsupported();
       const auto p = bind(fname, a, {{"sep", Value::none()}, {"maxsplit", Value::integer(-1)}});
       const int64_t maxsplit = int_arg(p[1]);
       if (p[0].t == VT::kNone) return str_list(m == SM::kSplit ? py_split_ws(s, maxsplit) : py_rsplit_ws(s, maxsplit));
       if (p[0].t != VT::kStr) type_error("must be str or None, not " + type_name(p[0]));
-      return str_list(m == SM::kSplit ? py_split_sep(s, p[0].text(), maxsplit) : py_rsplit_sep(s, p[0].text(), maxsplit));
+      return str_list(m == SM::kSplit ? py_split_sep(s, p[0].text(), maxsplit)
+                                      : py_rsplit_sep(s, p[0].text(), maxsplit));
     }
     case SM::kSplitlines: {
       markup_unsupported();
       const auto p = bind(fname, a, {{"keepends", Value::boolean(false)}});
       return str_list(py_splitlines(s, truthy(p[0])));
     }
-    case SM::kStartswith: case SM::kEndswith: {
+    case SM::kStartswith:
+    case SM::kEndswith: {
       argc(1, 3);
       const std::u32string u = to_u32(s);
       const auto [b, e] = span_args(static_cast<int64_t>(u.size()), a.pos.size() > 1 ? a.pos[1] : Value::none(),
@@ -377,7 +387,11 @@ Value Renderer::str_method(FuncObj& fn, Args& a) {
       const int64_t count = a.pos.size() > 2 ? int_arg(a.pos[2]) : -1;
       return Value::str(py_replace(s, str_arg(0), str_arg(1), count, limits_.max_output_bytes));
     }
-    case SM::kFind: case SM::kRfind: case SM::kIndex: case SM::kRindex: case SM::kCount: {
+    case SM::kFind:
+    case SM::kRfind:
+    case SM::kIndex:
+    case SM::kRindex:
+    case SM::kCount: {
       argc(1, 3);
       const std::u32string u = to_u32(s);
       const std::u32string x = to_u32(str_arg(0));
@@ -427,7 +441,8 @@ Value Renderer::str_method(FuncObj& fn, Args& a) {
       Value item;
       std::size_t k = 0;
       while (c.next(*this, item)) {
-        if (item.t != VT::kStr) type_error("sequence item " + std::to_string(k) + ": expected str instance, " + type_name(item) + " found");
+        if (item.t != VT::kStr)
+          type_error("sequence item " + std::to_string(k) + ": expected str instance, " + type_name(item) + " found");
         if (k++ != 0) out += s;
         out += item.text();
         check_size(out.size(), limits_.max_output_bytes);
@@ -451,12 +466,14 @@ Value Renderer::str_method(FuncObj& fn, Args& a) {
       }
       return Value::boolean(true);
     }
-    case SM::kIsupper: case SM::kIslower: {
+    case SM::kIsupper:
+    case SM::kIslower: {
       argc(0, 0);
       bool cased = false;
       for (std::size_t i = 0; i < s.size();) {
         const char32_t c = next_cp(s, i);
-        const bool wrong = m == SM::kIsupper ? (py_islower_cp(c) || py_istitle_cp(c)) : (py_isupper_cp(c) || py_istitle_cp(c));
+        const bool wrong =
+            m == SM::kIsupper ? (py_islower_cp(c) || py_istitle_cp(c)) : (py_isupper_cp(c) || py_istitle_cp(c));
         if (wrong) return Value::boolean(false);
         if (m == SM::kIsupper ? py_isupper_cp(c) : py_islower_cp(c)) cased = true;
       }
@@ -482,7 +499,9 @@ Value Renderer::str_method(FuncObj& fn, Args& a) {
       }
       return Value::boolean(cased);
     }
-    case SM::kCenter: case SM::kLjust: case SM::kRjust: {
+    case SM::kCenter:
+    case SM::kLjust:
+    case SM::kRjust: {
       argc(1, 2);
       std::string fill = " ";
       if (a.pos.size() == 2) {
@@ -504,7 +523,8 @@ Value Renderer::str_method(FuncObj& fn, Args& a) {
       out.insert(sign, static_cast<std::size_t>(width - len), '0');
       return Value::str(std::move(out), mk);
     }
-    case SM::kPartition: case SM::kRpartition: {
+    case SM::kPartition:
+    case SM::kRpartition: {
       markup_unsupported();
       argc(1, 1);
       const std::string& sep = str_arg(0);
@@ -516,20 +536,18 @@ Value Renderer::str_method(FuncObj& fn, Args& a) {
       }
       return make_tuple({Value::str(s.substr(0, k)), Value::str(sep), Value::str(s.substr(k + sep.size()))});
     }
-    case SM::kRemoveprefix: case SM::kRemovesuffix: {
+    case SM::kRemoveprefix:
+    case SM::kRemovesuffix: {
       argc(1, 1);
       const std::string& x = str_arg(0);
-      if (m == SM::kRemoveprefix) {
-        return Value::str(s.compare(0, x.size(), x) == 0 ? s.substr(x.size()) : s, mk);
-      }
+      if (m == SM::kRemoveprefix) { return Value::str(s.compare(0, x.size(), x) == 0 ? s.substr(x.size()) : s, mk); }
       const bool ends = s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
       return Value::str(ends && !x.empty() ? s.substr(0, s.size() - x.size()) : s, mk);
     }
     case SM::kFormat:
       if (mk) unsupported("str.format() on a Markup string");
       return Value::str(str_format(s, a));
-    default:
-      break;
+    default: break;
   }
   unsupported("calling str." + fname + "()");
 }
@@ -588,7 +606,8 @@ std::string Renderer::str_format(const std::string& fmt, const Args& a) {
         if (manual) raise("ValueError", "cannot switch from manual field specification to automatic field numbering");
         index = auto_index++;
       } else {
-        if (auto_index > 0) raise("ValueError", "cannot switch from automatic field numbering to manual field specification");
+        if (auto_index > 0)
+          raise("ValueError", "cannot switch from automatic field numbering to manual field specification");
         manual = true;
         if (first.size() > 9) unsupported("a huge field index");
         index = std::stoll(first);
@@ -612,7 +631,8 @@ std::string Renderer::str_format(const std::string& fmt, const Args& a) {
         const std::size_t e = field.find(']', k);
         if (e == std::string::npos) raise("ValueError", "Missing ']' in format string");
         const std::string key = field.substr(k + 1, e - k - 1);
-        const bool digits = !key.empty() && key.size() < 10 && std::all_of(key.begin(), key.end(), [](char d) { return d >= '0' && d <= '9'; });
+        const bool digits = !key.empty() && key.size() < 10 &&
+                            std::all_of(key.begin(), key.end(), [](char d) { return d >= '0' && d <= '9'; });
         v = getitem(v, digits ? Value::integer(std::stoll(key)) : Value::str(key));
         k = e + 1;
       }

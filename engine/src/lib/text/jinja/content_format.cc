@@ -23,9 +23,7 @@ namespace {
 
 class ContentFormatDetector {
  public:
-  explicit ContentFormatDetector(const Body& root) {
-    collect(root);
-  }
+  explicit ContentFormatDetector(const Body& root) { collect(root); }
 
   ContentFormat detect() const {
     // Names bound to `messages` (or a filtered, tested or sliced `messages`) by `set`, transitively.
@@ -90,9 +88,7 @@ class ContentFormatDetector {
       const Stmt& s = *st;
       switch (s.kind) {
         case SK::kSet:
-        case SK::kSetNs:
-          assigns_.push_back(&s);
-          break;
+        case SK::kSetNs: assigns_.push_back(&s); break;
         case SK::kFor:
           loops_.push_back(&s);
           collect(s.body);
@@ -105,11 +101,8 @@ class ContentFormatDetector {
         case SK::kFilterBlock:
         case SK::kMacro:
         case SK::kWith:
-        case SK::kGeneration:
-          collect(s.body);
-          break;
-        default:
-          break;
+        case SK::kGeneration: collect(s.body); break;
+        default: break;
       }
     }
   }
@@ -120,6 +113,8 @@ class ContentFormatDetector {
 
 }  // namespace
 
-ContentFormat detect_content_format(const Body& root) { return ContentFormatDetector(root).detect(); }
+ContentFormat detect_content_format(const Body& root) {
+  return ContentFormatDetector(root).detect();
+}
 
 }  // namespace disagg::text::jinja_detail

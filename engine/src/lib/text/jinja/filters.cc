@@ -42,7 +42,9 @@ std::vector<Value> attribute_parts(const Value& attribute) {
   }
   return parts;
 }
-Value ignore_case(const Value& v) { return v.t == VT::kStr ? Value::str(py_lower(v.text())) : v; }
+Value ignore_case(const Value& v) {
+  return v.t == VT::kStr ? Value::str(py_lower(v.text())) : v;
+}
 
 /// Python's round(x, ndigits) for floats: exact decimal expansion, half to even.
 double round_float(double x, int64_t ndigits) {
@@ -55,7 +57,7 @@ double round_float(double x, int64_t ndigits) {
   const std::size_t dot = digits.find('.');
   std::string int_part = digits.substr(0, dot);
   std::string frac = digits.substr(dot + 1);
-  std::string all = int_part + frac;  // decimal digits, point after int_part.size()
+  std::string all = int_part + frac;                                     // decimal digits, point after int_part.size()
   const int64_t keep = static_cast<int64_t>(int_part.size()) + ndigits;  // digits kept
   std::string kept;
   bool round_up = false;
@@ -142,42 +144,47 @@ Value Renderer::lazy_map(const Value& src, std::function<std::optional<Value>(Re
     }
   }
   auto cursor = std::make_shared<std::optional<Cursor>>();
-  return make_iter("generator", [cursor, source, fn](Renderer& r, Value& out) {
-    if (!*cursor) *cursor = Cursor::over(source);
-    Value item;
-    while ((*cursor)->next(r, item)) {
-      if (std::optional<Value> v = fn(r, item)) {
-        out = std::move(*v);
-        return true;
-      }
-    }
-    return false;
-  }, chain);
+  return make_iter(
+      "generator",
+      [cursor, source, fn](Renderer& r, Value& out) {
+        if (!*cursor) *cursor = Cursor::over(source);
+        Value item;
+        while ((*cursor)->next(r, item)) {
+          if (std::optional<Value> v = fn(r, item)) {
+            out = std::move(*v);
+            return true;
+          }
+        }
+        return false;
+      },
+      chain);
 }
 
 Value Renderer::select_or_reject(const Value& v, const Args& a, bool select, bool lookup_attr) {
   if (!truthy(v)) return iter_of("generator", {});
   const Args args = a;
-  return lazy_map(v, [args, select, lookup_attr, prepared = std::make_shared<bool>(false)](Renderer& r, const Value& item) -> std::optional<Value> {
-    std::size_t off = 0;
-    Value x = item;
-    if (lookup_attr) {
-      if (args.pos.empty()) raise("FilterArgumentError", "Missing parameter for attribute name");
-      x = r.attr_getter_item(item, attribute_parts(args.pos[0]));
-      off = 1;
-    }
-    bool ok = false;
-    if (args.pos.size() > off) {
-      Args targs;
-      targs.pos.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(off) + 1, args.pos.end());
-      targs.kw = args.kw;
-      ok = r.call_test_by_name(args.pos[off], x, targs);
-    } else {
-      ok = truthy(x);
-    }
-    if (ok == select) return item;
-    return std::nullopt;
-  });
+  return lazy_map(v,
+                  [args, select, lookup_attr, prepared = std::make_shared<bool>(false)](
+                      Renderer& r, const Value& item) -> std::optional<Value> {
+                    std::size_t off = 0;
+                    Value x = item;
+                    if (lookup_attr) {
+                      if (args.pos.empty()) raise("FilterArgumentError", "Missing parameter for attribute name");
+                      x = r.attr_getter_item(item, attribute_parts(args.pos[0]));
+                      off = 1;
+                    }
+                    bool ok = false;
+                    if (args.pos.size() > off) {
+                      Args targs;
+                      targs.pos.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(off) + 1, args.pos.end());
+                      targs.kw = args.kw;
+                      ok = r.call_test_by_name(args.pos[off], x, targs);
+                    } else {
+                      ok = truthy(x);
+                    }
+                    if (ok == select) return item;
+                    return std::nullopt;
+                  });
 }
 
 Value Renderer::map_filter(const Value& v, const Args& a) {
@@ -214,7 +221,8 @@ Value Renderer::map_filter(const Value& v, const Args& a) {
   });
 }
 
-std::vector<Value> Renderer::sorted_values(std::vector<Value> items, bool reverse, const std::function<Value(const Value&)>& key) {
+std::vector<Value> Renderer::sorted_values(std::vector<Value> items, bool reverse,
+                                           const std::function<Value(const Value&)>& key) {
   charge(items.size() * (1 + static_cast<uint64_t>(std::log2(static_cast<double>(items.size()) + 1))));
   std::vector<std::pair<Value, Value>> keyed;
   keyed.reserve(items.size());
@@ -286,9 +294,7 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       return Value::str(py_pad(s.text(), p[0].as_int(), " ", 0), s.markup);
     }
     case F::kCount:
-    case F::kLength:
-      bind("len", a, {});
-      return Value::integer(length(v));
+    case F::kLength: bind("len", a, {}); return Value::integer(length(v));
     case F::kD:
     case F::kDefault: {
       const auto p = bind("default", a, {{"default_value", Value::str("")}, {"boolean", Value::boolean(false)}});
@@ -296,7 +302,9 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       return v;
     }
     case F::kDictsort: {
-      const auto p = bind("dictsort", a, {{"case_sensitive", Value::boolean(false)}, {"by", Value::str("key")}, {"reverse", Value::boolean(false)}});
+      const auto p = bind(
+          "dictsort", a,
+          {{"case_sensitive", Value::boolean(false)}, {"by", Value::str("key")}, {"reverse", Value::boolean(false)}});
       std::size_t pos = 0;
       if (p[1].t == VT::kStr && p[1].text() == "key") {
         pos = 0;
@@ -322,9 +330,7 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       bind("escape", a, {});
       if (v.t == VT::kStr && v.markup) return v;
       return Value::str(html_escape(to_str(v)), true);
-    case F::kForceescape:
-      bind("forceescape", a, {});
-      return Value::str(html_escape(to_str(v)), true);
+    case F::kForceescape: bind("forceescape", a, {}); return Value::str(html_escape(to_str(v)), true);
     case F::kFirst: {
       bind("first", a, {});
       Cursor c = Cursor::over(v);
@@ -336,13 +342,15 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       bind("last", a, {});
       switch (v.t) {
         case VT::kUndefined: return Value::undefined("No last item, sequence was empty.");
-        case VT::kStr: case VT::kList: case VT::kDict: case VT::kView: {
+        case VT::kStr:
+        case VT::kList:
+        case VT::kDict:
+        case VT::kView: {
           std::vector<Value> items = collect(*this, v);
           if (items.empty()) return Value::undefined("No last item, sequence was empty.");
           return items.back();
         }
-        default:
-          type_error("'" + type_name(v) + "' object is not reversible");
+        default: type_error("'" + type_name(v) + "' object is not reversible");
       }
     }
     case F::kFloat: {
@@ -357,7 +365,8 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       return p[0];
     }
     case F::kFormat: {
-      if (!a.pos.empty() && !a.kw.empty()) raise("FilterArgumentError", "can't handle positional and keyword arguments at the same time");
+      if (!a.pos.empty() && !a.kw.empty())
+        raise("FilterArgumentError", "can't handle positional and keyword arguments at the same time");
       if (!a.kw.empty()) unsupported("|format with keyword arguments");
       const Value s = soft_str(v);
       if (s.markup) unsupported("|format on a Markup string");
@@ -366,7 +375,9 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       return Value::str(std::move(out));
     }
     case F::kIndent: {
-      const auto p = bind("indent", a, {{"width", Value::integer(4)}, {"first", Value::boolean(false)}, {"blank", Value::boolean(false)}});
+      const auto p =
+          bind("indent", a,
+               {{"width", Value::integer(4)}, {"first", Value::boolean(false)}, {"blank", Value::boolean(false)}});
       if (v.t != VT::kStr) type_error("unsupported operand type(s) for +=: '" + type_name(v) + "' and 'str'");
       std::string indention;
       if (p[0].t == VT::kStr) {
@@ -442,9 +453,7 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       }
       return Value::str(std::move(out));
     }
-    case F::kList:
-      bind("list", a, {});
-      return make_list(collect(*this, v));
+    case F::kList: bind("list", a, {}); return make_list(collect(*this, v));
     case F::kLower:
     case F::kUpper: {
       bind(fname, a, {});
@@ -456,14 +465,14 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       if (v.is_undefined()) return iter_of("generator", {});
       if (v.t != VT::kDict) {
         // A generator: the TypeError comes when it is first pulled.
-        return make_iter("generator", [](Renderer&, Value&) -> bool { type_error("Can only get item pairs from a mapping."); });
+        return make_iter("generator",
+                         [](Renderer&, Value&) -> bool { type_error("Can only get item pairs from a mapping."); });
       }
       std::vector<Value> items;
       for (const auto& [k, val] : as_dict(v).entries) items.push_back(make_tuple({k, val}));
       return iter_of("generator", std::move(items));
     }
-    case F::kMap:
-      return map_filter(v, a);
+    case F::kMap: return map_filter(v, a);
     case F::kMin:
     case F::kMax: {
       const auto p = bind(fname, a, {{"case_sensitive", Value::boolean(false)}, {"attribute", Value::none()}});
@@ -509,7 +518,9 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       if (v.t == VT::kList || v.t == VT::kDict || v.t == VT::kView) {
         std::vector<Value> items = collect(*this, v);
         std::reverse(items.begin(), items.end());
-        return iter_of(v.t == VT::kList ? as_list(v).kind == SeqKind::kList ? "list_reverseiterator" : "reversed" : "dict_reversekeyiterator", std::move(items));
+        return iter_of(v.t == VT::kList ? as_list(v).kind == SeqKind::kList ? "list_reverseiterator" : "reversed"
+                                        : "dict_reversekeyiterator",
+                       std::move(items));
       }
       if (v.is_undefined()) return iter_of("reversed", {});
       if (v.t == VT::kIter) {
@@ -522,7 +533,8 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
     case F::kRound: {
       const auto p = bind("round", a, {{"precision", Value::integer(0)}, {"method", Value::str("common")}});
       const std::string method = p[1].t == VT::kStr ? p[1].text() : "";
-      if (method != "common" && method != "ceil" && method != "floor") raise("FilterArgumentError", "method must be common, ceil or floor");
+      if (method != "common" && method != "ceil" && method != "floor")
+        raise("FilterArgumentError", "method must be common, ceil or floor");
       if (!v.is_number()) {
         if (v.is_undefined()) undefined_error(v);
         type_error("type " + type_name(v) + " doesn't define __round__ method");
@@ -551,9 +563,7 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       const double r = method == "ceil" ? std::ceil(scaled) : std::floor(scaled);
       return Value::number(r / scale);
     }
-    case F::kSafe:
-      bind("safe", a, {});
-      return Value::str(to_str(v), true);
+    case F::kSafe: bind("safe", a, {}); return Value::str(to_str(v), true);
     case F::kSlice: {
       const auto p = bind("slice", a, {{"slices", std::nullopt}, {"fill_with", Value::none()}});
       if (!p[0].is_intlike()) type_error("'" + type_name(p[0]) + "' object cannot be interpreted as an integer");
@@ -570,17 +580,22 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
         if (k < extra) ++offset;
         const int64_t end = offset + (k + 1) * per;
         std::vector<Value> tmp;
-        for (int64_t j = std::max<int64_t>(0, start); j < std::min(end, len); ++j) tmp.push_back(seq[static_cast<std::size_t>(j)]);
+        for (int64_t j = std::max<int64_t>(0, start); j < std::min(end, len); ++j)
+          tmp.push_back(seq[static_cast<std::size_t>(j)]);
         if (p[1].t != VT::kNone && k >= extra) tmp.push_back(p[1]);
         out.push_back(make_list(std::move(tmp)));
       }
       return iter_of("generator", std::move(out));
     }
     case F::kSort: {
-      const auto p = bind("sort", a, {{"reverse", Value::boolean(false)}, {"case_sensitive", Value::boolean(false)}, {"attribute", Value::none()}});
+      const auto p = bind("sort", a,
+                          {{"reverse", Value::boolean(false)},
+                           {"case_sensitive", Value::boolean(false)},
+                           {"attribute", Value::none()}});
       std::vector<std::vector<Value>> attrs;
       if (p[2].t == VT::kStr) {
-        for (const auto& piece : py_split_sep(p[2].text(), ",", -1)) attrs.push_back(attribute_parts(Value::str(piece)));
+        for (const auto& piece : py_split_sep(p[2].text(), ",", -1))
+          attrs.push_back(attribute_parts(Value::str(piece)));
       } else {
         attrs.push_back(attribute_parts(p[2]));
       }
@@ -594,9 +609,7 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
         return make_list(std::move(keys));
       }));
     }
-    case F::kString:
-      bind("string", a, {});
-      return soft_str(v);
+    case F::kString: bind("string", a, {}); return soft_str(v);
     case F::kSum: {
       const auto p = bind("sum", a, {{"attribute", Value::none()}, {"start", Value::integer(0)}});
       if (p[1].t == VT::kStr) type_error("sum() can't sum strings [use ''.join(seq) instead]");
@@ -605,7 +618,8 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       Cursor c = Cursor::over(v);
       Value item;
       while (c.next(*this, item)) {
-        total = binop(BinOp::kAdd, total, p[0].t == VT::kNone ? item : attr_getter_item(item, parts), limits_.max_output_bytes);
+        total = binop(BinOp::kAdd, total, p[0].t == VT::kNone ? item : attr_getter_item(item, parts),
+                      limits_.max_output_bytes);
       }
       return total;
     }
@@ -613,7 +627,9 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       bind("title", a, {});
       const std::string s = to_str(v);
       // jinja2's title: split on runs of [-\s({[<] and capitalize every piece.
-      auto is_sep = [](char32_t c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || py_isspace(c); };
+      auto is_sep = [](char32_t c) {
+        return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || py_isspace(c);
+      };
       std::string out;
       std::size_t i = 0;
       while (i < s.size()) {
@@ -640,16 +656,22 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       return Value::str(py_strip(s.text(), p[0], true, true), s.markup);
     }
     case F::kTruncate: {
-      const auto p = bind("truncate", a, {{"length", Value::integer(255)}, {"killwords", Value::boolean(false)}, {"end", Value::str("...")}, {"leeway", Value::none()}});
+      const auto p = bind("truncate", a,
+                          {{"length", Value::integer(255)},
+                           {"killwords", Value::boolean(false)},
+                           {"end", Value::str("...")},
+                           {"leeway", Value::none()}});
       if (v.t != VT::kStr || !p[0].is_intlike() || p[2].t != VT::kStr) unsupported("|truncate on other than strings");
       const int64_t length = p[0].as_int();
       const int64_t leeway = p[3].t == VT::kNone ? 5 : p[3].as_int();
       const std::u32string u = to_u32(v.text());
       const auto end_len = static_cast<int64_t>(cp_count(p[2].text()));
-      if (length < end_len) raise("AssertionError", "expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
+      if (length < end_len)
+        raise("AssertionError", "expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
       if (leeway < 0) raise("AssertionError", "expected leeway >= 0, got " + std::to_string(leeway));
       if (static_cast<int64_t>(u.size()) <= length + leeway) return v;
-      const std::size_t cut = static_cast<std::size_t>(std::clamp<int64_t>(length - end_len, 0, static_cast<int64_t>(u.size())));
+      const std::size_t cut =
+          static_cast<std::size_t>(std::clamp<int64_t>(length - end_len, 0, static_cast<int64_t>(u.size())));
       std::string head = from_u32(u.data(), u.data() + cut);
       if (truthy(p[1])) return Value::str(head + p[2].text());
       return Value::str(py_rsplit_sep(head, " ", 1)[0] + p[2].text());
@@ -671,7 +693,11 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       });
     }
     case F::kTojson: {
-      const auto p = bind("tojson", a, {{"ensure_ascii", Value::boolean(false)}, {"indent", Value::none()}, {"separators", Value::none()}, {"sort_keys", Value::boolean(false)}});
+      const auto p = bind("tojson", a,
+                          {{"ensure_ascii", Value::boolean(false)},
+                           {"indent", Value::none()},
+                           {"separators", Value::none()},
+                           {"sort_keys", Value::boolean(false)}});
       JsonOptions o;
       o.ensure_ascii = truthy(p[0]);
       if (p[1].t == VT::kStr) {
@@ -709,8 +735,7 @@ Value Renderer::filter(int id, const Value& v, const Args& a) {
       }
       return Value::integer(words);
     }
-    default:
-      break;
+    default: break;
   }
   unsupported("the '" + fname + "' filter");
 }
@@ -735,15 +760,22 @@ bool Renderer::test(int id, const Value& v, const Args& a) {
     }
     case T::kDefined: none(); return !v.is_undefined();
     case T::kUndefined: none(); return v.is_undefined();
-    case T::kFilter: none(); check_hashable(v); return v.t == VT::kStr && lookup_name(kFilterNames, v.text()) >= 0;
-    case T::kTest: none(); check_hashable(v); return v.t == VT::kStr && lookup_name(kTestNames, v.text()) >= 0;
+    case T::kFilter:
+      none();
+      check_hashable(v);
+      return v.t == VT::kStr && lookup_name(kFilterNames, v.text()) >= 0;
+    case T::kTest:
+      none();
+      check_hashable(v);
+      return v.t == VT::kStr && lookup_name(kTestNames, v.text()) >= 0;
     case T::kNone: none(); return v.t == VT::kNone;
     case T::kBoolean: none(); return v.t == VT::kBool;
     case T::kFalse: none(); return v.t == VT::kBool && !v.b;
     case T::kTrue: none(); return v.t == VT::kBool && v.b;
     case T::kInteger: none(); return v.t == VT::kInt;
     case T::kFloat: none(); return v.t == VT::kFloat;
-    case T::kLower: case T::kUpper: {
+    case T::kLower:
+    case T::kUpper: {
       none();
       FuncObj fn;
       fn.kind = FnKind::kStrMethod;
@@ -762,9 +794,7 @@ bool Renderer::test(int id, const Value& v, const Args& a) {
       none();
       return v.t == VT::kStr || v.t == VT::kList || v.t == VT::kDict || v.t == VT::kView || v.t == VT::kIter ||
              v.t == VT::kUndefined || v.t == VT::kLoop;
-    case T::kCallable:
-      none();
-      return v.t == VT::kFunc || v.t == VT::kUndefined || v.t == VT::kLoop;
+    case T::kCallable: none(); return v.t == VT::kFunc || v.t == VT::kUndefined || v.t == VT::kLoop;
     case T::kSameas: {
       const Value o = one();
       if (v.t == VT::kNone || v.t == VT::kBool || o.t == VT::kNone || o.t == VT::kBool) {
@@ -779,12 +809,27 @@ bool Renderer::test(int id, const Value& v, const Args& a) {
     }
     case T::kEscaped: none(); return v.t == VT::kStr && v.markup;
     case T::kIn: return contains(one(), v);
-    case T::kEq: case T::kEq2: case T::kEqualto: return py_eq(v, one());
-    case T::kNe: case T::kNe2: return !py_eq(v, one());
-    case T::kGt: case T::kGt2: case T::kGreaterthan: return py_compare(v, one(), ">") == 1;
-    case T::kGe: case T::kGe2: { const int c = py_compare(v, one(), ">="); return c == 1 || c == 0; }
-    case T::kLt: case T::kLt2: case T::kLessthan: return py_compare(v, one(), "<") == -1;
-    case T::kLe: case T::kLe2: { const int c = py_compare(v, one(), "<="); return c == -1 || c == 0; }
+    case T::kEq:
+    case T::kEq2:
+    case T::kEqualto: return py_eq(v, one());
+    case T::kNe:
+    case T::kNe2: return !py_eq(v, one());
+    case T::kGt:
+    case T::kGt2:
+    case T::kGreaterthan: return py_compare(v, one(), ">") == 1;
+    case T::kGe:
+    case T::kGe2: {
+      const int c = py_compare(v, one(), ">=");
+      return c == 1 || c == 0;
+    }
+    case T::kLt:
+    case T::kLt2:
+    case T::kLessthan: return py_compare(v, one(), "<") == -1;
+    case T::kLe:
+    case T::kLe2: {
+      const int c = py_compare(v, one(), "<=");
+      return c == -1 || c == 0;
+    }
     case T::kCountOf: break;
   }
   unsupported("the '" + tname + "' test");

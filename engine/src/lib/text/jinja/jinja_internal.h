@@ -52,7 +52,9 @@ struct PyError {
 [[noreturn]] inline void raise(std::string type, std::string message) {
   throw PyError{std::move(type), std::move(message)};
 }
-[[noreturn]] inline void type_error(std::string message) { raise("TypeError", std::move(message)); }
+[[noreturn]] inline void type_error(std::string message) {
+  raise("TypeError", std::move(message));
+}
 [[noreturn]] inline void unsupported(std::string message) {
   raise("Unsupported", std::move(message) + " (outside the supported Jinja subset)");
 }
@@ -68,10 +70,16 @@ struct SyntaxFailure {
 // UTF-8 and Unicode (Python 3.11's str semantics): py_text.cc
 
 // UTF-8 reading and writing: utf8.h, shared with the tokenizer.
-inline bool valid_utf8(std::string_view s) { return is_valid_utf8(s); }
-inline char32_t next_cp(std::string_view s, std::size_t& i) { return next_code_point(s, i); }
+inline bool valid_utf8(std::string_view s) {
+  return is_valid_utf8(s);
+}
+inline char32_t next_cp(std::string_view s, std::size_t& i) {
+  return next_code_point(s, i);
+}
 
-inline void put_cp(std::string& out, char32_t cp) { append_utf8(cp, out); }
+inline void put_cp(std::string& out, char32_t cp) {
+  append_utf8(cp, out);
+}
 
 std::u32string to_u32(std::string_view s);
 std::string from_u32(const char32_t* first, const char32_t* last);
@@ -87,8 +95,8 @@ inline std::size_t cp_count(std::string_view s) {
 /// str.isspace() of one code point (also Python's `\s` and the default of strip/split).
 inline bool py_isspace(char32_t c) {
   if (c < 0x80) return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20);
-  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
-         c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+         c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 /// utf8proc's general category of a code point (a UTF8PROC_CATEGORY_* value).
@@ -133,7 +141,19 @@ struct Stmt;
 using FramePtr = std::shared_ptr<Frame>;
 
 enum class VT : uint8_t {
-  kUndefined, kNone, kBool, kInt, kFloat, kStr, kList, kDict, kNamespace, kFunc, kLoop, kIter, kView
+  kUndefined,
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kStr,
+  kList,
+  kDict,
+  kNamespace,
+  kFunc,
+  kLoop,
+  kIter,
+  kView
 };
 
 struct Obj {
@@ -261,9 +281,9 @@ enum class FnKind : uint8_t { kMacro, kGlobal, kStrMethod, kDictMethod, kListMet
 
 struct FuncObj : Obj {
   FnKind kind = FnKind::kGlobal;
-  int id = 0;             // which global or method
-  std::string name;       // for messages
-  Value self;             // the bound object of a method
+  int id = 0;        // which global or method
+  std::string name;  // for messages
+  Value self;        // the bound object of a method
   const Stmt* macro = nullptr;
   std::weak_ptr<Frame> closure;  // the scope a macro was defined in (weak: a scope holds its macros)
   bool joiner_used = false;
@@ -299,15 +319,33 @@ inline Value make_list(std::vector<Value> items, SeqKind kind = SeqKind::kList) 
   l->items = std::move(items);
   return Value::object(VT::kList, std::move(l));
 }
-inline Value make_tuple(std::vector<Value> items) { return make_list(std::move(items), SeqKind::kTuple); }
-inline const ListObj& as_list(const Value& v) { return static_cast<const ListObj&>(*v.o); }
-inline const DictObj& as_dict(const Value& v) { return static_cast<const DictObj&>(*v.o); }
-inline std::shared_ptr<DictObj> dict_ptr(const Value& v) { return std::static_pointer_cast<DictObj>(v.o); }
-inline NamespaceObj& as_ns(const Value& v) { return static_cast<NamespaceObj&>(*v.o); }
-inline FuncObj& as_func(const Value& v) { return static_cast<FuncObj&>(*v.o); }
-inline IterObj& as_iter(const Value& v) { return static_cast<IterObj&>(*v.o); }
-inline const ViewObj& as_view(const Value& v) { return static_cast<const ViewObj&>(*v.o); }
-inline Value make_dict(std::shared_ptr<DictObj> d) { return Value::object(VT::kDict, std::move(d)); }
+inline Value make_tuple(std::vector<Value> items) {
+  return make_list(std::move(items), SeqKind::kTuple);
+}
+inline const ListObj& as_list(const Value& v) {
+  return static_cast<const ListObj&>(*v.o);
+}
+inline const DictObj& as_dict(const Value& v) {
+  return static_cast<const DictObj&>(*v.o);
+}
+inline std::shared_ptr<DictObj> dict_ptr(const Value& v) {
+  return std::static_pointer_cast<DictObj>(v.o);
+}
+inline NamespaceObj& as_ns(const Value& v) {
+  return static_cast<NamespaceObj&>(*v.o);
+}
+inline FuncObj& as_func(const Value& v) {
+  return static_cast<FuncObj&>(*v.o);
+}
+inline IterObj& as_iter(const Value& v) {
+  return static_cast<IterObj&>(*v.o);
+}
+inline const ViewObj& as_view(const Value& v) {
+  return static_cast<const ViewObj&>(*v.o);
+}
+inline Value make_dict(std::shared_ptr<DictObj> d) {
+  return Value::object(VT::kDict, std::move(d));
+}
 
 std::string type_name(const Value& v);
 /// jinja2's object_type_repr, for undefined-value messages.
@@ -316,7 +354,9 @@ bool is_hashable(const Value& v);
 /// Raises TypeError for unhashable keys, as Python does; other objects are refused as unsupported.
 void check_hashable(const Value& v);
 
-inline std::shared_ptr<DictObj> new_dict() { return std::make_shared<DictObj>(); }
+inline std::shared_ptr<DictObj> new_dict() {
+  return std::make_shared<DictObj>();
+}
 
 // ---- str() and repr()
 
@@ -334,7 +374,8 @@ void repr_into(std::string& out, const Value& v, int depth);
 
 inline bool truthy(const Value& v) {
   switch (v.t) {
-    case VT::kUndefined: case VT::kNone: return false;
+    case VT::kUndefined:
+    case VT::kNone: return false;
     case VT::kBool: return v.b;
     case VT::kInt: return v.i != 0;
     case VT::kFloat: return v.f != 0;
@@ -422,8 +463,26 @@ class Lexer {
 // Syntax tree
 
 enum class EK : uint8_t {
-  kConst, kName, kGetattr, kGetitem, kSlice, kCall, kFilter, kTest, kNeg, kPos, kNot, kBin,
-  kCompare, kAnd, kOr, kCond, kList, kTuple, kDict, kConcat
+  kConst,
+  kName,
+  kGetattr,
+  kGetitem,
+  kSlice,
+  kCall,
+  kFilter,
+  kTest,
+  kNeg,
+  kPos,
+  kNot,
+  kBin,
+  kCompare,
+  kAnd,
+  kOr,
+  kCond,
+  kList,
+  kTuple,
+  kDict,
+  kConcat
 };
 enum class BinOp : uint8_t { kAdd, kSub, kMul, kDiv, kFloorDiv, kMod, kPow };
 enum class CmpOp : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe, kIn, kNotIn };
@@ -445,18 +504,30 @@ struct Expr {
   ExprPtr node;               // the subject of getattr/getitem/call/filter/test/unary
   std::vector<ExprPtr> args;  // operands and positional arguments; kSlice/kCond may hold null
   std::vector<Keyword> kwargs;
-  int fn = -1;                // resolved filter or test
-  int depth = 1;              // height of this subtree (bounded by the parser)
+  int fn = -1;    // resolved filter or test
+  int depth = 1;  // height of this subtree (bounded by the parser)
 };
 
 struct Target {
-  std::string name;           // a plain name when !tuple
+  std::string name;  // a plain name when !tuple
   bool tuple = false;
   std::vector<Target> items;
 };
 
 enum class SK : uint8_t {
-  kText, kPrint, kIf, kFor, kSet, kSetNs, kSetBlock, kMacro, kBreak, kContinue, kGeneration, kWith, kFilterBlock
+  kText,
+  kPrint,
+  kIf,
+  kFor,
+  kSet,
+  kSetNs,
+  kSetBlock,
+  kMacro,
+  kBreak,
+  kContinue,
+  kGeneration,
+  kWith,
+  kFilterBlock
 };
 
 struct Stmt;
@@ -466,51 +537,159 @@ using Body = std::vector<StmtPtr>;
 struct Stmt {
   SK kind = SK::kText;
   std::size_t pos = 0;
-  std::string text;                 // kText; kMacro's name; kSetNs's attribute
-  std::vector<ExprPtr> exprs;       // kPrint's items; kIf's tests, one per branch
-  std::vector<Body> bodies;         // kIf's branch bodies (one more when there is an else)
-  ExprPtr expr;                     // kFor's iterable; kSet's value; kSetNs's namespace
-  ExprPtr cond;                     // kFor's `if` filter
-  Target target;                    // kFor, kSet, kSetBlock
+  std::string text;            // kText; kMacro's name; kSetNs's attribute
+  std::vector<ExprPtr> exprs;  // kPrint's items; kIf's tests, one per branch
+  std::vector<Body> bodies;    // kIf's branch bodies (one more when there is an else)
+  ExprPtr expr;                // kFor's iterable; kSet's value; kSetNs's namespace
+  ExprPtr cond;                // kFor's `if` filter
+  Target target;               // kFor, kSet, kSetBlock
   Body body, else_body;
   std::vector<std::string> params;  // kMacro
   std::vector<ExprPtr> defaults;    // kMacro: defaults of the last params
   bool uses_varargs = false, uses_kwargs = false;
-  std::vector<Target> targets;      // kWith
-  std::vector<ExprPtr> values;      // kWith
-  ExprPtr filter;                   // kSetBlock/kFilterBlock: a filter chain applied to the body
-  bool ns_target = false;           // kSetBlock onto a namespace attribute (name in target.name)
+  std::vector<Target> targets;  // kWith
+  std::vector<ExprPtr> values;  // kWith
+  ExprPtr filter;               // kSetBlock/kFilterBlock: a filter chain applied to the body
+  bool ns_target = false;       // kSetBlock onto a namespace attribute (name in target.name)
 };
 
 // Filters and tests: jinja2's names, and which this renderer implements.
 enum class F : int {
-  kAbs, kAttr, kBatch, kCapitalize, kCenter, kCount, kD, kDefault, kDictsort, kE, kEscape, kFirst,
-  kFloat, kForceescape, kFormat, kIndent, kInt, kJoin, kLast, kLength, kList, kLower, kItems, kMap,
-  kMin, kMax, kReject, kRejectattr, kReplace, kReverse, kRound, kSafe, kSelect, kSelectattr, kSlice,
-  kSort, kString, kSum, kTitle, kTrim, kTruncate, kUnique, kUpper, kTojson, kWordcount,
+  kAbs,
+  kAttr,
+  kBatch,
+  kCapitalize,
+  kCenter,
+  kCount,
+  kD,
+  kDefault,
+  kDictsort,
+  kE,
+  kEscape,
+  kFirst,
+  kFloat,
+  kForceescape,
+  kFormat,
+  kIndent,
+  kInt,
+  kJoin,
+  kLast,
+  kLength,
+  kList,
+  kLower,
+  kItems,
+  kMap,
+  kMin,
+  kMax,
+  kReject,
+  kRejectattr,
+  kReplace,
+  kReverse,
+  kRound,
+  kSafe,
+  kSelect,
+  kSelectattr,
+  kSlice,
+  kSort,
+  kString,
+  kSum,
+  kTitle,
+  kTrim,
+  kTruncate,
+  kUnique,
+  kUpper,
+  kTojson,
+  kWordcount,
   // jinja2 has these; they need Python machinery this renderer does not carry.
-  kFilesizeformat, kGroupby, kPprint, kRandom, kStriptags, kUrlencode, kUrlize, kWordwrap, kXmlattr,
+  kFilesizeformat,
+  kGroupby,
+  kPprint,
+  kRandom,
+  kStriptags,
+  kUrlencode,
+  kUrlize,
+  kWordwrap,
+  kXmlattr,
   kCountOf
 };
 inline constexpr int kFirstUnsupportedFilter = static_cast<int>(F::kFilesizeformat);
 inline constexpr std::array<std::string_view, static_cast<std::size_t>(F::kCountOf)> kFilterNames = {
-    "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "first",
-    "float", "forceescape", "format", "indent", "int", "join", "last", "length", "list", "lower", "items", "map",
-    "min", "max", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "slice",
-    "sort", "string", "sum", "title", "trim", "truncate", "unique", "upper", "tojson", "wordcount",
-    "filesizeformat", "groupby", "pprint", "random", "striptags", "urlencode", "urlize", "wordwrap", "xmlattr"};
+    "abs",       "attr",
+    "batch",     "capitalize",
+    "center",    "count",
+    "d",         "default",
+    "dictsort",  "e",
+    "escape",    "first",
+    "float",     "forceescape",
+    "format",    "indent",
+    "int",       "join",
+    "last",      "length",
+    "list",      "lower",
+    "items",     "map",
+    "min",       "max",
+    "reject",    "rejectattr",
+    "replace",   "reverse",
+    "round",     "safe",
+    "select",    "selectattr",
+    "slice",     "sort",
+    "string",    "sum",
+    "title",     "trim",
+    "truncate",  "unique",
+    "upper",     "tojson",
+    "wordcount", "filesizeformat",
+    "groupby",   "pprint",
+    "random",    "striptags",
+    "urlencode", "urlize",
+    "wordwrap",  "xmlattr"};
 
 enum class T : int {
-  kOdd, kEven, kDivisibleby, kDefined, kUndefined, kFilter, kTest, kNone, kBoolean, kFalse, kTrue, kInteger,
-  kFloat, kLower, kUpper, kString, kMapping, kNumber, kSequence, kIterable, kCallable, kSameas, kEscaped, kIn,
-  kEq, kEq2, kEqualto, kNe, kNe2, kGt, kGt2, kGreaterthan, kGe, kGe2, kLt, kLt2, kLessthan, kLe, kLe2,
+  kOdd,
+  kEven,
+  kDivisibleby,
+  kDefined,
+  kUndefined,
+  kFilter,
+  kTest,
+  kNone,
+  kBoolean,
+  kFalse,
+  kTrue,
+  kInteger,
+  kFloat,
+  kLower,
+  kUpper,
+  kString,
+  kMapping,
+  kNumber,
+  kSequence,
+  kIterable,
+  kCallable,
+  kSameas,
+  kEscaped,
+  kIn,
+  kEq,
+  kEq2,
+  kEqualto,
+  kNe,
+  kNe2,
+  kGt,
+  kGt2,
+  kGreaterthan,
+  kGe,
+  kGe2,
+  kLt,
+  kLt2,
+  kLessthan,
+  kLe,
+  kLe2,
   kCountOf
 };
 inline constexpr std::array<std::string_view, static_cast<std::size_t>(T::kCountOf)> kTestNames = {
-    "odd", "even", "divisibleby", "defined", "undefined", "filter", "test", "none", "boolean", "false", "true",
-    "integer", "float", "lower", "upper", "string", "mapping", "number", "sequence", "iterable", "callable",
-    "sameas", "escaped", "in", "==", "eq", "equalto", "!=", "ne", ">", "gt", "greaterthan", "ge", ">=", "<",
-    "lt", "lessthan", "<=", "le"};
+    "odd",     "even",   "divisibleby", "defined",  "undefined", "filter", "test",    "none",
+    "boolean", "false",  "true",        "integer",  "float",     "lower",  "upper",   "string",
+    "mapping", "number", "sequence",    "iterable", "callable",  "sameas", "escaped", "in",
+    "==",      "eq",     "equalto",     "!=",       "ne",        ">",      "gt",      "greaterthan",
+    "ge",      ">=",     "<",           "lt",       "lessthan",  "<=",     "le"};
 
 template <std::size_t N>
 int lookup_name(const std::array<std::string_view, N>& names, std::string_view name) {
@@ -624,7 +803,9 @@ class Cursor {
         out = items[i_++];
         return true;
       }
-      case Mode::kKeys: case Mode::kValues: case Mode::kItems: {
+      case Mode::kKeys:
+      case Mode::kValues:
+      case Mode::kItems: {
         const auto& entries = as_dict(holder_).entries;
         if (i_ >= entries.size()) return false;
         const auto& e = entries[i_++];
@@ -653,7 +834,7 @@ Value iter_of(std::string type_name, std::vector<Value> items);
 struct LoopObj : Obj {
   Cursor src;
   std::function<bool(Renderer&, const Value&)> accept;  // the loop filter, if any
-  std::vector<Value> ahead;  // pulled but not yet reached (front = next)
+  std::vector<Value> ahead;                             // pulled but not yet reached (front = next)
   std::size_t ahead_pos = 0;
   int64_t index0 = -1;
   Value current, before;
@@ -700,7 +881,9 @@ struct LoopObj : Obj {
     return *length;
   }
 };
-inline LoopObj& as_loop(const Value& v) { return static_cast<LoopObj&>(*v.o); }
+inline LoopObj& as_loop(const Value& v) {
+  return static_cast<LoopObj&>(*v.o);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Arithmetic and formatting: arithmetic.cc
@@ -733,7 +916,8 @@ std::vector<std::string> py_rsplit_ws(std::string_view s, int64_t maxsplit);
 std::vector<std::string> py_split_sep(std::string_view s, std::string_view sep, int64_t maxsplit);
 std::vector<std::string> py_rsplit_sep(std::string_view s, std::string_view sep, int64_t maxsplit);
 std::vector<std::string> py_splitlines(std::string_view s, bool keepends);
-std::string py_replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count, std::size_t limit);
+std::string py_replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count,
+                       std::size_t limit);
 /// str.center/ljust/rjust with a one-code-point fill.
 std::string py_pad(std::string_view s, int64_t width, std::string_view fill, int mode);
 
@@ -745,21 +929,64 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(G::kCount
     "range", "dict", "namespace", "joiner", "cycler", "lipsum", "raise_exception", "strftime_now"};
 
 enum class SM : int {
-  kStrip, kLstrip, kRstrip, kSplit, kRsplit, kSplitlines, kStartswith, kEndswith, kUpper, kLower, kTitle,
-  kCapitalize, kSwapcase, kReplace, kFind, kRfind, kIndex, kRindex, kCount, kJoin, kIsdigit, kIsalpha, kIsalnum,
-  kIsspace, kIsupper, kIslower, kIsdecimal, kIsnumeric, kIstitle, kIsascii, kIsprintable, kCenter, kLjust, kRjust,
-  kZfill, kPartition, kRpartition, kRemoveprefix, kRemovesuffix, kFormat,
+  kStrip,
+  kLstrip,
+  kRstrip,
+  kSplit,
+  kRsplit,
+  kSplitlines,
+  kStartswith,
+  kEndswith,
+  kUpper,
+  kLower,
+  kTitle,
+  kCapitalize,
+  kSwapcase,
+  kReplace,
+  kFind,
+  kRfind,
+  kIndex,
+  kRindex,
+  kCount,
+  kJoin,
+  kIsdigit,
+  kIsalpha,
+  kIsalnum,
+  kIsspace,
+  kIsupper,
+  kIslower,
+  kIsdecimal,
+  kIsnumeric,
+  kIstitle,
+  kIsascii,
+  kIsprintable,
+  kCenter,
+  kLjust,
+  kRjust,
+  kZfill,
+  kPartition,
+  kRpartition,
+  kRemoveprefix,
+  kRemovesuffix,
+  kFormat,
   // str methods Python has and this renderer does not implement: defined, but an error when called
-  kCasefold, kEncode, kExpandtabs, kFormatMap, kIsidentifier, kMaketrans, kTranslate,
+  kCasefold,
+  kEncode,
+  kExpandtabs,
+  kFormatMap,
+  kIsidentifier,
+  kMaketrans,
+  kTranslate,
   kCountOf
 };
 inline constexpr int kFirstStubStrMethod = static_cast<int>(SM::kCasefold);
 inline constexpr std::array<std::string_view, static_cast<std::size_t>(SM::kCountOf)> kStrMethodNames = {
-    "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith", "upper", "lower", "title",
-    "capitalize", "swapcase", "replace", "find", "rfind", "index", "rindex", "count", "join", "isdigit", "isalpha",
-    "isalnum", "isspace", "isupper", "islower", "isdecimal", "isnumeric", "istitle", "isascii", "isprintable",
-    "center", "ljust", "rjust", "zfill", "partition", "rpartition", "removeprefix", "removesuffix", "format",
-    "casefold", "encode", "expandtabs", "format_map", "isidentifier", "maketrans", "translate"};
+    "strip",    "lstrip",  "rstrip",     "split",      "rsplit",       "splitlines",   "startswith",   "endswith",
+    "upper",    "lower",   "title",      "capitalize", "swapcase",     "replace",      "find",         "rfind",
+    "index",    "rindex",  "count",      "join",       "isdigit",      "isalpha",      "isalnum",      "isspace",
+    "isupper",  "islower", "isdecimal",  "isnumeric",  "istitle",      "isascii",      "isprintable",  "center",
+    "ljust",    "rjust",   "zfill",      "partition",  "rpartition",   "removeprefix", "removesuffix", "format",
+    "casefold", "encode",  "expandtabs", "format_map", "isidentifier", "maketrans",    "translate"};
 
 enum class DM : int { kGet, kItems, kKeys, kValues, kCopy, kFromkeys, kCountOf };
 inline constexpr std::array<std::string_view, static_cast<std::size_t>(DM::kCountOf)> kDictMethodNames = {
@@ -902,7 +1129,8 @@ class Renderer {
   Value lazy_map(const Value& src, std::function<std::optional<Value>(Renderer&, const Value&)> fn);
   Value select_or_reject(const Value& v, const Args& a, bool select, bool lookup_attr);
   Value map_filter(const Value& v, const Args& a);
-  std::vector<Value> sorted_values(std::vector<Value> items, bool reverse, const std::function<Value(const Value&)>& key);
+  std::vector<Value> sorted_values(std::vector<Value> items, bool reverse,
+                                   const std::function<Value(const Value&)>& key);
   Value filter(int id, const Value& v, const Args& a);
   bool test(int id, const Value& v, const Args& a);
 
@@ -927,6 +1155,8 @@ class Renderer {
   std::size_t pos_ = 0;
 };
 
-inline void charge(Renderer& r, uint64_t units) { r.charge(units); }
+inline void charge(Renderer& r, uint64_t units) {
+  r.charge(units);
+}
 
 }  // namespace disagg::text::jinja_detail

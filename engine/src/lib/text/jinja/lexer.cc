@@ -215,7 +215,9 @@ std::size_t Lexer::lex_comment(std::size_t q, std::size_t start, bool& line_star
   fail(start, "Missing end of comment tag");
 }
 
-bool Lexer::is_digit(char c) { return c >= '0' && c <= '9'; }
+bool Lexer::is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 bool Lexer::is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
@@ -323,7 +325,8 @@ int64_t Lexer::int_value(const std::string& digits, int base, std::size_t pos) c
     if (ch == '_') continue;
     const char c = ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch + 32) : ch;
     const int d = is_digit(c) ? c - '0' : c - 'a' + 10;
-    if (__builtin_mul_overflow(v, static_cast<uint64_t>(base), &v) || __builtin_add_overflow(v, static_cast<uint64_t>(d), &v) ||
+    if (__builtin_mul_overflow(v, static_cast<uint64_t>(base), &v) ||
+        __builtin_add_overflow(v, static_cast<uint64_t>(d), &v) ||
         v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       fail(pos, "integer literal beyond 64 bits is not supported");
     }
@@ -381,7 +384,9 @@ std::string Lexer::decode_string(std::string_view body, std::size_t pos) const {
       case 'r': out.push_back('\r'); break;
       case 't': out.push_back('\t'); break;
       case 'v': out.push_back('\v'); break;
-      case 'x': case 'u': case 'U': {
+      case 'x':
+      case 'u':
+      case 'U': {
         const int len = e == 'x' ? 2 : e == 'u' ? 4 : 8;
         char32_t cp = 0;
         for (int k = 0; k < len; ++k) {
@@ -396,8 +401,7 @@ std::string Lexer::decode_string(std::string_view body, std::size_t pos) const {
         put_cp(out, cp);
         break;
       }
-      case 'N':
-        fail(pos, "\\N{...} escapes in string literals are not supported");
+      case 'N': fail(pos, "\\N{...} escapes in string literals are not supported");
       default:
         if (e >= '0' && e <= '7') {
           char32_t cp = static_cast<char32_t>(e - '0');
@@ -492,7 +496,8 @@ std::size_t Lexer::lex_tag(std::size_t pos, bool block, bool& line_starting) {
       std::size_t e = pos + 1;
       while (e < n && src_[e] != q) e += src_[e] == '\\' ? 2 : 1;
       if (e < n) {
-        tokens_.push_back(Token{Tok::kString, decode_string(std::string_view(src_).substr(pos + 1, e - pos - 1), pos), 0, 0, pos});
+        tokens_.push_back(
+            Token{Tok::kString, decode_string(std::string_view(src_).substr(pos + 1, e - pos - 1), pos), 0, 0, pos});
         pos = e + 1;
         continue;
       }

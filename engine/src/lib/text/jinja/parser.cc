@@ -34,7 +34,8 @@ class Parser {
  private:
   struct DepthGuard {
     explicit DepthGuard(Parser& p) : p_(p) {
-      if (++p_.depth_ > kMaxParseDepth) p_.fail("the template nests expressions or blocks more than " + std::to_string(kMaxParseDepth) + " levels");
+      if (++p_.depth_ > kMaxParseDepth)
+        p_.fail("the template nests expressions or blocks more than " + std::to_string(kMaxParseDepth) + " levels");
     }
     ~DepthGuard() { --p_.depth_; }
     DepthGuard(const DepthGuard&) = delete;
@@ -181,7 +182,8 @@ class Parser {
     DepthGuard guard(*this);
     struct BlockGuard {
       explicit BlockGuard(Parser& p) : p_(p) {
-        if (++p_.block_depth_ > kMaxBlockDepth) p_.fail("the template nests blocks more than " + std::to_string(kMaxBlockDepth) + " levels");
+        if (++p_.block_depth_ > kMaxBlockDepth)
+          p_.fail("the template nests blocks more than " + std::to_string(kMaxBlockDepth) + " levels");
       }
       ~BlockGuard() { --p_.block_depth_; }
       BlockGuard(const BlockGuard&) = delete;
@@ -385,7 +387,12 @@ class Parser {
     const std::size_t pos = cur().pos;
     ExprPtr e = parse_tuple(true, true, extra_end, false);
     Target t;
-    if (!to_target(*e, t)) fail_at(pos, "can't assign to '" + std::string(e->kind == EK::kConst ? "const" : e->kind == EK::kList ? "list" : "expression") + "'");
+    if (!to_target(*e, t))
+      fail_at(pos, "can't assign to '" +
+                       std::string(e->kind == EK::kConst  ? "const"
+                                   : e->kind == EK::kList ? "list"
+                                                          : "expression") +
+                       "'");
     return t;
   }
 
@@ -508,9 +515,14 @@ class Parser {
     std::vector<ExprPtr> operands;
     while (true) {
       const Token& t = cur();
-      if (t.type == Tok::kOp && (t.text == "==" || t.text == "!=" || t.text == "<" || t.text == "<=" || t.text == ">" || t.text == ">=")) {
-        ops.push_back(t.text == "==" ? CmpOp::kEq : t.text == "!=" ? CmpOp::kNe : t.text == "<" ? CmpOp::kLt
-                      : t.text == "<=" ? CmpOp::kLe : t.text == ">" ? CmpOp::kGt : CmpOp::kGe);
+      if (t.type == Tok::kOp &&
+          (t.text == "==" || t.text == "!=" || t.text == "<" || t.text == "<=" || t.text == ">" || t.text == ">=")) {
+        ops.push_back(t.text == "=="   ? CmpOp::kEq
+                      : t.text == "!=" ? CmpOp::kNe
+                      : t.text == "<"  ? CmpOp::kLt
+                      : t.text == "<=" ? CmpOp::kLe
+                      : t.text == ">"  ? CmpOp::kGt
+                                       : CmpOp::kGe);
         advance();
       } else if (cur_name("in")) {
         ops.push_back(CmpOp::kIn);
@@ -569,7 +581,10 @@ class Parser {
     ExprPtr left = parse_pow();
     while (cur_op("*") || cur_op("/") || cur_op("//") || cur_op("%")) {
       const std::size_t pos = cur().pos;
-      const BinOp op = cur_op("*") ? BinOp::kMul : cur_op("/") ? BinOp::kDiv : cur_op("//") ? BinOp::kFloorDiv : BinOp::kMod;
+      const BinOp op = cur_op("*")    ? BinOp::kMul
+                       : cur_op("/")  ? BinOp::kDiv
+                       : cur_op("//") ? BinOp::kFloorDiv
+                                      : BinOp::kMod;
       advance();
       left = binary(op, std::move(left), parse_pow(), pos);
     }
@@ -780,7 +795,8 @@ class Parser {
         expect_op(",");
         if (cur_op(")")) break;
       }
-      if (cur_op("*") || cur_op("**")) fail("*args and **kwargs in calls are not supported (outside the supported Jinja subset)");
+      if (cur_op("*") || cur_op("**"))
+        fail("*args and **kwargs in calls are not supported (outside the supported Jinja subset)");
       if (cur().type == Tok::kName && is_op(look(), "=")) {
         Keyword k;
         k.name = cur().text;
@@ -819,7 +835,8 @@ class Parser {
       auto e = make(EK::kFilter, pos);
       e->name = name;
       e->fn = lookup_name(kFilterNames, name);  // unknown (-1): see validate()
-      if (e->fn >= kFirstUnsupportedFilter) fail_at(pos, "the '" + name + "' filter is not supported (outside the supported Jinja subset)");
+      if (e->fn >= kFirstUnsupportedFilter)
+        fail_at(pos, "the '" + name + "' filter is not supported (outside the supported Jinja subset)");
       e->node = std::move(node);
       if (cur_op("(")) parse_call_args(*e);
       node = seal(std::move(e));
@@ -892,9 +909,7 @@ class Parser {
           for (const auto& e : s.values) validate(e.get(), soft);
           validate(s.body, false);
           break;
-        case SK::kGeneration:
-          validate(s.body, false);
-          break;
+        case SK::kGeneration: validate(s.body, false); break;
         default:
           for (const auto& e : s.exprs) validate(e.get(), soft);
           validate(s.expr.get(), soft);
@@ -930,7 +945,8 @@ class Parser {
   }
   static bool body_loads(const Body& body, std::string_view name) {
     for (const auto& s : body) {
-      if (expr_loads(s->expr.get(), name) || expr_loads(s->cond.get(), name) || expr_loads(s->filter.get(), name)) return true;
+      if (expr_loads(s->expr.get(), name) || expr_loads(s->cond.get(), name) || expr_loads(s->filter.get(), name))
+        return true;
       for (const auto& e : s->exprs) {
         if (expr_loads(e.get(), name)) return true;
       }

@@ -31,13 +31,20 @@ std::string from_u32(const char32_t* first, const char32_t* last) {
   for (; first != last; ++first) put_cp(out, *first);
   return out;
 }
-std::string from_u32(const std::u32string& s) { return from_u32(s.data(), s.data() + s.size()); }
+std::string from_u32(const std::u32string& s) {
+  return from_u32(s.data(), s.data() + s.size());
+}
 
 namespace {
 
 // Generated from Python 3.11 (Unicode 14) and utf8proc 2.8: where Python's str.upper/lower/title
 // of one code point differ from utf8proc's simple mappings (SpecialCasing.txt).
-struct SpecialCase { char32_t cp; const char* upper; const char* lower; const char* title; };
+struct SpecialCase {
+  char32_t cp;
+  const char* upper;
+  const char* lower;
+  const char* title;
+};
 constexpr SpecialCase kSpecialCases[] = {
     {0x00DF, "SS", "\u00DF", "Ss"},
     {0x0130, "\u0130", "i\u0307", "\u0130"},
@@ -143,10 +150,14 @@ constexpr SpecialCase kSpecialCases[] = {
     {0xFB16, "\u054E\u0546", "\uFB16", "\u054E\u0576"},
     {0xFB17, "\u0544\u053D", "\uFB17", "\u0544\u056D"},
 };
-struct CpRange { char32_t lo; char32_t hi; bool value; };
+struct CpRange {
+  char32_t lo;
+  char32_t hi;
+  bool value;
+};
 // Where str.isprintable() differs from 'not Cc/Cf/Cs/Co/Cn/Zl/Zp/Zs (space excepted)'.
 constexpr CpRange kPrintableExceptions[] = {
-    {0x0CF3, 0x0CF3, false}, {0x0ECE, 0x0ECE, false}, {0x10EFD, 0x10EFF, false}, {0x1123F, 0x11241, false},
+    {0x0CF3, 0x0CF3, false},   {0x0ECE, 0x0ECE, false},   {0x10EFD, 0x10EFF, false}, {0x1123F, 0x11241, false},
     {0x11B00, 0x11B09, false}, {0x11F00, 0x11F10, false}, {0x11F12, 0x11F3A, false}, {0x11F3E, 0x11F59, false},
     {0x1342F, 0x1342F, false}, {0x13440, 0x13455, false}, {0x1B132, 0x1B132, false}, {0x1B155, 0x1B155, false},
     {0x1D2C0, 0x1D2D3, false}, {0x1DF25, 0x1DF2A, false}, {0x1E030, 0x1E06D, false}, {0x1E08F, 0x1E08F, false},
@@ -157,49 +168,49 @@ constexpr CpRange kPrintableExceptions[] = {
 };
 // Where str.islower() of one code point differs from category Ll.
 constexpr CpRange kLowercaseExceptions[] = {
-    {0x00AA, 0x00AA, true}, {0x00BA, 0x00BA, true}, {0x02B0, 0x02B8, true}, {0x02C0, 0x02C1, true},
-    {0x02E0, 0x02E4, true}, {0x0345, 0x0345, true}, {0x037A, 0x037A, true}, {0x1D2C, 0x1D6A, true},
-    {0x1D78, 0x1D78, true}, {0x1D9B, 0x1DBF, true}, {0x2071, 0x2071, true}, {0x207F, 0x207F, true},
-    {0x2090, 0x209C, true}, {0x2170, 0x217F, true}, {0x24D0, 0x24E9, true}, {0x2C7C, 0x2C7D, true},
-    {0xA69C, 0xA69D, true}, {0xA770, 0xA770, true}, {0xA7F8, 0xA7F9, true}, {0xAB5C, 0xAB5F, true},
-    {0x10780, 0x10780, true}, {0x10783, 0x10785, true}, {0x10787, 0x107B0, true}, {0x107B2, 0x107BA, true},
+    {0x00AA, 0x00AA, true},    {0x00BA, 0x00BA, true},   {0x02B0, 0x02B8, true},   {0x02C0, 0x02C1, true},
+    {0x02E0, 0x02E4, true},    {0x0345, 0x0345, true},   {0x037A, 0x037A, true},   {0x1D2C, 0x1D6A, true},
+    {0x1D78, 0x1D78, true},    {0x1D9B, 0x1DBF, true},   {0x2071, 0x2071, true},   {0x207F, 0x207F, true},
+    {0x2090, 0x209C, true},    {0x2170, 0x217F, true},   {0x24D0, 0x24E9, true},   {0x2C7C, 0x2C7D, true},
+    {0xA69C, 0xA69D, true},    {0xA770, 0xA770, true},   {0xA7F8, 0xA7F9, true},   {0xAB5C, 0xAB5F, true},
+    {0x10780, 0x10780, true},  {0x10783, 0x10785, true}, {0x10787, 0x107B0, true}, {0x107B2, 0x107BA, true},
     {0x1DF25, 0x1DF2A, false},
 };
 // Where str.isupper() of one code point differs from category Lu.
 constexpr CpRange kUppercaseExceptions[] = {
-    {0x2160, 0x216F, true}, {0x24B6, 0x24CF, true}, {0x1F130, 0x1F149, true}, {0x1F150, 0x1F169, true},
-    {0x1F170, 0x1F189, true},
+    {0x2160, 0x216F, true},   {0x24B6, 0x24CF, true},   {0x1F130, 0x1F149, true},
+    {0x1F150, 0x1F169, true}, {0x1F170, 0x1F189, true},
 };
 // Where str.isdigit() of one code point differs from category Nd.
 constexpr CpRange kDigitExceptions[] = {
-    {0x00B2, 0x00B3, true}, {0x00B9, 0x00B9, true}, {0x1369, 0x1371, true}, {0x19DA, 0x19DA, true},
-    {0x2070, 0x2070, true}, {0x2074, 0x2079, true}, {0x2080, 0x2089, true}, {0x2460, 0x2468, true},
-    {0x2474, 0x247C, true}, {0x2488, 0x2490, true}, {0x24EA, 0x24EA, true}, {0x24F5, 0x24FD, true},
-    {0x24FF, 0x24FF, true}, {0x2776, 0x277E, true}, {0x2780, 0x2788, true}, {0x278A, 0x2792, true},
-    {0x10A40, 0x10A43, true}, {0x10E60, 0x10E68, true}, {0x11052, 0x1105A, true}, {0x11F50, 0x11F59, false},
+    {0x00B2, 0x00B3, true},    {0x00B9, 0x00B9, true},   {0x1369, 0x1371, true},   {0x19DA, 0x19DA, true},
+    {0x2070, 0x2070, true},    {0x2074, 0x2079, true},   {0x2080, 0x2089, true},   {0x2460, 0x2468, true},
+    {0x2474, 0x247C, true},    {0x2488, 0x2490, true},   {0x24EA, 0x24EA, true},   {0x24F5, 0x24FD, true},
+    {0x24FF, 0x24FF, true},    {0x2776, 0x277E, true},   {0x2780, 0x2788, true},   {0x278A, 0x2792, true},
+    {0x10A40, 0x10A43, true},  {0x10E60, 0x10E68, true}, {0x11052, 0x1105A, true}, {0x11F50, 0x11F59, false},
     {0x1E4F0, 0x1E4F9, false}, {0x1F100, 0x1F10A, true},
 };
 // Where str.isnumeric() of one code point differs from categories Nd/Nl/No.
 constexpr CpRange kNumericExceptions[] = {
-    {0x3405, 0x3405, true}, {0x3483, 0x3483, true}, {0x382A, 0x382A, true}, {0x3B4D, 0x3B4D, true},
-    {0x4E00, 0x4E00, true}, {0x4E03, 0x4E03, true}, {0x4E07, 0x4E07, true}, {0x4E09, 0x4E09, true},
-    {0x4E5D, 0x4E5D, true}, {0x4E8C, 0x4E8C, true}, {0x4E94, 0x4E94, true}, {0x4E96, 0x4E96, true},
-    {0x4EBF, 0x4EC0, true}, {0x4EDF, 0x4EDF, true}, {0x4EE8, 0x4EE8, true}, {0x4F0D, 0x4F0D, true},
-    {0x4F70, 0x4F70, true}, {0x5104, 0x5104, true}, {0x5146, 0x5146, true}, {0x5169, 0x5169, true},
-    {0x516B, 0x516B, true}, {0x516D, 0x516D, true}, {0x5341, 0x5341, true}, {0x5343, 0x5345, true},
-    {0x534C, 0x534C, true}, {0x53C1, 0x53C4, true}, {0x56DB, 0x56DB, true}, {0x58F1, 0x58F1, true},
-    {0x58F9, 0x58F9, true}, {0x5E7A, 0x5E7A, true}, {0x5EFE, 0x5EFF, true}, {0x5F0C, 0x5F0E, true},
-    {0x5F10, 0x5F10, true}, {0x62FE, 0x62FE, true}, {0x634C, 0x634C, true}, {0x67D2, 0x67D2, true},
-    {0x6F06, 0x6F06, true}, {0x7396, 0x7396, true}, {0x767E, 0x767E, true}, {0x8086, 0x8086, true},
-    {0x842C, 0x842C, true}, {0x8CAE, 0x8CAE, true}, {0x8CB3, 0x8CB3, true}, {0x8D30, 0x8D30, true},
-    {0x9621, 0x9621, true}, {0x9646, 0x9646, true}, {0x964C, 0x964C, true}, {0x9678, 0x9678, true},
-    {0x96F6, 0x96F6, true}, {0xF96B, 0xF96B, true}, {0xF973, 0xF973, true}, {0xF978, 0xF978, true},
-    {0xF9B2, 0xF9B2, true}, {0xF9D1, 0xF9D1, true}, {0xF9D3, 0xF9D3, true}, {0xF9FD, 0xF9FD, true},
+    {0x3405, 0x3405, true},    {0x3483, 0x3483, true},    {0x382A, 0x382A, true},    {0x3B4D, 0x3B4D, true},
+    {0x4E00, 0x4E00, true},    {0x4E03, 0x4E03, true},    {0x4E07, 0x4E07, true},    {0x4E09, 0x4E09, true},
+    {0x4E5D, 0x4E5D, true},    {0x4E8C, 0x4E8C, true},    {0x4E94, 0x4E94, true},    {0x4E96, 0x4E96, true},
+    {0x4EBF, 0x4EC0, true},    {0x4EDF, 0x4EDF, true},    {0x4EE8, 0x4EE8, true},    {0x4F0D, 0x4F0D, true},
+    {0x4F70, 0x4F70, true},    {0x5104, 0x5104, true},    {0x5146, 0x5146, true},    {0x5169, 0x5169, true},
+    {0x516B, 0x516B, true},    {0x516D, 0x516D, true},    {0x5341, 0x5341, true},    {0x5343, 0x5345, true},
+    {0x534C, 0x534C, true},    {0x53C1, 0x53C4, true},    {0x56DB, 0x56DB, true},    {0x58F1, 0x58F1, true},
+    {0x58F9, 0x58F9, true},    {0x5E7A, 0x5E7A, true},    {0x5EFE, 0x5EFF, true},    {0x5F0C, 0x5F0E, true},
+    {0x5F10, 0x5F10, true},    {0x62FE, 0x62FE, true},    {0x634C, 0x634C, true},    {0x67D2, 0x67D2, true},
+    {0x6F06, 0x6F06, true},    {0x7396, 0x7396, true},    {0x767E, 0x767E, true},    {0x8086, 0x8086, true},
+    {0x842C, 0x842C, true},    {0x8CAE, 0x8CAE, true},    {0x8CB3, 0x8CB3, true},    {0x8D30, 0x8D30, true},
+    {0x9621, 0x9621, true},    {0x9646, 0x9646, true},    {0x964C, 0x964C, true},    {0x9678, 0x9678, true},
+    {0x96F6, 0x96F6, true},    {0xF96B, 0xF96B, true},    {0xF973, 0xF973, true},    {0xF978, 0xF978, true},
+    {0xF9B2, 0xF9B2, true},    {0xF9D1, 0xF9D1, true},    {0xF9D3, 0xF9D3, true},    {0xF9FD, 0xF9FD, true},
     {0x11F50, 0x11F59, false}, {0x1D2C0, 0x1D2D3, false}, {0x1E4F0, 0x1E4F9, false}, {0x20001, 0x20001, true},
-    {0x20064, 0x20064, true}, {0x200E2, 0x200E2, true}, {0x20121, 0x20121, true}, {0x2092A, 0x2092A, true},
-    {0x20983, 0x20983, true}, {0x2098C, 0x2098C, true}, {0x2099C, 0x2099C, true}, {0x20AEA, 0x20AEA, true},
-    {0x20AFD, 0x20AFD, true}, {0x20B19, 0x20B19, true}, {0x22390, 0x22390, true}, {0x22998, 0x22998, true},
-    {0x23B1B, 0x23B1B, true}, {0x2626D, 0x2626D, true}, {0x2F890, 0x2F890, true},
+    {0x20064, 0x20064, true},  {0x200E2, 0x200E2, true},  {0x20121, 0x20121, true},  {0x2092A, 0x2092A, true},
+    {0x20983, 0x20983, true},  {0x2098C, 0x2098C, true},  {0x2099C, 0x2099C, true},  {0x20AEA, 0x20AEA, true},
+    {0x20AFD, 0x20AFD, true},  {0x20B19, 0x20B19, true},  {0x22390, 0x22390, true},  {0x22998, 0x22998, true},
+    {0x23B1B, 0x23B1B, true},  {0x2626D, 0x2626D, true},  {0x2F890, 0x2F890, true},
 };
 // Where str.isalpha() of one code point differs from categories L*.
 constexpr CpRange kAlphaExceptions[] = {
@@ -210,7 +221,8 @@ constexpr CpRange kAlphaExceptions[] = {
 };
 // Where str.isdecimal() of one code point differs from category Nd.
 constexpr CpRange kDecimalExceptions[] = {
-    {0x11F50, 0x11F59, false}, {0x1E4F0, 0x1E4F9, false},
+    {0x11F50, 0x11F59, false},
+    {0x1E4F0, 0x1E4F9, false},
 };
 
 std::optional<bool> range_lookup(const CpRange* first, const CpRange* last, char32_t c) {
@@ -227,7 +239,9 @@ std::optional<bool> range_lookup(const CpRange (&table)[N], char32_t c) {
 
 // Case mapping helpers: the public str methods below build on them.
 
-bool py_iscased(char32_t c) { return py_islower_cp(c) || py_isupper_cp(c) || py_istitle_cp(c); }
+bool py_iscased(char32_t c) {
+  return py_islower_cp(c) || py_isupper_cp(c) || py_istitle_cp(c);
+}
 
 const SpecialCase* special_case(char32_t c) {
   if (c < 0xDF) return nullptr;
@@ -250,11 +264,22 @@ void append_title(std::string& out, char32_t c) {
 /// Approximates Unicode's Case_Ignorable property (used only for the final-sigma rule).
 bool case_ignorable(char32_t c) {
   switch (c) {
-    case 0x27: case 0x2E: case 0x3A: case 0x5E: case 0x60: case 0xA8: case 0xAD: case 0xAF:
-    case 0xB4: case 0xB7: case 0xB8: case 0x2018: case 0x2019: case 0x2024: case 0x2027:
-      return true;
-    default:
-      break;
+    case 0x27:
+    case 0x2E:
+    case 0x3A:
+    case 0x5E:
+    case 0x60:
+    case 0xA8:
+    case 0xAD:
+    case 0xAF:
+    case 0xB4:
+    case 0xB7:
+    case 0xB8:
+    case 0x2018:
+    case 0x2019:
+    case 0x2024:
+    case 0x2027: return true;
+    default: break;
   }
   if (c < 0x80) return false;
   const int k = category(c);
@@ -290,19 +315,24 @@ void append_lower_at(std::string& out, const std::u32string& s, std::size_t i) {
 
 }  // namespace
 
-int category(char32_t c) { return static_cast<int>(utf8proc_category(static_cast<utf8proc_int32_t>(c))); }
+int category(char32_t c) {
+  return static_cast<int>(utf8proc_category(static_cast<utf8proc_int32_t>(c)));
+}
 
 bool py_isprintable(char32_t c) {
   if (c >= 0x20 && c < 0x7F) return true;
   if (c < 0xA0) return false;
   if (auto e = range_lookup(kPrintableExceptions, c)) return *e;
   switch (category(c)) {
-    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CS:
-    case UTF8PROC_CATEGORY_CO: case UTF8PROC_CATEGORY_CN: case UTF8PROC_CATEGORY_ZL:
-    case UTF8PROC_CATEGORY_ZP: case UTF8PROC_CATEGORY_ZS:
-      return false;
-    default:
-      return true;
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP:
+    case UTF8PROC_CATEGORY_ZS: return false;
+    default: return true;
   }
 }
 bool py_islower_cp(char32_t c) {
@@ -315,7 +345,9 @@ bool py_isupper_cp(char32_t c) {
   if (auto e = range_lookup(kUppercaseExceptions, c)) return *e;
   return category(c) == UTF8PROC_CATEGORY_LU;
 }
-bool py_istitle_cp(char32_t c) { return c >= 0x80 && category(c) == UTF8PROC_CATEGORY_LT; }
+bool py_istitle_cp(char32_t c) {
+  return c >= 0x80 && category(c) == UTF8PROC_CATEGORY_LT;
+}
 bool py_isalpha_cp(char32_t c) {
   if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
   if (auto e = range_lookup(kAlphaExceptions, c)) return *e;
@@ -434,11 +466,13 @@ namespace {
 
 /// Line boundaries of str.splitlines().
 bool py_linebreak(char32_t c) {
-  return c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E ||
-         c == 0x85 || c == 0x2028 || c == 0x2029;
+  return c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E || c == 0x85 ||
+         c == 0x2028 || c == 0x2029;
 }
 
-std::u32string cp_set(std::string_view chars) { return to_u32(chars); }
+std::u32string cp_set(std::string_view chars) {
+  return to_u32(chars);
+}
 
 }  // namespace
 
@@ -610,16 +644,15 @@ std::vector<std::string> py_splitlines(std::string_view s, bool keepends) {
     std::size_t j = i;
     while (j < u.size() && !py_linebreak(u[j])) ++j;
     std::size_t eol = j;
-    if (j < u.size()) {
-      eol = (u[j] == '\r' && j + 1 < u.size() && u[j + 1] == '\n') ? j + 2 : j + 1;
-    }
+    if (j < u.size()) { eol = (u[j] == '\r' && j + 1 < u.size() && u[j + 1] == '\n') ? j + 2 : j + 1; }
     out.push_back(from_u32(u.data() + i, u.data() + (keepends ? eol : j)));
     i = eol;
   }
   return out;
 }
 
-std::string py_replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count, std::size_t limit) {
+std::string py_replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count,
+                       std::size_t limit) {
   std::string out;
   int64_t done = 0;
   if (old.empty()) {

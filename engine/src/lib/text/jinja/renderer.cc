@@ -90,7 +90,8 @@ constexpr std::string_view kUnsafeDictMethods[] = {"clear", "pop", "popitem", "s
 constexpr std::string_view kUnsafeListMethods[] = {"append", "reverse", "insert", "sort", "extend", "remove"};
 
 Value unsafe_attr(const Value& obj, std::string_view name) {
-  return Value::undefined("access to attribute '" + std::string(name) + "' of '" + type_name(obj) + "' object is unsafe.");
+  return Value::undefined("access to attribute '" + std::string(name) + "' of '" + type_name(obj) +
+                          "' object is unsafe.");
 }
 
 }  // namespace
@@ -114,12 +115,16 @@ std::optional<Value> python_attr(const Value& obj, std::string_view name) {
   switch (obj.t) {
     case VT::kStr: {
       const int m = lookup_name(kStrMethodNames, name);
-      if (m >= 0) return make_func(m >= kFirstStubStrMethod ? FnKind::kStub : FnKind::kStrMethod, m, "str." + std::string(name), obj);
+      if (m >= 0)
+        return make_func(m >= kFirstStubStrMethod ? FnKind::kStub : FnKind::kStrMethod, m, "str." + std::string(name),
+                         obj);
       return std::nullopt;
     }
     case VT::kDict: {
       const int m = lookup_name(kDictMethodNames, name);
-      if (m >= 0) return make_func(m == static_cast<int>(DM::kFromkeys) ? FnKind::kStub : FnKind::kDictMethod, m, "dict." + std::string(name), obj);
+      if (m >= 0)
+        return make_func(m == static_cast<int>(DM::kFromkeys) ? FnKind::kStub : FnKind::kDictMethod, m,
+                         "dict." + std::string(name), obj);
       for (const auto u : kUnsafeDictMethods) {
         if (u == name) return unsafe_attr(obj, name);
       }
@@ -148,8 +153,7 @@ std::optional<Value> python_attr(const Value& obj, std::string_view name) {
       if (name == "real") return obj;
       if (name == "imag") return Value::number(0.0);
       return std::nullopt;
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 
@@ -200,9 +204,7 @@ Flow Renderer::exec(const Body& body, const FramePtr& frame, std::string& out) {
 Flow Renderer::exec_stmt(const Stmt& s, const FramePtr& frame, std::string& out) {
   tick(s.pos);
   switch (s.kind) {
-    case SK::kText:
-      append(out, s.text);
-      return Flow::kNormal;
+    case SK::kText: append(out, s.text); return Flow::kNormal;
     case SK::kPrint:
       for (const auto& e : s.exprs) {
         const Value v = eval(*e, frame);
@@ -216,8 +218,7 @@ Flow Renderer::exec_stmt(const Stmt& s, const FramePtr& frame, std::string& out)
       }
       if (s.bodies.size() > s.exprs.size()) return exec(s.bodies.back(), frame, out);
       return Flow::kNormal;
-    case SK::kFor:
-      return exec_for(s, frame, out);
+    case SK::kFor: return exec_for(s, frame, out);
     case SK::kSet: {
       Value v = eval(*s.expr, frame);
       pos_ = s.pos;
@@ -255,10 +256,8 @@ Flow Renderer::exec_stmt(const Stmt& s, const FramePtr& frame, std::string& out)
       frame->set(s.text, std::move(fn));
       return Flow::kNormal;
     }
-    case SK::kBreak:
-      return Flow::kBreak;
-    case SK::kContinue:
-      return Flow::kContinue;
+    case SK::kBreak: return Flow::kBreak;
+    case SK::kContinue: return Flow::kContinue;
     case SK::kGeneration: {
       CallGuard guard(*this);
       std::string captured;
@@ -328,7 +327,8 @@ void Renderer::assign(const Target& t, const Value& v, const FramePtr& frame) {
   const std::size_t want = t.items.size();
   if (items.size() > want) raise("ValueError", "too many values to unpack (expected " + std::to_string(want) + ")");
   if (items.size() < want) {
-    raise("ValueError", "not enough values to unpack (expected " + std::to_string(want) + ", got " + std::to_string(items.size()) + ")");
+    raise("ValueError", "not enough values to unpack (expected " + std::to_string(want) + ", got " +
+                            std::to_string(items.size()) + ")");
   }
   for (std::size_t k = 0; k < want; ++k) assign(t.items[k], items[k], frame);
 }
@@ -348,10 +348,8 @@ Value Renderer::lookup(const std::string& name, const FramePtr& frame) {
 Value Renderer::eval(const Expr& e, const FramePtr& frame) {
   tick(e.pos);
   switch (e.kind) {
-    case EK::kConst:
-      return e.value;
-    case EK::kName:
-      return lookup(e.name, frame);
+    case EK::kConst: return e.value;
+    case EK::kName: return lookup(e.name, frame);
     case EK::kGetattr: {
       const Value obj = eval(*e.node, frame);
       pos_ = e.pos;
@@ -365,8 +363,7 @@ Value Renderer::eval(const Expr& e, const FramePtr& frame) {
       pos_ = e.pos;
       return getitem(obj, key);
     }
-    case EK::kSlice:
-      unsupported("a slice outside a subscript");
+    case EK::kSlice: unsupported("a slice outside a subscript");
     case EK::kCall: {
       const Value callee = eval(*e.node, frame);
       Args a = eval_args(e, frame);
@@ -388,8 +385,7 @@ Value Renderer::eval(const Expr& e, const FramePtr& frame) {
       if (e.fn < 0) raise("TemplateRuntimeError", "No test named '" + e.name + "' found.");
       return Value::boolean(test(e.fn, v, a));
     }
-    case EK::kNot:
-      return Value::boolean(!truthy(eval(*e.node, frame)));
+    case EK::kNot: return Value::boolean(!truthy(eval(*e.node, frame)));
     case EK::kNeg:
     case EK::kPos: {
       const Value v = eval(*e.node, frame);
@@ -401,7 +397,8 @@ Value Renderer::eval(const Expr& e, const FramePtr& frame) {
         type_error("bad operand type for unary +: '" + type_name(v) + "'");
       }
       if (v.is_intlike()) {
-        if (v.as_int() == std::numeric_limits<int64_t>::min()) unsupported("an integer beyond 64 bits (Python would use a big int)");
+        if (v.as_int() == std::numeric_limits<int64_t>::min())
+          unsupported("an integer beyond 64 bits (Python would use a big int)");
         return Value::integer(-v.as_int());
       }
       if (v.t == VT::kFloat) return Value::number(-v.f);
@@ -500,9 +497,15 @@ bool Renderer::compare(CmpOp op, const Value& a, const Value& b) {
     case CmpOp::kEq: return py_eq(a, b);
     case CmpOp::kNe: return !py_eq(a, b);
     case CmpOp::kLt: return py_compare(a, b, "<") == -1;
-    case CmpOp::kLe: { const int c = py_compare(a, b, "<="); return c == -1 || c == 0; }
+    case CmpOp::kLe: {
+      const int c = py_compare(a, b, "<=");
+      return c == -1 || c == 0;
+    }
     case CmpOp::kGt: return py_compare(a, b, ">") == 1;
-    case CmpOp::kGe: { const int c = py_compare(a, b, ">="); return c == 1 || c == 0; }
+    case CmpOp::kGe: {
+      const int c = py_compare(a, b, ">=");
+      return c == 1 || c == 0;
+    }
     case CmpOp::kIn: return contains(b, a);
     case CmpOp::kNotIn: return !contains(b, a);
   }
@@ -515,9 +518,7 @@ bool Renderer::contains(const Value& container, const Value& item) {
     case VT::kStr:
       if (item.t != VT::kStr) type_error("'in <string>' requires string as left operand, not " + type_name(item));
       return container.text().find(item.text()) != std::string::npos;
-    case VT::kDict:
-      check_hashable(item);
-      return as_dict(container).get(item) != nullptr;
+    case VT::kDict: check_hashable(item); return as_dict(container).get(item) != nullptr;
     case VT::kView:
       if (as_view(container).kind == ViewKind::kKeys) {
         check_hashable(item);
@@ -530,10 +531,8 @@ bool Renderer::contains(const Value& container, const Value& item) {
       }
       return false;
     case VT::kUndefined:
-    case VT::kIter:
-      break;
-    default:
-      type_error("argument of type '" + type_name(container) + "' is not iterable");
+    case VT::kIter: break;
+    default: type_error("argument of type '" + type_name(container) + "' is not iterable");
   }
   Cursor c = Cursor::over(container);
   Value x;
@@ -555,10 +554,8 @@ Value Renderer::getattr(const Value& obj, const std::string& name) {
     case VT::kNamespace:
       if (const Value* v = as_ns(obj).attrs.get_str(name)) return *v;
       break;
-    case VT::kLoop:
-      return loop_attr(obj, name);
-    default:
-      break;
+    case VT::kLoop: return loop_attr(obj, name);
+    default: break;
   }
   return missing_attr(obj, name);
 }
@@ -612,7 +609,8 @@ Value Renderer::slice(const Value& obj, const Expr& sl, const FramePtr& frame) {
     const SliceIdx si = slice_indices(static_cast<int64_t>(l.items.size()), idx[0], idx[1], idx[2]);
     std::vector<Value> r;
     r.reserve(static_cast<std::size_t>(si.count));
-    for (int64_t k = 0, j = si.start; k < si.count; ++k, j += si.step) r.push_back(l.items[static_cast<std::size_t>(j)]);
+    for (int64_t k = 0, j = si.start; k < si.count; ++k, j += si.step)
+      r.push_back(l.items[static_cast<std::size_t>(j)]);
     Value out = make_list(std::move(r), l.kind);
     if (l.kind == SeqKind::kRange) {
       auto& ol = static_cast<ListObj&>(*out.o);
@@ -664,8 +662,7 @@ Value Renderer::getitem(const Value& obj, const Value& key) {
         }
       }
       break;
-    default:
-      break;
+    default: break;
   }
   if (key.t == VT::kStr) {
     if (auto m = python_attr(obj, key.text())) return *m;

@@ -18,7 +18,9 @@ namespace disagg::text::jinja_detail {
 
 namespace {
 
-std::string iter_type_name(const Value& v) { return as_iter(v).type_name; }
+std::string iter_type_name(const Value& v) {
+  return as_iter(v).type_name;
+}
 
 }  // namespace
 
@@ -39,8 +41,7 @@ std::string type_name(const Value& v) {
       return "list";
     case VT::kDict: return "dict";
     case VT::kNamespace: return "Namespace";
-    case VT::kFunc:
-      return as_func(v).kind == FnKind::kMacro ? "Macro" : "builtin_function_or_method";
+    case VT::kFunc: return as_func(v).kind == FnKind::kMacro ? "Macro" : "builtin_function_or_method";
     case VT::kLoop: return "LoopContext";
     case VT::kIter: return iter_type_name(v);
     case VT::kView: {
@@ -62,7 +63,8 @@ std::string object_type_repr(const Value& v) {
 bool is_hashable(const Value& v) {
   switch (v.t) {
     case VT::kList: return as_list(v).kind != SeqKind::kList;
-    case VT::kDict: case VT::kView: return false;
+    case VT::kDict:
+    case VT::kView: return false;
     default: return true;
   }
 }
@@ -70,10 +72,13 @@ bool is_hashable(const Value& v) {
 void check_hashable(const Value& v) {
   if (!is_hashable(v)) type_error("unhashable type: '" + type_name(v) + "'");
   switch (v.t) {
-    case VT::kNone: case VT::kBool: case VT::kInt: case VT::kFloat: case VT::kStr: case VT::kUndefined:
-      return;
-    default:
-      unsupported("a " + type_name(v) + " as a dict key");
+    case VT::kNone:
+    case VT::kBool:
+    case VT::kInt:
+    case VT::kFloat:
+    case VT::kStr:
+    case VT::kUndefined: return;
+    default: unsupported("a " + type_name(v) + " as a dict key");
   }
 }
 
@@ -95,7 +100,8 @@ constexpr int kMaxReprDepth = 200;
 
 /// Recursion and size guard of the text builders (a list can hold one big string a million times).
 void check_repr_depth(int depth, const std::string& out) {
-  if (depth > kMaxReprDepth) raise("RecursionError", "maximum recursion depth exceeded while getting the repr of an object");
+  if (depth > kMaxReprDepth)
+    raise("RecursionError", "maximum recursion depth exceeded while getting the repr of an object");
   check_text_size(out.size());
 }
 
@@ -212,11 +218,9 @@ void str_into(std::string& out, const Value& v, int depth) {
       out += "])";
       return;
     }
-    case VT::kLoop:
-      break;  // handled by the renderer (needs the loop's length)
+    case VT::kLoop: break;  // handled by the renderer (needs the loop's length)
     case VT::kFunc:
-    case VT::kIter:
-      break;
+    case VT::kIter: break;
   }
   unsupported("converting a " + type_name(v) + " to a string (Python prints its memory address)");
 }
@@ -255,7 +259,8 @@ bool py_eq(const Value& a, const Value& b) {
   }
   if (a.t != b.t) return false;
   switch (a.t) {
-    case VT::kUndefined: case VT::kNone: return true;
+    case VT::kUndefined:
+    case VT::kNone: return true;
     case VT::kStr: return a.text() == b.text();
     case VT::kList: {
       const ListObj& x = as_list(a);
@@ -277,8 +282,7 @@ bool py_eq(const Value& a, const Value& b) {
       }
       return true;
     }
-    default:
-      return a.o == b.o;
+    default: return a.o == b.o;
   }
 }
 
@@ -351,7 +355,8 @@ Value from_json(const nlohmann::ordered_json& j, int depth, int max_depth) {
     case nlohmann::ordered_json::value_t::number_integer: return Value::integer(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       const auto u = j.get<uint64_t>();
-      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) unsupported("an integer beyond 64 bits in the context");
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        unsupported("an integer beyond 64 bits in the context");
       return Value::integer(static_cast<int64_t>(u));
     }
     case nlohmann::ordered_json::value_t::number_float: return Value::number(j.get<double>());
@@ -375,8 +380,7 @@ Value from_json(const nlohmann::ordered_json& j, int depth, int max_depth) {
       }
       return make_dict(std::move(d));
     }
-    default:
-      raise("TypeError", "the context holds a value JSON cannot express");
+    default: raise("TypeError", "the context holds a value JSON cannot express");
   }
 }
 
@@ -476,7 +480,8 @@ void json_into(std::string& out, const Value& v, const JsonOptions& o, int level
       items.reserve(d.entries.size());
       for (const auto& e : d.entries) items.push_back(&e);
       if (o.sort_keys) {
-        std::stable_sort(items.begin(), items.end(), [](const auto* x, const auto* y) { return py_lt(x->first, y->first); });
+        std::stable_sort(items.begin(), items.end(),
+                         [](const auto* x, const auto* y) { return py_lt(x->first, y->first); });
       }
       out.push_back('{');
       bool first = true;
@@ -491,8 +496,7 @@ void json_into(std::string& out, const Value& v, const JsonOptions& o, int level
           case VT::kBool: out += k.b ? "\"true\"" : "\"false\""; break;
           case VT::kInt: out += '"' + std::to_string(k.i) + '"'; break;
           case VT::kNone: out += "\"null\""; break;
-          default:
-            type_error("keys must be str, int, float, bool or None, not " + type_name(k));
+          default: type_error("keys must be str, int, float, bool or None, not " + type_name(k));
         }
         out += o.key_sep;
         json_into(out, e->second, o, level + 1, depth + 1);
@@ -501,8 +505,7 @@ void json_into(std::string& out, const Value& v, const JsonOptions& o, int level
       out.push_back('}');
       return;
     }
-    default:
-      break;
+    default: break;
   }
   type_error("Object of type " + type_name(v) + " is not JSON serializable");
 }
