@@ -71,6 +71,8 @@ const project = new awscdk.AwsCdkConstructLibrary({
     'redis@^5',
     'aws-cdk@^2',
     'kubernetes-models@^5',
+    // Validates the prometheus-operator objects (PodMonitor, ServiceMonitor, PrometheusRule) in test/k8s/validate-core.mjs.
+    '@kubernetes-models/prometheus-operator@6.0.0',
     'yaml@^2',
     'openai@^6',
     'ts-node@^10.9.2',

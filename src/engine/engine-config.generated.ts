@@ -253,9 +253,20 @@ export interface DisaggEngineConfiguration {
      */
     kvBlockSize?: number;
     /**
-     * How prefill hands KV cache to decode (informational for the router; the workers' --kv-transfer-config).
+     * How KV moves from the prefill pool to the decode pool. The object form feeds the router's metrics: disagg_router_kv_transport_info{backend, provider} and disagg_router_kv_transfer_bytes_total per endpoint pair (engine/src/servers/router/request_phases.h). The older string form ('nixl-libfabric', 'nixl-ucx') names the backend alone. Absent: neither is exported; the per-pair transfer times are.
      */
-    kvTransfer?: 'nixl-libfabric' | 'nixl-ucx';
+    kvTransfer?:
+      | ('nixl-libfabric' | 'nixl-ucx')
+      | {
+          /**
+           * The pools' NIXL backend (kv_connector_extra_config.backends): LIBFABRIC over EFA (provider efa), or UCX (provider tcp on AWS).
+           */
+          backend: 'LIBFABRIC' | 'UCX';
+          /**
+           * KV-cache bytes of one token moved from prefill to decode: all layers, every rank's copy (KV heads replicated over tensor-parallel ranks move once per rank).
+           */
+          bytesPerToken?: number;
+        };
     /**
      * Upper bound of one proxied request.
      */

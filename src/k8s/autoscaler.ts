@@ -17,8 +17,9 @@ export class Autoscaler {
   /**
    * A plain `autoscaling/v2` HorizontalPodAutoscaler per pool on the external metric
    * `disagg_router_pool_slo_pressure` with selector `pool=<prefill|decode>, service=<router Service>`,
-   * for clusters without KEDA. Needs the router's `/metrics` scraped through its Service (e.g. a
-   * prometheus-operator ServiceMonitor, which labels the series with `namespace` and `service`) and an
+   * for clusters without KEDA. Needs the router's `/metrics` scraped through its Service (a
+   * prometheus-operator ServiceMonitor, which labels the series with `namespace` and `service`: the
+   * deployment's `monitoring: Monitoring.prometheusOperator()` emits one) and an
    * external-metrics adapter that serves them (e.g. prometheus-adapter, not installed by this library)
    * with a namespaced external rule that keeps `service` and `pool` and one series per router Service:
    * `seriesQuery: 'disagg_router_pool_slo_pressure{namespace!="",service!="",pool!=""}'`,

@@ -14,6 +14,7 @@ import { KvLoadFailurePolicy } from './kv-load-failure-policy';
 import { KvTier } from './kv-tier';
 import { KvTransfer } from './kv-transfer';
 import { ModelDeploymentOptions } from './model-deployment-options';
+import { Monitoring } from './monitoring';
 import { NetworkIsolation } from './network-isolation';
 import { PoolAutoscaling } from './pool-autoscaling';
 import { PoolRole } from './pool-role';
@@ -26,6 +27,8 @@ import { addGatewayObjects } from './private/gateway-objects';
 import { DRAIN_TPOT, FIELD_PREFIX, HiddenPoolProps, INSTANCE, KV_LOAD_FAILURE_POLICY, NIXL_BACKEND } from './private/hidden-props';
 import { APP_PART_OF, PORTS, componentLabels } from './private/labels';
 import { resolveModel, resolveVllmVersion, strip } from './private/model-inputs';
+import { addDeploymentMonitoring } from './private/monitoring-objects';
+import { MonitoredPool } from './private/monitoring-queries';
 import { addDeploymentPolicies } from './private/network-policies';
 import { NEURON_DEVICES_PER_POD, NEURON_DOCS, neuronDisaggregationProblem } from './private/neuron';
 import { planPool } from './private/pool-plan';
@@ -129,7 +132,8 @@ export interface DisaggregatedInferenceProps extends ModelDeploymentOptions {
    * (predicted TTFT / `ttftSeconds` for prefill; predicted TPOT / `tpotSeconds`, or KV use, for
    * decode), which the pools' `autoscaling` scales on; `tpotSeconds` also sizes how long a leaving
    * worker may take to finish its streams (`maxOutputTokens`). An SLO that an idle replica cannot
-   * meet by the sizing model (src/sizing) is an error. `targetShare` is the planner's (`sizeFor`).
+   * meet by the sizing model (src/sizing) is an error. `targetShare` is the planner's (`sizeFor`) and,
+   * with `monitoring`, the objective of the SLO burn-rate alerts (error budget 1 - targetShare).
    * @default - none: no autoscaling; the router's signals use 2 s TTFT and 0.1 s TPOT
    */
   readonly slo?: ServingSlo;
@@ -138,6 +142,18 @@ export interface DisaggregatedInferenceProps extends ModelDeploymentOptions {
    * @default Autoscaler.KEDA
    */
   readonly autoscaler?: Autoscaler;
+  /**
+   * Scraping, alerts and dashboards for the deployment: `Monitoring.prometheusOperator()` emits a
+   * PodMonitor `<name>-workers` (every vLLM API port of the prefill and decode pods), a ServiceMonitor
+   * `<name>-router` (the router's Service, port `http`: also what `Autoscaler.HPA`'s metrics adapter
+   * reads), a PrometheusRule `<name>` (SLO burn rate with `slo`, KV transfer failures, KV over TCP on EFA,
+   * prefix hits below prediction, a herding endpoint, an autoscaler at its maximum, a worker failing
+   * health) and Grafana dashboards as ConfigMaps (also in `dashboards`). docs/monitoring.md has the
+   * metrics and a runbook per alert.
+   * @default Monitoring.none()
+   * @see https://prometheus-operator.dev/docs/developer/getting-started/
+   */
+  readonly monitoring?: Monitoring;
 }
 
 /**
@@ -201,6 +217,12 @@ export class DisaggregatedInference extends Construct {
   public readonly prefill: IServingPool;
   /** The decode pool: add env, arguments or a KV cache. */
   public readonly decode: IServingPool;
+  /**
+   * The Grafana dashboards `monitoring` asks for, as JSON models by slug ('slo', 'phases', 'kv-transfer',
+   * 'prefix-cache', 'autoscaler', and 'cost' with `instancePricePerHour`): the data of the dashboard
+   * ConfigMaps, to write as files for a Grafana that does not load ConfigMaps. Empty without dashboards.
+   */
+  public readonly dashboards: { [slug: string]: string };
 
   constructor(scope: Construct, id: string, props: DisaggregatedInferenceProps) {
     super(scope, id);
@@ -281,6 +303,7 @@ export class DisaggregatedInference extends Construct {
     this.routerConfig = router.configJson;
     this.addAutoscalers(props, pools, scaling, namespace);
     this.expose(props, pools, namespace);
+    this.dashboards = this.monitor(where, props, pools, scaling, namespace);
   }
 
   /** A decode pod's drain may run for a maxContext-long answer: say so when that is long. */
@@ -423,6 +446,7 @@ export class DisaggregatedInference extends Construct {
       // A restarted router loads its index from a running peer instead of starting cold.
       peersHost: routerReplicas > 1 ? dns(`${name}-router-peers`) : undefined,
       apiKeysFile: props.apiKeys ? `${ROUTER_API_KEYS_DIR}/keys` : undefined,
+      nixlBackend: this.nixlBackend,
       policy: props.routerPolicy ?? RouterPolicy.KV_AWARE,
       disaggregationThresholdTokens: threshold,
       prefill,
@@ -514,6 +538,54 @@ export class DisaggregatedInference extends Construct {
       workerHttpPorts: [pools.prefill, pools.decode].flatMap(p => (p instanceof ExpertParallelPool ? p.httpPorts : [PORTS.http])),
       router: { labels: componentLabels(name, 'router'), port: PORTS.router, peerPort: PORTS.routerPeer },
       inferencePoolGateway: exposure.kind === 'inference-pool' ? { namespace: exposure.existing?.namespace ?? namespace } : undefined,
+    });
+  }
+
+  /** The monitoring objects `monitoring` asks for (private/monitoring-objects.ts); returns the dashboards' JSON by slug. */
+  private monitor(where: string, props: DisaggregatedInferenceProps, pools: Pools, scaling: Partial<Record<'prefill' | 'decode', ResolvedAutoscaling>>,
+    namespace: string | undefined): Record<string, string> {
+    const options = (props.monitoring ?? Monitoring.none()).prometheusOperatorOptions;
+    if (options === undefined) return {};
+    const targetShare = props.slo?.targetShare ?? 0.9;
+    if (props.slo && !(targetShare > 0 && targetShare < 1)) {
+      throw new Error(`${where}: 'slo.targetShare' (${targetShare}) must be between 0 and 1 (exclusive) for the SLO burn-rate alerts, ` +
+        'whose error budget is 1 - targetShare; e.g. 0.99 for 1% of requests allowed to miss');
+    }
+    const isolation = props.networkIsolation ?? NetworkIsolation.workersBehindRouter();
+    if (isolation.kind !== 'none' && isolation.metricsFrom.length === 0) {
+      this.warn('disagg:monitoringBlocked', "the workers' NetworkPolicy lets no Prometheus reach their /metrics, so the PodMonitor's scrapes " +
+        "fail; set 'networkIsolation: NetworkIsolation.workersBehindRouter({ metricsFrom: [TrafficSource.namespace(<Prometheus' namespace>)] })'");
+    }
+    const monitored = (role: 'prefill' | 'decode'): MonitoredPool => {
+      const plan = planOf(pools[role]);
+      const endpoints = endpointsPerReplica(pools[role]);
+      const s = scaling[role];
+      const objectName = role === 'prefill' ? this.prefillServiceName : this.decodeServiceName;
+      return {
+        instancesPerEndpoint: plan.layout.podsPerReplica * plan.nodeShare / endpoints,
+        // KEDA names the HPA it manages after the ScaledObject.
+        autoscaling: s && {
+          maxEndpoints: s.maxReplicas * endpoints,
+          maxReplicas: s.maxReplicas,
+          targetPressure: s.targetPressure,
+          hpaName: (props.autoscaler ?? Autoscaler.KEDA) === Autoscaler.KEDA ? `keda-hpa-${objectName}` : objectName,
+        },
+      };
+    };
+    // The API ports' names: one per local rank on a per-rank expert-parallel pod (expert-parallel-pool.ts portName).
+    const portNames = (pool: WorkerPool | ExpertParallelPool) => (
+      pool instanceof ExpertParallelPool && pool.endpoints === DataParallelEndpoints.PER_RANK ? pool.httpPorts.map((_, rank) => `http-${rank}`) : ['http']);
+    return addDeploymentMonitoring(this, {
+      name: this.name,
+      namespace,
+      slo: props.slo && { ttftSeconds: props.slo.ttftSeconds, tpotSeconds: props.slo.tpotSeconds, targetShare },
+      nixlBackend: this.nixlBackend,
+      pools: { prefill: monitored('prefill'), decode: monitored('decode') },
+      instancePricePerHour: options.instancePricePerHour,
+      options,
+      labels: componentLabels(this.name, 'monitoring'),
+      workerPortNames: [...new Set([...portNames(pools.prefill), ...portNames(pools.decode)])],
+      routerLabels: componentLabels(this.name, 'router'),
     });
   }
 

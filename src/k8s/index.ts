@@ -22,5 +22,6 @@ export * from './kv-tier';
 export * from './tiered-kv-cache';
 export * from './pool-autoscaling';
 export * from './autoscaler';
+export * from './monitoring';
 export * from './workload-namespace';
 export * from './vllm-version';

@@ -3,9 +3,11 @@ import { k8s } from 'cdk8s-plus-28';
 import { Construct } from 'constructs';
 import { KvCacheBackend } from './kv-cache-backend';
 import { KvTier } from './kv-tier';
+import { Monitoring } from './monitoring';
 import { NetworkIsolation } from './network-isolation';
 import { APP_PART_OF, componentLabels } from './private/labels';
 import { strip } from './private/model-inputs';
+import { addServiceMonitor } from './private/monitoring-objects';
 import { addKvStorePolicy } from './private/network-policies';
 import { workingSetGib } from './private/worker-pod';
 import { IServingPool, KvCacheAttachment } from './serving-pool';
@@ -46,12 +48,21 @@ export interface TieredKvCacheProps {
    * Namespace of the kvstore objects (the pools' namespace: the Redis URL uses it).
    * @default - the chart's namespace
    */
-  readonly namespace?: string; /**
+  readonly namespace?: string;
+  /**
    * Which pods may connect to the kvstore (a NetworkPolicy): the library's pods in its namespace, and
    * `metricsFrom` on the metrics port.
    * @default NetworkIsolation.workersBehindRouter()
    */
   readonly networkIsolation?: NetworkIsolation;
+  /**
+   * Scraping of the kvstore (a remote `KvStoreEndpoint.engineKvStore` tier): `Monitoring.prometheusOperator()`
+   * emits a ServiceMonitor `<name>` on its Service's `metrics` port (the `kvstore_*` series of
+   * docs/monitoring.md), with the options' scrape interval and labels; its alerts and dashboards options
+   * apply to a `DisaggregatedInference` only. Nothing to scrape without an engine kvstore.
+   * @default Monitoring.none()
+   */
+  readonly monitoring?: Monitoring;
 }
 
 /**
@@ -215,6 +226,10 @@ export class TieredKvCache extends Construct {
           ],
         },
       });
+      const monitoring = props.monitoring?.prometheusOperatorOptions;
+      if (monitoring !== undefined) {
+        addServiceMonitor(this, 'KvStoreServiceMonitor', { name, namespace, options: monitoring, labels, port: 'metrics' });
+      }
       addKvStorePolicy(this, {
         isolation: props.networkIsolation ?? NetworkIsolation.workersBehindRouter(),
         name,

@@ -1,12 +1,15 @@
 // The custom resources' cdk8s bindings in src/imports are generated from the minimal CRDs in
 // projenrc/crds (projenrc/crd-imports.ts, `npx projen imports`): the checked-in modules are what the
 // CRDs generate, and each minimal CRD keeps only fields of the pinned upstream CRD, typed as upstream.
+// prometheus-operator's group (monitoring.coreos.com) has no upstream CRD in ../shared/schemas: its
+// objects are validated with the npm package @kubernetes-models/prometheus-operator (validate-core.mjs),
+// so its minimal CRD is checked against that package's models instead.
 import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { parseAllDocuments } from 'yaml';
-import { CRD_DIR as UPSTREAM_CRD_DIR } from './util';
+import { PACKAGE_VALIDATED_GROUPS, CRD_DIR as UPSTREAM_CRD_DIR } from './util';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const GENERATOR = path.join('projenrc', 'crd-imports.ts');
@@ -105,9 +108,9 @@ describe('CRD bindings (src/imports)', () => {
       console.warn(`SKIPPED the minimal CRDs' check: ${UPSTREAM_CRD_DIR} is absent (a fresh clone has no ../shared; CI has it)`);
       return;
     }
-    // GIVEN the minimal CRDs and the upstream ones
+    // GIVEN the minimal CRDs (but those of groups an npm package models: see below) and the upstream ones
     const upstream = crds(UPSTREAM_CRD_DIR);
-    const minimal = crds(MINIMAL_CRD_DIR);
+    const minimal = crds(MINIMAL_CRD_DIR).filter(c => !PACKAGE_VALIDATED_GROUPS.includes(c.spec.group));
     expect(minimal.map(c => c.spec.names.kind).sort()).toEqual(['Gateway', 'HTTPRoute', 'InferencePool', 'LeaderWorkerSet', 'ScaledObject']);
     // WHEN each version's schema is compared with upstream's
     const problems = minimal.flatMap(crd => {
@@ -119,6 +122,40 @@ describe('CRD bindings (src/imports)', () => {
     });
     // THEN every field is upstream's, with its type, enum values and optionality
     expect(problems).toEqual([]);
+  });
+
+  test('the monitoring.coreos.com minimal CRD keeps only fields of @kubernetes-models/prometheus-operator\'s models, typed as there', () => {
+    // GIVEN the minimal prometheus-operator CRDs and the npm package's type declarations
+    const minimal = crds(MINIMAL_CRD_DIR).filter(c => c.spec.group === 'monitoring.coreos.com');
+    expect(minimal.map(c => c.spec.names.kind).sort()).toEqual(['PodMonitor', 'PrometheusRule', 'ServiceMonitor']);
+    const models = packageModels();
+    // WHEN each spec is compared with the package's model of its kind (from spec down: the root is TypeMeta)
+    const problems = minimal.flatMap(crd => {
+      const root = crd.spec.versions.find((v: any) => v.name === 'v1').schema.openAPIV3Schema;
+      return modelProblems(models, { type: 'object', required: root.required, properties: { spec: root.properties.spec } }, `I${crd.spec.names.kind}`,
+        crd.spec.names.kind);
+    });
+    // THEN every field is the package's, with its type and optionality
+    expect(problems).toEqual([]);
+  });
+
+  test('the model check finds a field the package lacks, another type and another optionality', () => {
+    // GIVEN a PodMonitor spec that drifted from the package's model
+    const drifted = {
+      type: 'object',
+      required: ['podMetricsEndpoints'],
+      properties: {
+        selector: { type: 'object', properties: { matchLabels: { type: 'object', additionalProperties: { type: 'integer' } } } },
+        podMetricsEndpoints: { type: 'array', items: { type: 'object', properties: { port: { type: 'string' }, portz: { type: 'string' } } } },
+      },
+    };
+    // WHEN compared THEN each difference is named
+    expect(modelProblems(packageModels(), drifted, 'IPodMonitorSpec', 'T')).toEqual([
+      'T.selector: optional, the package: required',
+      'T.selector.matchLabels{}: integer, the package: string',
+      'T.podMetricsEndpoints: required, the package: optional',
+      'T.podMetricsEndpoints[].portz: not in the package\'s model',
+    ]);
   });
 
   test('the subset check finds a field upstream lacks, a changed enum and a changed optionality', () => {
@@ -140,3 +177,83 @@ describe('CRD bindings (src/imports)', () => {
     ]);
   });
 });
+
+/** Interfaces and type aliases of @kubernetes-models/prometheus-operator's v1 models, by every name they go by. */
+interface PackageModels {
+  readonly interfaces: Map<string, { fields: Map<string, { type: string; optional: boolean }>; extends: string[] }>;
+  readonly aliases: Map<string, string>;
+}
+
+function packageModels(): PackageModels {
+  const pkg = path.dirname(require.resolve('@kubernetes-models/prometheus-operator/package.json', { paths: [ROOT] }));
+  const machinery = path.dirname(require.resolve('@kubernetes-models/apimachinery/package.json', { paths: [pkg] }));
+  const v1 = path.join(pkg, 'monitoring.coreos.com', 'v1');
+  const files = [
+    ...fs.readdirSync(v1).filter(f => f.endsWith('.d.ts')).map(f => path.join(v1, f)),
+    ...['apis/meta/v1/LabelSelector.d.ts', 'apis/meta/v1/LabelSelectorRequirement.d.ts', 'util/intstr/IntOrString.d.ts'].map(f => path.join(machinery, f)),
+  ];
+  const interfaces: PackageModels['interfaces'] = new Map();
+  const aliases = new Map<string, string>();
+  for (const file of files) {
+    const text = fs.readFileSync(file, 'utf8');
+    const names = new Map<string, string[]>();
+    for (const m of text.matchAll(/export type \{ (I\w+) as (I\w+)/g)) names.set(m[1], [m[1], m[2]]);
+    for (const m of text.matchAll(/^export interface (I\w+)(?: extends ([^{]+))? \{\n([\s\S]*?)\n\}/gm)) {
+      const fields = new Map([...m[3].matchAll(/^ {4}"([^"]+)"(\?)?: ([\s\S]*?);$/gm)].map(f => [f[1], { type: f[3], optional: f[2] === '?' }]));
+      const model = { fields, extends: (m[2] ?? '').split(',').map(e => e.trim()).filter(e => e.startsWith('I')) };
+      for (const name of names.get(m[1]) ?? [m[1]]) interfaces.set(name, model);
+    }
+    for (const m of text.matchAll(/^export type (I\w+) = ([^;]+);$/gm)) {
+      for (const name of names.get(m[1]) ?? [m[1]]) aliases.set(name, m[2]);
+    }
+  }
+  return { interfaces, aliases };
+}
+
+/** A declared type as a schema kind: 'string', 'integer', 'boolean', 'int-or-string', 'array', 'map' or an interface name. */
+function kindOf(models: PackageModels, type: string): { kind: string; of?: string } {
+  const t = type.trim();
+  if (t.startsWith('Array<')) return { kind: 'array', of: t.slice(6, -1) };
+  if (t.startsWith('{')) return { kind: 'map', of: /\]: ([^;]+)/.exec(t)![1] };
+  if (models.aliases.has(t)) return kindOf(models, models.aliases.get(t)!);
+  if (models.interfaces.has(t)) return { kind: t };
+  if (t === 'string | number') return { kind: 'int-or-string' };
+  if (t === 'string' || /^"[^"]*"( \| "[^"]*")*$/.test(t)) return { kind: 'string' };
+  return { kind: t === 'number' ? 'integer' : t };
+}
+
+/** An interface's fields with those of the interfaces it extends. */
+function fieldsOf(models: PackageModels, name: string): Map<string, { type: string; optional: boolean }> {
+  const model = models.interfaces.get(name)!;
+  return new Map([...model.extends.flatMap(e => (models.interfaces.has(e) ? [...fieldsOf(models, e)] : [])), ...model.fields]);
+}
+
+/** Where a minimal schema differs from the package's declared type: a field it lacks, another type or another optionality. */
+function modelProblems(models: PackageModels, mine: any, type: string, at: string): string[] {
+  const theirs = kindOf(models, type);
+  const expected = mine['x-kubernetes-int-or-string'] ? 'int-or-string'
+    : mine.type === 'array' ? 'array'
+      : mine.type === 'object' && mine.properties === undefined ? 'map'
+        : mine.type === 'object' ? 'interface' : mine.type;
+  const got = models.interfaces.has(theirs.kind) ? 'interface' : theirs.kind;
+  if (expected !== got) return [`${at}: ${expected}, the package: ${got}`];
+  if (expected === 'array') return modelProblems(models, mine.items, theirs.of!, `${at}[]`);
+  if (expected === 'map') return mine.additionalProperties ? modelProblems(models, mine.additionalProperties, theirs.of!, `${at}{}`) : [];
+  if (expected !== 'interface') return [];
+  const fields = fieldsOf(models, theirs.kind);
+  const required = new Set<string>(mine.required ?? []);
+  const problems = [...fields].filter(([name, f]) => !f.optional && !(name in mine.properties) && !['apiVersion', 'kind'].includes(name))
+    .map(([name]) => `${at}.${name}: required by the package but left out`);
+  for (const [name, schema] of Object.entries<any>(mine.properties)) {
+    const field = fields.get(name);
+    if (field === undefined) {
+      problems.push(`${at}.${name}: not in the package's model`);
+      continue;
+    }
+    if (required.has(name) === field.optional) {
+      problems.push(`${at}.${name}: ${required.has(name) ? 'required' : 'optional'}, the package: ${field.optional ? 'optional' : 'required'}`);
+    }
+    problems.push(...modelProblems(models, schema, field.type, `${at}.${name}`));
+  }
+  return problems;
+}

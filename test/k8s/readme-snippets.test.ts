@@ -3,7 +3,7 @@
 import { App, Chart, Size, Testing } from 'cdk8s';
 import {
   AcceleratedInstanceType, DisaggregatedInference, ExpertParallelPool, GatewayExposure, KvStoreEndpoint, KvTier,
-  ModelArchitecture, ModelSource, Precision, TieredKvCache,
+  ModelArchitecture, ModelSource, Monitoring, NetworkIsolation, Precision, TieredKvCache, TrafficSource,
 } from '../../src';
 
 function disaggregatedInference(app: App): Chart {
@@ -118,6 +118,29 @@ function autoscaledInference(app: App): Chart {
   return chart;
 }
 
+function monitoredInference(app: App): Chart {
+  // SNIPPET monitoring
+  const chart = new Chart(app, 'llama-monitored', { namespace: 'inference' });
+  new DisaggregatedInference(chart, 'Llama', {
+    model: ModelArchitecture.LLAMA_3_3_70B,
+    image: 'registry.example.com/disagg/engine:0.1.0',
+    weightPrecision: Precision.FP8,
+    kvCachePrecision: Precision.FP8,
+    maxContext: 32768,
+    slo: { ttftSeconds: 2, tpotSeconds: 0.05, targetShare: 0.99 }, // the burn-rate alerts' objective
+    prefill: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, replicas: 2, tensorParallel: 4 },
+    decode: { instanceType: AcceleratedInstanceType.P5EN_48XLARGE, replicas: 2, tensorParallel: 4 },
+    monitoring: Monitoring.prometheusOperator({
+      labels: { release: 'kube-prometheus-stack' }, // what kube-prometheus-stack's Prometheus selects
+      instancePricePerHour: 63.3, // USD per instance-hour, for the cost dashboard
+    }),
+    // Let the Prometheus in namespace 'monitoring' scrape the workers.
+    networkIsolation: NetworkIsolation.workersBehindRouter({ metricsFrom: [TrafficSource.namespace('monitoring')] }),
+  });
+  // END SNIPPET
+  return chart;
+}
+
 describe('README snippets', () => {
   test.each([
     ['DisaggregatedInference', disaggregatedInference, ['Deployment', 'ConfigMap', 'Gateway', 'HTTPRoute']],
@@ -126,6 +149,7 @@ describe('README snippets', () => {
     // Needs the engine addon (the planner runs at synth time), as test/k8s/size-for.test.ts does.
     ['sizeFor', sizedInference, ['Deployment', 'ConfigMap']],
     ['autoscaling', autoscaledInference, ['Deployment', 'ScaledObject', 'PodDisruptionBudget']],
+    ['monitoring', monitoredInference, ['PodMonitor', 'ServiceMonitor', 'PrometheusRule', 'ConfigMap']],
   ])('%s synthesizes', (_name, snippet, kinds) => {
     // GIVEN the snippet WHEN synthesized
     const manifests = Testing.synth(snippet(Testing.app()));

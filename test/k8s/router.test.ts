@@ -52,6 +52,9 @@ describe('router', () => {
       // two routers: each serves its index to the other, which loads it when it restarts
       peerPort: 8100,
       peers: { host: 'llama-3-3-70b-router-peers.inference.svc.cluster.local', port: 8100 },
+      // the pools' transport and a token's KV (80 layers x 8 KV heads x 128 x K and V at FP8), for the
+      // router's KV transfer metrics per prefill/decode pair
+      kvTransfer: { backend: 'LIBFABRIC', bytesPerToken: 80 * 8 * 128 * 2 },
     });
     expect(config.pools).toEqual(['prefill', 'decode'].map(role => ({
       name: role,

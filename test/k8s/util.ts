@@ -6,10 +6,18 @@ import Ajv, { ValidateFunction } from 'ajv';
 import Ajv2020 from 'ajv/dist/2020';
 import { Chart, Size, Testing } from 'cdk8s';
 import { parseAllDocuments } from 'yaml';
-import { AcceleratedInstanceType, Accelerator, CpuArchitecture, DisaggregatedInference, EksAmiType, DisaggregatedInferenceProps, ExpertParallelPoolOptions, ExpertParallelPoolProps, GatewayExposure, KvStoreEndpoint, KvTier, ModelArchitecture, ModelSource, Precision, TieredKvCache } from '../../src';
+import {
+  AcceleratedInstanceType, Accelerator, CpuArchitecture, DisaggregatedInference, EksAmiType, DisaggregatedInferenceProps, ExpertParallelPoolOptions,
+  ExpertParallelPoolProps, GatewayExposure, KvStoreEndpoint, KvTier, ModelArchitecture, ModelSource, Monitoring, Precision, TieredKvCache,
+} from '../../src';
 
 /** Groups whose objects are custom resources (validated against the shared CRDs). */
 const CRD_GROUPS = ['leaderworkerset.x-k8s.io', 'keda.sh', 'inference.networking.k8s.io', 'gateway.networking.k8s.io', 'resource.nvidia.com', 'karpenter.sh', 'karpenter.k8s.aws'];
+/**
+ * Custom resources validated by an npm package of kubernetes-models instead (validate-core.mjs): the shared
+ * CRD folder has no prometheus-operator CRD, `@kubernetes-models/prometheus-operator` models it.
+ */
+export const PACKAGE_VALIDATED_GROUPS = ['monitoring.coreos.com'];
 
 /** The shared CRD folder: ../shared/schemas/crds relative to the project root. */
 export const CRD_DIR = path.resolve(__dirname, '..', '..', '..', 'shared', 'schemas', 'crds');
@@ -35,6 +43,26 @@ export function defaultProps(overrides?: Partial<DisaggregatedInferenceProps>): 
     gateway: GatewayExposure.gateway(),
     ...overrides,
   };
+}
+
+/**
+ * defaultProps named 'llama' with monitoring (by default prometheus-operator objects labelled for
+ * kube-prometheus-stack, with a price for the cost dashboard), an SLO met by 99% of requests, and the
+ * decode pool autoscaled from 2 to 4 replicas; `extra` overrides.
+ */
+export function monitoredProps(
+  monitoring = Monitoring.prometheusOperator({ instancePricePerHour: 63.3, labels: { release: 'kube-prometheus-stack' } }),
+  extra: Partial<DisaggregatedInferenceProps> = {},
+): DisaggregatedInferenceProps {
+  const type = AcceleratedInstanceType.P5EN_48XLARGE;
+  return defaultProps({
+    name: 'llama',
+    monitoring,
+    slo: { ttftSeconds: 2, tpotSeconds: 0.05, targetShare: 0.99 },
+    prefill: { instanceType: type, replicas: 2, tensorParallel: 4 },
+    decode: { instanceType: type, tensorParallel: 4, autoscaling: { minReplicas: 2, maxReplicas: 4 } },
+    ...extra,
+  });
 }
 
 /** Synthesizes one DisaggregatedInference in a fresh chart; returns the construct and the manifests. */
@@ -79,14 +107,16 @@ export interface ValidationResult {
 }
 
 /**
- * Validates every manifest: core objects with `kubernetes-models` (in a child node process: the package is
- * ESM only), custom resources with ajv against `spec.versions[].schema.openAPIV3Schema` of the shared CRDs.
- * CEL rules (`x-kubernetes-validations`) are not evaluated.
+ * Validates every manifest: core objects with `kubernetes-models` and prometheus-operator's with
+ * `@kubernetes-models/prometheus-operator` (PACKAGE_VALIDATED_GROUPS; in a child node process: the packages
+ * are ESM only), the other custom resources with ajv against `spec.versions[].schema.openAPIV3Schema` of the
+ * shared CRDs. CEL rules (`x-kubernetes-validations`) are not evaluated.
  */
 export function validateManifests(manifests: any[]): ValidationResult {
   const errors: string[] = [];
   const skipped: string[] = [];
   const custom = manifests.filter(m => CRD_GROUPS.includes(groupOf(m.apiVersion)));
+  // Core objects, and the groups an npm package validates (never the shared CRD folder).
   const core = manifests.filter(m => !custom.includes(m));
   if (core.length > 0) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-k8s-'));

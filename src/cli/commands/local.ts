@@ -7,7 +7,9 @@ import {
   EXPERT_PARALLEL_DEPLOYMENT, expertParallelRanksProblem, LocalDeployment, localDeployment, localExpertParallelDeployment, LocalPool,
   LocalPrefixSource, RankEndpoint, rankEndpoints, routerConfigFor, workerConfig,
 } from '../local/deployment';
+import { formatBreakdown, PhaseBreakdown, phaseBreakdowns } from '../local/phases';
 import { consecutiveFreePorts, EngineProcess, freePort, ProcessGroup, resolveEngineBinary, waitFor200, withProcessGroup } from '../local/processes';
+import { scrapeTargetsOf } from '../local/scrape-targets';
 import { buildJobs, Job, percentile, RequestApi, runJobs, TEXT_CHARS_PER_TOKEN, WorkloadSpec } from '../local/workload';
 import { ProgressReporter } from '../progress';
 import { renderTable } from '../table';
@@ -99,6 +101,11 @@ Output:
   --tokenizer DIR          a model's tokenizer.json + tokenizer_config.json: the router and the sim-workers
                            tokenize and render chat with them as vLLM does (prefixes matched on real token
                            ids); prompt lengths are then the real tokenizer's (default: a made-up tokenizer)
+  --scrape-targets FILE    keep FILE a Prometheus file_sd target list of the run's router and sim-workers,
+                           labelled as the constructs' PodMonitor and ServiceMonitor label a deployment
+                           (deployment, namespace, pool): a Prometheus whose file_sd_configs reads it
+                           scrapes the run, and Monitoring.prometheusOperator()'s dashboards and alerts
+                           read it as they read the cluster (docs/monitoring.md)
   --json                   print machine-readable JSON only
   -h, --help               show this help
 
@@ -131,6 +138,7 @@ const OPTIONS = {
   'text': { type: 'string', multiple: true },
   'engine': { type: 'string' },
   'tokenizer': { type: 'string' },
+  'scrape-targets': { type: 'string' },
   'json': { type: 'boolean' },
   'help': { type: 'boolean', short: 'h' },
   'autoscale': { type: 'boolean' },
@@ -235,6 +243,8 @@ interface RunSummary {
   readonly prefillEndpoints: Record<string, number>;
   /** Mean router overhead before the upstream request (disagg_router_overhead_seconds). */
   readonly routerOverheadSeconds: number;
+  /** Where a request's time went, per path (the router's phase histograms): the means add up to TTFT and E2E. */
+  readonly phases: PhaseBreakdown[];
   /** Each data-parallel rank's load (--expert-parallel). */
   readonly ranks?: RankLoad[];
   /** Ranks that served no request (--expert-parallel). */
@@ -490,6 +500,7 @@ async function runPolicy(group: ProcessGroup, plan: RunPlan, o: RunOptions, io: 
       endpoints: endpointCounts,
       prefillEndpoints: prefillCounts,
       routerOverheadSeconds: overheadCount > 0 ? (rm.get('disagg_router_overhead_seconds_sum') ?? 0) / overheadCount : NaN,
+      phases: phaseBreakdowns(routerPage),
       ...(rankLoads ? { ranks: rankLoads, idleRanks: rankLoads.filter(r => r.requests === 0).map(r => r.name) } : {}),
       ...(firstError ? { firstError } : {}),
     };
@@ -614,7 +625,7 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
         const options: RunOptions = { deployment, kvTokens, speedup, jobs, workload, concurrency, api, timeoutMs, tmp, tokenizer, interrupted };
         runs.push(await runPolicy(group, plan, options, io, json));
       }
-    });
+    }, scrapeTargetsOf(values['scrape-targets'], deployment));
   } catch (e) {
     io.err(`disagg local: ${(e as Error).message}`);
     return ExitCode.INTERNAL;
@@ -676,6 +687,10 @@ async function runLocal(argv: string[], io: CliIo): Promise<number> {
     }
     io.out(`  ${r.label}: requests per ${pd ? 'decode' : 'worker'} endpoint ${spread(r.endpoints)}` +
       (pd ? `; prefill legs per prefill endpoint ${spread(r.prefillEndpoints) || 'none'}` : ''));
+  }
+  // Where the time went (the router's phases): which phase to look at when TTFT or E2E is high.
+  for (const r of runs) {
+    for (const b of r.phases) io.out(`  ${r.label}: mean per request, ${formatBreakdown(b, fmt)}`);
   }
   // Each rank's load (--expert-parallel): where the router sent each leg, and what the rank did.
   for (const r of ep ? runs : []) {

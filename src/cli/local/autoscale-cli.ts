@@ -4,6 +4,7 @@ import { renderTable } from '../table';
 import { AUTOSCALED_POOLS, LocalAutoscaleResult, runLocalAutoscale } from './autoscale';
 import { localAutoscaleDeployment } from './deployment';
 import { resolveEngineBinary, withProcessGroup } from './processes';
+import { scrapeTargetsOf } from './scrape-targets';
 import { buildJobs, RequestApi, WorkloadSpec } from './workload';
 
 /** The flag values `disagg local --autoscale` reads (parseOptions' result). */
@@ -126,7 +127,7 @@ export async function runAutoscale(v: LocalFlagValues, io: CliIo, readText: (fil
         interrupted,
         seed: workload.seed,
       }, say);
-    });
+    }, scrapeTargetsOf(v['scrape-targets'], deployment));
   } catch (e) {
     io.err(`disagg local: ${(e as Error).message}`);
     return ExitCode.INTERNAL;

@@ -1,7 +1,7 @@
 import * as cdk8s from 'cdk8s';
 import { AcceleratedInstanceType, ModelArchitecture, Precision } from '../../catalog';
 import type { EngineCostConfig } from '../../engine/engine-config';
-import { Autoscaler, DataParallelEndpoints, DisaggregatedInference, ExpertParallelPool, ModelSource, RouterPolicy } from '../../k8s';
+import { Autoscaler, DataParallelEndpoints, DisaggregatedInference, DisaggregatedInferenceProps, ExpertParallelPool, ModelSource, RouterPolicy } from '../../k8s';
 import type { ResolvedAutoscaling, RouterAutoscaling } from '../../k8s/private/autoscaling';
 import { RoutedPool, RouterConfigFile, StaticRouterEndpoint, withoutClusterNetwork, withStaticEndpoints } from '../../k8s/private/router-config';
 import { ServingPlan } from '../../sizing';
@@ -52,6 +52,10 @@ export interface LocalPool extends RoutedPool {
 
 /** The resolved deployment. */
 export interface LocalDeployment {
+  /** The DisaggregatedInference's name: the `deployment` label of --scrape-targets. */
+  readonly name: string;
+  /** The namespace its chart is synthesized in (LOCAL_NAMESPACE). */
+  readonly namespace: string;
   /** The router configuration with DNS discovery (pools as sized). */
   readonly config: RouterConfigFile;
   readonly pools: LocalPool[];
@@ -67,9 +71,12 @@ export interface LocalDeployment {
  * Synthesizes the default deployment's router configuration.
  * @param pd prefill and decode sim-workers, or undefined for an aggregated run of `workers`
  */
+/** The namespace of the chart the local deployments are synthesized in (their dashboards filter on it). */
+export const LOCAL_NAMESPACE = 'inference';
+
 export function localDeployment(pd: { prefill: number; decode: number } | undefined, workers: number): LocalDeployment {
   const spec = defaultDeploymentSpec();
-  const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: 'inference' });
+  const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: LOCAL_NAMESPACE });
   const inference = new DisaggregatedInference(chart, 'Inference', workloadProps({
     ...spec,
     prefillReplicas: pd?.prefill ?? spec.prefillReplicas,
@@ -83,12 +90,14 @@ export function localDeployment(pd: { prefill: number; decode: number } | undefi
     pools = [{ ...decode, name: 'aggregated', role: 'both', replicas: workers }];
     config = { ...config, pools: [{ ...entry, name: 'aggregated', role: 'both' }] };
   }
-  return localDeploymentOf(config, pools, `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${inference.decodeTensorParallel} on ${spec.instanceType.name}`);
+  return localDeploymentOf(config, pools, `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${inference.decodeTensorParallel} on ${spec.instanceType.name}`, inference);
 }
 
 /** A LocalDeployment of a router configuration and its pools: the names and numbers the configuration carries. */
-function localDeploymentOf(config: RouterConfigFile, pools: LocalPool[], description: string): LocalDeployment {
+function localDeploymentOf(config: RouterConfigFile, pools: LocalPool[], description: string, inference: DisaggregatedInference): LocalDeployment {
   return {
+    name: inference.name,
+    namespace: LOCAL_NAMESPACE,
     config,
     pools,
     servedModelName: config.router.servedModelName,
@@ -118,26 +127,35 @@ export interface LocalAutoscaleDeployment extends LocalDeployment {
 }
 
 /**
- * The default deployment with `slo` and `autoscaling` on both pools (KEDA): the router configuration
- * and the rules its ScaledObjects carry, for `disagg local --autoscale`.
- * @throws the construct's error when the SLO cannot be met or a bound is invalid
+ * The props of `disagg local --autoscale`'s deployment: the default deployment with `slo` and
+ * `autoscaling` on both pools (KEDA). A test adds `monitoring` to read a local run with its dashboards.
  */
-export function localAutoscaleDeployment(a: LocalAutoscaleSpec): LocalAutoscaleDeployment {
+export function localAutoscaleProps(a: LocalAutoscaleSpec): DisaggregatedInferenceProps {
   const spec = defaultDeploymentSpec();
-  const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: 'inference' });
   const autoscaling = {
     minReplicas: a.minReplicas,
     maxReplicas: a.maxReplicas,
     scaleDownStabilizationSeconds: a.scaleDownWindowSeconds,
   };
   const pool = { instanceType: spec.instanceType, tensorParallel: spec.tensorParallel, autoscaling };
-  const inference = new DisaggregatedInference(chart, 'Inference', {
+  return {
     ...workloadProps(spec, 'disagg-local', 'disagg-local'),
     prefill: pool,
     decode: pool,
     slo: { ttftSeconds: a.ttftSeconds, tpotSeconds: a.tpotSeconds },
     autoscaler: Autoscaler.KEDA,
-  });
+  };
+}
+
+/**
+ * The default deployment with `slo` and `autoscaling` on both pools (KEDA): the router configuration
+ * and the rules its ScaledObjects carry, for `disagg local --autoscale`.
+ * @throws the construct's error when the SLO cannot be met or a bound is invalid
+ */
+export function localAutoscaleDeployment(a: LocalAutoscaleSpec): LocalAutoscaleDeployment {
+  const spec = defaultDeploymentSpec();
+  const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: LOCAL_NAMESPACE });
+  const inference = new DisaggregatedInference(chart, 'Inference', localAutoscaleProps(a));
   const { config, pools } = inference._router;
   const rules = inference._autoscaling;
   if (!rules.prefill || !rules.decode || !config.autoscaling) {
@@ -145,7 +163,7 @@ export function localAutoscaleDeployment(a: LocalAutoscaleSpec): LocalAutoscaleD
   }
   return {
     ...localDeploymentOf(config, pools,
-      `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${inference.decodeTensorParallel} on ${spec.instanceType.name}`),
+      `${spec.model.name} ${spec.weights.name.toUpperCase()} TP${inference.decodeTensorParallel} on ${spec.instanceType.name}`, inference),
     rules: { prefill: rules.prefill, decode: rules.decode },
     autoscaling: config.autoscaling,
   };
@@ -201,7 +219,7 @@ export function localExpertParallelDeployment(shape: ExpertParallelShape): Local
       endpoints: DataParallelEndpoints.PER_RANK,
     };
   };
-  const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: 'inference' });
+  const chart = new cdk8s.Chart(new cdk8s.App(), 'disagg', { namespace: LOCAL_NAMESPACE });
   const inference = new DisaggregatedInference(chart, 'Inference', {
     model: e.model,
     modelSource: ModelSource.huggingFace(e.model.huggingFaceId),
@@ -233,7 +251,7 @@ export function localExpertParallelDeployment(shape: ExpertParallelShape): Local
     };
   });
   const shapeOf = (p: LocalPool) => `${p.name} EP${p.ranks!.expertParallel} (DP${p.ranks!.ranksPerGroup} x TP${p.ranks!.tensorParallel})`;
-  return localDeploymentOf(config, layouts, `${e.model.name} ${e.weights.name.toUpperCase()} ${layouts.map(shapeOf).join(', ')} on ${e.instanceType.name}`);
+  return localDeploymentOf(config, layouts, `${e.model.name} ${e.weights.name.toUpperCase()} ${layouts.map(shapeOf).join(', ')} on ${e.instanceType.name}`, inference);
 }
 
 /** One rank of a pod: where its sim-worker listens and publishes, as the router finds it. */

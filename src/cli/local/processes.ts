@@ -4,6 +4,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import type { CliIo } from '../command';
+import { ScrapeTargetsOptions, writeScrapeTargets } from './scrape-targets';
 
 /**
  * `disagg-engine` processes started by `disagg local`, and their cleanup: every process started
@@ -109,6 +110,8 @@ interface Tracked {
   readonly proc: ChildProcess;
   readonly exited: Promise<void>;
   done: boolean;
+  /** Set once it listens. */
+  started?: EngineProcess;
 }
 
 /** The processes of one `disagg local` run. */
@@ -117,7 +120,19 @@ export class ProcessGroup {
   /** Every pid ever started (for the JSON report and the no-orphans test). */
   public readonly pids: Array<{ name: string; pid: number }> = [];
 
+  /** Called with the processes that listen now, whenever one starts listening or exits. */
+  private listener?: (live: EngineProcess[]) => void;
+
   constructor(private readonly binary: string) {}
+
+  /** Calls `listener` with the live processes whenever one starts listening or exits (one listener). */
+  public onChange(listener: (live: EngineProcess[]) => void): void {
+    this.listener = listener;
+  }
+
+  private changed(): void {
+    this.listener?.(this.tracked.filter(t => !t.done && t.started).map(t => t.started!));
+  }
 
   /**
    * Starts `disagg-engine <args>` and waits for its "listening on" line (at most `timeoutMs`).
@@ -132,7 +147,7 @@ export class ProcessGroup {
       name,
       proc,
       done: false,
-      exited: new Promise<void>(resolve => proc.once('exit', () => { t.done = true; resolve(); })),
+      exited: new Promise<void>(resolve => proc.once('exit', () => { t.done = true; this.changed(); resolve(); })),
     };
     proc.once('error', () => { t.done = true; });
     this.tracked.push(t);
@@ -157,7 +172,9 @@ export class ProcessGroup {
       });
     });
     proc.stdout!.resume(); // keep draining its stdout
-    return { name, pid: proc.pid!, port, url: `http://127.0.0.1:${port}`, stderr: () => err };
+    t.started = { name, pid: proc.pid!, port, url: `http://127.0.0.1:${port}`, stderr: () => err };
+    this.changed();
+    return t.started;
   }
 
   /** Stops every live process: SIGTERM, then SIGKILL after `graceMs`; resolves when all have exited. */
@@ -225,10 +242,16 @@ export interface LocalSession {
  * Runs `body` with a fresh process group and temporary folder, and cleans up whatever happens:
  * every process it started is stopped (SIGTERM, they drain) and the folder removed, on success, on an
  * error and on Ctrl-C / SIGTERM (then the command exits 130 / 143); a process 'exit' SIGKILLs leftovers.
+ * With `scrapeTargets`, the live processes are kept in that Prometheus file_sd file (scrape-targets.ts).
  */
-export async function withProcessGroup<T>(binary: string, io: CliIo, body: (s: LocalSession) => Promise<T>): Promise<T> {
+export async function withProcessGroup<T>(binary: string, io: CliIo, body: (s: LocalSession) => Promise<T>,
+  scrapeTargets?: ScrapeTargetsOptions): Promise<T> {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'disagg-local-'));
   const group = new ProcessGroup(binary);
+  if (scrapeTargets) {
+    writeScrapeTargets([], scrapeTargets);
+    group.onChange(live => writeScrapeTargets(live, scrapeTargets));
+  }
   const interrupted = { value: false };
   const onSignal = (signal: NodeJS.Signals) => {
     interrupted.value = true;

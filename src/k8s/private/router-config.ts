@@ -8,10 +8,10 @@ import { PoolPlan } from './pool-plan';
 
 /**
  * The `router` keys `disagg-engine router` reads (engine/src/servers/router/router_config.cc,
- * apply_config_json): the schema's `kvTransfer` is informational and stays out.
+ * apply_config_json).
  */
 export type RouterSection = Pick<EngineRouterSection, 'listenPort' | 'servedModelName' | 'kvBlockSize' | 'maxModelLen' | 'requestTimeoutSeconds' | 'queueTimeoutSeconds'
-  | 'tokenizer' | 'peerPort' | 'peers'>;
+  | 'tokenizer' | 'peerPort' | 'peers' | 'kvTransfer'>;
 
 /** Where the router's pod mounts the served model's tokenizer files (RouterTokenizer). */
 export const ROUTER_TOKENIZER_DIR = '/var/lib/disagg/tokenizer';
@@ -118,6 +118,12 @@ export interface RouterConfigInputs {
    * @default - no keys asked for
    */
   readonly apiKeysFile?: string;
+  /**
+   * The pools' NIXL backend ('LIBFABRIC' or 'UCX'): the router reports it as its KV transport and counts
+   * the KV bytes each prefill/decode pair moves (`router.kvTransfer`).
+   * @default - not reported
+   */
+  readonly nixlBackend?: string;
 }
 
 /**
@@ -135,6 +141,8 @@ export function planRouter(inputs: RouterConfigInputs): RouterPlan {
       ...(inputs.tokenizer ? { tokenizer: ROUTER_TOKENIZER_DIR } : {}),
       ...(inputs.queueTimeoutSeconds !== undefined ? { queueTimeoutSeconds: inputs.queueTimeoutSeconds } : {}),
       ...(inputs.apiKeysFile !== undefined ? { apiKeys: { file: inputs.apiKeysFile } } : {}),
+      ...(inputs.nixlBackend === 'LIBFABRIC' || inputs.nixlBackend === 'UCX'
+        ? { kvTransfer: { backend: inputs.nixlBackend, bytesPerToken: transferBytesPerToken(inputs.decode) } } : {}),
     },
     policy: {
       name: policyName(inputs.policy),
@@ -155,6 +163,16 @@ export function planRouter(inputs: RouterConfigInputs): RouterPlan {
     ...(inputs.autoscaling ? { autoscaling: inputs.autoscaling } : {}),
   };
   return { config, pools: [routedPool(inputs.prefill, inputs.weightPrecision), routedPool(inputs.decode, inputs.weightPrecision)] };
+}
+
+/**
+ * KV bytes one token moves from prefill to decode: every decode rank reads its own copy (vLLM's NIXL),
+ * so heads replicated over the ranks move once per rank, as the engine's kv_transfer_bytes counts them.
+ */
+function transferBytesPerToken(decode: PoolPlan): number {
+  const p = decode.parallelism;
+  const kv = decode.plan.kvCache;
+  return Math.round(kv.bytesPerToken * kv.rankShare(p.tensorParallel, p.pipelineParallel) * p.tensorParallel * p.pipelineParallel);
 }
 
 function routerPool(pool: PoolPlan, host: string, ports: number[] = [PORTS.http]): RouterPool {

@@ -19,24 +19,25 @@ void compute_pool_signals(const RouterMetrics& metrics, EndpointTable& table, co
   decode = decode_pool_signals(d, config);
 }
 
-std::string render_metrics_page(const RouterMetrics& metrics, const Admission& admission,
-                                const UpstreamClients& clients, EndpointTable& table, const PoolSignals& prefill,
-                                const PoolSignals& decode) {
+std::string render_metrics_page(const RouterMetrics& metrics, const RequestPhaseMetrics& phases,
+                                const Admission& admission, const UpstreamClients& clients, EndpointTable& table,
+                                const PoolSignals& prefill, const PoolSignals& decode) {
   std::string out;
   out.reserve(16 << 10);
   metrics.write(out);
+  phases.write(out);
   write_pool_signals(out, prefill, decode);
-  write_metric(out, "disagg_router_inflight_requests", "gauge", "Requests being proxied now.", "",
-               admission.active());
+  write_metric(out, "disagg_router_inflight_requests", "gauge", "Requests being proxied now.", "", admission.active());
   write_metric(out, "disagg_router_queued_requests", "gauge", "Requests waiting for an admission slot.", "",
                admission.queued());
   write_metric(out, "disagg_router_upstream_connections_reused_total", "counter",
                "Upstream requests sent over a kept-alive connection.", "", clients.reused());
   write_metric(out, "disagg_router_upstream_idle_connections", "gauge",
                "Kept-alive upstream connections waiting for a request.", "", clients.idle());
-  write_metric(out, "disagg_router_routing_lock_sleeps_total", "counter",
-               "Times a thread slept waiting for the routing lock (scoring is serialized; spinning covers short waits).",
-               "", static_cast<double>(table.lock_sleeps()));
+  write_metric(
+      out, "disagg_router_routing_lock_sleeps_total", "counter",
+      "Times a thread slept waiting for the routing lock (scoring is serialized; spinning covers short waits).", "",
+      static_cast<double>(table.lock_sleeps()));
   table.write_metrics(out);
   return out;
 }

@@ -9,34 +9,34 @@
 #include <chrono>
 #include <csignal>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "admission.h"
 #include "api_keys.h"
 #include "client_close.h"
 #include "disagg/block_hash.h"
+#include "disagg/fnv1a.h"
 #include "dns_discovery.h"
 #include "endpoint_table.h"
 #include "health_monitor.h"
 #include "kv_event_subscriber.h"
-#include "metrics_page.h"
-#include "peer_link.h"
-#include "model_text.h"
-#include "lib/openai/request_parse.h"
-#include "lib/openai/request_scan.h"
-#include "router_log.h"
-#include "router_metrics.h"
 #include "lib/http/http_server.h"
 #include "lib/openai/openai_error.h"
+#include "lib/openai/request_parse.h"
+#include "lib/openai/request_scan.h"
+#include "metrics_page.h"
+#include "request_phases.h"
+#include "model_text.h"
+#include "peer_link.h"
+#include "router_log.h"
+#include "router_metrics.h"
 #include "thread_pinning.h"
 #include "upstream_clients.h"
 #include "upstream_legs.h"
-#include "disagg/fnv1a.h"
 
 namespace disagg::router {
 
@@ -52,7 +52,9 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::uint64_t fnv64(std::string_view s) { return fnv1a64(s); }
+std::uint64_t fnv64(std::string_view s) {
+  return fnv1a64(s);
+}
 
 // Per-request buffers, recycled so steady-state requests do not allocate token and hash arrays.
 struct Scratch {
@@ -124,6 +126,7 @@ struct Router::Impl {
   // io_context; destroyed before the contexts.
   std::unique_ptr<UpstreamClients> clients;
   std::unique_ptr<HealthMonitor> health;
+  std::unique_ptr<RequestPhaseMetrics> phases;  // read by the legs and the metrics page
   std::unique_ptr<UpstreamLegs> legs;
   std::unique_ptr<http::HttpServer> server;
   std::unique_ptr<KvEventSubscriber> subscriber;
@@ -161,7 +164,8 @@ struct Router::Impl {
   std::string make_models_body() const {
     json data = json::array();
     for (const std::string& m : config.served_models) {
-      data.push_back(json{{"id", m}, {"object", "model"}, {"created", started_unix}, {"owned_by", "disagg"}, {"root", m}});
+      data.push_back(
+          json{{"id", m}, {"object", "model"}, {"created", started_unix}, {"owned_by", "disagg"}, {"root", m}});
     }
     for (std::size_t i = 0; i < config.lora_adapters.size(); ++i) {
       const std::string& path = i < config.lora_paths.size() ? config.lora_paths[i] : std::string();
@@ -258,11 +262,11 @@ struct Router::Impl {
   // challenge RFC 6750 asks for. The message never repeats what the client sent.
   Task<void> unauthorized(ResponseWriter& w, AuthResult why) {
     static const std::string missing = http::openai_error_body(
-        401, "You didn't provide an API key. Send it in the Authorization header: 'Authorization: Bearer <key>'.",
-        "", "invalid_api_key", "invalid_request_error");
+        401, "You didn't provide an API key. Send it in the Authorization header: 'Authorization: Bearer <key>'.", "",
+        "invalid_api_key", "invalid_request_error");
     static const std::string invalid = http::openai_error_body(
-        401, "Incorrect API key provided: the key in the Authorization header matches none this router accepts.",
-        "", "invalid_api_key", "invalid_request_error");
+        401, "Incorrect API key provided: the key in the Authorization header matches none this router accepts.", "",
+        "invalid_api_key", "invalid_request_error");
     const bool absent = why == AuthResult::missing;
     metrics.auth_rejected[absent ? 0 : 1].fetch_add(1, std::memory_order_relaxed);
     const std::array<Header, 1> challenge = {Header{"WWW-Authenticate", "Bearer"}};
@@ -273,7 +277,8 @@ struct Router::Impl {
     const auto t0 = Clock::now();
     const int route = chat ? 1 : 0;
     if (draining.load()) {
-      co_await reject(w, route, 503, ErrorCause::draining, "the router is shutting down; retry on another replica", "", "draining");
+      co_await reject(w, route, 503, ErrorCause::draining, "the router is shutting down; retry on another replica", "",
+                      "draining");
       co_return;
     }
     std::unique_ptr<Scratch> sc = scratch.acquire();
@@ -303,7 +308,8 @@ struct Router::Impl {
       }
     }
     sc->hashes.resize(sc->tokens.size() / static_cast<std::size_t>(config.block_size));
-    sc->hashes.resize(hash_blocks(sc->tokens, static_cast<std::size_t>(config.block_size), chain_root_of(g), sc->hashes));
+    sc->hashes.resize(
+        hash_blocks(sc->tokens, static_cast<std::size_t>(config.block_size), chain_root_of(g), sc->hashes));
 
     RouteRequest rq;
     rq.request_id = take_request_id();
@@ -352,23 +358,25 @@ struct Router::Impl {
     const ProxyOutcome outcome = co_await legs->proxy(req, w, body, g, rq, t0, queued);
     admission.release();
     scratch.release(std::move(sc));
-    metrics.requests[static_cast<std::size_t>(route)][static_cast<std::size_t>(outcome)].fetch_add(1, std::memory_order_relaxed);
+    metrics.requests[static_cast<std::size_t>(route)][static_cast<std::size_t>(outcome)].fetch_add(
+        1, std::memory_order_relaxed);
     metrics.e2e_seconds.observe(seconds_since(t0));
   }
-
 
   // vLLM's /tokenize and /detokenize for the served model, answered here (text::ModelText).
   Task<void> tokenize(http::Request& req, ResponseWriter& w, bool post, bool detokenize) {
     if (!post) {
       std::array<Header, 1> allow = {Header{"Allow", "POST"}};
       metrics.error(ErrorCause::not_found);
-      co_await w.send_error(405, "use POST on " + std::string(detokenize ? "/detokenize" : "/tokenize"), "", "method_not_allowed", allow);
+      co_await w.send_error(405, "use POST on " + std::string(detokenize ? "/detokenize" : "/tokenize"), "",
+                            "method_not_allowed", allow);
       co_return;
     }
     if (!model_text) {
       metrics.error(ErrorCause::not_found);
-      co_await w.send_error(404, "the router has no tokenizer for its model; start it with --tokenizer DIR (router.tokenizer)",
-                            "", "not_found");
+      co_await w.send_error(
+          404, "the router has no tokenizer for its model; start it with --tokenizer DIR (router.tokenizer)", "",
+          "not_found");
       co_return;
     }
     auto doc = parse_request_json(req.body());
@@ -379,10 +387,11 @@ struct Router::Impl {
       co_return;
     }
     if (auto m = doc->find("model"); m != doc->end() && !m->is_null() &&
-        (!m->is_string() || std::find(request_models.begin(), request_models.end(), m->get<std::string>()) ==
-                                request_models.end())) {
+                                     (!m->is_string() || std::find(request_models.begin(), request_models.end(),
+                                                                   m->get<std::string>()) == request_models.end())) {
       metrics.error(ErrorCause::unknown_model);
-      co_await w.send_error(404, "The model `" + (m->is_string() ? m->get<std::string>() : m->dump()) + "` does not exist",
+      co_await w.send_error(404,
+                            "The model `" + (m->is_string() ? m->get<std::string>() : m->dump()) + "` does not exist",
                             "model", "model_not_found");
       co_return;
     }
@@ -422,8 +431,8 @@ struct Router::Impl {
       co_await tokenize(req, w, post, path == "/detokenize");
       co_return;
     }
-    const bool known = path == "/health" || path == "/ready" || path == "/metrics" || path == "/scaling" ||
-                       path == "/v1/models";
+    const bool known =
+        path == "/health" || path == "/ready" || path == "/metrics" || path == "/scaling" || path == "/v1/models";
     if (known && !get) {
       std::array<Header, 1> allow = {Header{"Allow", "GET"}};
       metrics.error(ErrorCause::not_found);
@@ -440,7 +449,7 @@ struct Router::Impl {
     } else if (path == "/metrics") {
       PoolSignals prefill, decode;
       compute_pool_signals(metrics, *table, config.autoscaling, prefill_mean, prefill, decode);
-      co_await w.send(200, render_metrics_page(metrics, admission, *clients, *table, prefill, decode),
+      co_await w.send(200, render_metrics_page(metrics, *phases, admission, *clients, *table, prefill, decode),
                       "text/plain; version=0.0.4; charset=utf-8");
     } else if (path == "/scaling") {
       // The scaling signals as JSON, for KEDA's metrics-api scaler (valueLocation pools.<pool>.pressure).
@@ -451,9 +460,10 @@ struct Router::Impl {
       co_await w.send(200, models_body);
     } else {
       metrics.error(ErrorCause::not_found);
-      co_await w.send_error(404, "no route for " + std::string(path) +
-                                     "; the router serves /v1/completions, /v1/chat/completions, /v1/models, "
-                                     "/tokenize, /detokenize, /health, /ready, /metrics and /scaling",
+      co_await w.send_error(404,
+                            "no route for " + std::string(path) +
+                                "; the router serves /v1/completions, /v1/chat/completions, /v1/models, "
+                                "/tokenize, /detokenize, /health, /ready, /metrics and /scaling",
                             "", "not_found");
     }
   }
@@ -467,7 +477,9 @@ Router::~Router() {
   if (impl_->dns) impl_->dns->stop();
 }
 
-std::uint16_t Router::port() const { return impl_->server->port(); }
+std::uint16_t Router::port() const {
+  return impl_->server->port();
+}
 
 Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig config) {
   auto impl = std::make_unique<Impl>(std::move(config));
@@ -500,13 +512,14 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   im.request_models.insert(im.request_models.end(), c.lora_adapters.begin(), c.lora_adapters.end());
   im.max_model_len = c.max_model_len > 0 ? c.max_model_len : im.model_text ? im.model_text->model_max_length() : 0;
   if (im.model_text && im.max_model_len == 0) {
-    log_line("warning: the deployment's context length is unknown (no router.maxModelLen / --max-model-len, and "
-             "the tokenizer's model_max_length is not a length): /tokenize answers max_model_len null");
+    log_line(
+        "warning: the deployment's context length is unknown (no router.maxModelLen / --max-model-len, and "
+        "the tokenizer's model_max_length is not a length): /tokenize answers max_model_len null");
   }
   // prefixSource auto: precise exactly when the tokenizer loaded (im.config is what `c` reads).
   if (c.prefix_auto) im.config.precise_prefix = im.model_text.has_value();
-  im.started_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::system_clock::now().time_since_epoch()).count();
+  im.started_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 
   im.models_body = im.make_models_body();
 
@@ -518,7 +531,11 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
            (im.model_text ? " (token ids from the served model's tokenizer)" : ""));
   im.clients = std::make_unique<UpstreamClients>(im.contexts(), c);
   im.health = std::make_unique<HealthMonitor>(*im.table, im.ioc, *im.clients, c);
-  im.legs = std::make_unique<UpstreamLegs>(*im.table, *im.clients, im.metrics, c);
+  im.phases = std::make_unique<RequestPhaseMetrics>(
+      KvTransferInfo{c.kv_transfer_backend, c.kv_bytes_per_token},
+      c.autoscaling.configured ? SloTargets{c.autoscaling.ttft_slo_seconds, c.autoscaling.tpot_slo_seconds}
+                               : SloTargets{});
+  im.legs = std::make_unique<UpstreamLegs>(*im.table, *im.clients, im.metrics, *im.phases, c);
 
   http::ServerOptions so;
   so.host = c.host;
@@ -532,9 +549,8 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
   so.server_name = "disagg-engine router";
   so.connection_contexts = im.contexts();
   Impl* raw = impl.get();
-  auto server = http::HttpServer::create(im.ioc, so, [raw](http::Request& req, ResponseWriter& w) {
-    return raw->handle(req, w);
-  });
+  auto server = http::HttpServer::create(im.ioc, so,
+                                         [raw](http::Request& req, ResponseWriter& w) { return raw->handle(req, w); });
   if (!server) return unexpected(server.error().message);
   im.server = std::move(*server);
 
@@ -557,19 +573,20 @@ Expected<std::unique_ptr<Router>, std::string> Router::create(RouterConfig confi
 
   // Warm start from a peer router (peer_link.h): its snapshot, loaded as the endpoints are added.
   im.peer_instance = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
-                static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+                     static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   PeerSnapshotLimits limits;
   limits.max_blocks = static_cast<std::size_t>(c.peer_snapshot_max_blocks);
-  limits.max_bytes = 64 + static_cast<std::size_t>(c.peer_snapshot_max_blocks) * (2 + 8 + 8 * kPeerSnapshotMaxKeysPerBlock) +
+  limits.max_bytes = 64 +
+                     static_cast<std::size_t>(c.peer_snapshot_max_blocks) * (2 + 8 + 8 * kPeerSnapshotMaxKeysPerBlock) +
                      kMaxRoutingEndpoints * (kPeerSnapshotMaxLabel + 32);
   if (c.peer_port != 0) {
     auto ps = PeerSnapshotServer::create(c.host, c.peer_port, c.peer_timeout_ms,
                                          [raw, max = limits.max_blocks](const std::vector<std::string>& only) {
-      PeerSnapshot snap;
-      raw->table->snapshot(snap, max, only.empty() ? nullptr : &only);
-      snap.instance = raw->peer_instance;
-      return encode_peer_snapshot(snap);
-    });
+                                           PeerSnapshot snap;
+                                           raw->table->snapshot(snap, max, only.empty() ? nullptr : &only);
+                                           snap.instance = raw->peer_instance;
+                                           return encode_peer_snapshot(snap);
+                                         });
     if (!ps) return unexpected(std::move(ps).error());
     im.peer_server = std::move(*ps);
     log_line("peer snapshot listener on port " + std::to_string(im.peer_server->port()));
@@ -622,7 +639,8 @@ void Router::run() {
   const std::vector<int> cpus = im.config.pin_threads ? allowed_cpus() : std::vector<int>{};
   const auto cpu_of = [&cpus](std::size_t i) { return cpus.empty() ? -1 : cpus[i % cpus.size()]; };
   const auto pin = [](int cpu) {
-    if (cpu >= 0 && !pin_this_thread(cpu)) log_line("--pin-threads: CPU " + std::to_string(cpu) + " refused; this thread is not pinned");
+    if (cpu >= 0 && !pin_this_thread(cpu))
+      log_line("--pin-threads: CPU " + std::to_string(cpu) + " refused; this thread is not pinned");
   };
   if (im.config.pin_threads) {
     std::string list;

@@ -23,7 +23,7 @@ constexpr const char* kUsage =
     "KV-aware OpenAI-compatible router in front of vLLM (or sim-worker) endpoints.\n"
     "Config keys (engine/schema/engine-config.schema.json): router.{listenPort, servedModelName,\n"
     "kvBlockSize, requestTimeoutSeconds, maxInflight, maxQueue, queueTimeoutSeconds, tokenizer, logDecisions,\n"
-    "maxModelLen, loraAdapters, apiKeys{file}},\n"
+    "maxModelLen, loraAdapters, apiKeys{file}, kvTransfer{backend, bytesPerToken}},\n"
     "policy.{name, weights, options, prefixSource,\n"
     "disaggregation.minUncachedPromptTokens}, pools[].{name, role, discovery{type dns, host, port or\n"
     "ports (one per local data-parallel rank; KV events of ports[j] on kvEvents.port + j),\n"
@@ -148,7 +148,8 @@ Expected<EndpointSpec, std::string> endpoint_from_flag(const std::string& spec) 
     }
   }
   if (url.empty()) {
-    return unexpected("'--endpoint' (" + spec + ") needs url=http://HOST:PORT, e.g. role=decode,url=http://127.0.0.1:8001");
+    return unexpected("'--endpoint' (" + spec +
+                      ") needs url=http://HOST:PORT, e.g. role=decode,url=http://127.0.0.1:8001");
   }
   auto hp = parse_http_url(url);
   if (!hp) return unexpected("'--endpoint' url (" + url + "): " + hp.error());
@@ -183,7 +184,8 @@ Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
       if (k == "port") p.ports.assign(1, static_cast<std::uint16_t>(n));
       else p.kv_events_port = static_cast<std::uint16_t>(n);
     } else if (k == "replay-port") {
-      if (!parse_num(v, &n) || n < 0 || n > 65535) return unexpected("'--dns-pool' replay-port (" + v + ") must be a port number");
+      if (!parse_num(v, &n) || n < 0 || n > 65535)
+        return unexpected("'--dns-pool' replay-port (" + v + ") must be a port number");
       p.kv_replay_port = static_cast<std::uint16_t>(n);
     } else if (k == "ports") {
       // FIRST-LAST: one port per local data-parallel rank (commas separate the spec's keys).
@@ -202,18 +204,21 @@ Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
         return unexpected("'--dns-pool' refresh (" + v + ") must be seconds > 0, e.g. 5");
       }
     } else {
-      return unexpected("'--dns-pool' (" + spec + ") has an unknown key '" + k +
-                        "'; use role=R,host=NAME,port=P|ports=FIRST-LAST[,pool=NAME][,kv-port=P][,replay-port=P][,refresh=SECONDS]");
+      return unexpected(
+          "'--dns-pool' (" + spec + ") has an unknown key '" + k +
+          "'; use role=R,host=NAME,port=P|ports=FIRST-LAST[,pool=NAME][,kv-port=P][,replay-port=P][,refresh=SECONDS]");
     }
   }
   if (p.host.empty() || p.ports.empty()) {
     return unexpected("'--dns-pool' (" + spec + ") needs host=NAME and port=P (or ports=FIRST-LAST)");
   }
   if (p.kv_events_port != 0 && p.kv_events_port + p.ports.size() - 1 > 65535) {
-    return unexpected("'--dns-pool' kv-port (" + std::to_string(p.kv_events_port) + ") plus one per further port exceeds 65535");
+    return unexpected("'--dns-pool' kv-port (" + std::to_string(p.kv_events_port) +
+                      ") plus one per further port exceeds 65535");
   }
   if (p.kv_replay_port != 0 && p.kv_replay_port + p.ports.size() - 1 > 65535) {
-    return unexpected("'--dns-pool' replay-port (" + std::to_string(p.kv_replay_port) + ") plus one per further port exceeds 65535");
+    return unexpected("'--dns-pool' replay-port (" + std::to_string(p.kv_replay_port) +
+                      ") plus one per further port exceeds 65535");
   }
   if (p.pool.empty()) p.pool = std::string(to_string(p.role));
   return p;
@@ -221,7 +226,9 @@ Expected<DnsPoolSpec, std::string> dns_pool_from_flag(const std::string& spec) {
 
 }  // namespace
 
-const char* router_usage() { return kUsage; }
+const char* router_usage() {
+  return kUsage;
+}
 
 std::uint16_t dns_kv_events_port(const DnsPoolSpec& pool, std::size_t port_index) {
   if (pool.kv_events_port == 0) return 0;
@@ -231,7 +238,8 @@ std::uint16_t dns_kv_events_port(const DnsPoolSpec& pool, std::size_t port_index
 Expected<std::pair<std::string, std::uint16_t>, std::string> parse_http_url(const std::string& url) {
   constexpr std::string_view scheme = "http://";
   if (url.rfind(scheme, 0) != 0) {
-    return unexpected(std::string("must start with http:// (TLS to workers is not supported), e.g. http://10.0.0.7:8000"));
+    return unexpected(
+        std::string("must start with http:// (TLS to workers is not supported), e.g. http://10.0.0.7:8000"));
   }
   std::string rest = url.substr(scheme.size());
   if (const auto slash = rest.find('/'); slash != std::string::npos) rest.resize(slash);
@@ -269,11 +277,13 @@ Expected<void, std::string> add_lora_adapter(RouterConfig& c, const std::string&
   const std::string name = value.substr(0, eq);
   const std::string path = eq == std::string::npos ? std::string() : value.substr(eq + 1);
   if (name.empty() || (eq != std::string::npos && path.empty())) {
-    return unexpected("'" + field + "' (\"" + value +
-                      "\") must be NAME or NAME=PATH, as vLLM's --lora-modules, e.g. sql-lora or sql-lora=/adapters/sql");
+    return unexpected(
+        "'" + field + "' (\"" + value +
+        "\") must be NAME or NAME=PATH, as vLLM's --lora-modules, e.g. sql-lora or sql-lora=/adapters/sql");
   }
   if (std::find(c.lora_adapters.begin(), c.lora_adapters.end(), name) != c.lora_adapters.end()) {
-    return unexpected("'" + field + "' (\"" + value + "\") names the adapter " + name + " again; list each adapter once");
+    return unexpected("'" + field + "' (\"" + value + "\") names the adapter " + name +
+                      " again; list each adapter once");
   }
   c.lora_adapters.push_back(name);
   c.lora_paths.push_back(path);
@@ -356,9 +366,7 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
       if (!added) return unexpected(added.error());
     } else if (flag == "--policy") {
       const std::string engine(routing_policy_engine_name(v));
-      bool known = false;
-      for (std::string_view n : routing_policy_names()) known = known || n == engine;
-      if (!known) return bad("is not a policy; use round-robin, least-load, llm-d, sglang, dynamo or disagg");
+      if (!routing_policy_known(engine)) return bad("is not a policy; use " + routing_policy_names_text());
       c.policy = engine;
     } else if (flag == "--policy-option") {
       const auto eq = v.find('=');
@@ -400,7 +408,8 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
     } else if (flag == "--idle-timeout-ms") {
       if (!integer(&c.idle_timeout_ms, 1, 1LL << 40)) return bad(range_any);
     } else if (flag == "--upstream-keepalive") {
-      if (!integer(&c.upstream_keepalive, 0, 1 << 16)) return bad("must be a whole number in [0, 65536]; 0 turns reuse off");
+      if (!integer(&c.upstream_keepalive, 0, 1 << 16))
+        return bad("must be a whole number in [0, 65536]; 0 turns reuse off");
     } else if (flag == "--upstream-keepalive-ms") {
       if (!integer(&c.upstream_keepalive_ms, 1, 1LL << 40)) return bad(range_any);
     } else if (flag == "--max-retries") {
@@ -455,7 +464,8 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
           if (v[close + 1] != ':') return bad("must be HOST[:PORT], e.g. router-peers.default.svc:8100");
           port_text = v.substr(close + 2);
         }
-      } else if (const auto colon = v.find(':'); colon != std::string::npos && v.find(':', colon + 1) == std::string::npos) {
+      } else if (const auto colon = v.find(':');
+                 colon != std::string::npos && v.find(':', colon + 1) == std::string::npos) {
         host = v.substr(0, colon);
         port_text = v.substr(colon + 1);
       }
@@ -477,19 +487,22 @@ Expected<RouterConfig, std::string> parse_router_args(int argc, char** argv, boo
   }
   if (!flag_models.empty()) c.served_models = flag_models;
   if (c.served_models.empty()) {
-    return unexpected(std::string("no served model name: set router.servedModelName in the config or pass --model-name NAME"));
+    return unexpected(
+        std::string("no served model name: set router.servedModelName in the config or pass --model-name NAME"));
   }
   if (!c.peers_host.empty() && c.peers_port == 0) c.peers_port = c.peer_port;
   if (!c.peers_host.empty() && c.peers_port == 0) {
-    return unexpected(std::string("router.peers needs a port: give router.peers.port, --peers HOST:PORT or --peer-port"));
+    return unexpected(
+        std::string("router.peers needs a port: give router.peers.port, --peers HOST:PORT or --peer-port"));
   }
   if (c.peer_port != 0 && c.peer_port == c.port) {
     return unexpected("'--peer-port' (" + std::to_string(c.peer_port) +
                       ") is the API port; the peer-snapshot listener needs a port of its own, e.g. 8100");
   }
   if (c.endpoints.empty() && c.dns_pools.empty()) {
-    return unexpected(std::string("no endpoints: give pools[].discovery or endpoints[] in the config, or "
-                                  "--endpoint role=decode,url=http://HOST:PORT / --dns-pool ..."));
+    return unexpected(
+        std::string("no endpoints: give pools[].discovery or endpoints[] in the config, or "
+                    "--endpoint role=decode,url=http://HOST:PORT / --dns-pool ..."));
   }
   if (c.endpoints.size() > static_cast<std::size_t>(kMaxRoutingEndpoints)) {
     return unexpected("too many static endpoints (" + std::to_string(c.endpoints.size()) + "); at most " +

@@ -5,11 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "disagg/expected.h"
 #include "disagg/routing.h"
@@ -73,12 +72,12 @@ struct AutoscalingSignalsConfig {
   /// The block was given. Then a request that finds no ready endpoint of its pool is also held (up
   /// to queue_timeout_ms) instead of refused at once, so that a pool scaled to zero can come back.
   bool configured = false;
-  double ttft_slo_seconds = 2.0;    ///< slo.ttftSeconds
-  double tpot_slo_seconds = 0.1;    ///< slo.tpotSeconds
+  double ttft_slo_seconds = 2.0;  ///< slo.ttftSeconds
+  double tpot_slo_seconds = 0.1;  ///< slo.tpotSeconds
   /// prefill.tokensPerSecond: prompt tokens one prefill endpoint processes per second.
   double prefill_tokens_per_second = 20'000;
-  double prefill_fixed_seconds = 0.02;            ///< prefill.fixedSeconds: latency on top (>= 0)
-  double decode_step_seconds_base = 0.012;        ///< decode.stepSecondsBase (>= 0)
+  double prefill_fixed_seconds = 0.02;               ///< prefill.fixedSeconds: latency on top (>= 0)
+  double decode_step_seconds_base = 0.012;           ///< decode.stepSecondsBase (>= 0)
   double decode_step_seconds_per_sequence = 0.0002;  ///< decode.stepSecondsPerSequence
   /// decode.maxSequences: sequences one decode endpoint holds at once (its KV capacity at the
   /// planned context, or vLLM's --max-num-seqs if lower); 0 = unknown, no sequence-slot term.
@@ -112,6 +111,12 @@ struct RouterConfig {
   /// `Authorization: Bearer <key>` (api_keys.h); empty: no keys asked for. Read at start (an error
   /// when it holds none) and again whenever it changes.
   std::string api_key_file;
+  /// router.kvTransfer.backend: the pools' NIXL backend ("LIBFABRIC" or "UCX"), exported as
+  /// disagg_router_kv_transport_info; empty: not configured.
+  std::string kv_transfer_backend;
+  /// router.kvTransfer.bytesPerToken: KV bytes of one token moved from prefill to decode (all layers,
+  /// every rank's copy), for disagg_router_kv_transfer_bytes_total; 0: unknown, not exported.
+  double kv_bytes_per_token = 0;
 
   /// Engine policy name (routing.h), after mapping the ConfigMap's names.
   std::string policy = "llm-d";

@@ -20,7 +20,9 @@ using json = nlohmann::json;
 using config_detail::role_of;
 using config_detail::set_option;
 
-std::string quoted(const json& v) { return v.dump(); }
+std::string quoted(const json& v) {
+  return v.dump();
+}
 
 // Typed field readers: absent or null keeps the default.
 bool get_int(const json& obj, const std::string& path, const char* key, std::int64_t lo, std::int64_t hi,
@@ -28,16 +30,15 @@ bool get_int(const json& obj, const std::string& path, const char* key, std::int
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return true;
   if (!it->is_number_integer() || it->get<std::int64_t>() < lo || it->get<std::int64_t>() > hi) {
-    err = "'" + path + key + "' (" + quoted(*it) + ") must be a whole number in [" + std::to_string(lo) +
-          ", " + std::to_string(hi) + "]";
+    err = "'" + path + key + "' (" + quoted(*it) + ") must be a whole number in [" + std::to_string(lo) + ", " +
+          std::to_string(hi) + "]";
     return false;
   }
   *out = it->get<std::int64_t>();
   return true;
 }
 
-bool get_number(const json& obj, const std::string& path, const char* key, double lo, double* out,
-                std::string& err) {
+bool get_number(const json& obj, const std::string& path, const char* key, double lo, double* out, std::string& err) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return true;
   if (!it->is_number() || !(it->get<double>() > lo)) {
@@ -48,8 +49,7 @@ bool get_number(const json& obj, const std::string& path, const char* key, doubl
   return true;
 }
 
-bool get_string(const json& obj, const std::string& path, const char* key, std::string* out,
-                std::string& err) {
+bool get_string(const json& obj, const std::string& path, const char* key, std::string* out, std::string& err) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return true;
   if (!it->is_string() || it->get_ref<const std::string&>().empty()) {
@@ -105,8 +105,7 @@ bool get_ports(const json& obj, const std::string& path, std::vector<std::uint16
   if (!has_many) return true;
   if (!many->is_array() || many->empty() || many->size() > kMaxDnsPoolPorts) {
     err = "'" + path + "ports' (" + quoted(*many) + ") must be a list of 1 to " + std::to_string(kMaxDnsPoolPorts) +
-          " port numbers (the router has " + std::to_string(kMaxDnsPoolPorts) +
-          " endpoint slots), e.g. [8000, 8001]";
+          " port numbers (the router has " + std::to_string(kMaxDnsPoolPorts) + " endpoint slots), e.g. [8000, 8001]";
     return false;
   }
   out->clear();
@@ -138,8 +137,8 @@ bool get_scaling_number(const json& obj, const std::string& path, const char* ke
                         double* out, std::string& err) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return true;
-  const bool ok = it->is_number() && std::isfinite(it->get<double>()) &&
-                  (zero_ok ? it->get<double>() >= 0 : it->get<double>() > 0);
+  const bool ok =
+      it->is_number() && std::isfinite(it->get<double>()) && (zero_ok ? it->get<double>() >= 0 : it->get<double>() > 0);
   if (!ok) {
     err = "'" + path + key + "' (" + quoted(*it) + ") must be a number " + (zero_ok ? ">= 0" : "> 0") + "; " + fix;
     return false;
@@ -161,9 +160,10 @@ Expected<void, std::string> apply_autoscaling(const json& a, AutoscalingSignalsC
     const char* name;
     const char* example;
   };
-  for (const Section& sec : {Section{"slo", "{\"ttftSeconds\": 2, \"tpotSeconds\": 0.05}"},
-                             Section{"prefill", "{\"tokensPerSecond\": 20000, \"fixedSeconds\": 0.02}"},
-                             Section{"decode", "{\"stepSecondsBase\": 0.012, \"stepSecondsPerSequence\": 0.0002, \"maxSequences\": 256}"}}) {
+  for (const Section& sec :
+       {Section{"slo", "{\"ttftSeconds\": 2, \"tpotSeconds\": 0.05}"},
+        Section{"prefill", "{\"tokensPerSecond\": 20000, \"fixedSeconds\": 0.02}"},
+        Section{"decode", "{\"stepSecondsBase\": 0.012, \"stepSecondsPerSequence\": 0.0002, \"maxSequences\": 256}"}}) {
     auto it = a.find(sec.name);
     if (it == a.end() || it->is_null()) continue;
     if (!it->is_object()) {
@@ -209,14 +209,45 @@ Expected<void, std::string> apply_autoscaling(const json& a, AutoscalingSignalsC
   for (const auto& [obj, path, keys] :
        {std::tuple{&slo, "autoscaling.slo.", std::string_view("ttftSeconds, tpotSeconds")},
         std::tuple{&prefill, "autoscaling.prefill.", std::string_view("tokensPerSecond, fixedSeconds")},
-        std::tuple{&decode, "autoscaling.decode.", std::string_view("stepSecondsBase, stepSecondsPerSequence, maxSequences")}}) {
+        std::tuple{&decode, "autoscaling.decode.",
+                   std::string_view("stepSecondsBase, stepSecondsPerSequence, maxSequences")}}) {
     for (auto it = obj->begin(); it != obj->end(); ++it) {
       if (it.key() == "$comment") continue;
       bool known = false;
       for (const auto& f : fields) known |= &f.obj == obj && it.key() == f.key;
       if (known) continue;
-      return unexpected("'" + std::string(path) + it.key() + "' is not a field of this block; use " + std::string(keys));
+      return unexpected("'" + std::string(path) + it.key() + "' is not a field of this block; use " +
+                        std::string(keys));
     }
+  }
+  return {};
+}
+
+// router.kvTransfer: {"backend": LIBFABRIC|UCX, "bytesPerToken": n > 0}, or the older string
+// "nixl-libfabric" / "nixl-ucx" that names the backend alone.
+Expected<void, std::string> read_kv_transfer(const json& kt, RouterConfig& c) {
+  if (kt.is_string() && (kt == "nixl-libfabric" || kt == "nixl-ucx")) {
+    c.kv_transfer_backend = kt == "nixl-libfabric" ? "LIBFABRIC" : "UCX";
+    return {};
+  }
+  if (!kt.is_object()) {
+    return unexpected("'router.kvTransfer' (" + quoted(kt).substr(0, 60) +
+                      ") must be an object, e.g. {\"backend\": \"LIBFABRIC\", \"bytesPerToken\": 163840}, or "
+                      "\"nixl-libfabric\" / \"nixl-ucx\"");
+  }
+  for (auto it = kt.begin(); it != kt.end(); ++it) {
+    if (it.key() != "backend" && it.key() != "bytesPerToken")
+      return unexpected("'router.kvTransfer." + it.key() +
+                        "' is not a field of this block; use backend, bytesPerToken");
+  }
+  std::string err;
+  if (!get_string(kt, "router.kvTransfer.", "backend", &c.kv_transfer_backend, err) ||
+      !get_number(kt, "router.kvTransfer.", "bytesPerToken", 0, &c.kv_bytes_per_token, err)) {
+    return unexpected(err);
+  }
+  if (c.kv_transfer_backend != "LIBFABRIC" && c.kv_transfer_backend != "UCX") {
+    return unexpected("'router.kvTransfer.backend' (\"" + c.kv_transfer_backend +
+                      "\") must be the pools' NIXL backend: LIBFABRIC (EFA) or UCX");
   }
   return {};
 }
@@ -254,7 +285,8 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
     c.peer_port = static_cast<std::uint16_t>(peer_port);
     if (auto pe = router->find("peers"); pe != router->end() && !pe->is_null()) {
       if (!pe->is_object()) {
-        return unexpected(std::string("'router.peers' must be an object, e.g. {\"host\": \"router-peers\", \"port\": 8100}"));
+        return unexpected(
+            std::string("'router.peers' must be an object, e.g. {\"host\": \"router-peers\", \"port\": 8100}"));
       }
       std::int64_t peers_port = c.peers_port;
       if (!get_string(*pe, "router.peers.", "host", &c.peers_host, err) ||
@@ -263,20 +295,27 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
           !get_int(*pe, "router.peers.", "maxBlocks", 0, 1LL << 26, &c.peer_snapshot_max_blocks, err)) {
         return unexpected(err);
       }
-      if (c.peers_host.empty()) return unexpected(std::string("'router.peers.host' is required: the peer routers' DNS name"));
+      if (c.peers_host.empty())
+        return unexpected(std::string("'router.peers.host' is required: the peer routers' DNS name"));
       c.peers_port = static_cast<std::uint16_t>(peers_port);
     }
     if (auto ak = router->find("apiKeys"); ak != router->end() && !ak->is_null()) {
       const char* example = "e.g. {\"file\": \"/etc/disagg/api-keys/keys\"} (a mounted Secret, one key per line)";
-      if (!ak->is_object()) return unexpected("'router.apiKeys' (" + quoted(*ak).substr(0, 60) + ") must be an object, " + example);
+      if (!ak->is_object())
+        return unexpected("'router.apiKeys' (" + quoted(*ak).substr(0, 60) + ") must be an object, " + example);
       for (auto it = ak->begin(); it != ak->end(); ++it) {
-        if (it.key() != "file") return unexpected("'router.apiKeys." + it.key() + "' is not a field of this block; use file");
+        if (it.key() != "file")
+          return unexpected("'router.apiKeys." + it.key() + "' is not a field of this block; use file");
       }
       if (!get_string(*ak, "router.apiKeys.", "file", &c.api_key_file, err)) return unexpected(err);
       if (c.api_key_file.empty()) return unexpected(std::string("'router.apiKeys.file' is required, ") + example);
     }
+    if (auto kt = router->find("kvTransfer"); kt != router->end() && !kt->is_null()) {
+      if (auto read = read_kv_transfer(*kt, c); !read) return read;
+    }
     if (auto l = router->find("loraAdapters"); l != router->end() && !l->is_null()) {
-      if (!l->is_array()) return unexpected(std::string("'router.loraAdapters' must be an array of adapter names, e.g. [\"sql-lora\"]"));
+      if (!l->is_array())
+        return unexpected(std::string("'router.loraAdapters' must be an array of adapter names, e.g. [\"sql-lora\"]"));
       c.lora_adapters.clear();
       c.lora_paths.clear();
       for (std::size_t i = 0; i < l->size(); ++i) {
@@ -311,7 +350,8 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
     if (section->min_uncached_prompt_tokens) c.decider.min_uncached_tokens = *section->min_uncached_prompt_tokens;
     if (section->prefix_source) {
       c.prefix_auto = *section->prefix_source == PrefixSource::automatic;
-      c.precise_prefix = c.prefix_auto ? std::optional<bool>() : std::optional<bool>(*section->prefix_source == PrefixSource::index);
+      c.precise_prefix =
+          c.prefix_auto ? std::optional<bool>() : std::optional<bool>(*section->prefix_source == PrefixSource::index);
     }
   }
   if (auto a = doc.find("autoscaling"); a != doc.end() && !a->is_null()) {
@@ -329,7 +369,8 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
       std::string name, role;
       if (!get_string(p, at, "name", &name, err) || !get_string(p, at, "role", &role, err)) return unexpected(err);
       if (name.empty() || role.empty()) {
-        return unexpected("'" + at + "name' and '" + at + "role' are required, e.g. {\"name\": \"decode\", \"role\": \"decode\"}");
+        return unexpected("'" + at + "name' and '" + at +
+                          "role' are required, e.g. {\"name\": \"decode\", \"role\": \"decode\"}");
       }
       auto r = role_of(at + "role", role);
       if (!r) return unexpected(r.error());
@@ -368,7 +409,8 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
         }
         d.kv_events_port = static_cast<std::uint16_t>(kport);
         std::int64_t rport = 0;
-        if (!get_int(*kv, at + "kvEvents.", "replayPort", 1, 65535 - static_cast<std::int64_t>(d.ports.size()) + 1, &rport, err)) {
+        if (!get_int(*kv, at + "kvEvents.", "replayPort", 1, 65535 - static_cast<std::int64_t>(d.ports.size()) + 1,
+                     &rport, err)) {
           return unexpected(err);
         }
         d.kv_replay_port = static_cast<std::uint16_t>(rport);
@@ -398,8 +440,8 @@ Expected<void, std::string> apply_config_json(const json& doc, RouterConfig& c) 
         }
       }
       if (!found) {
-        return unexpected("'" + at + "pool' (\"" + s.pool + "\") names no pool in 'pools'; add {\"name\": \"" +
-                          s.pool + "\", \"role\": \"decode\"} (or prefill / both) to 'pools'");
+        return unexpected("'" + at + "pool' (\"" + s.pool + "\") names no pool in 'pools'; add {\"name\": \"" + s.pool +
+                          "\", \"role\": \"decode\"} (or prefill / both) to 'pools'");
       }
       auto hp = parse_http_url(url);
       if (!hp) return unexpected("'" + at + "url' (\"" + url + "\") " + hp.error());

@@ -39,9 +39,9 @@ std::string number(double v) {
 
 // Microseconds to tens of seconds: decision and overhead live in the first buckets, latencies
 // seen by clients in the last ones.
-constexpr std::array<double, 22> kLatencyBounds = {
-    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
-    5e-3, 1e-2,   2.5e-2, 5e-2, 0.1,  0.25, 0.5,  1,      2.5,  5,    10};
+constexpr std::array<double, 22> kLatencyBounds = {1e-6, 2.5e-6, 5e-6,   1e-5, 2.5e-5, 5e-5,   1e-4, 2.5e-4,
+                                                   5e-4, 1e-3,   2.5e-3, 5e-3, 1e-2,   2.5e-2, 5e-2, 0.1,
+                                                   0.25, 0.5,    1,      2.5,  5,      10};
 constexpr std::array<double, 14> kClientBounds = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                   0.5,   1,     2.5,  5,     10,   30,  60};
 
@@ -74,19 +74,30 @@ void Histogram::observe(double v) {
 void Histogram::write(std::string& out, std::string_view name, std::string_view help) const {
   out.append("# HELP ").append(name).append(" ").append(help).append("\n");
   out.append("# TYPE ").append(name).append(" histogram\n");
+  write_series(out, name, "");
+}
+
+void Histogram::write_series(std::string& out, std::string_view name, std::string_view labels) const {
   std::uint64_t cumulative = 0;
   std::uint64_t sum_micro = 0;
   for (const Shard& s : shards_) sum_micro += s.sum_micro.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i <= bounds_.size(); ++i) {
     for (const Shard& s : shards_) cumulative += s.counts[i].load(std::memory_order_relaxed);
-    out.append(name).append("_bucket{le=\"").append(i < bounds_.size() ? number(bounds_[i]) : "+Inf")
-        .append("\"} ").append(std::to_string(cumulative)).append("\n");
+    out.append(name).append("_bucket{");
+    if (!labels.empty()) out.append(labels).append(",");
+    out.append("le=\"")
+        .append(i < bounds_.size() ? number(bounds_[i]) : "+Inf")
+        .append("\"} ")
+        .append(std::to_string(cumulative))
+        .append("\n");
   }
-  out.append(name).append("_sum ")
-      .append(number(static_cast<double>(sum_micro) * 1e-6))
-      .append("\n");
-  out.append(name).append("_count ").append(std::to_string(count()))
-      .append("\n");
+  const auto tail = [&](std::string_view suffix, const std::string& value) {
+    out.append(name).append(suffix);
+    if (!labels.empty()) out.append("{").append(labels).append("}");
+    out.append(" ").append(value).append("\n");
+  };
+  tail("_sum", number(static_cast<double>(sum_micro) * 1e-6));
+  tail("_count", std::to_string(count()));
 }
 
 RouterMetrics::RouterMetrics()
@@ -97,8 +108,8 @@ RouterMetrics::RouterMetrics()
       tpot_seconds(kClientBounds),
       e2e_seconds(kClientBounds) {}
 
-void write_metric(std::string& out, std::string_view name, std::string_view type,
-                  std::string_view help, std::string_view labels, double value) {
+void write_metric(std::string& out, std::string_view name, std::string_view type, std::string_view help,
+                  std::string_view labels, double value) {
   out.append("# HELP ").append(name).append(" ").append(help).append("\n");
   out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
   write_sample(out, name, labels, value);
@@ -112,8 +123,9 @@ void write_sample(std::string& out, std::string_view name, std::string_view labe
 
 void RouterMetrics::write(std::string& out) const {
   auto load = [](const auto& a) { return static_cast<double>(a.load(std::memory_order_relaxed)); };
-  out.append("# HELP disagg_router_requests_total Requests completed by the router.\n"
-             "# TYPE disagg_router_requests_total counter\n");
+  out.append(
+      "# HELP disagg_router_requests_total Requests completed by the router.\n"
+      "# TYPE disagg_router_requests_total counter\n");
   constexpr std::array<std::string_view, 2> routes = {"completions", "chat"};
   constexpr std::array<std::string_view, 3> outcomes = {"ok", "error", "client_gone"};
   for (int r = 0; r < 2; ++r) {
@@ -123,32 +135,36 @@ void RouterMetrics::write(std::string& out) const {
                    load(requests[r][o]));
     }
   }
-  out.append("# HELP disagg_router_errors_total Failed or degraded requests by cause.\n"
-             "# TYPE disagg_router_errors_total counter\n");
+  out.append(
+      "# HELP disagg_router_errors_total Failed or degraded requests by cause.\n"
+      "# TYPE disagg_router_errors_total counter\n");
   for (int c = 0; c < kErrorCauseCount; ++c) {
     write_sample(out, "disagg_router_errors_total",
                  "cause=\"" + std::string(to_string(static_cast<ErrorCause>(c))) + "\"", load(errors[c]));
   }
   write_metric(out, "disagg_router_retries_total", "counter",
-               "Upstream attempts repeated on another endpoint (connect failure or 5xx before the first byte).",
-               "", load(retries));
+               "Upstream attempts repeated on another endpoint (connect failure or 5xx before the first byte).", "",
+               load(retries));
   write_metric(out, "disagg_router_drained_endpoint_retries_total", "counter",
-               "Upstream attempts answered 503 by a draining endpoint and sent to another one (not failures).",
-               "", load(drained_retries));
-  out.append("# HELP disagg_router_auth_rejected_total Requests refused 401 for want of an API key: none sent "
-             "(missing) or none that matches (invalid).\n"
-             "# TYPE disagg_router_auth_rejected_total counter\n");
+               "Upstream attempts answered 503 by a draining endpoint and sent to another one (not failures).", "",
+               load(drained_retries));
+  out.append(
+      "# HELP disagg_router_auth_rejected_total Requests refused 401 for want of an API key: none sent "
+      "(missing) or none that matches (invalid).\n"
+      "# TYPE disagg_router_auth_rejected_total counter\n");
   write_sample(out, "disagg_router_auth_rejected_total", "reason=\"missing\"", load(auth_rejected[0]));
   write_sample(out, "disagg_router_auth_rejected_total", "reason=\"invalid\"", load(auth_rejected[1]));
-  out.append("# HELP disagg_router_auth_key_reloads_total Re-reads of the API key file after it changed: loaded, "
-             "or failed (the keys loaded before stay in use).\n"
-             "# TYPE disagg_router_auth_key_reloads_total counter\n");
+  out.append(
+      "# HELP disagg_router_auth_key_reloads_total Re-reads of the API key file after it changed: loaded, "
+      "or failed (the keys loaded before stay in use).\n"
+      "# TYPE disagg_router_auth_key_reloads_total counter\n");
   write_sample(out, "disagg_router_auth_key_reloads_total", "outcome=\"loaded\"", load(auth_key_reloads[0]));
   write_sample(out, "disagg_router_auth_key_reloads_total", "outcome=\"failed\"", load(auth_key_reloads[1]));
-  out.append("# HELP disagg_router_pd_decisions_total Prefill/decode decisions by reason.\n"
-             "# TYPE disagg_router_pd_decisions_total counter\n");
-  constexpr std::array<std::string_view, 4> reasons = {"disaggregate", "below_threshold",
-                                                       "prefill_saturated", "no_prefill_endpoint"};
+  out.append(
+      "# HELP disagg_router_pd_decisions_total Prefill/decode decisions by reason.\n"
+      "# TYPE disagg_router_pd_decisions_total counter\n");
+  constexpr std::array<std::string_view, 4> reasons = {"disaggregate", "below_threshold", "prefill_saturated",
+                                                       "no_prefill_endpoint"};
   for (int i = 0; i < 4; ++i) {
     write_sample(out, "disagg_router_pd_decisions_total", "reason=\"" + std::string(reasons[i]) + "\"",
                  load(pd_decisions[i]));
@@ -158,28 +174,27 @@ void RouterMetrics::write(std::string& out) const {
                load(prefill_fallbacks));
   write_metric(out, "disagg_router_kv_transfer_fallbacks_total", "counter",
                "Decode legs with the prefill's KV transfer parameters that failed before answering (a failed "
-               "KV pull); the retry went decode-only, without them.", "",
-               load(kv_transfer_fallbacks));
-  write_metric(out, "disagg_router_prefix_query_blocks_total", "counter",
-               "Full prompt blocks of routed requests.", "", load(prefix_query_blocks));
+               "KV pull); the retry went decode-only, without them.",
+               "", load(kv_transfer_fallbacks));
+  write_metric(out, "disagg_router_prefix_query_blocks_total", "counter", "Full prompt blocks of routed requests.", "",
+               load(prefix_query_blocks));
   write_metric(out, "disagg_router_prefix_hit_blocks_total", "counter",
-               "Of those, blocks the index or history says the chosen endpoint holds.", "",
-               load(prefix_hit_blocks));
+               "Of those, blocks the index or history says the chosen endpoint holds.", "", load(prefix_hit_blocks));
   write_metric(out, "disagg_router_prefix_source_info", "gauge",
                "Where prefix scorers read cached prefixes: index (KV events, keyed by token ids) or history "
                "(the router's own routing history, approximate); and whether the served model's tokenizer loaded.",
                "source=\"" + std::string(prefix_source) + "\",tokenizer=\"" + std::string(tokenizer_state) + "\"", 1);
   write_metric(out, "disagg_router_kv_events_batches_total", "counter", "KV event batches applied.", "",
                load(kv_batches));
-  out.append("# HELP disagg_router_kv_events_total KV events applied by type.\n"
-             "# TYPE disagg_router_kv_events_total counter\n");
+  out.append(
+      "# HELP disagg_router_kv_events_total KV events applied by type.\n"
+      "# TYPE disagg_router_kv_events_total counter\n");
   constexpr std::array<std::string_view, 3> types = {"block_stored", "block_removed", "all_blocks_cleared"};
   for (int i = 0; i < 3; ++i) {
-    write_sample(out, "disagg_router_kv_events_total", "type=\"" + std::string(types[i]) + "\"",
-                 load(kv_events[i]));
+    write_sample(out, "disagg_router_kv_events_total", "type=\"" + std::string(types[i]) + "\"", load(kv_events[i]));
   }
-  write_metric(out, "disagg_router_kv_events_gaps_total", "counter",
-               "Sequence gaps detected in KV event streams.", "", load(kv_gaps));
+  write_metric(out, "disagg_router_kv_events_gaps_total", "counter", "Sequence gaps detected in KV event streams.", "",
+               load(kv_gaps));
   write_metric(out, "disagg_router_kv_events_replays_total", "counter",
                "Gaps recovered by a replay from the publisher.", "", load(kv_replays));
   write_metric(out, "disagg_router_kv_events_restarts_total", "counter",
@@ -194,10 +209,12 @@ void RouterMetrics::write(std::string& out) const {
                "", load(kv_replay_holes));
   write_metric(out, "disagg_router_kv_warm_start_replays_total", "counter",
                "Replays asked when a KV-event subscription starts (from the start of the worker's buffer, or "
-               "after a peer snapshot's sequence).", "", load(kv_warm_replays));
-  out += "# HELP disagg_router_kv_warm_start_blocks_total Blocks loaded at a subscription's start: stored by the "
-         "replayed batches (source replay) or taken from a peer router's snapshot (source peer).\n"
-         "# TYPE disagg_router_kv_warm_start_blocks_total counter\n";
+               "after a peer snapshot's sequence).",
+               "", load(kv_warm_replays));
+  out +=
+      "# HELP disagg_router_kv_warm_start_blocks_total Blocks loaded at a subscription's start: stored by the "
+      "replayed batches (source replay) or taken from a peer router's snapshot (source peer).\n"
+      "# TYPE disagg_router_kv_warm_start_blocks_total counter\n";
   write_sample(out, "disagg_router_kv_warm_start_blocks_total", "source=\"replay\"", load(kv_warm_replay_blocks));
   write_sample(out, "disagg_router_kv_warm_start_blocks_total", "source=\"peer\"", load(kv_warm_peer_blocks));
   decision_seconds.write(out, "disagg_router_decision_seconds",
@@ -238,7 +255,10 @@ ScrapedLoad parse_vllm_load(std::string_view text) {
       bool quoted = false;
       std::size_t k = name_end + 1;
       for (; k < line.size(); ++k) {
-        if (line[k] == '\\' && quoted) { ++k; continue; }
+        if (line[k] == '\\' && quoted) {
+          ++k;
+          continue;
+        }
         if (line[k] == '"') quoted = !quoted;
         else if (line[k] == '}' && !quoted) break;
       }

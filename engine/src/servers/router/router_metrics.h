@@ -43,20 +43,20 @@ namespace disagg::router {
 
 /// Why a request failed (label `cause`).
 enum class ErrorCause : std::uint8_t {
-  bad_request,        ///< 400: malformed JSON, missing or mistyped fields
-  unknown_model,      ///< 404
-  not_found,          ///< 404/405: no such route or method
-  queue_full,         ///< 429: admission queue full or wait timed out
-  no_endpoint,        ///< 503: no healthy endpoint of the needed role
-  upstream_connect,   ///< connect refused / timed out (retried when possible)
-  upstream_5xx,       ///< the worker answered 5xx before any byte (retried when possible)
-  upstream_timeout,   ///< first byte or idle timeout
-  upstream_broken,    ///< the worker's response broke after it started (never retried)
-  upstream_4xx,       ///< the worker refused the request (passed through)
-  client_gone,        ///< the client disconnected; the upstream request was cancelled
-  request_timeout,    ///< the per-request deadline passed
-  prefill_failed,     ///< P/D prefill leg failed; the request fell back to decode-only
-  draining,           ///< refused while shutting down
+  bad_request,       ///< 400: malformed JSON, missing or mistyped fields
+  unknown_model,     ///< 404
+  not_found,         ///< 404/405: no such route or method
+  queue_full,        ///< 429: admission queue full or wait timed out
+  no_endpoint,       ///< 503: no healthy endpoint of the needed role
+  upstream_connect,  ///< connect refused / timed out (retried when possible)
+  upstream_5xx,      ///< the worker answered 5xx before any byte (retried when possible)
+  upstream_timeout,  ///< first byte or idle timeout
+  upstream_broken,   ///< the worker's response broke after it started (never retried)
+  upstream_4xx,      ///< the worker refused the request (passed through)
+  client_gone,       ///< the client disconnected; the upstream request was cancelled
+  request_timeout,   ///< the per-request deadline passed
+  prefill_failed,    ///< P/D prefill leg failed; the request fell back to decode-only
+  draining,          ///< refused while shutting down
   count_
 };
 inline constexpr int kErrorCauseCount = static_cast<int>(ErrorCause::count_);
@@ -97,6 +97,9 @@ class Histogram {
   explicit Histogram(std::span<const double> bounds);
   void observe(double v);
   void write(std::string& out, std::string_view name, std::string_view help) const;
+  /// Appends the _bucket, _sum and _count lines of one series with `labels` (e.g. `phase="queue"`,
+  /// empty for none), without HELP and TYPE: for a histogram with several label sets.
+  void write_series(std::string& out, std::string_view name, std::string_view labels) const;
   std::uint64_t count() const;
 
  private:
@@ -172,8 +175,8 @@ struct RouterMetrics {
 };
 
 /// Appends "# HELP/# TYPE" and one sample line.
-void write_metric(std::string& out, std::string_view name, std::string_view type,
-                  std::string_view help, std::string_view labels, double value);
+void write_metric(std::string& out, std::string_view name, std::string_view type, std::string_view help,
+                  std::string_view labels, double value);
 /// Appends one sample line (no HELP/TYPE).
 void write_sample(std::string& out, std::string_view name, std::string_view labels, double value);
 
@@ -185,7 +188,7 @@ struct ScrapedLoad {
   /// disagg:sim_worker_pending_kv_transfers: prefilled requests whose KV a decode worker has yet to
   /// pull (the sim-worker's; vLLM has no such gauge). Not part of `found`.
   double pending_transfers = 0;
-  bool found = false;   ///< any of them was present
+  bool found = false;  ///< any of them was present
   /// Sums of vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total (tokens; also the
   /// older vllm:gpu_prefix_cache_* names), when prefix_found.
   double prefix_hits = 0;

@@ -7,10 +7,10 @@
 #include <string_view>
 
 #include "client_close.h"
-#include "retry_policy.h"
-#include "router_log.h"
 #include "lib/openai/openai_error.h"
 #include "lib/openai/sse.h"
+#include "retry_policy.h"
+#include "router_log.h"
 
 namespace disagg::router {
 
@@ -42,8 +42,7 @@ std::size_t count_events(std::string_view piece) {
 
 // Sends `piece` as the next chunk of an SSE stream, with the response header when `started`
 // is false (and sets it). False: the client is gone.
-Task<bool> stream_piece(ResponseWriter& w, bool& started, std::span<const Header> hs,
-                               std::string_view piece) {
+Task<bool> stream_piece(ResponseWriter& w, bool& started, std::span<const Header> hs, std::string_view piece) {
   if (started) co_return co_await w.write(piece);
   started = true;
   co_return co_await w.start_stream(200, "text/event-stream", hs, piece);
@@ -71,7 +70,8 @@ bool event_says_something(std::string_view event, bool& error) {
   for (const json& c : *choices) {
     if (!c.is_object()) return true;
     if (auto f = c.find("finish_reason"); f != c.end() && !f->is_null()) return true;
-    if (auto t = c.find("text"); t != c.end() && t->is_string() && !t->get_ref<const std::string&>().empty()) return true;
+    if (auto t = c.find("text"); t != c.end() && t->is_string() && !t->get_ref<const std::string&>().empty())
+      return true;
     if (auto d = c.find("delta"); d != c.end() && d->is_object()) {
       for (const char* key : {"content", "reasoning_content", "reasoning", "tool_calls"}) {
         auto v = d->find(key);
@@ -113,16 +113,17 @@ Task<StreamOpening> read_opening(http::ClientStream& up, std::string& head, http
 // Sends the prefill leg; returns the kv_transfer_params of its answer, or null on any failure.
 // `cancel` (the client-close watch's) aborts the leg when the client leaves: the prefill worker
 // then sees its connection close and aborts; that is not the endpoint's failure.
-http::Task<json> UpstreamLegs::run_prefill(net::any_io_executor ex, Pick& p, const RequestJson& body, std::string target,
-                       std::string request_id, Clock::time_point deadline, http::ClientCancel* cancel, bool* drained) {
+http::Task<json> UpstreamLegs::run_prefill(net::any_io_executor ex, Pick& p, const RequestJson& body,
+                                           std::string target, std::string request_id, Clock::time_point deadline,
+                                           http::ClientCancel* cancel, bool* drained) {
   RequestJson pb = body;
   pb["max_tokens"] = 1;
   if (pb.contains("max_completion_tokens")) pb["max_completion_tokens"] = 1;
   pb["stream"] = false;
   pb.erase("stream_options");
-  pb["kv_transfer_params"] = json{{"do_remote_decode", true}, {"do_remote_prefill", false},
-                                  {"remote_engine_id", nullptr}, {"remote_block_ids", nullptr},
-                                  {"remote_host", nullptr}, {"remote_port", nullptr}};
+  pb["kv_transfer_params"] =
+      json{{"do_remote_decode", true},    {"do_remote_prefill", false}, {"remote_engine_id", nullptr},
+           {"remote_block_ids", nullptr}, {"remote_host", nullptr},     {"remote_port", nullptr}};
   http::ClientRequest r;
   r.method = http::bhttp::verb::post;
   r.target = std::move(target);
@@ -159,7 +160,8 @@ http::Task<json> UpstreamLegs::run_prefill(net::any_io_executor ex, Pick& p, con
 }
 
 http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter& w, const RequestJson& body,
-                                              const GenerateRequest& g, const RouteRequest& rq, Clock::time_point t0, double queued) {
+                                             const GenerateRequest& g, const RouteRequest& rq, Clock::time_point t0,
+                                             double queued) {
   const auto deadline = t0 + std::chrono::milliseconds(config_.request_timeout_ms);
   const std::string_view target = req.target();  // `req` outlives this call
   const std::string request_id = "disagg-" + std::to_string(rq.request_id);
@@ -174,6 +176,9 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
   const std::string_view explain_header = req["X-Disagg-Explain"];
   const bool explain_asked = explain_header == "1" || explain_header == "true";
   std::string decision;
+  PhaseClock clock;
+  clock.arrived = t0;
+  clock.queued = queued;
   http::ClientCancel client_left;
   w.watch_close(CancelOnClientClose(&client_left));
   const CloseWatchGuard watch_guard(w);
@@ -201,7 +206,8 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
     }
     Plan plan_result = table_.plan(rq, exclude, attempt == 0, now, explain_asked || config_.log_decisions);
     if (!plan_result.decision.empty()) {
-      if (config_.log_decisions) log_line("decision " + request_id + " attempt " + std::to_string(attempt) + " " + plan_result.decision);
+      if (config_.log_decisions)
+        log_line("decision " + request_id + " attempt " + std::to_string(attempt) + " " + plan_result.decision);
       if (explain_asked) decision = std::move(plan_result.decision);
     }
     if (!plan_result.main.ok() && config_.autoscaling.configured && !held) {
@@ -235,7 +241,8 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
     }
     if (!pick.ok()) {
       if (attempt == 0 && exclude == 0) {
-        last_error = std::string("no healthy ") + (table_.pd_mode() ? "decode" : "aggregated") + " endpoint to serve the request";
+        last_error = std::string("no healthy ") + (table_.pd_mode() ? "decode" : "aggregated") +
+                     " endpoint to serve the request";
         last_cause = ErrorCause::no_endpoint;
         last_status = 503;
         last_body.clear();
@@ -246,15 +253,18 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       overhead_seen = true;
       // Router-added latency before the first upstream request: parse, tokenize, hash, admit,
       // decide (queueing excluded; the prefill leg is the workers' time).
-      metrics_.overhead_seconds.observe(std::max(0.0, std::chrono::duration<double>(plan_result.decided - t0).count() - queued));
+      metrics_.overhead_seconds.observe(
+          std::max(0.0, std::chrono::duration<double>(plan_result.decided - t0).count() - queued));
     }
     // P/D: prefill leg first.
     if (plan_result.prefill.ok()) {
       Pick& pf = plan_result.prefill;
       prefill_label = pf.label;
       bool prefill_drained = false;
+      clock.prefill_sent = Clock::now();
       kv_params = co_await run_prefill(w.executor(), pf, body, std::string(target), request_id, deadline, &client_left,
                                        &prefill_drained);
+      clock.prefill_done = Clock::now();
       const int prefill_slot = pf.slot;
       // A prefill that failed or drained computed nothing there.
       if (kv_params.is_null() && !client_left.cancelled()) {
@@ -304,10 +314,11 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
     o.connect_timeout = std::chrono::milliseconds(config_.connect_timeout_ms);
     // From the decision's time: the prefill leg, if any, took its own and is read again.
     const auto sent = plan_result.prefill.ok() ? Clock::now() : plan_result.decided;
-    o.first_byte_timeout = std::max(std::chrono::milliseconds(1),
-                                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - sent));
+    o.first_byte_timeout =
+        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(deadline - sent));
     o.idle_timeout = std::chrono::milliseconds(config_.idle_timeout_ms);
     o.cancel = &client_left;
+    clock.main_sent = Clock::now();
     auto opened = co_await http::ClientStream::open(w.executor(), pick.host, pick.port, std::move(creq), o);
     if (!opened && opened.error().code == http::ClientErrc::cancelled) {
       table_.finish(pick, rq.request_id);
@@ -325,12 +336,11 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       table_.upstream_failed(pick, e.code == http::ClientErrc::connect_failed, e.message());
       exclude |= std::uint64_t{1} << pick.slot;
       table_.finish_failed(rq, pick, /*prefill_leg=*/false);
-      const AttemptResult result = e.code == http::ClientErrc::connect_failed ||
-                                           e.code == http::ClientErrc::connect_timeout ||
-                                           e.code == http::ClientErrc::resolve_failed ||
-                                           e.code == http::ClientErrc::write_failed
-                                       ? AttemptResult::connect_failed
-                                       : AttemptResult::failed_before_response;
+      const AttemptResult result =
+          e.code == http::ClientErrc::connect_failed || e.code == http::ClientErrc::connect_timeout ||
+                  e.code == http::ClientErrc::resolve_failed || e.code == http::ClientErrc::write_failed
+              ? AttemptResult::connect_failed
+              : AttemptResult::failed_before_response;
       // A request that never reached the worker may take its transfer parameters elsewhere (the
       // prefill still holds the blocks); one the worker took may have begun the pull: never again.
       if (with_transfer && result != AttemptResult::connect_failed) {
@@ -352,7 +362,8 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       // there. Not a failure: no health strike, and the retry budget (for failures) is kept; each
       // endpoint is excluded once, which bounds this. The worker did not take the request, so KV
       // transfer parameters stay valid for the next decode endpoint.
-      for (std::size_t drained_bytes = 0; drained_bytes < (64u << 10);) {  // read the answer: the connection stays usable
+      for (std::size_t drained_bytes = 0;
+           drained_bytes < (64u << 10);) {  // read the answer: the connection stays usable
         auto piece = co_await up.read_some();
         if (!piece || piece->empty()) break;
         drained_bytes += piece->size();
@@ -413,8 +424,8 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
         w.abort();
         co_return ProxyOutcome::client_gone;
       }
-      const AttemptResult result = opening == StreamOpening::broken ? AttemptResult::failed_before_response
-                                                                    : AttemptResult::status_5xx;
+      const AttemptResult result =
+          opening == StreamOpening::broken ? AttemptResult::failed_before_response : AttemptResult::status_5xx;
       if (opening != StreamOpening::content &&
           should_retry(result, attempt, config_.max_retries, Clock::now() >= deadline)) {
         if (opening == StreamOpening::broken) {
@@ -442,8 +453,13 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
       // Content, or no retry left: relay the opening as it came (an error event reaches the client).
     }
     table_.upstream_ok(pick);
-    const ProxyOutcome outcome = co_await relay(w, up, pick, g, t0, prefill_label, decision, std::move(head));
+    const ProxyOutcome outcome = co_await relay(w, up, pick, g, t0, prefill_label, decision, clock, std::move(head));
     table_.finish(pick, rq.request_id);
+    if (outcome == ProxyOutcome::ok && status < 400) {
+      clock.transferred = with_transfer;
+      phases_.observe(clock, prefill_label, pick.label,
+                      with_transfer ? transferred_kv_tokens(rq.prompt_tokens, rq.block_size, pick.cached_blocks) : 0);
+    }
     co_return outcome;
   }
   // Every attempt failed before any byte was relayed.
@@ -460,9 +476,10 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
   co_return ProxyOutcome::error;
 }
 
-http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStream& up, Pick& pick, const GenerateRequest& g,
-                Clock::time_point t0, const std::string& prefill_label, const std::string& decision,
-                std::string head) {
+http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStream& up, Pick& pick,
+                                             const GenerateRequest& g, Clock::time_point t0,
+                                             const std::string& prefill_label, const std::string& decision,
+                                             PhaseClock& clock, std::string head) {
   const unsigned status = up.status();
   // Why it went there, for "why is my hit rate low": the prompt blocks the router found cached on
   // the chosen endpoint (its KV-event index, or its routing history).
@@ -514,7 +531,7 @@ http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStre
           std::string message = "the request timed out after " + std::to_string(config_.request_timeout_ms) + " ms";
           if (!piece) {
             cause = piece.error().code == http::ClientErrc::idle_timeout ? ErrorCause::upstream_timeout
-                                                                          : ErrorCause::upstream_broken;
+                                                                         : ErrorCause::upstream_broken;
             message = "endpoint " + pick.label + " failed mid-stream (" + piece.error().message() +
                       "); the response is incomplete";
             table_.upstream_failed(pick, false, piece.error().message());
@@ -560,13 +577,18 @@ http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStre
       }
     }
     // Events: tokens plus the final usage chunk and [DONE]; TPOT over the gaps between tokens.
+    clock.streamed = true;
+    clock.first_byte = t_first;
+    clock.end = Clock::now();
     if (events > 3) {
-      metrics_.tpot_seconds.observe(std::chrono::duration<double>(t_last - t_first).count() /
-                                   static_cast<double>(events - 3));
+      clock.inter_token_seconds =
+          std::chrono::duration<double>(t_last - t_first).count() / static_cast<double>(events - 3);
+      metrics_.tpot_seconds.observe(clock.inter_token_seconds);
     }
     if (ended) co_return ProxyOutcome::ok;
     if (!started && !co_await w.start_stream(200, "text/event-stream", hs, batch)) co_return ProxyOutcome::client_gone;
-    co_return co_await w.finish(started ? std::string_view(batch) : std::string_view()) ? ProxyOutcome::ok : ProxyOutcome::client_gone;
+    co_return co_await w.finish(started ? std::string_view(batch) : std::string_view()) ? ProxyOutcome::ok
+                                                                                        : ProxyOutcome::client_gone;
   }
   // Whole body (non-streaming, or an error answer). A body that arrives in one piece, as a small
   // one does, is sent from the upstream's buffer; only one in several pieces is gathered.
@@ -582,8 +604,8 @@ http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStre
     if (!piece) {
       metrics_.error(cause_of(piece.error()));
       table_.upstream_failed(pick, false, piece.error().message());
-      const std::string message = "endpoint " + pick.label + " failed while sending its answer (" +
-                                  piece.error().message() + ")";
+      const std::string message =
+          "endpoint " + pick.label + " failed while sending its answer (" + piece.error().message() + ")";
       co_await w.send_error(502, message, "", "upstream_broken");
       co_return ProxyOutcome::error;
     }
@@ -603,9 +625,11 @@ http::Task<ProxyOutcome> UpstreamLegs::relay(ResponseWriter& w, http::ClientStre
   }
   if (body.empty()) body = out;
   table_.first_byte(pick);
+  clock.first_byte = Clock::now();
   if (status >= 400) metrics_.error(ErrorCause::upstream_4xx);
   const std::string_view ct = content_type.empty() ? std::string_view("application/json") : content_type;
   const bool sent = co_await w.send(status, body, ct, hs);
+  clock.end = Clock::now();
   co_return sent ? (status < 400 ? ProxyOutcome::ok : ProxyOutcome::error) : ProxyOutcome::client_gone;
 }
 

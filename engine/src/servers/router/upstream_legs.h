@@ -18,20 +18,23 @@
 // parameters, so the worker prefills the prompt itself; a 5xx or an error event then does not count
 // against the decode endpoint. Under 'recompute' vLLM does that itself and the router sees none.
 // Such a stream's header therefore goes to the client with its first word, not before it.
+//
+// A request served records where its time went (request_phases.h): the instants of its last
+// attempt's legs, split into phases after the relay.
 #pragma once
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "disagg/routing.h"
 #include "endpoint_table.h"
+#include "request_phases.h"
+#include "lib/http/http_client.h"
+#include "lib/http/http_server.h"
 #include "lib/openai/request_parse.h"
 #include "router_config.h"
 #include "router_metrics.h"
-#include "lib/http/http_client.h"
-#include "lib/http/http_server.h"
 #include "upstream_clients.h"
 
 namespace disagg::router {
@@ -42,8 +45,9 @@ enum class ProxyOutcome : int { ok = 0, error = 1, client_gone = 2 };
 class UpstreamLegs {
  public:
   /// All must outlive this object.
-  UpstreamLegs(EndpointTable& table, const UpstreamClients& clients, RouterMetrics& metrics, const RouterConfig& config)
-      : table_(table), clients_(clients), metrics_(metrics), config_(config) {}
+  UpstreamLegs(EndpointTable& table, const UpstreamClients& clients, RouterMetrics& metrics,
+               RequestPhaseMetrics& phases, const RouterConfig& config)
+      : table_(table), clients_(clients), metrics_(metrics), phases_(phases), config_(config) {}
 
   /// Routes and proxies the request `req` (parsed as `g`; `body` is its document when P/D needs
   /// one, else null) and answers the client on `w`. `t0`: when the request arrived; `queued`: the
@@ -55,13 +59,15 @@ class UpstreamLegs {
   http::Task<nlohmann::json> run_prefill(http::net::any_io_executor ex, Pick& p, const RequestJson& body,
                                          std::string target, std::string request_id, Clock::time_point deadline,
                                          http::ClientCancel* cancel, bool* drained);
-  http::Task<ProxyOutcome> relay(http::ResponseWriter& w, http::ClientStream& up, Pick& pick,
-                                 const GenerateRequest& g, Clock::time_point t0, const std::string& prefill_label,
-                                 const std::string& decision, std::string head = {});
+  /// Relays the answer; fills `clock`'s first_byte, end, inter_token_seconds and streamed.
+  http::Task<ProxyOutcome> relay(http::ResponseWriter& w, http::ClientStream& up, Pick& pick, const GenerateRequest& g,
+                                 Clock::time_point t0, const std::string& prefill_label, const std::string& decision,
+                                 PhaseClock& clock, std::string head = {});
 
   EndpointTable& table_;
   const UpstreamClients& clients_;
   RouterMetrics& metrics_;
+  RequestPhaseMetrics& phases_;
   const RouterConfig& config_;
 };
 

@@ -1,6 +1,7 @@
 #include "sim_engine.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace disagg::sim_worker {
 
@@ -13,12 +14,18 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 }
 
 // Bucket bounds of vLLM's histograms (vllm/v1/metrics/loggers.py).
-constexpr double kTtftBuckets[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-                                   1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0,
-                                   2560.0};
+constexpr double kTtftBuckets[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+                                   1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
 constexpr double kItlBuckets[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
                                   0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
-constexpr double kE2eBuckets[] = {0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2.5,    5.0,  10.0, 15.0, 20.0,
+// vLLM's NIXL connector histograms (vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py,
+// NixlPromMetrics): transfer and post times, bytes (2 KiB to 8 GiB in powers of 4), descriptors.
+constexpr double kNixlXferBuckets[] = {0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0};
+constexpr double kNixlPostBuckets[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0};
+constexpr double kNixlBytesBuckets[] = {2048.0,    8192.0,     32768.0,     131072.0,    524288.0,     2097152.0,
+                                        8388608.0, 33554432.0, 134217728.0, 536870912.0, 2147483648.0, 8589934592.0};
+constexpr double kNixlDescriptorBuckets[] = {10, 20, 30, 50, 75, 100, 200, 400, 1000, 2000, 4000, 10000, 20000, 50000};
+constexpr double kE2eBuckets[] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
                                   30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 
 }  // namespace
@@ -45,8 +52,7 @@ class SimEngine::Listener final : public KvPoolListener {
   SimEngine& e_;
 };
 
-Expected<std::unique_ptr<SimEngine>, std::string> SimEngine::create(SimEngineOptions options,
-                                                                    const CostModel& cost,
+Expected<std::unique_ptr<SimEngine>, std::string> SimEngine::create(SimEngineOptions options, const CostModel& cost,
                                                                     KvEventPublisher* publisher) {
   if (!(options.speedup > 0)) return unexpected(std::string("'--speedup' must be > 0"));
   if (options.max_pending < 1) return unexpected(std::string("'--max-pending' must be >= 1"));
@@ -56,12 +62,10 @@ Expected<std::unique_ptr<SimEngine>, std::string> SimEngine::create(SimEngineOpt
                       "); --kv-blocks, --block-size, --max-num-seqs, --max-num-batched-tokens "
                       "and --max-waiting must be >= 1");
   }
-  return std::unique_ptr<SimEngine>(
-      new SimEngine(std::move(options), cost, std::move(*sched), publisher));
+  return std::unique_ptr<SimEngine>(new SimEngine(std::move(options), cost, std::move(*sched), publisher));
 }
 
-SimEngine::SimEngine(SimEngineOptions options, const CostModel& cost, Scheduler scheduler,
-                     KvEventPublisher* publisher)
+SimEngine::SimEngine(SimEngineOptions options, const CostModel& cost, Scheduler scheduler, KvEventPublisher* publisher)
     : options_(std::move(options)),
       cost_(cost),
       sched_(std::move(scheduler)),
@@ -69,14 +73,25 @@ SimEngine::SimEngine(SimEngineOptions options, const CostModel& cost, Scheduler 
       ttft_(kTtftBuckets),
       itl_(kItlBuckets),
       e2e_(kE2eBuckets),
-      queue_time_(kE2eBuckets) {
+      queue_time_(kE2eBuckets),
+      nixl_xfer_(kNixlXferBuckets),
+      nixl_post_(kNixlPostBuckets),
+      nixl_bytes_(kNixlBytesBuckets),
+      nixl_descriptors_(kNixlDescriptorBuckets) {
   listener_ = std::make_unique<Listener>(*this);
   sched_.set_pool_listener(listener_.get());
   inbox_.reserve(static_cast<std::size_t>(options_.max_pending));
   cancels_.reserve(static_cast<std::size_t>(options_.max_pending));
 }
 
-SimEngine::~SimEngine() { stop(); }
+void SimEngine::record_failed_kv_transfer() {
+  std::lock_guard lock(metrics_mu_);
+  nixl_failed_transfers_ += 1;
+}
+
+SimEngine::~SimEngine() {
+  stop();
+}
 
 void SimEngine::start() {
   thread_ = std::thread([this] { loop(); });
@@ -282,9 +297,7 @@ void SimEngine::on_removed(BlockHash block) {
 
 void SimEngine::flush_events() {
   if (events_.empty()) return;
-  if (publisher_ != nullptr) {
-    publisher_->publish(std::move(events_));
-  }
+  if (publisher_ != nullptr) { publisher_->publish(std::move(events_)); }
   events_.clear();
 }
 
@@ -346,9 +359,17 @@ void SimEngine::loop() {
           const double secs = cost_.kv_transfer_seconds(ev.value);
           kv_pulls_ += 1;
           kv_pull_seconds_ += secs;
-          timers_.push_back({now + std::chrono::duration_cast<Clock::duration>(
-                                       std::chrono::duration<double>(secs / speedup)),
-                             ev.handle, false});
+          // As vLLM's decode side reports the pull (NixlPromMetrics), in wall seconds like its other
+          // histograms: the transfer, its post (the fixed part: handshake and first round trips),
+          // its bytes and one descriptor per block.
+          nixl_xfer_.observe(secs / speedup);
+          nixl_post_.observe(cost_.transfer_seconds(1.0) / speedup);
+          nixl_bytes_.observe(cost_.kv_transfer_bytes(ev.value));
+          nixl_descriptors_.observe(
+              std::ceil(static_cast<double>(ev.value) / static_cast<double>(options_.scheduler.block_size)));
+          timers_.push_back(
+              {now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(secs / speedup)),
+               ev.handle, false});
           break;
         }
         case SchedEventKind::preempted: preemptions_ += 1; break;
@@ -365,8 +386,7 @@ void SimEngine::loop() {
     // Deadline-based pacing: a step ends at the previous step's end plus its scaled time. After a
     // stall (more than 5 ms late) the schedule restarts from now instead of bursting to catch up.
     if (vtime + std::chrono::milliseconds(5) < now) vtime = now;
-    vtime += std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(plan.seconds / speedup));
+    vtime += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(plan.seconds / speedup));
     if (vtime > now) std::this_thread::sleep_until(vtime);
     auto done = sched_.complete_step();
     now = Clock::now();
@@ -403,9 +423,9 @@ void SimEngine::loop() {
                 a.state->held_block_ids.push_back(sched_.pool().find(a.hashes[i]));
               }
               const double secs = cost_.kv_transfer_seconds(a.prompt);
-              timers_.push_back({now + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(secs / speedup)),
-                                 ev.handle, true});
+              timers_.push_back(
+                  {now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(secs / speedup)),
+                   ev.handle, true});
               held_transfers_.fetch_add(1, std::memory_order_acq_rel);  // before the answer: a drain waits on it
             }
             finish(ev.id, RequestState::finished, SchedErrc::invalid_request);
@@ -441,56 +461,72 @@ std::string SimEngine::metrics_text() const {
   std::string out;
   out.reserve(8192);
   const std::string labels = "engine=\"0\",model_name=\"" + options_.model_name + "\"";
-  write_prom_metric(out, "vllm:num_requests_running", "gauge",
-                    "Number of requests in model execution batches.", labels, running_gauge_);
-  write_prom_metric(out, "vllm:num_requests_waiting", "gauge",
-                    "Number of requests waiting to be processed.", labels, waiting_gauge_);
+  write_prom_metric(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", labels,
+                    running_gauge_);
+  write_prom_metric(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", labels,
+                    waiting_gauge_);
   write_prom_metric(out, "disagg:sim_worker_pending_kv_transfers", "gauge",
                     "Prefilled requests whose KV blocks are held for a decode worker's pull (P/D).", labels,
                     held_transfers_.load(std::memory_order_acquire));
-  write_prom_metric(out, "vllm:kv_cache_usage_perc", "gauge",
-                    "KV-cache usage. 1 means 100 percent usage.", labels, kv_usage_);
+  write_prom_metric(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", labels,
+                    kv_usage_);
   // vLLM's CacheConfig as labels of a gauge of 1 (vllm/v1/metrics/loggers.py, log_metrics_info).
   write_prom_metric(out, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
                     labels + ",block_size=\"" + std::to_string(options_.scheduler.block_size) + "\",num_gpu_blocks=\"" +
                         std::to_string(sched_.pool().total_blocks()) + "\"",
                     1.0);
   write_prom_metric(out, "vllm:prefix_cache_queries_total", "counter",
-                    "Prefix cache queries, in terms of number of queried tokens.", labels,
-                    prefix_queries_);
+                    "Prefix cache queries, in terms of number of queried tokens.", labels, prefix_queries_);
   write_prom_metric(out, "vllm:prefix_cache_hits_total", "counter",
                     "Prefix cache hits, in terms of number of cached tokens.", labels, prefix_hits_);
-  write_prom_metric(out, "vllm:num_preemptions_total", "counter",
-                    "Cumulative number of preemption from the engine.", labels, preemptions_);
-  write_prom_metric(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
-                    labels, prompt_tokens_);
-  write_prom_metric(out, "vllm:generation_tokens_total", "counter",
-                    "Number of generation tokens processed.", labels, generation_tokens_);
+  write_prom_metric(out, "vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
+                    labels, preemptions_);
+  write_prom_metric(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", labels,
+                    prompt_tokens_);
+  write_prom_metric(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", labels,
+                    generation_tokens_);
   // One series per finish reason, as vLLM's (vllm/v1/metrics/loggers.py): sim-worker requests end
   // at max_tokens (length) or when their client leaves (abort); none stops early.
-  out.append("# HELP vllm:request_success_total Count of successfully processed requests.\n"
-             "# TYPE vllm:request_success_total counter\n");
+  out.append(
+      "# HELP vllm:request_success_total Count of successfully processed requests.\n"
+      "# TYPE vllm:request_success_total counter\n");
   const std::pair<const char*, double> reasons[] = {{"stop", 0.0}, {"length", success_}, {"abort", aborted_}};
   for (const auto& [reason, value] : reasons) {
-    out.append("vllm:request_success_total{").append(labels).append(",finished_reason=\"")
-        .append(reason).append("\"} ").append(prom_number(value)).append("\n");
+    out.append("vllm:request_success_total{")
+        .append(labels)
+        .append(",finished_reason=\"")
+        .append(reason)
+        .append("\"} ")
+        .append(prom_number(value))
+        .append("\n");
   }
   write_prom_metric(out, "disagg:sim_worker_request_failures_total", "counter",
-                    "Requests the scheduler refused or that the engine dropped at shutdown.", labels,
-                    failures_);
+                    "Requests the scheduler refused or that the engine dropped at shutdown.", labels, failures_);
   write_prom_metric(out, "disagg:sim_worker_kv_pulls_total", "counter",
                     "Remote KV transfers charged (P/D decode side).", labels, kv_pulls_);
   write_prom_metric(out, "disagg:sim_worker_kv_pull_model_seconds_total", "counter",
-                    "Cost-model seconds of those transfers (before --speedup).", labels,
-                    kv_pull_seconds_);
-  ttft_.write(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-              labels);
-  itl_.write(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-             labels);
-  e2e_.write(out, "vllm:e2e_request_latency_seconds",
-             "Histogram of e2e request latency in seconds.", labels);
-  queue_time_.write(out, "vllm:request_queue_time_seconds",
-                    "Histogram of time spent in WAITING phase for request.", labels);
+                    "Cost-model seconds of those transfers (before --speedup).", labels, kv_pull_seconds_);
+  ttft_.write(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels);
+  itl_.write(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels);
+  e2e_.write(out, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", labels);
+  queue_time_.write(out, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+                    labels);
+  // vLLM's NIXL connector metrics (the decode side, which pulls), by the same names.
+  nixl_xfer_.write(out, "vllm:nixl_xfer_time_seconds", "Histogram of transfer duration for NIXL KV Cache transfers.",
+                   labels);
+  nixl_post_.write(out, "vllm:nixl_post_time_seconds", "Histogram of transfer post time for NIXL KV Cache transfers.",
+                   labels);
+  nixl_bytes_.write(out, "vllm:nixl_bytes_transferred", "Histogram of bytes transferred per NIXL KV Cache transfers.",
+                    labels);
+  nixl_descriptors_.write(out, "vllm:nixl_num_descriptors",
+                          "Histogram of number of descriptors per NIXL  KV Cache transfers.", labels);
+  write_prom_metric(out, "vllm:nixl_num_failed_transfers_total", "counter", "Number of failed NIXL KV Cache transfers.",
+                    labels, nixl_failed_transfers_);
+  write_prom_metric(out, "vllm:nixl_num_failed_notifications_total", "counter",
+                    "Number of failed NIXL KV Cache notifications.", labels, 0);
+  write_prom_metric(out, "vllm:nixl_num_kv_expired_reqs_total", "counter",
+                    "Number of requests that had their KV expire. NOTE: This metric is tracked on the P instance.",
+                    labels, 0);
   return out;
 }
 

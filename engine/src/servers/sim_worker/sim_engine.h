@@ -90,8 +90,7 @@ struct EngineRequest {
 class SimEngine {
  public:
   /// `publisher` may be null (no KV events); it must outlive the engine.
-  static Expected<std::unique_ptr<SimEngine>, std::string> create(SimEngineOptions options,
-                                                                  const CostModel& cost,
+  static Expected<std::unique_ptr<SimEngine>, std::string> create(SimEngineOptions options, const CostModel& cost,
                                                                   KvEventPublisher* publisher);
   ~SimEngine();
 
@@ -108,6 +107,9 @@ class SimEngine {
   /// Prometheus text of the vLLM metrics.
   std::string metrics_text() const;
 
+  /// Counts a remote KV pull that failed (--kv-load-fail-rate): vllm:nixl_num_failed_transfers_total.
+  void record_failed_kv_transfer();
+
   std::int32_t pending() const { return pending_.load(std::memory_order_acquire); }
   /// Prefill-only requests whose KV blocks are still held for a decode worker's pull (P/D).
   std::int32_t held_transfers() const { return held_transfers_.load(std::memory_order_acquire); }
@@ -117,8 +119,7 @@ class SimEngine {
  private:
   struct Active;
   class Listener;
-  SimEngine(SimEngineOptions options, const CostModel& cost, Scheduler scheduler,
-            KvEventPublisher* publisher);
+  SimEngine(SimEngineOptions options, const CostModel& cost, Scheduler scheduler, KvEventPublisher* publisher);
   void loop();
   void admit_inbox(std::vector<EngineRequest>& inbox);
   void abort_cancelled(std::vector<std::shared_ptr<RequestState>>& cancels);
@@ -168,6 +169,8 @@ class SimEngine {
   // Metrics, guarded by metrics_mu_.
   mutable std::mutex metrics_mu_;
   PromHistogram ttft_, itl_, e2e_, queue_time_;
+  PromHistogram nixl_xfer_, nixl_post_, nixl_bytes_, nixl_descriptors_;  // vLLM's NIXL connector's
+  double nixl_failed_transfers_ = 0;
   double prefix_hits_ = 0, prefix_queries_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0;
   double preemptions_ = 0, success_ = 0, failures_ = 0, kv_pulls_ = 0, kv_pull_seconds_ = 0;
   double aborted_ = 0;

@@ -35,9 +35,7 @@ using http::Task;
 namespace net = http::net;
 
 std::int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::uint64_t splitmix64(std::uint64_t x) {
@@ -92,17 +90,22 @@ std::string full_response(const ResponseCtx& c, const RequestState& st, std::int
 }
 
 // Appends the SSE events of tokens [from, to); `done`: the request finished at `to`.
-void append_stream_events(std::string& buf, const ResponseCtx& c, const RequestState& st,
-                          std::int32_t from, std::int32_t to, bool done) {
+void append_stream_events(std::string& buf, const ResponseCtx& c, const RequestState& st, std::int32_t from,
+                          std::int32_t to, bool done) {
   const char* object = c.chat ? "chat.completion.chunk" : "text_completion";
   for (std::int32_t k = from; k < to; ++k) {
     json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"stop_reason", nullptr}};
     const std::string piece = std::string(filler_word(c.seed, k)) + " ";
     if (c.chat) {
       if (k == 0) {
-        json first = {{"id", c.id}, {"object", object}, {"created", c.created}, {"model", c.model},
-                      {"choices", json::array({{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                                {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
+        json first = {{"id", c.id},
+                      {"object", object},
+                      {"created", c.created},
+                      {"model", c.model},
+                      {"choices", json::array({{{"index", 0},
+                                                {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                                {"logprobs", nullptr},
+                                                {"finish_reason", nullptr}}})}};
         http::append_sse_event(buf, dump(first));
       }
       choice["delta"] = {{"content", piece}};
@@ -111,15 +114,18 @@ void append_stream_events(std::string& buf, const ResponseCtx& c, const RequestS
     }
     const bool last = done && k + 1 == to;
     if (last) choice["finish_reason"] = "length";
-    json chunk = {{"id", c.id}, {"object", object}, {"created", c.created}, {"model", c.model},
+    json chunk = {{"id", c.id},
+                  {"object", object},
+                  {"created", c.created},
+                  {"model", c.model},
                   {"choices", json::array({choice})}};
     if (last && c.kind == RequestKind::prefill_only) chunk["kv_transfer_params"] = c.kv_params;
     http::append_sse_event(buf, dump(chunk));
   }
   if (done) {
     if (c.include_usage) {
-      json u = {{"id", c.id}, {"object", object}, {"created", c.created}, {"model", c.model},
-                {"choices", json::array()}, {"usage", usage_json(c, st, to)}};
+      json u = {{"id", c.id},       {"object", object},         {"created", c.created},
+                {"model", c.model}, {"choices", json::array()}, {"usage", usage_json(c, st, to)}};
       http::append_sse_event(buf, dump(u));
     }
     buf.append(http::kSseDone);
@@ -132,7 +138,9 @@ struct WakeOnClose {
   http::WakeSignal signal;
   void operator()() const { signal.notify(); }
 };
-WakeOnClose wake_on_close(const RequestState& st) { return WakeOnClose{st.signal}; }
+WakeOnClose wake_on_close(const RequestState& st) {
+  return WakeOnClose{st.signal};
+}
 
 // A stream that opens with an error, as vLLM's OpenAI server sends a request that finished with
 // finish_reason "error" (a failed KV pull under kv_load_failure_policy 'fail'): a chat stream's
@@ -163,8 +171,8 @@ std::string error_stream(bool chat, const std::string& model, std::int64_t creat
 }
 
 std::string models_body(const std::string& model, std::int32_t max_model_len) {
-  json m = {{"id", model},       {"object", "model"}, {"created", unix_seconds()}, {"owned_by", "vllm"},
-            {"root", model},     {"parent", nullptr}, {"max_model_len", max_model_len}};
+  json m = {{"id", model},   {"object", "model"}, {"created", unix_seconds()},     {"owned_by", "vllm"},
+            {"root", model}, {"parent", nullptr}, {"max_model_len", max_model_len}};
   return dump(json{{"object", "list"}, {"data", json::array({m})}});
 }
 
@@ -235,8 +243,9 @@ Task<void> SimWorker::Impl::tokenize(http::Request& req, ResponseWriter& w, bool
     co_return;
   }
   if (auto m = body.find("model"); m != body.end() && !m->is_null() && (!m->is_string() || *m != config.model_name)) {
-    co_await w.send_error(404, "The model `" + (m->is_string() ? m->get<std::string>() : m->dump()) +
-                                   "` does not exist; this worker serves `" + config.model_name + "`",
+    co_await w.send_error(404,
+                          "The model `" + (m->is_string() ? m->get<std::string>() : m->dump()) +
+                              "` does not exist; this worker serves `" + config.model_name + "`",
                           "model", "model_not_found");
     co_return;
   }
@@ -260,7 +269,8 @@ Task<void> SimWorker::Impl::tokenize(http::Request& req, ResponseWriter& w, bool
   }
   std::vector<TokenId> ids;
   fake_tokenize(p->get_ref<const std::string&>(), ids);
-  const json out{{"count", ids.size()}, {"max_model_len", config.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
+  const json out{
+      {"count", ids.size()}, {"max_model_len", config.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
   co_await w.send(200, out.dump());
 }
 
@@ -295,9 +305,12 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
   Generation g = std::move(*parsed);
   if (g.kind == RequestKind::remote_kv && config.kv_load_fail_rate > 0) {
     // A failed KV pull (its own draw, apart from --fail-rate's).
-    const double u = static_cast<double>(splitmix64(config.seed ^ 0x6b765f6c6f6164ULL ^ (n * 0xbf58476d1ce4e5b9ULL)) >> 11) * 0x1.0p-53;
+    const double u =
+        static_cast<double>(splitmix64(config.seed ^ 0x6b765f6c6f6164ULL ^ (n * 0xbf58476d1ce4e5b9ULL)) >> 11) *
+        0x1.0p-53;
     if (u < config.kv_load_fail_rate) {
       kv_load_failures.fetch_add(1, std::memory_order_relaxed);
+      engine->record_failed_kv_transfer();
       if (config.kv_load_failure_policy == KvLoadFailurePolicy::recompute) {
         g.kind = RequestKind::full;  // vLLM reschedules the request and computes the prompt here
       } else if (!g.stream) {
@@ -340,8 +353,9 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
   for (std::int32_t k = 0; k < out_len; ++k) er.tokens.push_back(filler_token(seed, k));
   if (!engine->submit(std::move(er))) {
     const std::array<Header, 1> retry = {Header{"Retry-After", "1"}};
-    co_await w.send_error(429, "the worker's queue is full (" + std::to_string(engine->options().max_pending) +
-                                   " requests pending); retry later",
+    co_await w.send_error(429,
+                          "the worker's queue is full (" + std::to_string(engine->options().max_pending) +
+                              " requests pending); retry later",
                           "", "queue_full", retry);
     co_return;
   }
@@ -350,9 +364,11 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
     if (state->shutdown) return {503, "the worker is shutting down", "", ""};
     switch (state->error) {
       case SchedErrc::queue_full: return {429, "the scheduler's waiting queue is full; retry later", "", "queue_full"};
-      case SchedErrc::too_long: return {400, "prompt + max_tokens need more KV blocks than the worker has", "max_tokens", ""};
+      case SchedErrc::too_long:
+        return {400, "prompt + max_tokens need more KV blocks than the worker has", "max_tokens", ""};
       case SchedErrc::wrong_role:
-        return {400, "this " + std::string(to_string(config.role)) + " worker does not accept this request kind", "kv_transfer_params", ""};
+        return {400, "this " + std::string(to_string(config.role)) + " worker does not accept this request kind",
+                "kv_transfer_params", ""};
       default: return {400, "the scheduler refused the request (" + std::string(to_string(state->error)) + ")", "", ""};
     }
   };
@@ -417,8 +433,7 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
     // tokens is done: its last token chunk carries finish_reason (as vLLM's does) instead of the
     // stream ending without one. Prefill-only requests wait for the status: their transfer
     // parameters are written just before it.
-    const bool done = status == RequestState::finished ||
-                      (g.kind != RequestKind::prefill_only && produced >= out_len);
+    const bool done = status == RequestState::finished || (g.kind != RequestKind::prefill_only && produced >= out_len);
     if (produced > sent || done) {
       if (!started) {
         started = true;
@@ -450,8 +465,9 @@ Task<void> SimWorker::Impl::handle(http::Request& req, ResponseWriter& w) {
   auto only = [&](http::bhttp::verb allowed, std::string_view allow) -> Task<bool> {
     if (method == allowed) co_return true;
     const std::array<Header, 1> h = {Header{"Allow", allow}};
-    co_await w.send_error(405, "method " + std::string(req.method_string()) + " is not allowed on " +
-                                   std::string(path) + "; use " + std::string(allow),
+    co_await w.send_error(405,
+                          "method " + std::string(req.method_string()) + " is not allowed on " + std::string(path) +
+                              "; use " + std::string(allow),
                           "", "method_not_allowed", h);
     co_return false;
   };
@@ -474,16 +490,18 @@ Task<void> SimWorker::Impl::handle(http::Request& req, ResponseWriter& w) {
   } else if (path == "/metrics") {
     if (!co_await only(http::bhttp::verb::get, "GET")) co_return;
     std::string text = engine->metrics_text();
-    text.append("# HELP disagg:sim_worker_kv_load_failures_total Remote KV pulls failed by --kv-load-fail-rate.\n"
-                "# TYPE disagg:sim_worker_kv_load_failures_total counter\n"
-                "disagg:sim_worker_kv_load_failures_total ")
+    text.append(
+            "# HELP disagg:sim_worker_kv_load_failures_total Remote KV pulls failed by --kv-load-fail-rate.\n"
+            "# TYPE disagg:sim_worker_kv_load_failures_total counter\n"
+            "disagg:sim_worker_kv_load_failures_total ")
         .append(std::to_string(kv_load_failures.load(std::memory_order_relaxed)))
         .append("\n");
     co_await w.send(200, text, "text/plain; version=0.0.4; charset=utf-8");
   } else {
-    co_await w.send_error(404, "no route for " + std::string(path) +
-                                   "; sim-worker serves /v1/completions, /v1/chat/completions, "
-                                   "/tokenize, /detokenize, /v1/models, /health, /ready and /metrics",
+    co_await w.send_error(404,
+                          "no route for " + std::string(path) +
+                              "; sim-worker serves /v1/completions, /v1/chat/completions, "
+                              "/tokenize, /detokenize, /v1/models, /health, /ready and /metrics",
                           "", "not_found");
   }
 }
@@ -496,10 +514,11 @@ SimWorker::~SimWorker() {
   if (impl_ && impl_->publisher) impl_->publisher->stop();
 }
 
-std::uint16_t SimWorker::port() const { return impl_->server->port(); }
+std::uint16_t SimWorker::port() const {
+  return impl_->server->port();
+}
 
-Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerConfig config,
-                                                                    const CostModel& cost) {
+Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerConfig config, const CostModel& cost) {
   auto impl = std::make_unique<Impl>(std::move(config), cost);
   SimWorkerConfig& c = impl->config;
   if (c.model_name.empty()) c.model_name = "sim-model";
@@ -520,8 +539,8 @@ Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerCon
   so.drain_timeout = std::chrono::milliseconds(c.drain_timeout_ms);
   so.server_name = "disagg-engine sim-worker";
   Impl* raw = impl.get();
-  auto server = http::HttpServer::create(
-      impl->ioc, so, [raw](http::Request& req, ResponseWriter& w) { return raw->handle(req, w); });
+  auto server = http::HttpServer::create(impl->ioc, so,
+                                         [raw](http::Request& req, ResponseWriter& w) { return raw->handle(req, w); });
   if (!server) return unexpected(server.error().message);
   impl->server = std::move(*server);
   const std::uint16_t port = impl->server->port();
@@ -536,9 +555,8 @@ Expected<std::unique_ptr<SimWorker>, std::string> SimWorker::create(SimWorkerCon
       po.buffer_steps = static_cast<std::size_t>(c.kv_events_buffer_steps);
     }
     po.data_parallel_rank = c.data_parallel_rank;
-    po.topic = c.kv_events_topic.empty()
-                   ? "kv@" + c.advertise_host + ":" + std::to_string(port) + "@" + c.model_name
-                   : c.kv_events_topic;
+    po.topic = c.kv_events_topic.empty() ? "kv@" + c.advertise_host + ":" + std::to_string(port) + "@" + c.model_name
+                                         : c.kv_events_topic;
     po.release = c.vllm_release;
     auto pub = KvEventPublisher::create(po);
     if (!pub) return unexpected(pub.error());

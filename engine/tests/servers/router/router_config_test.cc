@@ -61,6 +61,39 @@ TEST(RouterConfig, ReadsTheConstructsShape) {
   EXPECT_EQ(c.dns_pools[1].role, EndpointRole::decode);
   EXPECT_DOUBLE_EQ(c.dns_pools[1].refresh_seconds, 2);
   EXPECT_TRUE(c.endpoints.empty());
+  // the older string form of kvTransfer names the backend alone
+  EXPECT_EQ(c.kv_transfer_backend, "LIBFABRIC");
+  EXPECT_EQ(c.kv_bytes_per_token, 0);
+}
+
+TEST(RouterConfig, KvTransferTakesTheBackendAndTheBytesOfATokenOrSaysWhatIsWrong) {
+  // GIVEN the constructs' object form
+  json doc = construct_config();
+  doc["router"]["kvTransfer"] = json{{"backend", "UCX"}, {"bytesPerToken", 163840}};
+  RouterConfig c;
+  auto r = apply_config_json(doc, c);
+  // THEN both are read
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(c.kv_transfer_backend, "UCX");
+  EXPECT_EQ(c.kv_bytes_per_token, 163840);
+  // AND each mistake names the field, the value and the fix
+  const std::pair<json, std::string> bad[] = {
+      {json{{"backend", "TCP"}},
+       "'router.kvTransfer.backend' (\"TCP\") must be the pools' NIXL backend: LIBFABRIC (EFA) or UCX"},
+      {json{{"backend", "UCX"}, {"bytesPerToken", 0}}, "'router.kvTransfer.bytesPerToken' (0) must be a number > 0"},
+      {json{{"backend", "UCX"}, {"bytes", 1}},
+       "'router.kvTransfer.bytes' is not a field of this block; use backend, bytesPerToken"},
+      {json("nixl-efa"), "'router.kvTransfer' (\"nixl-efa\") must be an object"},
+      {json{{"bytesPerToken", 1}}, "'router.kvTransfer.backend' (\"\") must be the pools' NIXL backend"},
+  };
+  for (const auto& [value, message] : bad) {
+    json d = construct_config();
+    d["router"]["kvTransfer"] = value;
+    RouterConfig rc;
+    auto e = apply_config_json(d, rc);
+    ASSERT_FALSE(e) << value.dump();
+    EXPECT_EQ(e.error().rfind(message, 0), 0u) << e.error();
+  }
 }
 
 TEST(RouterConfig, AdmissionBoundFromTheFileAsTheSimulatorReadsIt) {
