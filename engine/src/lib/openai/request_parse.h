@@ -22,6 +22,7 @@
 #include "disagg/expected.h"
 #include "disagg/json_depth.h"
 #include "lib/openai/openai_error.h"
+#include "lib/openai/openai_request.h"
 
 namespace disagg::text {
 class ModelText;
@@ -66,6 +67,51 @@ using RequestJson = nlohmann::ordered_json;
 /// body nested deeper than kMaxRequestJsonDepth builds no document at all.
 /// Failure modes: 400 naming the depth limit (code "json_too_deep"); 400 "not valid JSON".
 Expected<RequestJson, ApiError> parse_request_json(std::string_view body);
+
+}  // namespace disagg::router
+
+namespace disagg::http {
+
+/// What both servers read of a completions or chat request, read by one rule in one order with one
+/// set of answers: the router's parse_generate_request and the sim-worker's validate_generate_request
+/// (servers/sim_worker/request_validation.h) both start with it, the sim-worker then applies its own
+/// rules (n, batches, the context) after it.
+struct GenerateFields {
+  /// Index into `models` of the model the request names: 0, the base model, also when it names
+  /// none (vLLM serves its base model then); i > 0 the i-th name after it (a LoRA adapter).
+  std::size_t model = 0;
+  bool stream = false;
+  /// The request's cache_salt (a view into the body), empty without one.
+  std::string_view cache_salt;
+  /// max_completion_tokens or max_tokens (read_output_bound).
+  OutputBound bound;
+  /// A completions request with more than one prompt: its first prompt was read.
+  bool batch = false;
+};
+
+/// Where prompt tokens come from: the served model's tokenizer and chat template (`model`, with this
+/// thread's `scratch`), or, with `model` null, the made-up tokenizer, whose token ids a prompt of ids
+/// may use up to `max_token_id`.
+struct PromptSource {
+  const text::ModelText* model = nullptr;
+  text::EncodeScratch* scratch = nullptr;
+  std::int64_t max_token_id = 0x7fffffff;
+};
+
+/// Reads `body` as a completions (`chat` false) or chat completions request: model (`models`: the
+/// served names, the base model first; an unknown name is a 404 listing them), stream and
+/// stream_options, cache_salt, the output bound, and the prompt, whose tokens are appended to
+/// `tokens` (`text` is reused for the rendered chat). Failure modes: 400 (not an object, a mistyped
+/// or missing field, an empty prompt, a chat template error, token ids beyond the vocabulary), 404
+/// model_not_found.
+Expected<GenerateFields, ApiError> read_generate_request(const nlohmann::ordered_json& body, bool chat,
+                                                         std::span<const std::string> models,
+                                                         const PromptSource& source, std::string& text,
+                                                         std::vector<TokenId>& tokens);
+
+}  // namespace disagg::http
+
+namespace disagg::router {
 
 /// Validates `body` (a parsed JSON value) as a completions (`chat` false) or chat completions
 /// request, fills `out`, and appends its prompt tokens to `tokens` (`scratch` is reused for the

@@ -1,12 +1,13 @@
 // request_validation.h — the sim-worker's validation of a completions / chat completions body,
 // without a socket: the bytes in, the request to run or the error to answer out.
 //
-// The rules the router checks too (request_parse.cc: model, stream, cache_salt, max_tokens,
-// prompt / messages, an empty prompt) run first, in the router's order and with its answers, so
-// that a body the router refuses gets the same status, param, code and message from both
-// (tests/servers/router/request_errors_differential_test.cc holds them to it). Where the two differ on
-// purpose, the worker's own rules run after those: `n` other than 1, a batch of prompts, max_tokens
-// beyond the context, kv_transfer_params for another role, prompt + max_tokens beyond the context.
+// The rules the router reads too (model, stream and stream_options, cache_salt, the output bound,
+// prompt / messages, an empty prompt) are read first by the one reader both servers call
+// (http::read_generate_request, lib/openai/request_parse.h), so that a body the router refuses gets
+// the same status, param, code and message from both (tests/servers/router/request_errors_differential_test.cc
+// holds them to it). The worker's own rules run after it: `n` other than 1, a batch of prompts,
+// max_tokens beyond the context, kv_transfer_params for another role, prompt + max_tokens beyond the
+// context.
 #pragma once
 
 #include <cstdint>
