@@ -1,5 +1,6 @@
 export * from './accelerated-node-group';
 export * from './cluster-addons';
+export * from './cluster-observability';
 export * from './efa-security-group';
 export * from './engine-image';
 export * from './inference-cluster';

@@ -1,5 +1,6 @@
 import { KubectlV35Layer } from '@aws-cdk/lambda-layer-kubectl-v35';
 import { Annotations, Aws, CfnOutput, DefaultStackSynthesizer, Duration, Fn, Lazy, Names, RemovalPolicy, Size, Stack, Token, Validations } from 'aws-cdk-lib';
+import * as aps from 'aws-cdk-lib/aws-aps';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as eks from 'aws-cdk-lib/aws-eks-v2';
 import * as kms from 'aws-cdk-lib/aws-kms';
@@ -10,6 +11,7 @@ import { Construct, IDependable } from 'constructs';
 import { AcceleratedInstanceType } from '../catalog';
 import { AcceleratedNodeGroup, AcceleratedNodeGroupOptions } from './accelerated-node-group';
 import { AddonOptions, AddonVersions, ClusterAutoscalerOptions, InferenceClusterAddons, LoadBalancerScheme } from './cluster-addons';
+import { ClusterObservability } from './cluster-observability';
 import { EfaSecurityGroup } from './efa-security-group';
 import { KarpenterNodePool, KarpenterNodePoolOptions } from './karpenter-node-pool';
 import { LoadBalancerAnnotations } from './load-balancer-annotations';
@@ -28,6 +30,7 @@ import { checkKubectlSkew, DEFAULT_KUBECTL_MINOR } from './private/kubernetes-ve
 import { LoadBalancerCleanup } from './private/load-balancer-cleanup';
 import { LoadBalancerController } from './private/load-balancer-controller';
 import { ModelAccess, s3Readers, setRegionOfReaders } from './private/model-access';
+import { installContainerInsights, installManagedPrometheus, ManagedPrometheus } from './private/observability';
 import {
   EFA_RESOURCE, GPU_RESOURCE, longestGracePeriod, NEURON_CORE_RESOURCE, NEURON_RESOURCE, NodeGroupShape, objectKinds, placementFindings,
   podGroups,
@@ -211,6 +214,19 @@ export interface InferenceClusterProps {
    * @default - every add-on on, at the versions in AddonVersions
    */
   readonly addons?: InferenceClusterAddons;
+
+  /**
+   * Where the cluster sends its monitoring on AWS: Amazon Managed Service for Prometheus (a workspace and an
+   * AWS managed collector that scrapes the workloads with the labels of `Monitoring.prometheusOperator`'s
+   * objects) and CloudWatch Container Insights with enhanced observability (the
+   * `amazon-cloudwatch-observability` EKS add-on: GPU, EFA and Neuron metrics, container logs), with their
+   * IAM and log retention. The control plane's logs go to CloudWatch regardless (`controlPlaneLogRetention`).
+   *
+   * @default ClusterObservability.none() - nothing beyond the control plane's logs
+   * @see https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector.html
+   * @see https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-setup-EKS-addon.html
+   */
+  readonly observability?: ClusterObservability;
 }
 
 /**
@@ -257,6 +273,23 @@ export class InferenceCluster extends Construct {
    * @see https://docs.aws.amazon.com/eks/latest/userguide/node-health.html
    */
   public readonly nodeMonitoringAgent?: eks.CfnAddon;
+
+  /**
+   * ARN of the Amazon Managed Service for Prometheus workspace the cluster's managed collector writes to
+   * (undefined without `observability.managedPrometheus`).
+   */
+  public readonly prometheusWorkspaceArn?: string;
+
+  /**
+   * The AMP managed collector (undefined without `observability.managedPrometheus`). Its `attrRoleArn` is the
+   * service-linked role it scrapes as.
+   */
+  public readonly prometheusScraper?: aps.CfnScraper;
+
+  /**
+   * The EKS add-on `amazon-cloudwatch-observability` (undefined without `observability.containerInsights`).
+   */
+  public readonly cloudWatchObservability?: eks.CfnAddon;
 
   /**
    * The Cluster Autoscaler's Helm release, once installed (see `addons.clusterAutoscaler`: by default
@@ -411,6 +444,30 @@ export class InferenceCluster extends Construct {
     if (this.addons.clusterAutoscaler?.enabled === true) {
       this.installClusterAutoscaler();
     }
+
+    const observability = props.observability ?? ClusterObservability.none();
+    const prometheus = this.installManagedPrometheus(observability, clusterName);
+    this.prometheusScraper = prometheus?.scraper;
+    this.prometheusWorkspaceArn = prometheus?.workspaceArn;
+    this.cloudWatchObservability = this.installContainerInsights(observability, clusterName);
+  }
+
+  /** Amazon Managed Service for Prometheus: a workspace (unless given) and a managed collector that scrapes the workloads into it. */
+  private installManagedPrometheus(observability: ClusterObservability, clusterName: string): ManagedPrometheus | undefined {
+    const options = observability.managedPrometheusOptions;
+    if (!options) return undefined;
+    const subnetIds = this.vpc.selectSubnets({ subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS }).subnetIds;
+    return installManagedPrometheus(this, this.cluster, clusterName, subnetIds, options);
+  }
+
+  /** CloudWatch Container Insights with enhanced observability (GPU, EFA, Neuron), its agent's role and log groups. */
+  private installContainerInsights(observability: ClusterObservability, clusterName: string): eks.CfnAddon | undefined {
+    const options = observability.containerInsightsOptions;
+    if (!options) return undefined;
+    const insights = installContainerInsights(this, this.cluster, clusterName, options, this.podIdentityAgent);
+    // Its DaemonSets and the agent's Deployment need nodes to become ready.
+    insights.addon.node.addDependency(this.systemNodegroup);
+    return insights.addon;
   }
 
   /** The EKS-managed add-ons: VPC CNI (with network policies), Pod Identity, CoreDNS, kube-proxy, node monitoring. */

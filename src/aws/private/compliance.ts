@@ -178,7 +178,12 @@ export function acknowledgeLaunchTemplateControls(launchTemplate: IConstruct, mu
  * @see https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html
  */
 export function encryptedLogGroup(scope: Construct, id: string, props: Omit<logs.LogGroupProps, 'encryptionKey'> = {}): logs.LogGroup {
-  const key = new kms.Key(scope, `${id}Key`, {
+  return new logs.LogGroup(scope, id, { ...props, encryptionKey: logGroupKey(scope, `${id}Key`) });
+}
+
+/** A KMS key (rotated yearly) that CloudWatch Logs may use for the log groups of this account and Region. */
+export function logGroupKey(scope: Construct, id: string): kms.Key {
+  const key = new kms.Key(scope, id, {
     description: 'Encryption at rest of CloudWatch log groups',
     enableKeyRotation: true,
   });
@@ -189,7 +194,7 @@ export function encryptedLogGroup(scope: Construct, id: string, props: Omit<logs
     conditions: { ArnLike: { 'kms:EncryptionContext:aws:logs:arn': `arn:${Aws.PARTITION}:logs:${Aws.REGION}:${Aws.ACCOUNT_ID}:log-group:*` } },
   }));
   denyGrantsExceptForAwsServices(key);
-  return new logs.LogGroup(scope, id, { ...props, encryptionKey: key });
+  return key;
 }
 
 /**
