@@ -312,13 +312,14 @@ http::Task<ProxyOutcome> UpstreamLegs::proxy(http::Request& req, ResponseWriter&
     creq.headers.emplace_back("X-Request-Id", request_id);
     http::ClientOptions o = clients_.options(w.executor());
     o.connect_timeout = std::chrono::milliseconds(config_.connect_timeout_ms);
-    // From the decision's time: the prefill leg, if any, took its own and is read again.
-    const auto sent = plan_result.prefill.ok() ? Clock::now() : plan_result.decided;
+    // The leg's send time (its phase boundary), read once; the first-byte limit counts from the
+    // decision's time, or after a prefill leg (which took its own) from now.
+    clock.main_sent = Clock::now();
+    const auto sent = plan_result.prefill.ok() ? clock.main_sent : plan_result.decided;
     o.first_byte_timeout =
         std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(deadline - sent));
     o.idle_timeout = std::chrono::milliseconds(config_.idle_timeout_ms);
     o.cancel = &client_left;
-    clock.main_sent = Clock::now();
     auto opened = co_await http::ClientStream::open(w.executor(), pick.host, pick.port, std::move(creq), o);
     if (!opened && opened.error().code == http::ClientErrc::cancelled) {
       table_.finish(pick, rq.request_id);

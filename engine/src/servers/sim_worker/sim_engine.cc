@@ -522,6 +522,9 @@ std::string SimEngine::metrics_text() const {
                           "Histogram of number of descriptors per NIXL  KV Cache transfers.", labels);
   write_prom_metric(out, "vllm:nixl_num_failed_transfers_total", "counter", "Number of failed NIXL KV Cache transfers.",
                     labels, nixl_failed_transfers_);
+  // The same count under the sim-worker's own, older name (tests and scripts read it).
+  write_prom_metric(out, "disagg:sim_worker_kv_load_failures_total", "counter",
+                    "Remote KV pulls failed by --kv-load-fail-rate.", "", nixl_failed_transfers_);
   write_prom_metric(out, "vllm:nixl_num_failed_notifications_total", "counter",
                     "Number of failed NIXL KV Cache notifications.", labels, 0);
   write_prom_metric(out, "vllm:nixl_num_kv_expired_reqs_total", "counter",

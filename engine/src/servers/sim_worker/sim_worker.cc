@@ -188,7 +188,6 @@ struct SimWorker::Impl {
   net::signal_set signals{ioc, SIGTERM, SIGINT};
   std::atomic<std::uint64_t> request_counter{0};
   std::atomic<std::int64_t> tokens_sent{0};
-  std::atomic<std::uint64_t> kv_load_failures{0};  // --kv-load-fail-rate draws that failed
   // Drain (SIGTERM): new generations get 503 + Retry-After, /health and /ready 503; the server
   // closes once no generation is in flight and no KV transfer is held (see SimWorker::drain()).
   std::atomic<bool> draining{false};
@@ -309,7 +308,6 @@ Task<void> SimWorker::Impl::generate(http::Request& req, ResponseWriter& w, bool
         static_cast<double>(splitmix64(config.seed ^ 0x6b765f6c6f6164ULL ^ (n * 0xbf58476d1ce4e5b9ULL)) >> 11) *
         0x1.0p-53;
     if (u < config.kv_load_fail_rate) {
-      kv_load_failures.fetch_add(1, std::memory_order_relaxed);
       engine->record_failed_kv_transfer();
       if (config.kv_load_failure_policy == KvLoadFailurePolicy::recompute) {
         g.kind = RequestKind::full;  // vLLM reschedules the request and computes the prompt here
@@ -490,12 +488,6 @@ Task<void> SimWorker::Impl::handle(http::Request& req, ResponseWriter& w) {
   } else if (path == "/metrics") {
     if (!co_await only(http::bhttp::verb::get, "GET")) co_return;
     std::string text = engine->metrics_text();
-    text.append(
-            "# HELP disagg:sim_worker_kv_load_failures_total Remote KV pulls failed by --kv-load-fail-rate.\n"
-            "# TYPE disagg:sim_worker_kv_load_failures_total counter\n"
-            "disagg:sim_worker_kv_load_failures_total ")
-        .append(std::to_string(kv_load_failures.load(std::memory_order_relaxed)))
-        .append("\n");
     co_await w.send(200, text, "text/plain; version=0.0.4; charset=utf-8");
   } else {
     co_await w.send_error(404,
